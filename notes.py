@@ -1,0 +1,1564 @@
+#!/usr/bin/env python3
+"""notes.py: the persistence tool of Memory-Assisted Shaping.
+
+A model that shapes an idea over a long conversation runs
+
+    python3 -S notes.py append --type decision --text "..."
+
+whenever losing a decision, a gate, a discarded path or an artifact boundary
+would hurt continuity.  This tool owns everything about that signal once it
+arrives: it stamps it with a time, a session id, a sequence number and a
+checksum, appends it as one line of JSON to session_notes.jsonl, and later
+hands the state back (tail, summary, recap, export, verify, restore).
+
+What it owns:
+  * the files of one session folder: session_meta.json, session_notes.jsonl,
+    session_notes.lock, and the exports it is asked to write;
+  * the numbering: seq grows by one per note, with no repeat and no gap, even
+    with many writers at once (they queue on an exclusive lock);
+  * the integrity of every line: a crash can cut the last line short, and the
+    next append sets the cut bytes aside in a side file, never deleting them.
+
+What it refuses to do:
+  * rewrite, reorder or drop a note already in the log;
+  * write through a symbolic link, or into a folder it was not pointed at;
+  * store credentials, control characters, or text beyond the size of a
+    minimal signal: the log is plain text that gets uploaded and shared;
+  * write anything at all when only asked to read.
+
+The formats are those of the public v0 tool, byte for byte; a log written
+here stays readable by v0.  Standard library only; runs under ``python3 -S``
+on CPython 3.9 to 3.13.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+# The C halves of the json module.  Importing ``json`` itself pulls in ``re``
+# and ``enum``, which costs more than everything else append does; these are
+# the very functions json.loads and json.dumps end up calling.
+from _json import encode_basestring, make_encoder, make_scanner
+
+try:  # the built-in SHA-256 loads faster than OpenSSL's through hashlib
+    from _sha2 import sha256  # CPython 3.12 and later
+except ImportError:
+    try:
+        from _sha256 import sha256  # CPython 3.9 to 3.11
+    except ImportError:
+        from hashlib import sha256
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+# --------------------------------------------------------------------------
+# Constants
+
+META_NAME = "session_meta.json"
+LOG_NAME = "session_notes.jsonl"
+LOCK_NAME = "session_notes.lock"
+EXPORT_NAME = "session_export.json"
+EXPORT_MARKDOWN_NAME = "session_export.md"
+
+META_SCHEMA = "shaping-memory-session-meta.v0"
+EXPORT_SCHEMA = "shaping-memory-export.v0"
+
+NOTE_TYPES = ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact")
+GATE_STATUSES = ("open", "deferred", "closed")
+# Lists of the recap, by the note type each one gathers.
+RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
+               ("source", "sources"), ("artifact", "artifacts"))
+
+TEXT_LIMIT = 2000
+EFFECT_LIMIT = 1000
+TAIL_DEFAULT_LIMIT = 5
+RECAP_DEFAULT_LIMIT = 20
+WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
+PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
+BACKWARD_BLOCK = 65536    # bytes read at a time when reading the log from its end
+LOCK_WAIT_SECONDS = 30.0  # only used where there is no blocking lock (Windows)
+
+EXIT_OK = 0
+EXIT_UNEXPECTED = 1
+EXIT_USAGE = 2
+EXIT_INTEGRITY = 3
+
+# O_NOFOLLOW makes open() fail on a symbolic link instead of following it.
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+BINARY = getattr(os, "O_BINARY", 0)
+
+# Characters a signal may not hold: C0 controls other than tab, newline and
+# carriage return, and DEL.
+FORBIDDEN_CHARACTERS = frozenset(chr(code) for code in list(range(0x20)) + [0x7F]) - {"\t", "\n", "\r"}
+
+# (kind of credential, substrings one of which it must contain, pattern).
+# The substrings are a cheap first look so that ``re`` is only imported when
+# a text could hold a credential at all.
+CREDENTIAL_PATTERNS = (
+    ("private key block", ("PRIVATE KEY-----",),
+     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
+    ("AWS access key id", ("AKIA", "ASIA"),
+     r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    ("GitHub token", ("gh", "github_pat_"),
+     r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
+    ("Anthropic API key", ("sk-ant-",),
+     r"(?<![A-Za-z0-9_-])sk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{32,}"),
+    ("OpenAI API key", ("sk-",),
+     r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]*[0-9])"
+     r"(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{32,}"),
+    ("Slack token", ("xox", "xapp-"),
+     r"(?<![A-Za-z0-9])(?:xox[abposr]-[0-9]{6,}-[A-Za-z0-9-]{6,}|xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]{16,})"),
+    ("Google API key", ("AIza",),
+     r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
+    ("Stripe live key", ("_live_",),
+     r"(?<![A-Za-z0-9])(?:sk|rk)_live_[0-9A-Za-z]{20,}"),
+    ("JSON Web Token", ("eyJ",),
+     r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+)
+
+
+# --------------------------------------------------------------------------
+# The error class
+
+class NotesError(Exception):
+    """A refusal or failure to report as ``{"ok": false, "error": ...}``."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE, details: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+        self.details = details or {}
+
+
+# --------------------------------------------------------------------------
+# Pure record functions: JSON, checksum, build, validate, check a line
+
+class _DecoderSettings:
+    """The attributes _json.make_scanner reads, as json.JSONDecoder has them."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str):
+        raise ValueError("%s is not valid JSON" % name)
+
+
+def _refuse_unserialisable(value):
+    raise TypeError("cannot store a %s as JSON" % type(value).__name__)
+
+
+_scan_value = make_scanner(_DecoderSettings())
+_encode_compact = make_encoder(None, _refuse_unserialisable, encode_basestring, None,
+                               ":", ",", False, False, False)
+_encode_canonical = make_encoder(None, _refuse_unserialisable, encode_basestring, None,
+                                 ":", ",", True, False, False)
+_JSON_SPACE = " \t\n\r"
+
+
+def parse_json(text: str):
+    """Parse one JSON document, as json.loads does; raise ValueError if it is not one."""
+    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    try:
+        value, end = _scan_value(text, start)
+    except (StopIteration, SystemError):
+        # On 3.10 and 3.11 the C scanner reports some errors as SystemError
+        # unless json.decoder happens to be imported already: all mean "not JSON".
+        raise ValueError("not JSON") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if text[end:].strip(_JSON_SPACE):
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
+def compact_json(value) -> str:
+    """Serialise as json.dumps(value, separators=(",", ":"), ensure_ascii=False)."""
+    return "".join(_encode_compact(value, 0))
+
+
+def canonical_json(value) -> str:
+    """Serialise compactly with sorted keys: the form the checksum is taken of."""
+    return "".join(_encode_canonical(value, 0))
+
+
+def pretty_json(value, depth: int = 0) -> str:
+    """Serialise as json.dumps(value, indent=2, ensure_ascii=False)."""
+    if isinstance(value, dict) and value:
+        inner = "\n" + "  " * (depth + 1)
+        body = ("," + inner).join(
+            encode_basestring(key) + ": " + pretty_json(item, depth + 1) for key, item in value.items())
+        return "{" + inner + body + "\n" + "  " * depth + "}"
+    if isinstance(value, (list, tuple)) and value:
+        inner = "\n" + "  " * (depth + 1)
+        body = ("," + inner).join(pretty_json(item, depth + 1) for item in value)
+        return "[" + inner + body + "\n" + "  " * depth + "]"
+    return compact_json(value)
+
+
+def utc_now() -> str:
+    """The current UTC time as YYYY-MM-DDTHH:MM:SSZ."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def note_id_for(seq: int) -> str:
+    """The id of the note numbered seq: n00001, ..., n99999, n100000."""
+    return "n%05d" % seq
+
+
+def record_checksum(record: dict) -> str:
+    """First 16 hex digits of SHA-256 over the canonical JSON of the record without its checksum."""
+    body = {key: value for key, value in record.items() if key != "checksum"}
+    return sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
+
+
+def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
+                 ref: str | None = None, status: str | None = None, timestamp: str | None = None) -> dict:
+    """A record with v0's keys in v0's order, the optional links after effect, checksum last."""
+    record = {
+        "id": note_id_for(seq),
+        "ts": timestamp or utc_now(),
+        "session_id": session_id,
+        "seq": seq,
+        "type": note_type,
+        "text": text,
+    }
+    if effect:
+        record["effect"] = effect
+    if ref:
+        record["ref"] = ref
+    if status:
+        record["status"] = status
+    record["checksum"] = record_checksum(record)
+    return record
+
+
+def record_line(record: dict) -> bytes:
+    """One record as the bytes of one log line, newline included."""
+    return (compact_json(record) + "\n").encode("utf-8")
+
+
+def find_credential(text: str) -> str | None:
+    """The kind of credential the text seems to hold, or None."""
+    patterns = [(kind, pattern) for kind, markers, pattern in CREDENTIAL_PATTERNS
+                if any(marker in text for marker in markers)]
+    if not patterns:
+        return None
+    import re  # only when a marker is present: re costs more than an append
+
+    for kind, pattern in patterns:
+        if re.search(pattern, text):
+            return kind
+    return None
+
+
+def clean_field(name: str, value: str | None, limit: int) -> str:
+    """Strip a signal field and refuse what must not enter the log."""
+    value = (value or "").strip()
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise NotesError(
+            "--%s holds bytes that are not valid UTF-8 (the shell passed undecodable bytes); "
+            "re-send it as plain UTF-8 text" % name) from None
+    if not value.isprintable():
+        for position, character in enumerate(value):
+            if character in FORBIDDEN_CHARACTERS:
+                raise NotesError(
+                    "--%s holds the control character U+%04X at position %d; remove it "
+                    "(tab, newline and carriage return are the only control characters kept)"
+                    % (name, ord(character), position))
+    if len(value) > limit:
+        raise NotesError(
+            "--%s is %d characters; the limit is %d, because a memory signal is a minimal "
+            "pointer, not content: keep the content in the conversation and record only "
+            "the decision, gate or boundary" % (name, len(value), limit))
+    kind = find_credential(value)
+    if kind:
+        raise NotesError(
+            "--%s seems to hold a credential (%s); credentials never enter the log, which is "
+            "plain text that gets uploaded, exported and shared. Describe where the secret "
+            "lives instead of pasting it" % (name, kind))
+    return value
+
+
+def clean_signal(note_type: str, text: str | None, effect: str | None,
+                 ref: str | None, status: str | None) -> tuple:
+    """Validate a signal before anything is touched; return (text, effect, ref, status)."""
+    if note_type not in NOTE_TYPES:
+        raise NotesError("unknown --type %r; use one of: %s" % (note_type, ", ".join(NOTE_TYPES)))
+    text = clean_field("text", text, TEXT_LIMIT)
+    if not text:
+        raise NotesError("--text is empty; a memory signal needs a text that says what to keep")
+    effect = clean_field("effect", effect, EFFECT_LIMIT) or None
+    if status is not None and status not in GATE_STATUSES:
+        raise NotesError("unknown --status %r; use one of: %s" % (status, ", ".join(GATE_STATUSES)))
+    if status is not None and note_type != "gate":
+        raise NotesError("--status applies only to --type gate; drop it, or record a gate")
+    if ref is not None:
+        ref = ref.strip()
+        if not is_note_id(ref):
+            raise NotesError("--ref %r is not a note id; ids look like n00012" % ref)
+        if note_type == "gate" and status is None:
+            raise NotesError(
+                "a gate with --ref updates that gate, so it needs --status open, deferred or closed")
+    elif note_type == "gate" and status == "closed":
+        raise NotesError(
+            "a new gate cannot start closed; open it first, then close it with "
+            "--ref <its id> --status closed")
+    return text, effect, ref, status
+
+
+def is_note_id(value) -> bool:
+    """Whether value has the shape of a note id (n followed by at least five digits)."""
+    return (isinstance(value, str) and len(value) >= 6 and value[0] == "n"
+            and value[1:].isdigit() and value[1:].isascii())
+
+
+def is_seq(value) -> bool:
+    """Whether value is a usable seq (a positive int, not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def same_signal(record: dict, note_type: str, text: str, effect, ref, status) -> bool:
+    """Whether record carries exactly this signal (the retry check of append)."""
+    return (record.get("type") == note_type and record.get("text") == text
+            and record.get("effect") == effect and record.get("ref") == ref
+            and record.get("status") == status)
+
+
+def parse_line(raw: bytes) -> tuple:
+    """Decode one log line (without its newline): (object or None, problem kind or None)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not_utf8"
+    try:
+        value = parse_json(text)
+    except ValueError:
+        return None, "not_json"
+    if not isinstance(value, dict):
+        return None, "not_object"
+    return value, None
+
+
+# Kinds of problem, and what each means; verify and the readers' warnings use them.
+PROBLEM_DETAILS = {
+    "not_utf8": "the line is not valid UTF-8",
+    "not_json": "the line is not JSON",
+    "not_object": "the line is JSON but not an object",
+    "missing_field": "the record lacks a field or has one of the wrong kind",
+    "bad_checksum": "the checksum does not match: the record changed after it was written",
+    "id_mismatch": "the id does not match the seq",
+    "foreign_session": "the record belongs to another session",
+    "unknown_type": "the record has an unknown type",
+    "seq_repeated": "the seq repeats or goes back: it is not above every seq before it",
+    "seq_gap": "seq numbers are missing before this record",
+    "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
+    "missing_newline": "the last record lacks its newline; the next append adds it",
+}
+
+
+def check_record(record: dict, session_id: str | None) -> list:
+    """Problems of one parsed record taken alone (not its place in the sequence)."""
+    for key, kind in (("id", str), ("ts", str), ("session_id", str), ("type", str),
+                      ("text", str), ("checksum", str)):
+        if not isinstance(record.get(key), kind):
+            return ["missing_field"]
+    if not is_seq(record.get("seq")):
+        return ["missing_field"]
+    problems = []
+    if record_checksum(record) != record["checksum"]:
+        problems.append("bad_checksum")
+    if record["id"] != note_id_for(record["seq"]):
+        problems.append("id_mismatch")
+    if session_id is not None and record["session_id"] != session_id:
+        problems.append("foreign_session")
+    if record["type"] not in NOTE_TYPES:
+        problems.append("unknown_type")
+    return problems
+
+
+def problem(line, record_id, kind: str, detail: str | None = None) -> dict:
+    """One entry of verify's problem list."""
+    return {"line": line, "id": record_id, "kind": kind, "detail": detail or PROBLEM_DETAILS[kind]}
+
+
+def describe_problem(entry: dict) -> str:
+    """One problem as a sentence for a reader's warnings."""
+    where = "line %s" % entry["line"] if entry.get("line") is not None else "session_meta.json"
+    if entry.get("id"):
+        where += " (%s)" % entry["id"]
+    return "%s: %s" % (where, entry["detail"])
+
+
+def parse_time_filter(value: str, name: str) -> str:
+    """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ."""
+    shapes = {10: "%Y-%m-%d", 20: "%Y-%m-%dT%H:%M:%SZ"}
+    try:
+        parsed = time.strptime(value, shapes[len(value)])
+    except (KeyError, ValueError):
+        raise NotesError(
+            "--%s %r is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ" % (name, value)) from None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", parsed)
+
+
+def check_limit(value: int) -> int:
+    """Refuse a --limit below 1."""
+    if value < 1:
+        raise NotesError("--limit must be 1 or more (got %d)" % value)
+    return value
+
+
+# --------------------------------------------------------------------------
+# Storage: folder, lock, reading from either end, appending, atomic writes
+
+def resolve_folder(folder: str | None) -> str:
+    """The session folder: --dir, or the folder that holds this file."""
+    if folder is None:
+        return os.path.dirname(os.path.realpath(__file__))
+    return os.path.realpath(os.path.expanduser(folder))
+
+
+def no_session_error(folder: str) -> NotesError:
+    """The refusal of a reader that finds no session."""
+    return NotesError(
+        "no session in %s (no %s there); start one with: python3 -S notes.py --dir %s init, "
+        "or bring one back from an export with: python3 -S notes.py --dir %s restore "
+        "session_export.json" % (folder, META_NAME, folder, folder))
+
+
+def folder_error(folder: str, error: OSError) -> NotesError:
+    """The refusal of a writer that cannot create its files in the folder."""
+    return NotesError(
+        "cannot create or write the session files in %s (%s); pass --dir with a writable "
+        "folder, for example --dir /tmp/shaping or --dir /mnt/data/shaping"
+        % (folder, error.strerror or error))
+
+
+def link_error(path: str) -> NotesError:
+    """The refusal to write through a symbolic link."""
+    return NotesError(
+        "%s is a symbolic link; notes.py does not write through links, since a planted link "
+        "could send the session anywhere. Replace it with the real file, or use another --dir" % path)
+
+
+def read_meta(folder: str) -> dict | None:
+    """The session's meta object, None when the folder has none; refuse a damaged one."""
+    path = os.path.join(folder, META_NAME)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise NotesError("--dir %s is a file, not a folder; pass the session folder" % folder) from None
+    except IsADirectoryError:
+        raise NotesError("%s is a folder, not the session meta; move it aside" % path) from None
+    except OSError as error:
+        raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
+    try:
+        meta = parse_json(raw.decode("utf-8"))
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or not isinstance(meta.get("session_id"), str) or not meta["session_id"]:
+        raise NotesError(
+            "%s is damaged (not a JSON object with a session_id); nothing was changed. "
+            "Restore the session from an export into a new --dir, or move the folder aside "
+            "and run init" % path)
+    return meta
+
+
+def require_session(folder: str) -> dict:
+    """The meta of the session a reader was pointed at; refuse when there is none."""
+    if os.path.isfile(folder):
+        raise NotesError("--dir %s is a file, not a folder; pass the session folder" % folder)
+    meta = read_meta(folder)
+    if meta is None:
+        raise no_session_error(folder)
+    return meta
+
+
+def fsync_folder(folder: str) -> None:
+    """Make a creation or rename in the folder durable."""
+    if os.name == "nt":  # Windows cannot open a folder; NTFS journals names itself
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    except OSError as error:
+        if error.errno not in (22, 95):  # EINVAL, EOPNOTSUPP: the filesystem cannot sync folders
+            raise
+    finally:
+        os.close(descriptor)
+
+
+class SessionLock:
+    """Exclusive lock on session_notes.lock, held by every writer from read to fsync."""
+
+    def __init__(self, folder: str):
+        self.path = os.path.join(folder, LOCK_NAME)
+        self.descriptor = None
+
+    def __enter__(self):
+        if os.path.islink(self.path):
+            raise link_error(self.path)
+        try:
+            self.descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | NO_FOLLOW | BINARY, 0o644)
+        except OSError as error:
+            raise folder_error(os.path.dirname(self.path), error) from None
+        try:
+            if fcntl is not None:
+                # flock is released by the kernel when the holder dies, so a
+                # writer killed mid-append never blocks the next one.
+                fcntl.flock(self.descriptor, fcntl.LOCK_EX)
+            else:
+                self._lock_windows()
+        except BaseException:
+            os.close(self.descriptor)
+            raise
+        return self
+
+    def _lock_windows(self):
+        import msvcrt
+
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                msvcrt.locking(self.descriptor, msvcrt.LK_NBLCK, 1)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise NotesError("another writer has held %s for %d s; try again"
+                                     % (self.path, LOCK_WAIT_SECONDS), EXIT_UNEXPECTED) from None
+                time.sleep(0.01)
+
+    def __exit__(self, *exc_info):
+        if fcntl is None:
+            import msvcrt
+
+            try:
+                msvcrt.locking(self.descriptor, msvcrt.LK_UNLCK, 1)
+            except OSError:
+                pass
+        os.close(self.descriptor)  # closing releases a flock
+
+
+def write_all(descriptor: int, data: bytes) -> None:
+    """Write every byte, however many calls it takes."""
+    view = memoryview(data)
+    while view:
+        written = os.write(descriptor, view)
+        view = view[written:]
+
+
+class AtomicFile:
+    """A whole-file write: a unique temporary file in the target folder, fsynced, renamed into place."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.folder = os.path.dirname(path)
+        if os.path.islink(path):
+            raise link_error(path)
+        # A fresh random name opened with O_EXCL | O_NOFOLLOW: a link planted at
+        # any name can neither be followed nor be the name we pick.
+        while True:
+            self.temporary = os.path.join(
+                self.folder, ".%s.%s.tmp" % (os.path.basename(path), os.urandom(6).hex()))
+            try:
+                self.descriptor = os.open(
+                    self.temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, 0o644)
+                break
+            except FileExistsError:
+                continue
+
+    def write(self, data: bytes) -> None:
+        write_all(self.descriptor, data)
+
+    def commit(self) -> None:
+        # Crash window: until os.replace the target keeps its old content and
+        # the temporary file is left behind under a dot-name; after it, the
+        # rename is made durable by the folder fsync.
+        os.fsync(self.descriptor)
+        os.close(self.descriptor)
+        self.descriptor = None
+        os.replace(self.temporary, self.path)
+        fsync_folder(self.folder)
+
+    def abort(self) -> None:
+        if self.descriptor is not None:
+            os.close(self.descriptor)
+            self.descriptor = None
+        try:
+            os.unlink(self.temporary)
+        except OSError:
+            pass
+
+
+def write_file_atomically(path: str, data: bytes) -> None:
+    """Replace path with data so that a crash leaves either the old or the new file."""
+    target = AtomicFile(path)
+    try:
+        target.write(data)
+        target.commit()
+    except BaseException:
+        target.abort()
+        raise
+
+
+def meta_bytes(meta: dict) -> bytes:
+    """The meta file's bytes: 2-space JSON, non-ASCII as is, trailing newline."""
+    return (pretty_json(meta) + "\n").encode("utf-8")
+
+
+def new_session_id() -> str:
+    """A random UUID4 string."""
+    import uuid  # only a new session needs it
+
+    return str(uuid.uuid4())
+
+
+def create_session(folder: str, session_id: str | None = None, created_at: str | None = None) -> dict:
+    """Write the meta and an empty log of a new session; the caller holds the lock."""
+    log_path = os.path.join(folder, LOG_NAME)
+    meta = {
+        "schema_version": META_SCHEMA,
+        "session_id": session_id or new_session_id(),
+        "created_at": created_at or utc_now(),
+        "log_file": log_path,
+    }
+    write_file_atomically(os.path.join(folder, META_NAME), meta_bytes(meta))
+    # Crash window: meta without a log is a session with no notes yet; the log
+    # is created by the first append as well.
+    descriptor = open_log_for_append(log_path)
+    os.fsync(descriptor)
+    os.close(descriptor)
+    fsync_folder(folder)
+    return meta
+
+
+def prepare_folder(folder: str) -> None:
+    """Make sure the session folder exists and is a folder, for a writer."""
+    if os.path.isfile(folder):
+        raise NotesError("--dir %s is a file, not a folder; pass a folder for the session" % folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        raise folder_error(folder, error) from None
+
+
+def open_session_for_writing(folder: str) -> dict:
+    """The meta of the folder's session, created when there is none; the caller holds the lock."""
+    meta = read_meta(folder)
+    if meta is not None:
+        return meta
+    log_path = os.path.join(folder, LOG_NAME)
+    if os.path.lexists(log_path) and os.path.getsize(log_path) > 0:
+        raise NotesError(
+            "%s holds notes but %s is missing, so the session id is unknown; nothing was "
+            "changed. Restore the session from its export (restore), or move the log aside "
+            "to start a new session" % (log_path, META_NAME))
+    if os.path.islink(os.path.join(folder, META_NAME)):
+        raise link_error(os.path.join(folder, META_NAME))
+    try:
+        return create_session(folder)
+    except NotesError:
+        raise
+    except OSError as error:
+        raise folder_error(folder, error) from None
+
+
+def open_log_for_append(path: str) -> int:
+    """Open (or create) the log for appending, refusing a symbolic link."""
+    if os.path.islink(path):
+        raise link_error(path)
+    try:
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NO_FOLLOW | BINARY, 0o644)
+    except OSError as error:
+        if error.errno == 40:  # ELOOP: the name became a link after the check
+            raise link_error(path) from None
+        raise
+
+
+def read_lines_backward(handle, size: int):
+    """Yield (offset, line) from the end of the log; the first is the unterminated tail (maybe b"")."""
+    if size == 0:
+        yield 0, b""
+        return
+    position = size
+    carry = b""
+    while position > 0:
+        step = min(BACKWARD_BLOCK, position)
+        position -= step
+        handle.seek(position)
+        data = handle.read(step) + carry
+        pieces = data.split(b"\n")
+        carry = pieces[0]
+        offset = position + len(data)
+        for piece in reversed(pieces[1:]):
+            offset -= len(piece)
+            yield offset, piece
+            offset -= 1
+    yield 0, carry
+
+
+class LogTail:
+    """What a writer needs from the end of the log, found without reading the rest."""
+
+    def __init__(self, handle, size: int):
+        self.size = size
+        self.keep_end = size        # bytes before this offset stay in the log
+        self.needs_newline = False  # the last kept record lacks its newline
+        self.last_record = None     # the last line that is a JSON object
+        self.highest_seq = 0
+        lines = read_lines_backward(handle, size)
+        offset, tail = next(lines)
+        if tail:
+            value, _ = parse_line(tail)
+            if value is None:
+                self.keep_end = offset  # a cut-off or junk tail
+            else:
+                self.last_record = value
+                self.needs_newline = True
+        for offset, line in lines:
+            if self.last_record is not None and is_seq(self.highest_seq) and self.highest_seq > 0:
+                break
+            value, _ = parse_line(line)
+            if value is None:
+                if self.last_record is None:
+                    # Junk lines after the last object belong to the torn tail.
+                    self.keep_end = offset
+                continue
+            if self.last_record is None:
+                self.last_record = value
+            if is_seq(value.get("seq")):
+                self.highest_seq = max(self.highest_seq, value["seq"])
+        if self.last_record is not None and is_seq(self.last_record.get("seq")):
+            self.highest_seq = max(self.highest_seq, self.last_record["seq"])
+
+
+def set_aside_torn_tail(folder: str, descriptor: int, tail: LogTail) -> dict:
+    """Move the bytes past the last JSON object to a side file, then cut them from the log."""
+    os.lseek(descriptor, tail.keep_end, os.SEEK_SET)
+    torn = b""
+    while len(torn) < tail.size - tail.keep_end:
+        chunk = os.read(descriptor, tail.size - tail.keep_end - len(torn))
+        if not chunk:
+            break
+        torn += chunk
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    counter = 0
+    while True:
+        side_path = os.path.join(folder, "%s.torn-%s-%d%s" % (
+            LOG_NAME, stamp, os.getpid(), "-%d" % counter if counter else ""))
+        try:
+            side = os.open(side_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, 0o644)
+            break
+        except FileExistsError:
+            counter += 1
+    try:
+        write_all(side, torn)
+        os.fsync(side)
+    finally:
+        os.close(side)
+    fsync_folder(folder)
+    # Crash window: the bytes are now in the side file and still in the log;
+    # a crash here makes the next append copy them once more, losing nothing.
+    os.ftruncate(descriptor, tail.keep_end)
+    os.fsync(descriptor)
+    return {"kind": "torn_tail", "bytes": len(torn), "side_file": side_path}
+
+
+def find_note(handle, size: int, note_id: str) -> dict | None:
+    """The record with this id, searched from the end of the log (recent notes come first)."""
+    needle = ('"id":"%s"' % note_id).encode("ascii")
+    for _, line in read_lines_backward(handle, size):
+        if needle in line:
+            value, _ = parse_line(line)
+            if value is not None and value.get("id") == note_id:
+                return value
+    return None
+
+
+def append_line(descriptor: int, line: bytes) -> None:
+    """Append one whole record and fsync; on failure cut the log back to where it was."""
+    start = os.lseek(descriptor, 0, os.SEEK_END)
+    try:
+        write_all(descriptor, line)
+        os.fsync(descriptor)
+    except BaseException:
+        # Crash window: a process killed during write_all leaves a cut-off
+        # line, which the next append sets aside.  Here we are still alive:
+        # take the partial bytes back so the log stays as it was.
+        try:
+            os.ftruncate(descriptor, start)
+            os.fsync(descriptor)
+        except OSError:
+            pass
+        raise
+
+
+class LogReader:
+    """Reads the whole log forward, checking each line, without holding it in memory."""
+
+    def __init__(self, folder: str, meta: dict, limit_to_size: int | None = None):
+        self.path = os.path.join(folder, LOG_NAME)
+        self.session_id = meta.get("session_id")
+        self.problems = []          # the first ones, as verify lists them
+        self.problem_count = 0
+        self.total = 0
+        self.last_record = None
+        try:
+            self.size = os.path.getsize(self.path) if limit_to_size is None else limit_to_size
+        except FileNotFoundError:
+            self.size = 0
+
+    def note(self, entry: dict, listed: int) -> None:
+        self.problem_count += 1
+        if len(self.problems) < listed:
+            self.problems.append(entry)
+
+    def records(self, listed: int = PROBLEMS_LISTED):
+        """Yield every record that can be read; count and keep the problems met."""
+        self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
+        if self.size == 0:
+            return
+        highest = 0
+        remaining = self.size
+        with open(self.path, "rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                if len(raw) > remaining:
+                    raw = raw[:remaining]
+                remaining -= len(raw)
+                terminated = raw.endswith(b"\n")
+                value, kind = parse_line(raw[:-1] if terminated else raw)
+                if value is None:
+                    self.note(problem(number, None, "torn_tail" if not terminated else kind), listed)
+                elif not terminated:
+                    self.note(problem(number, value.get("id"), "missing_newline"), listed)
+                if value is None:
+                    if not remaining:
+                        break
+                    continue
+                kinds = check_record(value, self.session_id)
+                seq = value.get("seq")
+                if is_seq(seq):
+                    if seq <= highest:
+                        kinds.append("seq_repeated")
+                    elif seq > highest + 1:
+                        kinds.append("seq_gap")
+                    highest = max(highest, seq)
+                record_id = value.get("id") if isinstance(value.get("id"), str) else None
+                for kind in kinds:
+                    self.note(problem(number, record_id, kind), listed)
+                if "missing_field" in kinds:
+                    continue
+                self.total += 1
+                self.last_record = value
+                yield value
+                if not remaining:
+                    break
+
+    def warnings(self) -> list:
+        """The problems met, as sentences, bounded."""
+        messages = [describe_problem(entry) for entry in self.problems[:WARNINGS_LISTED]]
+        if self.problem_count > len(messages):
+            messages.append("%d more problems not listed; run verify for the full list"
+                            % (self.problem_count - len(messages)))
+        return messages
+
+
+def with_warnings(receipt: dict, warnings: list) -> dict:
+    """Add a warnings key only when there is something to say."""
+    if warnings:
+        receipt["warnings"] = warnings
+    return receipt
+
+
+# --------------------------------------------------------------------------
+# Commands: each takes the parsed arguments and returns the receipt
+
+def command_init(args) -> dict:
+    folder = resolve_folder(args.dir)
+    prepare_folder(folder)
+    with SessionLock(folder):
+        meta = open_session_for_writing(folder)
+    return {"ok": True, "command": "init", "session_id": meta["session_id"],
+            "path": os.path.join(folder, LOG_NAME)}
+
+
+def command_append(args) -> dict:
+    # Validate everything the signal alone can tell before touching any file.
+    text, effect, ref, status = clean_signal(args.type, args.text, args.effect, args.ref, args.status)
+    folder = resolve_folder(args.dir)
+    log_path = os.path.join(folder, LOG_NAME)
+    prepare_folder(folder)
+    with SessionLock(folder):
+        meta = open_session_for_writing(folder)
+        try:
+            created = not os.path.lexists(log_path)
+            descriptor = open_log_for_append(log_path)
+        except OSError as error:
+            raise folder_error(folder, error) from None
+        try:
+            with open(descriptor, "rb", closefd=False) as handle:
+                size = os.fstat(descriptor).st_size
+                tail = LogTail(handle, size)
+                if ref is not None:
+                    check_ref(handle, tail.keep_end, args.type, ref)
+            receipt = {"ok": True, "command": "append"}
+            recovered = None
+            if tail.keep_end < size:
+                recovered = set_aside_torn_tail(folder, descriptor, tail)
+            if tail.needs_newline:
+                append_line(descriptor, b"\n")
+                recovered = recovered or {"kind": "missing_newline"}
+            last = tail.last_record
+            if last is not None and is_seq(last.get("seq")) and same_signal(
+                    last, args.type, text, effect, ref, status):
+                # A retry of the last append (its receipt was lost): nothing new.
+                receipt.update(note_id=last.get("id"), seq=last["seq"], path=log_path, duplicate=True)
+            else:
+                record = build_record(meta["session_id"], tail.highest_seq + 1, args.type,
+                                      text, effect, ref, status)
+                append_line(descriptor, record_line(record))
+                receipt.update(note_id=record["id"], seq=record["seq"], path=log_path)
+            if created:
+                fsync_folder(folder)
+        finally:
+            os.close(descriptor)
+    if recovered:
+        receipt["recovered"] = recovered
+    return receipt
+
+
+def check_ref(handle, size: int, note_type: str, ref: str) -> None:
+    """Refuse a --ref that names no note of this log, or a note of the wrong kind."""
+    target = find_note(handle, size, ref)
+    if target is None:
+        raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
+    if note_type == "gate" and target.get("type") != "gate":
+        raise NotesError(
+            "--ref %s is a %s, not a gate; a gate update must name the gate it changes"
+            % (ref, target.get("type")))
+    if note_type != "gate" and target.get("type") == "gate":
+        raise NotesError(
+            "--ref %s is a gate; gates change only through gate updates: "
+            "append --type gate --ref %s --status open|deferred|closed" % (ref, ref))
+
+
+def command_tail(args) -> dict:
+    limit = check_limit(args.limit)
+    since = parse_time_filter(args.since, "since") if args.since else None
+    until = parse_time_filter(args.until, "until") if args.until else None
+    types = set(args.types) if args.types else None
+    folder = resolve_folder(args.dir)
+    meta = require_session(folder)
+    log_path = os.path.join(folder, LOG_NAME)
+    session_id = meta["session_id"]
+    records, warnings = [], []
+    try:
+        handle = open(log_path, "rb")
+    except FileNotFoundError:
+        handle = None
+    if handle is not None:
+        with handle:
+            size = os.fstat(handle.fileno()).st_size
+            newer_seq = None
+            lines = read_lines_backward(handle, size)
+            offset, tail = next(lines)
+            if tail:
+                value, _ = parse_line(tail)
+                warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[
+                    "missing_newline" if value is not None else "torn_tail"]))
+                lines = _chain_first((offset, tail), lines) if value is not None else lines
+            for offset, line in lines:
+                if len(records) >= limit:
+                    break
+                value, kind = parse_line(line)
+                if value is None:
+                    warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
+                    continue
+                kinds = check_record(value, session_id)
+                seq = value.get("seq")
+                if is_seq(seq) and newer_seq is not None and seq != newer_seq - 1:
+                    kinds.append("seq_repeated" if seq >= newer_seq else "seq_gap")
+                if is_seq(seq):
+                    newer_seq = seq
+                for kind in kinds:
+                    warnings.append("byte %d (%s): %s" % (offset, value.get("id"), PROBLEM_DETAILS[kind]))
+                if "missing_field" in kinds:
+                    continue
+                if types is not None and value["type"] not in types:
+                    continue
+                if since is not None and value["ts"] < since:
+                    continue
+                if until is not None and value["ts"] >= until:
+                    continue
+                records.append(value)
+    records.reverse()
+    if len(warnings) > WARNINGS_LISTED:
+        warnings = warnings[:WARNINGS_LISTED] + [
+            "%d more problems not listed; run verify for the full list" % (len(warnings) - WARNINGS_LISTED)]
+    receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
+    return with_warnings(receipt, warnings)
+
+
+def _chain_first(first, rest):
+    yield first
+    yield from rest
+
+
+def command_summary(args) -> dict:
+    folder = resolve_folder(args.dir)
+    meta = require_session(folder)
+    reader = LogReader(folder, meta)
+    by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
+    for record in reader.records(WARNINGS_LISTED):
+        if record["type"] in by_type:
+            by_type[record["type"]] += 1
+    last = reader.last_record
+    receipt = {
+        "ok": True,
+        "command": "summary",
+        "session_id": meta["session_id"],
+        "path": reader.path,
+        "total": reader.total,
+        "by_type": by_type,
+        "last_note_id": last["id"] if last else None,
+        "last_type": last["type"] if last else None,
+    }
+    return with_warnings(receipt, reader.warnings())
+
+
+def command_verify(args) -> dict:
+    folder = resolve_folder(args.dir)
+    meta = require_session(folder)
+    reader = LogReader(folder, meta)
+    meta_problems = []
+    for key, kind in (("schema_version", str), ("session_id", str), ("created_at", str), ("log_file", str)):
+        if not isinstance(meta.get(key), kind):
+            meta_problems.append(problem(None, None, "meta_field", "%s lacks %s" % (META_NAME, key)))
+    if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != META_SCHEMA:
+        meta_problems.append(problem(None, None, "meta_schema",
+                                     "%s has an unknown schema_version" % META_NAME))
+    for _ in reader.records(PROBLEMS_LISTED):
+        pass
+    problems = (meta_problems + reader.problems)[:PROBLEMS_LISTED]
+    count = len(meta_problems) + reader.problem_count
+    receipt = {"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
+               "problems": problems}
+    if count > len(problems):
+        receipt["problems_not_listed"] = count - len(problems)
+    return receipt
+
+
+def command_export(args) -> dict:
+    folder = resolve_folder(args.dir)
+    meta = require_session(folder)
+    markdown = args.format == "md"
+    if args.output:
+        output = os.path.abspath(os.path.expanduser(args.output))
+    else:
+        output = os.path.join(folder, EXPORT_MARKDOWN_NAME if markdown else EXPORT_NAME)
+    if os.path.isdir(output):
+        raise NotesError("--output %s is a folder; give a file path, such as %s"
+                         % (output, os.path.join(output, EXPORT_NAME)))
+    prepare_output = os.path.dirname(output)
+    if os.path.isfile(prepare_output):
+        raise NotesError("--output %s is inside a file, not a folder" % output)
+    # Both passes read the same bytes: the size is fixed before the first one,
+    # so notes appended meanwhile wait for the next export.
+    reader = LogReader(folder, meta)
+    by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
+    first_ts = last_ts = None
+    for record in reader.records(PROBLEMS_LISTED):
+        if record["type"] in by_type:
+            by_type[record["type"]] += 1
+        first_ts = first_ts or record["ts"]
+        last_ts = record["ts"]
+    count, problem_count = reader.total, reader.problem_count
+    warnings = reader.warnings()
+    try:
+        os.makedirs(prepare_output, exist_ok=True)
+        target = AtomicFile(output)
+    except NotesError:
+        raise
+    except OSError as error:
+        raise NotesError("cannot write %s (%s); choose another --output" % (output, error.strerror)) from None
+    try:
+        if markdown:
+            write_markdown_export(target, reader, meta, count, by_type, first_ts, last_ts,
+                                  problem_count, warnings)
+        else:
+            write_json_export(target, reader, meta, count)
+        target.commit()
+    except BaseException:
+        target.abort()
+        raise
+    receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
+    return with_warnings(receipt, warnings)
+
+
+def write_json_export(target: AtomicFile, reader: LogReader, meta: dict, count: int) -> None:
+    """Stream the export as json.dumps(export, indent=2) would print it, record by record."""
+    head = {"schema_version": EXPORT_SCHEMA, "exported_at": utc_now(), "session": meta,
+            "record_count": count}
+    text = pretty_json(head)
+    target.write((text[:-2] + ',\n  "records": ').encode("utf-8"))
+    written = 0
+    for record in reader.records():
+        if written == count:
+            break
+        target.write((("[\n    " if written == 0 else ",\n    ") + pretty_json(record, 2)).encode("utf-8"))
+        written += 1
+    target.write(("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8"))
+
+
+def write_markdown_export(target: AtomicFile, reader: LogReader, meta: dict, count: int, by_type: dict,
+                          first_ts, last_ts, problem_count: int, warnings: list) -> None:
+    """Stream a readable audit document of the whole session."""
+    lines = [
+        "# Shaping session %s" % meta["session_id"],
+        "",
+        "- Created: %s" % meta.get("created_at", "unknown"),
+        "- Exported: %s" % utc_now(),
+        "- Notes: %d (%s to %s)" % (count, first_ts or "none", last_ts or "none"),
+        "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
+        "- Verify: %s" % ("clean" if problem_count == 0 else "%d problems" % problem_count),
+    ]
+    lines.extend("  - %s" % message for message in warnings)
+    lines += ["", "## Notes", ""]
+    target.write(("\n".join(lines) + "\n").encode("utf-8"))
+    written = 0
+    for record in reader.records():
+        if written == count:
+            break
+        written += 1
+        parts = ["### %s · %s · %s" % (record["id"], record["ts"], record["type"]), "", record["text"], ""]
+        for key in ("effect", "ref", "status"):
+            if key in record:
+                parts.append("- %s: %s" % (key.capitalize(), record[key]))
+        if len(parts) > 4:
+            parts.append("")
+        target.write(("\n".join(parts) + "\n").encode("utf-8"))
+
+
+def summarise_record(record: dict) -> dict:
+    """A record as a recap item: id, text, and effect when it has one."""
+    item = {"id": record["id"], "text": record["text"]}
+    if "effect" in record:
+        item["effect"] = record["effect"]
+    return item
+
+
+def command_recap(args) -> dict:
+    limit = check_limit(args.limit)
+    folder = resolve_folder(args.dir)
+    meta = require_session(folder)
+    reader = LogReader(folder, meta)
+    # First pass: which notes are superseded, and the story of every gate.
+    # Only these are held in memory; the lists are gathered in the second pass.
+    superseded, gates, gate_of_update = set(), {}, {}
+    for record in reader.records(WARNINGS_LISTED):
+        ref = record.get("ref")
+        if record["type"] == "gate":
+            if ref is None:
+                gates[record["id"]] = {"id": record["id"], "text": record["text"],
+                                       "status": record.get("status", "open")}
+                if "effect" in record:
+                    gates[record["id"]]["effect"] = record["effect"]
+            else:
+                root = gate_of_update.get(ref, ref)
+                if root in gates and record.get("status") in GATE_STATUSES:
+                    gate_of_update[record["id"]] = root
+                    gates[root].update(status=record["status"], update_id=record["id"],
+                                       update_text=record["text"])
+        elif isinstance(ref, str):
+            superseded.add(ref)
+    warnings = reader.warnings()
+    latest = {"mode": None, "shape": None}
+    kept = {name: [] for _, name in RECAP_LISTS}
+    cut = dict.fromkeys(kept, 0)
+    list_of_type = dict(RECAP_LISTS)
+    for record in reader.records(0):
+        if record["id"] in superseded:
+            continue
+        if record["type"] in latest:
+            latest[record["type"]] = record
+        elif record["type"] in list_of_type:
+            items = kept[list_of_type[record["type"]]]
+            items.append(record)
+            if len(items) > limit:
+                del items[0]
+                cut[list_of_type[record["type"]]] += 1
+    open_gates = [gate for gate in gates.values() if gate["status"] == "open"]
+    deferred_gates = [gate for gate in gates.values() if gate["status"] == "deferred"]
+    for name, gate_list in (("open_gates", open_gates), ("deferred_gates", deferred_gates)):
+        if len(gate_list) > limit:
+            cut[name] = len(gate_list) - limit
+            del gate_list[:-limit]
+    receipt = {
+        "ok": True,
+        "command": "recap",
+        "session_id": meta["session_id"],
+        "path": reader.path,
+        "total": reader.total,
+        "mode": summarise_record(latest["mode"]) if latest["mode"] else None,
+        "shape": summarise_record(latest["shape"]) if latest["shape"] else None,
+        "open_gates": open_gates,
+        "deferred_gates": deferred_gates,
+        "closed_gates": sum(1 for gate in gates.values() if gate["status"] == "closed"),
+    }
+    for name, items in kept.items():
+        receipt[name] = [summarise_record(record) for record in items]
+    receipt["superseded_count"] = len(superseded)
+    truncated = {name: number for name, number in cut.items() if number}
+    if truncated:
+        receipt["truncated"] = truncated
+    with_warnings(receipt, warnings)
+    if args.format == "md":
+        return recap_markdown(receipt)
+    return receipt
+
+
+def recap_markdown(recap: dict) -> str:
+    """The recap as markdown, for a person or to paste into the conversation."""
+    def item_line(item: dict) -> str:
+        line = "- %s: %s" % (item["id"], item["text"].replace("\n", " "))
+        if item.get("effect"):
+            line += " (effect: %s)" % item["effect"].replace("\n", " ")
+        return line
+
+    def gate_line(gate: dict) -> str:
+        line = item_line(gate) + " [%s]" % gate["status"]
+        if gate.get("update_id"):
+            line += " (latest update %s: %s)" % (gate["update_id"], gate["update_text"].replace("\n", " "))
+        return line
+
+    lines = ["# Recap of session %s" % recap["session_id"], "",
+             "%d notes; %d superseded; %d gates closed." % (
+                 recap["total"], recap["superseded_count"], recap["closed_gates"]), ""]
+    for title, key in (("Mode", "mode"), ("Shape", "shape")):
+        lines += ["## " + title, "", item_line(recap[key]) if recap[key] else "- none", ""]
+    for title, key, render in (("Open gates", "open_gates", gate_line),
+                               ("Deferred gates", "deferred_gates", gate_line),
+                               ("Decisions", "decisions", item_line), ("Discarded paths", "discards", item_line),
+                               ("Tensions", "tensions", item_line), ("Sources", "sources", item_line),
+                               ("Artifact boundaries", "artifacts", item_line)):
+        lines += ["## " + title, ""]
+        lines += [render(item) for item in recap[key]] or ["- none"]
+        if recap.get("truncated", {}).get(key):
+            lines.append("- (%d older not shown)" % recap["truncated"][key])
+        lines.append("")
+    if recap.get("warnings"):
+        lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
+    return "\n".join(lines)
+
+
+def load_export(path: str) -> tuple:
+    """Read and check a whole export; return (session, records) or raise with every problem."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
+    except IsADirectoryError:
+        raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
+    except OSError as error:
+        raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
+    try:
+        export = parse_json(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        export = None
+    if (not isinstance(export, dict) or export.get("schema_version") != EXPORT_SCHEMA
+            or not isinstance(export.get("session"), dict) or not isinstance(export.get("records"), list)):
+        raise NotesError("%s is not a session export (%s with session and records); nothing was written"
+                         % (path, EXPORT_SCHEMA), EXIT_INTEGRITY)
+    session = export["session"]
+    session_id = session.get("session_id")
+    problems = []
+    if not isinstance(session_id, str) or not session_id:
+        problems.append(problem(None, None, "meta_field", "the export's session has no session_id"))
+    records = export["records"]
+    if export.get("record_count") != len(records):
+        problems.append(problem(None, None, "record_count",
+                                "record_count says %r but the export holds %d records"
+                                % (export.get("record_count"), len(records))))
+    for number, record in enumerate(records, 1):
+        if not isinstance(record, dict):
+            problems.append(problem(number, None, "not_object"))
+            continue
+        kinds = check_record(record, session_id)
+        if "missing_field" not in kinds and record["seq"] != number:
+            kinds.append("seq_gap" if record["seq"] > number else "seq_repeated")
+        for kind in kinds:
+            problems.append(problem(number, record.get("id"), kind))
+    if problems:
+        raise NotesError("%s is damaged (%d problems); nothing was written. Restore from an "
+                         "intact export" % (path, len(problems)), EXIT_INTEGRITY,
+                         {"problems": problems[:PROBLEMS_LISTED]})
+    return session, records
+
+
+def command_restore(args) -> dict:
+    export_path = os.path.abspath(os.path.expanduser(args.export_file))
+    session, records = load_export(export_path)
+    folder = resolve_folder(args.dir)
+    log_path = os.path.join(folder, LOG_NAME)
+    prepare_folder(folder)
+    with SessionLock(folder):
+        meta = read_meta(folder)
+        existing = []
+        if meta is not None:
+            reader = LogReader(folder, meta)
+            existing = list(reader.records())
+            if reader.problem_count:
+                raise NotesError(
+                    "the log in %s has problems (run verify); restore only adds to a healthy log, "
+                    "nothing was changed" % folder)
+        if meta is None or not existing:
+            if os.path.lexists(log_path) and os.path.getsize(log_path) > 0:
+                raise NotesError(
+                    "%s holds lines that are not notes of a session; move it aside first" % log_path)
+            for name in (META_NAME, LOG_NAME):
+                if os.path.islink(os.path.join(folder, name)):
+                    raise link_error(os.path.join(folder, name))
+            new_meta = {"schema_version": META_SCHEMA, "session_id": session["session_id"],
+                        "created_at": session.get("created_at") or utc_now(), "log_file": log_path}
+            # Crash window: meta is written first; if the log write is lost,
+            # the folder holds the same session with no notes, and the same
+            # restore run again fills it in.
+            write_file_atomically(os.path.join(folder, META_NAME), meta_bytes(new_meta))
+            write_file_atomically(log_path, b"".join(record_line(record) for record in records))
+            restored = len(records)
+        elif meta["session_id"] != session["session_id"]:
+            raise NotesError(
+                "%s holds another session (%s) with notes; nothing was changed. Restore into an "
+                "empty --dir instead" % (folder, meta["session_id"]))
+        elif len(existing) > len(records) or any(
+                mine != theirs for mine, theirs in zip(existing, records)):
+            raise NotesError(
+                "the log in %s has notes the export lacks, or differs from it; nothing was "
+                "changed. Restore into an empty --dir instead" % folder)
+        else:
+            missing = records[len(existing):]
+            if missing:
+                descriptor = open_log_for_append(log_path)
+                try:
+                    append_line(descriptor, b"".join(record_line(record) for record in missing))
+                finally:
+                    os.close(descriptor)
+            restored = len(missing)
+    return {"ok": True, "command": "restore", "session_id": session["session_id"],
+            "record_count": len(records), "restored": restored, "path": log_path}
+
+
+# --------------------------------------------------------------------------
+# The parser
+
+PROGRAM_DESCRIPTION = (
+    "Append-only memory log for Memory-Assisted Shaping: stamps, numbers and checksums each "
+    "memory signal, and reads the session back.")
+
+# One entry per command: purpose, options, example.  An option is
+# (flag, destination, metavar, help, extra): extra holds argparse settings.
+COMMANDS = {
+    "init": ("Start a session in the folder, or report the one already there.", [],
+             "python3 -S notes.py init"),
+    "append": ("Append one memory signal to the log and print its receipt.", [
+        ("--type", "type", "TYPE", "the signal type: " + ", ".join(NOTE_TYPES),
+         {"required": True, "choices": NOTE_TYPES}),
+        ("--text", "text", "TEXT", "what to keep, at most %d characters" % TEXT_LIMIT, {"required": True}),
+        ("--effect", "effect", "EFFECT", "optional consequence, at most %d characters" % EFFECT_LIMIT, {}),
+        ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)", {}),
+        ("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
+         {"choices": GATE_STATUSES}),
+    ], 'python3 -S notes.py append --type decision --text "The log stays append-only."'),
+    "tail": ("Print the last records, oldest first, optionally filtered.", [
+        ("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
+         {"type": int, "default": TAIL_DEFAULT_LIMIT}),
+        ("--type", "types", "TYPE", "keep only this type; repeat for several",
+         {"action": "append", "choices": NOTE_TYPES}),
+        ("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)", {}),
+        ("--until", "until", "TS", "keep records before TS (same forms)", {}),
+    ], "python3 -S notes.py tail --limit 3 --type gate"),
+    "summary": ("Print the number of records by type and the last note.", [],
+                "python3 -S notes.py summary"),
+    "recap": ("Print the state of the idea: open and deferred gates, live decisions, discards and more.", [
+        ("--limit", "limit", "N", "items kept per list, newest first (default %d)" % RECAP_DEFAULT_LIMIT,
+         {"type": int, "default": RECAP_DEFAULT_LIMIT}),
+        ("--format", "format", "FORMAT", "json (default) or md", {"choices": ("json", "md"), "default": "json"}),
+    ], "python3 -S notes.py recap --format md"),
+    "verify": ("Check the meta and every line of the log; exit 3 when problems are found.", [],
+               "python3 -S notes.py verify"),
+    "export": ("Write the whole session to one file (JSON by default, or a markdown audit document).", [
+        ("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session folder)"
+         % (EXPORT_NAME, EXPORT_MARKDOWN_NAME), {}),
+        ("--format", "format", "FORMAT", "json (default) or md", {"choices": ("json", "md"), "default": "json"}),
+    ], "python3 -S notes.py export --output /mnt/data/session_export.json"),
+    "restore": ("Bring a session back into the folder from a session_export.json.", [
+        ("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)", {}),
+    ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json"),
+}
+DIR_HELP = "session folder (default: the folder that holds notes.py)"
+
+
+class Arguments:
+    """Parsed arguments: every destination present, as argparse would leave them."""
+
+    def __init__(self, command: str, **values):
+        self.command = command
+        self.dir = None
+        for flag, destination, _, _, extra in COMMANDS[command][1]:
+            setattr(self, destination, extra.get("default"))
+        for name, value in values.items():
+            setattr(self, name, value)
+
+
+def parse_quickly(argv: list) -> Arguments | None:
+    """Parse the plain forms without argparse (which costs more than an append); None for anything else."""
+    values = {}
+    index = 0
+    if argv[:1] == ["--dir"] and len(argv) > 1:
+        values["dir"] = argv[1]
+        index = 2
+    elif argv[:1] and argv[0].startswith("--dir="):
+        values["dir"] = argv[0][6:]
+        index = 1
+    if index >= len(argv) or argv[index] not in COMMANDS:
+        return None
+    command = argv[index]
+    options = {flag: (destination, extra) for flag, destination, _, _, extra in COMMANDS[command][1]}
+    positionals = [destination for flag, destination, _, _, _ in COMMANDS[command][1] if not flag.startswith("-")]
+    index += 1
+    while index < len(argv):
+        word = argv[index]
+        if word.startswith("--") and "=" in word:
+            flag, value = word.split("=", 1)
+            index += 1
+        elif word.startswith("-"):
+            if index + 1 >= len(argv):
+                return None
+            flag, value = word, argv[index + 1]
+            index += 2
+        else:
+            if not positionals:
+                return None
+            values[positionals.pop(0)] = word
+            index += 1
+            continue
+        if flag == "--dir":
+            values["dir"] = value
+            continue
+        if flag not in options or value.startswith("-"):
+            return None
+        destination, extra = options[flag]
+        if "choices" in extra and value not in extra["choices"]:
+            return None
+        if extra.get("type") is int:
+            try:
+                value = int(value)
+            except ValueError:
+                return None
+        if extra.get("action") == "append":
+            values.setdefault(destination, []).append(value)
+        else:
+            values[destination] = value
+    for flag, destination, _, _, extra in COMMANDS[command][1]:
+        if (extra.get("required") or not flag.startswith("-")) and destination not in values:
+            return None
+    return Arguments(command, **values)
+
+
+def build_parser():
+    """The full argparse parser: help texts and usage errors."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise NotesError("%s (see: python3 -S notes.py %s--help)" % (
+                message, "" if self.prog == "notes.py" else self.prog.split(" ", 1)[1] + " "))
+
+    parser = Parser(prog="notes.py", description=PROGRAM_DESCRIPTION,
+                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                    epilog="example:\n  python3 -S notes.py append --type gate --text "
+                           "\"Host runtime is undecided.\"\n\nrun 'notes.py COMMAND --help' for a command's options")
+    parser.add_argument("--dir", help=DIR_HELP)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    for name, (purpose, options, example) in COMMANDS.items():
+        sub = commands.add_parser(name, help=purpose, description=purpose,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter,
+                                  epilog="example:\n  " + example)
+        sub.add_argument("--dir", default=argparse.SUPPRESS, help=DIR_HELP)
+        for flag, destination, metavar, help_text, extra in options:
+            settings = dict(extra)
+            if "choices" in settings:
+                settings["choices"] = list(settings["choices"])
+            if flag.startswith("-"):
+                sub.add_argument(flag, dest=destination, metavar=metavar, help=help_text, **settings)
+            else:
+                sub.add_argument(destination, metavar=metavar, help=help_text, **settings)
+    return parser
+
+
+def parse_arguments(argv: list):
+    """Parse argv: the quick path for plain forms, argparse for help and mistakes."""
+    arguments = parse_quickly(argv)
+    if arguments is None:
+        arguments = build_parser().parse_args(argv)
+    return arguments
+
+
+# --------------------------------------------------------------------------
+# The entry point: the only place that prints
+
+def emit(text: str) -> None:
+    """Write text to stdout as UTF-8, whatever the locale."""
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        stream.write(text.encode("utf-8", "backslashreplace"))
+    sys.stdout.flush()
+
+
+def main(argv: list | None = None) -> int:
+    """Run one command; print its receipt or error as JSON; return the exit code."""
+    if argv is None:
+        argv = sys.argv[1:]
+    try:
+        arguments = parse_arguments(argv)
+        result = globals()["command_" + arguments.command](arguments)
+        code = EXIT_OK
+        if isinstance(result, dict) and result.get("ok") is False:
+            code = EXIT_INTEGRITY
+    except SystemExit as exit_request:  # --help, printed by argparse
+        return exit_request.code or 0
+    except NotesError as error:
+        result = {"ok": False, "error": error.message}
+        result.update(error.details)
+        code = error.exit_code
+    except KeyboardInterrupt:
+        result, code = {"ok": False, "error": "interrupted"}, EXIT_UNEXPECTED
+    except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
+        result = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+        code = EXIT_UNEXPECTED
+    try:
+        emit(result if isinstance(result, str) else pretty_json(result) + "\n")
+    except BrokenPipeError:
+        pass
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

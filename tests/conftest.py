@@ -1,0 +1,138 @@
+"""Shared helpers: run notes.py as a user would, copy golden files, digest folders."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOTES = REPO / "notes.py"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+V0_FIXTURES = FIXTURES / "v0"
+
+sys.path.insert(0, str(REPO))
+import notes  # noqa: E402  (the module under test, for in-process tests)
+
+
+def find_pythons() -> list:
+    """Every CPython 3.9 to 3.13 this machine has under pyenv, plus the running one."""
+    found = {sys.executable: None}
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    for minor in range(9, 14):
+        candidates = sorted(glob.glob(os.path.join(root, "versions", "3.%d.*" % minor, "bin", "python3")))
+        candidates = [path for path in candidates if not path.split(os.sep)[-3].endswith("t")]
+        if candidates:
+            found.setdefault(candidates[-1], None)
+    return list(found)
+
+
+PYTHONS = find_pythons()
+
+
+def python_id(path: str) -> str:
+    version = subprocess.run([path, "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True).stdout.strip()
+    return "py" + version
+
+
+class Result:
+    """What one run of notes.py left: exit code, output, parsed receipt."""
+
+    def __init__(self, completed: subprocess.CompletedProcess):
+        self.code = completed.returncode
+        self.stdout = completed.stdout
+        self.stderr = completed.stderr
+        try:
+            self.receipt = json.loads(completed.stdout)
+        except ValueError:
+            self.receipt = None
+
+    def __repr__(self):
+        return "Result(code=%r, stdout=%r, stderr=%r)" % (self.code, self.stdout[:500], self.stderr[:500])
+
+
+def run_notes(*args, folder=None, python=None, script=None, cwd=None, env=None, input=None,
+              timeout=60) -> Result:
+    """Run `python -S notes.py [--dir folder] args...` in a subprocess."""
+    command = [python or sys.executable, "-S", str(script or NOTES)]
+    if folder is not None:
+        command += ["--dir", str(folder)]
+    command += [str(arg) if not isinstance(arg, bytes) else arg for arg in args]
+    completed = subprocess.run(command, capture_output=True, cwd=cwd, env=env, input=input,
+                               timeout=timeout)
+    completed.stdout = completed.stdout.decode("utf-8", "replace")
+    completed.stderr = completed.stderr.decode("utf-8", "replace")
+    return Result(completed)
+
+
+def assert_no_traceback(result: Result) -> None:
+    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr, result
+
+
+def assert_refused(result: Result, code: int = 2, *words: str) -> str:
+    """The run failed cleanly with a JSON error holding each word; return the message."""
+    assert_no_traceback(result)
+    assert result.code == code, result
+    assert result.receipt is not None and result.receipt["ok"] is False, result
+    assert isinstance(result.receipt.get("error"), str) and result.receipt["error"], result
+    for word in words:
+        assert word in result.receipt["error"], (word, result.receipt["error"])
+    return result.receipt["error"]
+
+
+def folder_digest(folder) -> dict:
+    """Every entry under folder: relative name -> sha256 of its bytes (or link target, or 'dir')."""
+    digest = {}
+    folder = str(folder)
+    if not os.path.lexists(folder):
+        return digest
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            relative = os.path.relpath(path, folder)
+            if os.path.islink(path):
+                digest[relative] = "link:" + os.readlink(path)
+            elif os.path.isdir(path):
+                digest[relative] = "dir"
+            else:
+                with open(path, "rb") as handle:
+                    digest[relative] = hashlib.sha256(handle.read()).hexdigest()
+    return digest
+
+
+def copy_fixture(name: str, destination) -> Path:
+    """Copy a v0 fixture folder (basic, torn, dupseq, tampered) to destination; return it."""
+    destination = Path(destination)
+    shutil.copytree(V0_FIXTURES / name, destination)
+    for path in destination.iterdir():
+        path.chmod(0o644)
+    return destination
+
+
+def read_records(folder) -> list:
+    """The log's lines parsed as JSON (every line must be an object)."""
+    with open(os.path.join(str(folder), "session_notes.jsonl"), "rb") as handle:
+        return [json.loads(line) for line in handle.read().splitlines()]
+
+
+@pytest.fixture
+def session(tmp_path) -> Path:
+    """A fresh folder with an initialised session."""
+    folder = tmp_path / "session"
+    result = run_notes("init", folder=folder)
+    assert result.code == 0, result
+    return folder
+
+
+@pytest.fixture(params=PYTHONS, ids=python_id)
+def python(request) -> str:
+    """Each CPython 3.9 to 3.13 found on this machine."""
+    return request.param
