@@ -103,7 +103,7 @@ CREDENTIAL_PATTERNS = (
      r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
     ("AWS access key id", ("AKIA", "ASIA"),
      r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    ("GitHub token", ("gh", "github_pat_"),
+    ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
      r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
     ("Anthropic API key", ("sk-ant-",),
      r"(?<![A-Za-z0-9_-])sk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{32,}"),
@@ -510,9 +510,14 @@ class SessionLock:
     def __enter__(self):
         if os.path.islink(self.path):
             raise link_error(self.path)
+        created = not os.path.exists(self.path)
         try:
             self.descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | NO_FOLLOW | BINARY, 0o644)
+            if created:
+                fsync_folder(os.path.dirname(self.path))
         except OSError as error:
+            if self.descriptor is not None:
+                os.close(self.descriptor)
             raise folder_error(os.path.dirname(self.path), error) from None
         try:
             if fcntl is not None:
@@ -644,10 +649,25 @@ def create_session(folder: str, session_id: str | None = None, created_at: str |
     return meta
 
 
-def prepare_folder(folder: str) -> None:
-    """Make sure the session folder exists and is a folder, for a writer."""
+def check_session_folder(folder: str) -> dict | None:
+    """Refuse a folder a writer must not touch, before anything is written; return its meta."""
     if os.path.isfile(folder):
         raise NotesError("--dir %s is a file, not a folder; pass a folder for the session" % folder)
+    for name in (META_NAME, LOG_NAME, LOCK_NAME):
+        if os.path.islink(os.path.join(folder, name)):
+            raise link_error(os.path.join(folder, name))
+    meta = read_meta(folder)
+    log_path = os.path.join(folder, LOG_NAME)
+    if meta is None and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
+        raise NotesError(
+            "%s holds notes but %s is missing, so the session id is unknown; nothing was "
+            "changed. Bring the session back from its export with restore into another --dir, "
+            "or move the log aside to start a new session" % (log_path, META_NAME))
+    return meta
+
+
+def prepare_folder(folder: str) -> None:
+    """Create the session folder of a writer when it does not exist yet."""
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as error:
@@ -656,17 +676,9 @@ def prepare_folder(folder: str) -> None:
 
 def open_session_for_writing(folder: str) -> dict:
     """The meta of the folder's session, created when there is none; the caller holds the lock."""
-    meta = read_meta(folder)
+    meta = check_session_folder(folder)
     if meta is not None:
         return meta
-    log_path = os.path.join(folder, LOG_NAME)
-    if os.path.lexists(log_path) and os.path.getsize(log_path) > 0:
-        raise NotesError(
-            "%s holds notes but %s is missing, so the session id is unknown; nothing was "
-            "changed. Restore the session from its export (restore), or move the log aside "
-            "to start a new session" % (log_path, META_NAME))
-    if os.path.islink(os.path.join(folder, META_NAME)):
-        raise link_error(os.path.join(folder, META_NAME))
     try:
         return create_session(folder)
     except NotesError:
@@ -718,30 +730,23 @@ class LogTail:
         self.needs_newline = False  # the last kept record lacks its newline
         self.last_record = None     # the last line that is a JSON object
         self.highest_seq = 0
-        lines = read_lines_backward(handle, size)
-        offset, tail = next(lines)
-        if tail:
-            value, _ = parse_line(tail)
-            if value is None:
-                self.keep_end = offset  # a cut-off or junk tail
-            else:
-                self.last_record = value
-                self.needs_newline = True
-        for offset, line in lines:
-            if self.last_record is not None and is_seq(self.highest_seq) and self.highest_seq > 0:
-                break
+        # The first line met is the one after the last newline: b"" in a
+        # healthy log.  Lines that are not JSON objects, after the last one
+        # that is, form the torn tail; the scan stops at the first seq found.
+        for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
+            if position == 0 and not line:
+                continue
             value, _ = parse_line(line)
             if value is None:
                 if self.last_record is None:
-                    # Junk lines after the last object belong to the torn tail.
                     self.keep_end = offset
                 continue
             if self.last_record is None:
                 self.last_record = value
+                self.needs_newline = position == 0
             if is_seq(value.get("seq")):
-                self.highest_seq = max(self.highest_seq, value["seq"])
-        if self.last_record is not None and is_seq(self.last_record.get("seq")):
-            self.highest_seq = max(self.highest_seq, self.last_record["seq"])
+                self.highest_seq = value["seq"]
+                break
 
 
 def set_aside_torn_tail(folder: str, descriptor: int, tail: LogTail) -> dict:
@@ -887,6 +892,7 @@ def with_warnings(receipt: dict, warnings: list) -> dict:
 
 def command_init(args) -> dict:
     folder = resolve_folder(args.dir)
+    check_session_folder(folder)
     prepare_folder(folder)
     with SessionLock(folder):
         meta = open_session_for_writing(folder)
@@ -899,6 +905,10 @@ def command_append(args) -> dict:
     text, effect, ref, status = clean_signal(args.type, args.text, args.effect, args.ref, args.status)
     folder = resolve_folder(args.dir)
     log_path = os.path.join(folder, LOG_NAME)
+    check_session_folder(folder)
+    if ref is not None:
+        # The log only grows, so a note found now is still there under the lock.
+        check_ref(log_path, args.type, ref)
     prepare_folder(folder)
     with SessionLock(folder):
         meta = open_session_for_writing(folder)
@@ -911,8 +921,6 @@ def command_append(args) -> dict:
             with open(descriptor, "rb", closefd=False) as handle:
                 size = os.fstat(descriptor).st_size
                 tail = LogTail(handle, size)
-                if ref is not None:
-                    check_ref(handle, tail.keep_end, args.type, ref)
             receipt = {"ok": True, "command": "append"}
             recovered = None
             if tail.keep_end < size:
@@ -939,9 +947,13 @@ def command_append(args) -> dict:
     return receipt
 
 
-def check_ref(handle, size: int, note_type: str, ref: str) -> None:
+def check_ref(log_path: str, note_type: str, ref: str) -> None:
     """Refuse a --ref that names no note of this log, or a note of the wrong kind."""
-    target = find_note(handle, size, ref)
+    try:
+        with open(log_path, "rb") as handle:
+            target = find_note(handle, os.fstat(handle.fileno()).st_size, ref)
+    except FileNotFoundError:
+        target = None
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
     if note_type == "gate" and target.get("type") != "gate":
@@ -972,19 +984,18 @@ def command_tail(args) -> dict:
         with handle:
             size = os.fstat(handle.fileno()).st_size
             newer_seq = None
-            lines = read_lines_backward(handle, size)
-            offset, tail = next(lines)
-            if tail:
-                value, _ = parse_line(tail)
-                warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[
-                    "missing_newline" if value is not None else "torn_tail"]))
-                lines = _chain_first((offset, tail), lines) if value is not None else lines
-            for offset, line in lines:
+            for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
                 if len(records) >= limit:
                     break
+                if position == 0 and not line:
+                    continue  # the log ends with a newline, as it should
                 value, kind = parse_line(line)
-                if value is None:
+                if position == 0:  # the last line lacks its newline
+                    kind = "torn_tail" if value is None else "missing_newline"
                     warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
+                if value is None:
+                    if position:
+                        warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
                     continue
                 kinds = check_record(value, session_id)
                 seq = value.get("seq")
@@ -1009,11 +1020,6 @@ def command_tail(args) -> dict:
             "%d more problems not listed; run verify for the full list" % (len(warnings) - WARNINGS_LISTED)]
     receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
     return with_warnings(receipt, warnings)
-
-
-def _chain_first(first, rest):
-    yield first
-    yield from rest
 
 
 def command_summary(args) -> dict:
@@ -1313,9 +1319,10 @@ def command_restore(args) -> dict:
     session, records = load_export(export_path)
     folder = resolve_folder(args.dir)
     log_path = os.path.join(folder, LOG_NAME)
+    check_session_folder(folder)
     prepare_folder(folder)
     with SessionLock(folder):
-        meta = read_meta(folder)
+        meta = check_session_folder(folder)
         existing = []
         if meta is not None:
             reader = LogReader(folder, meta)
@@ -1325,12 +1332,9 @@ def command_restore(args) -> dict:
                     "the log in %s has problems (run verify); restore only adds to a healthy log, "
                     "nothing was changed" % folder)
         if meta is None or not existing:
-            if os.path.lexists(log_path) and os.path.getsize(log_path) > 0:
+            if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
                 raise NotesError(
                     "%s holds lines that are not notes of a session; move it aside first" % log_path)
-            for name in (META_NAME, LOG_NAME):
-                if os.path.islink(os.path.join(folder, name)):
-                    raise link_error(os.path.join(folder, name))
             new_meta = {"schema_version": META_SCHEMA, "session_id": session["session_id"],
                         "created_at": session.get("created_at") or utc_now(), "log_file": log_path}
             # Crash window: meta is written first; if the log write is lost,
