@@ -1,0 +1,514 @@
+"""Contract tests of the command line: receipts, exit codes, errors, defaults and help.
+
+Every test runs the real script in a subprocess under ``-S``, as a user would,
+except the JSON-writer equivalence and the unexpected-error path, which run
+in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+
+import pytest
+
+from conftest import (NOTES, assert_no_traceback, assert_refused, folder_digest, notes, read_records,
+                      run_notes)
+
+NOTE_TYPES = ["mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"]
+INIT_KEYS = ["ok", "command", "session_id", "path"]
+APPEND_KEYS = ["ok", "command", "note_id", "seq", "path"]
+TAIL_KEYS = ["ok", "command", "count", "path", "records"]
+SUMMARY_KEYS = ["ok", "command", "session_id", "path", "total", "by_type", "last_note_id", "last_type"]
+EXPORT_KEYS = ["ok", "command", "record_count", "path"]
+ERROR_KEYS = ["ok", "error"]
+
+
+# --------------------------------------------------------------------------
+# Local helpers
+
+def log_of(folder) -> str:
+    return os.path.join(os.path.realpath(str(folder)), "session_notes.jsonl")
+
+
+def succeeded(result, keys: list) -> dict:
+    """The run exited 0 and printed exactly these receipt keys, in order, as 2-space JSON."""
+    assert_no_traceback(result)
+    assert result.code == 0, result
+    assert result.stderr == "", result
+    assert result.receipt is not None, result
+    assert list(result.receipt) == keys, result
+    assert result.receipt["ok"] is True
+    assert result.stdout == json.dumps(result.receipt, indent=2, ensure_ascii=False) + "\n"
+    return result.receipt
+
+
+def refused_cleanly(result) -> str:
+    """Exit 2 with exactly {"ok": false, "error": "..."} on stdout and nothing on stderr."""
+    message = assert_refused(result, 2)
+    assert list(result.receipt) == ERROR_KEYS, result
+    assert result.stdout == json.dumps(result.receipt, indent=2, ensure_ascii=False) + "\n"
+    assert result.stderr == "", result
+    return message
+
+
+def append(folder, note_type: str, text: str, *extra, **options):
+    return run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder, **options)
+
+
+# --------------------------------------------------------------------------
+# init
+
+def test_init_creates_the_session(tmp_path):
+    folder = tmp_path / "new" / "session"
+    receipt = succeeded(run_notes("init", folder=folder), INIT_KEYS)
+    meta = json.loads((folder / "session_meta.json").read_text("utf-8"))
+    assert receipt == {"ok": True, "command": "init", "session_id": meta["session_id"],
+                       "path": log_of(folder)}
+    assert (folder / "session_notes.jsonl").read_bytes() == b""
+
+
+def test_init_is_idempotent(session):
+    meta_before = (session / "session_meta.json").read_bytes()
+    log_before = (session / "session_notes.jsonl").read_bytes()
+    session_id = json.loads(meta_before)["session_id"]
+    for _ in range(2):
+        receipt = succeeded(run_notes("init", folder=session), INIT_KEYS)
+        assert receipt["session_id"] == session_id
+        assert receipt["path"] == log_of(session)
+    assert (session / "session_meta.json").read_bytes() == meta_before
+    assert (session / "session_notes.jsonl").read_bytes() == log_before
+
+
+def test_init_after_appends_reports_the_same_session_and_keeps_notes(session):
+    succeeded(append(session, "decision", "Kept."), APPEND_KEYS)
+    log_before = (session / "session_notes.jsonl").read_bytes()
+    receipt = succeeded(run_notes("init", folder=session), INIT_KEYS)
+    assert receipt["session_id"] == read_records(session)[0]["session_id"]
+    assert (session / "session_notes.jsonl").read_bytes() == log_before
+
+
+# --------------------------------------------------------------------------
+# append
+
+def test_append_receipts_number_the_notes(session):
+    for seq, note_type in enumerate(NOTE_TYPES, 1):
+        receipt = succeeded(append(session, note_type, "Signal %d." % seq), APPEND_KEYS)
+        assert receipt == {"ok": True, "command": "append", "note_id": "n%05d" % seq, "seq": seq,
+                           "path": log_of(session)}
+    records = read_records(session)
+    assert [record["type"] for record in records] == NOTE_TYPES
+    assert [record["seq"] for record in records] == list(range(1, 9))
+
+
+def test_append_without_init_creates_the_session(tmp_path):
+    folder = tmp_path / "fresh"
+    receipt = succeeded(append(folder, "shape", "First note, no init."), APPEND_KEYS)
+    assert receipt["note_id"] == "n00001" and receipt["seq"] == 1
+    meta = json.loads((folder / "session_meta.json").read_text("utf-8"))
+    assert read_records(folder)[0]["session_id"] == meta["session_id"]
+    init = succeeded(run_notes("init", folder=folder), INIT_KEYS)
+    assert init["session_id"] == meta["session_id"]
+
+
+def test_append_strips_text_and_effect(session):
+    succeeded(append(session, "decision", " \t  Padded text.\n ", "--effect", "\n  Padded effect.  "),
+              APPEND_KEYS)
+    record = read_records(session)[0]
+    assert record["text"] == "Padded text."
+    assert record["effect"] == "Padded effect."
+    assert list(record) == ["id", "ts", "session_id", "seq", "type", "text", "effect", "checksum"]
+
+
+@pytest.mark.parametrize("effect", ["", "   ", " \n\t "])
+def test_append_drops_a_blank_effect(session, effect):
+    succeeded(append(session, "gate", "Open point.", "--effect", effect), APPEND_KEYS)
+    record = read_records(session)[0]
+    assert "effect" not in record
+    assert list(record) == ["id", "ts", "session_id", "seq", "type", "text", "checksum"]
+
+
+def test_append_keeps_inner_whitespace_and_unicode(session):
+    text = "Two lines:\n  indented, tab\there, 東京 and ✓."
+    succeeded(append(session, "source", text), APPEND_KEYS)
+    assert read_records(session)[0]["text"] == text
+
+
+# --------------------------------------------------------------------------
+# tail
+
+def test_tail_default_limit_is_five_oldest_first(session):
+    for number in range(1, 8):
+        succeeded(append(session, "decision", "Decision %d." % number), APPEND_KEYS)
+    receipt = succeeded(run_notes("tail", folder=session), TAIL_KEYS)
+    assert receipt["command"] == "tail" and receipt["count"] == 5
+    assert receipt["path"] == log_of(session)
+    assert [record["seq"] for record in receipt["records"]] == [3, 4, 5, 6, 7]
+    assert receipt["records"] == read_records(session)[2:]
+
+
+def test_tail_limit_and_short_log(session):
+    for number in range(1, 4):
+        succeeded(append(session, "discard", "Path %d." % number), APPEND_KEYS)
+    one = succeeded(run_notes("tail", "--limit", "1", folder=session), TAIL_KEYS)
+    assert one["count"] == 1 and one["records"][0]["id"] == "n00003"
+    many = succeeded(run_notes("tail", "--limit", "1000000", folder=session), TAIL_KEYS)
+    assert many["count"] == 3 and [record["id"] for record in many["records"]] == ["n00001", "n00002", "n00003"]
+
+
+def test_tail_of_an_empty_session(session):
+    receipt = succeeded(run_notes("tail", folder=session), TAIL_KEYS)
+    assert receipt == {"ok": True, "command": "tail", "count": 0, "path": log_of(session), "records": []}
+
+
+# --------------------------------------------------------------------------
+# summary
+
+def test_summary_of_an_empty_session(session):
+    receipt = succeeded(run_notes("summary", folder=session), SUMMARY_KEYS)
+    meta = json.loads((session / "session_meta.json").read_text("utf-8"))
+    assert receipt == {"ok": True, "command": "summary", "session_id": meta["session_id"],
+                       "path": log_of(session), "total": 0, "by_type": dict.fromkeys(sorted(NOTE_TYPES), 0),
+                       "last_note_id": None, "last_type": None}
+    assert list(receipt["by_type"]) == sorted(NOTE_TYPES)
+
+
+def test_summary_counts_by_type(session):
+    for note_type in ["gate", "decision", "gate", "tension"]:
+        succeeded(append(session, note_type, "A %s." % note_type), APPEND_KEYS)
+    receipt = succeeded(run_notes("summary", folder=session), SUMMARY_KEYS)
+    assert receipt["total"] == 4
+    assert list(receipt["by_type"]) == sorted(NOTE_TYPES)
+    assert receipt["by_type"] == {"artifact": 0, "decision": 1, "discard": 0, "gate": 2, "mode": 0,
+                                  "shape": 0, "source": 0, "tension": 1}
+    assert receipt["last_note_id"] == "n00004" and receipt["last_type"] == "tension"
+
+
+# --------------------------------------------------------------------------
+# export
+
+def test_export_default_and_output(session, tmp_path):
+    for note_type in ["mode", "artifact"]:
+        succeeded(append(session, note_type, "A %s note." % note_type), APPEND_KEYS)
+    default = succeeded(run_notes("export", folder=session), EXPORT_KEYS)
+    default_path = os.path.join(os.path.realpath(str(session)), "session_export.json")
+    assert default == {"ok": True, "command": "export", "record_count": 2, "path": default_path}
+
+    raw = open(default_path, "rb").read()
+    exported = json.loads(raw)
+    assert raw == (json.dumps(exported, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    assert list(exported) == ["schema_version", "exported_at", "session", "record_count", "records"]
+    assert exported["schema_version"] == "shaping-memory-export.v0"
+    assert exported["session"] == json.loads((session / "session_meta.json").read_text("utf-8"))
+    assert exported["record_count"] == 2 and exported["records"] == read_records(session)
+
+    output = tmp_path / "out" / "backup.json"
+    chosen = succeeded(run_notes("export", "--output", output, folder=session), EXPORT_KEYS)
+    assert chosen["path"] == str(output) and chosen["record_count"] == 2
+    assert json.loads(output.read_text("utf-8"))["records"] == exported["records"]
+
+
+def test_export_of_an_empty_session(session):
+    receipt = succeeded(run_notes("export", folder=session), EXPORT_KEYS)
+    assert receipt["record_count"] == 0
+    exported = json.loads(open(receipt["path"], encoding="utf-8").read())
+    assert exported["records"] == [] and exported["record_count"] == 0
+
+
+# --------------------------------------------------------------------------
+# The commands added beyond v0 exist and answer
+
+def test_recap_verify_and_restore_exist(session, tmp_path):
+    succeeded(append(session, "decision", "Something to recap."), APPEND_KEYS)
+    recap = run_notes("recap", folder=session)
+    assert recap.code == 0, recap
+    assert recap.receipt["ok"] is True and recap.receipt["command"] == "recap"
+
+    verify = run_notes("verify", folder=session)
+    assert verify.code == 0, verify
+    assert list(verify.receipt) == ["ok", "command", "path", "total", "problems"]
+    assert verify.receipt["ok"] is True and verify.receipt["problems"] == []
+
+    export = succeeded(run_notes("export", folder=session), EXPORT_KEYS)
+    target = tmp_path / "restored"
+    restore = run_notes("restore", export["path"], folder=target)
+    assert restore.code == 0, restore
+    assert list(restore.receipt) == ["ok", "command", "session_id", "record_count", "restored", "path"]
+    assert restore.receipt["restored"] == 1
+    assert read_records(target) == read_records(session)
+
+
+# --------------------------------------------------------------------------
+# Usage and validation errors: exit 2, JSON error, nothing touched
+
+BAD_INVOCATIONS = {
+    "no command": [],
+    "unknown command": ["frobnicate"],
+    "unknown option": ["summary", "--verbose"],
+    "missing --type": ["append", "--text", "No type."],
+    "missing --text": ["append", "--type", "decision"],
+    "bad --type choice": ["append", "--type", "opinion", "--text", "Not a type."],
+    "type in capitals": ["append", "--type", "DECISION", "--text", "Types are lower case."],
+    "empty text": ["append", "--type", "decision", "--text", ""],
+    "blank text": ["append", "--type", "decision", "--text", "   "],
+    "blank text with newlines": ["append", "--type", "decision", "--text", "\n\t \n", "--effect", "x"],
+    "tail --limit 0": ["tail", "--limit", "0"],
+    "tail --limit -1": ["tail", "--limit", "-1"],
+    "tail --limit x": ["tail", "--limit", "x"],
+    "tail --limit empty": ["tail", "--limit", ""],
+    "tail --limit missing": ["tail", "--limit"],
+    "export --output missing": ["export", "--output"],
+}
+
+
+@pytest.mark.parametrize("arguments", list(BAD_INVOCATIONS.values()), ids=list(BAD_INVOCATIONS))
+def test_bad_invocation_is_refused_and_touches_nothing(session, arguments):
+    succeeded(append(session, "decision", "Existing note."), APPEND_KEYS)
+    before = folder_digest(session)
+    refused_cleanly(run_notes(*arguments, folder=session))
+    assert folder_digest(session) == before
+
+
+@pytest.mark.parametrize("arguments", [BAD_INVOCATIONS[name] for name in (
+    "missing --type", "bad --type choice", "empty text", "blank text")])
+def test_bad_append_creates_no_folder(tmp_path, arguments):
+    folder = tmp_path / "never"
+    refused_cleanly(run_notes(*arguments, folder=folder))
+    assert not os.path.lexists(str(folder))
+
+
+def test_error_messages_name_the_problem(session):
+    assert "frobnicate" in refused_cleanly(run_notes("frobnicate", folder=session))
+    assert "--type" in refused_cleanly(run_notes("append", "--text", "x", folder=session))
+    assert "opinion" in refused_cleanly(run_notes("append", "--type", "opinion", "--text", "x", folder=session))
+    assert "text" in refused_cleanly(run_notes("append", "--type", "gate", "--text", " ", folder=session))
+    assert "limit" in refused_cleanly(run_notes("tail", "--limit", "0", folder=session))
+
+
+def test_unexpected_error_exits_1_without_traceback(monkeypatch, capsys, tmp_path):
+    """An error nobody planned for is still a JSON error, with exit 1."""
+    def broken(arguments):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(notes, "command_summary", broken)
+    code = notes.main(["--dir", str(tmp_path), "summary"])
+    captured = capsys.readouterr()
+    assert code == 1
+    receipt = json.loads(captured.out)
+    assert list(receipt) == ERROR_KEYS and receipt["ok"] is False
+    assert "disk on fire" in receipt["error"]
+    assert "Traceback" not in captured.out + captured.err
+
+
+# --------------------------------------------------------------------------
+# --dir defaults to the folder holding notes.py, not the working directory
+
+def test_dir_defaults_to_the_script_folder(tmp_path):
+    tool = tmp_path / "tool"
+    elsewhere = tmp_path / "elsewhere"
+    tool.mkdir()
+    elsewhere.mkdir()
+    script = tool / "notes.py"
+    shutil.copy(str(NOTES), str(script))
+
+    init = succeeded(run_notes("init", script=script, cwd=elsewhere), INIT_KEYS)
+    assert init["path"] == log_of(tool)
+    appended = succeeded(run_notes("append", "--type", "mode", "--text", "Here.", script=script, cwd=elsewhere),
+                         APPEND_KEYS)
+    assert appended["path"] == log_of(tool)
+    assert os.listdir(str(elsewhere)) == []
+    assert {"session_meta.json", "session_notes.jsonl"} <= set(os.listdir(str(tool)))
+    assert read_records(tool)[0]["text"] == "Here."
+    summary = succeeded(run_notes("summary", script=script, cwd=elsewhere), SUMMARY_KEYS)
+    assert summary["session_id"] == init["session_id"] and summary["total"] == 1
+
+
+def test_dir_default_follows_a_linked_script_to_its_real_folder(tmp_path):
+    tool = tmp_path / "tool"
+    links = tmp_path / "links"
+    tool.mkdir()
+    links.mkdir()
+    shutil.copy(str(NOTES), str(tool / "notes.py"))
+    os.symlink(str(tool / "notes.py"), str(links / "notes.py"))
+    receipt = succeeded(run_notes("init", script=links / "notes.py", cwd=tmp_path), INIT_KEYS)
+    assert receipt["path"] == log_of(tool)
+    assert sorted(os.listdir(str(links))) == ["notes.py"]
+
+
+def test_explicit_dir_wins_over_the_default(tmp_path):
+    tool = tmp_path / "tool"
+    tool.mkdir()
+    shutil.copy(str(NOTES), str(tool / "notes.py"))
+    chosen = tmp_path / "chosen"
+    receipt = succeeded(run_notes("init", folder=chosen, script=tool / "notes.py", cwd=tmp_path), INIT_KEYS)
+    assert receipt["path"] == log_of(chosen)
+    assert os.listdir(str(tool)) == ["notes.py"]
+
+
+# --------------------------------------------------------------------------
+# --help
+
+COMMAND_OPTIONS = {
+    "init": [],
+    "append": ["--type", "--text", "--effect"],
+    "tail": ["--limit"],
+    "summary": [],
+    "export": ["--output"],
+    "recap": [],
+    "verify": [],
+    "restore": ["EXPORT_FILE"],
+}
+OPTION_LINE = re.compile(r"^\s+(?:-\w(?: [A-Z_]+)?, )?(--?[\w-]+|[A-Za-z_]+)(?: [A-Z_]+)?(?:\s{2,}(\S.*))?$")
+
+
+def help_entries(text: str) -> dict:
+    """Each option or positional of a help text, with the words that explain it."""
+    lines = text.splitlines()
+    entries = {}
+    for index, line in enumerate(lines):
+        match = OPTION_LINE.match(line)
+        if not match:
+            continue
+        meaning = match.group(2)
+        if not meaning and index + 1 < len(lines) and lines[index + 1].startswith(" " * 8):
+            meaning = lines[index + 1].strip()
+        entries.setdefault(match.group(1), meaning or "")
+    return entries
+
+
+def purpose_paragraph(text: str) -> list:
+    """The lines of the paragraph that follows the usage block."""
+    paragraphs = [block.splitlines() for block in text.strip().split("\n\n")]
+    assert paragraphs[0][0].startswith("usage:"), text
+    return paragraphs[1]
+
+
+def example_lines(text: str) -> list:
+    lines = text.splitlines()
+    return [lines[index + 1].strip() for index, line in enumerate(lines[:-1])
+            if line.strip().lower().rstrip(":") == "example"]
+
+
+def assert_help(result) -> str:
+    assert_no_traceback(result)
+    assert result.code == 0, result
+    assert result.stderr == "", result
+    return result.stdout
+
+
+def test_tool_help(tmp_path):
+    text = assert_help(run_notes("--help", cwd=tmp_path))
+    purpose = purpose_paragraph(text)
+    assert len(purpose) == 1 and len(purpose[0].split()) >= 4, purpose
+    entries = help_entries(text)
+    assert len(entries.get("--dir", "").split()) >= 3, entries
+    for command in COMMAND_OPTIONS:
+        assert len(entries.get(command, "").split()) >= 3, (command, entries)
+    examples = example_lines(text)
+    assert examples and all(example.startswith("python3 -S notes.py ") for example in examples), text
+    assert os.listdir(str(tmp_path)) == []
+
+
+@pytest.mark.parametrize("command", list(COMMAND_OPTIONS))
+def test_command_help(tmp_path, command):
+    folder = tmp_path / "untouched"
+    text = assert_help(run_notes(command, "--help", folder=folder))
+    purpose = purpose_paragraph(text)
+    assert len(purpose) == 1 and len(purpose[0].split()) >= 4, purpose
+
+    entries = help_entries(text)
+    usage = text.strip().split("\n\n")[0]
+    # Every option named in the usage line, and each option v0 has, is explained.
+    named = set(re.findall(r"(--[\w-]+)", usage)) - {"--help"}
+    for option in named | set(COMMAND_OPTIONS[command]) | {"--dir"}:
+        assert len(entries.get(option, "").split()) >= 2, (command, option, text)
+
+    examples = example_lines(text)
+    assert examples, text
+    assert all(re.match(r"python3 -S notes\.py (--dir \S+ )?%s\b" % command, line) for line in examples), examples
+    assert not os.path.lexists(str(folder))
+
+
+def test_short_help_flag_equals_long(tmp_path):
+    """-h is the same as --help."""
+    assert assert_help(run_notes("-h", cwd=tmp_path)) == assert_help(run_notes("--help", cwd=tmp_path))
+    assert assert_help(run_notes("append", "-h")) == assert_help(run_notes("append", "--help"))
+
+
+# --------------------------------------------------------------------------
+# A core round trip under every interpreter found
+
+def test_round_trip_under_each_python(tmp_path, python):
+    folder = tmp_path / "round"
+    init = succeeded(run_notes("init", folder=folder, python=python), INIT_KEYS)
+    first = succeeded(run_notes("append", "--type", "gate", "--text", "Open: café ✓", "--effect", "Blocks X.",
+                                folder=folder, python=python), APPEND_KEYS)
+    second = succeeded(run_notes("append", "--type", "decision", "--text", "Closed it.",
+                                 folder=folder, python=python), APPEND_KEYS)
+    assert (first["note_id"], second["note_id"]) == ("n00001", "n00002")
+
+    tail = succeeded(run_notes("tail", "--limit", "1", folder=folder, python=python), TAIL_KEYS)
+    assert tail["count"] == 1 and tail["records"][0]["text"] == "Closed it."
+    summary = succeeded(run_notes("summary", folder=folder, python=python), SUMMARY_KEYS)
+    assert summary["session_id"] == init["session_id"] and summary["total"] == 2
+    assert summary["by_type"]["gate"] == 1 and summary["last_note_id"] == "n00002"
+
+    export = succeeded(run_notes("export", folder=folder, python=python), EXPORT_KEYS)
+    exported = json.loads(open(export["path"], encoding="utf-8").read())
+    assert exported["records"] == read_records(folder)
+    assert exported["records"][0]["text"] == "Open: café ✓"
+    assert exported["records"][0]["effect"] == "Blocks X."
+    refused_cleanly(run_notes("tail", "--limit", "0", folder=folder, python=python))
+
+
+# --------------------------------------------------------------------------
+# The JSON writers equal json.dumps
+
+FIXED_VALUES = [
+    None, True, False, 0, -1, 7, 2 ** 70, -(2 ** 63), 1.5, -0.25, "", "plain",
+    "quote \" backslash \\ slash /", "controls \x00 \x01 \x1f \x7f \b \f \n \r \t",
+    "unicode café 東京 🧩 \u2028 \u2029 \u0085 \ufeff", "astral plane 𝄞",
+    [], {}, [[]], {"": {}}, [{}, [], "", 0],
+    {"b": 1, "a": [1, 2, {"z": None, "y": True}], "é": "ü", "\n": "key with newline"},
+    {"id": "n00001", "ts": "2026-01-01T00:00:00Z", "seq": 1, "text": "line\nbreak", "nested": {"deep": [[[{}]]]}},
+]
+
+
+def random_value(generator: random.Random, depth: int = 0):
+    """A random JSON value: strings from a wide alphabet, nested containers, numbers."""
+    alphabet = "aZ09 \"\\/\n\t\x00\x1f\x7féß東🧩\u2028"
+    kind = generator.randrange(8 if depth < 4 else 5)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return generator.random() < 0.5
+    if kind == 2:
+        return generator.randint(-10 ** 12, 10 ** 12)
+    if kind in (3, 4):
+        return "".join(generator.choice(alphabet) for _ in range(generator.randrange(12)))
+    if kind == 5:
+        return [random_value(generator, depth + 1) for _ in range(generator.randrange(4))]
+    return {"".join(generator.choice(alphabet) for _ in range(generator.randrange(6))):
+            random_value(generator, depth + 1) for _ in range(generator.randrange(4))}
+
+
+def json_samples() -> list:
+    generator = random.Random(20261129)
+    return FIXED_VALUES + [random_value(generator) for _ in range(300)]
+
+
+def test_json_writers_equal_json_dumps():
+    for value in json_samples():
+        assert notes.pretty_json(value) == json.dumps(value, indent=2, ensure_ascii=False), value
+        assert notes.compact_json(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False), value
+        assert notes.canonical_json(value) == json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False), value
+
+
+def test_json_parser_reads_what_json_writes():
+    for value in json_samples():
+        assert notes.parse_json(json.dumps(value, ensure_ascii=False)) == value
+        assert notes.parse_json(json.dumps(value, indent=2)) == value
