@@ -403,6 +403,8 @@ def parse_time_filter(value: str, name: str) -> str:
     """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ."""
     shapes = {10: "%Y-%m-%d", 20: "%Y-%m-%dT%H:%M:%SZ"}
     try:
+        if value[10:11] not in ("", "T") or value[19:] not in ("", "Z"):
+            raise ValueError(value)  # strptime would take a lower-case t or z
         parsed = time.strptime(value, shapes[len(value)])
     except (KeyError, ValueError):
         raise NotesError(
@@ -968,8 +970,8 @@ def check_ref(log_path: str, note_type: str, ref: str) -> None:
 
 def command_tail(args) -> dict:
     limit = check_limit(args.limit)
-    since = parse_time_filter(args.since, "since") if args.since else None
-    until = parse_time_filter(args.until, "until") if args.until else None
+    since = parse_time_filter(args.since, "since") if args.since is not None else None
+    until = parse_time_filter(args.until, "until") if args.until is not None else None
     types = set(args.types) if args.types else None
     folder = resolve_folder(args.dir)
     meta = require_session(folder)
@@ -1314,27 +1316,46 @@ def load_export(path: str) -> tuple:
     return session, records
 
 
+def notes_kept_by_restore(folder: str, session: dict, records: list) -> int | None:
+    """How many export records the folder already holds (None: a fresh start); refuse the rest."""
+    meta = check_session_folder(folder)
+    log_path = os.path.join(folder, LOG_NAME)
+    existing = []
+    if meta is not None:
+        reader = LogReader(folder, meta)
+        existing = list(reader.records())
+        if reader.problem_count:
+            raise NotesError(
+                "the log in %s has problems (run verify); restore only adds to a healthy log, "
+                "nothing was changed" % folder)
+    if meta is None or not existing:
+        if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
+            raise NotesError(
+                "%s holds lines that are not notes of a session; move it aside first" % log_path)
+        return None
+    if meta["session_id"] != session["session_id"]:
+        raise NotesError(
+            "%s holds another session (%s) with notes; nothing was changed. Restore into an "
+            "empty --dir instead" % (folder, meta["session_id"]))
+    if len(existing) > len(records) or any(mine != theirs for mine, theirs in zip(existing, records)):
+        raise NotesError(
+            "the log in %s has notes the export lacks, or differs from it; nothing was "
+            "changed. Restore into an empty --dir instead" % folder)
+    return len(existing)
+
+
 def command_restore(args) -> dict:
     export_path = os.path.abspath(os.path.expanduser(args.export_file))
     session, records = load_export(export_path)
     folder = resolve_folder(args.dir)
     log_path = os.path.join(folder, LOG_NAME)
-    check_session_folder(folder)
+    # Refusals come before the lock, so that they leave the folder untouched;
+    # the same check runs again under the lock, where it counts.
+    notes_kept_by_restore(folder, session, records)
     prepare_folder(folder)
     with SessionLock(folder):
-        meta = check_session_folder(folder)
-        existing = []
-        if meta is not None:
-            reader = LogReader(folder, meta)
-            existing = list(reader.records())
-            if reader.problem_count:
-                raise NotesError(
-                    "the log in %s has problems (run verify); restore only adds to a healthy log, "
-                    "nothing was changed" % folder)
-        if meta is None or not existing:
-            if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
-                raise NotesError(
-                    "%s holds lines that are not notes of a session; move it aside first" % log_path)
+        kept = notes_kept_by_restore(folder, session, records)
+        if kept is None:
             new_meta = {"schema_version": META_SCHEMA, "session_id": session["session_id"],
                         "created_at": session.get("created_at") or utc_now(), "log_file": log_path}
             # Crash window: meta is written first; if the log write is lost,
@@ -1343,17 +1364,8 @@ def command_restore(args) -> dict:
             write_file_atomically(os.path.join(folder, META_NAME), meta_bytes(new_meta))
             write_file_atomically(log_path, b"".join(record_line(record) for record in records))
             restored = len(records)
-        elif meta["session_id"] != session["session_id"]:
-            raise NotesError(
-                "%s holds another session (%s) with notes; nothing was changed. Restore into an "
-                "empty --dir instead" % (folder, meta["session_id"]))
-        elif len(existing) > len(records) or any(
-                mine != theirs for mine, theirs in zip(existing, records)):
-            raise NotesError(
-                "the log in %s has notes the export lacks, or differs from it; nothing was "
-                "changed. Restore into an empty --dir instead" % folder)
         else:
-            missing = records[len(existing):]
+            missing = records[kept:]
             if missing:
                 descriptor = open_log_for_append(log_path)
                 try:

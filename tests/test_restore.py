@@ -1,0 +1,401 @@
+"""restore EXPORT_FILE (issue 5, point 5): bring a session back from its export, ours or v0's."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+import pytest
+
+from conftest import (V0_FIXTURES, assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes,
+                      read_records, run_notes)
+
+RESTORE_KEYS = ["ok", "command", "session_id", "record_count", "restored", "path"]
+V0_EXPORT = V0_FIXTURES / "basic" / "session_export.json"
+V0_SESSION_ID = "0f3c2b1c-3c66-49ee-8557-e323c0678aaf"
+
+
+# --------------------------------------------------------------------------
+# Local helpers
+
+def restore(folder, export_path, python=None):
+    return run_notes("restore", export_path, folder=folder, python=python)
+
+
+def restored_ok(folder, export_path, record_count, restored, session_id) -> dict:
+    result = restore(folder, export_path)
+    assert result.code == 0, result
+    assert_no_traceback(result)
+    assert list(result.receipt) == RESTORE_KEYS
+    assert result.receipt == {"ok": True, "command": "restore", "session_id": session_id,
+                              "record_count": record_count, "restored": restored,
+                              "path": str(folder / "session_notes.jsonl")}
+    return result.receipt
+
+
+def checksum(record: dict) -> str:
+    body = {key: value for key, value in record.items() if key != "checksum"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def log_bytes_of(records: list) -> bytes:
+    """The log a correct restore writes: each export record as one compact line, in order."""
+    return b"".join((json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+                    for record in records)
+
+
+def load(path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def build_linked_session(folder) -> str:
+    """A session of ours with links and unicode, built quickly in-process; return its session id."""
+    assert notes.main(["--dir", str(folder), "init"]) == 0
+    for arguments in (
+            ["--type", "mode", "--text", "SHAPING entered."],
+            ["--type", "gate", "--text", "Host runtime is undecided.", "--effect", "Blocks the install notes."],
+            ["--type", "decision", "--text", "Reminders by email."],
+            ["--type", "gate", "--text", "Host deferred.", "--ref", "n00002", "--status", "deferred"],
+            ["--type", "decision", "--text", "Reminders by SMS, café and 東京 included.", "--ref", "n00003"],
+            ["--type", "discard", "--text", "A vector store was ruled out."],
+            ["--type", "artifact", "--text", "The runbook excludes\nraw notes."]):
+        assert notes.main(["--dir", str(folder), "append"] + arguments) == 0
+    return load(folder / "session_meta.json")["session_id"]
+
+
+def export_of(folder) -> tuple:
+    """Export the folder's session through the CLI; return (path, parsed export)."""
+    result = run_notes("export", folder=folder)
+    assert result.code == 0, result
+    path = folder / "session_export.json"
+    return path, load(path)
+
+
+def without_path(receipt: dict) -> dict:
+    return {key: value for key, value in receipt.items() if key != "path"}
+
+
+# --------------------------------------------------------------------------
+# Into a folder with no session
+
+def test_restore_the_v0_export_into_a_new_folder(tmp_path):
+    target = tmp_path / "sandbox" / "shaping"
+
+    restored_ok(target, V0_EXPORT, 11, 11, V0_SESSION_ID)
+
+    meta_text = (target / "session_meta.json").read_text(encoding="utf-8")
+    assert json.loads(meta_text) == {"schema_version": "shaping-memory-session-meta.v0",
+                                     "session_id": V0_SESSION_ID, "created_at": "2026-11-29T15:10:48Z",
+                                     "log_file": str(target / "session_notes.jsonl")}
+    assert list(json.loads(meta_text)) == ["schema_version", "session_id", "created_at", "log_file"]
+    assert meta_text == json.dumps(json.loads(meta_text), indent=2, ensure_ascii=False) + "\n"
+    # The log comes back byte for byte as v0 wrote it.
+    log = (target / "session_notes.jsonl").read_bytes()
+    assert log == (V0_FIXTURES / "basic" / "session_notes.jsonl").read_bytes()
+    assert read_records(target) == load(V0_EXPORT)["records"]
+
+    verified = run_notes("verify", folder=target)
+    assert verified.code == 0, verified
+    assert verified.receipt["problems"] == [] and verified.receipt["total"] == 11
+    # The restored session goes on where the export stopped.
+    appended = run_notes("append", "--type", "decision", "--text", "Restored and continued.", folder=target)
+    assert appended.code == 0, appended
+    assert appended.receipt["note_id"] == "n00012"
+    assert (target / "session_notes.jsonl").read_bytes().startswith(log)
+
+
+def test_restore_our_export_into_an_empty_folder_gives_back_the_same_state(tmp_path):
+    origin = tmp_path / "origin"
+    session_id = build_linked_session(origin)
+    export_path, export = export_of(origin)
+    target = tmp_path / "target"
+    target.mkdir()
+
+    restored_ok(target, export_path, 7, 7, session_id)
+
+    meta = load(target / "session_meta.json")
+    assert meta == dict(export["session"], log_file=str(target / "session_notes.jsonl"))
+    assert meta["created_at"] == load(origin / "session_meta.json")["created_at"]
+    assert (target / "session_notes.jsonl").read_bytes() == log_bytes_of(export["records"])
+    assert (target / "session_notes.jsonl").read_bytes() == (origin / "session_notes.jsonl").read_bytes()
+    assert run_notes("verify", folder=target).code == 0
+    # Re-entry: restore then recap gives back the same gates, decisions and boundaries.
+    assert without_path(run_notes("recap", folder=target).receipt) == \
+        without_path(run_notes("recap", folder=origin).receipt)
+
+
+def test_restore_at_re_entry_from_an_export_uploaded_into_the_same_folder(tmp_path):
+    # A fresh sandbox: the operator uploads notes.py and the export into one folder.
+    sandbox = tmp_path / "mnt" / "data"
+    sandbox.mkdir(parents=True)
+    uploaded = sandbox / "session_export.json"
+    uploaded.write_bytes(V0_EXPORT.read_bytes())
+
+    restored_ok(sandbox, uploaded, 11, 11, V0_SESSION_ID)
+
+    assert uploaded.read_bytes() == V0_EXPORT.read_bytes()
+    assert (sandbox / "session_notes.jsonl").read_bytes() == \
+        (V0_FIXTURES / "basic" / "session_notes.jsonl").read_bytes()
+    assert run_notes("verify", folder=sandbox).code == 0
+
+
+def test_restore_an_empty_export(tmp_path):
+    origin = tmp_path / "origin"
+    assert run_notes("init", folder=origin).code == 0
+    export_path, export = export_of(origin)
+    target = tmp_path / "target"
+
+    restored_ok(target, export_path, 0, 0, export["session"]["session_id"])
+
+    assert (target / "session_notes.jsonl").read_bytes() == b""
+    assert load(target / "session_meta.json")["session_id"] == export["session"]["session_id"]
+
+
+def test_restore_into_a_fresh_init_replaces_the_empty_session(session):
+    before_id = load(session / "session_meta.json")["session_id"]
+    assert before_id != V0_SESSION_ID
+
+    restored_ok(session, V0_EXPORT, 11, 11, V0_SESSION_ID)
+
+    assert load(session / "session_meta.json") == {
+        "schema_version": "shaping-memory-session-meta.v0", "session_id": V0_SESSION_ID,
+        "created_at": "2026-11-29T15:10:48Z", "log_file": str(session / "session_notes.jsonl")}
+    assert (session / "session_notes.jsonl").read_bytes() == \
+        (V0_FIXTURES / "basic" / "session_notes.jsonl").read_bytes()
+    summary = run_notes("summary", folder=session)
+    assert (summary.receipt["session_id"], summary.receipt["total"]) == (V0_SESSION_ID, 11)
+
+
+# --------------------------------------------------------------------------
+# Into the same session
+
+@pytest.mark.parametrize("kept", [1, 4, 6])
+def test_restore_appends_what_a_prefix_log_lacks(tmp_path, kept):
+    origin = tmp_path / "origin"
+    session_id = build_linked_session(origin)
+    export_path, export = export_of(origin)
+    # The sandbox's copy stopped after `kept` notes: same session, shorter log.
+    target = tmp_path / "target"
+    restored_ok(target, export_path, 7, 7, session_id)
+    full_log = (target / "session_notes.jsonl").read_bytes()
+    prefix = b"".join(full_log.splitlines(keepends=True)[:kept])
+    (target / "session_notes.jsonl").write_bytes(prefix)
+    meta_before = (target / "session_meta.json").read_bytes()
+
+    restored_ok(target, export_path, 7, 7 - kept, session_id)
+
+    log = (target / "session_notes.jsonl").read_bytes()
+    assert log.startswith(prefix)
+    assert log == full_log
+    assert read_records(target) == export["records"]
+    assert (target / "session_meta.json").read_bytes() == meta_before
+    assert run_notes("verify", folder=target).code == 0
+
+
+def test_restore_of_the_same_full_session_restores_nothing(tmp_path):
+    target = copy_fixture("basic", tmp_path / "basic")
+    first = restore(target, V0_EXPORT)  # the first run may create the lock file
+    assert first.code == 0, first
+    before = folder_digest(target)
+
+    restored_ok(target, V0_EXPORT, 11, 0, V0_SESSION_ID)
+
+    assert folder_digest(target) == before
+
+
+# --------------------------------------------------------------------------
+# Refusals: exit 2, nothing changed
+
+def test_restore_refuses_another_session_with_notes(tmp_path):
+    target = tmp_path / "target"
+    build_linked_session(target)
+    before = folder_digest(target)
+
+    result = restore(target, V0_EXPORT)
+
+    assert_refused(result, 2)
+    assert list(result.receipt) == ["ok", "error"]
+    assert folder_digest(target) == before
+
+
+def test_restore_refuses_a_log_that_has_gone_past_the_export(tmp_path):
+    target = copy_fixture("basic", tmp_path / "basic")
+    appended = run_notes("append", "--type", "decision", "--text", "A note the export lacks.", folder=target)
+    assert appended.code == 0, appended
+    before = folder_digest(target)
+
+    result = restore(target, V0_EXPORT)
+
+    assert_refused(result, 2)
+    assert folder_digest(target) == before
+
+
+def test_restore_refuses_the_same_session_when_the_logs_differ(tmp_path):
+    origin = tmp_path / "origin"
+    session_id = build_linked_session(origin)
+    export_path, _ = export_of(origin)
+    target = tmp_path / "target"
+    restored_ok(target, export_path, 7, 7, session_id)
+    # Same session, same length, but its last note is another one (still a valid log).
+    records = read_records(target)
+    replacement = notes.build_record(session_id, 7, "artifact", "Another boundary.", timestamp=records[6]["ts"])
+    with open(str(target / "session_notes.jsonl"), "wb") as handle:
+        handle.write(log_bytes_of(records[:6]) + notes.record_line(replacement))
+    assert run_notes("verify", folder=target).code == 0
+    before = folder_digest(target)
+
+    result = restore(target, export_path)
+
+    assert_refused(result, 2)
+    assert folder_digest(target) == before
+
+
+def test_restore_refuses_a_missing_export_file(tmp_path):
+    target = tmp_path / "target"
+    result = restore(target, tmp_path / "no_such_export.json")
+    assert_refused(result, 2)
+    assert not target.exists()
+
+
+# --------------------------------------------------------------------------
+# A damaged export: exit 3, nothing written
+
+def corrupt_checksum(export):
+    export["records"][3]["text"] += " (edited by hand)"
+
+
+def corrupt_gap(export):
+    del export["records"][4]
+    export["record_count"] -= 1
+
+
+def corrupt_repeat(export):
+    export["records"][5] = copy.deepcopy(export["records"][4])
+
+
+def corrupt_start(export):
+    del export["records"][0]
+    export["record_count"] -= 1
+
+
+def corrupt_mixed_sessions(export):
+    record = export["records"][2]
+    record["session_id"] = "11111111-2222-4333-8444-555555555555"
+    record["checksum"] = checksum(record)
+
+
+def corrupt_id(export):
+    record = export["records"][0]
+    record["id"] = "n00009"
+    record["checksum"] = checksum(record)
+
+
+def corrupt_unknown_type(export):
+    record = export["records"][6]
+    record["type"] = "idea"
+    record["checksum"] = checksum(record)
+
+
+def corrupt_count_high(export):
+    export["record_count"] += 1
+
+
+def corrupt_count_low(export):
+    export["record_count"] -= 1
+
+
+def corrupt_count_text(export):
+    export["record_count"] = str(export["record_count"])
+
+
+def corrupt_schema(export):
+    export["schema_version"] = "shaping-memory-export.v9"
+
+
+def corrupt_records_not_list(export):
+    export["records"] = {"n00001": export["records"][0]}
+
+
+def corrupt_record_not_object(export):
+    export["records"][1] = "n00002"
+
+
+def corrupt_record_missing_field(export):
+    del export["records"][1]["ts"]
+
+
+def corrupt_no_session_id(export):
+    del export["session"]["session_id"]
+
+
+def corrupt_no_session(export):
+    del export["session"]
+
+
+DAMAGES = {name[len("corrupt_"):]: function for name, function in globals().items() if name.startswith("corrupt_")}
+RAW_DAMAGES = {
+    "not-json": b"this is not an export {",
+    "empty-file": b"",
+    "cut-in-half": V0_EXPORT.read_bytes()[:len(V0_EXPORT.read_bytes()) // 2],
+    "json-list": b"[]\n",
+    "not-utf8": b'{"schema_version": "\xff\xfe"}',
+}
+
+
+def write_damaged(tmp_path, name) -> object:
+    path = tmp_path / "damaged_export.json"
+    if name in RAW_DAMAGES:
+        path.write_bytes(RAW_DAMAGES[name])
+    else:
+        export = load(V0_EXPORT)
+        DAMAGES[name](export)
+        path.write_text(json.dumps(export, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES) + sorted(RAW_DAMAGES))
+def test_damaged_export_exits_3_and_writes_nothing(tmp_path, damage):
+    export_path = write_damaged(tmp_path, damage)
+    export_before = export_path.read_bytes()
+    target = tmp_path / "new"
+
+    result = restore(target, export_path)
+
+    assert_refused(result, 3)
+    assert not target.exists()
+    assert export_path.read_bytes() == export_before
+
+
+def test_damaged_exports_leave_an_existing_session_untouched(tmp_path):
+    target = tmp_path / "target"
+    assert run_notes("init", folder=target).code == 0
+    before = folder_digest(target)
+    for damage in ("checksum", "gap", "mixed_sessions", "count_high", "schema"):
+        result = restore(target, write_damaged(tmp_path, damage))
+        assert_refused(result, 3)
+        assert folder_digest(target) == before, damage
+
+
+def test_the_undamaged_copy_restores(tmp_path):
+    # The damage helpers start from a sound export: re-serialised untouched, it restores.
+    export = load(V0_EXPORT)
+    path = tmp_path / "sound.json"
+    path.write_text(json.dumps(export, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    restored_ok(tmp_path / "target", path, 11, 11, V0_SESSION_ID)
+
+
+# --------------------------------------------------------------------------
+# A small core on every interpreter found
+
+def test_restore_on_each_python(tmp_path, python):
+    target = tmp_path / "target"
+    result = restore(target, V0_EXPORT, python=python)
+    assert result.code == 0, result
+    assert list(result.receipt) == RESTORE_KEYS
+    assert (target / "session_notes.jsonl").read_bytes() == \
+        (V0_FIXTURES / "basic" / "session_notes.jsonl").read_bytes()
+    damaged = restore(tmp_path / "other", write_damaged(tmp_path, "gap"), python=python)
+    assert_refused(damaged, 3)
+    assert not (tmp_path / "other").exists()
