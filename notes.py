@@ -734,7 +734,10 @@ class LogTail:
         self.highest_seq = 0
         # The first line met is the one after the last newline: b"" in a
         # healthy log.  Lines that are not JSON objects, after the last one
-        # that is, form the torn tail; the scan stops at the first seq found.
+        # that is, form the torn tail.  The scan goes on until two records in
+        # a row have consecutive seqs (two records in a healthy log), so that
+        # a late or repeated seq at the end cannot hide a higher one.
+        newer_seq = None
         for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
             if position == 0 and not line:
                 continue
@@ -747,8 +750,11 @@ class LogTail:
                 self.last_record = value
                 self.needs_newline = position == 0
             if is_seq(value.get("seq")):
-                self.highest_seq = value["seq"]
-                break
+                seq = value["seq"]
+                self.highest_seq = max(self.highest_seq, seq)
+                if newer_seq == seq + 1:
+                    break
+                newer_seq = seq
 
 
 def set_aside_torn_tail(folder: str, descriptor: int, tail: LogTail) -> dict:

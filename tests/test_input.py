@@ -1,0 +1,649 @@
+"""Issue 4: bad input and unsafe paths get a clean refusal and leave the session as it was.
+
+Every refusal here must exit 2 with exactly {"ok": false, "error": "..."} on stdout, show no
+traceback, name the problem in the error, and leave the session folder byte for byte as it
+was.  Characters that are allowed must come back exactly as given, and a record must stay
+one line of the log however exotic its text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import (NOTES, Result, assert_no_traceback, assert_refused, copy_fixture,
+                      folder_digest, notes, read_records, run_notes)
+
+LOG = "session_notes.jsonl"
+META = "session_meta.json"
+LOCK = "session_notes.lock"
+
+TEXT_LIMIT = 2000
+EFFECT_LIMIT = 1000
+
+
+# --------------------------------------------------------------------------
+# Local helpers
+
+def refused_unchanged(folder, *args, words=(), python=None) -> str:
+    """Run notes.py on folder; require a clean exit-2 refusal naming words, and no change on disk."""
+    before = folder_digest(folder)
+    result = run_notes(*args, folder=folder, python=python)
+    error = assert_refused(result, 2, *words)
+    assert set(result.receipt) == {"ok", "error"}, result.receipt
+    assert folder_digest(folder) == before, "the refusal changed the session folder"
+    return error
+
+
+def append_ok(folder, text, effect=None) -> dict:
+    args = ["append", "--type", "decision", "--text", text]
+    if effect is not None:
+        args += ["--effect", effect]
+    result = run_notes(*args, folder=folder)
+    assert_no_traceback(result)
+    assert result.code == 0, result
+    return result.receipt
+
+
+def log_bytes(folder) -> bytes:
+    with open(os.path.join(str(folder), LOG), "rb") as handle:
+        return handle.read()
+
+
+def run_in_process(capsys, argv) -> tuple:
+    """notes.main(argv) in this process: (exit code, parsed output)."""
+    code = notes.main(argv)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out and "Traceback" not in captured.err
+    return code, json.loads(captured.out)
+
+
+# --------------------------------------------------------------------------
+# Control characters
+
+# C0 controls other than tab, newline and carriage return, and DEL.  NUL cannot travel in
+# argv, so it is checked in-process below.
+FORBIDDEN_CODES = [code for code in range(0x01, 0x20) if code not in (0x09, 0x0A, 0x0D)] + [0x7F]
+
+
+@pytest.mark.parametrize("field", ["text", "effect"])
+@pytest.mark.parametrize("code", FORBIDDEN_CODES, ids=lambda code: "U+%04X" % code)
+def test_control_character_is_refused(session, field, code):
+    # In the middle of the value: at the edges some of them (0x0B, 0x0C, 0x1C-0x1F) are
+    # white space that stripping would remove before any check.
+    value = "before%safter" % chr(code)
+    args = {"text": "a plain decision", "effect": None}
+    args[field] = value
+    command = ["append", "--type", "decision", "--text", args["text"]]
+    if args["effect"] is not None:
+        command += ["--effect", args["effect"]]
+    error = refused_unchanged(session, *command, words=("--" + field, "U+%04X" % code))
+    assert "control character" in error
+
+
+@pytest.mark.parametrize("field", ["text", "effect"])
+def test_nul_is_refused_in_process(session, capsys, field):
+    before = folder_digest(session)
+    argv = ["--dir", str(session), "append", "--type", "decision", "--text", "plain"]
+    if field == "text":
+        argv[-1] = "before\x00after"
+    else:
+        argv += ["--effect", "before\x00after"]
+    code, output = run_in_process(capsys, argv)
+    assert code == 2
+    assert set(output) == {"ok", "error"} and output["ok"] is False
+    assert "--" + field in output["error"] and "U+0000" in output["error"]
+    assert folder_digest(session) == before
+
+
+def test_control_character_refused_under_every_python(session, python):
+    refused_unchanged(session, "append", "--type", "gate", "--text", "escape \x1b[31m red",
+                      words=("U+001B",), python=python)
+
+
+# --------------------------------------------------------------------------
+# Undecodable bytes (they reach Python as lone surrogates)
+
+UNDECODABLE = {
+    "latin1_e_acute": b"caf\xe9 au lait",
+    "lone_ff": b"\xff\xfe start",
+    "bad_continuation": b"ok \xc3\x28 broken",
+    "encoded_surrogate": b"a \xed\xa0\x80 b",
+}
+
+
+@pytest.mark.parametrize("field", ["text", "effect"])
+@pytest.mark.parametrize("raw", list(UNDECODABLE.values()), ids=list(UNDECODABLE))
+def test_undecodable_bytes_are_refused(session, field, raw):
+    command = ["append", "--type", "decision", "--text", raw if field == "text" else "plain"]
+    if field == "effect":
+        command += ["--effect", raw]
+    error = refused_unchanged(session, *command, words=("--" + field, "UTF-8"))
+    assert "unexpected" not in error
+
+
+def test_undecodable_bytes_refused_under_every_python(session, python):
+    # v0 crashed here with an unexpected error (exit 1).
+    refused_unchanged(session, "append", "--type", "decision", "--text", b"caf\xe9",
+                      words=("UTF-8",), python=python)
+
+
+def test_undecodable_type_is_a_usage_error(session):
+    refused_unchanged(session, "append", "--type", b"deci\xffsion", "--text", "plain",
+                      words=("--type",))
+
+
+# --------------------------------------------------------------------------
+# Sizes
+
+@pytest.mark.parametrize("field, limit", [("text", TEXT_LIMIT), ("effect", EFFECT_LIMIT)])
+def test_value_over_the_limit_is_refused(session, field, limit):
+    value = "x" * (limit + 1)
+    command = ["append", "--type", "decision", "--text", value if field == "text" else "plain"]
+    if field == "effect":
+        command += ["--effect", value]
+    error = refused_unchanged(session, *command, words=("--" + field, str(limit), str(limit + 1)))
+    # The refusal says why there is a limit at all.
+    assert "conversation" in error
+
+
+@pytest.mark.parametrize("field, limit", [("text", TEXT_LIMIT), ("effect", EFFECT_LIMIT)])
+def test_value_at_the_limit_is_kept_and_limit_counts_after_stripping(session, field, limit):
+    value = "y" * limit
+    padded = "  \t" + value + " \n "
+    if field == "text":
+        append_ok(session, padded)
+    else:
+        append_ok(session, "plain", effect=padded)
+    [record] = read_records(session)
+    assert record[field] == value
+
+
+@pytest.mark.parametrize("field, limit", [("text", TEXT_LIMIT), ("effect", EFFECT_LIMIT)])
+def test_limit_counts_characters_not_bytes(session, field, limit):
+    # Four UTF-8 bytes each: the limit is on characters.
+    value = "\U0001F600" * limit
+    if field == "text":
+        append_ok(session, value)
+    else:
+        append_ok(session, "plain", effect=value)
+    assert read_records(session)[0][field] == value
+    over = value + "\U0001F600"
+    command = ["append", "--type", "decision", "--text", over if field == "text" else "other"]
+    if field == "effect":
+        command += ["--effect", over]
+    refused_unchanged(session, *command, words=(str(limit),))
+
+
+# --------------------------------------------------------------------------
+# The rest of the bad-input table: one row per refusal of a session that exists
+
+BAD_APPEND = [
+    ("empty_text", ["--type", "decision", "--text", ""], ("--text", "empty")),
+    ("blank_text", ["--type", "decision", "--text", "   "], ("--text", "empty")),
+    ("whitespace_text", ["--type", "decision", "--text", "\n\t \r\n"], ("--text", "empty")),
+    ("unknown_type", ["--type", "thought", "--text", "plain"], ("--type", "thought")),
+    ("type_wrong_case", ["--type", "Decision", "--text", "plain"], ("--type", "Decision")),
+    ("empty_type", ["--type", "", "--text", "plain"], ("--type",)),
+    ("status_on_decision", ["--type", "decision", "--text", "plain", "--status", "open"], ("--status",)),
+    ("status_on_source", ["--type", "source", "--text", "plain", "--status", "closed"], ("--status",)),
+    ("status_unknown", ["--type", "gate", "--text", "plain", "--status", "pending"], ("--status",)),
+    ("ref_word", ["--type", "decision", "--text", "plain", "--ref", "abc"], ("--ref", "abc")),
+    ("ref_too_short", ["--type", "decision", "--text", "plain", "--ref", "n1"], ("--ref", "n1")),
+    ("ref_capital", ["--type", "decision", "--text", "plain", "--ref", "N00001"], ("--ref", "N00001")),
+    ("ref_trailing_letter", ["--type", "decision", "--text", "plain", "--ref", "n0001x"], ("--ref",)),
+    ("ref_fullwidth_digits", ["--type", "decision", "--text", "plain", "--ref", "n\uff10\uff10\uff10\uff10\uff11"],
+     ("--ref",)),
+    ("ref_missing_note", ["--type", "decision", "--text", "plain", "--ref", "n00042"], ("--ref", "n00042")),
+    ("missing_text", ["--type", "decision"], ("--text",)),
+    ("missing_type", ["--text", "plain"], ("--type",)),
+]
+
+
+@pytest.mark.parametrize("args, words", [(row[1], row[2]) for row in BAD_APPEND],
+                         ids=[row[0] for row in BAD_APPEND])
+def test_bad_append_is_refused(session, args, words):
+    refused_unchanged(session, "append", *args, words=words)
+
+
+@pytest.mark.parametrize("limit", ["0", "-3", "abc", "1.5", "", "--5"])
+def test_bad_tail_limit_is_refused(session, limit):
+    append_ok(session, "one note to read")
+    refused_unchanged(session, "tail", "--limit", limit, words=("--limit",))
+
+
+def test_huge_tail_limit_is_fine(session):
+    append_ok(session, "first")
+    append_ok(session, "second")
+    result = run_notes("tail", "--limit", str(10 ** 30), folder=session)
+    assert result.code == 0, result
+    assert result.receipt["count"] == 2
+    assert [record["text"] for record in result.receipt["records"]] == ["first", "second"]
+
+
+# --------------------------------------------------------------------------
+# A damaged meta: append (and init) refuse and touch nothing
+
+DAMAGED_META = {
+    "not_json": b"this is not json\n",
+    "empty_file": b"",
+    "json_list": b"[]\n",
+    "json_string": b'"0f3c2b1c-3c66-49ee-8557-e323c0678aaf"\n',
+    "no_session_id": b'{\n  "schema_version": "shaping-memory-session-meta.v0",\n  "created_at": "2026-01-01T00:00:00Z"\n}\n',
+    "empty_session_id": b'{"schema_version": "shaping-memory-session-meta.v0", "session_id": ""}\n',
+    "numeric_session_id": b'{"schema_version": "shaping-memory-session-meta.v0", "session_id": 7}\n',
+    "cut_off": b'{\n  "schema_version": "shaping-memory-session-meta.v0",\n  "session_id": "0f3c',
+    "not_utf8": b'{"session_id": "caf\xe9"}\n',
+}
+
+
+@pytest.mark.parametrize("command", ["append", "init"])
+@pytest.mark.parametrize("content", list(DAMAGED_META.values()), ids=list(DAMAGED_META))
+def test_damaged_meta_is_refused(session, command, content):
+    append_ok(session, "a note written before the meta broke")
+    with open(os.path.join(str(session), META), "wb") as handle:
+        handle.write(content)
+    args = ["append", "--type", "decision", "--text", "plain"] if command == "append" else ["init"]
+    error = refused_unchanged(session, *args, words=(META,))
+    assert "session_id" in error
+
+
+def test_damaged_meta_of_a_v0_session_is_refused(tmp_path):
+    # A v0 folder has no lock file yet: the refusal must not even create one.
+    folder = copy_fixture("basic", tmp_path / "basic")
+    with open(str(folder / META), "wb") as handle:
+        handle.write(b"{ broken\n")
+    before = folder_digest(folder)
+    result = run_notes("append", "--type", "decision", "--text", "plain", folder=folder)
+    assert_refused(result, 2, META)
+    assert set(result.receipt) == {"ok", "error"}
+    assert folder_digest(folder) == before
+
+
+# --------------------------------------------------------------------------
+# Accepted characters: kept as is, one record per line, read back intact by every reader
+
+ACCEPTED = {
+    "tab": "column one\tcolumn two",
+    "newline": "line one\nline two",
+    "carriage_return": "old mac\rline",
+    "crlf": "windows\r\nline",
+    "line_separator": "before\u2028after",
+    "next_line": "before\u0085after",
+    "paragraph_separator": "before\u2029after",
+    "emoji": "ship it \U0001F680 \U0001F44D\U0001F3FD family \U0001F468\u200d\U0001F469\u200d\U0001F467",
+    "hebrew": "\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd",
+    "arabic_with_rlm": "\u0645\u0631\u062d\u0628\u0627 \u200f(123)",
+    "bidi_override": "abc \u202edcba\u202c end",
+    "combining": "cafe\u0301 na\u0308ive",
+    "zero_width": "zero\u200bwidth\ufeffbom",
+    "nbsp_inside": "ten\u00a0km",
+    "quotes_and_backslash": 'say "hi" \\ and \\n literally',
+}
+
+
+@pytest.mark.parametrize("value", list(ACCEPTED.values()), ids=list(ACCEPTED))
+def test_accepted_characters_are_kept_as_is(session, value):
+    append_ok(session, value, effect="effect: " + value)
+    raw = log_bytes(session)
+    assert raw.count(b"\n") == 1 and raw.endswith(b"\n"), "a record must be exactly one line"
+    record = json.loads(raw[:-1].decode("utf-8"))
+    assert record["text"] == value
+    assert record["effect"] == "effect: " + value
+    tail = run_notes("tail", folder=session)
+    assert tail.code == 0, tail
+    assert tail.receipt["records"][0]["text"] == value
+
+
+def test_separators_inside_records_do_not_split_them_for_readers(session, tmp_path):
+    # U+2028, U+2029 and U+0085 are line breaks to str.splitlines; the log's lines end at
+    # b"\n" only, so every reader must see three records.
+    tricky = ["first\u2028half \u0085 second\u2029half",
+              "plain middle",
+              "separators\u0085\u2028inside\u2028x"]
+    for text in tricky:
+        append_ok(session, text, effect="e\u2028f")
+    raw = log_bytes(session)
+    assert raw.count(b"\n") == 3
+    assert "\u2028".encode("utf-8") in raw and "\u0085".encode("utf-8") in raw
+
+    tail = run_notes("tail", "--limit", "10", folder=session)
+    assert tail.code == 0 and "warnings" not in tail.receipt, tail
+    assert [record["text"] for record in tail.receipt["records"]] == tricky
+
+    summary = run_notes("summary", folder=session)
+    assert summary.code == 0 and "warnings" not in summary.receipt, summary
+    assert summary.receipt["total"] == 3
+    assert summary.receipt["last_note_id"] == "n00003"
+
+    verify = run_notes("verify", folder=session)
+    assert verify.code == 0, verify
+    assert verify.receipt["ok"] is True and verify.receipt["total"] == 3 and verify.receipt["problems"] == []
+
+    output = tmp_path / "export.json"
+    export = run_notes("export", "--output", output, folder=session)
+    assert export.code == 0 and "warnings" not in export.receipt, export
+    with open(str(output), encoding="utf-8") as handle:
+        exported = json.load(handle)
+    assert [record["text"] for record in exported["records"]] == tricky
+    assert all(record["effect"] == "e\u2028f" for record in exported["records"])
+
+    # The next append still counts lines correctly.
+    assert append_ok(session, "after the separators")["note_id"] == "n00004"
+
+
+def test_blank_effect_is_dropped_not_refused(session):
+    append_ok(session, "a decision", effect="   ")
+    [record] = read_records(session)
+    assert "effect" not in record
+
+
+# --------------------------------------------------------------------------
+# --dir naming a file
+
+READER_AND_WRITER_COMMANDS = [
+    ["init"],
+    ["append", "--type", "decision", "--text", "plain"],
+    ["tail"],
+    ["summary"],
+    ["export"],
+    ["verify"],
+    ["recap"],
+]
+
+
+@pytest.mark.parametrize("command", READER_AND_WRITER_COMMANDS, ids=lambda command: command[0])
+def test_dir_naming_a_file_is_refused(tmp_path, command):
+    a_file = tmp_path / "not_a_folder.txt"
+    a_file.write_bytes(b"someone's file\n")
+    before = folder_digest(tmp_path)
+    result = run_notes(*command, folder=a_file)
+    error = assert_refused(result, 2, os.path.realpath(str(a_file)), "file")
+    assert "--dir" in error
+    assert folder_digest(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", [["init"], ["append", "--type", "decision", "--text", "x"], ["tail"]],
+                         ids=lambda command: command[0])
+def test_dir_below_a_file_is_refused(tmp_path, command):
+    a_file = tmp_path / "not_a_folder.txt"
+    a_file.write_bytes(b"someone's file\n")
+    before = folder_digest(tmp_path)
+    result = run_notes(*command, folder=a_file / "shaping")
+    assert_refused(result, 2, "--dir")
+    assert folder_digest(tmp_path) == before
+
+
+# --------------------------------------------------------------------------
+# A folder where files cannot be created
+
+# Root ignores a folder's mode bits.  setpriv with an empty bounding set starts the child
+# with no capabilities at all, so root then obeys chmod 0o555 like any user.
+NO_CAPABILITIES = ["setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--"]
+
+
+def run_as(prefix, *args, folder=None, script=None) -> Result:
+    """run_notes, with a command prefix (such as NO_CAPABILITIES) before the interpreter."""
+    command = list(prefix) + [sys.executable, "-S", str(script or NOTES)]
+    if folder is not None:
+        command += ["--dir", str(folder)]
+    command += [str(arg) for arg in args]
+    completed = subprocess.run(command, capture_output=True, timeout=60)
+    completed.stdout = completed.stdout.decode("utf-8", "replace")
+    completed.stderr = completed.stderr.decode("utf-8", "replace")
+    return Result(completed)
+
+
+def cannot_create_in(folder: str, prefix=()) -> bool:
+    """Whether a process started with prefix is unable to create a file in folder (tried for real)."""
+    probe = (
+        "import os, sys\n"
+        "path = os.path.join(sys.argv[1], '.notes-write-probe-%d' % os.getpid())\n"
+        "try:\n"
+        "    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))\n"
+        "except OSError:\n"
+        "    sys.exit(7)\n"
+        "os.unlink(path)\n")
+    try:
+        completed = subprocess.run(list(prefix) + [sys.executable, "-S", "-c", probe, folder],
+                                   capture_output=True, timeout=60)
+    except OSError:  # the prefix command is not installed
+        return False
+    return completed.returncode == 7
+
+
+def read_only_runner(folder: str):
+    """A way to run notes.py for which folder (chmod 0o555) is read-only, or None."""
+    if cannot_create_in(folder):
+        return run_notes
+    if shutil.which(NO_CAPABILITIES[0]) and cannot_create_in(folder, NO_CAPABILITIES):
+        return lambda *args, **options: run_as(NO_CAPABILITIES, *args, **options)
+    return None
+
+
+@pytest.fixture(params=["chmod_555", "kernel_filesystem"])
+def unwritable(request, tmp_path):
+    """(folder, runner): a folder where the runner's notes.py cannot create files.
+
+    chmod_555: a folder of ours made read-only (run without capabilities when we are root);
+    kernel_filesystem: /proc or /sys, where no one creates files.
+    """
+    if request.param == "kernel_filesystem":
+        for candidate in ("/proc", "/sys"):
+            if os.path.isdir(candidate) and cannot_create_in(candidate):
+                yield candidate, run_notes
+                return
+        pytest.skip("neither /proc nor /sys refuses new files here")
+    read_only = tmp_path / "read_only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    try:
+        runner = read_only_runner(str(read_only))
+        if runner is None:
+            pytest.skip("a chmod 0o555 folder stays writable for this user")
+        yield str(read_only), runner
+    finally:
+        read_only.chmod(0o755)
+
+
+def assert_no_session_files(folder: str) -> None:
+    for name in (META, LOG, LOCK):
+        assert not os.path.lexists(os.path.join(folder, name)), name
+
+
+@pytest.mark.parametrize("command", [["init"], ["append", "--type", "decision", "--text", "plain"]],
+                         ids=lambda command: command[0])
+def test_unwritable_folder_is_a_clean_refusal(unwritable, command):
+    folder, runner = unwritable
+    result = runner(*command, folder=folder)
+    error = assert_refused(result, 2, os.path.realpath(folder), "--dir")
+    assert set(result.receipt) == {"ok", "error"}
+    assert "unexpected" not in error
+    assert_no_session_files(folder)
+
+
+@pytest.mark.parametrize("command", [["init"], ["append", "--type", "decision", "--text", "plain"]],
+                         ids=lambda command: command[0])
+def test_folder_that_cannot_be_made_is_a_clean_refusal(unwritable, command):
+    folder, runner = unwritable
+    target = os.path.join(folder, "shaping")
+    result = runner(*command, folder=target)
+    error = assert_refused(result, 2, os.path.realpath(folder), "--dir")
+    assert "unexpected" not in error
+    assert not os.path.lexists(target)
+
+
+def test_export_into_an_unwritable_folder_is_a_clean_refusal(session, unwritable):
+    folder, runner = unwritable
+    append_ok(session, "plain")
+    output = os.path.join(folder, "session_export.json")
+    before = folder_digest(session)
+    result = runner("export", "--output", output, folder=session)
+    error = assert_refused(result, 2, "--output")
+    assert output in error and "unexpected" not in error
+    assert not os.path.lexists(output)
+    assert folder_digest(session) == before
+
+
+def test_default_folder_that_is_read_only_is_a_clean_refusal(tmp_path):
+    # Like the project folder Claude mounts read-only: notes.py sits in a folder it cannot
+    # write, and no --dir is given.
+    app = tmp_path / "project"
+    app.mkdir()
+    shutil.copy(str(NOTES), str(app / "notes.py"))
+    app.chmod(0o555)
+    try:
+        runner = read_only_runner(str(app))
+        if runner is None:
+            pytest.skip("a chmod 0o555 folder stays writable for this user")
+        result = runner("append", "--type", "decision", "--text", "plain", script=app / "notes.py")
+        error = assert_refused(result, 2, os.path.realpath(str(app)), "--dir")
+        assert "unexpected" not in error
+        assert sorted(os.listdir(str(app))) == ["notes.py"]
+    finally:
+        app.chmod(0o755)
+
+
+# --------------------------------------------------------------------------
+# Symbolic links: never written through
+
+def replace_with_link(path, target) -> None:
+    if os.path.lexists(str(path)):
+        os.unlink(str(path))
+    os.symlink(str(target), str(path))
+
+
+def test_log_link_in_a_live_session_is_refused(session, tmp_path):
+    append_ok(session, "a real note")
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_bytes(b"precious bytes that are not ours\n")
+    replace_with_link(session / LOG, target)
+    error = refused_unchanged(session, "append", "--type", "decision", "--text", "plain",
+                              words=(str(session / LOG),))
+    assert "link" in error
+    assert target.read_bytes() == b"precious bytes that are not ours\n"
+
+
+def test_dangling_log_link_in_a_live_session_is_refused(session, tmp_path):
+    target = tmp_path / "nowhere" / "planted.jsonl"
+    (tmp_path / "nowhere").mkdir()
+    replace_with_link(session / LOG, target)
+    refused_unchanged(session, "append", "--type", "decision", "--text", "plain", words=("link",))
+    assert not os.path.lexists(str(target))
+
+
+@pytest.mark.parametrize("command", [["init"], ["append", "--type", "decision", "--text", "plain"]],
+                         ids=lambda command: command[0])
+@pytest.mark.parametrize("target_state", ["empty_file", "missing"])
+def test_log_link_without_meta_is_refused(tmp_path, command, target_state):
+    # No session yet, but the log name is already a planted link: creating the session
+    # must not write through it, nor leave a half-made session behind.
+    folder = tmp_path / "session"
+    folder.mkdir()
+    target = tmp_path / "planted.jsonl"
+    if target_state == "empty_file":
+        target.write_bytes(b"")
+    os.symlink(str(target), str(folder / LOG))
+    before = folder_digest(folder)
+    result = run_notes(*command, folder=folder)
+    assert_refused(result, 2, "link")
+    assert folder_digest(folder) == before
+    if target_state == "empty_file":
+        assert target.read_bytes() == b""
+    else:
+        assert not os.path.lexists(str(target))
+
+
+@pytest.mark.parametrize("command", [["init"], ["append", "--type", "decision", "--text", "plain"]],
+                         ids=lambda command: command[0])
+def test_dangling_meta_link_is_refused(tmp_path, command):
+    folder = tmp_path / "session"
+    folder.mkdir()
+    target = tmp_path / "planted_meta.json"
+    os.symlink(str(target), str(folder / META))
+    before = folder_digest(folder)
+    result = run_notes(*command, folder=folder)
+    assert_refused(result, 2, str(folder / META), "link")
+    assert folder_digest(folder) == before
+    assert not os.path.lexists(str(target))
+
+
+def test_meta_link_is_refused_and_its_target_never_written(session, tmp_path):
+    # Even a link to a good meta is refused by every writer, so nothing can be written
+    # through it; restore is the writer that would rewrite a meta in a session folder.
+    exported = tmp_path / "export.json"
+    other = tmp_path / "other"
+    run_notes("init", folder=other)
+    append_ok(other, "a note to restore")
+    assert run_notes("export", "--output", exported, folder=other).code == 0
+
+    target = tmp_path / "real_meta.json"
+    shutil.move(str(session / META), str(target))
+    os.symlink(str(target), str(session / META))
+    meta_before = target.read_bytes()
+    for command in (["init"], ["append", "--type", "decision", "--text", "plain"], ["restore", exported]):
+        refused_unchanged(session, *command, words=(str(session / META), "link"))
+        assert target.read_bytes() == meta_before
+
+
+def test_lock_link_is_refused(session, tmp_path):
+    target = tmp_path / "planted.lock"
+    replace_with_link(session / LOCK, target)
+    refused_unchanged(session, "append", "--type", "decision", "--text", "plain", words=("link",))
+    assert not os.path.lexists(str(target))
+
+
+# --------------------------------------------------------------------------
+# export --output
+
+def test_export_output_naming_a_folder_is_refused(session, tmp_path):
+    append_ok(session, "plain")
+    destination = tmp_path / "exports"
+    destination.mkdir()
+    (destination / "keep.txt").write_bytes(b"keep me\n")
+    before_destination = folder_digest(destination)
+    error = refused_unchanged(session, "export", "--output", destination, words=("--output", str(destination)))
+    assert "folder" in error
+    assert folder_digest(destination) == before_destination
+
+
+def test_export_output_naming_the_session_folder_is_refused(session):
+    append_ok(session, "plain")
+    refused_unchanged(session, "export", "--output", session, words=("--output",))
+
+
+def test_export_output_below_a_file_is_refused(session, tmp_path):
+    append_ok(session, "plain")
+    a_file = tmp_path / "a_file"
+    a_file.write_bytes(b"x\n")
+    refused_unchanged(session, "export", "--output", a_file / "export.json", words=("--output",))
+    assert a_file.read_bytes() == b"x\n"
+
+
+def test_export_output_link_is_refused(session, tmp_path):
+    append_ok(session, "plain")
+    target = tmp_path / "planted_target.json"
+    link = tmp_path / "export.json"
+    os.symlink(str(target), str(link))
+    refused_unchanged(session, "export", "--output", link, words=("link",))
+    assert not os.path.lexists(str(target))
+    assert os.readlink(str(link)) == str(target)
+
+
+def test_export_output_in_a_missing_folder_creates_it(session, tmp_path):
+    # export makes the missing parent folders (os.makedirs) and writes the export there.
+    append_ok(session, "plain", effect="an effect")
+    output = tmp_path / "new" / "deeper" / "export.json"
+    result = run_notes("export", "--output", output, folder=session)
+    assert result.code == 0, result
+    assert result.receipt == {"ok": True, "command": "export", "record_count": 1, "path": str(output)}
+    with open(str(output), encoding="utf-8") as handle:
+        exported = json.load(handle)
+    assert exported["record_count"] == 1
+    assert exported["records"] == read_records(session)
+    assert sorted(os.listdir(str(output.parent))) == ["export.json"]
