@@ -136,3 +136,50 @@ def session(tmp_path) -> Path:
 def python(request) -> str:
     """Each CPython 3.9 to 3.13 found on this machine."""
     return request.param
+
+
+# --------------------------------------------------------------------------
+# Records and logs built independently of notes.py, and in-process runs
+
+LOG = "session_notes.jsonl"
+
+
+def v0_checksum(record: dict) -> str:
+    """The v0 checksum, recomputed with the json module so tests do not trust notes.py."""
+    body = {key: value for key, value in record.items() if key != "checksum"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def make_record(session_id: str, seq: int, note_type: str = "decision", text=None, ts=None,
+                **fields) -> dict:
+    """A checksummed v0 record; extra fields (such as effect) go after text."""
+    record = {"id": "n%05d" % seq, "ts": ts or "2026-03-14T09:%02d:00Z" % (seq % 60),
+              "session_id": session_id, "seq": seq, "type": note_type,
+              "text": text if text is not None else "Signal %d stays." % seq}
+    record.update(fields)
+    record["checksum"] = v0_checksum(record)
+    return record
+
+
+def line_of(record: dict) -> bytes:
+    """The record as one compact UTF-8 log line."""
+    return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def log_bytes(folder) -> bytes:
+    with open(os.path.join(str(folder), LOG), "rb") as handle:
+        return handle.read()
+
+
+def write_log(folder, data: bytes) -> None:
+    with open(os.path.join(str(folder), LOG), "wb") as handle:
+        handle.write(data)
+
+
+def run_here(capsys, folder, *args):
+    """notes.main in this process: (exit code, parsed receipt); never a traceback."""
+    code = notes.main(["--dir", str(folder)] + [str(arg) for arg in args])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out and "Traceback" not in err, (out, err)
+    return code, json.loads(out)

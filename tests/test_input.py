@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import (NOTES, Result, assert_no_traceback, assert_refused, copy_fixture,
-                      folder_digest, notes, read_records, run_notes)
+                      folder_digest, log_bytes, notes, read_records, run_notes)
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -48,11 +48,6 @@ def append_ok(folder, text, effect=None) -> dict:
     assert_no_traceback(result)
     assert result.code == 0, result
     return result.receipt
-
-
-def log_bytes(folder) -> bytes:
-    with open(os.path.join(str(folder), LOG), "rb") as handle:
-        return handle.read()
 
 
 def run_in_process(capsys, argv) -> tuple:

@@ -11,7 +11,6 @@ append, and the failure is reported as JSON.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import random
@@ -19,8 +18,8 @@ import shutil
 
 import pytest
 
-from conftest import (assert_no_traceback, copy_fixture, folder_digest, notes, read_records,
-                      run_notes)
+from conftest import (assert_no_traceback, copy_fixture, folder_digest, line_of, log_bytes,
+                      make_record, notes, read_records, run_here, run_notes, write_log)
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -30,50 +29,10 @@ HAVE_PROC_FDS = os.path.isdir("/proc/self/fd")
 # --------------------------------------------------------------------------
 # Local helpers: records built independently of notes.py, in-process runs
 
-def checksum_of(record: dict) -> str:
-    """The v0 checksum, computed here with the json module so the test does not trust notes.py."""
-    body = {key: value for key, value in record.items() if key != "checksum"}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
-
-
-def make_record(session_id: str, seq: int, note_type: str = "decision", text: str | None = None,
-                effect: str | None = None) -> dict:
-    record = {"id": "n%05d" % seq, "ts": "2026-03-14T09:00:%02dZ" % (seq % 60),
-              "session_id": session_id, "seq": seq, "type": note_type,
-              "text": text if text is not None else "Decision number %d holds." % seq}
-    if effect:
-        record["effect"] = effect
-    record["checksum"] = checksum_of(record)
-    return record
-
-
-def line_of(record: dict) -> bytes:
-    return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def run_here(capsys, folder, *args):
-    """notes.main in this process: (exit code, parsed receipt); never a traceback."""
-    code = notes.main(["--dir", str(folder)] + [str(arg) for arg in args])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out and "Traceback" not in err, (out, err)
-    return code, json.loads(out)
-
-
 def init_here(capsys, folder) -> str:
     code, receipt = run_here(capsys, folder, "init")
     assert code == 0, receipt
     return receipt["session_id"]
-
-
-def log_bytes(folder) -> bytes:
-    with open(os.path.join(str(folder), LOG), "rb") as handle:
-        return handle.read()
-
-
-def write_log(folder, data: bytes) -> None:
-    with open(os.path.join(str(folder), LOG), "wb") as handle:
-        handle.write(data)
 
 
 def side_files(folder) -> list:
@@ -121,7 +80,7 @@ def check_readers_on_damaged_tail(capsys, folder, complete: list, export_path) -
 def test_every_cut_offset_of_the_last_record_is_set_aside_and_numbering_continues(tmp_path, capsys):
     # Multi-byte characters put some cuts inside a character (not UTF-8), others inside JSON.
     last_text = "Hôte décidé: 日本語 ✓ — the log stays append-only"
-    probe = line_of(make_record("00000000-0000-4000-8000-000000000000", 4, "gate", last_text, "ñ effect"))
+    probe = line_of(make_record("00000000-0000-4000-8000-000000000000", 4, "gate", last_text, effect="ñ effect"))
     record_length = len(probe) - 1  # without its newline
     assert record_length > 100
 
@@ -131,7 +90,7 @@ def test_every_cut_offset_of_the_last_record_is_set_aside_and_numbering_continue
         complete = [make_record(session_id, seq, note_type) for seq, note_type in
                     ((1, "mode"), (2, "shape"), (3, "decision"))]
         healthy = b"".join(line_of(record) for record in complete)
-        last_line = line_of(make_record(session_id, 4, "gate", last_text, "ñ effect"))
+        last_line = line_of(make_record(session_id, 4, "gate", last_text, effect="ñ effect"))
         assert len(last_line) - 1 == record_length
         cut_bytes = last_line[:cut]
         write_log(folder, healthy + cut_bytes)

@@ -15,8 +15,9 @@ import shutil
 
 import pytest
 
-from conftest import (assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes,
-                      read_records, run_notes)
+from conftest import (assert_no_traceback, assert_refused, copy_fixture, folder_digest, line_of,
+                      log_bytes, make_record, notes, read_records, run_here, run_notes, v0_checksum,
+                      write_log)
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -28,48 +29,9 @@ HAVE_PROC_FDS = os.path.isdir("/proc/self/fd")
 # --------------------------------------------------------------------------
 # Local helpers
 
-def checksum_of(record: dict) -> str:
-    """The v0 checksum, computed here with the json module so the test does not trust notes.py."""
-    body = {key: value for key, value in record.items() if key != "checksum"}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
-
-
-def make_record(session_id: str, seq: int, note_type: str = "decision", text: str | None = None,
-                **fields) -> dict:
-    record = {"id": "n%05d" % seq, "ts": "2026-03-14T09:%02d:00Z" % (seq % 60),
-              "session_id": session_id, "seq": seq, "type": note_type,
-              "text": text if text is not None else "Signal %d stays." % seq}
-    record.update(fields)
-    record["checksum"] = checksum_of(record)
-    return record
-
-
-def line_of(record: dict) -> bytes:
-    return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def log_bytes(folder) -> bytes:
-    with open(os.path.join(str(folder), LOG), "rb") as handle:
-        return handle.read()
-
-
-def write_log(folder, data: bytes) -> None:
-    with open(os.path.join(str(folder), LOG), "wb") as handle:
-        handle.write(data)
-
-
 def session_id_of(folder) -> str:
     with open(os.path.join(str(folder), META), "rb") as handle:
         return json.loads(handle.read().decode("utf-8"))["session_id"]
-
-
-def run_here(capsys, folder, *args):
-    """notes.main in this process: (exit code, parsed receipt); never a traceback."""
-    code = notes.main(["--dir", str(folder)] + [str(arg) for arg in args])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out and "Traceback" not in err, (out, err)
-    return code, json.loads(out)
 
 
 def five_records(session_id: str) -> list:
@@ -226,7 +188,7 @@ def damaged_lines(kind: str, session_id: str, records: list) -> list:
         damaged.update({"id_not_matching_seq": {"id": "n00030"},
                         "foreign_session": {"session_id": OTHER_SESSION},
                         "unknown_type": {"type": "musing"}}[kind])
-        damaged["checksum"] = checksum_of(damaged)  # signed, so only the named problem remains
+        damaged["checksum"] = v0_checksum(damaged)  # signed, so only the named problem remains
     return lines[:2] + [line_of(damaged)] + lines[3:]
 
 
@@ -291,7 +253,7 @@ def test_bad_checksum_is_flagged_with_its_id_by_readers(tmp_path):
     folder = copy_fixture("tampered", tmp_path / "tampered")
     lines = log_bytes(folder).splitlines()
     tampered = [(number, json.loads(line)) for number, line in enumerate(lines, 1)
-                if checksum_of(json.loads(line)) != json.loads(line)["checksum"]]
+                if v0_checksum(json.loads(line)) != json.loads(line)["checksum"]]
     assert len(tampered) == 1
     number, record = tampered[0]
     for command in ("tail", "summary"):
@@ -374,7 +336,7 @@ def test_verify_v0_fixtures_give_the_expected_kinds(tmp_path):
     folder = copy_fixture("tampered", tmp_path / "tampered")
     lines = log_bytes(folder).splitlines()
     bad = [(number, json.loads(line)["id"]) for number, line in enumerate(lines, 1)
-           if checksum_of(json.loads(line)) != json.loads(line)["checksum"]]
+           if v0_checksum(json.loads(line)) != json.loads(line)["checksum"]]
     result = run_notes("verify", folder=folder)
     assert result.code == 3 and result.receipt["ok"] is False
     assert [(p["line"], p["id"], p["kind"]) for p in result.receipt["problems"]] == \

@@ -9,7 +9,6 @@ stays readable by a v0-style reader; the meta file has v0's format.
 from __future__ import annotations
 
 import calendar
-import hashlib
 import json
 import os
 import re
@@ -18,7 +17,7 @@ import uuid
 
 import pytest
 
-from conftest import V0_FIXTURES, copy_fixture, notes, read_records, run_notes
+from conftest import V0_FIXTURES, copy_fixture, notes, read_records, run_notes, v0_checksum
 
 BASIC = V0_FIXTURES / "basic"
 V0_RECORD_KEYS = ["id", "ts", "session_id", "seq", "type", "text", "effect", "checksum"]
@@ -41,13 +40,6 @@ def fixture_receipts() -> list:
 
 def fixture_meta() -> dict:
     return json.loads((BASIC / "session_meta.json").read_text("utf-8"))
-
-
-def v0_checksum(record: dict) -> str:
-    """The v0 checksum, recomputed independently of notes.py."""
-    body = {key: value for key, value in record.items() if key != "checksum"}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
 def append_arguments(record: dict) -> list:
