@@ -678,6 +678,8 @@ def prepare_folder(folder: str) -> None:
 
 def open_session_for_writing(folder: str) -> dict:
     """The meta of the folder's session, created when there is none; the caller holds the lock."""
+    # A second look, under the lock: a concurrent init or restore may have
+    # written the meta since the writer first checked the folder.
     meta = check_session_folder(folder)
     if meta is not None:
         return meta
