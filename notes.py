@@ -192,15 +192,14 @@ def canonical_json(value) -> str:
 def pretty_json(value, depth: int = 0) -> str:
     """Serialise as json.dumps(value, indent=2, ensure_ascii=False)."""
     if isinstance(value, dict) and value:
-        inner = "\n" + "  " * (depth + 1)
-        body = ("," + inner).join(
-            encode_basestring(key) + ": " + pretty_json(item, depth + 1) for key, item in value.items())
-        return "{" + inner + body + "\n" + "  " * depth + "}"
-    if isinstance(value, (list, tuple)) and value:
-        inner = "\n" + "  " * (depth + 1)
-        body = ("," + inner).join(pretty_json(item, depth + 1) for item in value)
-        return "[" + inner + body + "\n" + "  " * depth + "]"
-    return compact_json(value)
+        brackets, items = "{}", [encode_basestring(key) + ": " + pretty_json(item, depth + 1)
+                                 for key, item in value.items()]
+    elif isinstance(value, (list, tuple)) and value:
+        brackets, items = "[]", [pretty_json(item, depth + 1) for item in value]
+    else:
+        return compact_json(value)
+    inner = "\n" + "  " * (depth + 1)
+    return brackets[0] + inner + ("," + inner).join(items) + "\n" + "  " * depth + brackets[1]
 
 
 def utc_now() -> str:
@@ -368,11 +367,8 @@ PROBLEM_DETAILS = {
 
 def check_record(record: dict, session_id: str | None) -> list:
     """Problems of one parsed record taken alone (not its place in the sequence)."""
-    for key, kind in (("id", str), ("ts", str), ("session_id", str), ("type", str),
-                      ("text", str), ("checksum", str)):
-        if not isinstance(record.get(key), kind):
-            return ["missing_field"]
-    if not is_seq(record.get("seq")):
+    if not is_seq(record.get("seq")) or not all(
+            isinstance(record.get(key), str) for key in ("id", "ts", "session_id", "type", "text", "checksum")):
         return ["missing_field"]
     problems = []
     if record_checksum(record) != record["checksum"]:
@@ -558,6 +554,20 @@ class SessionLock:
         os.close(self.descriptor)  # closing releases a flock
 
 
+def create_new_file(name_for) -> tuple:
+    """Create a file at the first name name_for(attempt) gives that is free; return (path, descriptor).
+
+    O_EXCL | O_NOFOLLOW: a link planted at any name can neither be followed
+    nor be the name we pick."""
+    attempt = 0
+    while True:
+        path = name_for(attempt)
+        try:
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, 0o644)
+        except FileExistsError:
+            attempt += 1
+
+
 def write_all(descriptor: int, data: bytes) -> None:
     """Write every byte, however many calls it takes."""
     view = memoryview(data)
@@ -574,17 +584,9 @@ class AtomicFile:
         self.folder = os.path.dirname(path)
         if os.path.islink(path):
             raise link_error(path)
-        # A fresh random name opened with O_EXCL | O_NOFOLLOW: a link planted at
-        # any name can neither be followed nor be the name we pick.
-        while True:
-            self.temporary = os.path.join(
-                self.folder, ".%s.%s.tmp" % (os.path.basename(path), os.urandom(6).hex()))
-            try:
-                self.descriptor = os.open(
-                    self.temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, 0o644)
-                break
-            except FileExistsError:
-                continue
+        # A fresh random name for the temporary file.
+        self.temporary, self.descriptor = create_new_file(lambda _: os.path.join(
+            self.folder, ".%s.%s.tmp" % (os.path.basename(path), os.urandom(6).hex())))
 
     def write(self, data: bytes) -> None:
         write_all(self.descriptor, data)
@@ -625,6 +627,14 @@ def meta_bytes(meta: dict) -> bytes:
     return (pretty_json(meta) + "\n").encode("utf-8")
 
 
+def write_meta(folder: str, session_id: str, created_at: str) -> dict:
+    """Write the meta file of a session and return it."""
+    meta = {"schema_version": META_SCHEMA, "session_id": session_id, "created_at": created_at,
+            "log_file": os.path.join(folder, LOG_NAME)}
+    write_file_atomically(os.path.join(folder, META_NAME), meta_bytes(meta))
+    return meta
+
+
 def new_session_id() -> str:
     """A random UUID4 string."""
     import uuid  # only a new session needs it
@@ -632,19 +642,12 @@ def new_session_id() -> str:
     return str(uuid.uuid4())
 
 
-def create_session(folder: str, session_id: str | None = None, created_at: str | None = None) -> dict:
+def create_session(folder: str) -> dict:
     """Write the meta and an empty log of a new session; the caller holds the lock."""
-    log_path = os.path.join(folder, LOG_NAME)
-    meta = {
-        "schema_version": META_SCHEMA,
-        "session_id": session_id or new_session_id(),
-        "created_at": created_at or utc_now(),
-        "log_file": log_path,
-    }
-    write_file_atomically(os.path.join(folder, META_NAME), meta_bytes(meta))
+    meta = write_meta(folder, new_session_id(), utc_now())
     # Crash window: meta without a log is a session with no notes yet; the log
     # is created by the first append as well.
-    descriptor = open_log_for_append(log_path)
+    descriptor = open_log_for_append(meta["log_file"])
     os.fsync(descriptor)
     os.close(descriptor)
     fsync_folder(folder)
@@ -685,8 +688,6 @@ def open_session_for_writing(folder: str) -> dict:
         return meta
     try:
         return create_session(folder)
-    except NotesError:
-        raise
     except OSError as error:
         raise folder_error(folder, error) from None
 
@@ -761,23 +762,12 @@ class LogTail:
 
 def set_aside_torn_tail(folder: str, descriptor: int, tail: LogTail) -> dict:
     """Move the bytes past the last JSON object to a side file, then cut them from the log."""
-    os.lseek(descriptor, tail.keep_end, os.SEEK_SET)
-    torn = b""
-    while len(torn) < tail.size - tail.keep_end:
-        chunk = os.read(descriptor, tail.size - tail.keep_end - len(torn))
-        if not chunk:
-            break
-        torn += chunk
+    with open(descriptor, "rb", closefd=False) as handle:
+        handle.seek(tail.keep_end)
+        torn = handle.read(tail.size - tail.keep_end)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    counter = 0
-    while True:
-        side_path = os.path.join(folder, "%s.torn-%s-%d%s" % (
-            LOG_NAME, stamp, os.getpid(), "-%d" % counter if counter else ""))
-        try:
-            side = os.open(side_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, 0o644)
-            break
-        except FileExistsError:
-            counter += 1
+    side_path, side = create_new_file(lambda counter: os.path.join(folder, "%s.torn-%s-%d%s" % (
+        LOG_NAME, stamp, os.getpid(), "-%d" % counter if counter else "")))
     try:
         write_all(side, torn)
         os.fsync(side)
@@ -823,7 +813,7 @@ def append_line(descriptor: int, line: bytes) -> None:
 class LogReader:
     """Reads the whole log forward, checking each line, without holding it in memory."""
 
-    def __init__(self, folder: str, meta: dict, limit_to_size: int | None = None):
+    def __init__(self, folder: str, meta: dict):
         self.path = os.path.join(folder, LOG_NAME)
         self.session_id = meta.get("session_id")
         self.problems = []          # the first ones, as verify lists them
@@ -831,7 +821,7 @@ class LogReader:
         self.total = 0
         self.last_record = None
         try:
-            self.size = os.path.getsize(self.path) if limit_to_size is None else limit_to_size
+            self.size = os.path.getsize(self.path)
         except FileNotFoundError:
             self.size = 0
 
@@ -849,45 +839,45 @@ class LogReader:
         remaining = self.size
         with open(self.path, "rb") as handle:
             for number, raw in enumerate(handle, 1):
-                if len(raw) > remaining:
-                    raw = raw[:remaining]
+                raw = raw[:remaining]
                 remaining -= len(raw)
                 terminated = raw.endswith(b"\n")
                 value, kind = parse_line(raw[:-1] if terminated else raw)
                 if value is None:
-                    self.note(problem(number, None, "torn_tail" if not terminated else kind), listed)
-                elif not terminated:
-                    self.note(problem(number, value.get("id"), "missing_newline"), listed)
-                if value is None:
-                    if not remaining:
-                        break
-                    continue
-                kinds = check_record(value, self.session_id)
-                seq = value.get("seq")
-                if is_seq(seq):
-                    if seq <= highest:
-                        kinds.append("seq_repeated")
-                    elif seq > highest + 1:
-                        kinds.append("seq_gap")
-                    highest = max(highest, seq)
-                record_id = value.get("id") if isinstance(value.get("id"), str) else None
-                for kind in kinds:
-                    self.note(problem(number, record_id, kind), listed)
-                if "missing_field" in kinds:
-                    continue
-                self.total += 1
-                self.last_record = value
-                yield value
+                    self.note(problem(number, None, kind if terminated else "torn_tail"), listed)
+                else:
+                    if not terminated:
+                        self.note(problem(number, value.get("id"), "missing_newline"), listed)
+                    kinds = check_record(value, self.session_id)
+                    seq = value.get("seq")
+                    if is_seq(seq):
+                        if seq <= highest:
+                            kinds.append("seq_repeated")
+                        elif seq > highest + 1:
+                            kinds.append("seq_gap")
+                        highest = max(highest, seq)
+                    record_id = value.get("id") if isinstance(value.get("id"), str) else None
+                    for kind in kinds:
+                        self.note(problem(number, record_id, kind), listed)
+                    if "missing_field" in kinds:
+                        continue
+                    self.total += 1
+                    self.last_record = value
+                    yield value
                 if not remaining:
                     break
 
     def warnings(self) -> list:
         """The problems met, as sentences, bounded."""
-        messages = [describe_problem(entry) for entry in self.problems[:WARNINGS_LISTED]]
-        if self.problem_count > len(messages):
-            messages.append("%d more problems not listed; run verify for the full list"
-                            % (self.problem_count - len(messages)))
-        return messages
+        return bounded_warnings([describe_problem(entry) for entry in self.problems], self.problem_count)
+
+
+def bounded_warnings(messages: list, count: int) -> list:
+    """The first WARNINGS_LISTED of count problems, then how many more there are."""
+    messages = messages[:WARNINGS_LISTED]
+    if count > len(messages):
+        messages.append("%d more problems not listed; run verify for the full list" % (count - len(messages)))
+    return messages
 
 
 def with_warnings(receipt: dict, warnings: list) -> dict:
@@ -989,57 +979,56 @@ def command_tail(args) -> dict:
     try:
         handle = open(log_path, "rb")
     except FileNotFoundError:
-        handle = None
-    if handle is not None:
-        with handle:
-            size = os.fstat(handle.fileno()).st_size
-            newer_seq = None
-            for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
-                if len(records) >= limit:
-                    break
-                if position == 0 and not line:
-                    continue  # the log ends with a newline, as it should
-                value, kind = parse_line(line)
-                if position == 0:  # the last line lacks its newline
-                    kind = "torn_tail" if value is None else "missing_newline"
-                    warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
-                if value is None:
-                    if position:
-                        warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
-                    continue
-                kinds = check_record(value, session_id)
-                seq = value.get("seq")
-                if is_seq(seq) and newer_seq is not None and seq != newer_seq - 1:
+        import io  # already loaded by the interpreter itself
+
+        handle = io.BytesIO()  # no log yet: an empty one to tail
+    with handle:
+        newer_seq = None
+        for position, (offset, line) in enumerate(read_lines_backward(handle, handle.seek(0, os.SEEK_END))):
+            if len(records) >= limit:
+                break
+            if position == 0 and not line:
+                continue  # the log ends with a newline, as it should
+            value, kind = parse_line(line)
+            if position == 0:  # the last line lacks its newline
+                kind = "torn_tail" if value is None else "missing_newline"
+            if kind:
+                warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
+            if value is None:
+                continue
+            kinds = check_record(value, session_id)
+            seq = value.get("seq")
+            if is_seq(seq):
+                if newer_seq is not None and seq != newer_seq - 1:
                     kinds.append("seq_repeated" if seq >= newer_seq else "seq_gap")
-                if is_seq(seq):
-                    newer_seq = seq
-                for kind in kinds:
-                    warnings.append("byte %d (%s): %s" % (offset, value.get("id"), PROBLEM_DETAILS[kind]))
-                if "missing_field" in kinds:
-                    continue
-                if types is not None and value["type"] not in types:
-                    continue
-                if since is not None and value["ts"] < since:
-                    continue
-                if until is not None and value["ts"] >= until:
-                    continue
+                newer_seq = seq
+            for kind in kinds:
+                warnings.append("byte %d (%s): %s" % (offset, value.get("id"), PROBLEM_DETAILS[kind]))
+            if "missing_field" not in kinds and (types is None or value["type"] in types) and (
+                    since is None or value["ts"] >= since) and (until is None or value["ts"] < until):
                 records.append(value)
     records.reverse()
-    if len(warnings) > WARNINGS_LISTED:
-        warnings = warnings[:WARNINGS_LISTED] + [
-            "%d more problems not listed; run verify for the full list" % (len(warnings) - WARNINGS_LISTED)]
     receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
-    return with_warnings(receipt, warnings)
+    return with_warnings(receipt, bounded_warnings(warnings, len(warnings)))
+
+
+def count_by_type(reader: LogReader, listed: int) -> tuple:
+    """Read the whole log: (notes by type, first ts, last ts)."""
+    by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
+    first_ts = last_ts = None
+    for record in reader.records(listed):
+        if record["type"] in by_type:
+            by_type[record["type"]] += 1
+        first_ts = first_ts or record["ts"]
+        last_ts = record["ts"]
+    return by_type, first_ts, last_ts
 
 
 def command_summary(args) -> dict:
     folder = resolve_folder(args.dir)
     meta = require_session(folder)
     reader = LogReader(folder, meta)
-    by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
-    for record in reader.records(WARNINGS_LISTED):
-        if record["type"] in by_type:
-            by_type[record["type"]] += 1
+    by_type = count_by_type(reader, WARNINGS_LISTED)[0]
     last = reader.last_record
     receipt = {
         "ok": True,
@@ -1059,8 +1048,8 @@ def command_verify(args) -> dict:
     meta = require_session(folder)
     reader = LogReader(folder, meta)
     meta_problems = []
-    for key, kind in (("schema_version", str), ("session_id", str), ("created_at", str), ("log_file", str)):
-        if not isinstance(meta.get(key), kind):
+    for key in ("schema_version", "session_id", "created_at", "log_file"):
+        if not isinstance(meta.get(key), str):
             meta_problems.append(problem(None, None, "meta_field", "%s lacks %s" % (META_NAME, key)))
     if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != META_SCHEMA:
         meta_problems.append(problem(None, None, "meta_schema",
@@ -1093,20 +1082,12 @@ def command_export(args) -> dict:
     # Both passes read the same bytes: the size is fixed before the first one,
     # so notes appended meanwhile wait for the next export.
     reader = LogReader(folder, meta)
-    by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
-    first_ts = last_ts = None
-    for record in reader.records(PROBLEMS_LISTED):
-        if record["type"] in by_type:
-            by_type[record["type"]] += 1
-        first_ts = first_ts or record["ts"]
-        last_ts = record["ts"]
+    by_type, first_ts, last_ts = count_by_type(reader, PROBLEMS_LISTED)
     count, problem_count = reader.total, reader.problem_count
     warnings = reader.warnings()
     try:
         os.makedirs(prepare_output, exist_ok=True)
         target = AtomicFile(output)
-    except NotesError:
-        raise
     except OSError as error:
         raise NotesError("cannot write %s (%s); choose another --output" % (output, error.strerror)) from None
     try:
@@ -1215,12 +1196,11 @@ def command_recap(args) -> dict:
             if len(items) > limit:
                 del items[0]
                 cut[list_of_type[record["type"]]] += 1
-    open_gates = [gate for gate in gates.values() if gate["status"] == "open"]
-    deferred_gates = [gate for gate in gates.values() if gate["status"] == "deferred"]
-    for name, gate_list in (("open_gates", open_gates), ("deferred_gates", deferred_gates)):
-        if len(gate_list) > limit:
-            cut[name] = len(gate_list) - limit
-            del gate_list[:-limit]
+    shown_gates = {}
+    for status in ("open", "deferred"):
+        gate_list = [gate for gate in gates.values() if gate["status"] == status]
+        cut[status + "_gates"] = max(0, len(gate_list) - limit)
+        shown_gates[status] = gate_list[-limit:]
     receipt = {
         "ok": True,
         "command": "recap",
@@ -1229,8 +1209,8 @@ def command_recap(args) -> dict:
         "total": reader.total,
         "mode": summarise_record(latest["mode"]) if latest["mode"] else None,
         "shape": summarise_record(latest["shape"]) if latest["shape"] else None,
-        "open_gates": open_gates,
-        "deferred_gates": deferred_gates,
+        "open_gates": shown_gates["open"],
+        "deferred_gates": shown_gates["deferred"],
         "closed_gates": sum(1 for gate in gates.values() if gate["status"] == "closed"),
     }
     for name, items in kept.items():
@@ -1364,12 +1344,10 @@ def command_restore(args) -> dict:
     with SessionLock(folder):
         kept = notes_kept_by_restore(folder, session, records)
         if kept is None:
-            new_meta = {"schema_version": META_SCHEMA, "session_id": session["session_id"],
-                        "created_at": session.get("created_at") or utc_now(), "log_file": log_path}
             # Crash window: meta is written first; if the log write is lost,
             # the folder holds the same session with no notes, and the same
             # restore run again fills it in.
-            write_file_atomically(os.path.join(folder, META_NAME), meta_bytes(new_meta))
+            write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
             write_file_atomically(log_path, b"".join(record_line(record) for record in records))
             restored = len(records)
         else:
@@ -1438,54 +1416,39 @@ DIR_HELP = "session folder (default: the folder that holds notes.py)"
 class Arguments:
     """Parsed arguments: every destination present, as argparse would leave them."""
 
-    def __init__(self, command: str, **values):
-        self.command = command
-        self.dir = None
-        for flag, destination, _, _, extra in COMMANDS[command][1]:
-            setattr(self, destination, extra.get("default"))
-        for name, value in values.items():
-            setattr(self, name, value)
+    def __init__(self, values: dict):
+        self.__dict__.update(values)
 
 
 def parse_quickly(argv: list) -> Arguments | None:
-    """Parse the plain forms without argparse (which costs more than an append); None for anything else."""
-    values = {}
-    index = 0
+    """Parse the plain forms without argparse (which costs more than an append); None for anything else.
+
+    The plain form is [--dir DIR] COMMAND, then options as two words each and
+    positionals.  Anything else (--option=value, --dir after the command,
+    help, any mistake) goes to argparse, which gives the same result or the
+    full error message."""
+    values = {"dir": None}
     if argv[:1] == ["--dir"] and len(argv) > 1:
-        values["dir"] = argv[1]
-        index = 2
-    elif argv[:1] and argv[0].startswith("--dir="):
-        values["dir"] = argv[0][6:]
-        index = 1
-    if index >= len(argv) or argv[index] not in COMMANDS:
+        values["dir"], argv = argv[1], argv[2:]
+    if not argv or argv[0] not in COMMANDS:
         return None
-    command = argv[index]
-    options = {flag: (destination, extra) for flag, destination, _, _, extra in COMMANDS[command][1]}
-    positionals = [destination for flag, destination, _, _, _ in COMMANDS[command][1] if not flag.startswith("-")]
-    index += 1
-    while index < len(argv):
-        word = argv[index]
-        if word.startswith("--") and "=" in word:
-            flag, value = word.split("=", 1)
-            index += 1
-        elif word.startswith("-"):
-            if index + 1 >= len(argv):
-                return None
-            flag, value = word, argv[index + 1]
-            index += 2
-        else:
+    values["command"], options = argv[0], COMMANDS[argv[0]][1]
+    flags = {flag: (destination, extra) for flag, destination, _, _, extra in options}
+    positionals = [destination for flag, destination, _, _, _ in options if not flag.startswith("-")]
+    for _, destination, _, _, extra in options:
+        values[destination] = extra.get("default")
+    words = iter(argv[1:])
+    for word in words:
+        if not word.startswith("-"):
             if not positionals:
                 return None
             values[positionals.pop(0)] = word
-            index += 1
             continue
-        if flag == "--dir":
-            values["dir"] = value
-            continue
-        if flag not in options or value.startswith("-"):
+        value = next(words, "-")  # a flag without its value: argparse reports it
+        if word not in flags or value.startswith("-"):
             return None
-        destination, extra = options[flag]
-        if "choices" in extra and value not in extra["choices"]:
+        destination, extra = flags[word]
+        if value not in extra.get("choices", (value,)):
             return None
         if extra.get("type") is int:
             try:
@@ -1493,13 +1456,13 @@ def parse_quickly(argv: list) -> Arguments | None:
             except ValueError:
                 return None
         if extra.get("action") == "append":
-            values.setdefault(destination, []).append(value)
+            values[destination] = (values[destination] or []) + [value]
         else:
             values[destination] = value
-    for flag, destination, _, _, extra in COMMANDS[command][1]:
-        if (extra.get("required") or not flag.startswith("-")) and destination not in values:
-            return None
-    return Arguments(command, **values)
+    if positionals or any(extra.get("required") and values[destination] is None
+                          for _, destination, _, _, extra in options):
+        return None
+    return Arguments(values)
 
 
 def build_parser():
@@ -1536,10 +1499,7 @@ def build_parser():
 
 def parse_arguments(argv: list):
     """Parse argv: the quick path for plain forms, argparse for help and mistakes."""
-    arguments = parse_quickly(argv)
-    if arguments is None:
-        arguments = build_parser().parse_args(argv)
-    return arguments
+    return parse_quickly(argv) or build_parser().parse_args(argv)
 
 
 # --------------------------------------------------------------------------
@@ -1563,9 +1523,7 @@ def main(argv: list | None = None) -> int:
     try:
         arguments = parse_arguments(argv)
         result = globals()["command_" + arguments.command](arguments)
-        code = EXIT_OK
-        if isinstance(result, dict) and result.get("ok") is False:
-            code = EXIT_INTEGRITY
+        code = EXIT_INTEGRITY if isinstance(result, dict) and result.get("ok") is False else EXIT_OK
     except SystemExit as exit_request:  # --help, printed by argparse
         return exit_request.code or 0
     except NotesError as error:
