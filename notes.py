@@ -859,12 +859,11 @@ class LogReader:
                     record_id = value.get("id") if isinstance(value.get("id"), str) else None
                     for kind in kinds:
                         self.note(problem(number, record_id, kind), listed)
-                    if "missing_field" in kinds:
-                        continue
-                    self.total += 1
-                    self.last_record = value
-                    yield value
-                if not remaining:
+                    if "missing_field" not in kinds:
+                        self.total += 1
+                        self.last_record = value
+                        yield value
+                if not remaining:  # lines appended after the size was taken wait for the next read
                     break
 
     def warnings(self) -> list:

@@ -719,3 +719,21 @@ def test_readers_on_a_folder_without_a_session_create_nothing(tmp_path, reader, 
     assert "no session" in message
     assert folder_digest(tmp_path) == before
     assert folder.exists() == (place == "empty")
+
+
+def test_lines_appended_after_a_reader_took_the_size_are_left_for_the_next_read(tmp_path):
+    # The reader fixes the size first; a line ending with a record that lacks a
+    # field, then a concurrent append, must not show up as a phantom torn tail.
+    folder = tmp_path / "session"
+    folder.mkdir()
+    session_id = "0f3c2b1c-3c66-49ee-8557-e323c0678aaf"
+    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
+            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / LOG)}
+    (folder / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    write_log(folder, line_of(make_record(session_id, 1)) + b'{"id":"n00002","seq":2}\n')
+    reader = notes.LogReader(str(folder), meta)
+    with open(folder / LOG, "ab") as handle:
+        handle.write(line_of(make_record(session_id, 3)))
+    records = list(reader.records())
+    assert [record["seq"] for record in records] == [1]
+    assert [entry["kind"] for entry in reader.problems] == ["missing_field"]
