@@ -33,6 +33,7 @@ on CPython 3.9 to 3.13.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -456,7 +457,7 @@ def read_meta(folder: str) -> dict | None:
             raw = handle.read()
     except FileNotFoundError:
         return None
-    except NotADirectoryError:
+    except NotADirectoryError:  # --dir names a file, or a path below one
         raise NotesError("--dir %s is a file, not a folder; pass the session folder" % folder) from None
     except IsADirectoryError:
         raise NotesError("%s is a folder, not the session meta; move it aside" % path) from None
@@ -476,8 +477,6 @@ def read_meta(folder: str) -> dict | None:
 
 def require_session(folder: str) -> dict:
     """The meta of the session a reader was pointed at; refuse when there is none."""
-    if os.path.isfile(folder):
-        raise NotesError("--dir %s is a file, not a folder; pass the session folder" % folder)
     meta = read_meta(folder)
     if meta is None:
         raise no_session_error(folder)
@@ -492,10 +491,22 @@ def fsync_folder(folder: str) -> None:
     try:
         os.fsync(descriptor)
     except OSError as error:
-        if error.errno not in (22, 95):  # EINVAL, EOPNOTSUPP: the filesystem cannot sync folders
+        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # the filesystem cannot sync folders
             raise
     finally:
         os.close(descriptor)
+
+
+def open_refusing_links(path: str, flags: int) -> int:
+    """os.open that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
+    if not NO_FOLLOW and os.path.islink(path):
+        raise link_error(path)
+    try:
+        return os.open(path, flags | NO_FOLLOW | BINARY, 0o644)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise link_error(path) from None
+        raise
 
 
 class SessionLock:
@@ -506,11 +517,9 @@ class SessionLock:
         self.descriptor = None
 
     def __enter__(self):
-        if os.path.islink(self.path):
-            raise link_error(self.path)
         created = not os.path.exists(self.path)
         try:
-            self.descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | NO_FOLLOW | BINARY, 0o644)
+            self.descriptor = open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
             if created:
                 fsync_folder(os.path.dirname(self.path))
         except OSError as error:
@@ -656,8 +665,6 @@ def create_session(folder: str) -> dict:
 
 def check_session_folder(folder: str) -> dict | None:
     """Refuse a folder a writer must not touch, before anything is written; return its meta."""
-    if os.path.isfile(folder):
-        raise NotesError("--dir %s is a file, not a folder; pass a folder for the session" % folder)
     for name in (META_NAME, LOG_NAME, LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
             raise link_error(os.path.join(folder, name))
@@ -694,14 +701,7 @@ def open_session_for_writing(folder: str) -> dict:
 
 def open_log_for_append(path: str) -> int:
     """Open (or create) the log for appending, refusing a symbolic link."""
-    if os.path.islink(path):
-        raise link_error(path)
-    try:
-        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NO_FOLLOW | BINARY, 0o644)
-    except OSError as error:
-        if error.errno == 40:  # ELOOP: the name became a link after the check
-            raise link_error(path) from None
-        raise
+    return open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
 
 
 def read_lines_backward(handle, size: int):
