@@ -295,6 +295,19 @@ def fd_path(descriptor: int) -> str:
         return ""
 
 
+def half_write_then_fail(error_number: int):
+    """A stand-in for os.write that writes half of a log write, then fails with error_number."""
+    real_write = os.write
+
+    def write(descriptor, data):
+        if fd_path(descriptor).endswith(LOG):
+            real_write(descriptor, bytes(data)[:len(data) // 2])
+            raise OSError(error_number, os.strerror(error_number))
+        return real_write(descriptor, data)
+
+    return write
+
+
 def seeded_session(capsys, folder, count: int = 3) -> list:
     """A session with count notes appended through notes.py; return the records."""
     init_here(capsys, folder)
@@ -335,15 +348,7 @@ def test_half_written_record_then_error_leaves_a_clean_log(tmp_path, capsys, mon
     folder = tmp_path / "session"
     kept = seeded_session(capsys, folder)
     before = log_bytes(folder)
-    real_write = os.write
-
-    def half_then_fail(descriptor, data):
-        if fd_path(descriptor).endswith(LOG):
-            real_write(descriptor, bytes(data)[:len(data) // 2])
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(descriptor, data)
-
-    monkeypatch.setattr(os, "write", half_then_fail)
+    monkeypatch.setattr(os, "write", half_write_then_fail(errno.ENOSPC))
     assert_failure_reported(capsys, folder, "append", "--type", "decision", "--text", "Lost to a full disk.")
     monkeypatch.undo()
     assert log_bytes(folder).startswith(before)
@@ -355,18 +360,11 @@ def test_half_written_record_that_cannot_be_cut_back_is_recovered_next_time(tmp_
     folder = tmp_path / "session"
     kept = seeded_session(capsys, folder)
     before = log_bytes(folder)
-    real_write = os.write
-
-    def half_then_fail(descriptor, data):
-        if fd_path(descriptor).endswith(LOG):
-            real_write(descriptor, bytes(data)[:len(data) // 2])
-            raise OSError(errno.EIO, "Input/output error")
-        return real_write(descriptor, data)
 
     def refuse_truncate(*args):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(os, "write", half_then_fail)
+    monkeypatch.setattr(os, "write", half_write_then_fail(errno.EIO))
     monkeypatch.setattr(os, "ftruncate", refuse_truncate)
     assert_failure_reported(capsys, folder, "append", "--type", "decision", "--text", "Half of me lands.")
     monkeypatch.undo()

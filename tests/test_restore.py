@@ -23,6 +23,13 @@ def restore(folder, export_path, python=None):
     return run_notes("restore", export_path, folder=folder, python=python)
 
 
+def assert_restore_refused(target, export_path) -> None:
+    """Restore is refused with exit 2 and leaves the target folder as it was."""
+    before = folder_digest(target)
+    assert_refused(restore(target, export_path), 2)
+    assert folder_digest(target) == before
+
+
 def restored_ok(folder, export_path, record_count, restored, session_id) -> dict:
     result = restore(folder, export_path)
     assert result.code == 0, result
@@ -224,12 +231,7 @@ def test_restore_refuses_a_log_that_has_gone_past_the_export(tmp_path):
     target = copy_fixture("basic", tmp_path / "basic")
     appended = run_notes("append", "--type", "decision", "--text", "A note the export lacks.", folder=target)
     assert appended.code == 0, appended
-    before = folder_digest(target)
-
-    result = restore(target, V0_EXPORT)
-
-    assert_refused(result, 2)
-    assert folder_digest(target) == before
+    assert_restore_refused(target, V0_EXPORT)
 
 
 def test_restore_refuses_the_same_session_when_the_logs_differ(tmp_path):
@@ -244,12 +246,7 @@ def test_restore_refuses_the_same_session_when_the_logs_differ(tmp_path):
     with open(str(target / "session_notes.jsonl"), "wb") as handle:
         handle.write(log_bytes_of(records[:6]) + notes.record_line(replacement))
     assert run_notes("verify", folder=target).code == 0
-    before = folder_digest(target)
-
-    result = restore(target, export_path)
-
-    assert_refused(result, 2)
-    assert folder_digest(target) == before
+    assert_restore_refused(target, export_path)
 
 
 def test_restore_refuses_a_missing_export_file(tmp_path):
