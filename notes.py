@@ -247,15 +247,14 @@ def record_line(record: dict) -> bytes:
 
 def find_credential(text: str) -> str | None:
     """The kind of credential the text seems to hold, or None."""
-    patterns = [(kind, pattern) for kind, markers, pattern in CREDENTIAL_PATTERNS
-                if any(marker in text for marker in markers)]
-    if not patterns:
-        return None
-    import re  # only when a marker is present: re costs more than an append
+    for kind, markers, pattern in CREDENTIAL_PATTERNS:
+        for marker in markers:
+            if marker in text:
+                import re  # only when a marker is present: re costs more than an append
 
-    for kind, pattern in patterns:
-        if re.search(pattern, text):
-            return kind
+                if re.search(pattern, text):
+                    return kind
+                break
     return None
 
 
@@ -327,13 +326,6 @@ def is_seq(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def same_signal(record: dict, note_type: str, text: str, effect, ref, status) -> bool:
-    """Whether record carries exactly this signal (the retry check of append)."""
-    return (record.get("type") == note_type and record.get("text") == text
-            and record.get("effect") == effect and record.get("ref") == ref
-            and record.get("status") == status)
-
-
 def parse_line(raw: bytes) -> tuple:
     """Decode one log line (without its newline): (object or None, problem kind or None)."""
     try:
@@ -368,9 +360,11 @@ PROBLEM_DETAILS = {
 
 def check_record(record: dict, session_id: str | None) -> list:
     """Problems of one parsed record taken alone (not its place in the sequence)."""
-    if not is_seq(record.get("seq")) or not all(
-            isinstance(record.get(key), str) for key in ("id", "ts", "session_id", "type", "text", "checksum")):
+    if not is_seq(record.get("seq")):
         return ["missing_field"]
+    for key in ("id", "ts", "session_id", "type", "text", "checksum"):
+        if not isinstance(record.get(key), str):
+            return ["missing_field"]
     problems = []
     if record_checksum(record) != record["checksum"]:
         problems.append("bad_checksum")
@@ -563,18 +557,18 @@ class SessionLock:
         os.close(self.descriptor)  # closing releases a flock
 
 
-def create_new_file(name_for) -> tuple:
-    """Create a file at the first name name_for(attempt) gives that is free; return (path, descriptor).
+def create_new_file(stem: str, suffix: str) -> tuple:
+    """Create stem + suffix, or stem-1 + suffix and so on if taken; return (path, descriptor).
 
     O_EXCL | O_NOFOLLOW: a link planted at any name can neither be followed
     nor be the name we pick."""
-    attempt = 0
+    path, attempt = stem + suffix, 0
     while True:
-        path = name_for(attempt)
         try:
             return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, 0o644)
         except FileExistsError:
             attempt += 1
+            path = "%s-%d%s" % (stem, attempt, suffix)
 
 
 def write_all(descriptor: int, data: bytes) -> None:
@@ -585,50 +579,33 @@ def write_all(descriptor: int, data: bytes) -> None:
         view = view[written:]
 
 
-class AtomicFile:
-    """A whole-file write: a unique temporary file in the target folder, fsynced, renamed into place."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.folder = os.path.dirname(path)
-        if os.path.islink(path):
-            raise link_error(path)
-        # A fresh random name for the temporary file.
-        self.temporary, self.descriptor = create_new_file(lambda _: os.path.join(
-            self.folder, ".%s.%s.tmp" % (os.path.basename(path), os.urandom(6).hex())))
-
-    def write(self, data: bytes) -> None:
-        write_all(self.descriptor, data)
-
-    def commit(self) -> None:
+def write_file_atomically(path: str, chunks) -> None:
+    """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file."""
+    if os.path.islink(path):
+        raise link_error(path)
+    folder = os.path.dirname(path)
+    # A temporary file with a fresh random name, in the target's own folder.
+    temporary, descriptor = create_new_file(
+        os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp")
+    try:
+        for chunk in chunks:
+            write_all(descriptor, chunk)
+        os.fsync(descriptor)
+        os.close(descriptor)
+        descriptor = None
         # Crash window: until os.replace the target keeps its old content and
         # the temporary file is left behind under a dot-name; after it, the
         # rename is made durable by the folder fsync.
-        os.fsync(self.descriptor)
-        os.close(self.descriptor)
-        self.descriptor = None
-        os.replace(self.temporary, self.path)
-        fsync_folder(self.folder)
-
-    def abort(self) -> None:
-        if self.descriptor is not None:
-            os.close(self.descriptor)
-            self.descriptor = None
+        os.replace(temporary, path)
+    except BaseException:
+        if descriptor is not None:
+            os.close(descriptor)
         try:
-            os.unlink(self.temporary)
+            os.unlink(temporary)
         except OSError:
             pass
-
-
-def write_file_atomically(path: str, data: bytes) -> None:
-    """Replace path with data so that a crash leaves either the old or the new file."""
-    target = AtomicFile(path)
-    try:
-        target.write(data)
-        target.commit()
-    except BaseException:
-        target.abort()
         raise
+    fsync_folder(folder)
 
 
 def meta_bytes(meta: dict) -> bytes:
@@ -640,7 +617,7 @@ def write_meta(folder: str, session_id: str, created_at: str) -> dict:
     """Write the meta file of a session and return it."""
     meta = {"schema_version": META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, LOG_NAME)}
-    write_file_atomically(os.path.join(folder, META_NAME), meta_bytes(meta))
+    write_file_atomically(os.path.join(folder, META_NAME), [meta_bytes(meta)])
     return meta
 
 
@@ -765,9 +742,8 @@ def set_aside_torn_tail(folder: str, descriptor: int, tail: LogTail) -> dict:
     with open(descriptor, "rb", closefd=False) as handle:
         handle.seek(tail.keep_end)
         torn = handle.read(tail.size - tail.keep_end)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    side_path, side = create_new_file(lambda counter: os.path.join(folder, "%s.torn-%s-%d%s" % (
-        LOG_NAME, stamp, os.getpid(), "-%d" % counter if counter else "")))
+    side_path, side = create_new_file(os.path.join(folder, "%s.torn-%s-%d" % (
+        LOG_NAME, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
     try:
         write_all(side, torn)
         os.fsync(side)
@@ -928,8 +904,9 @@ def command_append(args) -> dict:
                 append_line(descriptor, b"\n")
                 recovered = recovered or {"kind": "missing_newline"}
             last = tail.last_record
-            if last is not None and is_seq(last.get("seq")) and same_signal(
-                    last, args.type, text, effect, ref, status):
+            signal = (args.type, text, effect, ref, status)
+            if last is not None and is_seq(last.get("seq")) and signal == (
+                    last.get("type"), last.get("text"), last.get("effect"), last.get("ref"), last.get("status")):
                 # A retry of the last append (its receipt was lost): nothing new.
                 receipt.update(note_id=last.get("id"), seq=last["seq"], path=log_path, duplicate=True)
             else:
@@ -1075,52 +1052,46 @@ def command_export(args) -> dict:
     if os.path.isdir(output):
         raise NotesError("--output %s is a folder; give a file path, such as %s"
                          % (output, os.path.join(output, EXPORT_NAME)))
-    prepare_output = os.path.dirname(output)
-    if os.path.isfile(prepare_output):
+    output_folder = os.path.dirname(output)
+    if os.path.isfile(output_folder):
         raise NotesError("--output %s is inside a file, not a folder" % output)
     # Both passes read the same bytes: the size is fixed before the first one,
     # so notes appended meanwhile wait for the next export.
     reader = LogReader(folder, meta)
     by_type, first_ts, last_ts = count_by_type(reader, PROBLEMS_LISTED)
-    count, problem_count = reader.total, reader.problem_count
+    count = reader.total
     warnings = reader.warnings()
+    if markdown:
+        chunks = markdown_export(reader, meta, count, by_type, first_ts, last_ts, warnings)
+    else:
+        chunks = json_export(reader, meta, count)
     try:
-        os.makedirs(prepare_output, exist_ok=True)
-        target = AtomicFile(output)
+        os.makedirs(output_folder, exist_ok=True)
+        write_file_atomically(output, chunks)
     except OSError as error:
         raise NotesError("cannot write %s (%s); choose another --output" % (output, error.strerror)) from None
-    try:
-        if markdown:
-            write_markdown_export(target, reader, meta, count, by_type, first_ts, last_ts,
-                                  problem_count, warnings)
-        else:
-            write_json_export(target, reader, meta, count)
-        target.commit()
-    except BaseException:
-        target.abort()
-        raise
     receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
     return with_warnings(receipt, warnings)
 
 
-def write_json_export(target: AtomicFile, reader: LogReader, meta: dict, count: int) -> None:
-    """Stream the export as json.dumps(export, indent=2) would print it, record by record."""
+def json_export(reader: LogReader, meta: dict, count: int):
+    """Yield the export as json.dumps(export, indent=2) would print it, record by record."""
     head = {"schema_version": EXPORT_SCHEMA, "exported_at": utc_now(), "session": meta,
             "record_count": count}
-    text = pretty_json(head)
-    target.write((text[:-2] + ',\n  "records": ').encode("utf-8"))
+    yield (pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8")
     written = 0
     for record in reader.records():
         if written == count:
             break
-        target.write((("[\n    " if written == 0 else ",\n    ") + pretty_json(record, 2)).encode("utf-8"))
+        yield (("[\n    " if written == 0 else ",\n    ") + pretty_json(record, 2)).encode("utf-8")
         written += 1
-    target.write(("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8"))
+    yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
 
-def write_markdown_export(target: AtomicFile, reader: LogReader, meta: dict, count: int, by_type: dict,
-                          first_ts, last_ts, problem_count: int, warnings: list) -> None:
-    """Stream a readable audit document of the whole session."""
+def markdown_export(reader: LogReader, meta: dict, count: int, by_type: dict, first_ts, last_ts,
+                    warnings: list):
+    """Yield a readable audit document of the whole session."""
+    problem_count = reader.problem_count
     lines = [
         "# Shaping session %s" % meta["session_id"],
         "",
@@ -1132,7 +1103,7 @@ def write_markdown_export(target: AtomicFile, reader: LogReader, meta: dict, cou
     ]
     lines.extend("  - %s" % message for message in warnings)
     lines += ["", "## Notes", ""]
-    target.write(("\n".join(lines) + "\n").encode("utf-8"))
+    yield ("\n".join(lines) + "\n").encode("utf-8")
     written = 0
     for record in reader.records():
         if written == count:
@@ -1144,7 +1115,7 @@ def write_markdown_export(target: AtomicFile, reader: LogReader, meta: dict, cou
                 parts.append("- %s: %s" % (key.capitalize(), record[key]))
         if len(parts) > 4:
             parts.append("")
-        target.write(("\n".join(parts) + "\n").encode("utf-8"))
+        yield ("\n".join(parts) + "\n").encode("utf-8")
 
 
 def summarise_record(record: dict) -> dict:
@@ -1347,14 +1318,14 @@ def command_restore(args) -> dict:
             # the folder holds the same session with no notes, and the same
             # restore run again fills it in.
             write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
-            write_file_atomically(log_path, b"".join(record_line(record) for record in records))
+            write_file_atomically(log_path, map(record_line, records))
             restored = len(records)
         else:
             missing = records[kept:]
             if missing:
                 descriptor = open_log_for_append(log_path)
                 try:
-                    append_line(descriptor, b"".join(record_line(record) for record in missing))
+                    append_line(descriptor, b"".join(map(record_line, missing)))
                 finally:
                     os.close(descriptor)
             restored = len(missing)
