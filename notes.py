@@ -81,7 +81,7 @@ RECAP_DEFAULT_LIMIT = 20
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
 PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
 BACKWARD_BLOCK = 65536    # bytes read at a time when reading the log from its end
-LOCK_WAIT_SECONDS = 30.0  # only used where there is no blocking lock (Windows)
+LOCK_WAIT_SECONDS = 30    # only used where there is no flock (Windows)
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -382,14 +382,6 @@ def problem(line, record_id, kind: str, detail: str | None = None) -> dict:
     return {"line": line, "id": record_id, "kind": kind, "detail": detail or PROBLEM_DETAILS[kind]}
 
 
-def describe_problem(entry: dict) -> str:
-    """One problem as a sentence for a reader's warnings."""
-    where = "line %s" % entry["line"] if entry.get("line") is not None else "session_meta.json"
-    if entry.get("id"):
-        where += " (%s)" % entry["id"]
-    return "%s: %s" % (where, entry["detail"])
-
-
 def parse_time_filter(value: str, name: str) -> str:
     """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ."""
     shapes = {10: "%Y-%m-%d", 20: "%Y-%m-%dT%H:%M:%SZ"}
@@ -418,14 +410,6 @@ def resolve_folder(folder: str | None) -> str:
     if folder is None:
         return os.path.dirname(os.path.realpath(__file__))
     return os.path.realpath(os.path.expanduser(folder))
-
-
-def no_session_error(folder: str) -> NotesError:
-    """The refusal of a reader that finds no session."""
-    return NotesError(
-        "no session in %s (no %s there); start one with: python3 -S notes.py --dir %s init, "
-        "or bring one back from an export with: python3 -S notes.py --dir %s restore "
-        "session_export.json" % (folder, META_NAME, folder, folder))
 
 
 def folder_error(folder: str, error: OSError) -> NotesError:
@@ -473,7 +457,10 @@ def require_session(folder: str) -> dict:
     """The meta of the session a reader was pointed at; refuse when there is none."""
     meta = read_meta(folder)
     if meta is None:
-        raise no_session_error(folder)
+        raise NotesError(
+            "no session in %s (no %s there); start one with: python3 -S notes.py --dir %s init, "
+            "or bring one back from an export with: python3 -S notes.py --dir %s restore "
+            "session_export.json" % (folder, META_NAME, folder, folder))
     return meta
 
 
@@ -526,25 +513,22 @@ class SessionLock:
                 # writer killed mid-append never blocks the next one.
                 fcntl.flock(self.descriptor, fcntl.LOCK_EX)
             else:
-                self._lock_windows()
+                import msvcrt
+
+                # LK_LOCK retries once a second for 10 s, then raises.
+                for _ in range(LOCK_WAIT_SECONDS // 10):
+                    try:
+                        msvcrt.locking(self.descriptor, msvcrt.LK_LOCK, 1)
+                        break
+                    except OSError:
+                        pass
+                else:
+                    raise NotesError("another writer has held %s for %d s; try again"
+                                     % (self.path, LOCK_WAIT_SECONDS), EXIT_UNEXPECTED)
         except BaseException:
             os.close(self.descriptor)
             raise
         return self
-
-    def _lock_windows(self):
-        import msvcrt
-
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
-            try:
-                msvcrt.locking(self.descriptor, msvcrt.LK_NBLCK, 1)
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise NotesError("another writer has held %s for %d s; try again"
-                                     % (self.path, LOCK_WAIT_SECONDS), EXIT_UNEXPECTED) from None
-                time.sleep(0.01)
 
     def __exit__(self, *exc_info):
         if fcntl is None:
@@ -844,7 +828,13 @@ class LogReader:
 
     def warnings(self) -> list:
         """The problems met, as sentences, bounded."""
-        return bounded_warnings([describe_problem(entry) for entry in self.problems], self.problem_count)
+        messages = []
+        for entry in self.problems[:WARNINGS_LISTED]:
+            where = "line %d" % entry["line"]
+            if entry["id"]:
+                where += " (%s)" % entry["id"]
+            messages.append("%s: %s" % (where, entry["detail"]))
+        return bounded_warnings(messages, self.problem_count)
 
 
 def bounded_warnings(messages: list, count: int) -> list:
@@ -1195,32 +1185,30 @@ def command_recap(args) -> dict:
     return receipt
 
 
+def recap_item_line(item: dict) -> str:
+    """One recap item (a gate with its status and latest update) as a markdown list line."""
+    line = "- %s: %s" % (item["id"], item["text"].replace("\n", " "))
+    if item.get("effect"):
+        line += " (effect: %s)" % item["effect"].replace("\n", " ")
+    if "status" in item:
+        line += " [%s]" % item["status"]
+    if item.get("update_id"):
+        line += " (latest update %s: %s)" % (item["update_id"], item["update_text"].replace("\n", " "))
+    return line
+
+
 def recap_markdown(recap: dict) -> str:
     """The recap as markdown, for a person or to paste into the conversation."""
-    def item_line(item: dict) -> str:
-        line = "- %s: %s" % (item["id"], item["text"].replace("\n", " "))
-        if item.get("effect"):
-            line += " (effect: %s)" % item["effect"].replace("\n", " ")
-        return line
-
-    def gate_line(gate: dict) -> str:
-        line = item_line(gate) + " [%s]" % gate["status"]
-        if gate.get("update_id"):
-            line += " (latest update %s: %s)" % (gate["update_id"], gate["update_text"].replace("\n", " "))
-        return line
-
     lines = ["# Recap of session %s" % recap["session_id"], "",
              "%d notes; %d superseded; %d gates closed." % (
                  recap["total"], recap["superseded_count"], recap["closed_gates"]), ""]
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
-        lines += ["## " + title, "", item_line(recap[key]) if recap[key] else "- none", ""]
-    for title, key, render in (("Open gates", "open_gates", gate_line),
-                               ("Deferred gates", "deferred_gates", gate_line),
-                               ("Decisions", "decisions", item_line), ("Discarded paths", "discards", item_line),
-                               ("Tensions", "tensions", item_line), ("Sources", "sources", item_line),
-                               ("Artifact boundaries", "artifacts", item_line)):
+        lines += ["## " + title, "", recap_item_line(recap[key]) if recap[key] else "- none", ""]
+    for title, key in (("Open gates", "open_gates"), ("Deferred gates", "deferred_gates"),
+                       ("Decisions", "decisions"), ("Discarded paths", "discards"), ("Tensions", "tensions"),
+                       ("Sources", "sources"), ("Artifact boundaries", "artifacts")):
         lines += ["## " + title, ""]
-        lines += [render(item) for item in recap[key]] or ["- none"]
+        lines += [recap_item_line(item) for item in recap[key]] or ["- none"]
         if recap.get("truncated", {}).get(key):
             lines.append("- (%d older not shown)" % recap["truncated"][key])
         lines.append("")
@@ -1386,38 +1374,27 @@ DIR_HELP = "session folder (default: the folder that holds notes.py)"
 class Arguments:
     """Parsed arguments: every destination present, as argparse would leave them."""
 
-    def __init__(self, values: dict):
-        self.__dict__.update(values)
-
 
 def parse_quickly(argv: list) -> Arguments | None:
     """Parse the plain forms without argparse (which costs more than an append); None for anything else.
 
-    The plain form is [--dir DIR] COMMAND, then options as two words each and
-    positionals.  Anything else (--option=value, --dir after the command,
+    The plain form is [--dir DIR] COMMAND, then options as two words each.
+    Anything else (--option=value, --dir after the command, a positional,
     help, any mistake) goes to argparse, which gives the same result or the
     full error message."""
     values = {"dir": None}
     if argv[:1] == ["--dir"] and len(argv) > 1:
         values["dir"], argv = argv[1], argv[2:]
-    if not argv or argv[0] not in COMMANDS:
+    if not argv or argv[0] not in COMMANDS or len(argv) % 2 == 0:
         return None
-    values["command"], options = argv[0], COMMANDS[argv[0]][1]
-    flags = {flag: (destination, extra) for flag, destination, _, _, extra in options}
-    positionals = [destination for flag, destination, _, _, _ in options if not flag.startswith("-")]
-    for _, destination, _, _, extra in options:
+    values["command"], flags = argv[0], {}
+    for flag, destination, _, _, extra in COMMANDS[argv[0]][1]:
+        flags[flag] = destination, extra
         values[destination] = extra.get("default")
-    words = iter(argv[1:])
-    for word in words:
-        if not word.startswith("-"):
-            if not positionals:
-                return None
-            values[positionals.pop(0)] = word
-            continue
-        value = next(words, "-")  # a flag without its value: argparse reports it
-        if word not in flags or value.startswith("-"):
+    for flag, value in zip(argv[1::2], argv[2::2]):
+        if flag not in flags or not flag.startswith("--") or value.startswith("-"):
             return None
-        destination, extra = flags[word]
+        destination, extra = flags[flag]
         if value not in extra.get("choices", (value,)):
             return None
         if extra.get("type") is int:
@@ -1426,13 +1403,15 @@ def parse_quickly(argv: list) -> Arguments | None:
             except ValueError:
                 return None
         if extra.get("action") == "append":
-            values[destination] = (values[destination] or []) + [value]
-        else:
-            values[destination] = value
-    if positionals or any(extra.get("required") and values[destination] is None
-                          for _, destination, _, _, extra in options):
-        return None
-    return Arguments(values)
+            value = (values[destination] or []) + [value]
+        values[destination] = value
+    for flag, (destination, extra) in flags.items():
+        # argparse requires positionals too; here they never get a value.
+        if (extra.get("required") or not flag.startswith("-")) and values[destination] is None:
+            return None
+    arguments = Arguments()
+    arguments.__dict__.update(values)
+    return arguments
 
 
 def build_parser():
@@ -1467,31 +1446,16 @@ def build_parser():
     return parser
 
 
-def parse_arguments(argv: list):
-    """Parse argv: the quick path for plain forms, argparse for help and mistakes."""
-    return parse_quickly(argv) or build_parser().parse_args(argv)
-
-
 # --------------------------------------------------------------------------
 # The entry point: the only place that prints
-
-def emit(text: str) -> None:
-    """Write text to stdout as UTF-8, whatever the locale."""
-    stream = getattr(sys.stdout, "buffer", None)
-    if stream is None:
-        sys.stdout.write(text)
-    else:
-        sys.stdout.flush()
-        stream.write(text.encode("utf-8", "backslashreplace"))
-    sys.stdout.flush()
-
 
 def main(argv: list | None = None) -> int:
     """Run one command; print its receipt or error as JSON; return the exit code."""
     if argv is None:
         argv = sys.argv[1:]
     try:
-        arguments = parse_arguments(argv)
+        # The quick path for plain forms; argparse for help and mistakes.
+        arguments = parse_quickly(argv) or build_parser().parse_args(argv)
         result = globals()["command_" + arguments.command](arguments)
         code = EXIT_INTEGRITY if isinstance(result, dict) and result.get("ok") is False else EXIT_OK
     except SystemExit as exit_request:  # --help, printed by argparse
@@ -1505,8 +1469,15 @@ def main(argv: list | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
         result = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
         code = EXIT_UNEXPECTED
-    try:
-        emit(result if isinstance(result, str) else pretty_json(result) + "\n")
+    text = result if isinstance(result, str) else pretty_json(result) + "\n"
+    try:  # as UTF-8, whatever the locale
+        stream = getattr(sys.stdout, "buffer", None)
+        if stream is None:
+            sys.stdout.write(text)
+        else:
+            sys.stdout.flush()
+            stream.write(text.encode("utf-8", "backslashreplace"))
+        sys.stdout.flush()
     except BrokenPipeError:
         pass
     return code
