@@ -94,7 +94,7 @@ BINARY = getattr(os, "O_BINARY", 0)
 
 # Characters a signal may not hold: C0 controls other than tab, newline and
 # carriage return, and DEL.
-FORBIDDEN_CHARACTERS = frozenset(chr(code) for code in list(range(0x20)) + [0x7F]) - {"\t", "\n", "\r"}
+FORBIDDEN_CHARACTERS = frozenset(map(chr, range(0x20))) - {"\t", "\n", "\r"} | {"\x7f"}
 
 # (kind of credential, substrings one of which it must contain, pattern).
 # The substrings are a cheap first look so that ``re`` is only imported when
@@ -215,7 +215,8 @@ def note_id_for(seq: int) -> str:
 
 def record_checksum(record: dict) -> str:
     """First 16 hex digits of SHA-256 over the canonical JSON of the record without its checksum."""
-    body = {key: value for key, value in record.items() if key != "checksum"}
+    body = dict(record)
+    body.pop("checksum", None)
     return sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
 
 
@@ -382,8 +383,10 @@ def problem(line, record_id, kind: str, detail: str | None = None) -> dict:
     return {"line": line, "id": record_id, "kind": kind, "detail": detail or PROBLEM_DETAILS[kind]}
 
 
-def parse_time_filter(value: str, name: str) -> str:
-    """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ."""
+def parse_time_filter(value: str | None, name: str) -> str | None:
+    """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ (None when not given)."""
+    if value is None:
+        return None
     shapes = {10: "%Y-%m-%d", 20: "%Y-%m-%dT%H:%M:%SZ"}
     try:
         if value[10:11] not in ("", "T") or value[19:] not in ("", "Z"):
@@ -592,16 +595,12 @@ def write_file_atomically(path: str, chunks) -> None:
     fsync_folder(folder)
 
 
-def meta_bytes(meta: dict) -> bytes:
-    """The meta file's bytes: 2-space JSON, non-ASCII as is, trailing newline."""
-    return (pretty_json(meta) + "\n").encode("utf-8")
-
-
 def write_meta(folder: str, session_id: str, created_at: str) -> dict:
     """Write the meta file of a session and return it."""
     meta = {"schema_version": META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, LOG_NAME)}
-    write_file_atomically(os.path.join(folder, META_NAME), [meta_bytes(meta)])
+    # As v0 writes it: 2-space JSON, non-ASCII as is, a trailing newline.
+    write_file_atomically(os.path.join(folder, META_NAME), [(pretty_json(meta) + "\n").encode("utf-8")])
     return meta
 
 
@@ -610,18 +609,6 @@ def new_session_id() -> str:
     import uuid  # only a new session needs it
 
     return str(uuid.uuid4())
-
-
-def create_session(folder: str) -> dict:
-    """Write the meta and an empty log of a new session; the caller holds the lock."""
-    meta = write_meta(folder, new_session_id(), utc_now())
-    # Crash window: meta without a log is a session with no notes yet; the log
-    # is created by the first append as well.
-    descriptor = open_log_for_append(meta["log_file"])
-    os.fsync(descriptor)
-    os.close(descriptor)
-    fsync_folder(folder)
-    return meta
 
 
 def check_session_folder(folder: str) -> dict | None:
@@ -648,16 +635,23 @@ def prepare_folder(folder: str) -> None:
 
 
 def open_session_for_writing(folder: str) -> dict:
-    """The meta of the folder's session, created when there is none; the caller holds the lock."""
+    """The meta of the folder's session; without one, start a session (meta and empty log). Hold the lock."""
     # A second look, under the lock: a concurrent init or restore may have
     # written the meta since the writer first checked the folder.
     meta = check_session_folder(folder)
     if meta is not None:
         return meta
     try:
-        return create_session(folder)
+        meta = write_meta(folder, new_session_id(), utc_now())
+        # Crash window: meta without a log is a session with no notes yet; the
+        # log is created by the first append as well.
+        descriptor = open_log_for_append(meta["log_file"])
+        os.fsync(descriptor)
+        os.close(descriptor)
+        fsync_folder(folder)
     except OSError as error:
         raise folder_error(folder, error) from None
+    return meta
 
 
 def open_log_for_append(path: str) -> int:
@@ -934,8 +928,7 @@ def check_ref(log_path: str, note_type: str, ref: str) -> None:
 
 def command_tail(args) -> dict:
     limit = check_limit(args.limit)
-    since = parse_time_filter(args.since, "since") if args.since is not None else None
-    until = parse_time_filter(args.until, "until") if args.until is not None else None
+    since, until = parse_time_filter(args.since, "since"), parse_time_filter(args.until, "until")
     types = set(args.types) if args.types else None
     folder = resolve_folder(args.dir)
     meta = require_session(folder)
@@ -1156,11 +1149,12 @@ def command_recap(args) -> dict:
             if len(items) > limit:
                 del items[0]
                 cut[list_of_type[record["type"]]] += 1
-    shown_gates = {}
+    gates_by_status = {"open": [], "deferred": [], "closed": []}
+    for gate in gates.values():
+        if gate["status"] in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
+            gates_by_status[gate["status"]].append(gate)
     for status in ("open", "deferred"):
-        gate_list = [gate for gate in gates.values() if gate["status"] == status]
-        cut[status + "_gates"] = max(0, len(gate_list) - limit)
-        shown_gates[status] = gate_list[-limit:]
+        cut[status + "_gates"] = max(0, len(gates_by_status[status]) - limit)
     receipt = {
         "ok": True,
         "command": "recap",
@@ -1169,9 +1163,9 @@ def command_recap(args) -> dict:
         "total": reader.total,
         "mode": summarise_record(latest["mode"]) if latest["mode"] else None,
         "shape": summarise_record(latest["shape"]) if latest["shape"] else None,
-        "open_gates": shown_gates["open"],
-        "deferred_gates": shown_gates["deferred"],
-        "closed_gates": sum(1 for gate in gates.values() if gate["status"] == "closed"),
+        "open_gates": gates_by_status["open"][-limit:],
+        "deferred_gates": gates_by_status["deferred"][-limit:],
+        "closed_gates": len(gates_by_status["closed"]),
     }
     for name, items in kept.items():
         receipt[name] = [summarise_record(record) for record in items]
@@ -1283,7 +1277,7 @@ def notes_kept_by_restore(folder: str, session: dict, records: list) -> int | No
         raise NotesError(
             "%s holds another session (%s) with notes; nothing was changed. Restore into an "
             "empty --dir instead" % (folder, meta["session_id"]))
-    if len(existing) > len(records) or any(mine != theirs for mine, theirs in zip(existing, records)):
+    if existing != records[:len(existing)]:
         raise NotesError(
             "the log in %s has notes the export lacks, or differs from it; nothing was "
             "changed. Restore into an empty --dir instead" % folder)

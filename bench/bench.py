@@ -56,7 +56,7 @@ def build_session(folder: str, count: int) -> None:
     meta = {"schema_version": notes.META_SCHEMA, "session_id": session_id,
             "created_at": "2026-01-01T00:00:00Z", "log_file": os.path.join(folder, notes.LOG_NAME)}
     with open(os.path.join(folder, notes.META_NAME), "wb") as handle:
-        handle.write(notes.meta_bytes(meta))
+        handle.write((notes.pretty_json(meta) + "\n").encode("utf-8"))
     with open(os.path.join(folder, notes.LOG_NAME), "wb") as handle:
         for seq in range(1, count + 1):
             note_type = notes.NOTE_TYPES[seq % len(notes.NOTE_TYPES)]
