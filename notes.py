@@ -779,30 +779,25 @@ class LogReader:
         except FileNotFoundError:
             self.size = 0
 
-    def note(self, entry: dict, listed: int) -> None:
-        self.problem_count += 1
-        if len(self.problems) < listed:
-            self.problems.append(entry)
-
     def records(self, listed: int = PROBLEMS_LISTED):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
-        if self.size == 0:
+        highest, remaining = 0, self.size
+        if not remaining:
             return
-        highest = 0
-        remaining = self.size
         with open(self.path, "rb") as handle:
             for number, raw in enumerate(handle, 1):
                 raw = raw[:remaining]
                 remaining -= len(raw)
                 terminated = raw.endswith(b"\n")
                 value, kind = parse_line(raw[:-1] if terminated else raw)
+                kinds, record_id = [], None
                 if value is None:
-                    self.note(problem(number, None, kind if terminated else "torn_tail"), listed)
+                    kinds.append(kind if terminated else "torn_tail")
                 else:
                     if not terminated:
-                        self.note(problem(number, value.get("id"), "missing_newline"), listed)
-                    kinds = check_record(value, self.session_id)
+                        kinds.append("missing_newline")
+                    kinds += check_record(value, self.session_id)
                     seq = value.get("seq")
                     if is_seq(seq):
                         if seq <= highest:
@@ -810,13 +805,15 @@ class LogReader:
                         elif seq > highest + 1:
                             kinds.append("seq_gap")
                         highest = max(highest, seq)
-                    record_id = value.get("id") if isinstance(value.get("id"), str) else None
-                    for kind in kinds:
-                        self.note(problem(number, record_id, kind), listed)
-                    if "missing_field" not in kinds:
-                        self.total += 1
-                        self.last_record = value
-                        yield value
+                    if isinstance(value.get("id"), str):
+                        record_id = value["id"]
+                self.problem_count += len(kinds)
+                for kind in kinds[:listed - len(self.problems)]:
+                    self.problems.append(problem(number, record_id, kind))
+                if value is not None and "missing_field" not in kinds:
+                    self.total += 1
+                    self.last_record = value
+                    yield value
                 if not remaining:  # lines appended after the size was taken wait for the next read
                     break
 
