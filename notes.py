@@ -146,10 +146,8 @@ class _DecoderSettings:
     object_pairs_hook = None
     parse_float = float
     parse_int = int
-
-    @staticmethod
-    def parse_constant(name: str):
-        raise ValueError("%s is not valid JSON" % name)
+    # NaN, Infinity and -Infinity are not JSON: int() refuses each with ValueError.
+    parse_constant = int
 
 
 def _refuse_unserialisable(value):
@@ -408,14 +406,14 @@ def check_limit(value: int) -> int:
 # --------------------------------------------------------------------------
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
-def resolve_folder(folder: str | None) -> str:
+def resolve_folder(folder):
     """The session folder: --dir, or the folder that holds this file."""
     if folder is None:
         return os.path.dirname(os.path.realpath(__file__))
     return os.path.realpath(os.path.expanduser(folder))
 
 
-def folder_error(folder: str, error: OSError) -> NotesError:
+def folder_error(folder, error):
     """The refusal of a writer that cannot create its files in the folder."""
     return NotesError(
         "cannot create or write the session files in %s (%s); pass --dir with a writable "
@@ -423,14 +421,14 @@ def folder_error(folder: str, error: OSError) -> NotesError:
         % (folder, error.strerror or error))
 
 
-def link_error(path: str) -> NotesError:
+def link_error(path):
     """The refusal to write through a symbolic link."""
     return NotesError(
         "%s is a symbolic link; notes.py does not write through links, since a planted link "
         "could send the session anywhere. Replace it with the real file, or use another --dir" % path)
 
 
-def read_meta(folder: str) -> dict | None:
+def read_meta(folder):
     """The session's meta object, None when the folder has none; refuse a damaged one."""
     path = os.path.join(folder, META_NAME)
     try:
@@ -456,7 +454,7 @@ def read_meta(folder: str) -> dict | None:
     return meta
 
 
-def require_session(folder: str) -> dict:
+def require_session(folder):
     """The meta of the session a reader was pointed at; refuse when there is none."""
     meta = read_meta(folder)
     if meta is None:
@@ -467,7 +465,7 @@ def require_session(folder: str) -> dict:
     return meta
 
 
-def fsync_folder(folder: str) -> None:
+def fsync_folder(folder):
     """Make a creation or rename in the folder durable."""
     if os.name == "nt":  # Windows cannot open a folder; NTFS journals names itself
         return
@@ -481,7 +479,7 @@ def fsync_folder(folder: str) -> None:
         os.close(descriptor)
 
 
-def open_refusing_links(path: str, flags: int) -> int:
+def open_refusing_links(path, flags):
     """os.open that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
     if not NO_FOLLOW and os.path.islink(path):
         raise link_error(path)
@@ -496,7 +494,7 @@ def open_refusing_links(path: str, flags: int) -> int:
 class SessionLock:
     """Exclusive lock on session_notes.lock, held by every writer from read to fsync."""
 
-    def __init__(self, folder: str):
+    def __init__(self, folder):
         self.path = os.path.join(folder, LOCK_NAME)
         self.descriptor = None
 
@@ -544,7 +542,7 @@ class SessionLock:
         os.close(self.descriptor)  # closing releases a flock
 
 
-def create_new_file(stem: str, suffix: str) -> tuple:
+def create_new_file(stem, suffix):
     """Create stem + suffix, or stem-1 + suffix and so on if taken; return (path, descriptor).
 
     O_EXCL | O_NOFOLLOW: a link planted at any name can neither be followed
@@ -558,7 +556,7 @@ def create_new_file(stem: str, suffix: str) -> tuple:
             path = "%s-%d%s" % (stem, attempt, suffix)
 
 
-def write_all(descriptor: int, data: bytes) -> None:
+def write_all(descriptor, data):
     """Write every byte, however many calls it takes."""
     view = memoryview(data)
     while view:
@@ -566,7 +564,7 @@ def write_all(descriptor: int, data: bytes) -> None:
         view = view[written:]
 
 
-def write_file_atomically(path: str, chunks) -> None:
+def write_file_atomically(path, chunks):
     """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file."""
     if os.path.islink(path):
         raise link_error(path)
@@ -595,7 +593,7 @@ def write_file_atomically(path: str, chunks) -> None:
     fsync_folder(folder)
 
 
-def write_meta(folder: str, session_id: str, created_at: str) -> dict:
+def write_meta(folder, session_id, created_at):
     """Write the meta file of a session and return it."""
     meta = {"schema_version": META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, LOG_NAME)}
@@ -604,14 +602,14 @@ def write_meta(folder: str, session_id: str, created_at: str) -> dict:
     return meta
 
 
-def new_session_id() -> str:
+def new_session_id():
     """A random UUID4 string."""
     import uuid  # only a new session needs it
 
     return str(uuid.uuid4())
 
 
-def check_session_folder(folder: str) -> dict | None:
+def check_session_folder(folder):
     """Refuse a folder a writer must not touch, before anything is written; return its meta."""
     for name in (META_NAME, LOG_NAME, LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
@@ -626,7 +624,7 @@ def check_session_folder(folder: str) -> dict | None:
     return meta
 
 
-def prepare_folder(folder: str) -> None:
+def prepare_folder(folder):
     """Create the session folder of a writer when it does not exist yet."""
     try:
         os.makedirs(folder, exist_ok=True)
@@ -634,7 +632,7 @@ def prepare_folder(folder: str) -> None:
         raise folder_error(folder, error) from None
 
 
-def open_session_for_writing(folder: str) -> dict:
+def open_session_for_writing(folder):
     """The meta of the folder's session; without one, start a session (meta and empty log). Hold the lock."""
     # A second look, under the lock: a concurrent init or restore may have
     # written the meta since the writer first checked the folder.
@@ -654,12 +652,12 @@ def open_session_for_writing(folder: str) -> dict:
     return meta
 
 
-def open_log_for_append(path: str) -> int:
+def open_log_for_append(path):
     """Open (or create) the log for appending, refusing a symbolic link."""
     return open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
 
 
-def read_lines_backward(handle, size: int):
+def read_lines_backward(handle, size):
     """Yield (offset, line) from the end of the log; the first is the unterminated tail (maybe b"")."""
     if size == 0:
         yield 0, b""
@@ -684,7 +682,7 @@ def read_lines_backward(handle, size: int):
 class LogTail:
     """What a writer needs from the end of the log, found without reading the rest."""
 
-    def __init__(self, handle, size: int):
+    def __init__(self, handle, size):
         self.size = size
         self.keep_end = size        # bytes before this offset stay in the log
         self.needs_newline = False  # the last kept record lacks its newline
@@ -715,7 +713,7 @@ class LogTail:
                 newer_seq = seq
 
 
-def set_aside_torn_tail(folder: str, descriptor: int, tail: LogTail) -> dict:
+def set_aside_torn_tail(folder, descriptor, tail):
     """Move the bytes past the last JSON object to a side file, then cut them from the log."""
     with open(descriptor, "rb", closefd=False) as handle:
         handle.seek(tail.keep_end)
@@ -735,7 +733,7 @@ def set_aside_torn_tail(folder: str, descriptor: int, tail: LogTail) -> dict:
     return {"kind": "torn_tail", "bytes": len(torn), "side_file": side_path}
 
 
-def find_note(handle, size: int, note_id: str) -> dict | None:
+def find_note(handle, size, note_id):
     """The record with this id, searched from the end of the log (recent notes come first)."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for _, line in read_lines_backward(handle, size):
@@ -746,7 +744,7 @@ def find_note(handle, size: int, note_id: str) -> dict | None:
     return None
 
 
-def append_line(descriptor: int, line: bytes) -> None:
+def append_line(descriptor, line):
     """Append one whole record and fsync; on failure cut the log back to where it was."""
     start = os.lseek(descriptor, 0, os.SEEK_END)
     try:
@@ -767,7 +765,7 @@ def append_line(descriptor: int, line: bytes) -> None:
 class LogReader:
     """Reads the whole log forward, checking each line, without holding it in memory."""
 
-    def __init__(self, folder: str, meta: dict):
+    def __init__(self, folder, meta):
         self.path = os.path.join(folder, LOG_NAME)
         self.session_id = meta.get("session_id")
         self.problems = []          # the first ones, as verify lists them
@@ -779,7 +777,7 @@ class LogReader:
         except FileNotFoundError:
             self.size = 0
 
-    def records(self, listed: int = PROBLEMS_LISTED):
+    def records(self, listed=PROBLEMS_LISTED):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         highest, remaining = 0, self.size
@@ -817,7 +815,7 @@ class LogReader:
                 if not remaining:  # lines appended after the size was taken wait for the next read
                     break
 
-    def warnings(self) -> list:
+    def warnings(self):
         """The problems met, as sentences, bounded."""
         messages = []
         for entry in self.problems[:WARNINGS_LISTED]:
@@ -828,7 +826,7 @@ class LogReader:
         return bounded_warnings(messages, self.problem_count)
 
 
-def bounded_warnings(messages: list, count: int) -> list:
+def bounded_warnings(messages, count):
     """The first WARNINGS_LISTED of count problems, then how many more there are."""
     messages = messages[:WARNINGS_LISTED]
     if count > len(messages):
@@ -836,7 +834,7 @@ def bounded_warnings(messages: list, count: int) -> list:
     return messages
 
 
-def with_warnings(receipt: dict, warnings: list) -> dict:
+def with_warnings(receipt, warnings):
     """Add a warnings key only when there is something to say."""
     if warnings:
         receipt["warnings"] = warnings
@@ -904,7 +902,7 @@ def command_append(args) -> dict:
     return receipt
 
 
-def check_ref(log_path: str, note_type: str, ref: str) -> None:
+def check_ref(log_path, note_type, ref):
     """Refuse a --ref that names no note of this log, or a note of the wrong kind."""
     try:
         with open(log_path, "rb") as handle:
@@ -968,7 +966,7 @@ def command_tail(args) -> dict:
     return with_warnings(receipt, bounded_warnings(warnings, len(warnings)))
 
 
-def count_by_type(reader: LogReader, listed: int) -> tuple:
+def count_by_type(reader, listed):
     """Read the whole log: (notes by type, first ts, last ts)."""
     by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
     first_ts = last_ts = None
@@ -1054,7 +1052,7 @@ def command_export(args) -> dict:
     return with_warnings(receipt, warnings)
 
 
-def json_export(reader: LogReader, meta: dict, count: int):
+def json_export(reader, meta, count):
     """Yield the export as json.dumps(export, indent=2) would print it, record by record."""
     head = {"schema_version": EXPORT_SCHEMA, "exported_at": utc_now(), "session": meta,
             "record_count": count}
@@ -1068,8 +1066,7 @@ def json_export(reader: LogReader, meta: dict, count: int):
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
 
-def markdown_export(reader: LogReader, meta: dict, count: int, by_type: dict, first_ts, last_ts,
-                    warnings: list):
+def markdown_export(reader, meta, count, by_type, first_ts, last_ts, warnings):
     """Yield a readable audit document of the whole session."""
     problem_count = reader.problem_count
     lines = [
@@ -1098,7 +1095,7 @@ def markdown_export(reader: LogReader, meta: dict, count: int, by_type: dict, fi
         yield ("\n".join(parts) + "\n").encode("utf-8")
 
 
-def summarise_record(record: dict) -> dict:
+def summarise_record(record):
     """A record as a recap item: id, text, and effect when it has one."""
     item = {"id": record["id"], "text": record["text"]}
     if "effect" in record:
@@ -1176,7 +1173,7 @@ def command_recap(args) -> dict:
     return receipt
 
 
-def recap_item_line(item: dict) -> str:
+def recap_item_line(item):
     """One recap item (a gate with its status and latest update) as a markdown list line."""
     line = "- %s: %s" % (item["id"], item["text"].replace("\n", " "))
     if item.get("effect"):
@@ -1188,7 +1185,7 @@ def recap_item_line(item: dict) -> str:
     return line
 
 
-def recap_markdown(recap: dict) -> str:
+def recap_markdown(recap):
     """The recap as markdown, for a person or to paste into the conversation."""
     lines = ["# Recap of session %s" % recap["session_id"], "",
              "%d notes; %d superseded; %d gates closed." % (
@@ -1208,7 +1205,7 @@ def recap_markdown(recap: dict) -> str:
     return "\n".join(lines)
 
 
-def load_export(path: str) -> tuple:
+def load_export(path):
     """Read and check a whole export; return (session, records) or raise with every problem."""
     try:
         with open(path, "rb") as handle:
@@ -1253,7 +1250,7 @@ def load_export(path: str) -> tuple:
     return session, records
 
 
-def notes_kept_by_restore(folder: str, session: dict, records: list) -> int | None:
+def notes_kept_by_restore(folder, session, records):
     """How many export records the folder already holds (None: a fresh start); refuse the rest."""
     meta = check_session_folder(folder)
     log_path = os.path.join(folder, LOG_NAME)
@@ -1366,7 +1363,7 @@ class Arguments:
     """Parsed arguments: every destination present, as argparse would leave them."""
 
 
-def parse_quickly(argv: list) -> Arguments | None:
+def parse_quickly(argv):
     """Parse the plain forms without argparse (which costs more than an append); None for anything else.
 
     The plain form is [--dir DIR] COMMAND, then options as two words each.
@@ -1440,7 +1437,7 @@ def build_parser():
 # --------------------------------------------------------------------------
 # The entry point: the only place that prints
 
-def main(argv: list | None = None) -> int:
+def main(argv=None):
     """Run one command; print its receipt or error as JSON; return the exit code."""
     if argv is None:
         argv = sys.argv[1:]
