@@ -1472,4 +1472,14 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    # By now every file is written, fsynced and closed, and the lock is
+    # released.  What is left of the run is the interpreter's teardown, which
+    # only frees memory the kernel reclaims anyway: about 3 ms, a tenth of a
+    # run.  Flush what is printed and leave without it.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # the reader has gone; there is no one left to tell
+        pass
+    os._exit(exit_code)

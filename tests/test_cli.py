@@ -12,6 +12,8 @@ import os
 import random
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -512,3 +514,51 @@ def test_json_parser_reads_what_json_writes():
     for value in json_samples():
         assert notes.parse_json(json.dumps(value, ensure_ascii=False)) == value
         assert notes.parse_json(json.dumps(value, indent=2)) == value
+
+
+# --------------------------------------------------------------------------
+# The run ends with os._exit after flushing: nothing printed may be lost
+
+def block_buffered_environment() -> dict:
+    """The environment without PYTHONUNBUFFERED, so that output waits in buffers as users have it."""
+    return {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+
+
+def run_into_file(tmp_path, *args) -> tuple:
+    """Run notes.py with stdout and stderr sent to files (block-buffered): (exit code, stdout, stderr)."""
+    out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with open(str(out_path), "wb") as out, open(str(err_path), "wb") as err:
+        code = subprocess.run([sys.executable, "-S", str(NOTES)] + [str(arg) for arg in args],
+                              stdout=out, stderr=err, env=block_buffered_environment(), timeout=60).returncode
+    return code, out_path.read_text(encoding="utf-8"), err_path.read_text(encoding="utf-8")
+
+
+def test_receipts_and_help_reach_a_file_whole(tmp_path):
+    folder = tmp_path / "session"
+    long_text = "x" * 1900
+    for number in range(1, 6):
+        code, out, err = run_into_file(tmp_path, "--dir", folder, "append", "--type", "decision",
+                                       "--text", "%d %s" % (number, long_text))
+        assert (code, err) == (0, "") and json.loads(out)["seq"] == number
+    code, out, err = run_into_file(tmp_path, "--dir", folder, "tail")
+    assert (code, err) == (0, "")
+    assert [record["seq"] for record in json.loads(out)["records"]] == [1, 2, 3, 4, 5]
+    code, out, err = run_into_file(tmp_path, "--help")
+    assert (code, err) == (0, "") and out.rstrip().endswith("for a command's options")
+    code, out, err = run_into_file(tmp_path, "--dir", folder, "append", "--type", "nope", "--text", "x")
+    assert code == 2 and err == "" and json.loads(out)["ok"] is False
+
+
+def test_a_reader_that_has_gone_costs_no_note_and_no_traceback(tmp_path):
+    folder = tmp_path / "session"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # whatever notes.py prints meets a closed pipe
+    try:
+        completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder), "append",
+                                    "--type", "decision", "--text", "Kept though unread."],
+                                   stdout=write_end, stderr=subprocess.PIPE, env=block_buffered_environment(),
+                                   timeout=60)
+    finally:
+        os.close(write_end)
+    assert completed.returncode == 0 and completed.stderr == b"", completed
+    assert [record["text"] for record in read_records(folder)] == ["Kept though unread."]
