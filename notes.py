@@ -1437,7 +1437,7 @@ def build_parser():
 # --------------------------------------------------------------------------
 # The entry point: the only place that prints
 
-def main(argv=None):
+def main(argv=None) -> int:
     """Run one command; print its receipt or error as JSON; return the exit code."""
     if argv is None:
         argv = sys.argv[1:]
