@@ -81,7 +81,7 @@ RECAP_DEFAULT_LIMIT = 20
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
 PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
 BACKWARD_BLOCK = 65536    # bytes read at a time when reading the log from its end
-LOCK_WAIT_SECONDS = 30    # only used where there is no flock (Windows)
+LOCK_WAIT_SECONDS = 30.0  # only used where there is no blocking lock (Windows)
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -516,16 +516,17 @@ class SessionLock:
             else:
                 import msvcrt
 
-                # LK_LOCK retries once a second for 10 s, then raises.
-                for _ in range(LOCK_WAIT_SECONDS // 10):
+                # A poll every 10 ms: LK_LOCK would retry only once a second.
+                deadline = time.monotonic() + LOCK_WAIT_SECONDS
+                while True:
                     try:
-                        msvcrt.locking(self.descriptor, msvcrt.LK_LOCK, 1)
+                        msvcrt.locking(self.descriptor, msvcrt.LK_NBLCK, 1)
                         break
                     except OSError:
-                        pass
-                else:
-                    raise NotesError("another writer has held %s for %d s; try again"
-                                     % (self.path, LOCK_WAIT_SECONDS), EXIT_UNEXPECTED)
+                        if time.monotonic() > deadline:
+                            raise NotesError("another writer has held %s for %d s; try again"
+                                             % (self.path, LOCK_WAIT_SECONDS), EXIT_UNEXPECTED) from None
+                        time.sleep(0.01)
         except BaseException:
             os.close(self.descriptor)
             raise
@@ -564,14 +565,21 @@ def write_all(descriptor, data):
         view = view[written:]
 
 
-def write_file_atomically(path, chunks):
-    """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file."""
+def write_file_atomically(path, chunks, refusal=None):
+    """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file.
+
+    refusal: a message (formatted with path and reason) to refuse with when the
+    file cannot be created; without it the OSError itself is raised."""
     if os.path.islink(path):
         raise link_error(path)
     folder = os.path.dirname(path)
-    # A temporary file with a fresh random name, in the target's own folder.
-    temporary, descriptor = create_new_file(
-        os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp")
+    try:  # a temporary file with a fresh random name, in the target's own folder
+        temporary, descriptor = create_new_file(
+            os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp")
+    except OSError as error:
+        if refusal is None:
+            raise
+        raise NotesError(refusal % (path, error.strerror)) from None
     try:
         for chunk in chunks:
             write_all(descriptor, chunk)
@@ -1043,11 +1051,14 @@ def command_export(args) -> dict:
         chunks = markdown_export(reader, meta, count, by_type, first_ts, last_ts, warnings)
     else:
         chunks = json_export(reader, meta, count)
+    # A place that cannot take the file is a refusal; a failure while writing
+    # it (a full disk, say) is an unexpected error, as it is for append.
+    refusal = "cannot write %s (%s); choose another --output"
     try:
         os.makedirs(output_folder, exist_ok=True)
-        write_file_atomically(output, chunks)
     except OSError as error:
-        raise NotesError("cannot write %s (%s); choose another --output" % (output, error.strerror)) from None
+        raise NotesError(refusal % (output, error.strerror)) from None
+    write_file_atomically(output, chunks, refusal)
     receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
     return with_warnings(receipt, warnings)
 
@@ -1371,7 +1382,7 @@ def parse_quickly(argv):
     help, any mistake) goes to argparse, which gives the same result or the
     full error message."""
     values = {"dir": None}
-    if argv[:1] == ["--dir"] and len(argv) > 1:
+    if argv[:1] == ["--dir"] and len(argv) > 1 and not argv[1].startswith("-"):
         values["dir"], argv = argv[1], argv[2:]
     if not argv or argv[0] not in COMMANDS or len(argv) % 2 == 0:
         return None
@@ -1447,7 +1458,7 @@ def main(argv=None) -> int:
         result = globals()["command_" + arguments.command](arguments)
         code = EXIT_INTEGRITY if isinstance(result, dict) and result.get("ok") is False else EXIT_OK
     except SystemExit as exit_request:  # --help, printed by argparse
-        return exit_request.code or 0
+        result, code = None, exit_request.code or 0
     except NotesError as error:
         result = {"ok": False, "error": error.message}
         result.update(error.details)
@@ -1457,29 +1468,32 @@ def main(argv=None) -> int:
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
         result = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
         code = EXIT_UNEXPECTED
-    text = result if isinstance(result, str) else pretty_json(result) + "\n"
-    try:  # as UTF-8, whatever the locale
-        stream = getattr(sys.stdout, "buffer", None)
-        if stream is None:
-            sys.stdout.write(text)
-        else:
-            sys.stdout.flush()
-            stream.write(text.encode("utf-8", "backslashreplace"))
+    try:  # as UTF-8 whatever the locale, and flushed, since the script leaves with os._exit
+        if result is not None:
+            text = result if isinstance(result, str) else pretty_json(result) + "\n"
+            stream = getattr(sys.stdout, "buffer", None)
+            if stream is None:
+                sys.stdout.write(text)
+            else:
+                sys.stdout.flush()
+                stream.write(text.encode("utf-8", "backslashreplace"))
         sys.stdout.flush()
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader has gone: there is no one left to tell
         pass
+    except OSError as error:  # a full disk, say: the result is lost, so say that where we can
+        try:
+            sys.stderr.write(compact_json({"ok": False, "error": "cannot print the result (%s)"
+                                                                 % error.strerror}) + "\n")
+            sys.stderr.flush()
+        except OSError:
+            pass
+        return EXIT_UNEXPECTED
     return code
 
 
 if __name__ == "__main__":
-    exit_code = main()
-    # By now every file is written, fsynced and closed, and the lock is
-    # released.  What is left of the run is the interpreter's teardown, which
-    # only frees memory the kernel reclaims anyway: about 3 ms, a tenth of a
-    # run.  Flush what is printed and leave without it.
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:  # the reader has gone; there is no one left to tell
-        pass
-    os._exit(exit_code)
+    # main has printed and flushed its result; every file is fsynced and
+    # closed, and the lock released.  What is left is the interpreter's
+    # teardown, which only frees memory the kernel reclaims anyway (about
+    # 3 ms, a tenth of a run): leave without it.
+    os._exit(main())

@@ -282,6 +282,13 @@ def test_bad_append_creates_no_folder(tmp_path, arguments):
     assert not os.path.lexists(str(folder))
 
 
+def test_dir_whose_value_looks_like_an_option_is_refused(tmp_path):
+    # argparse reads "--dir --typ" as --dir without its value; the quick parser must not differ.
+    result = run_notes("--dir", "--typ", "init", cwd=tmp_path)
+    assert "--dir" in refused_cleanly(result)
+    assert os.listdir(str(tmp_path)) == []
+
+
 def test_error_messages_name_the_problem(session):
     assert "frobnicate" in refused_cleanly(run_notes("frobnicate", folder=session))
     assert "--type" in refused_cleanly(run_notes("append", "--text", "x", folder=session))
@@ -562,3 +569,18 @@ def test_a_reader_that_has_gone_costs_no_note_and_no_traceback(tmp_path):
         os.close(write_end)
     assert completed.returncode == 0 and completed.stderr == b"", completed
     assert [record["text"] for record in read_records(folder)] == ["Kept though unread."]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
+@pytest.mark.parametrize("arguments", [["append", "--type", "decision", "--text", "Stored, not printed."],
+                                       ["--help"]], ids=["append", "help"])
+def test_output_that_cannot_be_written_is_reported_on_stderr(tmp_path, arguments):
+    folder = tmp_path / "session"
+    with open("/dev/full", "wb") as full:
+        completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder)] + arguments,
+                                   stdout=full, stderr=subprocess.PIPE, env=block_buffered_environment(),
+                                   timeout=60)
+    assert completed.returncode == 1, completed
+    assert json.loads(completed.stderr) == {"ok": False, "error": "cannot print the result (No space left on device)"}
+    if arguments[0] == "append":
+        assert [record["text"] for record in read_records(folder)] == ["Stored, not printed."]

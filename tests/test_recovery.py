@@ -446,8 +446,10 @@ def test_failing_export_keeps_the_previous_export_and_leaves_no_temporary_file(t
         return real_fsync(descriptor)
 
     monkeypatch.setattr(os, fault, failing_write if fault == "write" else failing_fsync)
-    assert_failure_reported(capsys, folder, "export")
+    receipt = assert_failure_reported(capsys, folder, "export")
     monkeypatch.undo()
+    # A failure while writing is no refusal of --output: it is reported as unexpected (exit 1).
+    assert receipt["error"].startswith("unexpected error: OSError"), receipt
     with open(export_path, "rb") as handle:
         assert handle.read() == previous
     assert sorted(os.listdir(str(folder))) == names_before

@@ -331,6 +331,17 @@ def test_verify_on_a_fresh_session(session):
     assert result.code == 0 and result.receipt["total"] == 0 and result.receipt["problems"] == []
 
 
+def test_a_problem_names_the_record_id_only_when_it_is_a_string(session):
+    # The last line lacks its newline and its id is a number: every problem of
+    # that line, missing_newline included, carries "id": null.
+    session_id = json.loads((session / META).read_text("utf-8"))["session_id"]
+    write_log(session, line_of(make_record(session_id, 1)) + b'{"id": 5, "seq": 2}')
+    result = run_notes("verify", folder=session)
+    assert result.code == 3, result
+    assert [(p["line"], p["id"], p["kind"]) for p in result.receipt["problems"]] == [
+        (2, None, "missing_newline"), (2, None, "missing_field")]
+
+
 def test_verify_v0_fixtures_give_the_expected_kinds(tmp_path):
     # tampered: the one line whose checksum does not match, computed here.
     folder = copy_fixture("tampered", tmp_path / "tampered")
