@@ -1048,7 +1048,8 @@ def command_export(args) -> dict:
     count = reader.total
     warnings = reader.warnings()
     if markdown:
-        chunks = markdown_export(reader, meta, count, by_type, first_ts, last_ts, warnings)
+        chunks = markdown_export(reader, meta, count, by_type, first_ts, last_ts, reader.problem_count,
+                                 warnings)
     else:
         chunks = json_export(reader, meta, count)
     # A place that cannot take the file is a refusal; a failure while writing
@@ -1077,9 +1078,8 @@ def json_export(reader, meta, count):
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
 
-def markdown_export(reader, meta, count, by_type, first_ts, last_ts, warnings):
-    """Yield a readable audit document of the whole session."""
-    problem_count = reader.problem_count
+def markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
+    """Yield a readable audit document of the whole session; the figures come from the first pass."""
     lines = [
         "# Shaping session %s" % meta["session_id"],
         "",
