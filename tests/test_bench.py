@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import REPO, run_notes
 
 
 def test_benchmark_prints_every_figure_at_a_tiny_size():
@@ -42,8 +42,7 @@ def modules_loaded(*arguments) -> set:
 def test_append_and_tail_load_no_heavy_module(tmp_path):
     folder = tmp_path / "session"
     # Starting a session may load uuid; the runs after it are the ones measured.
-    subprocess.run([sys.executable, "-S", str(REPO / "notes.py"), "--dir", str(folder), "init"],
-                   capture_output=True, check=True, timeout=60)
+    assert run_notes("init", folder=folder).code == 0
     appended = modules_loaded("--dir", folder, "append", "--type", "decision", "--text", "A plain note.")
     tailed = modules_loaded("--dir", folder, "tail", "--limit", "5")
     assert "_json" in appended and "fcntl" in appended  # the parse above does read the report

@@ -526,18 +526,21 @@ def test_json_parser_reads_what_json_writes():
 # --------------------------------------------------------------------------
 # The run ends with os._exit after flushing: nothing printed may be lost
 
-def block_buffered_environment() -> dict:
-    """The environment without PYTHONUNBUFFERED, so that output waits in buffers as users have it."""
-    return {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+def run_printing_to(stdout, *args) -> subprocess.CompletedProcess:
+    """Run notes.py with stdout sent to a file or descriptor, stderr captured.
+
+    PYTHONUNBUFFERED is dropped, so that output waits in buffers as users have it."""
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    return subprocess.run([sys.executable, "-S", str(NOTES)] + [str(arg) for arg in args],
+                          stdout=stdout, stderr=subprocess.PIPE, env=environment, timeout=60)
 
 
 def run_into_file(tmp_path, *args) -> tuple:
-    """Run notes.py with stdout and stderr sent to files (block-buffered): (exit code, stdout, stderr)."""
-    out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    with open(str(out_path), "wb") as out, open(str(err_path), "wb") as err:
-        code = subprocess.run([sys.executable, "-S", str(NOTES)] + [str(arg) for arg in args],
-                              stdout=out, stderr=err, env=block_buffered_environment(), timeout=60).returncode
-    return code, out_path.read_text(encoding="utf-8"), err_path.read_text(encoding="utf-8")
+    """Run notes.py with stdout sent to a file: (exit code, stdout, stderr)."""
+    out_path = tmp_path / "stdout.txt"
+    with open(str(out_path), "wb") as out:
+        completed = run_printing_to(out, *args)
+    return completed.returncode, out_path.read_text(encoding="utf-8"), completed.stderr.decode("utf-8")
 
 
 def test_receipts_and_help_reach_a_file_whole(tmp_path):
@@ -561,10 +564,8 @@ def test_a_reader_that_has_gone_costs_no_note_and_no_traceback(tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)  # whatever notes.py prints meets a closed pipe
     try:
-        completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder), "append",
-                                    "--type", "decision", "--text", "Kept though unread."],
-                                   stdout=write_end, stderr=subprocess.PIPE, env=block_buffered_environment(),
-                                   timeout=60)
+        completed = run_printing_to(write_end, "--dir", folder, "append", "--type", "decision",
+                                    "--text", "Kept though unread.")
     finally:
         os.close(write_end)
     assert completed.returncode == 0 and completed.stderr == b"", completed
@@ -577,9 +578,7 @@ def test_a_reader_that_has_gone_costs_no_note_and_no_traceback(tmp_path):
 def test_output_that_cannot_be_written_is_reported_on_stderr(tmp_path, arguments):
     folder = tmp_path / "session"
     with open("/dev/full", "wb") as full:
-        completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder)] + arguments,
-                                   stdout=full, stderr=subprocess.PIPE, env=block_buffered_environment(),
-                                   timeout=60)
+        completed = run_printing_to(full, "--dir", folder, *arguments)
     assert completed.returncode == 1, completed
     assert json.loads(completed.stderr) == {"ok": False, "error": "cannot print the result (No space left on device)"}
     if arguments[0] == "append":
