@@ -93,33 +93,67 @@ NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 BINARY = getattr(os, "O_BINARY", 0)
 
 # Characters a signal may not hold: C0 controls other than tab, newline and
-# carriage return, and DEL.
-FORBIDDEN_CHARACTERS = frozenset(map(chr, range(0x20))) - {"\t", "\n", "\r"} | {"\x7f"}
+# carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
+# obey; and the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
+# U+2066-U+2069), which reorder what an operator reads.  The marks U+200E and
+# U+200F stay: right-to-left scripts need them, and they reorder nothing.
+FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
+                                           *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
+# Invisible characters removed before looking for a credential, so that a key
+# split by them is still found.  They are kept in the note: U+200D joins emoji
+# and U+200C shapes Persian and Indic words.
+INVISIBLE_CHARACTERS = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))
+
+# The highest seq: the largest integer every JSON reader holds exactly.  A seq
+# above it is damage, not a count of notes.
+SEQ_LIMIT = 2 ** 53 - 1
+SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
+DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")  # ASCII digits only
+HEX_DIGITS = frozenset("0123456789abcdef")
 
 # (kind of credential, substrings one of which it must contain, pattern).
 # The substrings are a cheap first look so that ``re`` is only imported when
-# a text could hold a credential at all.
+# a text could hold a credential at all; they are few and shared (verify looks
+# at every record), and "_" is rare in prose.
 CREDENTIAL_PATTERNS = (
-    ("private key block", ("PRIVATE KEY-----",),
-     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
+    # A header alone is prose about keys; a header followed by a key body is a key.
+    ("private key block", ("PRIVATE KEY",),
+     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----\s*(?:[A-Za-z-]+: [^\n]*\n\s*)*[A-Za-z0-9+/=]{40}"),
+    ("AWS secret access key", ("_", "ccessKey"),
+     r"(?i:secret_?access_?key)[\"']?\s*[:=]\s*[\"']?(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Za-z])"
+     r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+    # scheme://user:password@host, any scheme, the user maybe empty (redis://:pw@host);
+    # a placeholder such as ${DB_PASSWORD}, <password> or *** is not a password.
+    ("URL with a password", ("://",),
+     r"[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]]*:(?![$<{*%\[])[^\s/?#@]+@[^\s/?#@]"),
     ("AWS access key id", ("AKIA", "ASIA"),
      r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ("GitHub token", ("_",),
      r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
-    ("Anthropic API key", ("sk-ant-",),
+    ("Anthropic API key", ("sk-",),
      r"(?<![A-Za-z0-9_-])sk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{32,}"),
+    # A key's body holds a long run of letters and digits with a digit in it; a
+    # branch slug such as sk-2024-fix-login-redirect-after-timeout does not.
     ("OpenAI API key", ("sk-",),
-     r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]*[0-9])"
-     r"(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{32,}"),
+     r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]*[A-Za-z])"
+     r"(?=[A-Za-z0-9_-]*?(?=[A-Za-z0-9]{20})[A-Za-z]*[0-9])[A-Za-z0-9_-]{32,}"),
     ("Slack token", ("xox", "xapp-"),
      r"(?<![A-Za-z0-9])(?:xox[abposr]-[0-9]{6,}-[A-Za-z0-9-]{6,}|xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]{16,})"),
     ("Google API key", ("AIza",),
      r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
-    ("Stripe live key", ("_live_",),
+    ("Stripe live key", ("_",),
      r"(?<![A-Za-z0-9])(?:sk|rk)_live_[0-9A-Za-z]{20,}"),
     ("JSON Web Token", ("eyJ",),
      r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ("GitLab token", ("glpat-",),
+     r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}"),
+    ("Hugging Face token", ("_",),
+     r"(?<![A-Za-z0-9_])hf_(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])[A-Za-z0-9]{30,}(?![A-Za-z0-9_])"),
+    ("npm token", ("_",),
+     r"(?<![A-Za-z0-9_])npm_(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{36,}(?![A-Za-z0-9_])"),
 )
+# Every marker once (may_hold_credential looks for each of them).
+CREDENTIAL_MARKERS = tuple(dict.fromkeys(marker for _, markers, _ in CREDENTIAL_PATTERNS for marker in markers))
 
 
 # --------------------------------------------------------------------------
@@ -138,13 +172,21 @@ class NotesError(Exception):
 # --------------------------------------------------------------------------
 # Pure record functions: JSON, checksum, build, validate, check a line
 
+def finite_float(text: str) -> float:
+    """A JSON number as a float; refuse one too big for a float (1e999), which would become infinity."""
+    value = float(text)
+    if value - value != 0:  # inf - inf is nan, and nan differs from everything
+        raise ValueError("a number too big for a float")
+    return value
+
+
 class _DecoderSettings:
     """The attributes _json.make_scanner reads, as json.JSONDecoder has them."""
 
     strict = True
     object_hook = None
     object_pairs_hook = None
-    parse_float = float
+    parse_float = staticmethod(finite_float)
     parse_int = int
     # NaN, Infinity and -Infinity are not JSON: int() refuses each with ValueError.
     parse_constant = int
@@ -163,7 +205,12 @@ _JSON_SPACE = " \t\n\r"
 
 
 def parse_json(text: str):
-    """Parse one JSON document, as json.loads does; raise ValueError if it is not one."""
+    """Parse one JSON document, as json.loads does; raise ValueError if it is not one.
+
+    Stricter than json.loads: NaN and Infinity are refused, so is a number too
+    big for a float (1e999 would become infinity, which no JSON writer may
+    write back), and nesting too deep to parse is a ValueError, not a
+    RecursionError."""
     start = len(text) - len(text.lstrip(_JSON_SPACE))
     try:
         value, end = _scan_value(text, start)
@@ -244,46 +291,83 @@ def record_line(record: dict) -> bytes:
     return (compact_json(record) + "\n").encode("utf-8")
 
 
-def find_credential(text: str) -> str | None:
-    """The kind of credential the text seems to hold, or None."""
-    for kind, markers, pattern in CREDENTIAL_PATTERNS:
-        for marker in markers:
-            if marker in text:
-                import re  # only when a marker is present: re costs more than an append
+def may_hold_credential(text: str) -> bool:
+    """Whether the text holds one of CREDENTIAL_MARKERS; most texts hold none, and stop here.
 
-                if re.search(pattern, text):
-                    return kind
-                break
+    The plain form is any(marker in text for marker in CREDENTIAL_MARKERS).
+    Written out it costs a sixth as much, which verify, looking at every
+    record, needs; test_credentials.py checks that it answers yes to each marker."""
+    return ("_" in text or "sk-" in text or "://" in text or "PRIVATE KEY" in text or "ccessKey" in text
+            or "AKIA" in text or "ASIA" in text or "xox" in text or "xapp-" in text or "AIza" in text
+            or "eyJ" in text or "glpat-" in text)
+
+
+def find_credential(text: str) -> str | None:
+    """The kind of credential the text seems to hold, or None.
+
+    signal_problem removes invisible characters first, so that a key split by
+    them is still found."""
+    if not may_hold_credential(text):
+        return None
+    import re  # only when a marker is present: re costs more than an append
+
+    for kind, markers, pattern in CREDENTIAL_PATTERNS:
+        if any(marker in text for marker in markers) and re.search(pattern, text):
+            return kind
     return None
+
+
+def character_name(character: str) -> str:
+    """A forbidden character as U+XXXX with its class, for a message."""
+    code = ord(character)
+    kind = ("C0 control" if code < 0x7f else "DEL" if code == 0x7f else "C1 control" if code < 0xa0
+            else "bidirectional override" if code < 0x2066 else "bidirectional isolate")
+    return "U+%04X (%s)" % (code, kind)
+
+
+def signal_problem(value: str, limit: int) -> tuple | None:
+    """What append refuses in a text or effect, as (kind, detail), or None.
+
+    The one set of checks: append refuses with it, and verify, the readers and
+    restore report with it.  The detail never holds the value itself."""
+    visible_part = value
+    if not value.isprintable():  # every character below is unprintable: plain text skips the search
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "invalid_unicode", "holds text that is not valid UTF-8 (a lone surrogate)"
+        for position, character in enumerate(value):
+            if character in FORBIDDEN_CHARACTERS:
+                return "control_character", "holds the control character %s at position %d" % (
+                    character_name(character), position)
+        visible_part = value.translate(INVISIBLE_CHARACTERS)  # a key split by them is still a key
+    if len(value) > limit:
+        return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
+    kind = find_credential(visible_part)
+    if kind:
+        return "credential", "seems to hold a credential (%s)" % kind
+    return None
+
+
+# What append adds to a refusal of each kind: the way out.
+REFUSAL_ADVICE = {
+    "invalid_unicode": "; the shell passed undecodable bytes: re-send it as plain UTF-8 text",
+    "control_character": "; remove it (tab, newline and carriage return are the only control characters "
+                         "kept; C1 and bidirectional controls can change what a reader sees)",
+    "too_long": ", because a memory signal is a minimal pointer, not content: keep the content in the "
+                "conversation and record only the decision, gate or boundary",
+    "credential": "; credentials never enter the log, which is plain text that gets uploaded, exported "
+                  "and shared. Describe where the secret lives instead of pasting it",
+}
 
 
 def clean_field(name: str, value: str | None, limit: int) -> str:
     """Strip a signal field and refuse what must not enter the log."""
     value = (value or "").strip()
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise NotesError(
-            "--%s holds bytes that are not valid UTF-8 (the shell passed undecodable bytes); "
-            "re-send it as plain UTF-8 text" % name) from None
-    if not value.isprintable():
-        for position, character in enumerate(value):
-            if character in FORBIDDEN_CHARACTERS:
-                raise NotesError(
-                    "--%s holds the control character U+%04X at position %d; remove it "
-                    "(tab, newline and carriage return are the only control characters kept)"
-                    % (name, ord(character), position))
-    if len(value) > limit:
-        raise NotesError(
-            "--%s is %d characters; the limit is %d, because a memory signal is a minimal "
-            "pointer, not content: keep the content in the conversation and record only "
-            "the decision, gate or boundary" % (name, len(value), limit))
-    kind = find_credential(value)
-    if kind:
-        raise NotesError(
-            "--%s seems to hold a credential (%s); credentials never enter the log, which is "
-            "plain text that gets uploaded, exported and shared. Describe where the secret "
-            "lives instead of pasting it" % (name, kind))
+    found = signal_problem(value, limit)
+    if found:
+        kind, detail = found
+        raise NotesError("--%s %s%s" % (name, detail, REFUSAL_ADVICE[kind]))
     return value
 
 
@@ -321,8 +405,36 @@ def is_note_id(value) -> bool:
 
 
 def is_seq(value) -> bool:
-    """Whether value is a usable seq (a positive int, not a bool)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    """Whether value is a usable seq: a positive int (not a bool) up to SEQ_LIMIT."""
+    return type(value) is int and 1 <= value <= SEQ_LIMIT  # type(True) is bool, not int
+
+
+def is_timestamp(value) -> bool:
+    """Whether value has the shape YYYY-MM-DDTHH:MM:SSZ, in ASCII digits."""
+    return type(value) is str and value.translate(DIGITS_AS_ZERO) == "0000-00-00T00:00:00Z"
+
+
+def is_session_id(value) -> bool:
+    """Whether value can be a session id: a short printable string, not blank."""
+    return (isinstance(value, str) and 0 < len(value) <= SESSION_ID_LIMIT and value.isprintable()
+            and not value.isspace())
+
+
+def is_checksum(value) -> bool:
+    """Whether value has the shape of a checksum: 16 lowercase hex digits."""
+    return type(value) is str and len(value) == 16 and HEX_DIGITS.issuperset(value)
+
+
+def is_string(value) -> bool:
+    """Whether value is a string."""
+    return type(value) is str
+
+
+def is_plain_value(value) -> bool:
+    """Whether value is a string, a finite number, true, false or null: what a field beyond v0's may hold."""
+    if isinstance(value, float):
+        return value - value == 0  # not infinite, not NaN
+    return value is None or isinstance(value, (str, int))
 
 
 def parse_line(raw: bytes) -> tuple:
@@ -333,7 +445,7 @@ def parse_line(raw: bytes) -> tuple:
         return None, "not_utf8"
     try:
         value = parse_json(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # parse_json turns RecursionError into ValueError; both mean the same
         return None, "not_json"
     if not isinstance(value, dict):
         return None, "not_object"
@@ -343,9 +455,16 @@ def parse_line(raw: bytes) -> tuple:
 # Kinds of problem, and what each means; verify and the readers' warnings use them.
 PROBLEM_DETAILS = {
     "not_utf8": "the line is not valid UTF-8",
-    "not_json": "the line is not JSON",
+    "not_json": "the line is not JSON that can be read (broken, a number too big for a float, or nested "
+                "too deeply)",
     "not_object": "the line is JSON but not an object",
-    "missing_field": "the record lacks a field or has one of the wrong kind",
+    "missing_field": "the record lacks a field",
+    "bad_field": "a field of the record holds a value of the wrong kind",
+    "invalid_unicode": "the record holds text that is not valid UTF-8 (a lone surrogate)",
+    "control_character": "the record holds a control character that append refuses",
+    "too_long": "the text or effect is longer than append allows",
+    "credential": "the record seems to hold a credential",
+    "empty_text": "the text is empty or blank",
     "bad_checksum": "the checksum does not match: the record changed after it was written",
     "id_mismatch": "the id does not match the seq",
     "foreign_session": "the record belongs to another session",
@@ -355,25 +474,95 @@ PROBLEM_DETAILS = {
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
     "missing_newline": "the last record lacks its newline; the next append adds it",
 }
+# A record with one of these is skipped by every reader (with a warning): its
+# fields are not what they claim to be, and code that trusts them would fail.
+# A record with any other problem is still read, and the problem reported.
+UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))
+
+REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
+# What each field of a record must hold: (test, what it is).  A field not named
+# here must hold a plain value (is_plain_value).
+FIELD_RULES = {
+    "id": (is_note_id, "a note id (n and five or more digits)"),
+    "ts": (is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
+    "session_id": (is_string, "a string"),  # one not the session's own is a foreign_session
+    "seq": (is_seq, "a whole number from 1 to %d" % SEQ_LIMIT),
+    "type": (is_string, "a string"),
+    "text": (is_string, "a string"),
+    "effect": (is_string, "a string"),
+    "ref": (is_note_id, "a note id (n and five or more digits)"),
+    "status": (lambda value: value in GATE_STATUSES, "open, deferred or closed"),
+    "checksum": (is_checksum, "16 lowercase hex digits"),
+}
+PLAIN_RULE = (is_plain_value, "a string, a number, true, false or null")
+
+
+def field_problems(record: dict) -> list:
+    """The record's fields checked for kind and range: [] or one (kind, detail) naming every bad field."""
+    # Speed: verify and every reader pass each record through here.  The
+    # common record (v0's seven fields, maybe an effect) is vouched for by
+    # this one expression, the rules below written out (an id equal to the
+    # one its seq gives is a note id); it costs half what the rules do.
+    # Anything it does not vouch for goes through the rules, which decide.
+    seq, ts, checksum = record.get("seq"), record.get("ts"), record.get("checksum")
+    if (type(seq) is int and 1 <= seq <= SEQ_LIMIT and record.get("id") == "n%05d" % seq
+            and type(record.get("session_id")) is str and type(record.get("type")) is str
+            and type(record.get("text")) is str
+            and type(ts) is str and ts.translate(DIGITS_AS_ZERO) == "0000-00-00T00:00:00Z"
+            and type(checksum) is str and len(checksum) == 16 and HEX_DIGITS.issuperset(checksum)
+            and (len(record) == 7 or len(record) == 8 and type(record.get("effect")) is str)):
+        return []
+    for key in REQUIRED_FIELDS:
+        if key not in record:
+            return [("missing_field", "the record lacks its %s field" % key)]
+    wrong = [key for key, value in record.items() if not FIELD_RULES.get(key, PLAIN_RULE)[0](value)]
+    if not wrong:
+        return []
+    # The name of a field beyond v0's is not echoed: it could be anything.
+    return [("bad_field", "; ".join("the %s field is not %s" % (key, FIELD_RULES[key][1]) if key in FIELD_RULES
+                                    else "another field holds a list, an object or a number too big"
+                                    for key in wrong))]
 
 
 def check_record(record: dict, session_id: str | None) -> list:
-    """Problems of one parsed record taken alone (not its place in the sequence)."""
-    if not is_seq(record.get("seq")):
-        return ["missing_field"]
-    for key in ("id", "ts", "session_id", "type", "text", "checksum"):
-        if not isinstance(record.get(key), str):
-            return ["missing_field"]
-    problems = []
-    if record_checksum(record) != record["checksum"]:
-        problems.append("bad_checksum")
+    """Problems of one parsed record taken alone (not its place in the sequence), as (kind, detail) pairs.
+
+    The detail is None where PROBLEM_DETAILS says it all; it never holds a value of the record."""
+    problems = field_problems(record)
+    if problems:
+        return problems
+    for key, limit in (("text", TEXT_LIMIT), ("effect", EFFECT_LIMIT)):
+        found = signal_problem(record[key], limit) if key in record else None
+        if found:
+            problems.append((found[0], "the %s %s" % (key, found[1])))
+    if not record["text"] or record["text"].isspace():
+        problems.append(("empty_text", None))
+    try:
+        checksum = record_checksum(record)
+    except UnicodeEncodeError:  # a lone surrogate: in text, or in a field or key of its own
+        return [(kind, detail) for kind, detail in problems if kind != "invalid_unicode"] + [
+            ("invalid_unicode", None)]
+    if checksum != record["checksum"]:
+        problems.append(("bad_checksum", None))
     if record["id"] != note_id_for(record["seq"]):
-        problems.append("id_mismatch")
+        problems.append(("id_mismatch", None))
     if session_id is not None and record["session_id"] != session_id:
-        problems.append("foreign_session")
+        problems.append(("foreign_session", None))
     if record["type"] not in NOTE_TYPES:
-        problems.append("unknown_type")
+        problems.append(("unknown_type", None))
     return problems
+
+
+def is_usable(problems: list) -> bool:
+    """Whether readers read a record with these (kind, detail) problems."""
+    return not any(kind in UNUSABLE for kind, _ in problems)
+
+
+def seq_order_problem(seq, highest: int) -> str | None:
+    """The problem of a seq that follows highest, the highest seq before it: repeated, gap, or None."""
+    if not is_seq(seq) or seq == highest + 1:
+        return None
+    return "seq_repeated" if seq <= highest else "seq_gap"
 
 
 def problem(line, record_id, kind: str, detail: str | None = None) -> dict:
@@ -382,18 +571,22 @@ def problem(line, record_id, kind: str, detail: str | None = None) -> dict:
 
 
 def parse_time_filter(value: str | None, name: str) -> str | None:
-    """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ (None when not given)."""
+    """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ (None when not given).
+
+    The time is compared as a string with each record's ts, so it keeps its
+    four-digit year: strftime would write the year 999 as "999", after "2026"."""
     if value is None:
         return None
-    shapes = {10: "%Y-%m-%d", 20: "%Y-%m-%dT%H:%M:%SZ"}
+    stamp = value + "T00:00:00Z" if len(value) == 10 else value
     try:
-        if value[10:11] not in ("", "T") or value[19:] not in ("", "Z"):
-            raise ValueError(value)  # strptime would take a lower-case t or z
-        parsed = time.strptime(value, shapes[len(value)])
-    except (KeyError, ValueError):
+        if not is_timestamp(stamp):
+            raise ValueError(value)  # strptime would also take "2026-1-01", a lower-case t, or other digits
+        time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")  # the ranges: month 13, February 30, year 0
+    except ValueError:
         raise NotesError(
-            "--%s %r is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ" % (name, value)) from None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", parsed)
+            "--%s %r is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
+            % (name, value)) from None
+    return stamp
 
 
 def check_limit(value: int) -> int:
@@ -799,24 +992,22 @@ class LogReader:
                 value, kind = parse_line(raw[:-1] if terminated else raw)
                 kinds, record_id = [], None
                 if value is None:
-                    kinds.append(kind if terminated else "torn_tail")
+                    kinds.append((kind if terminated else "torn_tail", None))
                 else:
                     if not terminated:
-                        kinds.append("missing_newline")
+                        kinds.append(("missing_newline", None))
                     kinds += check_record(value, self.session_id)
                     seq = value.get("seq")
+                    if seq_order_problem(seq, highest):
+                        kinds.append((seq_order_problem(seq, highest), None))
                     if is_seq(seq):
-                        if seq <= highest:
-                            kinds.append("seq_repeated")
-                        elif seq > highest + 1:
-                            kinds.append("seq_gap")
                         highest = max(highest, seq)
-                    if isinstance(value.get("id"), str):
+                    if kinds and is_note_id(value.get("id")):  # any other id could be anything: never echoed
                         record_id = value["id"]
                 self.problem_count += len(kinds)
-                for kind in kinds[:listed - len(self.problems)]:
-                    self.problems.append(problem(number, record_id, kind))
-                if value is not None and "missing_field" not in kinds:
+                for kind, detail in kinds[:listed - len(self.problems)]:
+                    self.problems.append(problem(number, record_id, kind, detail))
+                if value is not None and is_usable(kinds):
                     self.total += 1
                     self.last_record = value
                     yield value
@@ -825,13 +1016,7 @@ class LogReader:
 
     def warnings(self):
         """The problems met, as sentences, bounded."""
-        messages = []
-        for entry in self.problems[:WARNINGS_LISTED]:
-            where = "line %d" % entry["line"]
-            if entry["id"]:
-                where += " (%s)" % entry["id"]
-            messages.append("%s: %s" % (where, entry["detail"]))
-        return bounded_warnings(messages, self.problem_count)
+        return problem_messages(self.problems, self.problem_count)
 
 
 def bounded_warnings(messages, count):
@@ -962,11 +1147,12 @@ def command_tail(args) -> dict:
             seq = value.get("seq")
             if is_seq(seq):
                 if newer_seq is not None and seq != newer_seq - 1:
-                    kinds.append("seq_repeated" if seq >= newer_seq else "seq_gap")
+                    kinds.append(("seq_repeated" if seq >= newer_seq else "seq_gap", None))
                 newer_seq = seq
-            for kind in kinds:
-                warnings.append("byte %d (%s): %s" % (offset, value.get("id"), PROBLEM_DETAILS[kind]))
-            if "missing_field" not in kinds and (types is None or value["type"] in types) and (
+            for kind, detail in kinds:
+                record_id = value["id"] if is_note_id(value.get("id")) else "no id"  # never echo another
+                warnings.append("byte %d (%s): %s" % (offset, record_id, detail or PROBLEM_DETAILS[kind]))
+            if is_usable(kinds) and (types is None or value["type"] in types) and (
                     since is None or value["ts"] >= since) and (until is None or value["ts"] < until):
                 records.append(value)
     records.reverse()
@@ -1080,10 +1266,11 @@ def json_export(reader, meta, count):
 
 def markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
     """Yield a readable audit document of the whole session; the figures come from the first pass."""
+    created = meta.get("created_at")
     lines = [
-        "# Shaping session %s" % meta["session_id"],
+        "# Shaping session %s" % visible(meta["session_id"], True),
         "",
-        "- Created: %s" % meta.get("created_at", "unknown"),
+        "- Created: %s" % (visible(created, True) if isinstance(created, str) else "unknown"),
         "- Exported: %s" % utc_now(),
         "- Notes: %d (%s to %s)" % (count, first_ts or "none", last_ts or "none"),
         "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
@@ -1097,13 +1284,46 @@ def markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_cou
         if written == count:
             break
         written += 1
-        parts = ["### %s · %s · %s" % (record["id"], record["ts"], record["type"]), "", record["text"], ""]
-        for key in ("effect", "ref", "status"):
-            if key in record:
-                parts.append("- %s: %s" % (key.capitalize(), record[key]))
-        if len(parts) > 4:
-            parts.append("")
-        yield ("\n".join(parts) + "\n").encode("utf-8")
+        yield ("\n".join(markdown_record(record)) + "\n").encode("utf-8")
+
+
+def markdown_record(record):
+    """One record of the audit document, as lines; note text cannot forge any structure of the document.
+
+    The text is an indented code block: every line of it starts with four
+    spaces, so none can open a heading, list item, table row or quote.  An
+    effect's later lines are indented six spaces, deep enough inside its list
+    item to continue it and start nothing.  Markdown breaks lines at CR as well
+    as LF, so both split here."""
+    parts = ["### %s · %s · %s" % (record["id"], record["ts"], visible(record["type"], True)), ""]
+    parts += ["    " + visible(line) for line in markdown_split(record["text"])]
+    parts.append("")
+    if "effect" in record:
+        first, *rest = markdown_split(record["effect"])
+        parts.append("- Effect: " + visible(first))
+        parts += ["      " + visible(line) for line in rest]
+    for key in ("ref", "status"):  # a note id, and one of three words: checked before any reader sees them
+        if key in record:
+            parts.append("- %s: %s" % (key.capitalize(), record[key]))
+    if len(parts) > len(markdown_split(record["text"])) + 3:
+        parts.append("")
+    return parts
+
+
+def markdown_split(text):
+    """Text split where markdown ends a line: at CR LF, CR or LF."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def visible(value, one_line=False):
+    """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX].
+
+    A control character left in a document could steer the terminal that
+    shows it, and a bidirectional one reorder the line an operator reads."""
+    if value.isprintable():
+        return value
+    return "".join("[U+%04X]" % ord(character) if character in FORBIDDEN_CHARACTERS
+                   or (one_line and character in "\r\n") else character for character in value)
 
 
 def summarise_record(record):
@@ -1216,8 +1436,11 @@ def recap_markdown(recap):
     return "\n".join(lines)
 
 
-def load_export(path):
-    """Read and check a whole export; return (session, records) or raise with every problem."""
+def load_export(path, accept_damaged=False):
+    """Read and check a whole export: (session, records, problems).
+
+    What cannot be a log at all is always refused; any other problem refuses
+    the restore, unless accept_damaged: then the problems are returned."""
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
@@ -1229,36 +1452,69 @@ def load_export(path):
         raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
     try:
         export = parse_json(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         export = None
-    if (not isinstance(export, dict) or export.get("schema_version") != EXPORT_SCHEMA
-            or not isinstance(export.get("session"), dict) or not isinstance(export.get("records"), list)):
-        raise NotesError("%s is not a session export (%s with session and records); nothing was written"
-                         % (path, EXPORT_SCHEMA), EXIT_INTEGRITY)
-    session = export["session"]
-    session_id = session.get("session_id")
+    reason = export_shape_problem(export)
+    if reason:
+        raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
+                         "without" % (path, reason), EXIT_INTEGRITY)
+    session, records = export["session"], export["records"]
     problems = []
-    if not isinstance(session_id, str) or not session_id:
-        problems.append(problem(None, None, "meta_field", "the export's session has no session_id"))
-    records = export["records"]
     if export.get("record_count") != len(records):
-        problems.append(problem(None, None, "record_count",
-                                "record_count says %r but the export holds %d records"
-                                % (export.get("record_count"), len(records))))
+        problems.append(problem(None, None, "record_count", "record_count is not %d, the number of "
+                                                              "records the export holds" % len(records)))
+    highest = 0
+    for number, record in enumerate(records, 1):
+        kinds = check_record(record, session["session_id"])
+        seq = record.get("seq")
+        if seq_order_problem(seq, highest):
+            kinds.append((seq_order_problem(seq, highest), None))
+        if is_seq(seq):
+            highest = max(highest, seq)
+        if accept_damaged and not is_usable(kinds):
+            try:
+                record_line(record)
+            except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+                raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, "
+                                 "or text that is not valid UTF-8); nothing was written" % (path, number),
+                                 EXIT_INTEGRITY) from None
+        record_id = record["id"] if is_note_id(record.get("id")) else None
+        problems.extend(problem(number, record_id, kind, detail) for kind, detail in kinds)
+    if problems and not accept_damaged:
+        raise NotesError(
+            "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
+            "restore --accept-damaged on this one to bring back every record exactly as the export holds "
+            "it, repairing and dropping nothing, so that verify then reports the same problems"
+            % (path, len(problems)), EXIT_INTEGRITY, {"problems": problems[:PROBLEMS_LISTED]})
+    return session, records, problems
+
+
+def export_shape_problem(export) -> str | None:
+    """Why a parsed export cannot be a session log at all, even a damaged one; None when it can."""
+    if not isinstance(export, dict) or export.get("schema_version") != EXPORT_SCHEMA:
+        return "not JSON with schema_version %s" % EXPORT_SCHEMA
+    session, records = export.get("session"), export.get("records")
+    if not isinstance(session, dict) or not is_session_id(session.get("session_id")):
+        return "its session has no usable session_id"
+    if not isinstance(session.get("created_at", ""), str):
+        return "its session's created_at is not a string"
+    if not isinstance(records, list):
+        return "its records are not a list"
     for number, record in enumerate(records, 1):
         if not isinstance(record, dict):
-            problems.append(problem(number, None, "not_object"))
-            continue
-        kinds = check_record(record, session_id)
-        if "missing_field" not in kinds and record["seq"] != number:
-            kinds.append("seq_gap" if record["seq"] > number else "seq_repeated")
-        for kind in kinds:
-            problems.append(problem(number, record.get("id"), kind))
-    if problems:
-        raise NotesError("%s is damaged (%d problems); nothing was written. Restore from an "
-                         "intact export" % (path, len(problems)), EXIT_INTEGRITY,
-                         {"problems": problems[:PROBLEMS_LISTED]})
-    return session, records
+            return "record %d is not an object" % number
+    return None
+
+
+def problem_messages(problems: list, count: int) -> list:
+    """Problems (verify's entries) as bounded warnings: where, then what."""
+    messages = []
+    for entry in problems[:WARNINGS_LISTED]:
+        where = "" if entry["line"] is None else "line %d" % entry["line"]
+        if entry["id"]:
+            where += " (%s)" % entry["id"]
+        messages.append("%s: %s" % (where, entry["detail"]) if where else entry["detail"])
+    return bounded_warnings(messages, count)
 
 
 def notes_kept_by_restore(folder, session, records):
@@ -1291,7 +1547,7 @@ def notes_kept_by_restore(folder, session, records):
 
 def command_restore(args) -> dict:
     export_path = os.path.abspath(os.path.expanduser(args.export_file))
-    session, records = load_export(export_path)
+    session, records, problems = load_export(export_path, getattr(args, "accept_damaged", False))
     folder = resolve_folder(args.dir)
     log_path = os.path.join(folder, LOG_NAME)
     # Refusals come before the lock, so that they leave the folder untouched;
@@ -1316,8 +1572,10 @@ def command_restore(args) -> dict:
                 finally:
                     os.close(descriptor)
             restored = len(missing)
-    return {"ok": True, "command": "restore", "session_id": session["session_id"],
-            "record_count": len(records), "restored": restored, "path": log_path}
+    receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
+               "record_count": len(records), "restored": restored, "path": log_path}
+    # With --accept-damaged: what was restored as it is, record by record.
+    return with_warnings(receipt, problem_messages(problems, len(problems)))
 
 
 # --------------------------------------------------------------------------
@@ -1365,6 +1623,10 @@ COMMANDS = {
     ], "python3 -S notes.py export --output /mnt/data/session_export.json"),
     "restore": ("Bring a session back into the folder from a session_export.json.", [
         ("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)", {}),
+        ("--accept-damaged", "accept_damaged", None,
+         "restore a damaged export anyway: every record exactly as the export holds it, nothing "
+         "repaired or dropped (verify then reports the same problems)",
+         {"action": "store_const", "const": True, "default": False}),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json"),
 }
 DIR_HELP = "session folder (default: the folder that holds notes.py)"
