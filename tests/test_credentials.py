@@ -50,6 +50,20 @@ def pem_block(label: str, body_bytes: int = 180) -> str:
 PRIVATE = "PRIVATE" + " KEY"
 
 
+def pgp_block(label: str) -> str:
+    """An ASCII-armoured PGP block: a header line, a blank line, then the body."""
+    dashes = "-" * 5
+    body = base64.b64encode(bytes(RANDOM.getrandbits(8) for _ in range(200))).decode("ascii")
+    lines = [body[index:index + 64] for index in range(0, len(body), 64)]
+    return "\n".join([dashes + "BEGIN PGP " + label + dashes, "Version: GnuPG v2", ""] + lines
+                     + ["=" + draw(ALNUM, 4), dashes + "END PGP " + label + dashes])
+
+
+def split_by(secret: str, invisible: str) -> str:
+    """The secret with an invisible character every five characters, as a paste can carry them."""
+    return invisible.join(secret[index:index + 5] for index in range(0, len(secret), 5))
+
+
 def jwt() -> str:
     header = base64url(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
     claims = {"sub": "user-" + draw(HEX, 12), "iat": 1700000000 + RANDOM.randrange(10 ** 7), "scope": "read"}
@@ -82,6 +96,22 @@ CREDENTIALS = [
     ("stripe_secret", "sk" + "_live_" + draw_mixed(ALNUM, 24), ("Stripe",)),
     ("stripe_restricted", "rk" + "_live_" + draw_mixed(ALNUM, 24), ("Stripe",)),
     ("jwt", jwt(), ("JWT", "JSON Web Token")),
+    # Issue 11: more kinds, and keys split by invisible characters.
+    ("aws_secret_snake", "aws_secret_access_key = " + draw_mixed(ALNUM + "/+", 40), ("AWS",)),
+    ("aws_secret_env", "AWS_SECRET" + "_ACCESS_KEY=" + draw_mixed(ALNUM + "/+", 40), ("AWS",)),
+    ("aws_secret_json", '"Secret' + 'AccessKey": "' + draw_mixed(ALNUM + "/+", 40) + '"', ("AWS",)),
+    ("url_postgres", "postgres://app_user:" + draw_mixed(ALNUM, 16) + "@db.internal:5432/app", ("password",)),
+    ("url_https", "https://deploy:" + draw_mixed(URLSAFE, 20) + "@git.example.com/team/repo.git", ("password",)),
+    ("url_redis_no_user", "redis://:" + draw_mixed(ALNUM, 12) + "@cache.internal:6379/0", ("password",)),
+    ("gitlab", "gl" + "pat-" + draw_mixed(URLSAFE, 20), ("GitLab",)),
+    ("hugging_face", "h" + "f_" + draw("abcdefghij", 17) + draw("ABCDEFGHIJ", 17), ("Hugging Face",)),
+    ("npm", "np" + "m_" + draw_mixed(ALNUM, 36), ("npm",)),
+    ("pgp_private", pgp_block(PRIVATE + " BLOCK"), ("private key",)),
+    ("aws_split_zero_width_space", split_by("AK" + "IA" + draw(UPPER_DIGITS, 16), "\u200b"), ("AWS",)),
+    ("github_split_word_joiner", split_by("gh" + "p_" + draw_mixed(ALNUM, 36), "\u2060"), ("GitHub",)),
+    ("anthropic_split_bom", split_by("sk" + "-ant-" + "api03-" + draw_mixed(URLSAFE, 93) + "AA", "\ufeff"),
+     ("Anthropic",)),
+    ("stripe_split_joiners", split_by("sk" + "_live_" + draw_mixed(ALNUM, 24), "\u200c\u200d"), ("Stripe",)),
 ]
 CREDENTIAL_IDS = [case[0] for case in CREDENTIALS]
 
@@ -187,6 +217,37 @@ NEAR_MISSES = {
     "uuid": "session 0f3c2b1c-3c66-49ee-8557-e323c0678aaf",
     "url": "https://github.com/example/notes/pull/1234#issuecomment-5678",
     "env_var_names": "read OPENAI_API_KEY and AWS_ACCESS_KEY_ID from the environment",
+    # Issue 11: prose the guard refused before, and look-alikes of the new kinds.
+    "branch_slug": "sk-2024-fix-login-redirect-after-timeout",
+    "branch_slug_in_sentence": "merged sk-2024-fix-login-redirect-after-timeout and sk-2025-q1-billing-page-cleanup",
+    "pem_header_quoted": "the key file starts with " + "-" * 5 + "BEGIN RSA " + PRIVATE + "-" * 5
+                         + " and must never be pasted",
+    "pem_header_and_footer": "-" * 5 + "BEGIN " + PRIVATE + "-" * 5 + " ... " + "-" * 5 + "END " + PRIVATE + "-" * 5,
+    "pgp_header_quoted": "an exported secret key opens with " + "-" * 5 + "BEGIN PGP " + PRIVATE + " BLOCK"
+                         + "-" * 5,
+    "pgp_public_block": pgp_block("PUBLIC" + " KEY BLOCK"),
+    "url_user_without_password": "clone https://deploy@git.example.com/team/repo.git",
+    "url_with_port": "postgres://db.internal:5432/app is the staging database",
+    "url_placeholder_password": "postgres://app:${DB_PASSWORD}@db.internal/app",
+    "url_masked_password": "postgres://app:****@db.internal/app",
+    "url_angle_placeholder": "redis://:<password>@cache.internal:6379",
+    "url_at_in_query": "https://example.com/search?q=user:name@example",
+    "url_ipv6": "http://[::1]:8080/health answers ok",
+    "ssh_scp_form": "git@github.com:example/notes.git",
+    "sha256_prefixed": "image sha256:" + draw(HEX, 64),
+    "sha256_assignment": "checksum=" + draw(HEX, 64),
+    "sha512": "sha512 " + draw(HEX, 128),
+    "uuid_upper": "session 0F3C2B1C-3C66-49EE-8557-E323C0678AAF",
+    "uuids": "0f3c2b1c-3c66-49ee-8557-e323c0678aaf replaces 9b1f3c2e-4d5a-4e6f-8a7b-0c1d2e3f4a5b",
+    "aws_secret_name_only": "AWS_SECRET" + "_ACCESS_KEY is read from the environment, never from a file",
+    "aws_secret_placeholder": "aws_secret" + "_access_key = <from the vault>",
+    "aws_secret_short_value": "aws_secret" + "_access_key = " + draw(ALNUM, 12),
+    "hf_function": "call hf_hub_download to fetch the weights",
+    "hf_prose": "hf_ tokens come from the Hugging Face settings page",
+    "npm_env": "npm_config_registry points at the internal mirror",
+    "npm_prose": "npm_ tokens publish packages",
+    "glpat_prose": "glpat- tokens are GitLab personal access tokens",
+    "zero_width_prose": "zero\u200bwidth and word\u2060joiner text stays as it is",
 }
 
 
@@ -197,6 +258,14 @@ def test_near_miss_is_accepted_as_is(session, text):
     assert result.code == 0, result
     [record] = read_records(session)
     assert record["text"] == text and record["effect"] == text
+
+
+def test_the_first_look_for_markers_misses_none():
+    # may_hold_credential writes the marker look out by hand, for speed: it must
+    # answer yes to every marker of every kind, alone or inside prose.
+    for marker in notes.CREDENTIAL_MARKERS:
+        assert notes.may_hold_credential(marker) and notes.may_hold_credential("a %s b" % marker), marker
+    assert not notes.may_hold_credential("The reminder goes out by SMS 48 hours ahead.")
 
 
 def test_fake_credentials_are_distinct_from_near_misses():

@@ -118,7 +118,8 @@ def test_markdown_lists_every_record_in_order_with_all_its_fields(tmp_path):
         assert first_line.startswith("#"), first_line
         for value in (record["id"], record["ts"], record["type"]):
             assert value in first_line, (value, first_line)
-        assert record["text"] in block
+        for line in record["text"].split("\n"):  # note text is an indented block: each line four spaces in
+            assert "\n    " + line + "\n" in block, (line, block)
         for key in ("effect", "ref", "status"):
             if key in record:
                 labelled = [line for line in block.splitlines()
