@@ -1300,17 +1300,18 @@ def command_restore(args) -> dict:
 # The MCP adapter over those same functions
 #
 # `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
-# A tool call is turned into the argument list a user would type, parsed by
-# the same argparse parser and run by the same command function, so every
-# check, lock and receipt is the command line's.  Nothing is held between
-# calls: each call takes and releases the session lock as one CLI run does.
+# A tool call is turned into the argument list a user would type, parsed as
+# the command line parses it (parse_arguments) and run by the same command
+# function, so every check, lock and receipt is the command line's.  Nothing
+# is held between calls: each call takes and releases the session lock as
+# one CLI run does.
 
 MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 # The stateless revision: no handshake, the version rides in each request's _meta.
 MCP_STATELESS_VERSIONS = ("2026-07-28",)
 MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
-MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": "1.0.0"}  # as pyproject.toml
+MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
 # Results a stateless client may cache: the tools and contracts do not change
 # while a server runs, and hold nothing private to one user.
 MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
@@ -1338,21 +1339,23 @@ MCP_CONTRACTS = (
 
 MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
                     "openWorldHint": False}
-# Each tool: the command function it runs, the options of that command it
-# takes (destinations in COMMANDS), and its annotations.  An identical append
-# retried at once is answered as a duplicate, hence idempotent; an export may
-# replace the file at its output path, hence destructive.
+# Each tool runs the command of its name, through COMMAND_FUNCTIONS as main
+# does.  Here: the options of that command it takes (destinations in
+# COMMANDS), those its schema marks required (append's are checked by
+# clean_signal, not argparse, so COMMANDS does not say), and its annotations.
+# An identical append retried at once is answered as a duplicate, hence
+# idempotent; an export may replace the file at its output path, hence
+# destructive.
 MCP_TOOLS = {
-    "append": (command_append, ("type", "text", "effect", "ref", "status", "provenance", "evidence"),
+    "append": (("type", "text", "effect", "ref", "status", "provenance", "evidence"), ("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
-    "recap": (command_recap, ("limit",), MCP_READER_HINTS),
-    "tail": (command_tail, ("limit", "types", "since", "until"), MCP_READER_HINTS),
-    "summary": (command_summary, (), MCP_READER_HINTS),
-    "verify": (command_verify, (), MCP_READER_HINTS),
-    "export": (command_export, ("output", "format"),
-               {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
-                "openWorldHint": False}),
+    "recap": (("limit",), (), MCP_READER_HINTS),
+    "tail": (("limit", "types", "since", "until"), (), MCP_READER_HINTS),
+    "summary": ((), (), MCP_READER_HINTS),
+    "verify": ((), (), MCP_READER_HINTS),
+    "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
+                                          "idempotentHint": True, "openWorldHint": False}),
 }
 
 
@@ -1366,8 +1369,9 @@ class ProtocolError(Exception):
 
 def mcp_options(command):
     """The options of a command its tool takes: destination -> (flag, help, argparse settings)."""
+    taken, _, _ = MCP_TOOLS[command]
     return {destination: (flag, help_text, extra) for flag, destination, _, help_text, extra
-            in COMMANDS[command][1] if destination in MCP_TOOLS[command][1]}
+            in COMMANDS[command][1] if destination in taken}
 
 
 def mcp_tool_listing(command):
@@ -1375,6 +1379,7 @@ def mcp_tool_listing(command):
 
     An option the command line does not declare is left out of the schema, so
     a tool never offers what the parser would refuse."""
+    _, marked_required, hints = MCP_TOOLS[command]
     properties, required = {}, []
     for destination, (_, help_text, extra) in mcp_options(command).items():
         schema = {"type": "integer" if extra.get("type") is int else "string"}
@@ -1386,13 +1391,13 @@ def mcp_tool_listing(command):
         if extra.get("default") is not None:
             schema["default"] = extra["default"]
         properties[destination] = schema
-        if extra.get("required"):
+        if extra.get("required") or destination in marked_required:
             required.append(destination)
     input_schema = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         input_schema["required"] = required
     return {"name": command, "title": command.capitalize(), "description": COMMANDS[command][0],
-            "inputSchema": input_schema, "annotations": MCP_TOOLS[command][2]}
+            "inputSchema": input_schema, "annotations": hints}
 
 
 def mcp_command_line(folder, command, arguments):
@@ -1421,7 +1426,7 @@ def mcp_command_line(folder, command, arguments):
     return argv
 
 
-def mcp_call_tool(server, params):
+def mcp_call_tool(folder, params):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or name not in MCP_TOOLS:
@@ -1432,8 +1437,8 @@ def mcp_call_tool(server, params):
     if not isinstance(arguments, dict):
         raise ProtocolError(RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        args = server.parser.parse_args(mcp_command_line(server.folder, name, arguments))
-        receipt = MCP_TOOLS[name][0](args)
+        args = parse_arguments(mcp_command_line(folder, name, arguments))
+        receipt = COMMAND_FUNCTIONS[name](args)
         failed = False
     except NotesError as error:
         receipt = {"ok": False, "error": error.message}
@@ -1481,7 +1486,7 @@ def mcp_capabilities():
     return capabilities
 
 
-def mcp_result(server, method, params):
+def mcp_result(folder, method, params):
     """The result of one request, whatever the revision (the caller adds the stateless fields)."""
     if method == "initialize":
         requested = params.get("protocolVersion")
@@ -1498,7 +1503,7 @@ def mcp_result(server, method, params):
     if method == "tools/list":
         return {"tools": [mcp_tool_listing(name) for name in MCP_TOOLS]}
     if method == "tools/call":
-        return mcp_call_tool(server, params)
+        return mcp_call_tool(folder, params)
     if method == "resources/list":
         return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
                                "mimeType": "text/markdown"} for uri, _, name, description in mcp_contracts()]}
@@ -1524,7 +1529,7 @@ def mcp_stateless_version(method, params):
     return version
 
 
-def mcp_answer(server, message):
+def mcp_answer(folder, message):
     """The response to one JSON-RPC message; None for a notification or a client's response."""
     if not isinstance(message, dict):
         return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
@@ -1546,7 +1551,7 @@ def mcp_answer(server, message):
         if not isinstance(params, dict):
             raise ProtocolError(RPC_INVALID_PARAMS, "params must be an object")
         stateless = mcp_stateless_version(method, params)
-        result = mcp_result(server, method, params)
+        result = mcp_result(folder, method, params)
     except ProtocolError as error:
         return mcp_error(request_id, error.code, error.message, error.data)
     except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
@@ -1577,44 +1582,37 @@ def mcp_log(message):
         pass
 
 
-def mcp_answer_line(server, line):
+def mcp_answer_line(folder, line):
     """The response to one line of input: a message, a batch, or bytes that are not JSON."""
     try:
         message = parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too
         return mcp_error(None, RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
     if not isinstance(message, list):
-        return mcp_answer(server, message)
+        return mcp_answer(folder, message)
     if not message:
         return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: an empty batch")
     # A batch (the 2025-03-26 revision has them): one array of the answers.
-    answers = [answer for answer in (mcp_answer(server, item) for item in message) if answer is not None]
+    answers = [answer for answer in (mcp_answer(folder, item) for item in message) if answer is not None]
     return answers or None
 
 
-class McpServer:
-    """What a server keeps for its whole run: the session folder and the parser.  No lock, no file."""
-
-    def __init__(self, folder):
-        self.folder = folder
-        self.parser = build_parser()
-
-
 def command_mcp(args) -> None:
-    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
-    server = McpServer(args.dir)
+    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
+
+    The server keeps only the --dir it was given: no lock, no open file, no
+    parsed state between calls.  A client that closes its end raises
+    BrokenPipeError, which main handles as for any command."""
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     try:
         for line in iter(source.readline, b""):
             if not line.strip():
                 continue
-            answer = mcp_answer_line(server, line)
+            answer = mcp_answer_line(args.dir, line)
             if answer is not None:
                 sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
                 sink.flush()
-    except BrokenPipeError:
-        mcp_log("the client closed its end; stopping")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # stopped by the host: stdout must not get main's error receipt
         mcp_log("interrupted; stopping")
     return None  # main prints nothing: stdout carried only JSON-RPC
 
@@ -1770,6 +1768,7 @@ COMMAND_FUNCTIONS = {
     "verify": command_verify,
     "export": command_export,
     "restore": command_restore,
+    "mcp": command_mcp,
 }
 
 

@@ -547,6 +547,32 @@ def test_an_idle_server_holds_no_lock(tmp_path):
         server.stderr.close()
 
 
+def test_a_client_that_closes_its_end_costs_no_note(tmp_path):
+    folder = tmp_path / "s"
+    server = subprocess.Popen(server_command(folder), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    server.stdout.close()  # the host has gone before reading the answer
+    _, stderr = server.communicate(json.dumps(call(1, "append", {"type": "gate", "text": "Kept."})).encode()
+                                   + b"\n", timeout=60)
+    assert server.returncode == 0 and b"Traceback" not in stderr and b"Exception ignored" not in stderr, stderr
+    assert [record["text"] for record in read_records(folder)] == ["Kept."]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child is POSIX")
+def test_an_interrupted_server_prints_nothing_but_json_rpc(tmp_path):
+    import signal
+
+    server = subprocess.Popen(server_command(tmp_path / "s"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    server.stdin.write(json.dumps(request(1, "ping")).encode() + b"\n")
+    server.stdin.flush()
+    assert assert_response(server.stdout.readline().decode()) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    server.send_signal(signal.SIGINT)  # while it waits for the next line
+    rest, stderr = server.communicate(timeout=30)
+    assert server.returncode == 0 and rest == b"", rest
+    assert b"Traceback" not in stderr and b"interrupted" in stderr, stderr
+
+
 def test_runs_under_each_python(tmp_path, python):
     folder = tmp_path / "s"
     code, answers, _ = exchange(
