@@ -197,7 +197,7 @@ def main(argv=None) -> int:
         ("summary, %d records" % large, summary_large, loop, 1.3, "parse loop"),
     ]
     if middle != large:
-        rows.insert(-4, ("append, %d records" % middle, append_middle, append_empty, None, "append empty"))
+        rows.insert(len(rows) - 5, ("append, %d records" % middle, append_middle, append_empty, None, "append empty"))
     version = subprocess.run([PYTHON, "-S", "-c", "import sys; print(sys.implementation.name, sys.version.split()[0])"],
                              capture_output=True, text=True).stdout.strip()
     print("notes.py benchmark: %s, %d runs (whole-log figures: %d), medians"
