@@ -5,6 +5,7 @@ what the tests need."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -110,6 +111,31 @@ def test_a_copy_in_an_installed_package_folder_refuses_to_keep_notes_there(tmp_p
     assert folder_digest(tmp_path) == before
     given = run_notes(*APPEND, script=script, env=without_variable(SHAPING_NOTES_DIR=str(tmp_path / "notes")))
     assert given.code == 0 and read_records(tmp_path / "notes")[0]["seq"] == 1, given
+
+
+def test_an_mcp_server_in_an_installed_package_folder_refuses_each_note_and_says_why(tmp_path):
+    """The server still starts (the host sees it), but every tool call is refused, with the way out."""
+    folder = tmp_path.joinpath(*INSTALLED_LAYOUTS["site-packages"])
+    script = script_in(folder)
+    before = folder_digest(tmp_path)
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "append", "arguments": {"type": "decision", "text": "Kept nowhere."}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recap", "arguments": {}}},
+    ]
+    completed = subprocess.run([sys.executable, "-S", str(script), "mcp"], cwd=str(tmp_path), env=without_variable(),
+                               input="".join(json.dumps(request) + "\n" for request in requests).encode(),
+                               capture_output=True, timeout=60)
+    assert completed.returncode == 0, completed
+    answers = {answer["id"]: answer["result"] for answer in map(json.loads, completed.stdout.decode().splitlines())}
+    for call in (2, 3):
+        assert answers[call]["isError"] is True
+        error = answers[call]["structuredContent"]["error"]
+        assert "installed as a package in %s" % folder in error and "SHAPING_NOTES_DIR" in error, error
+    assert folder_digest(tmp_path) == before
 
 
 def test_a_checkout_with_build_output_beside_notes_py_is_not_an_install(tmp_path):
