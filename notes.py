@@ -1663,17 +1663,25 @@ def command_mcp(args) -> None:
     The server keeps only the --dir it was given: no lock, no open file, no
     parsed state between calls.  A client that closes its end raises
     BrokenPipeError, which main handles as for any command."""
-    source, sink = sys.stdin.buffer, sys.stdout.buffer
-    try:
-        for line in iter(source.readline, b""):
-            if not line.strip():
-                continue
-            answer = mcp_answer_line(args.dir, line)
-            if answer is not None:
-                sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
-                sink.flush()
-    except KeyboardInterrupt:  # stopped by the host: stdout must not get main's error receipt
+    import signal
+
+    def stop_quietly(signum, frame):
+        # Ctrl-C from the host.  A KeyboardInterrupt can surface after the read
+        # loop has already ended (a read cut short by the signal returns as if
+        # at end of input), where main would print an error receipt; SystemExit(0)
+        # is answered by main with nothing on stdout wherever it surfaces.
         mcp_log("interrupted; stopping")
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGINT, stop_quietly)
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    for line in iter(source.readline, b""):
+        if not line.strip():
+            continue
+        answer = mcp_answer_line(args.dir, line)
+        if answer is not None:
+            sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
+            sink.flush()
     return None  # main prints nothing: stdout carried only JSON-RPC
 
 
