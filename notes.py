@@ -20,11 +20,14 @@ What it owns:
     next append sets the cut bytes aside in a side file, never deleting them.
 
 What it refuses to do:
-  * rewrite, reorder or drop a note already in the log;
+  * rewrite, reorder or drop a note already in the log, or move a complete
+    line, whatever it holds (only bytes after the last newline are torn);
   * write through a symbolic link, or into a folder it was not pointed at;
   * store credentials, control characters, or text beyond the size of a
     minimal signal: the log is plain text that gets uploaded and shared;
-  * write anything at all when only asked to read.
+  * write anything at all when only asked to read;
+  * read or write a FIFO, socket or device (it could block or never end),
+    or wait for another writer's lock without bound.
 
 The formats are those of the public v0 tool, byte for byte; a log written
 here stays readable by v0.  Standard library only; runs under ``python3 -S``
