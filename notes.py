@@ -29,31 +29,29 @@ What it refuses to do:
   * read or write a FIFO, socket or device (it could block or never end),
     or wait for another writer's lock without bound.
 
+Architecture, top to bottom:
+  * pure record functions: JSON, the checksum, building a record, checking a
+    signal before it is stored and a line after it was read;
+  * storage: the folder and its meta, the writers' lock, reading the log from
+    its end (what an append needs) or from its start (what the readers need),
+    appending one line, and writing whole files atomically;
+  * one ``command_<name>(args) -> dict`` per command, returning the receipt;
+  * the parser, and ``main``, the one place that prints.
+
 The formats are those of the public v0 tool, byte for byte; a log written
-here stays readable by v0.  Standard library only; runs under ``python3 -S``
-on CPython 3.9 to 3.13.
+here stays readable by v0.  Standard library only, public API only; runs
+under ``python3 -S`` on CPython 3.9 to 3.13 and on PyPy.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import stat
 import sys
 import time
-
-# The C halves of the json module.  Importing ``json`` itself pulls in ``re``
-# and ``enum``, which costs more than everything else append does; these are
-# the very functions json.loads and json.dumps end up calling.
-from _json import encode_basestring, make_encoder, make_scanner
-
-try:  # the built-in SHA-256 loads faster than OpenSSL's through hashlib
-    from _sha2 import sha256  # CPython 3.12 and later
-except ImportError:
-    try:
-        from _sha256 import sha256  # CPython 3.9 to 3.11
-    except ImportError:
-        from hashlib import sha256
 
 try:
     import fcntl
@@ -105,6 +103,8 @@ SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status")
 # A temporary file of a killed whole-file write is removed by a later write of
 # the same file once it is this old (no live write takes that long).
 STALE_TEMPORARY_SECONDS = 600
+
+__version__ = "1.0.0"  # the one place the version is kept; pyproject.toml reads it
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -163,67 +163,35 @@ class NotesError(Exception):
 # --------------------------------------------------------------------------
 # Pure record functions: JSON, checksum, build, validate, check a line
 
-class _DecoderSettings:
-    """The attributes _json.make_scanner reads, as json.JSONDecoder has them."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    # NaN, Infinity and -Infinity are not JSON: int() refuses each with ValueError.
-    parse_constant = int
-
-
-def _refuse_unserialisable(value):
-    raise TypeError("cannot store a %s as JSON" % type(value).__name__)
-
-
-_scan_value = make_scanner(_DecoderSettings())
-_encode_compact = make_encoder(None, _refuse_unserialisable, encode_basestring, None,
-                               ":", ",", False, False, False)
-_encode_canonical = make_encoder(None, _refuse_unserialisable, encode_basestring, None,
-                                 ":", ",", True, False, False)
-_JSON_SPACE = " \t\n\r"
+def refuse_constant(name: str):
+    """json.loads calls this for NaN, Infinity and -Infinity, which are not JSON."""
+    raise ValueError("%s is not a JSON number" % name)
 
 
 def parse_json(text: str):
-    """Parse one JSON document, as json.loads does; raise ValueError if it is not one."""
-    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    """Parse one JSON document; raise ValueError when it is not one.
+
+    Stricter than json.loads alone: NaN and Infinity are refused, and a value
+    nested too deeply to parse is an ordinary ValueError, not a RecursionError."""
     try:
-        value, end = _scan_value(text, start)
-    except (StopIteration, SystemError):
-        # On 3.10 and 3.11 the C scanner reports some errors as SystemError
-        # unless json.decoder happens to be imported already: all mean "not JSON".
-        raise ValueError("not JSON") from None
+        return json.loads(text, parse_constant=refuse_constant)
     except RecursionError:
         raise ValueError("nested too deeply") from None
-    if text[end:].strip(_JSON_SPACE):
-        raise ValueError("extra data after the JSON value")
-    return value
 
 
 def compact_json(value) -> str:
-    """Serialise as json.dumps(value, separators=(",", ":"), ensure_ascii=False)."""
-    return "".join(_encode_compact(value, 0))
+    """One line of JSON as the log holds it: no spaces, non-ASCII as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def canonical_json(value) -> str:
-    """Serialise compactly with sorted keys: the form the checksum is taken of."""
-    return "".join(_encode_canonical(value, 0))
+    """Compact JSON with sorted keys: the form the checksum is taken of."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True)
 
 
-def pretty_json(value, depth: int = 0) -> str:
-    """Serialise as json.dumps(value, indent=2, ensure_ascii=False)."""
-    if isinstance(value, dict) and value:
-        brackets, items = "{}", [encode_basestring(key) + ": " + pretty_json(item, depth + 1)
-                                 for key, item in value.items()]
-    elif isinstance(value, (list, tuple)) and value:
-        brackets, items = "[]", [pretty_json(item, depth + 1) for item in value]
-    else:
-        return compact_json(value)
-    inner = "\n" + "  " * (depth + 1)
-    return brackets[0] + inner + ("," + inner).join(items) + "\n" + "  " * depth + brackets[1]
+def pretty_json(value) -> str:
+    """JSON as v0 prints receipts and writes the meta and exports: 2-space indent, non-ASCII as is."""
+    return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 def utc_now() -> str:
@@ -240,7 +208,7 @@ def record_checksum(record: dict) -> str:
     """First 16 hex digits of SHA-256 over the canonical JSON of the record without its checksum."""
     body = dict(record)
     body.pop("checksum", None)
-    return sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
 
 
 def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
@@ -315,6 +283,11 @@ def clean_field(name: str, value: str | None, limit: int) -> str:
 def clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None) -> tuple:
     """Validate a signal before anything is touched; return (text, effect, ref, status)."""
+    if note_type is None:
+        raise NotesError("--type is required; use one of: %s %s" % (", ".join(NOTE_TYPES), see_help("append")))
+    if text is None:
+        raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
+                         "append-only.' %s" % see_help("append"))
     if note_type not in NOTE_TYPES:
         raise NotesError("unknown --type %r; use one of: %s" % (note_type, ", ".join(NOTE_TYPES)))
     text = clean_field("text", text, TEXT_LIMIT)
@@ -1425,7 +1398,10 @@ def json_export(reader, meta, count):
     for record in reader.records():
         if written == count:
             break
-        yield (("[\n    " if written == 0 else ",\n    ") + pretty_json(record, 2)).encode("utf-8")
+        # Indent the record's own lines by one more level; JSON strings hold
+        # no raw newline, so every newline here is a line of the layout.
+        text = pretty_json(record).replace("\n", "\n    ")
+        yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
         written += 1
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
@@ -1702,6 +1678,327 @@ def command_restore(args) -> dict:
 
 
 # --------------------------------------------------------------------------
+# The MCP adapter over those same functions
+#
+# `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
+# A tool call is turned into the argument list a user would type, parsed as
+# the command line parses it (parse_arguments) and run by the same command
+# function, so every check, lock and receipt is the command line's.  Nothing
+# is held between calls: each call takes and releases the session lock as
+# one CLI run does.
+
+MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+# The stateless revision: no handshake, the version rides in each request's _meta.
+MCP_STATELESS_VERSIONS = ("2026-07-28",)
+MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
+# Results a stateless client may cache: the tools and contracts do not change
+# while a server runs, and hold nothing private to one user.
+MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
+MCP_CACHE_TTL_MS = 300000
+
+RPC_PARSE_ERROR, RPC_INVALID_REQUEST, RPC_METHOD_NOT_FOUND, RPC_INVALID_PARAMS, RPC_INTERNAL_ERROR = (
+    -32700, -32600, -32601, -32602, -32603)
+RPC_UNSUPPORTED_VERSION = -32022  # the stateless revision's answer to a version it does not know
+
+MCP_INSTRUCTIONS = (
+    "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
+    "Call append when losing a fact would hurt continuity: a decision the operator confirmed, a gate "
+    "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
+    "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk.\n"
+    "Do not read the log every turn: call recap (then tail) only when the operator asks for a recap or "
+    "an export, on re-entry, or before synthesis.\n"
+    "Read the note-io.md and protocol.md resources before the first append: they are the full contract.\n"
+    "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
+    "meaning, else tell the operator the note was not saved.")
+
+# The contracts offered as resources when they sit beside notes.py: (file, description).
+MCP_CONTRACTS = (
+    ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
+    ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
+
+MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+                    "openWorldHint": False}
+# Each tool runs the command of its name, through COMMAND_FUNCTIONS as main
+# does.  Here: the options of that command it takes (destinations in
+# COMMANDS), those its schema marks required (append's are checked by
+# clean_signal, not argparse, so COMMANDS does not say), and its annotations.
+# An identical append retried at once is answered as a duplicate, hence
+# idempotent; an export may replace the file at its output path, hence
+# destructive.
+MCP_TOOLS = {
+    "append": (("type", "text", "effect", "ref", "status", "provenance", "evidence"), ("type", "text"),
+               {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
+                "openWorldHint": False}),
+    "recap": (("limit",), (), MCP_READER_HINTS),
+    "tail": (("limit", "types", "since", "until"), (), MCP_READER_HINTS),
+    "summary": ((), (), MCP_READER_HINTS),
+    "verify": ((), (), MCP_READER_HINTS),
+    "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
+                                          "idempotentHint": True, "openWorldHint": False}),
+}
+
+
+class ProtocolError(Exception):
+    """A JSON-RPC error: the request itself is wrong, not the note it carries."""
+
+    def __init__(self, code, message, data=None):
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+def mcp_options(command):
+    """The options of a command its tool takes: destination -> (flag, help, argparse settings)."""
+    taken, _, _ = MCP_TOOLS[command]
+    return {destination: (flag, help_text, extra) for flag, destination, _, help_text, extra
+            in COMMANDS[command][1] if destination in taken}
+
+
+def mcp_tool_listing(command):
+    """A tool as tools/list shows it; the schema comes from the options COMMANDS declares.
+
+    An option the command line does not declare is left out of the schema, so
+    a tool never offers what the parser would refuse."""
+    _, marked_required, hints = MCP_TOOLS[command]
+    properties, required = {}, []
+    for destination, (_, help_text, extra) in mcp_options(command).items():
+        schema = {"type": "integer" if extra.get("type") is int else "string"}
+        if "choices" in extra:
+            schema["enum"] = list(extra["choices"])
+        if extra.get("action") == "append":
+            schema = {"type": "array", "items": schema}
+        schema["description"] = help_text
+        if extra.get("default") is not None:
+            schema["default"] = extra["default"]
+        properties[destination] = schema
+        if extra.get("required") or destination in marked_required:
+            required.append(destination)
+    input_schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        input_schema["required"] = required
+    return {"name": command, "title": command.capitalize(), "description": COMMANDS[command][0],
+            "inputSchema": input_schema, "annotations": hints}
+
+
+def mcp_command_line(folder, command, arguments):
+    """The argument list a user would type for this tool call.
+
+    Every value goes as --flag=value, so a text that starts with a dash stays
+    a value.  Arguments no flag could carry are refused here, in the CLI's tone."""
+    options = mcp_options(command)
+    argv = ([] if folder is None else ["--dir=" + folder]) + [command]
+    for name, value in arguments.items():
+        if name not in options:
+            raise NotesError("%s takes no argument %r; its arguments are: %s"
+                             % (command, name, ", ".join(options) or "none"))
+        if value is None:
+            continue
+        flag, _, extra = options[name]
+        many = extra.get("action") == "append"
+        kind = "an integer" if extra.get("type") is int else "a string"
+        for item in value if many and isinstance(value, list) else [value]:
+            if kind == "an integer" and isinstance(item, int) and not isinstance(item, bool):
+                item = str(item)
+            if not isinstance(item, str):
+                raise NotesError("argument %r of %s must be %s%s" % (
+                    name, command, "a list of strings or " if many else "", kind))
+            argv.append(flag + "=" + item)
+    return argv
+
+
+def mcp_call_tool(folder, params):
+    """Run one tool as the CLI would run its command; a refusal is a result with isError."""
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or name not in MCP_TOOLS:
+        raise ProtocolError(RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
+                            % (compact_json(name), ", ".join(MCP_TOOLS)))
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ProtocolError(RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
+    try:
+        args = parse_arguments(mcp_command_line(folder, name, arguments))
+        receipt = COMMAND_FUNCTIONS[name](args)
+        failed = False
+    except NotesError as error:
+        receipt = {"ok": False, "error": error.message}
+        receipt.update(error.details)
+        failed = True
+    except Exception as error:  # noqa: BLE001 - as main reports it, and the server goes on
+        receipt = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+        failed = True
+    # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
+    return {"content": [{"type": "text", "text": pretty_json(receipt)}], "structuredContent": receipt,
+            "isError": failed}
+
+
+def mcp_contracts():
+    """(uri, path, file name, description) of each contract found beside notes.py."""
+    import pathlib
+
+    here = os.path.dirname(os.path.realpath(__file__))
+    found = []
+    for name, description in MCP_CONTRACTS:
+        path = os.path.join(here, name)
+        if os.path.isfile(path):
+            found.append((pathlib.Path(path).as_uri(), path, name, description))
+    return found
+
+
+def mcp_read_resource(params):
+    """The text of one contract, named by the uri resources/list gave."""
+    for uri, path, _, _ in mcp_contracts():
+        if uri == params.get("uri"):
+            try:
+                with open(path, "rb") as handle:
+                    text = handle.read().decode("utf-8", "replace")
+            except OSError as error:
+                raise ProtocolError(RPC_INTERNAL_ERROR,
+                                    "cannot read %s (%s)" % (path, error.strerror)) from None
+            return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
+    raise ProtocolError(RPC_INVALID_PARAMS, "Unknown resource: %s" % compact_json(params.get("uri")))
+
+
+def mcp_capabilities():
+    capabilities = {"tools": {}}
+    if mcp_contracts():
+        capabilities["resources"] = {}
+    return capabilities
+
+
+def mcp_result(folder, method, params):
+    """The result of one request, whatever the revision (the caller adds the stateless fields)."""
+    if method == "initialize":
+        requested = params.get("protocolVersion")
+        if requested not in MCP_HANDSHAKE_VERSIONS:
+            requested = MCP_HANDSHAKE_VERSIONS[-1]  # the newest we speak; the client may then leave
+        return {"protocolVersion": requested,
+                "capabilities": mcp_capabilities(), "serverInfo": MCP_SERVER_INFO,
+                "instructions": MCP_INSTRUCTIONS}
+    if method == "server/discover":
+        return {"supportedVersions": list(MCP_STATELESS_VERSIONS), "capabilities": mcp_capabilities(),
+                "instructions": MCP_INSTRUCTIONS}
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        return {"tools": [mcp_tool_listing(name) for name in MCP_TOOLS]}
+    if method == "tools/call":
+        return mcp_call_tool(folder, params)
+    if method == "resources/list":
+        return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
+                               "mimeType": "text/markdown"} for uri, _, name, description in mcp_contracts()]}
+    if method == "resources/read":
+        return mcp_read_resource(params)
+    raise ProtocolError(RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
+
+
+def mcp_stateless_version(method, params):
+    """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
+    meta = params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    # initialize belongs to the handshake even when a client stamps _meta on it.
+    if method == "initialize" or (MCP_VERSION_KEY not in meta and method != "server/discover"):
+        return None
+    version = meta.get(MCP_VERSION_KEY, MCP_STATELESS_VERSIONS[-1])
+    if not isinstance(version, str):
+        raise ProtocolError(RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
+    if version not in MCP_STATELESS_VERSIONS:
+        # The handshake versions are reached through initialize, never through _meta.
+        raise ProtocolError(RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
+                            {"supported": list(MCP_STATELESS_VERSIONS), "requested": version})
+    return version
+
+
+def mcp_answer(folder, message):
+    """The response to one JSON-RPC message; None for a notification or a client's response."""
+    if not isinstance(message, dict):
+        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+    request_id = message.get("id")
+    has_id = "id" in message
+    if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
+        request_id = None  # MCP ids are strings or integers, never null
+    if "method" not in message and ("result" in message or "error" in message):
+        return None  # a response: this server sends no requests, so nothing waits for one
+    method, params = message.get("method"), message.get("params")
+    if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
+        return mcp_error(request_id, RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
+                         'a string "method" and a string or integer "id"')
+    if not has_id:
+        return None  # a notification (initialized, cancelled...): nothing to answer
+    try:
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ProtocolError(RPC_INVALID_PARAMS, "params must be an object")
+        stateless = mcp_stateless_version(method, params)
+        result = mcp_result(folder, method, params)
+    except ProtocolError as error:
+        return mcp_error(request_id, error.code, error.message, error.data)
+    except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
+        return mcp_error(request_id, RPC_INTERNAL_ERROR,
+                         "Internal error: %s: %s" % (type(error).__name__, error))
+    if stateless:
+        result["resultType"] = "complete"
+        if method in MCP_CACHEABLE:
+            result.update(ttlMs=MCP_CACHE_TTL_MS, cacheScope="public")
+        result["_meta"] = {MCP_SERVER_INFO_KEY: MCP_SERVER_INFO}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def mcp_error(request_id, code, message, data=None):
+    """A JSON-RPC error response; also said on stderr, where a host keeps its server's log."""
+    error = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    mcp_log("error %d: %s" % (code, message))
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def mcp_log(message):
+    try:
+        sys.stderr.write("notes.py mcp: %s\n" % message)
+        sys.stderr.flush()
+    except (OSError, ValueError):  # no one reads stderr any more: the log is only a courtesy
+        pass
+
+
+def mcp_answer_line(folder, line):
+    """The response to one line of input: a message, a batch, or bytes that are not JSON."""
+    try:
+        message = parse_json(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError is a ValueError too
+        return mcp_error(None, RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
+    if not isinstance(message, list):
+        return mcp_answer(folder, message)
+    if not message:
+        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: an empty batch")
+    # A batch (the 2025-03-26 revision has them): one array of the answers.
+    answers = [answer for answer in (mcp_answer(folder, item) for item in message) if answer is not None]
+    return answers or None
+
+
+def command_mcp(args) -> None:
+    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
+
+    The server keeps only the --dir it was given: no lock, no open file, no
+    parsed state between calls.  A client that closes its end raises
+    BrokenPipeError, which main handles as for any command."""
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        for line in iter(source.readline, b""):
+            if not line.strip():
+                continue
+            answer = mcp_answer_line(args.dir, line)
+            if answer is not None:
+                sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
+                sink.flush()
+    except KeyboardInterrupt:  # stopped by the host: stdout must not get main's error receipt
+        mcp_log("interrupted; stopping")
+    return None  # main prints nothing: stdout carried only JSON-RPC
+
+
+# --------------------------------------------------------------------------
 # The parser
 
 PROGRAM_DESCRIPTION = (
@@ -1714,9 +2011,12 @@ COMMANDS = {
     "init": ("Start a session in the folder, or report the one already there.", [],
              "python3 -S notes.py init"),
     "append": ("Append one memory signal to the log and print its receipt.", [
-        ("--type", "type", "TYPE", "the signal type: " + ", ".join(NOTE_TYPES),
-         {"required": True, "choices": NOTE_TYPES}),
-        ("--text", "text", "TEXT", "what to keep, at most %d characters" % TEXT_LIMIT, {"required": True}),
+        # --type and --text are required, but checked by clean_signal rather
+        # than argparse: a misspelt option is then named as the mistake,
+        # instead of hidden behind "--text is required".
+        ("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
+         {"choices": NOTE_TYPES}),
+        ("--text", "text", "TEXT", "what to keep (required), at most %d characters" % TEXT_LIMIT, {}),
         ("--effect", "effect", "EFFECT", "optional consequence, at most %d characters" % EFFECT_LIMIT, {}),
         ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)", {}),
         ("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
@@ -1747,66 +2047,62 @@ COMMANDS = {
     "restore": ("Bring a session back into the folder from a session_export.json.", [
         ("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)", {}),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json"),
+    "mcp": ("Serve append, recap, tail, summary, verify and export as MCP tools over stdio, until the end "
+            "of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp"),
 }
 DIR_HELP = "session folder (default: the folder that holds notes.py)"
 
 
-class Arguments:
-    """Parsed arguments: every destination present, as argparse would leave them."""
+# Options people reach for by habit, and the option that does that job here.
+HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
+                    "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
-def parse_quickly(argv):
-    """Parse the plain forms without argparse (which costs more than an append); None for anything else.
+def closest(word, choices):
+    """The choice nearest to a misspelt word, or None."""
+    import difflib  # only a mistake needs it
 
-    The plain form is [--dir DIR] COMMAND, then options as two words each.
-    Anything else (--option=value, --dir after the command, a positional,
-    help, any mistake) goes to argparse, which gives the same result or the
-    full error message."""
-    values = {"dir": None}
-    if argv[:1] == ["--dir"] and len(argv) > 1 and not argv[1].startswith("-"):
-        values["dir"], argv = argv[1], argv[2:]
-    if not argv or argv[0] not in COMMANDS or len(argv) % 2 == 0:
-        return None
-    values["command"], flags = argv[0], {}
-    for flag, destination, _, _, extra in COMMANDS[argv[0]][1]:
-        flags[flag] = destination, extra
-        values[destination] = extra.get("default")
-    for flag, value in zip(argv[1::2], argv[2::2]):
-        if flag not in flags or not flag.startswith("--") or value.startswith("-"):
-            return None
-        destination, extra = flags[flag]
-        if value not in extra.get("choices", (value,)):
-            return None
-        if extra.get("type") is int:
-            try:
-                value = int(value)
-            except ValueError:
-                return None
-        if extra.get("action") == "append":
-            value = (values[destination] or []) + [value]
-        values[destination] = value
-    for flag, (destination, extra) in flags.items():
-        # argparse requires positionals too; here they never get a value.
-        if (extra.get("required") or not flag.startswith("-")) and values[destination] is None:
-            return None
-    arguments = Arguments()
-    arguments.__dict__.update(values)
-    return arguments
+    matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
+    return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
+
+
+def see_help(command=None):
+    """Where the help of the command that was used lives."""
+    return "(see: python3 -S notes.py %s--help)" % (command + " " if command else "")
+
+
+def one_of(name, allowed):
+    """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
+    import argparse
+
+    def check(value):
+        if value in allowed:
+            return value
+        guess = closest(value, allowed)
+        raise argparse.ArgumentTypeError("unknown %s %r; %suse one of: %s" % (
+            name, value, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
+    return check
 
 
 def build_parser():
-    """The full argparse parser: help texts and usage errors."""
+    """The one argument parser: every command, its options, help texts and usage errors."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):
-            raise NotesError("%s (see: python3 -S notes.py %s--help)" % (
-                message, "" if self.prog == "notes.py" else self.prog.split(" ", 1)[1] + " "))
+            command = self.prog.split(" ", 1)[1] if " " in self.prog else None
+            if command is None and "invalid choice: " in message:
+                word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
+                guess = closest(word, list(COMMANDS))
+                message = "unknown command %r; %scommands: %s" % (
+                    word, "did you mean %s? " % guess if guess else "", ", ".join(COMMANDS))
+            raise NotesError("%s %s" % (message, see_help(command)))
 
     parser = Parser(prog="notes.py", description=PROGRAM_DESCRIPTION,
                     formatter_class=argparse.RawDescriptionHelpFormatter,
                     epilog="example:\n  python3 -S notes.py append --type gate --text "
                            "\"Host runtime is undecided.\"\n\nrun 'notes.py COMMAND --help' for a command's options")
+    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=DIR_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -1818,7 +2114,7 @@ def build_parser():
         for flag, destination, metavar, help_text, extra in options:
             settings = dict(extra)
             if "choices" in settings:
-                settings["choices"] = list(settings["choices"])
+                settings["type"] = one_of(flag.lstrip("-"), settings.pop("choices"))
             if flag.startswith("-"):
                 sub.add_argument(flag, dest=destination, metavar=metavar, help=help_text, **settings)
             else:
@@ -1826,55 +2122,112 @@ def build_parser():
     return parser
 
 
+def parse_arguments(argv):
+    """Parse argv with the one parser; name an unknown option as the mistake it is."""
+    arguments, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        word = unknown[0]
+        if not word.startswith("-"):
+            raise NotesError("unexpected argument %r after %s; put quotes around a text that holds "
+                             "spaces %s" % (word, arguments.command, see_help(arguments.command)))
+        flag = word.split("=", 1)[0]
+        flags = ["--dir"] + [option[0] for option in COMMANDS[arguments.command][1] if option[0].startswith("-")]
+        guess = HABITUAL_OPTIONS.get(flag) if HABITUAL_OPTIONS.get(flag) in flags else closest(flag, flags)
+        raise NotesError("%s has no option %s; %s%s" % (
+            arguments.command, flag, "use %s instead " % guess if guess else "", see_help(arguments.command)))
+    if arguments.dir is not None and not arguments.dir.strip():
+        raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
+    return arguments
+
+
+COMMAND_FUNCTIONS = {
+    "init": command_init,
+    "append": command_append,
+    "tail": command_tail,
+    "summary": command_summary,
+    "recap": command_recap,
+    "verify": command_verify,
+    "export": command_export,
+    "restore": command_restore,
+    "mcp": command_mcp,
+}
+
+
 # --------------------------------------------------------------------------
 # The entry point: the only place that prints
 
-def main(argv=None) -> int:
-    """Run one command; print its receipt or error as JSON; return the exit code."""
-    if argv is None:
-        argv = sys.argv[1:]
+def silence_stdout():
+    """Point stdout at the null device once it cannot be written to.
+
+    Python flushes stdout again at exit; without this, that flush would fail
+    a second time and print "Exception ignored" with exit code 120."""
     try:
-        # The quick path for plain forms; argparse for help and mistakes.
-        arguments = parse_quickly(argv) or build_parser().parse_args(argv)
-        result = globals()["command_" + arguments.command](arguments)
-        code = EXIT_INTEGRITY if isinstance(result, dict) and result.get("ok") is False else EXIT_OK
-    except SystemExit as exit_request:  # --help, printed by argparse
-        result, code = None, exit_request.code or 0
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def print_result(result):
+    """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
+    if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
+        return
+    if result is None:  # argparse has written help or the version: make sure it got out
+        sys.stdout.flush()
+        return
+    text = result if isinstance(result, str) else pretty_json(result) + "\n"
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:  # a replaced stdout, such as a test's capture
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        stream.write(text.encode("utf-8", "backslashreplace"))
+    sys.stdout.flush()
+
+
+def run_command(argv):
+    """Parse and run one command: (what to print or None, exit code)."""
+    try:
+        arguments = parse_arguments(argv)
+        result = COMMAND_FUNCTIONS[arguments.command](arguments)
+        ok = not (isinstance(result, dict) and result.get("ok") is False)
+        return result, EXIT_OK if ok else EXIT_INTEGRITY
+    except SystemExit as request:  # --help or --version, printed by argparse
+        return None, request.code or 0
     except NotesError as error:
         result = {"ok": False, "error": error.message}
         result.update(error.details)
-        code = error.exit_code
+        return result, error.exit_code
     except KeyboardInterrupt:
-        result, code = {"ok": False, "error": "interrupted"}, EXIT_UNEXPECTED
+        return {"ok": False, "error": "interrupted"}, EXIT_UNEXPECTED
+    except BrokenPipeError:
+        raise  # argparse printing help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
-        result = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
-        code = EXIT_UNEXPECTED
-    try:  # as UTF-8 whatever the locale, and flushed, since the script leaves with os._exit
-        if result is not None:
-            text = result if isinstance(result, str) else pretty_json(result) + "\n"
-            stream = getattr(sys.stdout, "buffer", None)
-            if stream is None:
-                sys.stdout.write(text)
-            else:
-                sys.stdout.flush()
-                stream.write(text.encode("utf-8", "backslashreplace"))
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader has gone: there is no one left to tell
-        pass
-    except OSError as error:  # a full disk, say: the result is lost, so say that where we can
+        return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}, EXIT_UNEXPECTED
+
+
+def main(argv=None) -> int:
+    """Run one command; print its receipt or error as JSON; return the exit code."""
+    code = EXIT_OK
+    try:
+        result, code = run_command(sys.argv[1:] if argv is None else argv)
+        print_result(result)
+    except BrokenPipeError:
+        # The reader has gone (notes.py ... | head -c 0): the command has run
+        # and its files are safe; there is no one left to tell.
+        silence_stdout()
+    except OSError as error:  # stdout on a full disk, say: the result is lost, so say that where we can
+        silence_stdout()
         try:
             sys.stderr.write(compact_json({"ok": False, "error": "cannot print the result (%s)"
                                                                  % error.strerror}) + "\n")
             sys.stderr.flush()
-        except OSError:
+        except (OSError, AttributeError):
             pass
         return EXIT_UNEXPECTED
     return code
 
 
 if __name__ == "__main__":
-    # main has printed and flushed its result; every file is fsynced and
-    # closed, and the lock released.  What is left is the interpreter's
-    # teardown, which only frees memory the kernel reclaims anyway (about
-    # 3 ms, a tenth of a run): leave without it.
-    os._exit(main())
+    sys.exit(main())
