@@ -20,36 +20,38 @@ What it owns:
     next append sets the cut bytes aside in a side file, never deleting them.
 
 What it refuses to do:
-  * rewrite, reorder or drop a note already in the log;
+  * rewrite, reorder or drop a note already in the log, or move a complete
+    line, whatever it holds (only bytes after the last newline are torn);
   * write through a symbolic link, or into a folder it was not pointed at;
   * store credentials, control characters, or text beyond the size of a
     minimal signal: the log is plain text that gets uploaded and shared;
-  * write anything at all when only asked to read.
+  * write anything at all when only asked to read;
+  * read or write a FIFO, socket or device (it could block or never end),
+    or wait for another writer's lock without bound.
+
+Architecture, top to bottom:
+  * pure record functions: JSON, the checksum, building a record, checking a
+    signal before it is stored and a line after it was read;
+  * storage: the folder and its meta, the writers' lock, reading the log from
+    its end (what an append needs) or from its start (what the readers need),
+    appending one line, and writing whole files atomically;
+  * one ``command_<name>(args) -> dict`` per command, returning the receipt;
+  * the parser, and ``main``, the one place that prints.
 
 The formats are those of the public v0 tool, byte for byte; a log written
-here stays readable by v0.  Standard library only; runs under ``python3 -S``
-on CPython 3.9 to 3.13.
+here stays readable by v0.  Standard library only, public API only; runs
+under ``python3 -S`` on CPython 3.9 to 3.13 and on PyPy.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
+import stat
 import sys
 import time
-
-# The C halves of the json module.  Importing ``json`` itself pulls in ``re``
-# and ``enum``, which costs more than everything else append does; these are
-# the very functions json.loads and json.dumps end up calling.
-from _json import encode_basestring, make_encoder, make_scanner
-
-try:  # the built-in SHA-256 loads faster than OpenSSL's through hashlib
-    from _sha2 import sha256  # CPython 3.12 and later
-except ImportError:
-    try:
-        from _sha256 import sha256  # CPython 3.9 to 3.11
-    except ImportError:
-        from hashlib import sha256
 
 try:
     import fcntl
@@ -81,7 +83,39 @@ RECAP_DEFAULT_LIMIT = 20
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
 PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
 BACKWARD_BLOCK = 65536    # bytes read at a time when reading the log from its end
-LOCK_WAIT_SECONDS = 30.0  # only used where there is no blocking lock (Windows)
+# A line longer than this is no record of ours (a full signal is a few KiB):
+# readers report it as too long instead of holding it in memory.
+LINE_LIMIT = 1 << 20
+EXPORT_SIZE_LIMIT = 256 << 20   # an export larger than this is refused before it is read
+META_SIZE_LIMIT = 1 << 20
+SEQ_LIMIT = 999999999           # no real session reaches it; a seq past it is damage
+# How long a writer waits for the lock before it gives up (a stopped or hung
+# holder); the environment variable overrides it, up to a day.
+LOCK_WAIT_SECONDS = 30.0
+LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
+LOCK_WAIT_LIMIT = 86400.0
+# A retry is an append identical to one of this many last records, written
+# within this many seconds: it is answered with that note, not stored again.
+DUPLICATE_WINDOW_RECORDS = 20
+DUPLICATE_WINDOW_SECONDS = 600
+# The fields of a signal, in build_record's order: what a retry must repeat.
+SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status")
+# A temporary file of a killed whole-file write is removed by a later write of
+# the same file once it is this old (no live write takes that long).
+STALE_TEMPORARY_SECONDS = 600
+
+__version__ = "1.0.0"  # the one place the version is kept; pyproject.toml reads it
+
+# Where the session folder comes from when --dir is not given.
+DIR_VARIABLE = "SHAPING_NOTES_DIR"
+# Folder names an installer puts modules in (dist-packages is Debian's).
+INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
+# The ways to start this tool, as errors and hints repeat them: the script,
+# the console command pip installs ([project.scripts] in pyproject.toml), and
+# the module run with python -m.
+SCRIPT_COMMAND = "python3 -S notes.py"
+CONSOLE_COMMAND = "shaping-notes"
+MODULE_COMMAND = "python3 -m notes"
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -91,6 +125,8 @@ EXIT_INTEGRITY = 3
 # O_NOFOLLOW makes open() fail on a symbolic link instead of following it.
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 BINARY = getattr(os, "O_BINARY", 0)
+# O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
+NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
 
 # Characters a signal may not hold: C0 controls other than tab, newline and
 # carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
@@ -104,9 +140,6 @@ FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *ra
 # and U+200C shapes Persian and Indic words.
 INVISIBLE_CHARACTERS = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))
 
-# The highest seq: the largest integer every JSON reader holds exactly.  A seq
-# above it is damage, not a count of notes.
-SEQ_LIMIT = 2 ** 53 - 1
 SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
 DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")  # ASCII digits only
 HEX_DIGITS = frozenset("0123456789abcdef")
@@ -172,80 +205,46 @@ class NotesError(Exception):
 # --------------------------------------------------------------------------
 # Pure record functions: JSON, checksum, build, validate, check a line
 
+def refuse_constant(name: str):
+    """json.loads calls this for NaN, Infinity and -Infinity, which are not JSON."""
+    raise ValueError("%s is not a JSON number" % name)
+
+
 def finite_float(text: str) -> float:
-    """A JSON number as a float; refuse one too big for a float (1e999), which would become infinity."""
+    """json.loads calls this for every number with a fraction or exponent: refuse
+    one too big for a float (1e999), which would become infinity, a value no
+    JSON writer may write back."""
     value = float(text)
     if value - value != 0:  # inf - inf is nan, and nan differs from everything
-        raise ValueError("a number too big for a float")
+        raise ValueError("%s... is too big for a float" % text[:20])
     return value
-
-
-class _DecoderSettings:
-    """The attributes _json.make_scanner reads, as json.JSONDecoder has them."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = staticmethod(finite_float)
-    parse_int = int
-    # NaN, Infinity and -Infinity are not JSON: int() refuses each with ValueError.
-    parse_constant = int
-
-
-def _refuse_unserialisable(value):
-    raise TypeError("cannot store a %s as JSON" % type(value).__name__)
-
-
-_scan_value = make_scanner(_DecoderSettings())
-_encode_compact = make_encoder(None, _refuse_unserialisable, encode_basestring, None,
-                               ":", ",", False, False, False)
-_encode_canonical = make_encoder(None, _refuse_unserialisable, encode_basestring, None,
-                                 ":", ",", True, False, False)
-_JSON_SPACE = " \t\n\r"
 
 
 def parse_json(text: str):
-    """Parse one JSON document, as json.loads does; raise ValueError if it is not one.
+    """Parse one JSON document; raise ValueError when it is not one.
 
-    Stricter than json.loads: NaN and Infinity are refused, so is a number too
-    big for a float (1e999 would become infinity, which no JSON writer may
-    write back), and nesting too deep to parse is a ValueError, not a
-    RecursionError."""
-    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    Stricter than json.loads alone: NaN and Infinity are refused, so is a
+    number too big for a float, and a value nested too deeply to parse is an
+    ordinary ValueError, not a RecursionError."""
     try:
-        value, end = _scan_value(text, start)
-    except (StopIteration, SystemError):
-        # On 3.10 and 3.11 the C scanner reports some errors as SystemError
-        # unless json.decoder happens to be imported already: all mean "not JSON".
-        raise ValueError("not JSON") from None
+        return json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
     except RecursionError:
         raise ValueError("nested too deeply") from None
-    if text[end:].strip(_JSON_SPACE):
-        raise ValueError("extra data after the JSON value")
-    return value
 
 
 def compact_json(value) -> str:
-    """Serialise as json.dumps(value, separators=(",", ":"), ensure_ascii=False)."""
-    return "".join(_encode_compact(value, 0))
+    """One line of JSON as the log holds it: no spaces, non-ASCII as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def canonical_json(value) -> str:
-    """Serialise compactly with sorted keys: the form the checksum is taken of."""
-    return "".join(_encode_canonical(value, 0))
+    """Compact JSON with sorted keys: the form the checksum is taken of."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True)
 
 
-def pretty_json(value, depth: int = 0) -> str:
-    """Serialise as json.dumps(value, indent=2, ensure_ascii=False)."""
-    if isinstance(value, dict) and value:
-        brackets, items = "{}", [encode_basestring(key) + ": " + pretty_json(item, depth + 1)
-                                 for key, item in value.items()]
-    elif isinstance(value, (list, tuple)) and value:
-        brackets, items = "[]", [pretty_json(item, depth + 1) for item in value]
-    else:
-        return compact_json(value)
-    inner = "\n" + "  " * (depth + 1)
-    return brackets[0] + inner + ("," + inner).join(items) + "\n" + "  " * depth + brackets[1]
+def pretty_json(value) -> str:
+    """JSON as v0 prints receipts and writes the meta and exports: 2-space indent, non-ASCII as is."""
+    return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 def utc_now() -> str:
@@ -262,7 +261,7 @@ def record_checksum(record: dict) -> str:
     """First 16 hex digits of SHA-256 over the canonical JSON of the record without its checksum."""
     body = dict(record)
     body.pop("checksum", None)
-    return sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
 
 
 def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
@@ -374,6 +373,11 @@ def clean_field(name: str, value: str | None, limit: int) -> str:
 def clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None) -> tuple:
     """Validate a signal before anything is touched; return (text, effect, ref, status)."""
+    if note_type is None:
+        raise NotesError("--type is required; use one of: %s %s" % (", ".join(NOTE_TYPES), see_help("append")))
+    if text is None:
+        raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
+                         "append-only.' %s" % see_help("append"))
     if note_type not in NOTE_TYPES:
         raise NotesError("unknown --type %r; use one of: %s" % (note_type, ", ".join(NOTE_TYPES)))
     text = clean_field("text", text, TEXT_LIMIT)
@@ -405,7 +409,10 @@ def is_note_id(value) -> bool:
 
 
 def is_seq(value) -> bool:
-    """Whether value is a usable seq: a positive int (not a bool) up to SEQ_LIMIT."""
+    """Whether value is a usable seq: a positive int (not a bool) up to SEQ_LIMIT.
+
+    A line whose seq is past the limit holds no usable seq: readers skip it,
+    and append counts it as a damaged line, numbering past it sanely."""
     return type(value) is int and 1 <= value <= SEQ_LIMIT  # type(True) is bool, not int
 
 
@@ -473,6 +480,7 @@ PROBLEM_DETAILS = {
     "seq_gap": "seq numbers are missing before this record",
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
     "missing_newline": "the last record lacks its newline; the next append adds it",
+    "line_too_long": "the line is longer than any record (over 1 MiB); it was passed over, not read",
 }
 # A record with one of these is skipped by every reader (with a warning): its
 # fields are not what they claim to be, and code that trusts them would fail.
@@ -558,9 +566,12 @@ def is_usable(problems: list) -> bool:
     return not any(kind in UNUSABLE for kind, _ in problems)
 
 
-def seq_order_problem(seq, highest: int) -> str | None:
-    """The problem of a seq that follows highest, the highest seq before it: repeated, gap, or None."""
-    if not is_seq(seq) or seq == highest + 1:
+def seq_order_problem(seq, highest: int, damaged: int) -> str | None:
+    """The problem of a seq read forward: repeated, gap, or None.
+
+    highest is the highest seq before it; damaged, the lines since that one
+    that hold no seq (each may have held one, so they leave no gap)."""
+    if not is_seq(seq) or highest < seq <= highest + 1 + damaged:
         return None
     return "seq_repeated" if seq <= highest else "seq_gap"
 
@@ -599,11 +610,60 @@ def check_limit(value: int) -> int:
 # --------------------------------------------------------------------------
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
+def invoked_as() -> str:
+    """The command that started this run, for errors and hints to repeat."""
+    started = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.splitext(started)[0] == CONSOLE_COMMAND:  # the script pip wrote (.exe on Windows)
+        return CONSOLE_COMMAND
+    # python -m notes runs this file as __main__ with a module spec; a script
+    # run (even under python -m cProfile) has none.
+    if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
+        return MODULE_COMMAND
+    return SCRIPT_COMMAND
+
+
+def is_installed_package_folder(folder) -> bool:
+    """Whether folder is where an installer put notes.py, which a reinstall or upgrade replaces.
+
+    Two marks, both cheap: the folder's name, whatever interpreter runs this
+    file; and the record every installer writes beside the module it installs
+    (shaping_notes-VERSION.dist-info), which also marks a pip --target or
+    --prefix folder of any name.  Asking sysconfig instead would cost several
+    milliseconds on every run that uses the default folder, and would only
+    know the running interpreter's own folders."""
+    if os.path.basename(folder).lower() in INSTALLED_FOLDER_NAMES:
+        return True
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return any(name.lower().startswith("shaping_notes-") and name.lower().endswith(".dist-info")
+               for name in names)
+
+
 def resolve_folder(folder):
-    """The session folder: --dir, or the folder that holds this file."""
+    """The session folder: --dir, else $SHAPING_NOTES_DIR, else the folder that holds this file.
+
+    That last folder is refused when it is an installed package's: notes kept
+    there would be deleted by the next reinstall or upgrade."""
     if folder is None:
-        return os.path.dirname(os.path.realpath(__file__))
-    return os.path.realpath(os.path.expanduser(folder))
+        folder = os.environ.get(DIR_VARIABLE)
+        # Set but empty is a mistake (an unset variable expanded in a config),
+        # not a request for the default: refuse rather than guess.
+        if folder is not None and not folder.strip():
+            raise NotesError(
+                "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
+                "unset it, or pass --dir" % (DIR_VARIABLE, DIR_VARIABLE))
+    if folder is not None:
+        return os.path.realpath(os.path.expanduser(folder))
+    here = os.path.dirname(os.path.realpath(__file__))
+    if is_installed_package_folder(here):
+        raise NotesError(
+            "notes.py is installed as a package in %s, where a reinstall or upgrade would delete the "
+            "notes, so it keeps none there. Pass the session folder with --dir (for example: %s "
+            "--dir ~/shaping init) or set %s (for example: export %s=~/shaping)"
+            % (here, invoked_as(), DIR_VARIABLE, DIR_VARIABLE))
+    return here
 
 
 def folder_error(folder, error):
@@ -621,12 +681,63 @@ def link_error(path):
         "could send the session anywhere. Replace it with the real file, or use another --dir" % path)
 
 
+def special_file_error(path, mode):
+    """The refusal of a FIFO, socket or device where a regular file should be."""
+    if stat.S_ISFIFO(mode):
+        kind = "a FIFO (named pipe)"
+    elif stat.S_ISSOCK(mode):
+        kind = "a socket"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        kind = "a device"
+    else:
+        kind = "a special file"
+    return NotesError(
+        "%s is %s, not a regular file; notes.py never reads or writes one, since it could block "
+        "for ever or never end. Move it aside, or pass another path" % (path, kind))
+
+
+def open_regular_file(path, flags=os.O_RDONLY):
+    """os.open that refuses whatever is not a regular file, before a byte is read or written.
+
+    O_NONBLOCK makes the open itself return at once on a FIFO (opening one
+    normally waits for a writer); os.fstat then tells what was opened.  A
+    folder raises IsADirectoryError, as open() does."""
+    try:
+        descriptor = os.open(path, flags | NON_BLOCKING | BINARY, 0o644)
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # a socket cannot be opened at all
+            raise special_file_error(path, os.stat(path).st_mode) from None
+        raise
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if not stat.S_ISREG(mode):
+            raise special_file_error(path, mode)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def read_regular_file(path, limit, too_large):
+    """The bytes of a regular file; refuse, with the message too_large, one over limit bytes before reading it."""
+    descriptor = open_regular_file(path)
+    with open(descriptor, "rb") as handle:
+        if os.fstat(descriptor).st_size > limit:
+            raise NotesError(too_large)
+        data = handle.read(limit + 1)
+    if len(data) > limit:  # it grew while being read
+        raise NotesError(too_large)
+    return data
+
+
 def read_meta(folder):
     """The session's meta object, None when the folder has none; refuse a damaged one."""
     path = os.path.join(folder, META_NAME)
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_regular_file(path, META_SIZE_LIMIT, "%s is over 1 MiB, far larger than a session meta; "
+                                "move it aside" % path)
     except FileNotFoundError:
         return None
     except NotADirectoryError:  # --dir names a file, or a path below one
@@ -652,9 +763,9 @@ def require_session(folder):
     meta = read_meta(folder)
     if meta is None:
         raise NotesError(
-            "no session in %s (no %s there); start one with: python3 -S notes.py --dir %s init, "
-            "or bring one back from an export with: python3 -S notes.py --dir %s restore "
-            "session_export.json" % (folder, META_NAME, folder, folder))
+            "no session in %s (no %s there); start one with: %s --dir %s init, "
+            "or bring one back from an export with: %s --dir %s restore "
+            "session_export.json" % (folder, META_NAME, invoked_as(), folder, invoked_as(), folder))
     return meta
 
 
@@ -673,22 +784,71 @@ def fsync_folder(folder):
 
 
 def open_refusing_links(path, flags):
-    """os.open that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
+    """open_regular_file that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
     if not NO_FOLLOW and os.path.islink(path):
         raise link_error(path)
     try:
-        return os.open(path, flags | NO_FOLLOW | BINARY, 0o644)
+        return open_regular_file(path, flags | NO_FOLLOW)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise link_error(path) from None
         raise
 
 
+def lock_wait_seconds():
+    """How long a writer waits for the lock: LOCK_WAIT_SECONDS, or what the environment variable says."""
+    value = os.environ.get(LOCK_WAIT_VARIABLE, "").strip()
+    if not value:
+        return LOCK_WAIT_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= LOCK_WAIT_LIMIT:  # NaN fails this too
+        raise NotesError(
+            "%s=%r is not a number of seconds from 0 to %d; set it to how long a writer may wait "
+            "for the lock, or unset it to wait %d s" % (LOCK_WAIT_VARIABLE, value, LOCK_WAIT_LIMIT,
+                                                        LOCK_WAIT_SECONDS))
+    return seconds
+
+
+def try_lock(descriptor, shared=False):
+    """Take the lock on descriptor without waiting; False when another process holds it."""
+    try:
+        if fcntl is not None:
+            fcntl.flock(descriptor, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        else:
+            import msvcrt  # no shared lock there: a reader holds the exclusive one for an instant
+
+            msvcrt.locking(descriptor, msvcrt.LK_NBLCK, 1)
+    except OSError as error:
+        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES, errno.EDEADLK):
+            return False
+        raise
+    return True
+
+
+def unlock(descriptor):
+    """Release a lock taken by try_lock (closing the descriptor releases a flock as well)."""
+    if fcntl is not None:
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return
+    import msvcrt
+
+    try:
+        msvcrt.locking(descriptor, msvcrt.LK_UNLCK, 1)
+    except OSError:
+        pass
+
+
 class SessionLock:
     """Exclusive lock on session_notes.lock, held by every writer from read to fsync."""
 
+    held = set()  # paths of the locks this process holds: its own readers see no writer at work
+
     def __init__(self, folder):
         self.path = os.path.join(folder, LOCK_NAME)
+        self.wait = lock_wait_seconds()  # a bad setting is refused before anything is created
         self.descriptor = None
 
     def __enter__(self):
@@ -702,38 +862,82 @@ class SessionLock:
                 os.close(self.descriptor)
             raise folder_error(os.path.dirname(self.path), error) from None
         try:
-            if fcntl is not None:
-                # flock is released by the kernel when the holder dies, so a
-                # writer killed mid-append never blocks the next one.
-                fcntl.flock(self.descriptor, fcntl.LOCK_EX)
-            else:
-                import msvcrt
-
-                # A poll every 10 ms: LK_LOCK would retry only once a second.
-                deadline = time.monotonic() + LOCK_WAIT_SECONDS
-                while True:
-                    try:
-                        msvcrt.locking(self.descriptor, msvcrt.LK_NBLCK, 1)
-                        break
-                    except OSError:
-                        if time.monotonic() > deadline:
-                            raise NotesError("another writer has held %s for %d s; try again"
-                                             % (self.path, LOCK_WAIT_SECONDS), EXIT_UNEXPECTED) from None
-                        time.sleep(0.01)
+            self.wait_for_lock()
         except BaseException:
             os.close(self.descriptor)
             raise
+        SessionLock.held.add(self.path)
         return self
 
-    def __exit__(self, *exc_info):
-        if fcntl is None:
-            import msvcrt
+    def wait_for_lock(self):
+        """Try the lock until the wait runs out, the same way on every platform.
 
-            try:
-                msvcrt.locking(self.descriptor, msvcrt.LK_UNLCK, 1)
-            except OSError:
-                pass
+        The kernel releases a flock when its holder dies, so a writer killed
+        mid-append frees the lock at once; only a holder that lives on without
+        finishing (stopped, hung) makes the wait run out.  Polling, with a
+        pause that grows to 25 ms, is what gives the wait its bound."""
+        deadline = time.monotonic() + self.wait
+        pause = 0.001
+        while not try_lock(self.descriptor):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise NotesError(
+                    "another writer holds the lock %s and did not release it within %g s; nothing was "
+                    "written. Run the same command again; if the lock stays held, a writer is stopped "
+                    "or hung: end it, or set %s to wait longer" % (self.path, self.wait, LOCK_WAIT_VARIABLE),
+                    EXIT_UNEXPECTED)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.025)
+
+    def __exit__(self, *exc_info):
+        SessionLock.held.discard(self.path)
+        if fcntl is None:
+            unlock(self.descriptor)
         os.close(self.descriptor)  # closing releases a flock
+
+
+def log_view(folder):
+    """(size, in_flight): how far a reader reads the log, and whether a writer was at work then.
+
+    A writer holds the lock from reading the end of the log to its fsync, so
+    a size taken while no writer holds it ends after a whole line (or after
+    real damage).  Taken while one does, an unterminated last line is that
+    writer's note in flight, not damage, and readers leave it for their next
+    read.  Readers never wait for the lock and never create it."""
+    log_path, lock_path = os.path.join(folder, LOG_NAME), os.path.join(folder, LOCK_NAME)
+    if lock_path in SessionLock.held:  # read by the writer at work itself: nothing is in flight
+        return log_size(log_path), False
+    try:
+        lock = open_regular_file(lock_path)
+    except FileNotFoundError:
+        # No writer has locked this folder yet.  One that starts now creates
+        # the lock before it writes: if the lock is there after the size was
+        # taken, that size may cut its line.
+        size = log_size(log_path)
+        return size, os.path.lexists(lock_path)
+    except OSError:  # the lock cannot be opened here (permissions): no writer can be seen
+        return log_size(log_path), False
+    try:
+        if not try_lock(lock, shared=True):
+            return log_size(log_path), True
+        try:
+            return log_size(log_path), False
+        finally:
+            unlock(lock)
+    finally:
+        os.close(lock)
+
+
+def log_size(path):
+    """The size of the log (0 when there is none yet); refuse a log that is not a regular file."""
+    try:
+        descriptor = open_regular_file(path)
+    except FileNotFoundError:
+        return 0
+    try:
+        return os.fstat(descriptor).st_size
+    finally:
+        os.close(descriptor)
 
 
 def create_new_file(stem, suffix):
@@ -766,6 +970,7 @@ def write_file_atomically(path, chunks, refusal=None):
     if os.path.islink(path):
         raise link_error(path)
     folder = os.path.dirname(path)
+    remove_stale_temporary_files(folder, os.path.basename(path))
     try:  # a temporary file with a fresh random name, in the target's own folder
         temporary, descriptor = create_new_file(
             os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp")
@@ -780,8 +985,9 @@ def write_file_atomically(path, chunks, refusal=None):
         os.close(descriptor)
         descriptor = None
         # Crash window: until os.replace the target keeps its old content and
-        # the temporary file is left behind under a dot-name; after it, the
-        # rename is made durable by the folder fsync.
+        # the temporary file is left behind under a dot-name (a later write of
+        # the same file removes it once stale); after it, the rename is made
+        # durable by the folder fsync.
         os.replace(temporary, path)
     except BaseException:
         if descriptor is not None:
@@ -794,12 +1000,38 @@ def write_file_atomically(path, chunks, refusal=None):
     fsync_folder(folder)
 
 
+def remove_stale_temporary_files(folder, name):
+    """Delete what killed writes of name left: its temporary files (.NAME.<12 hex digits>.tmp) once stale.
+
+    Only names of that exact shape, and only when older than any live write
+    could be, so a concurrent write of the same file keeps its own."""
+    prefix = "." + name + "."
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        middle = entry.name[len(prefix):-len(".tmp")].split("-")[0]
+        if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp") and len(middle) == 12
+                and all(character in "0123456789abcdef" for character in middle)):
+            continue
+        try:
+            if (entry.is_file(follow_symlinks=False)
+                    and time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMPORARY_SECONDS):
+                os.unlink(entry.path)
+        except OSError:
+            pass  # gone already, or not ours to remove: it is only clutter
+
+
 def write_meta(folder, session_id, created_at):
     """Write the meta file of a session and return it."""
     meta = {"schema_version": META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, LOG_NAME)}
-    # As v0 writes it: 2-space JSON, non-ASCII as is, a trailing newline.
-    write_file_atomically(os.path.join(folder, META_NAME), [(pretty_json(meta) + "\n").encode("utf-8")])
+    # As v0 writes it: 2-space JSON, non-ASCII as is, a trailing newline.  A
+    # folder name that is not UTF-8 holds surrogate escapes (os.fsdecode):
+    # they are written as JSON \udcXX escapes, which read back to the same path.
+    text = pretty_json(meta) + "\n"
+    write_file_atomically(os.path.join(folder, META_NAME), [text.encode("utf-8", "backslashreplace")])
     return meta
 
 
@@ -858,87 +1090,163 @@ def open_log_for_append(path):
     return open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
 
 
-def read_lines_backward(handle, size):
-    """Yield (offset, line) from the end of the log; the first is the unterminated tail (maybe b"")."""
-    if size == 0:
-        yield 0, b""
-        return
-    position = size
-    carry = b""
+def read_lines_backward(handle, size, limit=LINE_LIMIT):
+    """Yield (offset, line) from the end of the first size bytes back to the start.
+
+    The first is the bytes after the last newline (b"" in a healthy log).  A
+    line longer than limit comes as None: its bytes are passed over, never
+    held.  Each block is read once and each line joined once, so the cost is
+    linear in the bytes read and the memory bounded by limit."""
+    pieces, length, position = [], 0, size  # the line being gathered, its pieces from the end
     while position > 0:
         step = min(BACKWARD_BLOCK, position)
         position -= step
         handle.seek(position)
-        data = handle.read(step) + carry
-        pieces = data.split(b"\n")
-        carry = pieces[0]
-        offset = position + len(data)
-        for piece in reversed(pieces[1:]):
-            offset -= len(piece)
-            yield offset, piece
-            offset -= 1
-    yield 0, carry
+        block = handle.read(step)
+        end = len(block)
+        newline = block.rfind(b"\n", 0, end)
+        while newline >= 0:
+            pieces.append(block[newline + 1:end])
+            yield position + newline + 1, joined_line(pieces, length + end - newline - 1, limit)
+            pieces, length, end = [], 0, newline
+            newline = block.rfind(b"\n", 0, end)
+        length += end
+        if length <= limit:
+            pieces.append(block[:end])
+        else:
+            pieces = []
+    yield 0, joined_line(pieces, length, limit)
+
+
+def joined_line(pieces, length, limit):
+    """A line from its pieces, gathered from its end; None when it is longer than limit."""
+    return b"".join(reversed(pieces)) if length <= limit else None
+
+
+def read_lines_forward(handle, size, limit=LINE_LIMIT):
+    """Yield (line, terminated) for each line of the first size bytes, without its newline.
+
+    A line longer than limit comes as None: it is read past in blocks, never
+    held whole."""
+    remaining = size
+    while remaining > 0:
+        line = handle.readline(min(limit + 1, remaining))
+        if not line:
+            return  # the file is shorter than size: it was cut meanwhile
+        remaining -= len(line)
+        if line.endswith(b"\n"):
+            yield line[:-1], True
+        elif len(line) <= limit:
+            yield line, False  # the last line, without its newline
+        else:
+            while remaining > 0 and line and not line.endswith(b"\n"):
+                line = handle.readline(min(BACKWARD_BLOCK, remaining))
+                remaining -= len(line)
+            yield None, line.endswith(b"\n")
 
 
 class LogTail:
-    """What a writer needs from the end of the log, found without reading the rest."""
+    """What a writer needs from the end of the log, found without reading the rest.
 
-    def __init__(self, handle, size):
+    Only the bytes after the last newline can be a torn tail: a complete line
+    stays whatever it holds, and one that is not a record with a seq counts as
+    having held the next seq, so that no seq is ever issued twice."""
+
+    def __init__(self, handle, size, recent_since=None):
         self.size = size
-        self.keep_end = size        # bytes before this offset stay in the log
-        self.needs_newline = False  # the last kept record lacks its newline
-        self.last_record = None     # the last line that is a JSON object
-        self.highest_seq = 0
-        # The first line met is the one after the last newline: b"" in a
-        # healthy log.  Lines that are not JSON objects, after the last one
-        # that is, form the torn tail.  The scan goes on until two records in
-        # a row have consecutive seqs (two records in a healthy log), so that
-        # a late or repeated seq at the end cannot hide a higher one.
-        newer_seq = None
-        for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
-            if position == 0 and not line:
+        self.keep_end = size        # bytes from this offset on are the torn tail
+        self.needs_newline = False  # the last line is a JSON object without its newline
+        self.highest_seq = 0        # the next note gets highest_seq + 1
+        self.recent = []            # records of the duplicate window, newest first
+        self.window_left = DUPLICATE_WINDOW_RECORDS if recent_since is not None else 0
+        self.recent_since = recent_since
+        lines = read_lines_backward(handle, size)
+        offset, last = next(lines)
+        value = parse_line(last)[0] if last else None
+        if last is None or (last and value is None):
+            self.keep_end = offset  # cut off by a crash mid-write
+        self.needs_newline = value is not None
+        self.scan(self.kept_lines(value, lines))
+
+    @staticmethod
+    def kept_lines(last_value, lines):
+        """The lines that stay in the log, newest first, as parsed values (None when not an object)."""
+        if last_value is not None:
+            yield last_value
+        for _, line in lines:
+            yield parse_line(line)[0] if line is not None else None
+
+    def scan(self, values):
+        """Walk back over the complete lines until the highest seq is certain and the window is full.
+
+        The highest seq is certain once two records in a row have consecutive
+        seqs (two records in a healthy log), so that a late or repeated seq at
+        the end cannot hide a higher one."""
+        damaged = 0         # lines met since the last record that hold no seq of their own
+        newer_seq = None    # seq of the line met just before, when it was a record
+        certain = False
+        for value in values:
+            seq = value.get("seq") if isinstance(value, dict) else None
+            if not is_seq(seq):
+                damaged, newer_seq = damaged + 1, None
                 continue
-            value, _ = parse_line(line)
-            if value is None:
-                if self.last_record is None:
-                    self.keep_end = offset
-                continue
-            if self.last_record is None:
-                self.last_record = value
-                self.needs_newline = position == 0
-            if is_seq(value.get("seq")):
-                seq = value["seq"]
-                self.highest_seq = max(self.highest_seq, seq)
-                if newer_seq == seq + 1:
-                    break
-                newer_seq = seq
+            self.highest_seq = max(self.highest_seq, seq + damaged)
+            certain = certain or newer_seq == seq + 1
+            damaged, newer_seq = 0, seq
+            if self.window_left:
+                self.gather_recent(value)
+            if certain and not self.window_left:
+                return
+        self.highest_seq = max(self.highest_seq, damaged)  # lines before the first record held 1, 2, ...
+
+    def gather_recent(self, record):
+        """Keep a record of the duplicate window; close the window at one written before it."""
+        self.window_left -= 1
+        timestamp = record.get("ts")
+        if not isinstance(timestamp, str) or timestamp < self.recent_since:
+            self.window_left = 0  # records are in time order: every earlier one is older still
+        else:
+            self.recent.append(record)
 
 
 def set_aside_torn_tail(folder, descriptor, tail):
-    """Move the bytes past the last JSON object to a side file, then cut them from the log."""
-    with open(descriptor, "rb", closefd=False) as handle:
-        handle.seek(tail.keep_end)
-        torn = handle.read(tail.size - tail.keep_end)
+    """Move the bytes after the last newline to a side file, block by block, then cut them from the log."""
     side_path, side = create_new_file(os.path.join(folder, "%s.torn-%s-%d" % (
         LOG_NAME, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
     try:
-        write_all(side, torn)
+        os.lseek(descriptor, tail.keep_end, os.SEEK_SET)
+        left = tail.size - tail.keep_end
+        while left > 0:
+            block = os.read(descriptor, min(BACKWARD_BLOCK, left))
+            if not block:
+                raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
+            write_all(side, block)
+            left -= len(block)
         os.fsync(side)
-    finally:
+    except BaseException:
+        # The torn bytes are all still in the log, and this side file holds
+        # only part of them: remove it, so failed attempts leave nothing to
+        # pile up, and the next append tries again.
         os.close(side)
+        try:
+            os.unlink(side_path)
+        except OSError:
+            pass
+        raise
+    os.close(side)
     fsync_folder(folder)
     # Crash window: the bytes are now in the side file and still in the log;
     # a crash here makes the next append copy them once more, losing nothing.
     os.ftruncate(descriptor, tail.keep_end)
     os.fsync(descriptor)
-    return {"kind": "torn_tail", "bytes": len(torn), "side_file": side_path}
+    return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
 
 
 def find_note(handle, size, note_id):
     """The record with this id, searched from the end of the log (recent notes come first)."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for _, line in read_lines_backward(handle, size):
-        if needle in line:
+        if line is not None and needle in line:
             value, _ = parse_line(line)
             if value is not None and value.get("id") == note_id:
                 return value
@@ -963,6 +1271,16 @@ def append_line(descriptor, line):
         raise
 
 
+def line_problems(raw, terminated, session_id):
+    """One line read forward: (its object or None, the problems of the line taken alone)."""
+    if raw is None:
+        return None, [("line_too_long" if terminated else "torn_tail", None)]
+    value, kind = parse_line(raw)
+    if value is None:
+        return None, [(kind if terminated else "torn_tail", None)]
+    return value, ([] if terminated else [("missing_newline", None)]) + check_record(value, session_id)
+
+
 class LogReader:
     """Reads the whole log forward, checking each line, without holding it in memory."""
 
@@ -973,37 +1291,31 @@ class LogReader:
         self.problem_count = 0
         self.total = 0
         self.last_record = None
-        try:
-            self.size = os.path.getsize(self.path)
-        except FileNotFoundError:
-            self.size = 0
+        # Every pass reads the same bytes, up to a size taken while no writer
+        # was mid-append; lines appended later wait for the next read.
+        self.size, self.in_flight = log_view(folder)
 
     def records(self, listed=PROBLEMS_LISTED):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
-        highest, remaining = 0, self.size
-        if not remaining:
+        highest = 0
+        damaged = 0  # lines since the last record that hold no seq: each may have held one
+        if not self.size:
             return
-        with open(self.path, "rb") as handle:
-            for number, raw in enumerate(handle, 1):
-                raw = raw[:remaining]
-                remaining -= len(raw)
-                terminated = raw.endswith(b"\n")
-                value, kind = parse_line(raw[:-1] if terminated else raw)
-                kinds, record_id = [], None
-                if value is None:
-                    kinds.append((kind if terminated else "torn_tail", None))
+        with open(open_regular_file(self.path), "rb") as handle:
+            for number, (raw, terminated) in enumerate(read_lines_forward(handle, self.size), 1):
+                if not terminated and self.in_flight:
+                    break  # a writer's note, still being written
+                value, kinds = line_problems(raw, terminated, self.session_id)
+                seq = value.get("seq") if value is not None else None
+                if seq_order_problem(seq, highest, damaged):
+                    kinds.append((seq_order_problem(seq, highest, damaged), None))
+                if is_seq(seq):
+                    highest, damaged = max(highest, seq), 0
                 else:
-                    if not terminated:
-                        kinds.append(("missing_newline", None))
-                    kinds += check_record(value, self.session_id)
-                    seq = value.get("seq")
-                    if seq_order_problem(seq, highest):
-                        kinds.append((seq_order_problem(seq, highest), None))
-                    if is_seq(seq):
-                        highest = max(highest, seq)
-                    if kinds and is_note_id(value.get("id")):  # any other id could be anything: never echoed
-                        record_id = value["id"]
+                    damaged += 1
+                # An id is named only when it is a note id: any other could be anything.
+                record_id = value["id"] if kinds and value is not None and is_note_id(value.get("id")) else None
                 self.problem_count += len(kinds)
                 for kind, detail in kinds[:listed - len(self.problems)]:
                     self.problems.append(problem(number, record_id, kind, detail))
@@ -1011,8 +1323,6 @@ class LogReader:
                     self.total += 1
                     self.last_record = value
                     yield value
-                if not remaining:  # lines appended after the size was taken wait for the next read
-                    break
 
     def warnings(self):
         """The problems met, as sentences, bounded."""
@@ -1040,8 +1350,9 @@ def with_warnings(receipt, warnings):
 def command_init(args) -> dict:
     folder = resolve_folder(args.dir)
     check_session_folder(folder)
+    lock = SessionLock(folder)
     prepare_folder(folder)
-    with SessionLock(folder):
+    with lock:
         meta = open_session_for_writing(folder)
     return {"ok": True, "command": "init", "session_id": meta["session_id"],
             "path": os.path.join(folder, LOG_NAME)}
@@ -1049,47 +1360,88 @@ def command_init(args) -> dict:
 
 def command_append(args) -> dict:
     # Validate everything the signal alone can tell before touching any file.
-    text, effect, ref, status = clean_signal(args.type, args.text, args.effect, args.ref, args.status)
+    # The signal is one dict, field name -> value, in SIGNAL_FIELDS order.
+    signal = dict(zip(SIGNAL_FIELDS, (args.type,) + clean_signal(
+        args.type, args.text, args.effect, args.ref, args.status)))
     folder = resolve_folder(args.dir)
-    log_path = os.path.join(folder, LOG_NAME)
     check_session_folder(folder)
-    if ref is not None:
+    if signal["ref"] is not None:
         # The log only grows, so a note found now is still there under the lock.
-        check_ref(log_path, args.type, ref)
+        check_ref(os.path.join(folder, LOG_NAME), signal["type"], signal["ref"])
+    lock = SessionLock(folder)
     prepare_folder(folder)
-    with SessionLock(folder):
+    with lock:
         meta = open_session_for_writing(folder)
-        try:
-            created = not os.path.lexists(log_path)
-            descriptor = open_log_for_append(log_path)
-        except OSError as error:
-            raise folder_error(folder, error) from None
-        try:
-            with open(descriptor, "rb", closefd=False) as handle:
-                size = os.fstat(descriptor).st_size
-                tail = LogTail(handle, size)
-            receipt = {"ok": True, "command": "append"}
-            recovered = None
-            if tail.keep_end < size:
-                recovered = set_aside_torn_tail(folder, descriptor, tail)
-            if tail.needs_newline:
-                append_line(descriptor, b"\n")
-                recovered = recovered or {"kind": "missing_newline"}
-            last = tail.last_record
-            signal = (args.type, text, effect, ref, status)
-            if last is not None and is_seq(last.get("seq")) and signal == (
-                    last.get("type"), last.get("text"), last.get("effect"), last.get("ref"), last.get("status")):
-                # A retry of the last append (its receipt was lost): nothing new.
-                receipt.update(note_id=last.get("id"), seq=last["seq"], path=log_path, duplicate=True)
-            else:
-                record = build_record(meta["session_id"], tail.highest_seq + 1, args.type,
-                                      text, effect, ref, status)
-                append_line(descriptor, record_line(record))
-                receipt.update(note_id=record["id"], seq=record["seq"], path=log_path)
-            if created:
-                fsync_folder(folder)
-        finally:
-            os.close(descriptor)
+        return append_signal(folder, meta, signal)
+
+
+def append_signal(folder, meta, signal):
+    """Under the lock: recover the log's tail, then store the signal, or answer with its earlier note."""
+    log_path = os.path.join(folder, LOG_NAME)
+    try:
+        created = not os.path.lexists(log_path)
+        descriptor = open_log_for_append(log_path)
+    except OSError as error:
+        raise folder_error(folder, error) from None
+    try:
+        with open(descriptor, "rb", closefd=False) as handle:
+            tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start())
+        refuse_an_absurd_seq(tail)
+        recovered = recover_tail(folder, descriptor, tail)
+        duplicate = find_duplicate(tail, signal, meta["session_id"])
+        record = duplicate
+        if duplicate is None:
+            record = build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+            append_line(descriptor, record_line(record))
+        if created:
+            fsync_folder(folder)
+    finally:
+        os.close(descriptor)
+    receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
+    if duplicate is not None:
+        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
+    return with_recovered(receipt, recovered)
+
+
+def duplicate_window_start():
+    """The time of the oldest record a retry can repeat, in the log's own format (which sorts as text)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - DUPLICATE_WINDOW_SECONDS))
+
+
+def refuse_an_absurd_seq(tail):
+    """Refuse, before writing anything, to number a note past SEQ_LIMIT: such a seq is damage."""
+    if tail.highest_seq >= SEQ_LIMIT:
+        raise NotesError(
+            "the last lines of the log hold a seq past %d, beyond any real session: the log was "
+            "edited or damaged, and numbering past it would make no sense. Nothing was written; run "
+            "verify to find the line, then restore the session from an intact export into a new --dir"
+            % SEQ_LIMIT)
+
+
+def recover_tail(folder, descriptor, tail):
+    """Mend the end of the log a crash left (never a complete line); return what was done, or None."""
+    if tail.keep_end < tail.size:
+        return set_aside_torn_tail(folder, descriptor, tail)
+    if tail.needs_newline:
+        append_line(descriptor, b"\n")
+        return {"kind": "missing_newline"}
+    return None
+
+
+def find_duplicate(tail, signal, session_id):
+    """The record of the duplicate window that repeats the signal field for field, or None.
+
+    A record with any problem of its own (a checksum that does not match,
+    say) is never the answer: the signal is then stored anew."""
+    for record in tail.recent:
+        if all(record.get(name) == value for name, value in signal.items()) and not check_record(
+                record, session_id):
+            return record
+    return None
+
+
+def with_recovered(receipt, recovered):
+    """Add a recovered key only when the tail of the log was mended."""
     if recovered:
         receipt["recovered"] = recovered
     return receipt
@@ -1098,7 +1450,7 @@ def command_append(args) -> dict:
 def check_ref(log_path, note_type, ref):
     """Refuse a --ref that names no note of this log, or a note of the wrong kind."""
     try:
-        with open(log_path, "rb") as handle:
+        with open(open_regular_file(log_path), "rb") as handle:
             target = find_note(handle, os.fstat(handle.fileno()).st_size, ref)
     except FileNotFoundError:
         target = None
@@ -1123,32 +1475,35 @@ def command_tail(args) -> dict:
     log_path = os.path.join(folder, LOG_NAME)
     session_id = meta["session_id"]
     records, warnings = [], []
+    size, in_flight = log_view(folder)
     try:
-        handle = open(log_path, "rb")
+        handle = open(open_regular_file(log_path), "rb")
     except FileNotFoundError:
         import io  # already loaded by the interpreter itself
 
         handle = io.BytesIO()  # no log yet: an empty one to tail
     with handle:
-        newer_seq = None
-        for position, (offset, line) in enumerate(read_lines_backward(handle, handle.seek(0, os.SEEK_END))):
+        newer_seq, damaged = None, 0  # damaged: lines since the newer record that hold no seq
+        for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
             if len(records) >= limit:
                 break
-            if position == 0 and not line:
-                continue  # the log ends with a newline, as it should
-            value, kind = parse_line(line)
+            if position == 0 and (line == b"" or in_flight):
+                continue  # the log ends with a newline, as it should; or a writer's note is in flight
+            value, kind = parse_line(line) if line is not None else (None, "line_too_long")
             if position == 0:  # the last line lacks its newline
                 kind = "torn_tail" if value is None else "missing_newline"
             if kind:
                 warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
+            seq = value.get("seq") if value is not None else None
+            if not is_seq(seq):
+                damaged += position > 0 or value is not None  # a torn tail held no seq; a kept line may have
             if value is None:
                 continue
             kinds = check_record(value, session_id)
-            seq = value.get("seq")
             if is_seq(seq):
-                if newer_seq is not None and seq != newer_seq - 1:
+                if newer_seq is not None and not newer_seq - 1 - damaged <= seq < newer_seq:
                     kinds.append(("seq_repeated" if seq >= newer_seq else "seq_gap", None))
-                newer_seq = seq
+                newer_seq, damaged = seq, 0
             for kind, detail in kinds:
                 record_id = value["id"] if is_note_id(value.get("id")) else "no id"  # never echo another
                 warnings.append("byte %d (%s): %s" % (offset, record_id, detail or PROBLEM_DETAILS[kind]))
@@ -1221,12 +1576,8 @@ def command_export(args) -> dict:
         output = os.path.abspath(os.path.expanduser(args.output))
     else:
         output = os.path.join(folder, EXPORT_MARKDOWN_NAME if markdown else EXPORT_NAME)
-    if os.path.isdir(output):
-        raise NotesError("--output %s is a folder; give a file path, such as %s"
-                         % (output, os.path.join(output, EXPORT_NAME)))
+    check_export_output(folder, output)
     output_folder = os.path.dirname(output)
-    if os.path.isfile(output_folder):
-        raise NotesError("--output %s is inside a file, not a folder" % output)
     # Both passes read the same bytes: the size is fixed before the first one,
     # so notes appended meanwhile wait for the next export.
     reader = LogReader(folder, meta)
@@ -1250,16 +1601,55 @@ def command_export(args) -> dict:
     return with_warnings(receipt, warnings)
 
 
+def check_export_output(folder, output):
+    """Refuse an --output that is a folder, a special file, or any of the session's own files."""
+    if os.path.isdir(output):
+        raise NotesError("--output %s is a folder; give a file path, such as %s"
+                         % (output, os.path.join(output, EXPORT_NAME)))
+    if os.path.isfile(os.path.dirname(output)):
+        raise NotesError("--output %s is inside a file, not a folder" % output)
+    # The same file by name (through any linked folder) or by inode (a hard
+    # or symbolic link): writing there would replace the log, the meta or the
+    # lock, or a side file holding torn bytes.
+    real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
+    for name in (META_NAME, LOG_NAME, LOCK_NAME):
+        if real == os.path.join(folder, name) or same_file(output, os.path.join(folder, name)):
+            raise NotesError(
+                "--output %s is the session's own %s; an export never writes over a session file. "
+                "Choose another path, such as %s" % (output, name, os.path.join(folder, EXPORT_NAME)))
+    if os.path.dirname(real) == folder and os.path.basename(real).startswith(LOG_NAME + ".torn-"):
+        raise NotesError("--output %s is a side file of the session, holding bytes set aside from its "
+                         "log; choose another path" % output)
+    try:
+        mode = os.lstat(output).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
+        raise special_file_error(output, mode)
+
+
+def same_file(path, other):
+    """Whether both paths name one existing file (os.path.samefile, False when either is missing)."""
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
+
+
 def json_export(reader, meta, count):
     """Yield the export as json.dumps(export, indent=2) would print it, record by record."""
     head = {"schema_version": EXPORT_SCHEMA, "exported_at": utc_now(), "session": meta,
             "record_count": count}
-    yield (pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8")
+    # backslashreplace: a log path that is not UTF-8 keeps its \udcXX escapes, as in the meta.
+    yield (pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     written = 0
     for record in reader.records():
         if written == count:
             break
-        yield (("[\n    " if written == 0 else ",\n    ") + pretty_json(record, 2)).encode("utf-8")
+        # Indent the record's own lines by one more level; JSON strings hold
+        # no raw newline, so every newline here is a line of the layout.
+        text = pretty_json(record).replace("\n", "\n    ")
+        yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
         written += 1
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
@@ -1442,8 +1832,8 @@ def load_export(path, accept_damaged=False):
     What cannot be a log at all is always refused; any other problem refuses
     the restore, unless accept_damaged: then the problems are returned."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_regular_file(path, EXPORT_SIZE_LIMIT, "%s is over 256 MiB, larger than any session "
+                                "export; nothing was written. Pass the path of a session_export.json" % path)
     except FileNotFoundError:
         raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
     except IsADirectoryError:
@@ -1463,14 +1853,16 @@ def load_export(path, accept_damaged=False):
     if export.get("record_count") != len(records):
         problems.append(problem(None, None, "record_count", "record_count is not %d, the number of "
                                                               "records the export holds" % len(records)))
-    highest = 0
+    highest = damaged = 0  # as verify counts them, so that it reports the same problems after a restore
     for number, record in enumerate(records, 1):
         kinds = check_record(record, session["session_id"])
         seq = record.get("seq")
-        if seq_order_problem(seq, highest):
-            kinds.append((seq_order_problem(seq, highest), None))
+        if seq_order_problem(seq, highest, damaged):
+            kinds.append((seq_order_problem(seq, highest, damaged), None))
         if is_seq(seq):
-            highest = max(highest, seq)
+            highest, damaged = max(highest, seq), 0
+        else:
+            damaged += 1
         if accept_damaged and not is_usable(kinds):
             try:
                 record_line(record)
@@ -1519,6 +1911,8 @@ def problem_messages(problems: list, count: int) -> list:
 
 def notes_kept_by_restore(folder, session, records):
     """How many export records the folder already holds (None: a fresh start); refuse the rest."""
+    if restore_cut_short(folder, session, records):
+        return None
     meta = check_session_folder(folder)
     log_path = os.path.join(folder, LOG_NAME)
     existing = []
@@ -1545,6 +1939,36 @@ def notes_kept_by_restore(folder, session, records):
     return len(existing)
 
 
+def restore_cut_short(folder, session, records):
+    """Whether the folder holds what this restore leaves when cut short: a log of the export's first notes, no meta."""
+    log_path = os.path.join(folder, LOG_NAME)
+    for name in (META_NAME, LOG_NAME, LOCK_NAME):
+        if os.path.islink(os.path.join(folder, name)):
+            return False  # refused by check_session_folder
+    if read_meta(folder) is not None or log_size(log_path) == 0:
+        return False
+    reader = LogReader(folder, {"session_id": session["session_id"]})
+    existing = list(reader.records())
+    return reader.problem_count == 0 and existing == records[:len(existing)]
+
+
+def write_restored_session(folder, session, records):
+    """Write the export's log, then its meta last, so that a restore cut short leaves no session to fork."""
+    meta = read_meta(folder)
+    if meta is not None and meta["session_id"] != session["session_id"]:
+        # Crash window: the meta of a session without notes goes first; cut
+        # short here, the folder holds no session, and the same restore run
+        # again starts afresh.
+        os.unlink(os.path.join(folder, META_NAME))
+        fsync_folder(folder)
+    # Crash window: the log holds the export's notes and the meta is not
+    # written yet.  Writers refuse a log without its meta, so no append can
+    # start a fork of the session; the same restore run again finds its own
+    # notes there and writes the meta.
+    write_file_atomically(os.path.join(folder, LOG_NAME), map(record_line, records))
+    write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
+
+
 def command_restore(args) -> dict:
     export_path = os.path.abspath(os.path.expanduser(args.export_file))
     session, records, problems = load_export(export_path, getattr(args, "accept_damaged", False))
@@ -1553,15 +1977,12 @@ def command_restore(args) -> dict:
     # Refusals come before the lock, so that they leave the folder untouched;
     # the same check runs again under the lock, where it counts.
     notes_kept_by_restore(folder, session, records)
+    lock = SessionLock(folder)
     prepare_folder(folder)
-    with SessionLock(folder):
+    with lock:
         kept = notes_kept_by_restore(folder, session, records)
         if kept is None:
-            # Crash window: meta is written first; if the log write is lost,
-            # the folder holds the same session with no notes, and the same
-            # restore run again fills it in.
-            write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
-            write_file_atomically(log_path, map(record_line, records))
+            write_restored_session(folder, session, records)
             restored = len(records)
         else:
             missing = records[kept:]
@@ -1579,6 +2000,335 @@ def command_restore(args) -> dict:
 
 
 # --------------------------------------------------------------------------
+# The MCP adapter over those same functions
+#
+# `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
+# A tool call is turned into the argument list a user would type, parsed as
+# the command line parses it (parse_arguments) and run by the same command
+# function, so every check, lock and receipt is the command line's.  Nothing
+# is held between calls: each call takes and releases the session lock as
+# one CLI run does.
+
+MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+# The stateless revision: no handshake, the version rides in each request's _meta.
+MCP_STATELESS_VERSIONS = ("2026-07-28",)
+MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
+# Results a stateless client may cache: the tools and contracts do not change
+# while a server runs, and hold nothing private to one user.
+MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
+MCP_CACHE_TTL_MS = 300000
+
+RPC_PARSE_ERROR, RPC_INVALID_REQUEST, RPC_METHOD_NOT_FOUND, RPC_INVALID_PARAMS, RPC_INTERNAL_ERROR = (
+    -32700, -32600, -32601, -32602, -32603)
+RPC_UNSUPPORTED_VERSION = -32022  # the stateless revision's answer to a version it does not know
+
+MCP_INSTRUCTIONS = (
+    "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
+    "Call append when losing a fact would hurt continuity: a decision the operator confirmed, a gate "
+    "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
+    "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk.\n"
+    "Do not read the log every turn: call recap (then tail) only when the operator asks for a recap or "
+    "an export, on re-entry, or before synthesis.\n"
+    "Read the note-io.md and protocol.md resources before the first append: they are the full contract.\n"
+    "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
+    "meaning, else tell the operator the note was not saved.")
+
+# The contracts offered as resources when they sit beside notes.py: (file, description).
+MCP_CONTRACTS = (
+    ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
+    ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
+
+MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+                    "openWorldHint": False}
+# Each tool runs the command of its name, through COMMAND_FUNCTIONS as main
+# does.  Here: the options of that command it takes (destinations in
+# COMMANDS), those its schema marks required (append's are checked by
+# clean_signal, not argparse, so COMMANDS does not say), and its annotations.
+# An identical append retried at once is answered as a duplicate, hence
+# idempotent; an export may replace the file at its output path, hence
+# destructive.
+MCP_TOOLS = {
+    "append": (("type", "text", "effect", "ref", "status", "provenance", "evidence"), ("type", "text"),
+               {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
+                "openWorldHint": False}),
+    "recap": (("limit",), (), MCP_READER_HINTS),
+    "tail": (("limit", "types", "since", "until"), (), MCP_READER_HINTS),
+    "summary": ((), (), MCP_READER_HINTS),
+    "verify": ((), (), MCP_READER_HINTS),
+    "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
+                                          "idempotentHint": True, "openWorldHint": False}),
+}
+
+
+class ProtocolError(Exception):
+    """A JSON-RPC error: the request itself is wrong, not the note it carries."""
+
+    def __init__(self, code, message, data=None):
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+def mcp_options(command):
+    """The options of a command its tool takes: destination -> (flag, help, argparse settings)."""
+    taken, _, _ = MCP_TOOLS[command]
+    return {destination: (flag, help_text, extra) for flag, destination, _, help_text, extra
+            in COMMANDS[command][1] if destination in taken}
+
+
+def mcp_tool_listing(command):
+    """A tool as tools/list shows it; the schema comes from the options COMMANDS declares.
+
+    An option the command line does not declare is left out of the schema, so
+    a tool never offers what the parser would refuse."""
+    _, marked_required, hints = MCP_TOOLS[command]
+    properties, required = {}, []
+    for destination, (_, help_text, extra) in mcp_options(command).items():
+        schema = {"type": "integer" if extra.get("type") is int else "string"}
+        if "choices" in extra:
+            schema["enum"] = list(extra["choices"])
+        if extra.get("action") == "append":
+            schema = {"type": "array", "items": schema}
+        schema["description"] = help_text
+        if extra.get("default") is not None:
+            schema["default"] = extra["default"]
+        properties[destination] = schema
+        if extra.get("required") or destination in marked_required:
+            required.append(destination)
+    input_schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        input_schema["required"] = required
+    return {"name": command, "title": command.capitalize(), "description": COMMANDS[command][0],
+            "inputSchema": input_schema, "annotations": hints}
+
+
+def mcp_command_line(folder, command, arguments):
+    """The argument list a user would type for this tool call.
+
+    Every value goes as --flag=value, so a text that starts with a dash stays
+    a value.  Arguments no flag could carry are refused here, in the CLI's tone."""
+    options = mcp_options(command)
+    argv = ([] if folder is None else ["--dir=" + folder]) + [command]
+    for name, value in arguments.items():
+        if name not in options:
+            raise NotesError("%s takes no argument %r; its arguments are: %s"
+                             % (command, name, ", ".join(options) or "none"))
+        if value is None:
+            continue
+        flag, _, extra = options[name]
+        many = extra.get("action") == "append"
+        kind = "an integer" if extra.get("type") is int else "a string"
+        for item in value if many and isinstance(value, list) else [value]:
+            if kind == "an integer" and isinstance(item, int) and not isinstance(item, bool):
+                item = str(item)
+            if not isinstance(item, str):
+                raise NotesError("argument %r of %s must be %s%s" % (
+                    name, command, "a list of strings or " if many else "", kind))
+            argv.append(flag + "=" + item)
+    return argv
+
+
+def mcp_call_tool(folder, params):
+    """Run one tool as the CLI would run its command; a refusal is a result with isError."""
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or name not in MCP_TOOLS:
+        raise ProtocolError(RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
+                            % (compact_json(name), ", ".join(MCP_TOOLS)))
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ProtocolError(RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
+    try:
+        args = parse_arguments(mcp_command_line(folder, name, arguments))
+        receipt = COMMAND_FUNCTIONS[name](args)
+        failed = False
+    except NotesError as error:
+        receipt = {"ok": False, "error": error.message}
+        receipt.update(error.details)
+        failed = True
+    except Exception as error:  # noqa: BLE001 - as main reports it, and the server goes on
+        receipt = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+        failed = True
+    # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
+    return {"content": [{"type": "text", "text": pretty_json(receipt)}], "structuredContent": receipt,
+            "isError": failed}
+
+
+def mcp_contracts():
+    """(uri, path, file name, description) of each contract found beside notes.py."""
+    import pathlib
+
+    here = os.path.dirname(os.path.realpath(__file__))
+    found = []
+    for name, description in MCP_CONTRACTS:
+        path = os.path.join(here, name)
+        if os.path.isfile(path):
+            found.append((pathlib.Path(path).as_uri(), path, name, description))
+    return found
+
+
+def mcp_read_resource(params):
+    """The text of one contract, named by the uri resources/list gave."""
+    for uri, path, _, _ in mcp_contracts():
+        if uri == params.get("uri"):
+            try:
+                with open(path, "rb") as handle:
+                    text = handle.read().decode("utf-8", "replace")
+            except OSError as error:
+                raise ProtocolError(RPC_INTERNAL_ERROR,
+                                    "cannot read %s (%s)" % (path, error.strerror)) from None
+            return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
+    raise ProtocolError(RPC_INVALID_PARAMS, "Unknown resource: %s" % compact_json(params.get("uri")))
+
+
+def mcp_capabilities():
+    capabilities = {"tools": {}}
+    if mcp_contracts():
+        capabilities["resources"] = {}
+    return capabilities
+
+
+def mcp_result(folder, method, params):
+    """The result of one request, whatever the revision (the caller adds the stateless fields)."""
+    if method == "initialize":
+        requested = params.get("protocolVersion")
+        if requested not in MCP_HANDSHAKE_VERSIONS:
+            requested = MCP_HANDSHAKE_VERSIONS[-1]  # the newest we speak; the client may then leave
+        return {"protocolVersion": requested,
+                "capabilities": mcp_capabilities(), "serverInfo": MCP_SERVER_INFO,
+                "instructions": MCP_INSTRUCTIONS}
+    if method == "server/discover":
+        return {"supportedVersions": list(MCP_STATELESS_VERSIONS), "capabilities": mcp_capabilities(),
+                "instructions": MCP_INSTRUCTIONS}
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        return {"tools": [mcp_tool_listing(name) for name in MCP_TOOLS]}
+    if method == "tools/call":
+        return mcp_call_tool(folder, params)
+    if method == "resources/list":
+        return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
+                               "mimeType": "text/markdown"} for uri, _, name, description in mcp_contracts()]}
+    if method == "resources/read":
+        return mcp_read_resource(params)
+    raise ProtocolError(RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
+
+
+def mcp_stateless_version(method, params):
+    """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
+    meta = params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    # initialize belongs to the handshake even when a client stamps _meta on it.
+    if method == "initialize" or (MCP_VERSION_KEY not in meta and method != "server/discover"):
+        return None
+    version = meta.get(MCP_VERSION_KEY, MCP_STATELESS_VERSIONS[-1])
+    if not isinstance(version, str):
+        raise ProtocolError(RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
+    if version not in MCP_STATELESS_VERSIONS:
+        # The handshake versions are reached through initialize, never through _meta.
+        raise ProtocolError(RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
+                            {"supported": list(MCP_STATELESS_VERSIONS), "requested": version})
+    return version
+
+
+def mcp_answer(folder, message):
+    """The response to one JSON-RPC message; None for a notification or a client's response."""
+    if not isinstance(message, dict):
+        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+    request_id = message.get("id")
+    has_id = "id" in message
+    if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
+        request_id = None  # MCP ids are strings or integers, never null
+    if "method" not in message and ("result" in message or "error" in message):
+        return None  # a response: this server sends no requests, so nothing waits for one
+    method, params = message.get("method"), message.get("params")
+    if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
+        return mcp_error(request_id, RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
+                         'a string "method" and a string or integer "id"')
+    if not has_id:
+        return None  # a notification (initialized, cancelled...): nothing to answer
+    try:
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ProtocolError(RPC_INVALID_PARAMS, "params must be an object")
+        stateless = mcp_stateless_version(method, params)
+        result = mcp_result(folder, method, params)
+    except ProtocolError as error:
+        return mcp_error(request_id, error.code, error.message, error.data)
+    except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
+        return mcp_error(request_id, RPC_INTERNAL_ERROR,
+                         "Internal error: %s: %s" % (type(error).__name__, error))
+    if stateless:
+        result["resultType"] = "complete"
+        if method in MCP_CACHEABLE:
+            result.update(ttlMs=MCP_CACHE_TTL_MS, cacheScope="public")
+        result["_meta"] = {MCP_SERVER_INFO_KEY: MCP_SERVER_INFO}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def mcp_error(request_id, code, message, data=None):
+    """A JSON-RPC error response; also said on stderr, where a host keeps its server's log."""
+    error = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    mcp_log("error %d: %s" % (code, message))
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def mcp_log(message):
+    try:
+        sys.stderr.write("notes.py mcp: %s\n" % message)
+        sys.stderr.flush()
+    except (OSError, ValueError):  # no one reads stderr any more: the log is only a courtesy
+        pass
+
+
+def mcp_answer_line(folder, line):
+    """The response to one line of input: a message, a batch, or bytes that are not JSON."""
+    try:
+        message = parse_json(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError is a ValueError too
+        return mcp_error(None, RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
+    if not isinstance(message, list):
+        return mcp_answer(folder, message)
+    if not message:
+        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: an empty batch")
+    # A batch (the 2025-03-26 revision has them): one array of the answers.
+    answers = [answer for answer in (mcp_answer(folder, item) for item in message) if answer is not None]
+    return answers or None
+
+
+def command_mcp(args) -> None:
+    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
+
+    The server keeps only the --dir it was given: no lock, no open file, no
+    parsed state between calls.  A client that closes its end raises
+    BrokenPipeError, which main handles as for any command."""
+    import signal
+
+    def stop_quietly(signum, frame):
+        # Ctrl-C from the host.  A KeyboardInterrupt can surface after the read
+        # loop has already ended (a read cut short by the signal returns as if
+        # at end of input), where main would print an error receipt; SystemExit(0)
+        # is answered by main with nothing on stdout wherever it surfaces.
+        mcp_log("interrupted; stopping")
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGINT, stop_quietly)
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    for line in iter(source.readline, b""):
+        if not line.strip():
+            continue
+        answer = mcp_answer_line(args.dir, line)
+        if answer is not None:
+            sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
+            sink.flush()
+    return None  # main prints nothing: stdout carried only JSON-RPC
+
+
+# --------------------------------------------------------------------------
 # The parser
 
 PROGRAM_DESCRIPTION = (
@@ -1591,9 +2341,12 @@ COMMANDS = {
     "init": ("Start a session in the folder, or report the one already there.", [],
              "python3 -S notes.py init"),
     "append": ("Append one memory signal to the log and print its receipt.", [
-        ("--type", "type", "TYPE", "the signal type: " + ", ".join(NOTE_TYPES),
-         {"required": True, "choices": NOTE_TYPES}),
-        ("--text", "text", "TEXT", "what to keep, at most %d characters" % TEXT_LIMIT, {"required": True}),
+        # --type and --text are required, but checked by clean_signal rather
+        # than argparse: a misspelt option is then named as the mistake,
+        # instead of hidden behind "--text is required".
+        ("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
+         {"choices": NOTE_TYPES}),
+        ("--text", "text", "TEXT", "what to keep (required), at most %d characters" % TEXT_LIMIT, {}),
         ("--effect", "effect", "EFFECT", "optional consequence, at most %d characters" % EFFECT_LIMIT, {}),
         ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)", {}),
         ("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
@@ -1628,78 +2381,75 @@ COMMANDS = {
          "repaired or dropped (verify then reports the same problems)",
          {"action": "store_const", "const": True, "default": False}),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json"),
+    "mcp": ("Serve append, recap, tail, summary, verify and export as MCP tools over stdio, until the end "
+            "of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp"),
 }
-DIR_HELP = "session folder (default: the folder that holds notes.py)"
+DIR_HELP = "session folder (default: $%s, else the folder that holds notes.py)" % DIR_VARIABLE
 
 
-class Arguments:
-    """Parsed arguments: every destination present, as argparse would leave them."""
+# Options people reach for by habit, and the option that does that job here.
+HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
+                    "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
-def parse_quickly(argv):
-    """Parse the plain forms without argparse (which costs more than an append); None for anything else.
+def closest(word, choices):
+    """The choice nearest to a misspelt word, or None."""
+    import difflib  # only a mistake needs it
 
-    The plain form is [--dir DIR] COMMAND, then options as two words each.
-    Anything else (--option=value, --dir after the command, a positional,
-    help, any mistake) goes to argparse, which gives the same result or the
-    full error message."""
-    values = {"dir": None}
-    if argv[:1] == ["--dir"] and len(argv) > 1 and not argv[1].startswith("-"):
-        values["dir"], argv = argv[1], argv[2:]
-    if not argv or argv[0] not in COMMANDS or len(argv) % 2 == 0:
-        return None
-    values["command"], flags = argv[0], {}
-    for flag, destination, _, _, extra in COMMANDS[argv[0]][1]:
-        flags[flag] = destination, extra
-        values[destination] = extra.get("default")
-    for flag, value in zip(argv[1::2], argv[2::2]):
-        if flag not in flags or not flag.startswith("--") or value.startswith("-"):
-            return None
-        destination, extra = flags[flag]
-        if value not in extra.get("choices", (value,)):
-            return None
-        if extra.get("type") is int:
-            try:
-                value = int(value)
-            except ValueError:
-                return None
-        if extra.get("action") == "append":
-            value = (values[destination] or []) + [value]
-        values[destination] = value
-    for flag, (destination, extra) in flags.items():
-        # argparse requires positionals too; here they never get a value.
-        if (extra.get("required") or not flag.startswith("-")) and values[destination] is None:
-            return None
-    arguments = Arguments()
-    arguments.__dict__.update(values)
-    return arguments
+    matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
+    return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
+
+
+def see_help(command=None):
+    """Where the help of the command that was used lives."""
+    return "(see: %s %s--help)" % (invoked_as(), command + " " if command else "")
+
+
+def one_of(name, allowed):
+    """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
+    import argparse
+
+    def check(value):
+        if value in allowed:
+            return value
+        guess = closest(value, allowed)
+        raise argparse.ArgumentTypeError("unknown %s %r; %suse one of: %s" % (
+            name, value, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
+    return check
 
 
 def build_parser():
-    """The full argparse parser: help texts and usage errors."""
+    """The one argument parser: every command, its options, help texts and usage errors."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):
-            raise NotesError("%s (see: python3 -S notes.py %s--help)" % (
-                message, "" if self.prog == "notes.py" else self.prog.split(" ", 1)[1] + " "))
+            command = self.prog.split(" ", 1)[1] if " " in self.prog else None
+            if command is None and "invalid choice: " in message:
+                word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
+                guess = closest(word, list(COMMANDS))
+                message = "unknown command %r; %scommands: %s" % (
+                    word, "did you mean %s? " % guess if guess else "", ", ".join(COMMANDS))
+            raise NotesError("%s %s" % (message, see_help(command)))
 
-    parser = Parser(prog="notes.py", description=PROGRAM_DESCRIPTION,
-                    formatter_class=argparse.RawDescriptionHelpFormatter,
-                    epilog="example:\n  python3 -S notes.py append --type gate --text "
-                           "\"Host runtime is undecided.\"\n\nrun 'notes.py COMMAND --help' for a command's options")
+    program = invoked_as()
+    parser = Parser(prog=CONSOLE_COMMAND if program == CONSOLE_COMMAND else "notes.py",
+                    description=PROGRAM_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+                    epilog="example:\n  %s append --type gate --text \"Host runtime is undecided.\"\n\n"
+                           "run '%s COMMAND --help' for a command's options" % (program, program))
+    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=DIR_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for name, (purpose, options, example) in COMMANDS.items():
         sub = commands.add_parser(name, help=purpose, description=purpose,
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                  epilog="example:\n  " + example)
+                                  epilog="example:\n  " + example.replace(SCRIPT_COMMAND, program, 1))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=DIR_HELP)
         for flag, destination, metavar, help_text, extra in options:
             settings = dict(extra)
             if "choices" in settings:
-                settings["choices"] = list(settings["choices"])
+                settings["type"] = one_of(flag.lstrip("-"), settings.pop("choices"))
             if flag.startswith("-"):
                 sub.add_argument(flag, dest=destination, metavar=metavar, help=help_text, **settings)
             else:
@@ -1707,55 +2457,112 @@ def build_parser():
     return parser
 
 
+def parse_arguments(argv):
+    """Parse argv with the one parser; name an unknown option as the mistake it is."""
+    arguments, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        word = unknown[0]
+        if not word.startswith("-"):
+            raise NotesError("unexpected argument %r after %s; put quotes around a text that holds "
+                             "spaces %s" % (word, arguments.command, see_help(arguments.command)))
+        flag = word.split("=", 1)[0]
+        flags = ["--dir"] + [option[0] for option in COMMANDS[arguments.command][1] if option[0].startswith("-")]
+        guess = HABITUAL_OPTIONS.get(flag) if HABITUAL_OPTIONS.get(flag) in flags else closest(flag, flags)
+        raise NotesError("%s has no option %s; %s%s" % (
+            arguments.command, flag, "use %s instead " % guess if guess else "", see_help(arguments.command)))
+    if arguments.dir is not None and not arguments.dir.strip():
+        raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
+    return arguments
+
+
+COMMAND_FUNCTIONS = {
+    "init": command_init,
+    "append": command_append,
+    "tail": command_tail,
+    "summary": command_summary,
+    "recap": command_recap,
+    "verify": command_verify,
+    "export": command_export,
+    "restore": command_restore,
+    "mcp": command_mcp,
+}
+
+
 # --------------------------------------------------------------------------
 # The entry point: the only place that prints
 
-def main(argv=None) -> int:
-    """Run one command; print its receipt or error as JSON; return the exit code."""
-    if argv is None:
-        argv = sys.argv[1:]
+def silence_stdout():
+    """Point stdout at the null device once it cannot be written to.
+
+    Python flushes stdout again at exit; without this, that flush would fail
+    a second time and print "Exception ignored" with exit code 120."""
     try:
-        # The quick path for plain forms; argparse for help and mistakes.
-        arguments = parse_quickly(argv) or build_parser().parse_args(argv)
-        result = globals()["command_" + arguments.command](arguments)
-        code = EXIT_INTEGRITY if isinstance(result, dict) and result.get("ok") is False else EXIT_OK
-    except SystemExit as exit_request:  # --help, printed by argparse
-        result, code = None, exit_request.code or 0
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def print_result(result):
+    """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
+    if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
+        return
+    if result is None:  # argparse has written help or the version: make sure it got out
+        sys.stdout.flush()
+        return
+    text = result if isinstance(result, str) else pretty_json(result) + "\n"
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:  # a replaced stdout, such as a test's capture
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        stream.write(text.encode("utf-8", "backslashreplace"))
+    sys.stdout.flush()
+
+
+def run_command(argv):
+    """Parse and run one command: (what to print or None, exit code)."""
+    try:
+        arguments = parse_arguments(argv)
+        result = COMMAND_FUNCTIONS[arguments.command](arguments)
+        ok = not (isinstance(result, dict) and result.get("ok") is False)
+        return result, EXIT_OK if ok else EXIT_INTEGRITY
+    except SystemExit as request:  # --help or --version, printed by argparse
+        return None, request.code or 0
     except NotesError as error:
         result = {"ok": False, "error": error.message}
         result.update(error.details)
-        code = error.exit_code
+        return result, error.exit_code
     except KeyboardInterrupt:
-        result, code = {"ok": False, "error": "interrupted"}, EXIT_UNEXPECTED
+        return {"ok": False, "error": "interrupted"}, EXIT_UNEXPECTED
+    except BrokenPipeError:
+        raise  # argparse printing help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
-        result = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
-        code = EXIT_UNEXPECTED
-    try:  # as UTF-8 whatever the locale, and flushed, since the script leaves with os._exit
-        if result is not None:
-            text = result if isinstance(result, str) else pretty_json(result) + "\n"
-            stream = getattr(sys.stdout, "buffer", None)
-            if stream is None:
-                sys.stdout.write(text)
-            else:
-                sys.stdout.flush()
-                stream.write(text.encode("utf-8", "backslashreplace"))
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader has gone: there is no one left to tell
-        pass
-    except OSError as error:  # a full disk, say: the result is lost, so say that where we can
+        return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}, EXIT_UNEXPECTED
+
+
+def main(argv=None) -> int:
+    """Run one command; print its receipt or error as JSON; return the exit code."""
+    code = EXIT_OK
+    try:
+        result, code = run_command(sys.argv[1:] if argv is None else argv)
+        print_result(result)
+    except BrokenPipeError:
+        # The reader has gone (notes.py ... | head -c 0): the command has run
+        # and its files are safe; there is no one left to tell.
+        silence_stdout()
+    except OSError as error:  # stdout on a full disk, say: the result is lost, so say that where we can
+        silence_stdout()
         try:
             sys.stderr.write(compact_json({"ok": False, "error": "cannot print the result (%s)"
                                                                  % error.strerror}) + "\n")
             sys.stderr.flush()
-        except OSError:
+        except (OSError, AttributeError):
             pass
         return EXIT_UNEXPECTED
     return code
 
 
 if __name__ == "__main__":
-    # main has printed and flushed its result; every file is fsynced and
-    # closed, and the lock released.  What is left is the interpreter's
-    # teardown, which only frees memory the kernel reclaims anyway (about
-    # 3 ms, a tenth of a run): leave without it.
-    os._exit(main())
+    sys.exit(main())
