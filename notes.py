@@ -220,6 +220,11 @@ def finite_float(text: str) -> float:
     return value
 
 
+# json.loads(text, parse_constant=..., parse_float=...) builds this same
+# decoder on every call; readers parse every line, so it is built once.
+DECODER = json.JSONDecoder(parse_constant=refuse_constant, parse_float=finite_float)
+
+
 def parse_json(text: str):
     """Parse one JSON document; raise ValueError when it is not one.
 
@@ -227,7 +232,7 @@ def parse_json(text: str):
     number too big for a float, and a value nested too deeply to parse is an
     ordinary ValueError, not a RecursionError."""
     try:
-        return json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
+        return DECODER.decode(text)
     except RecursionError:
         raise ValueError("nested too deeply") from None
 
@@ -1685,19 +1690,16 @@ def markdown_record(record):
     effect's later lines are indented six spaces, deep enough inside its list
     item to continue it and start nothing.  Markdown breaks lines at CR as well
     as LF, so both split here."""
-    parts = ["### %s · %s · %s" % (record["id"], record["ts"], visible(record["type"], True)), ""]
-    parts += ["    " + visible(line) for line in markdown_split(record["text"])]
-    parts.append("")
+    labels = []
     if "effect" in record:
         first, *rest = markdown_split(record["effect"])
-        parts.append("- Effect: " + visible(first))
-        parts += ["      " + visible(line) for line in rest]
+        labels += ["- Effect: " + visible(first)] + ["      " + visible(line) for line in rest]
     for key in ("ref", "status"):  # a note id, and one of three words: checked before any reader sees them
         if key in record:
-            parts.append("- %s: %s" % (key.capitalize(), record[key]))
-    if len(parts) > len(markdown_split(record["text"])) + 3:
-        parts.append("")
-    return parts
+            labels.append("- %s: %s" % (key.capitalize(), record[key]))
+    return (["### %s · %s · %s" % (record["id"], record["ts"], visible(record["type"], True)), ""]
+            + ["    " + visible(line) for line in markdown_split(record["text"])] + [""]
+            + (labels + [""] if labels else []))
 
 
 def markdown_split(text):
