@@ -1396,22 +1396,23 @@ def recap_cut_down(recap, dropped_order, count, limit_cut, counts, unconfirmed_t
 
 
 def fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, max_bytes):
-    """The fewest oldest entries to leave out so that the rendered recap fits max_bytes; its text.
+    """The recap rendered for printing, with the fewest oldest entries left out that make it fit max_bytes.
 
+    ages holds the seq of each entry of the lists that may lose entries.
     Open and deferred gates, unconfirmed notes, mode, shape and warnings are
     never left out: when they alone exceed the budget, recap refuses and says
     the size that would do."""
     dropped_order = sorted((age, name, index) for name in CUTTABLE_RECAP_LISTS
                            for index, age in enumerate(ages[name]))
 
-    def text_with(count):
+    def rendered_without(count):
         return render(recap_cut_down(recap, dropped_order, count, limit_cut, counts, unconfirmed_total))
 
-    text = text_with(0)
-    if printed_size(text) <= max_bytes:
-        return text
+    whole = rendered_without(0)
+    if printed_size(whole) <= max_bytes:
+        return whole
     fits, fails = len(dropped_order), 0
-    smallest = text_with(fits)
+    smallest = rendered_without(fits)
     if printed_size(smallest) > max_bytes:
         raise NotesError(
             "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed notes, "
@@ -1419,7 +1420,7 @@ def fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, max_byt
             "smaller --limit" % (printed_size(smallest), max_bytes, printed_size(smallest)))
     while fits - fails > 1:  # bisect: fewer entries left out means more of the state is shown
         middle = (fits + fails) // 2
-        candidate = text_with(middle)
+        candidate = rendered_without(middle)
         if printed_size(candidate) <= max_bytes:
             fits, smallest = middle, candidate
         else:
@@ -1455,8 +1456,7 @@ def command_recap(args) -> dict:
     with_warnings(recap, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
     render = recap_markdown if args.format == "md" else CompactReceipt
-    result = fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, args.max_bytes)
-    return result
+    return fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, args.max_bytes)
 
 
 def one_line(value) -> str:
@@ -1477,7 +1477,9 @@ def why_unconfirmed(labels) -> str:
 def recap_item_line(item, kind="note", prefix=""):
     """One recap item as one markdown line: its text first, its ids and marks in brackets at the end.
 
-    kind is "note", "gate" (open or deferred) or "closed" (a closed gate)."""
+    kind is "note", "gate" (open or deferred) or "closed" (a closed gate).  A
+    prefix names the note's type in the "Not yet confirmed" section, where the
+    mark says why the note is unconfirmed; elsewhere it only says that it is."""
     line = "- " + prefix + one_line(item["text"])
     if "effect" in item:
         line += " Effect: " + one_line(item["effect"])
