@@ -26,30 +26,28 @@ What it refuses to do:
     minimal signal: the log is plain text that gets uploaded and shared;
   * write anything at all when only asked to read.
 
+Architecture, top to bottom:
+  * pure record functions: JSON, the checksum, building a record, checking a
+    signal before it is stored and a line after it was read;
+  * storage: the folder and its meta, the writers' lock, reading the log from
+    its end (what an append needs) or from its start (what the readers need),
+    appending one line, and writing whole files atomically;
+  * one ``command_<name>(args) -> dict`` per command, returning the receipt;
+  * the parser, and ``main``, the one place that prints.
+
 The formats are those of the public v0 tool, byte for byte; a log written
-here stays readable by v0.  Standard library only; runs under ``python3 -S``
-on CPython 3.9 to 3.13.
+here stays readable by v0.  Standard library only, public API only; runs
+under ``python3 -S`` on CPython 3.9 to 3.13 and on PyPy.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import sys
 import time
-
-# The C halves of the json module.  Importing ``json`` itself pulls in ``re``
-# and ``enum``, which costs more than everything else append does; these are
-# the very functions json.loads and json.dumps end up calling.
-from _json import encode_basestring, make_encoder, make_scanner
-
-try:  # the built-in SHA-256 loads faster than OpenSSL's through hashlib
-    from _sha2 import sha256  # CPython 3.12 and later
-except ImportError:
-    try:
-        from _sha256 import sha256  # CPython 3.9 to 3.11
-    except ImportError:
-        from hashlib import sha256
 
 try:
     import fcntl
@@ -88,6 +86,8 @@ WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
 PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
 BACKWARD_BLOCK = 65536    # bytes read at a time when reading the log from its end
 LOCK_WAIT_SECONDS = 30.0  # only used where there is no blocking lock (Windows)
+
+__version__ = "1.0.0"  # the one place the version is kept; pyproject.toml reads it
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -144,67 +144,35 @@ class NotesError(Exception):
 # --------------------------------------------------------------------------
 # Pure record functions: JSON, checksum, build, validate, check a line
 
-class _DecoderSettings:
-    """The attributes _json.make_scanner reads, as json.JSONDecoder has them."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    # NaN, Infinity and -Infinity are not JSON: int() refuses each with ValueError.
-    parse_constant = int
-
-
-def _refuse_unserialisable(value):
-    raise TypeError("cannot store a %s as JSON" % type(value).__name__)
-
-
-_scan_value = make_scanner(_DecoderSettings())
-_encode_compact = make_encoder(None, _refuse_unserialisable, encode_basestring, None,
-                               ":", ",", False, False, False)
-_encode_canonical = make_encoder(None, _refuse_unserialisable, encode_basestring, None,
-                                 ":", ",", True, False, False)
-_JSON_SPACE = " \t\n\r"
+def refuse_constant(name: str):
+    """json.loads calls this for NaN, Infinity and -Infinity, which are not JSON."""
+    raise ValueError("%s is not a JSON number" % name)
 
 
 def parse_json(text: str):
-    """Parse one JSON document, as json.loads does; raise ValueError if it is not one."""
-    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    """Parse one JSON document; raise ValueError when it is not one.
+
+    Stricter than json.loads alone: NaN and Infinity are refused, and a value
+    nested too deeply to parse is an ordinary ValueError, not a RecursionError."""
     try:
-        value, end = _scan_value(text, start)
-    except (StopIteration, SystemError):
-        # On 3.10 and 3.11 the C scanner reports some errors as SystemError
-        # unless json.decoder happens to be imported already: all mean "not JSON".
-        raise ValueError("not JSON") from None
+        return json.loads(text, parse_constant=refuse_constant)
     except RecursionError:
         raise ValueError("nested too deeply") from None
-    if text[end:].strip(_JSON_SPACE):
-        raise ValueError("extra data after the JSON value")
-    return value
 
 
 def compact_json(value) -> str:
-    """Serialise as json.dumps(value, separators=(",", ":"), ensure_ascii=False)."""
-    return "".join(_encode_compact(value, 0))
+    """One line of JSON as the log holds it: no spaces, non-ASCII as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def canonical_json(value) -> str:
-    """Serialise compactly with sorted keys: the form the checksum is taken of."""
-    return "".join(_encode_canonical(value, 0))
+    """Compact JSON with sorted keys: the form the checksum is taken of."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True)
 
 
-def pretty_json(value, depth: int = 0) -> str:
-    """Serialise as json.dumps(value, indent=2, ensure_ascii=False)."""
-    if isinstance(value, dict) and value:
-        brackets, items = "{}", [encode_basestring(key) + ": " + pretty_json(item, depth + 1)
-                                 for key, item in value.items()]
-    elif isinstance(value, (list, tuple)) and value:
-        brackets, items = "[]", [pretty_json(item, depth + 1) for item in value]
-    else:
-        return compact_json(value)
-    inner = "\n" + "  " * (depth + 1)
-    return brackets[0] + inner + ("," + inner).join(items) + "\n" + "  " * depth + brackets[1]
+def pretty_json(value) -> str:
+    """JSON as v0 prints receipts and writes the meta and exports: 2-space indent, non-ASCII as is."""
+    return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 def utc_now() -> str:
@@ -221,7 +189,7 @@ def record_checksum(record: dict) -> str:
     """First 16 hex digits of SHA-256 over the canonical JSON of the record without its checksum."""
     body = dict(record)
     body.pop("checksum", None)
-    return sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
 
 
 def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
@@ -304,6 +272,11 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
     """Validate a signal before anything is touched; return (text, effect, ref, status).
 
     provenance and evidence are stored as given, so they are only checked."""
+    if note_type is None:
+        raise NotesError("--type is required; use one of: %s %s" % (", ".join(NOTE_TYPES), see_help("append")))
+    if text is None:
+        raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
+                         "append-only.' %s" % see_help("append"))
     if note_type not in NOTE_TYPES:
         raise NotesError("unknown --type %r; use one of: %s" % (note_type, ", ".join(NOTE_TYPES)))
     for name, value, allowed in (("provenance", provenance, PROVENANCES),
@@ -1124,7 +1097,10 @@ def json_export(reader, meta, count):
     for record in reader.records():
         if written == count:
             break
-        yield (("[\n    " if written == 0 else ",\n    ") + pretty_json(record, 2)).encode("utf-8")
+        # Indent the record's own lines by one more level; JSON strings hold
+        # no raw newline, so every newline here is a line of the layout.
+        text = pretty_json(record).replace("\n", "\n    ")
+        yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
         written += 1
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
@@ -1666,10 +1642,13 @@ COMMANDS = {
     "init": ("Start a session in the folder, or report the one already there.", [],
              "python3 -S notes.py init"),
     "append": ("Append one memory signal to the log and print its receipt.", [
-        ("--type", "type", "TYPE", "the signal type: " + ", ".join(NOTE_TYPES),
-         {"required": True, "choices": NOTE_TYPES}),
-        ("--text", "text", "TEXT", "what to keep, at most %d characters; - reads it from standard input"
-         % TEXT_LIMIT, {"required": True}),
+        # --type and --text are required, but checked by clean_signal rather
+        # than argparse: a misspelt option is then named as the mistake,
+        # instead of hidden behind "--text is required".
+        ("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
+         {"choices": NOTE_TYPES}),
+        ("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
+         "standard input" % TEXT_LIMIT, {}),
         ("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
          "standard input" % EFFECT_LIMIT, {}),
         ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)", {}),
@@ -1712,62 +1691,56 @@ COMMANDS = {
 DIR_HELP = "session folder (default: the folder that holds notes.py)"
 
 
-class Arguments:
-    """Parsed arguments: every destination present, as argparse would leave them."""
+# Options people reach for by habit, and the option that does that job here.
+HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
+                    "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
-def parse_quickly(argv):
-    """Parse the plain forms without argparse (which costs more than an append); None for anything else.
+def closest(word, choices):
+    """The choice nearest to a misspelt word, or None."""
+    import difflib  # only a mistake needs it
 
-    The plain form is [--dir DIR] COMMAND, then options as two words each.
-    Anything else (--option=value, --dir after the command, a positional,
-    help, any mistake) goes to argparse, which gives the same result or the
-    full error message."""
-    values = {"dir": None}
-    if argv[:1] == ["--dir"] and len(argv) > 1 and not argv[1].startswith("-"):
-        values["dir"], argv = argv[1], argv[2:]
-    if not argv or argv[0] not in COMMANDS or len(argv) % 2 == 0:
-        return None
-    values["command"], flags = argv[0], {}
-    for flag, destination, _, _, extra in COMMANDS[argv[0]][1]:
-        flags[flag] = destination, extra
-        values[destination] = extra.get("default")
-    for flag, value in zip(argv[1::2], argv[2::2]):
-        if flag not in flags or not flag.startswith("--") or value.startswith("-"):
-            return None
-        destination, extra = flags[flag]
-        if value not in extra.get("choices", (value,)):
-            return None
-        if extra.get("type") is int:
-            try:
-                value = int(value)
-            except ValueError:
-                return None
-        if extra.get("action") == "append":
-            value = (values[destination] or []) + [value]
-        values[destination] = value
-    for flag, (destination, extra) in flags.items():
-        # argparse requires positionals too; here they never get a value.
-        if (extra.get("required") or not flag.startswith("-")) and values[destination] is None:
-            return None
-    arguments = Arguments()
-    arguments.__dict__.update(values)
-    return arguments
+    matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
+    return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
+
+
+def see_help(command=None):
+    """Where the help of the command that was used lives."""
+    return "(see: python3 -S notes.py %s--help)" % (command + " " if command else "")
+
+
+def one_of(name, allowed):
+    """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
+    import argparse
+
+    def check(value):
+        if value in allowed:
+            return value
+        guess = closest(value, allowed)
+        raise argparse.ArgumentTypeError("unknown %s %r; %suse one of: %s" % (
+            name, value, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
+    return check
 
 
 def build_parser():
-    """The full argparse parser: help texts and usage errors."""
+    """The one argument parser: every command, its options, help texts and usage errors."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):
-            raise NotesError("%s (see: python3 -S notes.py %s--help)" % (
-                message, "" if self.prog == "notes.py" else self.prog.split(" ", 1)[1] + " "))
+            command = self.prog.split(" ", 1)[1] if " " in self.prog else None
+            if command is None and "invalid choice: " in message:
+                word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
+                guess = closest(word, list(COMMANDS))
+                message = "unknown command %r; %scommands: %s" % (
+                    word, "did you mean %s? " % guess if guess else "", ", ".join(COMMANDS))
+            raise NotesError("%s %s" % (message, see_help(command)))
 
     parser = Parser(prog="notes.py", description=PROGRAM_DESCRIPTION,
                     formatter_class=argparse.RawDescriptionHelpFormatter,
                     epilog="example:\n  python3 -S notes.py append --type gate --text "
                            "\"Host runtime is undecided.\"\n\nrun 'notes.py COMMAND --help' for a command's options")
+    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=DIR_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -1779,7 +1752,7 @@ def build_parser():
         for flag, destination, metavar, help_text, extra in options:
             settings = dict(extra)
             if "choices" in settings:
-                settings["choices"] = list(settings["choices"])
+                settings["type"] = one_of(flag.lstrip("-"), settings.pop("choices"))
             if flag.startswith("-"):
                 sub.add_argument(flag, dest=destination, metavar=metavar, help=help_text, **settings)
             else:
@@ -1787,55 +1760,111 @@ def build_parser():
     return parser
 
 
+def parse_arguments(argv):
+    """Parse argv with the one parser; name an unknown option as the mistake it is."""
+    arguments, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        word = unknown[0]
+        if not word.startswith("-"):
+            raise NotesError("unexpected argument %r after %s; put quotes around a text that holds "
+                             "spaces %s" % (word, arguments.command, see_help(arguments.command)))
+        flag = word.split("=", 1)[0]
+        flags = ["--dir"] + [option[0] for option in COMMANDS[arguments.command][1] if option[0].startswith("-")]
+        guess = HABITUAL_OPTIONS.get(flag) if HABITUAL_OPTIONS.get(flag) in flags else closest(flag, flags)
+        raise NotesError("%s has no option %s; %s%s" % (
+            arguments.command, flag, "use %s instead " % guess if guess else "", see_help(arguments.command)))
+    if arguments.dir is not None and not arguments.dir.strip():
+        raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
+    return arguments
+
+
+COMMAND_FUNCTIONS = {
+    "init": command_init,
+    "append": command_append,
+    "tail": command_tail,
+    "summary": command_summary,
+    "recap": command_recap,
+    "verify": command_verify,
+    "export": command_export,
+    "restore": command_restore,
+}
+
+
 # --------------------------------------------------------------------------
 # The entry point: the only place that prints
 
-def main(argv=None) -> int:
-    """Run one command; print its receipt or error as JSON; return the exit code."""
-    if argv is None:
-        argv = sys.argv[1:]
+def silence_stdout():
+    """Point stdout at the null device once it cannot be written to.
+
+    Python flushes stdout again at exit; without this, that flush would fail
+    a second time and print "Exception ignored" with exit code 120."""
     try:
-        # The quick path for plain forms; argparse for help and mistakes.
-        arguments = parse_quickly(argv) or build_parser().parse_args(argv)
-        result = globals()["command_" + arguments.command](arguments)
-        code = EXIT_INTEGRITY if isinstance(result, dict) and result.get("ok") is False else EXIT_OK
-    except SystemExit as exit_request:  # --help, printed by argparse
-        result, code = None, exit_request.code or 0
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def print_result(result):
+    """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
+    if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
+        return
+    if result is None:  # argparse has written help or the version: make sure it got out
+        sys.stdout.flush()
+        return
+    text = printed_form(result)
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:  # a replaced stdout, such as a test's capture
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        stream.write(text.encode("utf-8", "backslashreplace"))
+    sys.stdout.flush()
+
+
+def run_command(argv):
+    """Parse and run one command: (what to print or None, exit code)."""
+    try:
+        arguments = parse_arguments(argv)
+        result = COMMAND_FUNCTIONS[arguments.command](arguments)
+        ok = not (isinstance(result, dict) and result.get("ok") is False)
+        return result, EXIT_OK if ok else EXIT_INTEGRITY
+    except SystemExit as request:  # --help or --version, printed by argparse
+        return None, request.code or 0
     except NotesError as error:
         result = {"ok": False, "error": error.message}
         result.update(error.details)
-        code = error.exit_code
+        return result, error.exit_code
     except KeyboardInterrupt:
-        result, code = {"ok": False, "error": "interrupted"}, EXIT_UNEXPECTED
+        return {"ok": False, "error": "interrupted"}, EXIT_UNEXPECTED
+    except BrokenPipeError:
+        raise  # argparse printing help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
-        result = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
-        code = EXIT_UNEXPECTED
-    try:  # as UTF-8 whatever the locale, and flushed, since the script leaves with os._exit
-        if result is not None:
-            text = printed_form(result)
-            stream = getattr(sys.stdout, "buffer", None)
-            if stream is None:
-                sys.stdout.write(text)
-            else:
-                sys.stdout.flush()
-                stream.write(text.encode("utf-8", "backslashreplace"))
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader has gone: there is no one left to tell
-        pass
-    except OSError as error:  # a full disk, say: the result is lost, so say that where we can
+        return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}, EXIT_UNEXPECTED
+
+
+def main(argv=None) -> int:
+    """Run one command; print its receipt or error as JSON; return the exit code."""
+    code = EXIT_OK
+    try:
+        result, code = run_command(sys.argv[1:] if argv is None else argv)
+        print_result(result)
+    except BrokenPipeError:
+        # The reader has gone (notes.py ... | head -c 0): the command has run
+        # and its files are safe; there is no one left to tell.
+        silence_stdout()
+    except OSError as error:  # stdout on a full disk, say: the result is lost, so say that where we can
+        silence_stdout()
         try:
             sys.stderr.write(compact_json({"ok": False, "error": "cannot print the result (%s)"
                                                                  % error.strerror}) + "\n")
             sys.stderr.flush()
-        except OSError:
+        except (OSError, AttributeError):
             pass
         return EXIT_UNEXPECTED
     return code
 
 
 if __name__ == "__main__":
-    # main has printed and flushed its result; every file is fsynced and
-    # closed, and the lock released.  What is left is the interpreter's
-    # teardown, which only frees memory the kernel reclaims anyway (about
-    # 3 ms, a tenth of a run): leave without it.
-    os._exit(main())
+    sys.exit(main())

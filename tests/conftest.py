@@ -23,7 +23,7 @@ import notes  # noqa: E402  (the module under test, for in-process tests)
 
 
 def find_pythons() -> list:
-    """Every CPython 3.9 to 3.13 this machine has under pyenv, plus the running one."""
+    """Every CPython 3.9 to 3.13 this machine has under pyenv, PyPy 3 if installed, and the running one."""
     found = {sys.executable: None}
     root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
     for minor in range(9, 14):
@@ -31,6 +31,9 @@ def find_pythons() -> list:
         candidates = [path for path in candidates if not path.split(os.sep)[-3].endswith("t")]
         if candidates:
             found.setdefault(candidates[-1], None)
+    pypy = shutil.which("pypy3")
+    if pypy:
+        found.setdefault(pypy, None)
     return list(found)
 
 
@@ -38,9 +41,10 @@ PYTHONS = find_pythons()
 
 
 def python_id(path: str) -> str:
-    version = subprocess.run([path, "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+    version = subprocess.run([path, "-S", "-c", "import sys; print('%s%d.%d' % ("
+                              "'pypy' if sys.implementation.name == 'pypy' else 'py', *sys.version_info[:2]))"],
                              capture_output=True, text=True).stdout.strip()
-    return "py" + version
+    return version
 
 
 class Result:
@@ -134,7 +138,7 @@ def session(tmp_path) -> Path:
 
 @pytest.fixture(params=PYTHONS, ids=python_id)
 def python(request) -> str:
-    """Each CPython 3.9 to 3.13 found on this machine."""
+    """Each CPython 3.9 to 3.13, and PyPy, found on this machine."""
     return request.param
 
 

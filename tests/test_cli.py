@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -302,7 +301,7 @@ def test_unexpected_error_exits_1_without_traceback(monkeypatch, capsys, tmp_pat
     def broken(arguments):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(notes, "command_summary", broken)
+    monkeypatch.setitem(notes.COMMAND_FUNCTIONS, "summary", broken)
     code = notes.main(["--dir", str(tmp_path), "summary"])
     captured = capsys.readouterr()
     assert code == 1
@@ -474,57 +473,7 @@ def test_round_trip_under_each_python(tmp_path, python):
 
 
 # --------------------------------------------------------------------------
-# The JSON writers equal json.dumps
-
-FIXED_VALUES = [
-    None, True, False, 0, -1, 7, 2 ** 70, -(2 ** 63), 1.5, -0.25, "", "plain",
-    "quote \" backslash \\ slash /", "controls \x00 \x01 \x1f \x7f \b \f \n \r \t",
-    "unicode café 東京 🧩 \u2028 \u2029 \u0085 \ufeff", "astral plane 𝄞",
-    [], {}, [[]], {"": {}}, [{}, [], "", 0],
-    {"b": 1, "a": [1, 2, {"z": None, "y": True}], "é": "ü", "\n": "key with newline"},
-    {"id": "n00001", "ts": "2026-01-01T00:00:00Z", "seq": 1, "text": "line\nbreak", "nested": {"deep": [[[{}]]]}},
-]
-
-
-def random_value(generator: random.Random, depth: int = 0):
-    """A random JSON value: strings from a wide alphabet, nested containers, numbers."""
-    alphabet = "aZ09 \"\\/\n\t\x00\x1f\x7féß東🧩\u2028"
-    kind = generator.randrange(8 if depth < 4 else 5)
-    if kind == 0:
-        return None
-    if kind == 1:
-        return generator.random() < 0.5
-    if kind == 2:
-        return generator.randint(-10 ** 12, 10 ** 12)
-    if kind in (3, 4):
-        return "".join(generator.choice(alphabet) for _ in range(generator.randrange(12)))
-    if kind == 5:
-        return [random_value(generator, depth + 1) for _ in range(generator.randrange(4))]
-    return {"".join(generator.choice(alphabet) for _ in range(generator.randrange(6))):
-            random_value(generator, depth + 1) for _ in range(generator.randrange(4))}
-
-
-def json_samples() -> list:
-    generator = random.Random(20261129)
-    return FIXED_VALUES + [random_value(generator) for _ in range(300)]
-
-
-def test_json_writers_equal_json_dumps():
-    for value in json_samples():
-        assert notes.pretty_json(value) == json.dumps(value, indent=2, ensure_ascii=False), value
-        assert notes.compact_json(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False), value
-        assert notes.canonical_json(value) == json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False), value
-
-
-def test_json_parser_reads_what_json_writes():
-    for value in json_samples():
-        assert notes.parse_json(json.dumps(value, ensure_ascii=False)) == value
-        assert notes.parse_json(json.dumps(value, indent=2)) == value
-
-
-# --------------------------------------------------------------------------
-# The run ends with os._exit after flushing: nothing printed may be lost
+# Output: nothing printed may be lost, and a reader that has gone costs nothing
 
 def run_printing_to(stdout, *args) -> subprocess.CompletedProcess:
     """Run notes.py with stdout sent to a file or descriptor, stderr captured.
