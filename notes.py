@@ -1630,6 +1630,327 @@ def command_restore(args) -> dict:
 
 
 # --------------------------------------------------------------------------
+# The MCP adapter over those same functions
+#
+# `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
+# A tool call is turned into the argument list a user would type, parsed as
+# the command line parses it (parse_arguments) and run by the same command
+# function, so every check, lock and receipt is the command line's.  Nothing
+# is held between calls: each call takes and releases the session lock as
+# one CLI run does.
+
+MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+# The stateless revision: no handshake, the version rides in each request's _meta.
+MCP_STATELESS_VERSIONS = ("2026-07-28",)
+MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
+# Results a stateless client may cache: the tools and contracts do not change
+# while a server runs, and hold nothing private to one user.
+MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
+MCP_CACHE_TTL_MS = 300000
+
+RPC_PARSE_ERROR, RPC_INVALID_REQUEST, RPC_METHOD_NOT_FOUND, RPC_INVALID_PARAMS, RPC_INTERNAL_ERROR = (
+    -32700, -32600, -32601, -32602, -32603)
+RPC_UNSUPPORTED_VERSION = -32022  # the stateless revision's answer to a version it does not know
+
+MCP_INSTRUCTIONS = (
+    "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
+    "Call append when losing a fact would hurt continuity: a decision the operator confirmed, a gate "
+    "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
+    "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk.\n"
+    "Do not read the log every turn: call recap (then tail) only when the operator asks for a recap or "
+    "an export, on re-entry, or before synthesis.\n"
+    "Read the note-io.md and protocol.md resources before the first append: they are the full contract.\n"
+    "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
+    "meaning, else tell the operator the note was not saved.")
+
+# The contracts offered as resources when they sit beside notes.py: (file, description).
+MCP_CONTRACTS = (
+    ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
+    ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
+
+MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+                    "openWorldHint": False}
+# Each tool runs the command of its name, through COMMAND_FUNCTIONS as main
+# does.  Here: the options of that command it takes (destinations in
+# COMMANDS), those its schema marks required (append's are checked by
+# clean_signal, not argparse, so COMMANDS does not say), and its annotations.
+# An identical append retried at once is answered as a duplicate, hence
+# idempotent; an export may replace the file at its output path, hence
+# destructive.
+MCP_TOOLS = {
+    "append": (("type", "text", "effect", "ref", "status", "provenance", "evidence"), ("type", "text"),
+               {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
+                "openWorldHint": False}),
+    "recap": (("limit",), (), MCP_READER_HINTS),
+    "tail": (("limit", "types", "since", "until"), (), MCP_READER_HINTS),
+    "summary": ((), (), MCP_READER_HINTS),
+    "verify": ((), (), MCP_READER_HINTS),
+    "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
+                                          "idempotentHint": True, "openWorldHint": False}),
+}
+
+
+class ProtocolError(Exception):
+    """A JSON-RPC error: the request itself is wrong, not the note it carries."""
+
+    def __init__(self, code, message, data=None):
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+def mcp_options(command):
+    """The options of a command its tool takes: destination -> (flag, help, argparse settings)."""
+    taken, _, _ = MCP_TOOLS[command]
+    return {destination: (flag, help_text, extra) for flag, destination, _, help_text, extra
+            in COMMANDS[command][1] if destination in taken}
+
+
+def mcp_tool_listing(command):
+    """A tool as tools/list shows it; the schema comes from the options COMMANDS declares.
+
+    An option the command line does not declare is left out of the schema, so
+    a tool never offers what the parser would refuse."""
+    _, marked_required, hints = MCP_TOOLS[command]
+    properties, required = {}, []
+    for destination, (_, help_text, extra) in mcp_options(command).items():
+        schema = {"type": "integer" if extra.get("type") is int else "string"}
+        if "choices" in extra:
+            schema["enum"] = list(extra["choices"])
+        if extra.get("action") == "append":
+            schema = {"type": "array", "items": schema}
+        schema["description"] = help_text
+        if extra.get("default") is not None:
+            schema["default"] = extra["default"]
+        properties[destination] = schema
+        if extra.get("required") or destination in marked_required:
+            required.append(destination)
+    input_schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        input_schema["required"] = required
+    return {"name": command, "title": command.capitalize(), "description": COMMANDS[command][0],
+            "inputSchema": input_schema, "annotations": hints}
+
+
+def mcp_command_line(folder, command, arguments):
+    """The argument list a user would type for this tool call.
+
+    Every value goes as --flag=value, so a text that starts with a dash stays
+    a value.  Arguments no flag could carry are refused here, in the CLI's tone."""
+    options = mcp_options(command)
+    argv = ([] if folder is None else ["--dir=" + folder]) + [command]
+    for name, value in arguments.items():
+        if name not in options:
+            raise NotesError("%s takes no argument %r; its arguments are: %s"
+                             % (command, name, ", ".join(options) or "none"))
+        if value is None:
+            continue
+        flag, _, extra = options[name]
+        many = extra.get("action") == "append"
+        kind = "an integer" if extra.get("type") is int else "a string"
+        for item in value if many and isinstance(value, list) else [value]:
+            if kind == "an integer" and isinstance(item, int) and not isinstance(item, bool):
+                item = str(item)
+            if not isinstance(item, str):
+                raise NotesError("argument %r of %s must be %s%s" % (
+                    name, command, "a list of strings or " if many else "", kind))
+            argv.append(flag + "=" + item)
+    return argv
+
+
+def mcp_call_tool(folder, params):
+    """Run one tool as the CLI would run its command; a refusal is a result with isError."""
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or name not in MCP_TOOLS:
+        raise ProtocolError(RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
+                            % (compact_json(name), ", ".join(MCP_TOOLS)))
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ProtocolError(RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
+    try:
+        args = parse_arguments(mcp_command_line(folder, name, arguments))
+        receipt = COMMAND_FUNCTIONS[name](args)
+        failed = False
+    except NotesError as error:
+        receipt = {"ok": False, "error": error.message}
+        receipt.update(error.details)
+        failed = True
+    except Exception as error:  # noqa: BLE001 - as main reports it, and the server goes on
+        receipt = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+        failed = True
+    # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
+    return {"content": [{"type": "text", "text": pretty_json(receipt)}], "structuredContent": receipt,
+            "isError": failed}
+
+
+def mcp_contracts():
+    """(uri, path, file name, description) of each contract found beside notes.py."""
+    import pathlib
+
+    here = os.path.dirname(os.path.realpath(__file__))
+    found = []
+    for name, description in MCP_CONTRACTS:
+        path = os.path.join(here, name)
+        if os.path.isfile(path):
+            found.append((pathlib.Path(path).as_uri(), path, name, description))
+    return found
+
+
+def mcp_read_resource(params):
+    """The text of one contract, named by the uri resources/list gave."""
+    for uri, path, _, _ in mcp_contracts():
+        if uri == params.get("uri"):
+            try:
+                with open(path, "rb") as handle:
+                    text = handle.read().decode("utf-8", "replace")
+            except OSError as error:
+                raise ProtocolError(RPC_INTERNAL_ERROR,
+                                    "cannot read %s (%s)" % (path, error.strerror)) from None
+            return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
+    raise ProtocolError(RPC_INVALID_PARAMS, "Unknown resource: %s" % compact_json(params.get("uri")))
+
+
+def mcp_capabilities():
+    capabilities = {"tools": {}}
+    if mcp_contracts():
+        capabilities["resources"] = {}
+    return capabilities
+
+
+def mcp_result(folder, method, params):
+    """The result of one request, whatever the revision (the caller adds the stateless fields)."""
+    if method == "initialize":
+        requested = params.get("protocolVersion")
+        if requested not in MCP_HANDSHAKE_VERSIONS:
+            requested = MCP_HANDSHAKE_VERSIONS[-1]  # the newest we speak; the client may then leave
+        return {"protocolVersion": requested,
+                "capabilities": mcp_capabilities(), "serverInfo": MCP_SERVER_INFO,
+                "instructions": MCP_INSTRUCTIONS}
+    if method == "server/discover":
+        return {"supportedVersions": list(MCP_STATELESS_VERSIONS), "capabilities": mcp_capabilities(),
+                "instructions": MCP_INSTRUCTIONS}
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        return {"tools": [mcp_tool_listing(name) for name in MCP_TOOLS]}
+    if method == "tools/call":
+        return mcp_call_tool(folder, params)
+    if method == "resources/list":
+        return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
+                               "mimeType": "text/markdown"} for uri, _, name, description in mcp_contracts()]}
+    if method == "resources/read":
+        return mcp_read_resource(params)
+    raise ProtocolError(RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
+
+
+def mcp_stateless_version(method, params):
+    """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
+    meta = params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    # initialize belongs to the handshake even when a client stamps _meta on it.
+    if method == "initialize" or (MCP_VERSION_KEY not in meta and method != "server/discover"):
+        return None
+    version = meta.get(MCP_VERSION_KEY, MCP_STATELESS_VERSIONS[-1])
+    if not isinstance(version, str):
+        raise ProtocolError(RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
+    if version not in MCP_STATELESS_VERSIONS:
+        # The handshake versions are reached through initialize, never through _meta.
+        raise ProtocolError(RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
+                            {"supported": list(MCP_STATELESS_VERSIONS), "requested": version})
+    return version
+
+
+def mcp_answer(folder, message):
+    """The response to one JSON-RPC message; None for a notification or a client's response."""
+    if not isinstance(message, dict):
+        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+    request_id = message.get("id")
+    has_id = "id" in message
+    if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
+        request_id = None  # MCP ids are strings or integers, never null
+    if "method" not in message and ("result" in message or "error" in message):
+        return None  # a response: this server sends no requests, so nothing waits for one
+    method, params = message.get("method"), message.get("params")
+    if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
+        return mcp_error(request_id, RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
+                         'a string "method" and a string or integer "id"')
+    if not has_id:
+        return None  # a notification (initialized, cancelled...): nothing to answer
+    try:
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ProtocolError(RPC_INVALID_PARAMS, "params must be an object")
+        stateless = mcp_stateless_version(method, params)
+        result = mcp_result(folder, method, params)
+    except ProtocolError as error:
+        return mcp_error(request_id, error.code, error.message, error.data)
+    except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
+        return mcp_error(request_id, RPC_INTERNAL_ERROR,
+                         "Internal error: %s: %s" % (type(error).__name__, error))
+    if stateless:
+        result["resultType"] = "complete"
+        if method in MCP_CACHEABLE:
+            result.update(ttlMs=MCP_CACHE_TTL_MS, cacheScope="public")
+        result["_meta"] = {MCP_SERVER_INFO_KEY: MCP_SERVER_INFO}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def mcp_error(request_id, code, message, data=None):
+    """A JSON-RPC error response; also said on stderr, where a host keeps its server's log."""
+    error = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    mcp_log("error %d: %s" % (code, message))
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def mcp_log(message):
+    try:
+        sys.stderr.write("notes.py mcp: %s\n" % message)
+        sys.stderr.flush()
+    except (OSError, ValueError):  # no one reads stderr any more: the log is only a courtesy
+        pass
+
+
+def mcp_answer_line(folder, line):
+    """The response to one line of input: a message, a batch, or bytes that are not JSON."""
+    try:
+        message = parse_json(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError is a ValueError too
+        return mcp_error(None, RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
+    if not isinstance(message, list):
+        return mcp_answer(folder, message)
+    if not message:
+        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: an empty batch")
+    # A batch (the 2025-03-26 revision has them): one array of the answers.
+    answers = [answer for answer in (mcp_answer(folder, item) for item in message) if answer is not None]
+    return answers or None
+
+
+def command_mcp(args) -> None:
+    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
+
+    The server keeps only the --dir it was given: no lock, no open file, no
+    parsed state between calls.  A client that closes its end raises
+    BrokenPipeError, which main handles as for any command."""
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        for line in iter(source.readline, b""):
+            if not line.strip():
+                continue
+            answer = mcp_answer_line(args.dir, line)
+            if answer is not None:
+                sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
+                sink.flush()
+    except KeyboardInterrupt:  # stopped by the host: stdout must not get main's error receipt
+        mcp_log("interrupted; stopping")
+    return None  # main prints nothing: stdout carried only JSON-RPC
+
+
+# --------------------------------------------------------------------------
 # The parser
 
 PROGRAM_DESCRIPTION = (
@@ -1687,6 +2008,8 @@ COMMANDS = {
     "restore": ("Bring a session back into the folder from a session_export.json.", [
         ("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)", {}),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json"),
+    "mcp": ("Serve append, recap, tail, summary, verify and export as MCP tools over stdio, until the end "
+            "of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp"),
 }
 DIR_HELP = "session folder (default: the folder that holds notes.py)"
 
@@ -1787,6 +2110,7 @@ COMMAND_FUNCTIONS = {
     "verify": command_verify,
     "export": command_export,
     "restore": command_restore,
+    "mcp": command_mcp,
 }
 
 
