@@ -1746,6 +1746,10 @@ def mcp_command_line(folder, command, arguments):
                              % (command, name, ", ".join(options) or "none"))
         if value is None:
             continue
+        if value == "-" and name in ("text", "effect"):
+            # On the command line "-" reads standard input, which here carries the protocol itself.
+            raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
+                             "for the command line only" % (command, name))
         flag, _, extra = options[name]
         many = extra.get("action") == "append"
         kind = "an integer" if extra.get("type") is int else "a string"
@@ -1781,7 +1785,7 @@ def mcp_call_tool(folder, params):
         receipt = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
         failed = True
     # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
-    return {"content": [{"type": "text", "text": pretty_json(receipt)}], "structuredContent": receipt,
+    return {"content": [{"type": "text", "text": printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
 

@@ -623,3 +623,39 @@ def test_the_documented_restore_receipt_is_a_fresh_restore(tmp_path, session):
     assert result.code == 0, result
     assert (result.receipt["record_count"], result.receipt["restored"]) == (3, 3)
     assert list(result.receipt) == list(documented[0])
+
+
+# --------------------------------------------------------------------------
+# Over MCP, standard input carries the protocol: "-" is never read from it
+
+def test_a_dash_over_mcp_is_refused_and_the_server_goes_on(tmp_path):
+    folder = tmp_path / "session"
+    messages = [{"jsonrpc": "2.0", "id": number, "method": "tools/call",
+                 "params": {"name": "append", "arguments": arguments}}
+                for number, arguments in enumerate([{"type": "decision", "text": "-"},
+                                                    {"type": "decision", "text": "Fine.", "effect": "-"},
+                                                    {"type": "decision", "text": "Kept."}], 1)]
+    completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder), "mcp"],
+                               input="".join(json.dumps(message) + "\n" for message in messages).encode("utf-8"),
+                               capture_output=True, timeout=30)
+
+    assert completed.returncode == 0, completed
+    answers = [json.loads(line) for line in completed.stdout.decode("utf-8").splitlines()]
+    assert [answer["id"] for answer in answers] == [1, 2, 3]
+    for answer, name in zip(answers[:2], ("text", "effect")):
+        assert answer["result"]["isError"] is True
+        assert "standard input" in answer["result"]["structuredContent"]["error"]
+        assert name in answer["result"]["structuredContent"]["error"]
+    assert answers[2]["result"]["isError"] is False
+    assert [record["text"] for record in read_records(folder)] == ["Kept."]
+
+
+def test_recap_over_mcp_is_the_compact_line_the_cli_prints(tmp_path):
+    folder = tmp_path / "session"
+    append(folder, "decision", "SMS is the channel.", "--provenance", "op")
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recap", "arguments": {}}}
+    completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder), "mcp"],
+                               input=(json.dumps(message) + "\n").encode("utf-8"), capture_output=True, timeout=30)
+
+    result = json.loads(completed.stdout.decode("utf-8"))["result"]
+    assert result["content"][0]["text"] == recap_text(folder)
