@@ -89,6 +89,17 @@ LOCK_WAIT_SECONDS = 30.0  # only used where there is no blocking lock (Windows)
 
 __version__ = "1.0.0"  # the one place the version is kept; pyproject.toml reads it
 
+# Where the session folder comes from when --dir is not given.
+DIR_VARIABLE = "SHAPING_NOTES_DIR"
+# Folder names an installer puts modules in (dist-packages is Debian's).
+INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
+# The ways to start this tool, as errors and hints repeat them: the script,
+# the console command pip installs ([project.scripts] in pyproject.toml), and
+# the module run with python -m.
+SCRIPT_COMMAND = "python3 -S notes.py"
+CONSOLE_COMMAND = "shaping-notes"
+MODULE_COMMAND = "python3 -m notes"
+
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
@@ -426,11 +437,60 @@ def check_limit(value: int) -> int:
 # --------------------------------------------------------------------------
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
+def invoked_as() -> str:
+    """The command that started this run, for errors and hints to repeat."""
+    started = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.splitext(started)[0] == CONSOLE_COMMAND:  # the script pip wrote (.exe on Windows)
+        return CONSOLE_COMMAND
+    # python -m notes runs this file as __main__ with a module spec; a script
+    # run (even under python -m cProfile) has none.
+    if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
+        return MODULE_COMMAND
+    return SCRIPT_COMMAND
+
+
+def is_installed_package_folder(folder) -> bool:
+    """Whether folder is where an installer put notes.py, which a reinstall or upgrade replaces.
+
+    Two marks, both cheap: the folder's name, whatever interpreter runs this
+    file; and the record every installer writes beside the module it installs
+    (shaping_notes-VERSION.dist-info), which also marks a pip --target or
+    --prefix folder of any name.  Asking sysconfig instead would cost several
+    milliseconds on every run that uses the default folder, and would only
+    know the running interpreter's own folders."""
+    if os.path.basename(folder).lower() in INSTALLED_FOLDER_NAMES:
+        return True
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return any(name.lower().startswith("shaping_notes-") and name.lower().endswith(".dist-info")
+               for name in names)
+
+
 def resolve_folder(folder):
-    """The session folder: --dir, or the folder that holds this file."""
+    """The session folder: --dir, else $SHAPING_NOTES_DIR, else the folder that holds this file.
+
+    That last folder is refused when it is an installed package's: notes kept
+    there would be deleted by the next reinstall or upgrade."""
     if folder is None:
-        return os.path.dirname(os.path.realpath(__file__))
-    return os.path.realpath(os.path.expanduser(folder))
+        folder = os.environ.get(DIR_VARIABLE)
+        # Set but empty is a mistake (an unset variable expanded in a config),
+        # not a request for the default: refuse rather than guess.
+        if folder is not None and not folder.strip():
+            raise NotesError(
+                "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
+                "unset it, or pass --dir" % (DIR_VARIABLE, DIR_VARIABLE))
+    if folder is not None:
+        return os.path.realpath(os.path.expanduser(folder))
+    here = os.path.dirname(os.path.realpath(__file__))
+    if is_installed_package_folder(here):
+        raise NotesError(
+            "notes.py is installed as a package in %s, where a reinstall or upgrade would delete the "
+            "notes, so it keeps none there. Pass the session folder with --dir (for example: %s "
+            "--dir ~/shaping init) or set %s (for example: export %s=~/shaping)"
+            % (here, invoked_as(), DIR_VARIABLE, DIR_VARIABLE))
+    return here
 
 
 def folder_error(folder, error):
@@ -479,9 +539,9 @@ def require_session(folder):
     meta = read_meta(folder)
     if meta is None:
         raise NotesError(
-            "no session in %s (no %s there); start one with: python3 -S notes.py --dir %s init, "
-            "or bring one back from an export with: python3 -S notes.py --dir %s restore "
-            "session_export.json" % (folder, META_NAME, folder, folder))
+            "no session in %s (no %s there); start one with: %s --dir %s init, "
+            "or bring one back from an export with: %s --dir %s restore "
+            "session_export.json" % (folder, META_NAME, invoked_as(), folder, invoked_as(), folder))
     return meta
 
 
@@ -2015,7 +2075,7 @@ COMMANDS = {
     "mcp": ("Serve append, recap, tail, summary, verify and export as MCP tools over stdio, until the end "
             "of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp"),
 }
-DIR_HELP = "session folder (default: the folder that holds notes.py)"
+DIR_HELP = "session folder (default: $%s, else the folder that holds notes.py)" % DIR_VARIABLE
 
 
 # Options people reach for by habit, and the option that does that job here.
@@ -2033,7 +2093,7 @@ def closest(word, choices):
 
 def see_help(command=None):
     """Where the help of the command that was used lives."""
-    return "(see: python3 -S notes.py %s--help)" % (command + " " if command else "")
+    return "(see: %s %s--help)" % (invoked_as(), command + " " if command else "")
 
 
 def one_of(name, allowed):
@@ -2063,10 +2123,11 @@ def build_parser():
                     word, "did you mean %s? " % guess if guess else "", ", ".join(COMMANDS))
             raise NotesError("%s %s" % (message, see_help(command)))
 
-    parser = Parser(prog="notes.py", description=PROGRAM_DESCRIPTION,
-                    formatter_class=argparse.RawDescriptionHelpFormatter,
-                    epilog="example:\n  python3 -S notes.py append --type gate --text "
-                           "\"Host runtime is undecided.\"\n\nrun 'notes.py COMMAND --help' for a command's options")
+    program = invoked_as()
+    parser = Parser(prog=CONSOLE_COMMAND if program == CONSOLE_COMMAND else "notes.py",
+                    description=PROGRAM_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+                    epilog="example:\n  %s append --type gate --text \"Host runtime is undecided.\"\n\n"
+                           "run '%s COMMAND --help' for a command's options" % (program, program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=DIR_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -2074,7 +2135,7 @@ def build_parser():
     for name, (purpose, options, example) in COMMANDS.items():
         sub = commands.add_parser(name, help=purpose, description=purpose,
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                  epilog="example:\n  " + example)
+                                  epilog="example:\n  " + example.replace(SCRIPT_COMMAND, program, 1))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=DIR_HELP)
         for flag, destination, metavar, help_text, extra in options:
             settings = dict(extra)

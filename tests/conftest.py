@@ -187,3 +187,12 @@ def run_here(capsys, folder, *args):
     out, err = capsys.readouterr()
     assert "Traceback" not in out and "Traceback" not in err, (out, err)
     return code, json.loads(out)
+
+
+# --------------------------------------------------------------------------
+# The session folder a run picks without --dir depends on SHAPING_NOTES_DIR:
+# a developer's own setting must not steer the tests.
+
+@pytest.fixture(autouse=True)
+def no_shaping_notes_dir(monkeypatch):
+    monkeypatch.delenv("SHAPING_NOTES_DIR", raising=False)
