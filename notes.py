@@ -20,11 +20,14 @@ What it owns:
     next append sets the cut bytes aside in a side file, never deleting them.
 
 What it refuses to do:
-  * rewrite, reorder or drop a note already in the log;
+  * rewrite, reorder or drop a note already in the log, or move a complete
+    line, whatever it holds (only bytes after the last newline are torn);
   * write through a symbolic link, or into a folder it was not pointed at;
   * store credentials, control characters, or text beyond the size of a
     minimal signal: the log is plain text that gets uploaded and shared;
-  * write anything at all when only asked to read.
+  * write anything at all when only asked to read;
+  * read or write a FIFO, socket or device (it could block or never end),
+    or wait for another writer's lock without bound.
 
 Architecture, top to bottom:
   * pure record functions: JSON, the checksum, building a record, checking a
@@ -46,6 +49,7 @@ import errno
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 
@@ -85,7 +89,26 @@ EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, w
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
 PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
 BACKWARD_BLOCK = 65536    # bytes read at a time when reading the log from its end
-LOCK_WAIT_SECONDS = 30.0  # only used where there is no blocking lock (Windows)
+# A line longer than this is no record of ours (a full signal is a few KiB):
+# readers report it as too long instead of holding it in memory.
+LINE_LIMIT = 1 << 20
+EXPORT_SIZE_LIMIT = 256 << 20   # an export larger than this is refused before it is read
+META_SIZE_LIMIT = 1 << 20
+SEQ_LIMIT = 999999999           # no real session reaches it; a seq past it is damage
+# How long a writer waits for the lock before it gives up (a stopped or hung
+# holder); the environment variable overrides it, up to a day.
+LOCK_WAIT_SECONDS = 30.0
+LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
+LOCK_WAIT_LIMIT = 86400.0
+# A retry is an append identical to one of this many last records, written
+# within this many seconds: it is answered with that note, not stored again.
+DUPLICATE_WINDOW_RECORDS = 20
+DUPLICATE_WINDOW_SECONDS = 600
+# The fields of a signal, in build_record's order: what a retry must repeat.
+SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence")
+# A temporary file of a killed whole-file write is removed by a later write of
+# the same file once it is this old (no live write takes that long).
+STALE_TEMPORARY_SECONDS = 600
 
 __version__ = "1.0.0"  # the one place the version is kept; pyproject.toml reads it
 
@@ -108,6 +131,8 @@ EXIT_INTEGRITY = 3
 # O_NOFOLLOW makes open() fail on a symbolic link instead of following it.
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 BINARY = getattr(os, "O_BINARY", 0)
+# O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
+NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
 
 # Characters a signal may not hold: C0 controls other than tab, newline and
 # carriage return, and DEL.
@@ -204,8 +229,8 @@ def record_checksum(record: dict) -> str:
 
 
 def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
-                 ref: str | None = None, status: str | None = None, timestamp: str | None = None,
-                 provenance: str | None = None, evidence: str | None = None) -> dict:
+                 ref: str | None = None, status: str | None = None, provenance: str | None = None,
+                 evidence: str | None = None, timestamp: str | None = None) -> dict:
     """A record with v0's keys in v0's order, then the optional links and labels, checksum last."""
     record = {
         "id": note_id_for(seq),
@@ -385,6 +410,7 @@ PROBLEM_DETAILS = {
     "seq_gap": "seq numbers are missing before this record",
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
     "missing_newline": "the last record lacks its newline; the next append adds it",
+    "line_too_long": "the line is longer than any record (over 1 MiB); it was passed over, not read",
 }
 
 
@@ -508,12 +534,63 @@ def link_error(path):
         "could send the session anywhere. Replace it with the real file, or use another --dir" % path)
 
 
+def special_file_error(path, mode):
+    """The refusal of a FIFO, socket or device where a regular file should be."""
+    if stat.S_ISFIFO(mode):
+        kind = "a FIFO (named pipe)"
+    elif stat.S_ISSOCK(mode):
+        kind = "a socket"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        kind = "a device"
+    else:
+        kind = "a special file"
+    return NotesError(
+        "%s is %s, not a regular file; notes.py never reads or writes one, since it could block "
+        "for ever or never end. Move it aside, or pass another path" % (path, kind))
+
+
+def open_regular_file(path, flags=os.O_RDONLY):
+    """os.open that refuses whatever is not a regular file, before a byte is read or written.
+
+    O_NONBLOCK makes the open itself return at once on a FIFO (opening one
+    normally waits for a writer); os.fstat then tells what was opened.  A
+    folder raises IsADirectoryError, as open() does."""
+    try:
+        descriptor = os.open(path, flags | NON_BLOCKING | BINARY, 0o644)
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # a socket cannot be opened at all
+            raise special_file_error(path, os.stat(path).st_mode) from None
+        raise
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if not stat.S_ISREG(mode):
+            raise special_file_error(path, mode)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def read_regular_file(path, limit, too_large):
+    """The bytes of a regular file; refuse, with the message too_large, one over limit bytes before reading it."""
+    descriptor = open_regular_file(path)
+    with open(descriptor, "rb") as handle:
+        if os.fstat(descriptor).st_size > limit:
+            raise NotesError(too_large)
+        data = handle.read(limit + 1)
+    if len(data) > limit:  # it grew while being read
+        raise NotesError(too_large)
+    return data
+
+
 def read_meta(folder):
     """The session's meta object, None when the folder has none; refuse a damaged one."""
     path = os.path.join(folder, META_NAME)
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_regular_file(path, META_SIZE_LIMIT, "%s is over 1 MiB, far larger than a session meta; "
+                                "move it aside" % path)
     except FileNotFoundError:
         return None
     except NotADirectoryError:  # --dir names a file, or a path below one
@@ -560,22 +637,71 @@ def fsync_folder(folder):
 
 
 def open_refusing_links(path, flags):
-    """os.open that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
+    """open_regular_file that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
     if not NO_FOLLOW and os.path.islink(path):
         raise link_error(path)
     try:
-        return os.open(path, flags | NO_FOLLOW | BINARY, 0o644)
+        return open_regular_file(path, flags | NO_FOLLOW)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise link_error(path) from None
         raise
 
 
+def lock_wait_seconds():
+    """How long a writer waits for the lock: LOCK_WAIT_SECONDS, or what the environment variable says."""
+    value = os.environ.get(LOCK_WAIT_VARIABLE, "").strip()
+    if not value:
+        return LOCK_WAIT_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= LOCK_WAIT_LIMIT:  # NaN fails this too
+        raise NotesError(
+            "%s=%r is not a number of seconds from 0 to %d; set it to how long a writer may wait "
+            "for the lock, or unset it to wait %d s" % (LOCK_WAIT_VARIABLE, value, LOCK_WAIT_LIMIT,
+                                                        LOCK_WAIT_SECONDS))
+    return seconds
+
+
+def try_lock(descriptor, shared=False):
+    """Take the lock on descriptor without waiting; False when another process holds it."""
+    try:
+        if fcntl is not None:
+            fcntl.flock(descriptor, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        else:
+            import msvcrt  # no shared lock there: a reader holds the exclusive one for an instant
+
+            msvcrt.locking(descriptor, msvcrt.LK_NBLCK, 1)
+    except OSError as error:
+        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES, errno.EDEADLK):
+            return False
+        raise
+    return True
+
+
+def unlock(descriptor):
+    """Release a lock taken by try_lock (closing the descriptor releases a flock as well)."""
+    if fcntl is not None:
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return
+    import msvcrt
+
+    try:
+        msvcrt.locking(descriptor, msvcrt.LK_UNLCK, 1)
+    except OSError:
+        pass
+
+
 class SessionLock:
     """Exclusive lock on session_notes.lock, held by every writer from read to fsync."""
 
+    held = set()  # paths of the locks this process holds: its own readers see no writer at work
+
     def __init__(self, folder):
         self.path = os.path.join(folder, LOCK_NAME)
+        self.wait = lock_wait_seconds()  # a bad setting is refused before anything is created
         self.descriptor = None
 
     def __enter__(self):
@@ -589,38 +715,82 @@ class SessionLock:
                 os.close(self.descriptor)
             raise folder_error(os.path.dirname(self.path), error) from None
         try:
-            if fcntl is not None:
-                # flock is released by the kernel when the holder dies, so a
-                # writer killed mid-append never blocks the next one.
-                fcntl.flock(self.descriptor, fcntl.LOCK_EX)
-            else:
-                import msvcrt
-
-                # A poll every 10 ms: LK_LOCK would retry only once a second.
-                deadline = time.monotonic() + LOCK_WAIT_SECONDS
-                while True:
-                    try:
-                        msvcrt.locking(self.descriptor, msvcrt.LK_NBLCK, 1)
-                        break
-                    except OSError:
-                        if time.monotonic() > deadline:
-                            raise NotesError("another writer has held %s for %d s; try again"
-                                             % (self.path, LOCK_WAIT_SECONDS), EXIT_UNEXPECTED) from None
-                        time.sleep(0.01)
+            self.wait_for_lock()
         except BaseException:
             os.close(self.descriptor)
             raise
+        SessionLock.held.add(self.path)
         return self
 
-    def __exit__(self, *exc_info):
-        if fcntl is None:
-            import msvcrt
+    def wait_for_lock(self):
+        """Try the lock until the wait runs out, the same way on every platform.
 
-            try:
-                msvcrt.locking(self.descriptor, msvcrt.LK_UNLCK, 1)
-            except OSError:
-                pass
+        The kernel releases a flock when its holder dies, so a writer killed
+        mid-append frees the lock at once; only a holder that lives on without
+        finishing (stopped, hung) makes the wait run out.  Polling, with a
+        pause that grows to 25 ms, is what gives the wait its bound."""
+        deadline = time.monotonic() + self.wait
+        pause = 0.001
+        while not try_lock(self.descriptor):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise NotesError(
+                    "another writer holds the lock %s and did not release it within %g s; nothing was "
+                    "written. Run the same command again; if the lock stays held, a writer is stopped "
+                    "or hung: end it, or set %s to wait longer" % (self.path, self.wait, LOCK_WAIT_VARIABLE),
+                    EXIT_UNEXPECTED)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.025)
+
+    def __exit__(self, *exc_info):
+        SessionLock.held.discard(self.path)
+        if fcntl is None:
+            unlock(self.descriptor)
         os.close(self.descriptor)  # closing releases a flock
+
+
+def log_view(folder):
+    """(size, in_flight): how far a reader reads the log, and whether a writer was at work then.
+
+    A writer holds the lock from reading the end of the log to its fsync, so
+    a size taken while no writer holds it ends after a whole line (or after
+    real damage).  Taken while one does, an unterminated last line is that
+    writer's note in flight, not damage, and readers leave it for their next
+    read.  Readers never wait for the lock and never create it."""
+    log_path, lock_path = os.path.join(folder, LOG_NAME), os.path.join(folder, LOCK_NAME)
+    if lock_path in SessionLock.held:  # read by the writer at work itself: nothing is in flight
+        return log_size(log_path), False
+    try:
+        lock = open_regular_file(lock_path)
+    except FileNotFoundError:
+        # No writer has locked this folder yet.  One that starts now creates
+        # the lock before it writes: if the lock is there after the size was
+        # taken, that size may cut its line.
+        size = log_size(log_path)
+        return size, os.path.lexists(lock_path)
+    except OSError:  # the lock cannot be opened here (permissions): no writer can be seen
+        return log_size(log_path), False
+    try:
+        if not try_lock(lock, shared=True):
+            return log_size(log_path), True
+        try:
+            return log_size(log_path), False
+        finally:
+            unlock(lock)
+    finally:
+        os.close(lock)
+
+
+def log_size(path):
+    """The size of the log (0 when there is none yet); refuse a log that is not a regular file."""
+    try:
+        descriptor = open_regular_file(path)
+    except FileNotFoundError:
+        return 0
+    try:
+        return os.fstat(descriptor).st_size
+    finally:
+        os.close(descriptor)
 
 
 def create_new_file(stem, suffix):
@@ -653,6 +823,7 @@ def write_file_atomically(path, chunks, refusal=None):
     if os.path.islink(path):
         raise link_error(path)
     folder = os.path.dirname(path)
+    remove_stale_temporary_files(folder, os.path.basename(path))
     try:  # a temporary file with a fresh random name, in the target's own folder
         temporary, descriptor = create_new_file(
             os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp")
@@ -667,8 +838,9 @@ def write_file_atomically(path, chunks, refusal=None):
         os.close(descriptor)
         descriptor = None
         # Crash window: until os.replace the target keeps its old content and
-        # the temporary file is left behind under a dot-name; after it, the
-        # rename is made durable by the folder fsync.
+        # the temporary file is left behind under a dot-name (a later write of
+        # the same file removes it once stale); after it, the rename is made
+        # durable by the folder fsync.
         os.replace(temporary, path)
     except BaseException:
         if descriptor is not None:
@@ -681,12 +853,38 @@ def write_file_atomically(path, chunks, refusal=None):
     fsync_folder(folder)
 
 
+def remove_stale_temporary_files(folder, name):
+    """Delete what killed writes of name left: its temporary files (.NAME.<12 hex digits>.tmp) once stale.
+
+    Only names of that exact shape, and only when older than any live write
+    could be, so a concurrent write of the same file keeps its own."""
+    prefix = "." + name + "."
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        middle = entry.name[len(prefix):-len(".tmp")].split("-")[0]
+        if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp") and len(middle) == 12
+                and all(character in "0123456789abcdef" for character in middle)):
+            continue
+        try:
+            if (entry.is_file(follow_symlinks=False)
+                    and time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMPORARY_SECONDS):
+                os.unlink(entry.path)
+        except OSError:
+            pass  # gone already, or not ours to remove: it is only clutter
+
+
 def write_meta(folder, session_id, created_at):
     """Write the meta file of a session and return it."""
     meta = {"schema_version": META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, LOG_NAME)}
-    # As v0 writes it: 2-space JSON, non-ASCII as is, a trailing newline.
-    write_file_atomically(os.path.join(folder, META_NAME), [(pretty_json(meta) + "\n").encode("utf-8")])
+    # As v0 writes it: 2-space JSON, non-ASCII as is, a trailing newline.  A
+    # folder name that is not UTF-8 holds surrogate escapes (os.fsdecode):
+    # they are written as JSON \udcXX escapes, which read back to the same path.
+    text = pretty_json(meta) + "\n"
+    write_file_atomically(os.path.join(folder, META_NAME), [text.encode("utf-8", "backslashreplace")])
     return meta
 
 
@@ -745,87 +943,163 @@ def open_log_for_append(path):
     return open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
 
 
-def read_lines_backward(handle, size):
-    """Yield (offset, line) from the end of the log; the first is the unterminated tail (maybe b"")."""
-    if size == 0:
-        yield 0, b""
-        return
-    position = size
-    carry = b""
+def read_lines_backward(handle, size, limit=LINE_LIMIT):
+    """Yield (offset, line) from the end of the first size bytes back to the start.
+
+    The first is the bytes after the last newline (b"" in a healthy log).  A
+    line longer than limit comes as None: its bytes are passed over, never
+    held.  Each block is read once and each line joined once, so the cost is
+    linear in the bytes read and the memory bounded by limit."""
+    pieces, length, position = [], 0, size  # the line being gathered, its pieces from the end
     while position > 0:
         step = min(BACKWARD_BLOCK, position)
         position -= step
         handle.seek(position)
-        data = handle.read(step) + carry
-        pieces = data.split(b"\n")
-        carry = pieces[0]
-        offset = position + len(data)
-        for piece in reversed(pieces[1:]):
-            offset -= len(piece)
-            yield offset, piece
-            offset -= 1
-    yield 0, carry
+        block = handle.read(step)
+        end = len(block)
+        newline = block.rfind(b"\n", 0, end)
+        while newline >= 0:
+            pieces.append(block[newline + 1:end])
+            yield position + newline + 1, joined_line(pieces, length + end - newline - 1, limit)
+            pieces, length, end = [], 0, newline
+            newline = block.rfind(b"\n", 0, end)
+        length += end
+        if length <= limit:
+            pieces.append(block[:end])
+        else:
+            pieces = []
+    yield 0, joined_line(pieces, length, limit)
+
+
+def joined_line(pieces, length, limit):
+    """A line from its pieces, gathered from its end; None when it is longer than limit."""
+    return b"".join(reversed(pieces)) if length <= limit else None
+
+
+def read_lines_forward(handle, size, limit=LINE_LIMIT):
+    """Yield (line, terminated) for each line of the first size bytes, without its newline.
+
+    A line longer than limit comes as None: it is read past in blocks, never
+    held whole."""
+    remaining = size
+    while remaining > 0:
+        line = handle.readline(min(limit + 1, remaining))
+        if not line:
+            return  # the file is shorter than size: it was cut meanwhile
+        remaining -= len(line)
+        if line.endswith(b"\n"):
+            yield line[:-1], True
+        elif len(line) <= limit:
+            yield line, False  # the last line, without its newline
+        else:
+            while remaining > 0 and line and not line.endswith(b"\n"):
+                line = handle.readline(min(BACKWARD_BLOCK, remaining))
+                remaining -= len(line)
+            yield None, line.endswith(b"\n")
 
 
 class LogTail:
-    """What a writer needs from the end of the log, found without reading the rest."""
+    """What a writer needs from the end of the log, found without reading the rest.
 
-    def __init__(self, handle, size):
+    Only the bytes after the last newline can be a torn tail: a complete line
+    stays whatever it holds, and one that is not a record with a seq counts as
+    having held the next seq, so that no seq is ever issued twice."""
+
+    def __init__(self, handle, size, recent_since=None):
         self.size = size
-        self.keep_end = size        # bytes before this offset stay in the log
-        self.needs_newline = False  # the last kept record lacks its newline
-        self.last_record = None     # the last line that is a JSON object
-        self.highest_seq = 0
-        # The first line met is the one after the last newline: b"" in a
-        # healthy log.  Lines that are not JSON objects, after the last one
-        # that is, form the torn tail.  The scan goes on until two records in
-        # a row have consecutive seqs (two records in a healthy log), so that
-        # a late or repeated seq at the end cannot hide a higher one.
-        newer_seq = None
-        for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
-            if position == 0 and not line:
+        self.keep_end = size        # bytes from this offset on are the torn tail
+        self.needs_newline = False  # the last line is a JSON object without its newline
+        self.highest_seq = 0        # the next note gets highest_seq + 1
+        self.recent = []            # records of the duplicate window, newest first
+        self.window_left = DUPLICATE_WINDOW_RECORDS if recent_since is not None else 0
+        self.recent_since = recent_since
+        lines = read_lines_backward(handle, size)
+        offset, last = next(lines)
+        value = parse_line(last)[0] if last else None
+        if last is None or (last and value is None):
+            self.keep_end = offset  # cut off by a crash mid-write
+        self.needs_newline = value is not None
+        self.scan(self.kept_lines(value, lines))
+
+    @staticmethod
+    def kept_lines(last_value, lines):
+        """The lines that stay in the log, newest first, as parsed values (None when not an object)."""
+        if last_value is not None:
+            yield last_value
+        for _, line in lines:
+            yield parse_line(line)[0] if line is not None else None
+
+    def scan(self, values):
+        """Walk back over the complete lines until the highest seq is certain and the window is full.
+
+        The highest seq is certain once two records in a row have consecutive
+        seqs (two records in a healthy log), so that a late or repeated seq at
+        the end cannot hide a higher one."""
+        damaged = 0         # lines met since the last record that hold no seq of their own
+        newer_seq = None    # seq of the line met just before, when it was a record
+        certain = False
+        for value in values:
+            seq = value.get("seq") if isinstance(value, dict) else None
+            if not is_seq(seq):
+                damaged, newer_seq = damaged + 1, None
                 continue
-            value, _ = parse_line(line)
-            if value is None:
-                if self.last_record is None:
-                    self.keep_end = offset
-                continue
-            if self.last_record is None:
-                self.last_record = value
-                self.needs_newline = position == 0
-            if is_seq(value.get("seq")):
-                seq = value["seq"]
-                self.highest_seq = max(self.highest_seq, seq)
-                if newer_seq == seq + 1:
-                    break
-                newer_seq = seq
+            self.highest_seq = max(self.highest_seq, seq + damaged)
+            certain = certain or newer_seq == seq + 1
+            damaged, newer_seq = 0, seq
+            if self.window_left:
+                self.gather_recent(value)
+            if certain and not self.window_left:
+                return
+        self.highest_seq = max(self.highest_seq, damaged)  # lines before the first record held 1, 2, ...
+
+    def gather_recent(self, record):
+        """Keep a record of the duplicate window; close the window at one written before it."""
+        self.window_left -= 1
+        timestamp = record.get("ts")
+        if not isinstance(timestamp, str) or timestamp < self.recent_since:
+            self.window_left = 0  # records are in time order: every earlier one is older still
+        else:
+            self.recent.append(record)
 
 
 def set_aside_torn_tail(folder, descriptor, tail):
-    """Move the bytes past the last JSON object to a side file, then cut them from the log."""
-    with open(descriptor, "rb", closefd=False) as handle:
-        handle.seek(tail.keep_end)
-        torn = handle.read(tail.size - tail.keep_end)
+    """Move the bytes after the last newline to a side file, block by block, then cut them from the log."""
     side_path, side = create_new_file(os.path.join(folder, "%s.torn-%s-%d" % (
         LOG_NAME, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
     try:
-        write_all(side, torn)
+        os.lseek(descriptor, tail.keep_end, os.SEEK_SET)
+        left = tail.size - tail.keep_end
+        while left > 0:
+            block = os.read(descriptor, min(BACKWARD_BLOCK, left))
+            if not block:
+                raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
+            write_all(side, block)
+            left -= len(block)
         os.fsync(side)
-    finally:
+    except BaseException:
+        # The torn bytes are all still in the log, and this side file holds
+        # only part of them: remove it, so failed attempts leave nothing to
+        # pile up, and the next append tries again.
         os.close(side)
+        try:
+            os.unlink(side_path)
+        except OSError:
+            pass
+        raise
+    os.close(side)
     fsync_folder(folder)
     # Crash window: the bytes are now in the side file and still in the log;
     # a crash here makes the next append copy them once more, losing nothing.
     os.ftruncate(descriptor, tail.keep_end)
     os.fsync(descriptor)
-    return {"kind": "torn_tail", "bytes": len(torn), "side_file": side_path}
+    return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
 
 
 def find_note(handle, size, note_id):
     """The record with this id, searched from the end of the log (recent notes come first)."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for _, line in read_lines_backward(handle, size):
-        if needle in line:
+        if line is not None and needle in line:
             value, _ = parse_line(line)
             if value is not None and value.get("id") == note_id:
                 return value
@@ -850,6 +1124,16 @@ def append_line(descriptor, line):
         raise
 
 
+def line_problems(raw, terminated, session_id):
+    """One line read forward: (its object or None, the problems of the line taken alone)."""
+    if raw is None:
+        return None, ["line_too_long" if terminated else "torn_tail"]
+    value, kind = parse_line(raw)
+    if value is None:
+        return None, [kind if terminated else "torn_tail"]
+    return value, ([] if terminated else ["missing_newline"]) + check_record(value, session_id)
+
+
 class LogReader:
     """Reads the whole log forward, checking each line, without holding it in memory."""
 
@@ -860,39 +1144,32 @@ class LogReader:
         self.problem_count = 0
         self.total = 0
         self.last_record = None
-        try:
-            self.size = os.path.getsize(self.path)
-        except FileNotFoundError:
-            self.size = 0
+        # Every pass reads the same bytes, up to a size taken while no writer
+        # was mid-append; lines appended later wait for the next read.
+        self.size, self.in_flight = log_view(folder)
 
     def records(self, listed=PROBLEMS_LISTED):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
-        highest, remaining = 0, self.size
-        if not remaining:
+        highest = 0
+        damaged = 0  # lines since the last record that hold no seq: each may have held one
+        if not self.size:
             return
-        with open(self.path, "rb") as handle:
-            for number, raw in enumerate(handle, 1):
-                raw = raw[:remaining]
-                remaining -= len(raw)
-                terminated = raw.endswith(b"\n")
-                value, kind = parse_line(raw[:-1] if terminated else raw)
-                kinds, record_id = [], None
-                if value is None:
-                    kinds.append(kind if terminated else "torn_tail")
+        with open(open_regular_file(self.path), "rb") as handle:
+            for number, (raw, terminated) in enumerate(read_lines_forward(handle, self.size), 1):
+                if not terminated and self.in_flight:
+                    break  # a writer's note, still being written
+                value, kinds = line_problems(raw, terminated, self.session_id)
+                seq = value.get("seq") if value is not None else None
+                if is_seq(seq):
+                    if seq <= highest:
+                        kinds.append("seq_repeated")
+                    elif seq > highest + 1 + damaged:
+                        kinds.append("seq_gap")
+                    highest, damaged = max(highest, seq), 0
                 else:
-                    if not terminated:
-                        kinds.append("missing_newline")
-                    kinds += check_record(value, self.session_id)
-                    seq = value.get("seq")
-                    if is_seq(seq):
-                        if seq <= highest:
-                            kinds.append("seq_repeated")
-                        elif seq > highest + 1:
-                            kinds.append("seq_gap")
-                        highest = max(highest, seq)
-                    if isinstance(value.get("id"), str):
-                        record_id = value["id"]
+                    damaged += 1
+                record_id = value.get("id") if value is not None and isinstance(value.get("id"), str) else None
                 self.problem_count += len(kinds)
                 for kind in kinds[:listed - len(self.problems)]:
                     self.problems.append(problem(number, record_id, kind))
@@ -900,8 +1177,6 @@ class LogReader:
                     self.total += 1
                     self.last_record = value
                     yield value
-                if not remaining:  # lines appended after the size was taken wait for the next read
-                    break
 
     def warnings(self):
         """The problems met, as sentences, bounded."""
@@ -935,8 +1210,9 @@ def with_warnings(receipt, warnings):
 def command_init(args) -> dict:
     folder = resolve_folder(args.dir)
     check_session_folder(folder)
+    lock = SessionLock(folder)
     prepare_folder(folder)
-    with SessionLock(folder):
+    with lock:
         meta = open_session_for_writing(folder)
     return {"ok": True, "command": "init", "session_id": meta["session_id"],
             "path": os.path.join(folder, LOG_NAME)}
@@ -945,50 +1221,89 @@ def command_init(args) -> dict:
 def command_append(args) -> dict:
     # Validate everything the signal alone can tell before touching any file.
     text, effect = value_from_stdin(args.text, args.effect)
-    text, effect, ref, status = clean_signal(args.type, text, effect, args.ref, args.status,
-                                             args.provenance, args.evidence)
+    # The signal is one dict, field name -> value, in SIGNAL_FIELDS order.
+    signal = dict(zip(SIGNAL_FIELDS, (args.type,) + clean_signal(
+        args.type, text, effect, args.ref, args.status, args.provenance, args.evidence)
+        + (args.provenance, args.evidence)))
     folder = resolve_folder(args.dir)
-    log_path = os.path.join(folder, LOG_NAME)
     check_session_folder(folder)
-    if ref is not None:
+    if signal["ref"] is not None:
         # The log only grows, so a note found now is still there under the lock.
-        check_ref(log_path, args.type, ref)
+        check_ref(os.path.join(folder, LOG_NAME), signal["type"], signal["ref"])
+    lock = SessionLock(folder)
     prepare_folder(folder)
-    with SessionLock(folder):
+    with lock:
         meta = open_session_for_writing(folder)
-        try:
-            created = not os.path.lexists(log_path)
-            descriptor = open_log_for_append(log_path)
-        except OSError as error:
-            raise folder_error(folder, error) from None
-        try:
-            with open(descriptor, "rb", closefd=False) as handle:
-                size = os.fstat(descriptor).st_size
-                tail = LogTail(handle, size)
-            receipt = {"ok": True, "command": "append"}
-            recovered = None
-            if tail.keep_end < size:
-                recovered = set_aside_torn_tail(folder, descriptor, tail)
-            if tail.needs_newline:
-                append_line(descriptor, b"\n")
-                recovered = recovered or {"kind": "missing_newline"}
-            last = tail.last_record
-            # The labels count: the operator confirming the model's own words is a new note.
-            signal = (args.type, text, effect, ref, status, args.provenance, args.evidence)
-            if last is not None and is_seq(last.get("seq")) and signal == (
-                    last.get("type"), last.get("text"), last.get("effect"), last.get("ref"), last.get("status"),
-                    last.get("provenance"), last.get("evidence")):
-                # A retry of the last append (its receipt was lost): nothing new.
-                receipt.update(note_id=last.get("id"), seq=last["seq"], path=log_path, duplicate=True)
-            else:
-                record = build_record(meta["session_id"], tail.highest_seq + 1, args.type, text, effect, ref,
-                                      status, provenance=args.provenance, evidence=args.evidence)
-                append_line(descriptor, record_line(record))
-                receipt.update(note_id=record["id"], seq=record["seq"], path=log_path)
-            if created:
-                fsync_folder(folder)
-        finally:
-            os.close(descriptor)
+        return append_signal(folder, meta, signal)
+
+
+def append_signal(folder, meta, signal):
+    """Under the lock: recover the log's tail, then store the signal, or answer with its earlier note."""
+    log_path = os.path.join(folder, LOG_NAME)
+    try:
+        created = not os.path.lexists(log_path)
+        descriptor = open_log_for_append(log_path)
+    except OSError as error:
+        raise folder_error(folder, error) from None
+    try:
+        with open(descriptor, "rb", closefd=False) as handle:
+            tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start())
+        refuse_an_absurd_seq(tail)
+        recovered = recover_tail(folder, descriptor, tail)
+        duplicate = find_duplicate(tail, signal, meta["session_id"])
+        record = duplicate
+        if duplicate is None:
+            record = build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+            append_line(descriptor, record_line(record))
+        if created:
+            fsync_folder(folder)
+    finally:
+        os.close(descriptor)
+    receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
+    if duplicate is not None:
+        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
+    return with_recovered(receipt, recovered)
+
+
+def duplicate_window_start():
+    """The time of the oldest record a retry can repeat, in the log's own format (which sorts as text)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - DUPLICATE_WINDOW_SECONDS))
+
+
+def refuse_an_absurd_seq(tail):
+    """Refuse, before writing anything, to number a note past SEQ_LIMIT: such a seq is damage."""
+    if tail.highest_seq >= SEQ_LIMIT:
+        raise NotesError(
+            "the last lines of the log hold a seq past %d, beyond any real session: the log was "
+            "edited or damaged, and numbering past it would make no sense. Nothing was written; run "
+            "verify to find the line, then restore the session from an intact export into a new --dir"
+            % SEQ_LIMIT)
+
+
+def recover_tail(folder, descriptor, tail):
+    """Mend the end of the log a crash left (never a complete line); return what was done, or None."""
+    if tail.keep_end < tail.size:
+        return set_aside_torn_tail(folder, descriptor, tail)
+    if tail.needs_newline:
+        append_line(descriptor, b"\n")
+        return {"kind": "missing_newline"}
+    return None
+
+
+def find_duplicate(tail, signal, session_id):
+    """The record of the duplicate window that repeats the signal field for field, or None.
+
+    A record with any problem of its own (a checksum that does not match,
+    say) is never the answer: the signal is then stored anew."""
+    for record in tail.recent:
+        if all(record.get(name) == value for name, value in signal.items()) and not check_record(
+                record, session_id):
+            return record
+    return None
+
+
+def with_recovered(receipt, recovered):
+    """Add a recovered key only when the tail of the log was mended."""
     if recovered:
         receipt["recovered"] = recovered
     return receipt
@@ -997,7 +1312,7 @@ def command_append(args) -> dict:
 def check_ref(log_path, note_type, ref):
     """Refuse a --ref that names no note of this log, or a note of the wrong kind."""
     try:
-        with open(log_path, "rb") as handle:
+        with open(open_regular_file(log_path), "rb") as handle:
             target = find_note(handle, os.fstat(handle.fileno()).st_size, ref)
     except FileNotFoundError:
         target = None
@@ -1022,32 +1337,35 @@ def command_tail(args) -> dict:
     log_path = os.path.join(folder, LOG_NAME)
     session_id = meta["session_id"]
     records, warnings = [], []
+    size, in_flight = log_view(folder)
     try:
-        handle = open(log_path, "rb")
+        handle = open(open_regular_file(log_path), "rb")
     except FileNotFoundError:
         import io  # already loaded by the interpreter itself
 
         handle = io.BytesIO()  # no log yet: an empty one to tail
     with handle:
-        newer_seq = None
-        for position, (offset, line) in enumerate(read_lines_backward(handle, handle.seek(0, os.SEEK_END))):
+        newer_seq, damaged = None, 0  # damaged: lines since the newer record that hold no seq
+        for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
             if len(records) >= limit:
                 break
-            if position == 0 and not line:
-                continue  # the log ends with a newline, as it should
-            value, kind = parse_line(line)
+            if position == 0 and (line == b"" or in_flight):
+                continue  # the log ends with a newline, as it should; or a writer's note is in flight
+            value, kind = parse_line(line) if line is not None else (None, "line_too_long")
             if position == 0:  # the last line lacks its newline
                 kind = "torn_tail" if value is None else "missing_newline"
             if kind:
                 warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
+            seq = value.get("seq") if value is not None else None
+            if not is_seq(seq):
+                damaged += position > 0 or value is not None  # a torn tail held no seq; a kept line may have
             if value is None:
                 continue
             kinds = check_record(value, session_id)
-            seq = value.get("seq")
             if is_seq(seq):
-                if newer_seq is not None and seq != newer_seq - 1:
+                if newer_seq is not None and not newer_seq - 1 - damaged <= seq < newer_seq:
                     kinds.append("seq_repeated" if seq >= newer_seq else "seq_gap")
-                newer_seq = seq
+                newer_seq, damaged = seq, 0
             for kind in kinds:
                 warnings.append("byte %d (%s): %s" % (offset, value.get("id"), PROBLEM_DETAILS[kind]))
             if "missing_field" not in kinds and (types is None or value["type"] in types) and (
@@ -1119,12 +1437,8 @@ def command_export(args) -> dict:
         output = os.path.abspath(os.path.expanduser(args.output))
     else:
         output = os.path.join(folder, EXPORT_MARKDOWN_NAME if markdown else EXPORT_NAME)
-    if os.path.isdir(output):
-        raise NotesError("--output %s is a folder; give a file path, such as %s"
-                         % (output, os.path.join(output, EXPORT_NAME)))
+    check_export_output(folder, output)
     output_folder = os.path.dirname(output)
-    if os.path.isfile(output_folder):
-        raise NotesError("--output %s is inside a file, not a folder" % output)
     # Both passes read the same bytes: the size is fixed before the first one,
     # so notes appended meanwhile wait for the next export.
     reader = LogReader(folder, meta)
@@ -1148,11 +1462,47 @@ def command_export(args) -> dict:
     return with_warnings(receipt, warnings)
 
 
+def check_export_output(folder, output):
+    """Refuse an --output that is a folder, a special file, or any of the session's own files."""
+    if os.path.isdir(output):
+        raise NotesError("--output %s is a folder; give a file path, such as %s"
+                         % (output, os.path.join(output, EXPORT_NAME)))
+    if os.path.isfile(os.path.dirname(output)):
+        raise NotesError("--output %s is inside a file, not a folder" % output)
+    # The same file by name (through any linked folder) or by inode (a hard
+    # or symbolic link): writing there would replace the log, the meta or the
+    # lock, or a side file holding torn bytes.
+    real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
+    for name in (META_NAME, LOG_NAME, LOCK_NAME):
+        if real == os.path.join(folder, name) or same_file(output, os.path.join(folder, name)):
+            raise NotesError(
+                "--output %s is the session's own %s; an export never writes over a session file. "
+                "Choose another path, such as %s" % (output, name, os.path.join(folder, EXPORT_NAME)))
+    if os.path.dirname(real) == folder and os.path.basename(real).startswith(LOG_NAME + ".torn-"):
+        raise NotesError("--output %s is a side file of the session, holding bytes set aside from its "
+                         "log; choose another path" % output)
+    try:
+        mode = os.lstat(output).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
+        raise special_file_error(output, mode)
+
+
+def same_file(path, other):
+    """Whether both paths name one existing file (os.path.samefile, False when either is missing)."""
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
+
+
 def json_export(reader, meta, count):
     """Yield the export as json.dumps(export, indent=2) would print it, record by record."""
     head = {"schema_version": EXPORT_SCHEMA, "exported_at": utc_now(), "session": meta,
             "record_count": count}
-    yield (pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8")
+    # backslashreplace: a log path that is not UTF-8 keeps its \udcXX escapes, as in the meta.
+    yield (pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     written = 0
     for record in reader.records():
         if written == count:
@@ -1581,8 +1931,8 @@ def recap_markdown(recap):
 def load_export(path):
     """Read and check a whole export; return (session, records) or raise with every problem."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_regular_file(path, EXPORT_SIZE_LIMIT, "%s is over 256 MiB, larger than any session "
+                                "export; nothing was written. Pass the path of a session_export.json" % path)
     except FileNotFoundError:
         raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
     except IsADirectoryError:
@@ -1625,6 +1975,8 @@ def load_export(path):
 
 def notes_kept_by_restore(folder, session, records):
     """How many export records the folder already holds (None: a fresh start); refuse the rest."""
+    if restore_cut_short(folder, session, records):
+        return None
     meta = check_session_folder(folder)
     log_path = os.path.join(folder, LOG_NAME)
     existing = []
@@ -1658,6 +2010,36 @@ def notes_kept_by_restore(folder, session, records):
     return len(existing)
 
 
+def restore_cut_short(folder, session, records):
+    """Whether the folder holds what this restore leaves when cut short: a log of the export's first notes, no meta."""
+    log_path = os.path.join(folder, LOG_NAME)
+    for name in (META_NAME, LOG_NAME, LOCK_NAME):
+        if os.path.islink(os.path.join(folder, name)):
+            return False  # refused by check_session_folder
+    if read_meta(folder) is not None or log_size(log_path) == 0:
+        return False
+    reader = LogReader(folder, {"session_id": session["session_id"]})
+    existing = list(reader.records())
+    return reader.problem_count == 0 and existing == records[:len(existing)]
+
+
+def write_restored_session(folder, session, records):
+    """Write the export's log, then its meta last, so that a restore cut short leaves no session to fork."""
+    meta = read_meta(folder)
+    if meta is not None and meta["session_id"] != session["session_id"]:
+        # Crash window: the meta of a session without notes goes first; cut
+        # short here, the folder holds no session, and the same restore run
+        # again starts afresh.
+        os.unlink(os.path.join(folder, META_NAME))
+        fsync_folder(folder)
+    # Crash window: the log holds the export's notes and the meta is not
+    # written yet.  Writers refuse a log without its meta, so no append can
+    # start a fork of the session; the same restore run again finds its own
+    # notes there and writes the meta.
+    write_file_atomically(os.path.join(folder, LOG_NAME), map(record_line, records))
+    write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
+
+
 def command_restore(args) -> dict:
     export_path = os.path.abspath(os.path.expanduser(args.export_file))
     session, records = load_export(export_path)
@@ -1666,15 +2048,12 @@ def command_restore(args) -> dict:
     # Refusals come before the lock, so that they leave the folder untouched;
     # the same check runs again under the lock, where it counts.
     notes_kept_by_restore(folder, session, records)
+    lock = SessionLock(folder)
     prepare_folder(folder)
-    with SessionLock(folder):
+    with lock:
         kept = notes_kept_by_restore(folder, session, records)
         if kept is None:
-            # Crash window: meta is written first; if the log write is lost,
-            # the folder holds the same session with no notes, and the same
-            # restore run again fills it in.
-            write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
-            write_file_atomically(log_path, map(record_line, records))
+            write_restored_session(folder, session, records)
             restored = len(records)
         else:
             missing = records[kept:]
@@ -2000,17 +2379,25 @@ def command_mcp(args) -> None:
     The server keeps only the --dir it was given: no lock, no open file, no
     parsed state between calls.  A client that closes its end raises
     BrokenPipeError, which main handles as for any command."""
-    source, sink = sys.stdin.buffer, sys.stdout.buffer
-    try:
-        for line in iter(source.readline, b""):
-            if not line.strip():
-                continue
-            answer = mcp_answer_line(args.dir, line)
-            if answer is not None:
-                sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
-                sink.flush()
-    except KeyboardInterrupt:  # stopped by the host: stdout must not get main's error receipt
+    import signal
+
+    def stop_quietly(signum, frame):
+        # Ctrl-C from the host.  A KeyboardInterrupt can surface after the read
+        # loop has already ended (a read cut short by the signal returns as if
+        # at end of input), where main would print an error receipt; SystemExit(0)
+        # is answered by main with nothing on stdout wherever it surfaces.
         mcp_log("interrupted; stopping")
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGINT, stop_quietly)
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    for line in iter(source.readline, b""):
+        if not line.strip():
+            continue
+        answer = mcp_answer_line(args.dir, line)
+        if answer is not None:
+            sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
+            sink.flush()
     return None  # main prints nothing: stdout carried only JSON-RPC
 
 

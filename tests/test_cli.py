@@ -178,8 +178,8 @@ def test_summary_of_an_empty_session(session):
 
 
 def test_summary_counts_by_type(session):
-    for note_type in ["gate", "decision", "gate", "tension"]:
-        succeeded(append(session, note_type, "A %s." % note_type), APPEND_KEYS)
+    for number, note_type in enumerate(["gate", "decision", "gate", "tension"]):
+        succeeded(append(session, note_type, "A %s, number %d." % (note_type, number)), APPEND_KEYS)
     receipt = succeeded(run_notes("summary", folder=session), SUMMARY_KEYS)
     assert receipt["total"] == 4
     assert list(receipt["by_type"]) == sorted(NOTE_TYPES)

@@ -2,9 +2,10 @@
 
 A crash can leave the last line of the log cut short or followed by junk.  Readers must
 answer with the complete records and a warning, without touching the folder; the next
-append moves the incomplete bytes to a side file (byte for byte), cuts them from the log,
-continues the numbering and says so.  A complete record that only lacks its newline is
-kept.  Failing writes and fsyncs leave a log that verifies clean or recovers on the next
+append moves the bytes after the last newline to a side file (byte for byte), cuts them
+from the log, continues the numbering and says so.  Complete junk lines stay where they
+are and count as having held a seq (issue 13).  A complete record that only lacks its
+newline is kept.  Failing writes and fsyncs leave a log that verifies clean or recovers on the next
 append, and the failure is reported as JSON.
 """
 
@@ -191,7 +192,7 @@ def parses_as_object(line: bytes) -> bool:
         return False
 
 
-def test_random_junk_tails_are_set_aside_byte_for_byte(tmp_path, capsys):
+def test_random_junk_tails_keep_their_complete_lines_and_set_aside_the_rest(tmp_path, capsys):
     for index, junk in enumerate(junk_cases()):
         # The case is only meaningful if no junk line happens to be a JSON object.
         assert not any(parses_as_object(piece) for piece in junk.split(b"\n")), index
@@ -201,6 +202,9 @@ def test_random_junk_tails_are_set_aside_byte_for_byte(tmp_path, capsys):
                     ((1, "source"), (2, "artifact"), (3, "discard"), (4, "decision"))]
         healthy = b"".join(line_of(record) for record in complete)
         write_log(folder, healthy + junk)
+        # Only the bytes after the last newline can be torn; complete junk lines stay.
+        kept_junk, torn = junk[:junk.rfind(b"\n") + 1], junk[junk.rfind(b"\n") + 1:]
+        junk_lines = kept_junk.count(b"\n")
 
         check_readers_on_damaged_tail(capsys, folder, complete, tmp_path / ("export%02d.json" % index))
         code, verify = run_here(capsys, folder, "verify")
@@ -208,16 +212,21 @@ def test_random_junk_tails_are_set_aside_byte_for_byte(tmp_path, capsys):
 
         code, receipt = run_here(capsys, folder, "append", "--type", "decision", "--text", "Past the junk.")
         assert code == 0, (index, receipt)
-        assert (receipt["note_id"], receipt["seq"]) == ("n00005", 5), index
-        assert receipt["recovered"]["kind"] == "torn_tail"
-        assert receipt["recovered"]["bytes"] == len(junk)
-        with open(receipt["recovered"]["side_file"], "rb") as handle:
-            assert handle.read() == junk, index
-        assert log_bytes(folder).startswith(healthy)
-        every_line_is_an_object(folder)
-        assert [record["seq"] for record in read_records(folder)] == [1, 2, 3, 4, 5]
+        # Each complete junk line counts as having held a seq: none is issued twice.
+        seq = 4 + junk_lines + 1
+        assert (receipt["note_id"], receipt["seq"]) == ("n%05d" % seq, seq), index
+        if torn:
+            assert receipt["recovered"]["kind"] == "torn_tail"
+            assert receipt["recovered"]["bytes"] == len(torn)
+            with open(receipt["recovered"]["side_file"], "rb") as handle:
+                assert handle.read() == torn, index
+        else:
+            assert "recovered" not in receipt and side_files(folder) == []
+        assert log_bytes(folder).startswith(healthy + kept_junk)
+        assert json.loads(log_bytes(folder).splitlines()[-1])["text"] == "Past the junk."
         code, verify = run_here(capsys, folder, "verify")
-        assert code == 0, (index, verify)
+        assert code == (3 if junk_lines else 0), (index, verify)
+        assert {entry["line"] for entry in verify["problems"]} == set(range(5, 5 + junk_lines)), (index, verify)
         shutil.rmtree(str(folder))
 
 
@@ -273,16 +282,19 @@ def test_missing_newline_through_the_script(tmp_path):
 def test_junk_tail_with_newlines_through_the_script(tmp_path):
     folder = copy_fixture("basic", tmp_path / "basic")
     original = log_bytes(folder)
-    junk = b"\x00\x00\x00\n\xff\xfegarbage\n{\"id\":\"n000"
-    write_log(folder, original + junk)
+    complete_junk, torn = b"\x00\x00\x00\n\xff\xfegarbage\n", b"{\"id\":\"n000"
+    write_log(folder, original + complete_junk + torn)
     verify = run_notes("verify", folder=folder)
     assert verify.code == 3 and verify.receipt["total"] == 11
     append = run_notes("append", "--type", "shape", "--text", "Shape holds.", folder=folder)
     assert append.code == 0, append
-    assert append.receipt["seq"] == 12 and append.receipt["recovered"]["bytes"] == len(junk)
+    # The two complete junk lines stay and held seqs 12 and 13; only the cut bytes move.
+    assert append.receipt["seq"] == 14 and append.receipt["recovered"]["bytes"] == len(torn)
     with open(append.receipt["recovered"]["side_file"], "rb") as handle:
-        assert handle.read() == junk
-    assert run_notes("verify", folder=folder).code == 0
+        assert handle.read() == torn
+    assert log_bytes(folder).startswith(original + complete_junk)
+    verify = run_notes("verify", folder=folder)
+    assert verify.code == 3 and [p["line"] for p in verify.receipt["problems"]] == [12, 13]
 
 
 # --------------------------------------------------------------------------

@@ -426,7 +426,7 @@ def test_identical_retry_writes_nothing_and_returns_the_same_note(tmp_path, pyth
     assert folder_digest(folder) == before
 
 
-def test_only_an_exact_repeat_of_the_last_record_is_a_duplicate(tmp_path):
+def test_only_an_exact_repeat_is_a_duplicate(tmp_path):
     folder = tmp_path / "session"
 
     def append(*args):
@@ -434,21 +434,21 @@ def test_only_an_exact_repeat_of_the_last_record_is_a_duplicate(tmp_path):
         assert result.code == 0, result
         return result.receipt
 
-    assert append("--type", "decision", "--text", "A.")["seq"] == 1
+    first = append("--type", "decision", "--text", "A.")
+    assert first["seq"] == 1
     assert append("--type", "decision", "--text", "B.")["seq"] == 2
-    # The same signal after a different one is a new note.
-    again = append("--type", "decision", "--text", "A.")
-    assert again["seq"] == 3 and "duplicate" not in again
+    # The same signal after a different one is still a retry (issue 13: the last 20 records count).
+    assert append("--type", "decision", "--text", "A.") == dict(first, duplicate=True)
     # A differing effect, or type, is a new note.
     with_effect = append("--type", "decision", "--text", "A.", "--effect", "Changes the lock.")
-    assert with_effect["seq"] == 4 and "duplicate" not in with_effect
+    assert with_effect["seq"] == 3 and "duplicate" not in with_effect
     other_type = append("--type", "tension", "--text", "A.", "--effect", "Changes the lock.")
-    assert other_type["seq"] == 5 and "duplicate" not in other_type
+    assert other_type["seq"] == 4 and "duplicate" not in other_type
     repeat = append("--type", "tension", "--text", "A.", "--effect", "Changes the lock.")
     assert repeat == dict(other_type, duplicate=True)
     without_effect = append("--type", "tension", "--text", "A.")
-    assert without_effect["seq"] == 6 and "duplicate" not in without_effect
-    assert [record["seq"] for record in read_records(folder)] == [1, 2, 3, 4, 5, 6]
+    assert without_effect["seq"] == 5 and "duplicate" not in without_effect
+    assert [record["seq"] for record in read_records(folder)] == [1, 2, 3, 4, 5]
     assert run_notes("verify", folder=folder).code == 0
 
 
