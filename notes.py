@@ -2122,7 +2122,7 @@ MCP_TOOLS = {
     "append": (("type", "text", "effect", "ref", "status", "provenance", "evidence"), ("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
-    "recap": (("limit",), (), MCP_READER_HINTS),
+    "recap": (("limit", "max_bytes"), (), MCP_READER_HINTS),
     "tail": (("limit", "types", "since", "until"), (), MCP_READER_HINTS),
     "summary": ((), (), MCP_READER_HINTS),
     "verify": ((), (), MCP_READER_HINTS),
