@@ -1841,7 +1841,14 @@ def command_recap(args) -> dict:
     recap["export_lag"] = export_lag(folder, meta["session_id"], reader.total)
     with_warnings(recap, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
-    render = recap_markdown if args.format == "md" else CompactReceipt
+    form = recap_markdown if args.format == "md" else CompactReceipt
+
+    def render(fitted):
+        # Lists are kept oldest first while fitting (the oldest go first);
+        # closed gates are shown newest first, the closing a reader most needs.
+        shown = CompactReceipt(fitted)
+        shown["closed_gates"] = fitted["closed_gates"][::-1]
+        return form(shown)
     return fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, args.max_bytes)
 
 

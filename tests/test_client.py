@@ -255,12 +255,13 @@ def test_closed_gates_keep_the_newest_closings_within_the_limit(tmp_path):
     everything = recap(folder)
     limited = recap(folder, "--limit", "2")
 
+    # Newest closing first.
     assert [(gate["id"], gate["update_id"]) for gate in everything["closed_gates"]] == [
-        ("n00003", "n00005"), ("n00001", "n00006"), ("n00004", "n00007"), ("n00002", "n00008")]
+        ("n00002", "n00008"), ("n00004", "n00007"), ("n00001", "n00006"), ("n00003", "n00005")]
     assert "truncated" not in everything
     assert limited["closed_gates"] == [
-        {"id": "n00004", "text": "Gate 4 is open.", "update_id": "n00007", "update_text": "Gate 4 closed."},
-        {"id": "n00002", "text": "Gate 2 is open.", "update_id": "n00008", "update_text": "Gate 2 closed."}]
+        {"id": "n00002", "text": "Gate 2 is open.", "update_id": "n00008", "update_text": "Gate 2 closed."},
+        {"id": "n00004", "text": "Gate 4 is open.", "update_id": "n00007", "update_text": "Gate 4 closed."}]
     assert limited["truncated"] == {"closed_gates": 2}
     assert limited["see_truncated"] == ["tail --type gate --limit 8"]
 
@@ -504,6 +505,8 @@ def test_recap_of_a_300_note_session_fits_the_default_budget(big_session, form):
     cut_ages, kept_ages = [], []
     for name in CUT_LISTS:
         full, kept = everything[name], state[name]
+        if name == "closed_gates":  # shown newest first: compare in the order of the other lists
+            full, kept = full[::-1], kept[::-1]
         assert kept == full[len(full) - len(kept):], name
         cut_ages += [age(name, item) for item in full[:len(full) - len(kept)]]
         kept_ages += [age(name, item) for item in kept]
