@@ -284,7 +284,7 @@ def test_tool_schemas_and_annotations(tmp_path):
     assert tail["types"] == {"type": "array", "items": {"type": "string", "enum": types},
                              "description": tail["types"]["description"]}
     assert tail["limit"]["type"] == "integer" and tail["limit"]["default"] == 5
-    assert set(tools["recap"]["inputSchema"]["properties"]) == {"limit"}
+    assert set(tools["recap"]["inputSchema"]["properties"]) == {"limit", "max_bytes"}
     assert set(tools["export"]["inputSchema"]["properties"]) == {"output", "format"}
     assert tools["export"]["inputSchema"]["properties"]["format"]["enum"] == ["json", "md"]
     for name in ("summary", "verify"):
