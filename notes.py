@@ -787,6 +787,8 @@ def log_size(path):
         descriptor = open_regular_file(path)
     except FileNotFoundError:
         return 0
+    except IsADirectoryError:  # readers answer a refusal, never an unexpected error
+        raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
     try:
         return os.fstat(descriptor).st_size
     finally:
@@ -1990,7 +1992,10 @@ def notes_kept_by_restore(folder, session, records):
     if meta is not None:
         reader = LogReader(folder, meta)
         existing = list(reader.records())
-        if reader.problem_count:
+        # A cut-off last line (a restore killed while adding notes leaves one)
+        # is mended under the lock, as append mends it; any other problem refuses.
+        mendable = [entry for entry in reader.problems if entry["kind"] in ("torn_tail", "missing_newline")]
+        if reader.problem_count > len(mendable):
             raise NotesError(
                 "the log in %s has problems (run verify); restore only adds to a healthy log, "
                 "nothing was changed" % folder)
@@ -2055,6 +2060,7 @@ def command_restore(args) -> dict:
     # Refusals come before the lock, so that they leave the folder untouched;
     # the same check runs again under the lock, where it counts.
     notes_kept_by_restore(folder, session, records)
+    recovered = None
     lock = SessionLock(folder)
     prepare_folder(folder)
     with lock:
@@ -2063,6 +2069,7 @@ def command_restore(args) -> dict:
             write_restored_session(folder, session, records)
             restored = len(records)
         else:
+            recovered = mend_log_tail(folder)
             missing = records[kept:]
             if missing:
                 descriptor = open_log_for_append(log_path)
@@ -2071,8 +2078,20 @@ def command_restore(args) -> dict:
                 finally:
                     os.close(descriptor)
             restored = len(missing)
-    return {"ok": True, "command": "restore", "session_id": session["session_id"],
-            "record_count": len(records), "restored": restored, "path": log_path}
+    receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
+               "record_count": len(records), "restored": restored, "path": log_path}
+    return with_recovered(receipt, recovered)
+
+
+def mend_log_tail(folder):
+    """Under the lock, before restore adds notes: mend the end of the log a crash left, as append does."""
+    descriptor = open_log_for_append(os.path.join(folder, LOG_NAME))
+    try:
+        with open(descriptor, "rb", closefd=False) as handle:
+            tail = LogTail(handle, os.fstat(descriptor).st_size)
+        return recover_tail(folder, descriptor, tail)
+    finally:
+        os.close(descriptor)
 
 
 # --------------------------------------------------------------------------
