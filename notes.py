@@ -2417,10 +2417,18 @@ def command_mcp(args) -> None:
 
     signal.signal(signal.SIGINT, stop_quietly)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
-    for line in iter(source.readline, b""):
-        if not line.strip():
+    # A message is read up to LINE_LIMIT bytes, far above any real request,
+    # so a client that never sends a newline cannot make the server hold
+    # more than that; the rest of such a line is read and dropped in pieces.
+    for line in iter(lambda: source.readline(LINE_LIMIT + 1), b""):
+        if len(line) > LINE_LIMIT and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = source.readline(LINE_LIMIT)
+            answer = mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: a message over 1 MiB")
+        elif not line.strip():
             continue
-        answer = mcp_answer_line(args.dir, line)
+        else:
+            answer = mcp_answer_line(args.dir, line)
         if answer is not None:
             sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
             sink.flush()
