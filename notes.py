@@ -72,6 +72,9 @@ EXPORT_SCHEMA = "shaping-memory-export.v0"
 
 NOTE_TYPES = ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact")
 GATE_STATUSES = ("open", "deferred", "closed")
+# Who a signal comes from, and how well it is known (the protocol's own words).
+PROVENANCES = ("op", "model", "shared")
+EVIDENCE_LEVELS = ("declared", "inferred", "observed", "validated")
 # Lists of the recap, by the note type each one gathers.
 RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
                ("source", "sources"), ("artifact", "artifacts"))
@@ -80,6 +83,9 @@ TEXT_LIMIT = 2000
 EFFECT_LIMIT = 1000
 TAIL_DEFAULT_LIMIT = 5
 RECAP_DEFAULT_LIMIT = 20
+RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
+STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
+EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
 PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
 BACKWARD_BLOCK = 65536    # bytes read at a time when reading the log from its end
@@ -99,7 +105,7 @@ LOCK_WAIT_LIMIT = 86400.0
 DUPLICATE_WINDOW_RECORDS = 20
 DUPLICATE_WINDOW_SECONDS = 600
 # The fields of a signal, in build_record's order: what a retry must repeat.
-SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status")
+SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence")
 # A temporary file of a killed whole-file write is removed by a later write of
 # the same file once it is this old (no live write takes that long).
 STALE_TEMPORARY_SECONDS = 600
@@ -270,8 +276,9 @@ def record_checksum(record: dict) -> str:
 
 
 def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
-                 ref: str | None = None, status: str | None = None, timestamp: str | None = None) -> dict:
-    """A record with v0's keys in v0's order, the optional links after effect, checksum last."""
+                 ref: str | None = None, status: str | None = None, provenance: str | None = None,
+                 evidence: str | None = None, timestamp: str | None = None) -> dict:
+    """A record with v0's keys in v0's order, then the optional links and labels, checksum last."""
     record = {
         "id": note_id_for(seq),
         "ts": timestamp or utc_now(),
@@ -286,6 +293,10 @@ def build_record(session_id: str, seq: int, note_type: str, text: str, effect: s
         record["ref"] = ref
     if status:
         record["status"] = status
+    if provenance:
+        record["provenance"] = provenance
+    if evidence:
+        record["evidence"] = evidence
     record["checksum"] = record_checksum(record)
     return record
 
@@ -376,8 +387,11 @@ def clean_field(name: str, value: str | None, limit: int) -> str:
 
 
 def clean_signal(note_type: str, text: str | None, effect: str | None,
-                 ref: str | None, status: str | None) -> tuple:
-    """Validate a signal before anything is touched; return (text, effect, ref, status)."""
+                 ref: str | None, status: str | None,
+                 provenance: str | None = None, evidence: str | None = None) -> tuple:
+    """Validate a signal before anything is touched; return (text, effect, ref, status).
+
+    provenance and evidence are stored as given, so they are only checked."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s %s" % (", ".join(NOTE_TYPES), see_help("append")))
     if text is None:
@@ -385,6 +399,10 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
                          "append-only.' %s" % see_help("append"))
     if note_type not in NOTE_TYPES:
         raise NotesError("unknown --type %r; use one of: %s" % (note_type, ", ".join(NOTE_TYPES)))
+    for name, value, allowed in (("provenance", provenance, PROVENANCES),
+                                 ("evidence", evidence, EVIDENCE_LEVELS)):
+        if value is not None and value not in allowed:
+            raise NotesError("unknown --%s %r; use one of: %s" % (name, value, ", ".join(allowed)))
     text = clean_field("text", text, TEXT_LIMIT)
     if not text:
         raise NotesError("--text is empty; a memory signal needs a text that says what to keep")
@@ -405,6 +423,35 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
             "a new gate cannot start closed; open it first, then close it with "
             "--ref <its id> --status closed")
     return text, effect, ref, status
+
+
+def value_from_stdin(text, effect) -> tuple:
+    """(text, effect), with the one given as "-" read from standard input as UTF-8, byte for byte.
+
+    A shell expands $ and runs backticks inside double quotes; a quoted
+    here-document or a pipe hands the bytes over untouched.  The stream holds
+    one value, so only one of the two may ask for it."""
+    if text != "-" and effect != "-":
+        return text, effect
+    if text == "-" and effect == "-":
+        raise NotesError("--text - and --effect - both ask for standard input, which carries one value; "
+                         "read one of them from standard input and pass the other as an argument")
+    name = "text" if text == "-" else "effect"
+    if sys.stdin is None:  # started with standard input closed
+        raise NotesError("--%s - reads standard input, but there is none; pipe the value in or pass it "
+                         "as an argument" % name)
+    data = getattr(sys.stdin, "buffer", sys.stdin).read(STDIN_LIMIT + 1)
+    if len(data) > STDIN_LIMIT:
+        raise NotesError("standard input for --%s holds more than %d bytes; a memory signal is a minimal "
+                         "pointer of at most %d characters" % (name, STDIN_LIMIT,
+                                                               TEXT_LIMIT if name == "text" else EFFECT_LIMIT))
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise NotesError("standard input for --%s is not valid UTF-8 (byte %d); send the text as "
+                             "UTF-8" % (name, error.start)) from None
+    return (data, effect) if name == "text" else (text, data)
 
 
 def is_note_id(value) -> bool:
@@ -505,6 +552,8 @@ FIELD_RULES = {
     "effect": (is_string, "a string"),
     "ref": (is_note_id, "a note id (n and five or more digits)"),
     "status": (lambda value: value in GATE_STATUSES, "open, deferred or closed"),
+    "provenance": (lambda value: value in PROVENANCES, "one of: " + ", ".join(PROVENANCES)),
+    "evidence": (lambda value: value in EVIDENCE_LEVELS, "one of: " + ", ".join(EVIDENCE_LEVELS)),
     "checksum": (is_checksum, "16 lowercase hex digits"),
 }
 PLAIN_RULE = (is_plain_value, "a string, a number, true, false or null")
@@ -939,6 +988,8 @@ def log_size(path):
         descriptor = open_regular_file(path)
     except FileNotFoundError:
         return 0
+    except IsADirectoryError:  # readers answer a refusal, never an unexpected error
+        raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
     try:
         return os.fstat(descriptor).st_size
     finally:
@@ -1365,9 +1416,11 @@ def command_init(args) -> dict:
 
 def command_append(args) -> dict:
     # Validate everything the signal alone can tell before touching any file.
+    text, effect = value_from_stdin(args.text, args.effect)
     # The signal is one dict, field name -> value, in SIGNAL_FIELDS order.
     signal = dict(zip(SIGNAL_FIELDS, (args.type,) + clean_signal(
-        args.type, args.text, args.effect, args.ref, args.status)))
+        args.type, text, effect, args.ref, args.status, args.provenance, args.evidence)
+        + (args.provenance, args.evidence)))
     folder = resolve_folder(args.dir)
     check_session_folder(folder)
     if signal["ref"] is not None:
@@ -1694,7 +1747,8 @@ def markdown_record(record):
     if "effect" in record:
         first, *rest = markdown_split(record["effect"])
         labels += ["- Effect: " + visible(first)] + ["      " + visible(line) for line in rest]
-    for key in ("ref", "status"):  # a note id, and one of three words: checked before any reader sees them
+    # A note id and words from short lists: checked before any reader sees them.
+    for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
             labels.append("- %s: %s" % (key.capitalize(), record[key]))
     return (["### %s · %s · %s" % (record["id"], record["ts"], visible(record["type"], True)), ""]
@@ -1719,107 +1773,389 @@ def visible(value, one_line=False):
 
 
 def summarise_record(record):
-    """A record as a recap item: id, text, and effect when it has one."""
+    """A record as a recap item: id and text, then the effect, the note it replaced and its labels."""
     item = {"id": record["id"], "text": record["text"]}
     if "effect" in record:
         item["effect"] = record["effect"]
+    if record["type"] != "gate" and isinstance(record.get("ref"), str):
+        item["replaces"] = record["ref"]
+    for key in ("provenance", "evidence"):
+        if key in record:
+            item[key] = record[key]
     return item
 
 
-def command_recap(args) -> dict:
-    limit = check_limit(args.limit)
-    folder = resolve_folder(args.dir)
-    meta = require_session(folder)
-    reader = LogReader(folder, meta)
-    # First pass: which notes are superseded, and the story of every gate.
-    # Only these are held in memory; the lists are gathered in the second pass.
-    superseded, gates, gate_of_update = set(), {}, {}
+def is_unconfirmed(labels) -> bool:
+    """Whether a note's labels say the model proposed it or only inferred it."""
+    return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
+
+
+def gate_labels(gate) -> dict:
+    """The labels of the note that set a recap gate's status: its latest update, or the gate itself."""
+    if "update_id" in gate:
+        return {key: gate["update_" + key] for key in ("provenance", "evidence") if "update_" + key in gate}
+    return gate
+
+
+def recap_history(reader):
+    """First pass: the notes later ones superseded, every gate with its latest update, notes by type.
+
+    Only these are held in memory; the lists are gathered in the second pass.
+    Returns (superseded ids, gates by id, seq of each gate's latest note, counts by type)."""
+    superseded, gates, gate_of_update, changed_at = set(), {}, {}, {}
+    counts = dict.fromkeys(NOTE_TYPES, 0)
     for record in reader.records(WARNINGS_LISTED):
+        if record["type"] in counts:
+            counts[record["type"]] += 1
         ref = record.get("ref")
         if record["type"] == "gate":
             if ref is None:
-                gates[record["id"]] = {"id": record["id"], "text": record["text"],
-                                       "status": record.get("status", "open")}
-                if "effect" in record:
-                    gates[record["id"]]["effect"] = record["effect"]
+                gate = {"id": record["id"], "text": record["text"], "status": record.get("status", "open")}
+                gate.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
+                gates[record["id"]], changed_at[record["id"]] = gate, record["seq"]
             else:
                 root = gate_of_update.get(ref, ref)
                 if root in gates and record.get("status") in GATE_STATUSES:
-                    gate_of_update[record["id"]] = root
-                    gates[root].update(status=record["status"], update_id=record["id"],
-                                       update_text=record["text"])
+                    gate_of_update[record["id"]], changed_at[root] = root, record["seq"]
+                    gate = gates[root]
+                    gate.update(status=record["status"], update_id=record["id"], update_text=record["text"])
+                    for key in ("provenance", "evidence"):  # the latest update's labels only
+                        gate.pop("update_" + key, None)
+                        if key in record:
+                            gate["update_" + key] = record[key]
         elif isinstance(ref, str):
             superseded.add(ref)
-    warnings = reader.warnings()
+    return superseded, gates, changed_at, counts
+
+
+def keep_newest(entries, limit, cut, name):
+    """Trim a list of (seq, item) to its newest `limit` entries, counting what goes in cut[name]."""
+    if len(entries) > limit:
+        cut[name] = cut.get(name, 0) + len(entries) - limit
+        del entries[:len(entries) - limit]
+
+
+def recap_live_notes(reader, superseded, limit, cut):
+    """Second pass: latest mode and shape, and the live notes of each list as (seq, item), newest kept.
+
+    An unconfirmed note is not settled until the operator confirms it, so it
+    goes to the unconfirmed list (as (seq, item with its type)) instead of its
+    own; the latest mode and shape stay in place and are listed there too."""
     latest = {"mode": None, "shape": None}
-    kept = {name: [] for _, name in RECAP_LISTS}
-    cut = dict.fromkeys(kept, 0)
     list_of_type = dict(RECAP_LISTS)
+    kept = {name: [] for _, name in RECAP_LISTS}
+    unconfirmed = []
     for record in reader.records(0):
         if record["id"] in superseded:
             continue
         if record["type"] in latest:
             latest[record["type"]] = record
         elif record["type"] in list_of_type:
-            items = kept[list_of_type[record["type"]]]
-            items.append(record)
-            if len(items) > limit:
-                del items[0]
-                cut[list_of_type[record["type"]]] += 1
-    gates_by_status = {"open": [], "deferred": [], "closed": []}
-    for gate in gates.values():
-        if gate["status"] in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
-            gates_by_status[gate["status"]].append(gate)
-    for status in ("open", "deferred"):
-        cut[status + "_gates"] = max(0, len(gates_by_status[status]) - limit)
-    receipt = {
-        "ok": True,
-        "command": "recap",
-        "session_id": meta["session_id"],
-        "path": reader.path,
-        "total": reader.total,
-        "mode": summarise_record(latest["mode"]) if latest["mode"] else None,
-        "shape": summarise_record(latest["shape"]) if latest["shape"] else None,
-        "open_gates": gates_by_status["open"][-limit:],
-        "deferred_gates": gates_by_status["deferred"][-limit:],
-        "closed_gates": len(gates_by_status["closed"]),
-    }
-    for name, items in kept.items():
-        receipt[name] = [summarise_record(record) for record in items]
-    receipt["superseded_count"] = len(superseded)
+            name, item = list_of_type[record["type"]], summarise_record(record)
+            if is_unconfirmed(item):
+                unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
+                keep_newest(unconfirmed, limit, cut, "unconfirmed")
+            else:
+                kept[name].append((record["seq"], item))
+                keep_newest(kept[name], limit, cut, name)
+    for note_type, record in latest.items():
+        if record is not None:
+            latest[note_type] = summarise_record(record)
+            if is_unconfirmed(latest[note_type]):
+                unconfirmed.append((record["seq"], {"id": record["id"], "type": note_type, **latest[note_type]}))
+    return latest, kept, unconfirmed
+
+
+# What a closed gate keeps in the recap: the gate, and the update that closed it.
+CLOSED_GATE_KEYS = ("id", "text", "update_id", "update_text", "update_provenance", "update_evidence")
+
+
+def recap_gates(gates, changed_at, limit, cut, unconfirmed):
+    """Gates by status as lists of (seq, item), newest `limit` kept; unconfirmed gates join that list.
+
+    Open and deferred gates keep the order they were opened in, and stay in
+    their list when unconfirmed too (a gate is open whoever raised it); closed
+    gates the order they were closed in, each with the update that closed it,
+    unless that closing is unconfirmed: then the gate is only in unconfirmed."""
+    by_status = {"open": [], "deferred": [], "closed": []}
+    for gate_id, gate in gates.items():
+        if gate["status"] not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
+            continue
+        if is_unconfirmed(gate_labels(gate)):
+            unconfirmed.append((changed_at[gate_id], {"id": gate_id, "type": "gate", **gate}))
+            if gate["status"] == "closed":
+                continue
+        if gate["status"] == "closed":
+            item = {key: value for key, value in gate.items() if key in CLOSED_GATE_KEYS}
+            by_status["closed"].append((changed_at[gate_id], item))
+        else:
+            by_status[gate["status"]].append((changed_at[gate_id], gate))
+    by_status["closed"].sort(key=lambda entry: entry[0])
+    for status, entries in by_status.items():
+        keep_newest(entries, limit, cut, status + "_gates")
+    unconfirmed.sort(key=lambda entry: entry[0])
+    keep_newest(unconfirmed, limit, cut, "unconfirmed")
+    return by_status
+
+
+def read_export_head(path):
+    """The top-level keys of an export before its records, from a bounded prefix: (head, problem).
+
+    record_count sits before the records, so the whole file is never loaded.
+    (None, None) when there is no export at path."""
+    import stat  # already loaded by os
+
+    try:
+        descriptor = os.open(path, os.O_RDONLY | BINARY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None, None
+    except OSError as error:
+        return None, "cannot be read (%s)" % error.strerror
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # a FIFO or a device is never read
+            return None, "is not a regular file"
+        with open(descriptor, "rb", closefd=False) as handle:
+            data = handle.read(EXPORT_HEAD_LIMIT)
+    finally:
+        os.close(descriptor)
+    start = data.find(b'"records"')
+    while start != -1:
+        before = data[:start].rstrip()
+        if before.endswith(b","):
+            try:
+                head = parse_json(before[:-1].decode("utf-8") + "}")
+            except (UnicodeDecodeError, ValueError):
+                head = None
+            if isinstance(head, dict) and "record_count" in head:
+                return head, None
+        start = data.find(b'"records"', start + 1)
+    return None, "is not a session export with a record_count in its first %d bytes" % EXPORT_HEAD_LIMIT
+
+
+def export_lag(folder, session_id, total):
+    """How many of the log's notes the folder's default export lacks, by its record count."""
+    path = os.path.join(folder, EXPORT_NAME)
+    lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
+    head, problem = read_export_head(path)
+    if head is not None:
+        count, session = head["record_count"], head.get("session")
+        if (head.get("schema_version") != EXPORT_SCHEMA or not isinstance(count, int)
+                or isinstance(count, bool) or count < 0):
+            problem = "is not a session export (%s with a record_count)" % EXPORT_SCHEMA
+        elif not isinstance(session, dict) or session.get("session_id") != session_id:
+            problem = "holds another session"
+        elif count > total:
+            problem = ("holds %d notes, more than this log's %d: restore it to bring the newer notes in"
+                       % (count, total))
+            lag.update(record_count=count, missing=0)
+        else:
+            lag.update(record_count=count, missing=total - count)
+    if problem:
+        lag["problem"] = "%s %s" % (EXPORT_NAME, problem)
+    return lag
+
+
+class CompactReceipt(dict):
+    """A receipt that main prints as compact JSON on one line: readbacks sized to a byte budget.
+
+    Every other receipt keeps v0's 2-space indentation."""
+
+
+def printed_form(result) -> str:
+    """The text main prints for a command's result: markdown as is, else JSON and a newline."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, CompactReceipt):
+        return compact_json(result) + "\n"
+    return pretty_json(result) + "\n"
+
+
+def printed_size(result) -> int:
+    """The number of bytes main prints for a result."""
+    return len(printed_form(result).encode("utf-8", "backslashreplace"))
+
+
+CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in RECAP_LISTS)
+
+
+def recap_hints(cut, counts, unconfirmed_total):
+    """How to see what recap left out: the tail of the types cut, and a wider recap for unconfirmed notes."""
+    types = [note_type for note_type in NOTE_TYPES
+             if any(cut.get(name) for list_type, name in RECAP_LISTS if list_type == note_type)
+             or note_type == "gate" and any(cut.get(status + "_gates") for status in GATE_STATUSES)]
+    hints = []
+    if types:
+        hints.append("tail %s --limit %d" % (" ".join("--type " + note_type for note_type in types),
+                                             sum(counts[note_type] for note_type in types)))
+    if cut.get("unconfirmed"):
+        hints.append("recap --limit %d" % unconfirmed_total)
+    return hints
+
+
+def recap_cut_down(recap, dropped_order, count, limit_cut, counts, unconfirmed_total):
+    """The recap without the `count` oldest entries of dropped_order, saying what was cut and how to see it."""
+    dropped = {}
+    for _, name, _ in dropped_order[:count]:
+        dropped[name] = dropped.get(name, 0) + 1
+    result = CompactReceipt(recap)
+    for name, number in dropped.items():
+        result[name] = recap[name][number:]
+    cut = {name: limit_cut.get(name, 0) + dropped.get(name, 0)
+           for name in ("open_gates", "deferred_gates", "unconfirmed") + CUTTABLE_RECAP_LISTS}
     truncated = {name: number for name, number in cut.items() if number}
+    warnings = result.pop("warnings", None)
     if truncated:
-        receipt["truncated"] = truncated
-    with_warnings(receipt, warnings)
-    if args.format == "md":
-        return recap_markdown(receipt)
-    return receipt
+        result["truncated"] = truncated
+        result["see_truncated"] = recap_hints(truncated, counts, unconfirmed_total)
+    return with_warnings(result, warnings)
 
 
-def recap_item_line(item):
-    """One recap item (a gate with its status and latest update) as a markdown list line."""
-    line = "- %s: %s" % (item["id"], item["text"].replace("\n", " "))
-    if item.get("effect"):
-        line += " (effect: %s)" % item["effect"].replace("\n", " ")
-    if "status" in item:
-        line += " [%s]" % item["status"]
-    if item.get("update_id"):
-        line += " (latest update %s: %s)" % (item["update_id"], item["update_text"].replace("\n", " "))
-    return line
+def fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, max_bytes):
+    """The recap rendered for printing, with the fewest oldest entries left out that make it fit max_bytes.
+
+    ages holds the seq of each entry of the lists that may lose entries.
+    Open and deferred gates, unconfirmed notes, mode, shape and warnings are
+    never left out: when they alone exceed the budget, recap refuses and says
+    the size that would do."""
+    dropped_order = sorted((age, name, index) for name in CUTTABLE_RECAP_LISTS
+                           for index, age in enumerate(ages[name]))
+
+    def rendered_without(count):
+        return render(recap_cut_down(recap, dropped_order, count, limit_cut, counts, unconfirmed_total))
+
+    whole = rendered_without(0)
+    if printed_size(whole) <= max_bytes:
+        return whole
+    fits, fails = len(dropped_order), 0
+    smallest = rendered_without(fits)
+    if printed_size(smallest) > max_bytes:
+        raise NotesError(
+            "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed notes, "
+            "mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, or with a "
+            "smaller --limit" % (printed_size(smallest), max_bytes, printed_size(smallest)))
+    while fits - fails > 1:  # bisect: fewer entries left out means more of the state is shown
+        middle = (fits + fails) // 2
+        candidate = rendered_without(middle)
+        if printed_size(candidate) <= max_bytes:
+            fits, smallest = middle, candidate
+        else:
+            fails = middle
+    return smallest
+
+
+def command_recap(args) -> dict:
+    limit = check_limit(args.limit)
+    if args.max_bytes < 1:
+        raise NotesError("--max-bytes must be 1 or more (got %d)" % args.max_bytes)
+    folder = resolve_folder(args.dir)
+    meta = require_session(folder)
+    reader = LogReader(folder, meta)
+    superseded, gates, changed_at, counts = recap_history(reader)
+    warnings = reader.warnings()
+    limit_cut = {}
+    latest, kept, unconfirmed = recap_live_notes(reader, superseded, limit, limit_cut)
+    by_status = recap_gates(gates, changed_at, limit, limit_cut, unconfirmed)
+    unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
+    lists = dict(kept, closed_gates=by_status["closed"])
+    recap = CompactReceipt(
+        ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
+        mode=latest["mode"], shape=latest["shape"],
+        open_gates=[item for _, item in by_status["open"]],
+        deferred_gates=[item for _, item in by_status["deferred"]],
+        unconfirmed=[item for _, item in unconfirmed],
+        closed_gates=[item for _, item in by_status["closed"]])
+    for name, entries in kept.items():
+        recap[name] = [item for _, item in entries]
+    recap["superseded_count"] = len(superseded)
+    recap["export_lag"] = export_lag(folder, meta["session_id"], reader.total)
+    with_warnings(recap, warnings)
+    ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
+    form = recap_markdown if args.format == "md" else CompactReceipt
+
+    def render(fitted):
+        # Lists are kept oldest first while fitting (the oldest go first);
+        # closed gates are shown newest first, the closing a reader most needs.
+        shown = CompactReceipt(fitted)
+        shown["closed_gates"] = fitted["closed_gates"][::-1]
+        return form(shown)
+    return fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, args.max_bytes)
+
+
+def one_line(value) -> str:
+    """A field's value on one line, whatever it holds (a damaged log may hold any JSON value)."""
+    return " ".join((value if isinstance(value, str) else compact_json(value)).splitlines())
+
+
+def why_unconfirmed(labels) -> str:
+    """Why a note is not yet confirmed, in the operator's words."""
+    reasons = []
+    if labels.get("provenance") == "model":
+        reasons.append("proposed by the model")
+    if labels.get("evidence") == "inferred":
+        reasons.append("inferred")
+    return ", ".join(reasons)
+
+
+def recap_item_line(item, kind="note", prefix=""):
+    """One recap item as one markdown line: its text first, its ids and marks in brackets at the end.
+
+    kind is "note", "gate" (open or deferred) or "closed" (a closed gate).  A
+    prefix names the note's type in the "Not yet confirmed" section, where the
+    mark says why the note is unconfirmed; elsewhere it only says that it is."""
+    line = "- " + prefix + one_line(item["text"])
+    if "effect" in item:
+        line += " Effect: " + one_line(item["effect"])
+    marks = [one_line(item["id"])]
+    if "replaces" in item:
+        marks[0] += ", replaces " + one_line(item["replaces"])
+    if "update_id" in item:
+        line += (" Closed: " if kind == "closed" else " Latest: ") + one_line(item.get("update_text", ""))
+        marks[0] += (", closed by " if kind == "closed" else ", updated by ") + one_line(item["update_id"])
+    labels = gate_labels(item) if kind != "note" else item
+    if is_unconfirmed(labels):
+        marks.append(why_unconfirmed(labels) if prefix else "not yet confirmed")
+    return "%s [%s]" % (line, "; ".join(marks))
+
+
+RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
+                  ("Not yet confirmed", "unconfirmed", "unconfirmed"), ("Closed gates", "closed_gates", "closed"),
+                  ("Decisions", "decisions", "note"), ("Discarded paths", "discards", "note"),
+                  ("Tensions", "tensions", "note"), ("Sources", "sources", "note"),
+                  ("Artifact boundaries", "artifacts", "note"))
+
+
+def recap_markdown_head(recap):
+    """The opening lines of the markdown recap: counts in words and how far the export lags."""
+    lag = recap["export_lag"]
+    if "problem" in lag:
+        export = "Export: %s." % lag["problem"]
+    elif lag["record_count"] is None:
+        export = "Export: no %s yet." % EXPORT_NAME
+    elif lag["missing"] == 0:
+        export = "Export: %s holds every note." % EXPORT_NAME
+    else:
+        export = "Export: %s lacks the %s; export again." % (
+            EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
+    return ["# Recap", "", "%d notes, %d superseded by later ones." % (recap["total"], recap["superseded_count"]),
+            export, ""]
 
 
 def recap_markdown(recap):
-    """The recap as markdown, for a person or to paste into the conversation."""
-    lines = ["# Recap of session %s" % recap["session_id"], "",
-             "%d notes; %d superseded; %d gates closed." % (
-                 recap["total"], recap["superseded_count"], recap["closed_gates"]), ""]
+    """The recap as markdown for the operator: plain headings, one line per item, no receipt keys."""
+    lines = recap_markdown_head(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
         lines += ["## " + title, "", recap_item_line(recap[key]) if recap[key] else "- none", ""]
-    for title, key in (("Open gates", "open_gates"), ("Deferred gates", "deferred_gates"),
-                       ("Decisions", "decisions"), ("Discarded paths", "discards"), ("Tensions", "tensions"),
-                       ("Sources", "sources"), ("Artifact boundaries", "artifacts")):
+    for title, key, kind in RECAP_SECTIONS:
         lines += ["## " + title, ""]
-        lines += [recap_item_line(item) for item in recap[key]] or ["- none"]
+        for item in recap[key]:
+            if kind == "unconfirmed":
+                status = " (%s)" % one_line(item["status"]) if item["type"] == "gate" else ""
+                item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
+                lines.append(recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
+            else:
+                lines.append(recap_item_line(item, kind))
+        if not recap[key]:
+            lines.append("- none")
         if recap.get("truncated", {}).get(key):
             lines.append("- (%d older not shown)" % recap["truncated"][key])
         lines.append("")
@@ -1921,7 +2257,10 @@ def notes_kept_by_restore(folder, session, records):
     if meta is not None:
         reader = LogReader(folder, meta)
         existing = list(reader.records())
-        if reader.problem_count:
+        # A cut-off last line (a restore killed while adding notes leaves one)
+        # is mended under the lock, as append mends it; any other problem refuses.
+        mendable = [entry for entry in reader.problems if entry["kind"] in ("torn_tail", "missing_newline")]
+        if reader.problem_count > len(mendable):
             raise NotesError(
                 "the log in %s has problems (run verify); restore only adds to a healthy log, "
                 "nothing was changed" % folder)
@@ -1934,6 +2273,13 @@ def notes_kept_by_restore(folder, session, records):
         raise NotesError(
             "%s holds another session (%s) with notes; nothing was changed. Restore into an "
             "empty --dir instead" % (folder, meta["session_id"]))
+    if len(existing) > len(records) and existing[:len(records)] == records:
+        # An older export of this very log: restoring it elsewhere would fork the session.
+        raise NotesError(
+            "%s already holds session %s with %d notes, more than the %d of this export, which is an "
+            "older copy of the same log: there is nothing to restore, and nothing was changed. Carry on "
+            "in this folder (recap shows its state), and run export to bring the export up to date"
+            % (folder, meta["session_id"], len(existing), len(records)))
     if existing != records[:len(existing)]:
         raise NotesError(
             "the log in %s has notes the export lacks, or differs from it; nothing was "
@@ -1979,6 +2325,7 @@ def command_restore(args) -> dict:
     # Refusals come before the lock, so that they leave the folder untouched;
     # the same check runs again under the lock, where it counts.
     notes_kept_by_restore(folder, session, records)
+    recovered = None
     lock = SessionLock(folder)
     prepare_folder(folder)
     with lock:
@@ -1987,6 +2334,7 @@ def command_restore(args) -> dict:
             write_restored_session(folder, session, records)
             restored = len(records)
         else:
+            recovered = mend_log_tail(folder)
             missing = records[kept:]
             if missing:
                 descriptor = open_log_for_append(log_path)
@@ -1998,7 +2346,19 @@ def command_restore(args) -> dict:
     receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
                "record_count": len(records), "restored": restored, "path": log_path}
     # With --accept-damaged: what was restored as it is, record by record.
-    return with_warnings(receipt, problem_messages(problems, len(problems)))
+    with_warnings(receipt, problem_messages(problems, len(problems)))
+    return with_recovered(receipt, recovered)
+
+
+def mend_log_tail(folder):
+    """Under the lock, before restore adds notes: mend the end of the log a crash left, as append does."""
+    descriptor = open_log_for_append(os.path.join(folder, LOG_NAME))
+    try:
+        with open(descriptor, "rb", closefd=False) as handle:
+            tail = LogTail(handle, os.fstat(descriptor).st_size)
+        return recover_tail(folder, descriptor, tail)
+    finally:
+        os.close(descriptor)
 
 
 # --------------------------------------------------------------------------
@@ -2055,7 +2415,7 @@ MCP_TOOLS = {
     "append": (("type", "text", "effect", "ref", "status", "provenance", "evidence"), ("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
-    "recap": (("limit",), (), MCP_READER_HINTS),
+    "recap": (("limit", "max_bytes"), (), MCP_READER_HINTS),
     "tail": (("limit", "types", "since", "until"), (), MCP_READER_HINTS),
     "summary": ((), (), MCP_READER_HINTS),
     "verify": ((), (), MCP_READER_HINTS),
@@ -2118,6 +2478,10 @@ def mcp_command_line(folder, command, arguments):
                              % (command, name, ", ".join(options) or "none"))
         if value is None:
             continue
+        if value == "-" and name in ("text", "effect"):
+            # On the command line "-" reads standard input, which here carries the protocol itself.
+            raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
+                             "for the command line only" % (command, name))
         flag, _, extra = options[name]
         many = extra.get("action") == "append"
         kind = "an integer" if extra.get("type") is int else "a string"
@@ -2153,7 +2517,7 @@ def mcp_call_tool(folder, params):
         receipt = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
         failed = True
     # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
-    return {"content": [{"type": "text", "text": pretty_json(receipt)}], "structuredContent": receipt,
+    return {"content": [{"type": "text", "text": printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
 
@@ -2320,10 +2684,18 @@ def command_mcp(args) -> None:
 
     signal.signal(signal.SIGINT, stop_quietly)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
-    for line in iter(source.readline, b""):
-        if not line.strip():
+    # A message is read up to LINE_LIMIT bytes, far above any real request,
+    # so a client that never sends a newline cannot make the server hold
+    # more than that; the rest of such a line is read and dropped in pieces.
+    for line in iter(lambda: source.readline(LINE_LIMIT + 1), b""):
+        if len(line) > LINE_LIMIT and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = source.readline(LINE_LIMIT)
+            answer = mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: a message over 1 MiB")
+        elif not line.strip():
             continue
-        answer = mcp_answer_line(args.dir, line)
+        else:
+            answer = mcp_answer_line(args.dir, line)
         if answer is not None:
             sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
             sink.flush()
@@ -2348,11 +2720,17 @@ COMMANDS = {
         # instead of hidden behind "--text is required".
         ("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
          {"choices": NOTE_TYPES}),
-        ("--text", "text", "TEXT", "what to keep (required), at most %d characters" % TEXT_LIMIT, {}),
-        ("--effect", "effect", "EFFECT", "optional consequence, at most %d characters" % EFFECT_LIMIT, {}),
+        ("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
+         "standard input" % TEXT_LIMIT, {}),
+        ("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
+         "standard input" % EFFECT_LIMIT, {}),
         ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)", {}),
         ("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
          {"choices": GATE_STATUSES}),
+        ("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
+         {"choices": PROVENANCES}),
+        ("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
+         {"choices": EVIDENCE_LEVELS}),
     ], 'python3 -S notes.py append --type decision --text "The log stays append-only."'),
     "tail": ("Print the last records, oldest first, optionally filtered.", [
         ("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
@@ -2364,10 +2742,13 @@ COMMANDS = {
     ], "python3 -S notes.py tail --limit 3 --type gate"),
     "summary": ("Print the number of records by type and the last note.", [],
                 "python3 -S notes.py summary"),
-    "recap": ("Print the state of the idea: open and deferred gates, live decisions, discards and more.", [
+    "recap": ("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
+              "discards and more, within a size budget.", [
         ("--limit", "limit", "N", "items kept per list, newest first (default %d)" % RECAP_DEFAULT_LIMIT,
          {"type": int, "default": RECAP_DEFAULT_LIMIT}),
         ("--format", "format", "FORMAT", "json (default) or md", {"choices": ("json", "md"), "default": "json"}),
+        ("--max-bytes", "max_bytes", "N", "print at most N bytes, leaving out the oldest entries that can go "
+         "(default %d)" % RECAP_DEFAULT_MAX_BYTES, {"type": int, "default": RECAP_DEFAULT_MAX_BYTES}),
     ], "python3 -S notes.py recap --format md"),
     "verify": ("Check the meta and every line of the log; exit 3 when problems are found.", [],
                "python3 -S notes.py verify"),
@@ -2513,7 +2894,7 @@ def print_result(result):
     if result is None:  # argparse has written help or the version: make sure it got out
         sys.stdout.flush()
         return
-    text = result if isinstance(result, str) else pretty_json(result) + "\n"
+    text = printed_form(result)
     stream = getattr(sys.stdout, "buffer", None)
     if stream is None:  # a replaced stdout, such as a test's capture
         sys.stdout.write(text)

@@ -3,10 +3,13 @@
 A command is a line inside a fenced code block that starts with ``python3 -S ``.
 For each document, the commands run in order in a fresh folder holding a copy
 of notes.py, with /mnt/data (the ChatGPT sandbox folder) pointing there.
+A command that ends in a quoted here-document (``<<'EOF'``) gets the lines up
+to the delimiter on its standard input.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -58,9 +61,27 @@ def without_comment(line: str) -> str:
     return line
 
 
+HEREDOC = re.compile(r"\s<<-?\s*(\S+)$")
+
+
 def document_commands(name: str) -> list:
-    text = (REPO / name).read_text("utf-8")
-    return [without_comment(line) for line in fenced_lines(text) if line.startswith("python3 -S ")]
+    """The commands of a document, each as (command, the here-document it reads or None)."""
+    lines = fenced_lines((REPO / name).read_text("utf-8"))
+    commands, index = [], 0
+    while index < len(lines):
+        line, index = lines[index], index + 1
+        if not line.startswith("python3 -S "):
+            continue
+        command, stdin = without_comment(line), None
+        match = HEREDOC.search(command)
+        if match:
+            # Only a quoted delimiter keeps the shell off $ and backticks in the body.
+            assert re.fullmatch(r"'\w+'", match.group(1)), "%s: unquoted here-document: %s" % (name, line)
+            end = lines.index(match.group(1).strip("'"), index)
+            command, stdin = command[:match.start()], "".join(body + "\n" for body in lines[index:end])
+            index = end + 1
+        commands.append((command, stdin))
+    return commands
 
 
 def test_fenced_line_parsing():
@@ -94,12 +115,13 @@ def test_document_commands_run(name, tmp_path):
     folder = tmp_path / "data"
     folder.mkdir()
     shutil.copy(str(NOTES), str(folder / "notes.py"))
-    for number, command in enumerate(document_commands(name), 1):
+    for number, (command, stdin) in enumerate(document_commands(name), 1):
         filled = command.replace(SANDBOX, str(folder))
         words = shlex.split(filled)
         assert words[0] == "python3", command
         completed = subprocess.run([sys.executable] + words[1:], cwd=str(folder), capture_output=True,
-                                   text=True, encoding="utf-8", errors="replace", timeout=60)
+                                   input=stdin or "", text=True, encoding="utf-8", errors="replace",
+                                   timeout=60)
         result = Result(completed)
         assert_no_traceback(result)
         assert result.code == 0, "%s, command %d failed: %s\n%r" % (name, number, command, result)

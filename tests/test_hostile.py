@@ -113,7 +113,7 @@ def test_a_gate_update_whose_ref_is_a_list_is_skipped_with_a_warning(tmp_path):
         assert_answers(result)
     recap = run_notes("recap", folder=folder).receipt
     assert [(gate["id"], gate["status"]) for gate in recap["open_gates"]] == [("n00001", "open")]
-    assert recap["closed_gates"] == 0 and recap["total"] == 1
+    assert not recap["closed_gates"] and recap["total"] == 1  # no gate closed (a count, or a list)
     assert any(message.startswith("line 2 (n00002):") and "ref" in message for message in recap["warnings"])
     assert verify_problems(folder) == [(2, "n00002", "bad_field")]
 
@@ -433,7 +433,7 @@ FORGERIES = {
 # Every line of the document outside note content must be one of these.
 DOCUMENT_LINES = [r"# Shaping session [0-9a-f-]+", r"- (Created|Exported|Notes|By type|Verify): [^\n]*",
                   r"  - [^\n]*", r"## Notes", r"### n\d{5,} · [0-9TZ:-]+ · [^\n]+",
-                  r"- (Effect|Ref|Status): [^\n]*"]
+                  r"- (Effect|Ref|Status|Provenance|Evidence): [^\n]*"]
 
 
 def document_lines(document: str) -> list:

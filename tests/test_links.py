@@ -106,7 +106,7 @@ def test_new_gate_without_status_has_no_status_field_and_counts_as_open(session)
     assert list(record) == V0_RECORD_KEYS
     state = recap(session)
     assert state["open_gates"] == [{"id": "n00001", "text": "Scope of the pilot is undecided.", "status": "open"}]
-    assert state["deferred_gates"] == [] and state["closed_gates"] == 0
+    assert state["deferred_gates"] == [] and state["closed_gates"] == []
 
 
 @pytest.mark.parametrize("status, recap_list", [("open", "open_gates"), ("deferred", "deferred_gates")])
@@ -133,7 +133,9 @@ def test_gate_update_may_name_an_earlier_update_of_the_gate(session):
     assert [(record.get("ref"), record.get("status")) for record in records] == [
         (None, None), ("n00001", "deferred"), ("n00002", "closed")]
     state = recap(session)
-    assert (state["open_gates"], state["deferred_gates"], state["closed_gates"]) == ([], [], 1)
+    assert (state["open_gates"], state["deferred_gates"]) == ([], [])
+    assert state["closed_gates"] == [{"id": "n00001", "text": "Hosting model is undecided.",
+                                      "update_id": "n00003", "update_text": "Hosting closed: reception PC."}]
 
     # Reopening through the last link of the chain brings the opening gate back.
     append(session, "gate", "Hosting reopened: the PC is being replaced.", "--ref", "n00003", "--status", "open")
@@ -141,7 +143,7 @@ def test_gate_update_may_name_an_earlier_update_of_the_gate(session):
     assert state["open_gates"] == [{"id": "n00001", "text": "Hosting model is undecided.", "status": "open",
                                     "update_id": "n00004",
                                     "update_text": "Hosting reopened: the PC is being replaced."}]
-    assert state["closed_gates"] == 0
+    assert state["closed_gates"] == []
 
 
 def test_same_text_with_another_status_is_a_new_note(session):

@@ -284,7 +284,7 @@ def test_tool_schemas_and_annotations(tmp_path):
     assert tail["types"] == {"type": "array", "items": {"type": "string", "enum": types},
                              "description": tail["types"]["description"]}
     assert tail["limit"]["type"] == "integer" and tail["limit"]["default"] == 5
-    assert set(tools["recap"]["inputSchema"]["properties"]) == {"limit"}
+    assert set(tools["recap"]["inputSchema"]["properties"]) == {"limit", "max_bytes"}
     assert set(tools["export"]["inputSchema"]["properties"]) == {"output", "format"}
     assert tools["export"]["inputSchema"]["properties"]["format"]["enum"] == ["json", "md"]
     for name in ("summary", "verify"):
@@ -701,3 +701,13 @@ def test_readme_commands_run(tmp_path):
         assert answers and all("result" in answer for answer in answers), answers
         assert all(not answer["result"].get("isError") for answer in answers), answers
 
+
+
+def test_a_message_over_the_line_limit_is_refused_and_the_server_goes_on(tmp_path):
+    # A client that sends megabytes without a newline: the server reads and
+    # drops them in bounded pieces, says so once, and answers the next request.
+    huge = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * (3 << 20) + b'"}}'
+    code, answers, _ = exchange(tmp_path / "s", huge, request(2, "ping"))
+    assert code == 0 and len(answers) == 2, answers
+    assert answers[0]["error"]["code"] == -32600 and "over 1 MiB" in answers[0]["error"]["message"]
+    assert answers[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}

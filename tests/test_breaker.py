@@ -1,0 +1,108 @@
+"""Attacks on the storage guarantees that once broke them, kept so they stay fixed.
+
+Each test runs the real script, as a user would, against a folder left the way a
+crash or a stray file leaves it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import (assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes, make_record,
+                      run_notes, write_log)
+
+LOG = "session_notes.jsonl"
+META = "session_meta.json"
+SESSION_ID = "7e0c2b1a-4d3f-4a5b-9c6d-8e7f6a5b4c3d"
+
+
+def export_of(tmp_path, count):
+    """An export of a session with count notes, written by hand: (its path, its records)."""
+    records = [make_record(SESSION_ID, seq) for seq in range(1, count + 1)]
+    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
+            "created_at": "2026-03-14T09:00:00Z", "log_file": "/elsewhere/" + LOG}
+    export = {"schema_version": "shaping-memory-export.v0", "exported_at": "2026-03-14T10:00:00Z",
+              "session": meta, "record_count": count, "records": records}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(export, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    return path, records
+
+
+def session_holding(folder, records, rest=b""):
+    """The export's session in folder, its log holding these records, then rest (a cut-off write)."""
+    folder.mkdir()
+    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
+            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / LOG)}
+    (folder / META).write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
+    write_log(folder, b"".join(map(line_of, records)) + rest)
+
+
+# A restore into a session that holds the export's first notes appends the rest
+# in one write.  Killed during that write (a large export: the kernel stops a
+# write of many megabytes part way on SIGKILL), it leaves the log ending in a
+# cut-off line.  Running the same restore again was refused ("the log has
+# problems"), and an append to clear the tail would add a note the export lacks,
+# so the restore could never complete.  Now restore mends that tail as append
+# does, then adds the missing notes.
+
+@pytest.mark.parametrize("cut", [1, 40, -1], ids=["one byte", "mid-record", "all but the newline"])
+def test_a_restore_killed_while_adding_notes_completes_when_run_again(tmp_path, cut):
+    export, records = export_of(tmp_path, 6)
+    expected = b"".join(map(line_of, records))
+    folder = tmp_path / "target"
+    partial = line_of(records[3])[:cut]
+    session_holding(folder, records[:3], partial)
+
+    result = run_notes("restore", export, folder=folder)
+    assert_no_traceback(result)
+    assert result.code == 0, result
+    assert log_bytes(folder) == expected
+    side_files = sorted(name for name in os.listdir(str(folder)) if name.startswith(LOG + ".torn-"))
+    if cut == -1:  # a complete record that lacks only its newline stays and is ended
+        assert result.receipt["restored"] == 2, result
+        assert result.receipt["recovered"] == {"kind": "missing_newline"}
+        assert side_files == []
+    else:
+        assert result.receipt["restored"] == 3, result
+        assert result.receipt["recovered"]["kind"] == "torn_tail"
+        assert result.receipt["recovered"]["bytes"] == len(partial)
+        assert side_files == [os.path.basename(result.receipt["recovered"]["side_file"])]
+        assert (folder / side_files[0]).read_bytes() == partial
+    verify = run_notes("verify", folder=folder)
+    assert verify.code == 0 and verify.receipt["total"] == 6, verify
+
+
+def test_a_restore_still_refuses_a_cut_off_log_with_other_damage_and_changes_nothing(tmp_path):
+    export, records = export_of(tmp_path, 6)
+    folder = tmp_path / "target"
+    damaged = dict(records[1], text="Edited by hand.")  # its checksum no longer matches
+    session_holding(folder, [records[0], damaged, records[2]], line_of(records[3])[:40])
+    before = folder_digest(folder)
+    assert_refused(run_notes("restore", export, folder=folder), 2, "problems")
+    assert folder_digest(folder) == before
+
+
+# A folder (or a link to one) where the log should be made every reader exit 1
+# with "unexpected error: IsADirectoryError"; readers answer 0, 2 or 3, never 1.
+
+@pytest.mark.parametrize("how", ["folder", "link to a folder"])
+@pytest.mark.parametrize("command", [["tail"], ["summary"], ["recap"], ["verify"], ["export"],
+                                     ["export", "--format", "md"], ["restore"]],
+                         ids=lambda command: " ".join(command))
+def test_a_folder_where_the_log_should_be_is_refused_by_every_reader(tmp_path, how, command):
+    export, _ = export_of(tmp_path, 2)
+    folder = tmp_path / "session"
+    session_holding(folder, [])
+    os.unlink(str(folder / LOG))
+    if how == "folder":
+        (folder / LOG).mkdir()
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        os.symlink(str(tmp_path / "elsewhere"), str(folder / LOG))
+    before = folder_digest(folder)
+    arguments = command + [export] if command == ["restore"] else command
+    message = assert_refused(run_notes(*arguments, folder=folder), 2)
+    assert LOG in message
+    assert folder_digest(folder) == before
