@@ -196,3 +196,15 @@ def run_here(capsys, folder, *args):
 @pytest.fixture(autouse=True)
 def no_shaping_notes_dir(monkeypatch):
     monkeypatch.delenv("SHAPING_NOTES_DIR", raising=False)
+
+
+# A process that takes the session lock and keeps it until it is killed or
+# stopped: a writer stuck mid-append, as the lock tests need one.
+HOLDER_SCRIPT = r"""
+import fcntl, os, sys, time
+descriptor = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(descriptor, fcntl.LOCK_EX)
+sys.stdout.write("locked\n")
+sys.stdout.flush()
+time.sleep(600)
+"""

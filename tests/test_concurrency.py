@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import NOTES, REPO, assert_no_traceback, read_records, run_notes
+from conftest import HOLDER_SCRIPT, NOTES, REPO, assert_no_traceback, read_records, run_notes
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -195,14 +195,6 @@ def test_writers_killed_at_random_moments_lose_nothing_they_confirmed(tmp_path, 
 # --------------------------------------------------------------------------
 # A lock holder that dies
 
-HOLDER_SCRIPT = r"""
-import fcntl, os, sys, time
-descriptor = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
-fcntl.flock(descriptor, fcntl.LOCK_EX)
-sys.stdout.write("locked\n")
-sys.stdout.flush()
-time.sleep(600)
-"""
 
 
 def test_append_proceeds_after_a_killed_lock_holder(session):

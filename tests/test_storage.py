@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from conftest import (NOTES, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
+from conftest import (HOLDER_SCRIPT, NOTES, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
                       make_record, notes, read_records, run_here, run_notes, write_log)
 
 LOG = "session_notes.jsonl"
@@ -200,14 +200,6 @@ def test_export_refuses_a_relative_output_naming_the_log(tmp_path):
 # --------------------------------------------------------------------------
 # 3. A lock wait has a bound
 
-HOLDER_SCRIPT = r"""
-import fcntl, os, sys, time
-descriptor = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
-fcntl.flock(descriptor, fcntl.LOCK_EX)
-sys.stdout.write("locked\n")
-sys.stdout.flush()
-time.sleep(600)
-"""
 
 
 class LockHolder:
