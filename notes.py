@@ -307,14 +307,8 @@ def record_line(record: dict) -> bytes:
 
 
 def may_hold_credential(text: str) -> bool:
-    """Whether the text holds one of CREDENTIAL_MARKERS; most texts hold none, and stop here.
-
-    The plain form is any(marker in text for marker in CREDENTIAL_MARKERS).
-    Written out it costs a sixth as much, which verify, looking at every
-    record, needs; test_credentials.py checks that it answers yes to each marker."""
-    return ("_" in text or "sk-" in text or "://" in text or "PRIVATE KEY" in text or "ccessKey" in text
-            or "AKIA" in text or "ASIA" in text or "xox" in text or "xapp-" in text or "AIza" in text
-            or "eyJ" in text or "glpat-" in text)
+    """Whether the text holds one of CREDENTIAL_MARKERS; most texts hold none, and stop here."""
+    return any(marker in text for marker in CREDENTIAL_MARKERS)
 
 
 def find_credential(text: str) -> str | None:
@@ -561,19 +555,6 @@ PLAIN_RULE = (is_plain_value, "a string, a number, true, false or null")
 
 def field_problems(record: dict) -> list:
     """The record's fields checked for kind and range: [] or one (kind, detail) naming every bad field."""
-    # Speed: verify and every reader pass each record through here.  The
-    # common record (v0's seven fields, maybe an effect) is vouched for by
-    # this one expression, the rules below written out (an id equal to the
-    # one its seq gives is a note id); it costs half what the rules do.
-    # Anything it does not vouch for goes through the rules, which decide.
-    seq, ts, checksum = record.get("seq"), record.get("ts"), record.get("checksum")
-    if (type(seq) is int and 1 <= seq <= SEQ_LIMIT and record.get("id") == "n%05d" % seq
-            and type(record.get("session_id")) is str and type(record.get("type")) is str
-            and type(record.get("text")) is str
-            and type(ts) is str and ts.translate(DIGITS_AS_ZERO) == "0000-00-00T00:00:00Z"
-            and type(checksum) is str and len(checksum) == 16 and HEX_DIGITS.issuperset(checksum)
-            and (len(record) == 7 or len(record) == 8 and type(record.get("effect")) is str)):
-        return []
     for key in REQUIRED_FIELDS:
         if key not in record:
             return [("missing_field", "the record lacks its %s field" % key)]
