@@ -36,6 +36,8 @@ Architecture, top to bottom:
     its end (what an append needs) or from its start (what the readers need),
     appending one line, and writing whole files atomically;
   * one ``command_<name>(args) -> dict`` per command, returning the receipt;
+  * the MCP adapter (``notes.py mcp``), which turns each tool call into the
+    argument list a user would type and runs the same command function;
   * the parser, and ``main``, the one place that prints.
 
 The formats are those of the public v0 tool, byte for byte; a log written
