@@ -524,6 +524,8 @@ PROBLEM_DETAILS = {
     "id_mismatch": "the id does not match the seq",
     "foreign_session": "the record belongs to another session",
     "unknown_type": "the record has an unknown type",
+    "gate_rule": "the record breaks a rule append keeps for gates: a status only on a gate, a gate update "
+                 "with its status, a new gate not closed",
     "seq_repeated": "the seq repeats or goes back: it is not above every seq before it",
     "seq_gap": "seq numbers are missing before this record",
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
@@ -595,7 +597,21 @@ def check_record(record: dict, session_id: str | None) -> list:
         problems.append(("foreign_session", None))
     if record["type"] not in NOTE_TYPES:
         problems.append(("unknown_type", None))
+    rule = gate_rule_problem(record)
+    if rule:
+        problems.append(("gate_rule", rule))
     return problems
+
+
+def gate_rule_problem(record: dict) -> str | None:
+    """Which of append's rules for status and ref the record breaks (clean_signal refuses each), or None."""
+    if record["type"] != "gate":
+        return "the record has a status, which only a gate has" if "status" in record else None
+    if "ref" in record and "status" not in record:
+        return "the gate update has a ref but no status"
+    if "ref" not in record and record.get("status") == "closed":
+        return "the new gate starts closed"
+    return None
 
 
 def is_usable(problems: list) -> bool:

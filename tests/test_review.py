@@ -1,0 +1,72 @@
+"""Review of the merged branches: one set of checks for append, verify and restore."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import LOG, assert_no_traceback, line_of, log_bytes, make_record, run_notes
+
+SESSION_ID = "5f0c1e2a-review-0000-0000-000000000001"
+
+
+def write_session(folder, records: list) -> None:
+    """A session whose log is exactly these records."""
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
+            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / LOG)}
+    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    (folder / LOG).write_bytes(b"".join(line_of(record) for record in records))
+
+
+def write_export(path, records: list) -> None:
+    export = {"schema_version": "shaping-memory-export.v0", "exported_at": "2026-03-14T10:00:00Z",
+              "session": {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
+                          "created_at": "2026-03-14T09:00:00Z", "log_file": "/mnt/data/session_notes.jsonl"},
+              "record_count": len(records), "records": records}
+    path.write_text(json.dumps(export, indent=2) + "\n", encoding="utf-8")
+
+
+# Each gate rule append enforces: (the append arguments after a gate n00001, the third record's fields).
+GATE_RULES = {
+    "status on a decision": (["--type", "decision", "--text", "Kept.", "--status", "open"],
+                             {"note_type": "decision", "status": "open"}),
+    "gate update without status": (["--type", "gate", "--text", "Moved.", "--ref", "n00001"],
+                                   {"note_type": "gate", "ref": "n00001"}),
+    "new gate closed": (["--type", "gate", "--text", "Done.", "--status", "closed"],
+                        {"note_type": "gate", "status": "closed"}),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(GATE_RULES))
+def test_what_append_refuses_of_the_gate_rules_verify_reports_and_restore_refuses(tmp_path, rule):
+    arguments, fields = GATE_RULES[rule]
+    gate = make_record(SESSION_ID, 1, "gate", text="Host runtime is open.")
+    second = make_record(SESSION_ID, 2, text="Plain decision.")
+    third = make_record(SESSION_ID, 3, text="Broken rule.", **fields)
+    folder = tmp_path / "session"
+    write_session(folder, [gate, second])
+    refused = run_notes("append", *arguments, folder=folder)
+    assert refused.code == 2 and refused.receipt["ok"] is False, refused
+    assert log_bytes(folder) == line_of(gate) + line_of(second)
+
+    write_session(folder, [gate, second, third])
+    verified = run_notes("verify", folder=folder)
+    assert_no_traceback(verified)
+    assert verified.code == 3, verified
+    assert [(entry["line"], entry["id"], entry["kind"]) for entry in verified.receipt["problems"]] == [
+        (3, "n00003", "gate_rule")]
+    tail = run_notes("tail", folder=folder)
+    assert tail.code == 0 and [record["id"] for record in tail.receipt["records"]] == ["n00001", "n00002", "n00003"]
+
+    export = tmp_path / "export.json"
+    write_export(export, [gate, second, third])
+    target = tmp_path / "restored"
+    restored = run_notes("restore", export, folder=target)
+    assert restored.code == 3, restored
+    assert [entry["kind"] for entry in restored.receipt["problems"]] == ["gate_rule"]
+    assert not target.exists() or not list(target.iterdir())
+    damaged = run_notes("restore", "--accept-damaged", export, folder=target)
+    assert damaged.code == 0, damaged
+    assert log_bytes(target) == line_of(gate) + line_of(second) + line_of(third)
