@@ -1068,7 +1068,7 @@ def remove_stale_temporary_files(folder, name):
     for entry in entries:
         middle = entry.name[len(prefix):-len(".tmp")].split("-")[0]
         if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp") and len(middle) == 12
-                and all(character in "0123456789abcdef" for character in middle)):
+                and HEX_DIGITS.issuperset(middle)):
             continue
         try:
             if (entry.is_file(follow_symlinks=False)
@@ -1902,10 +1902,8 @@ def read_export_head(path):
 
     record_count sits before the records, so the whole file is never loaded.
     (None, None) when there is no export at path."""
-    import stat  # already loaded by os
-
     try:
-        descriptor = os.open(path, os.O_RDONLY | BINARY | getattr(os, "O_NONBLOCK", 0))
+        descriptor = os.open(path, os.O_RDONLY | BINARY | NON_BLOCKING)
     except FileNotFoundError:
         return None, None
     except OSError as error:
