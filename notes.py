@@ -524,6 +524,7 @@ PROBLEM_DETAILS = {
     "id_mismatch": "the id does not match the seq",
     "foreign_session": "the record belongs to another session",
     "unknown_type": "the record has an unknown type",
+    "ref_target": "the ref does not name an earlier note of the right kind",
     "gate_rule": "the record breaks a rule append keeps for gates: a status only on a gate, a gate update "
                  "with its status, a new gate not closed",
     "seq_repeated": "the seq repeats or goes back: it is not above every seq before it",
@@ -612,6 +613,35 @@ def gate_rule_problem(record: dict) -> str | None:
     if "ref" not in record and record.get("status") == "closed":
         return "the new gate starts closed"
     return None
+
+
+class GatesSeen:
+    """The seqs of the gate notes read so far, to check each ref as append's check_ref does.
+
+    A ref is checked by its seq (the id n00012 names seq 12): it must be below
+    the note's own, and it names a gate exactly when the note is a gate update.
+    Only gate seqs are kept, so a whole log's worth costs a set of ints."""
+
+    def __init__(self):
+        self.seqs = set()
+
+    def ref_problem(self, record: dict) -> str | None:
+        """What is wrong with the record's ref (None when nothing is); then remember a gate."""
+        ref, seq, is_gate = record.get("ref"), record.get("seq"), record.get("type") == "gate"
+        if not is_seq(seq):
+            return None
+        if is_gate:
+            self.seqs.add(seq)
+        if not is_note_id(ref):
+            return None
+        target = int(ref[1:]) if len(ref) <= 12 else seq  # a longer id cannot name an earlier note
+        if not 1 <= target < seq:
+            return "the ref %s names no earlier note" % ref
+        if is_gate and target not in self.seqs:
+            return "the gate update's ref %s names a note that is not a gate" % ref
+        if not is_gate and target in self.seqs:
+            return "the ref %s names a gate, which changes only through gate updates" % ref
+        return None
 
 
 def is_usable(problems: list) -> bool:
@@ -1355,6 +1385,7 @@ class LogReader:
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         highest = 0
         damaged = 0  # lines since the last record that hold no seq: each may have held one
+        gates = GatesSeen()
         if not self.size:
             return
         with open(open_regular_file(self.path), "rb") as handle:
@@ -1369,6 +1400,9 @@ class LogReader:
                     highest, damaged = max(highest, seq), 0
                 else:
                     damaged += 1
+                wrong_ref = gates.ref_problem(value) if value is not None and is_usable(kinds) else None
+                if wrong_ref:
+                    kinds.append(("ref_target", wrong_ref))
                 # An id is named only when it is a note id: any other could be anything.
                 record_id = value["id"] if kinds and value is not None and is_note_id(value.get("id")) else None
                 self.problem_count += len(kinds)
@@ -2189,6 +2223,7 @@ def load_export(path, accept_damaged=False):
         problems.append(problem(None, None, "record_count", "record_count is not %d, the number of "
                                                               "records the export holds" % len(records)))
     highest = damaged = 0  # as verify counts them, so that it reports the same problems after a restore
+    gates = GatesSeen()
     for number, record in enumerate(records, 1):
         kinds = check_record(record, session["session_id"])
         seq = record.get("seq")
@@ -2198,6 +2233,9 @@ def load_export(path, accept_damaged=False):
             highest, damaged = max(highest, seq), 0
         else:
             damaged += 1
+        wrong_ref = gates.ref_problem(record) if isinstance(record, dict) and is_usable(kinds) else None
+        if wrong_ref:
+            kinds.append(("ref_target", wrong_ref))
         if accept_damaged and not is_usable(kinds):
             try:
                 record_line(record)

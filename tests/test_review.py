@@ -70,3 +70,46 @@ def test_what_append_refuses_of_the_gate_rules_verify_reports_and_restore_refuse
     damaged = run_notes("restore", "--accept-damaged", export, folder=target)
     assert damaged.code == 0, damaged
     assert log_bytes(target) == line_of(gate) + line_of(second) + line_of(third)
+
+
+# Where a ref may point, as append's check keeps it: (the append arguments after a gate
+# n00001 and a decision n00002, the third record's fields, the problem's detail).
+REF_RULES = {
+    "decision naming a gate": (["--type", "decision", "--text", "Kept.", "--ref", "n00001"],
+                               {"note_type": "decision", "ref": "n00001"}, "names a gate"),
+    "gate update naming a decision": (["--type", "gate", "--text", "Done.", "--ref", "n00002", "--status", "closed"],
+                                      {"note_type": "gate", "ref": "n00002", "status": "closed"}, "not a gate"),
+    "ref to no earlier note": (["--type", "decision", "--text", "Kept.", "--ref", "n00009"],
+                               {"note_type": "decision", "ref": "n00009"}, "names no earlier note"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(REF_RULES))
+def test_where_a_ref_points_is_checked_by_append_verify_and_restore_alike(tmp_path, rule):
+    arguments, fields, detail = REF_RULES[rule]
+    gate = make_record(SESSION_ID, 1, "gate", text="Host runtime is open.")
+    second = make_record(SESSION_ID, 2, text="Plain decision.")
+    third = make_record(SESSION_ID, 3, text="Pointing somewhere.", **fields)
+    folder = tmp_path / "session"
+    write_session(folder, [gate, second])
+    refused = run_notes("append", *arguments, folder=folder)
+    assert refused.code == 2 and refused.receipt["ok"] is False, refused
+
+    write_session(folder, [gate, second, third])
+    verified = run_notes("verify", folder=folder)
+    assert_no_traceback(verified)
+    assert verified.code == 3, verified
+    [entry] = verified.receipt["problems"]
+    assert (entry["line"], entry["id"], entry["kind"]) == (3, "n00003", "ref_target") and detail in entry["detail"]
+    summary = run_notes("summary", folder=folder)
+    assert summary.code == 0 and summary.receipt["total"] == 3  # still read, with a warning
+    assert any("ref" in warning for warning in summary.receipt["warnings"])
+
+    export = tmp_path / "export.json"
+    write_export(export, [gate, second, third])
+    target = tmp_path / "restored"
+    restored = run_notes("restore", export, folder=target)
+    assert restored.code == 3 and [entry["kind"] for entry in restored.receipt["problems"]] == ["ref_target"]
+    assert not target.exists() or not list(target.iterdir())
+    assert run_notes("restore", "--accept-damaged", export, folder=target).code == 0
+    assert log_bytes(target) == line_of(gate) + line_of(second) + line_of(third)
