@@ -1,4 +1,4 @@
-"""Review of the merged branches: one set of checks for append, verify and restore."""
+"""One set of checks: what append refuses of the gate and ref rules, verify reports and restore refuses."""
 
 from __future__ import annotations
 
