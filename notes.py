@@ -1328,12 +1328,15 @@ def set_aside_torn_tail(folder, descriptor, tail):
 
 
 def find_note(handle, size, note_id):
-    """The record with this id, searched from the end of the log (recent notes come first)."""
+    """The record with this id, searched from the end of the log (recent notes come first).
+
+    A line readers skip (a missing or malformed field) is no note: a ref to it
+    would name a note no reader shows, which verify reports and restore refuses."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for _, line in read_lines_backward(handle, size):
         if line is not None and needle in line:
             value, _ = parse_line(line)
-            if value is not None and value.get("id") == note_id:
+            if value is not None and value.get("id") == note_id and is_usable(check_record(value, None)):
                 return value
     return None
 
@@ -1545,6 +1548,8 @@ def check_ref(log_path, note_type, ref):
             target = find_note(handle, os.fstat(handle.fileno()).st_size, ref)
     except FileNotFoundError:
         target = None
+    except IsADirectoryError:  # a refusal, as log_size gives, never an unexpected error
+        raise NotesError("%s is a folder, not the session log; move it aside" % log_path) from None
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
     if note_type == "gate" and target.get("type") != "gate":

@@ -106,3 +106,39 @@ def test_a_folder_where_the_log_should_be_is_refused_by_every_reader(tmp_path, h
     message = assert_refused(run_notes(*arguments, folder=folder), 2)
     assert LOG in message
     assert folder_digest(folder) == before
+
+
+# An append with --ref looked the note up by reading the log, which raised
+# IsADirectoryError, unguarded, when a folder stood where the
+# log should be: exit 1, "unexpected error", where the same append without a ref
+# is refused with exit 2.
+
+def test_an_append_with_a_ref_refuses_a_folder_where_the_log_should_be(tmp_path):
+    folder = tmp_path / "session"
+    session_holding(folder, [make_record(SESSION_ID, 1, "gate", "The gate stays open.")])
+    os.unlink(str(folder / LOG))
+    (folder / LOG).mkdir()
+    before = folder_digest(folder)
+    result = run_notes("append", "--type", "gate", "--ref", "n00001", "--status", "closed",
+                       "--text", "Closed.", folder=folder)
+    message = assert_refused(result, 2)
+    assert LOG in message
+    assert folder_digest(folder) == before
+
+
+# append checked a --ref against any line holding that id, even one readers
+# skip (a field with a value no note can hold).  It stored a gate update of a
+# gate no reader shows; verify then reported the very note append had just
+# written (ref_target, exit 3), and restore refused the export holding it.
+
+def test_an_append_refuses_a_ref_to_a_line_readers_skip(tmp_path):
+    folder = tmp_path / "session"
+    skipped = make_record(SESSION_ID, 1, "gate", "The gate stays open.", provenance="bogus")
+    session_holding(folder, [skipped])
+    before = folder_digest(folder)
+    result = run_notes("append", "--type", "gate", "--ref", "n00001", "--status", "closed",
+                       "--text", "Closed.", folder=folder)
+    assert_refused(result, 2, "n00001", "names no note")
+    assert folder_digest(folder) == before
+    verify = run_notes("verify", folder=folder)
+    assert verify.code == 3 and [entry["kind"] for entry in verify.receipt["problems"]] == ["bad_field"], verify
