@@ -2167,8 +2167,8 @@ def recap_markdown_head(recap):
     else:
         export = "Export: %s lacks the %s; export again." % (
             EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
-    return ["# Recap", "", "%d notes, %d superseded by later ones." % (recap["total"], recap["superseded_count"]),
-            export, ""]
+    total = "1 note" if recap["total"] == 1 else "%d notes" % recap["total"]
+    return ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export, ""]
 
 
 def recap_markdown(recap):
