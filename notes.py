@@ -112,7 +112,7 @@ SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evide
 # the same file once it is this old (no live write takes that long).
 STALE_TEMPORARY_SECONDS = 600
 
-__version__ = "1.0.0"  # the one place the version is kept; pyproject.toml reads it
+__version__ = "1.1.0"  # the one place the version is kept; pyproject.toml reads it
 
 # Where the session folder comes from when --dir is not given.
 DIR_VARIABLE = "SHAPING_NOTES_DIR"
