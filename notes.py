@@ -112,7 +112,7 @@ SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evide
 # the same file once it is this old (no live write takes that long).
 STALE_TEMPORARY_SECONDS = 600
 
-__version__ = "1.0.0"  # the one place the version is kept; pyproject.toml reads it
+__version__ = "1.1.0"  # the one place the version is kept; pyproject.toml reads it
 
 # Where the session folder comes from when --dir is not given.
 DIR_VARIABLE = "SHAPING_NOTES_DIR"
@@ -2172,8 +2172,8 @@ def recap_markdown_head(recap):
     else:
         export = "Export: %s lacks the %s; export again." % (
             EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
-    return ["# Recap", "", "%d notes, %d superseded by later ones." % (recap["total"], recap["superseded_count"]),
-            export, ""]
+    total = "1 note" if recap["total"] == 1 else "%d notes" % recap["total"]
+    return ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export, ""]
 
 
 def recap_markdown(recap):

@@ -662,3 +662,8 @@ def test_recap_over_mcp_is_the_compact_line_the_cli_prints(tmp_path):
 
     result = json.loads(completed.stdout.decode("utf-8"))["result"]
     assert result["content"][0]["text"] == recap_text(folder)
+
+
+def test_markdown_recap_counts_one_note_in_the_singular(session):
+    append(session, "decision", "The log stays append-only.")
+    assert recap_text(session, "--format", "md").splitlines()[2] == "1 note, 0 superseded by later ones."
