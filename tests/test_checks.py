@@ -28,20 +28,29 @@ def write_export(path, records: list) -> None:
     path.write_text(json.dumps(export, indent=2) + "\n", encoding="utf-8")
 
 
-# Each gate rule append enforces: (the append arguments after a gate n00001, the third record's fields).
-GATE_RULES = {
+# Each rule append enforces for gates and refs, after a gate n00001 and a decision n00002:
+# (the append arguments, the third record's fields, the problem kind verify reports, a
+# phrase of its detail).
+RULES = {
     "status on a decision": (["--type", "decision", "--text", "Kept.", "--status", "open"],
-                             {"note_type": "decision", "status": "open"}),
+                             {"note_type": "decision", "status": "open"}, "gate_rule", "only a gate"),
     "gate update without status": (["--type", "gate", "--text", "Moved.", "--ref", "n00001"],
-                                   {"note_type": "gate", "ref": "n00001"}),
+                                   {"note_type": "gate", "ref": "n00001"}, "gate_rule", "no status"),
     "new gate closed": (["--type", "gate", "--text", "Done.", "--status", "closed"],
-                        {"note_type": "gate", "status": "closed"}),
+                        {"note_type": "gate", "status": "closed"}, "gate_rule", "starts closed"),
+    "decision naming a gate": (["--type", "decision", "--text", "Kept.", "--ref", "n00001"],
+                               {"note_type": "decision", "ref": "n00001"}, "ref_target", "names a gate"),
+    "gate update naming a decision": (["--type", "gate", "--text", "Done.", "--ref", "n00002", "--status", "closed"],
+                                      {"note_type": "gate", "ref": "n00002", "status": "closed"},
+                                      "ref_target", "not a gate"),
+    "ref to no earlier note": (["--type", "decision", "--text", "Kept.", "--ref", "n00009"],
+                               {"note_type": "decision", "ref": "n00009"}, "ref_target", "names no earlier note"),
 }
 
 
-@pytest.mark.parametrize("rule", sorted(GATE_RULES))
-def test_what_append_refuses_of_the_gate_rules_verify_reports_and_restore_refuses(tmp_path, rule):
-    arguments, fields = GATE_RULES[rule]
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_what_append_refuses_verify_reports_readers_read_and_restore_refuses(tmp_path, rule):
+    arguments, fields, kind, detail = RULES[rule]
     gate = make_record(SESSION_ID, 1, "gate", text="Host runtime is open.")
     second = make_record(SESSION_ID, 2, text="Plain decision.")
     third = make_record(SESSION_ID, 3, text="Broken rule.", **fields)
@@ -55,61 +64,19 @@ def test_what_append_refuses_of_the_gate_rules_verify_reports_and_restore_refuse
     verified = run_notes("verify", folder=folder)
     assert_no_traceback(verified)
     assert verified.code == 3, verified
-    assert [(entry["line"], entry["id"], entry["kind"]) for entry in verified.receipt["problems"]] == [
-        (3, "n00003", "gate_rule")]
+    [entry] = verified.receipt["problems"]
+    assert (entry["line"], entry["id"], entry["kind"]) == (3, "n00003", kind) and detail in entry["detail"], entry
     tail = run_notes("tail", folder=folder)
     assert tail.code == 0 and [record["id"] for record in tail.receipt["records"]] == ["n00001", "n00002", "n00003"]
+    summary = run_notes("summary", folder=folder)
+    assert summary.code == 0 and summary.receipt["total"] == 3 and summary.receipt["warnings"], summary
 
     export = tmp_path / "export.json"
     write_export(export, [gate, second, third])
     target = tmp_path / "restored"
     restored = run_notes("restore", export, folder=target)
-    assert restored.code == 3, restored
-    assert [entry["kind"] for entry in restored.receipt["problems"]] == ["gate_rule"]
+    assert restored.code == 3 and [entry["kind"] for entry in restored.receipt["problems"]] == [kind], restored
     assert not target.exists() or not list(target.iterdir())
     damaged = run_notes("restore", "--accept-damaged", export, folder=target)
     assert damaged.code == 0, damaged
-    assert log_bytes(target) == line_of(gate) + line_of(second) + line_of(third)
-
-
-# Where a ref may point, as append's check keeps it: (the append arguments after a gate
-# n00001 and a decision n00002, the third record's fields, the problem's detail).
-REF_RULES = {
-    "decision naming a gate": (["--type", "decision", "--text", "Kept.", "--ref", "n00001"],
-                               {"note_type": "decision", "ref": "n00001"}, "names a gate"),
-    "gate update naming a decision": (["--type", "gate", "--text", "Done.", "--ref", "n00002", "--status", "closed"],
-                                      {"note_type": "gate", "ref": "n00002", "status": "closed"}, "not a gate"),
-    "ref to no earlier note": (["--type", "decision", "--text", "Kept.", "--ref", "n00009"],
-                               {"note_type": "decision", "ref": "n00009"}, "names no earlier note"),
-}
-
-
-@pytest.mark.parametrize("rule", sorted(REF_RULES))
-def test_where_a_ref_points_is_checked_by_append_verify_and_restore_alike(tmp_path, rule):
-    arguments, fields, detail = REF_RULES[rule]
-    gate = make_record(SESSION_ID, 1, "gate", text="Host runtime is open.")
-    second = make_record(SESSION_ID, 2, text="Plain decision.")
-    third = make_record(SESSION_ID, 3, text="Pointing somewhere.", **fields)
-    folder = tmp_path / "session"
-    write_session(folder, [gate, second])
-    refused = run_notes("append", *arguments, folder=folder)
-    assert refused.code == 2 and refused.receipt["ok"] is False, refused
-
-    write_session(folder, [gate, second, third])
-    verified = run_notes("verify", folder=folder)
-    assert_no_traceback(verified)
-    assert verified.code == 3, verified
-    [entry] = verified.receipt["problems"]
-    assert (entry["line"], entry["id"], entry["kind"]) == (3, "n00003", "ref_target") and detail in entry["detail"]
-    summary = run_notes("summary", folder=folder)
-    assert summary.code == 0 and summary.receipt["total"] == 3  # still read, with a warning
-    assert any("ref" in warning for warning in summary.receipt["warnings"])
-
-    export = tmp_path / "export.json"
-    write_export(export, [gate, second, third])
-    target = tmp_path / "restored"
-    restored = run_notes("restore", export, folder=target)
-    assert restored.code == 3 and [entry["kind"] for entry in restored.receipt["problems"]] == ["ref_target"]
-    assert not target.exists() or not list(target.iterdir())
-    assert run_notes("restore", "--accept-damaged", export, folder=target).code == 0
     assert log_bytes(target) == line_of(gate) + line_of(second) + line_of(third)
