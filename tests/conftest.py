@@ -208,3 +208,22 @@ sys.stdout.write("locked\n")
 sys.stdout.flush()
 time.sleep(600)
 """
+
+
+def fenced_blocks(text: str) -> list:
+    """(language, body) of each fenced code block of a document, in order; a body keeps its last newline."""
+    blocks, language, body = [], None, []
+    for line in text.splitlines():
+        if not line.startswith("```"):
+            body.append(line + "\n")
+        elif language is None:
+            language, body = line[3:].strip(), []
+        else:
+            blocks.append((language, "".join(body)))
+            language = None
+    return blocks
+
+
+def code_blocks(text: str, language: str) -> list:
+    """The bodies of the fenced blocks opened with ```language, in order."""
+    return [body for opened, body in fenced_blocks(text) if opened == language]

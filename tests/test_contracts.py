@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from conftest import NOTES, REPO, folder_digest
+from conftest import NOTES, REPO, code_blocks, folder_digest
 
 FENCE = re.compile(r"\s*(```|~~~)")
 HEADING = re.compile(r"(#+)\s+(.*)")
@@ -51,9 +51,6 @@ def says(text: str, *terms) -> None:
         assert any(option.lower() in flat for option in options), "missing %r in:\n%s" % (term, text)
 
 
-def code_blocks(text: str, language: str) -> list:
-    """The bodies of the fenced blocks of one language, in order."""
-    return re.findall(r"^```%s\n(.*?)^```" % language, text, re.MULTILINE | re.DOTALL)
 
 
 # Point 9: when a state change takes effect; what changes the scope.

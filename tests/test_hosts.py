@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import NOTES, REPO, folder_digest, notes
+from conftest import NOTES, REPO, fenced_blocks, folder_digest, notes
 
 README = (REPO / "README.md").read_text("utf-8")
 NOTES_PLACEHOLDER = "/absolute/path/to/notes.py"
@@ -34,18 +34,6 @@ SERVER_KEYS = {"Claude Desktop": "mcpServers", "Cursor": "mcpServers", "VS Code"
 # --------------------------------------------------------------------------
 # Reading the README: sections, fenced blocks, inline commands
 
-def fenced_blocks(text: str) -> list:
-    """(language, body) of each fenced code block, in order."""
-    blocks, language, body = [], None, []
-    for line in text.splitlines():
-        if not line.startswith("```"):
-            body.append(line)
-        elif language is None:
-            language, body = line[3:].strip(), []
-        else:
-            blocks.append((language, "\n".join(body)))
-            language = None
-    return blocks
 
 
 def section(title: str) -> str:

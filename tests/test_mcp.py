@@ -20,7 +20,7 @@ import threading
 
 import pytest
 
-from conftest import NOTES, REPO, copy_fixture, folder_digest, read_records, run_notes
+from conftest import NOTES, REPO, code_blocks, copy_fixture, folder_digest, read_records, run_notes
 
 STATELESS = "2026-07-28"
 HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
@@ -662,24 +662,11 @@ def readme_mcp_section() -> str:
     return text[start:] if end < 0 else text[start:end]
 
 
-def fenced_blocks(text: str, language: str) -> list:
-    """The bodies of the fenced code blocks opened with ```language, in order."""
-    blocks, opened, body = [], None, []
-    for line in text.splitlines():
-        if not line.startswith("```"):
-            body.append(line)
-        elif opened is None:
-            opened, body = line[3:].strip(), []
-        else:
-            if opened == language:
-                blocks.append("\n".join(body))
-            opened = None
-    return blocks
 
 
 def test_readme_config_starts_a_working_server(tmp_path):
     from_sdk = sdk()
-    (block,) = fenced_blocks(readme_mcp_section(), "json")
+    (block,) = code_blocks(readme_mcp_section(), "json")
     server = json.loads(block)["mcpServers"]["shaping"]
     assert server["command"] == "python3" and server["args"][0] == "-S" and server["args"][-1] == "mcp"
     args = [str(NOTES) if arg.endswith("/notes.py") else arg for arg in server["args"]]
@@ -690,7 +677,7 @@ def test_readme_config_starts_a_working_server(tmp_path):
 
 
 def test_readme_commands_run(tmp_path):
-    commands = [line for block in fenced_blocks(readme_mcp_section(), "") for line in block.splitlines()]
+    commands = [line for block in code_blocks(readme_mcp_section(), "") for line in block.splitlines()]
     assert commands
     shutil.copy(str(NOTES), str(tmp_path / "notes.py"))
     for command in commands:
