@@ -51,6 +51,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -90,7 +91,7 @@ STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far a
 EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
 PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
-BACKWARD_BLOCK = 65536    # bytes read at a time when reading the log from its end
+BACKWARD_BLOCK = 65536    # bytes read at a time when the log is read in blocks
 # A line longer than this is no record of ours (a full signal is a few KiB):
 # readers report it as too long instead of holding it in memory.
 LINE_LIMIT = 1 << 20
@@ -153,9 +154,9 @@ DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")  # ASCII digits only
 HEX_DIGITS = frozenset("0123456789abcdef")
 
 # (kind of credential, substrings one of which it must contain, pattern).
-# The substrings are a cheap first look so that ``re`` is only imported when
-# a text could hold a credential at all; they are few and shared (verify looks
-# at every record), and "_" is rare in prose.
+# The substrings are a cheap first look, so that most texts skip the regular
+# expressions; they are few and shared (verify looks at every record), and
+# "_" is rare in prose.
 CREDENTIAL_PATTERNS = (
     # A header alone is prose about keys; a header followed by a key body is a key.
     ("private key block", ("PRIVATE KEY",),
@@ -260,9 +261,12 @@ def pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # the ts of a record; as text it sorts in time order
+
+
 def utc_now() -> str:
     """The current UTC time as YYYY-MM-DDTHH:MM:SSZ."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return time.strftime(TIMESTAMP_FORMAT, time.gmtime())
 
 
 def note_id_for(seq: int) -> str:
@@ -320,8 +324,6 @@ def find_credential(text: str) -> str | None:
     them is still found."""
     if not may_hold_credential(text):
         return None
-    import re  # only when a marker is present: re costs more than an append
-
     for kind, markers, pattern in CREDENTIAL_PATTERNS:
         if any(marker in text for marker in markers) and re.search(pattern, text):
             return kind
@@ -384,8 +386,8 @@ def clean_field(name: str, value: str | None, limit: int) -> str:
 
 def clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None,
-                 provenance: str | None = None, evidence: str | None = None) -> tuple:
-    """Validate a signal before anything is touched; return (text, effect, ref, status).
+                 provenance: str | None = None, evidence: str | None = None) -> dict:
+    """Validate a signal before anything is touched; return it as field name -> value, in SIGNAL_FIELDS order.
 
     provenance and evidence are stored as given, so they are only checked."""
     if note_type is None:
@@ -393,18 +395,18 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
     if text is None:
         raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
                          "append-only.' %s" % see_help("append"))
+    # The parser already keeps these to their words; the checks stay here so
+    # that the signal is whole whoever calls this.
     if note_type not in NOTE_TYPES:
         raise NotesError("unknown --type %r; use one of: %s" % (note_type, ", ".join(NOTE_TYPES)))
     for name, value, allowed in (("provenance", provenance, PROVENANCES),
-                                 ("evidence", evidence, EVIDENCE_LEVELS)):
+                                 ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
         if value is not None and value not in allowed:
             raise NotesError("unknown --%s %r; use one of: %s" % (name, value, ", ".join(allowed)))
     text = clean_field("text", text, TEXT_LIMIT)
     if not text:
         raise NotesError("--text is empty; a memory signal needs a text that says what to keep")
     effect = clean_field("effect", effect, EFFECT_LIMIT) or None
-    if status is not None and status not in GATE_STATUSES:
-        raise NotesError("unknown --status %r; use one of: %s" % (status, ", ".join(GATE_STATUSES)))
     if status is not None and note_type != "gate":
         raise NotesError("--status applies only to --type gate; drop it, or record a gate")
     if ref is not None:
@@ -418,7 +420,7 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
         raise NotesError(
             "a new gate cannot start closed; open it first, then close it with "
             "--ref <its id> --status closed")
-    return text, effect, ref, status
+    return dict(zip(SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence)))
 
 
 def value_from_stdin(text, effect) -> tuple:
@@ -500,7 +502,7 @@ def parse_line(raw: bytes) -> tuple:
         return None, "not_utf8"
     try:
         value = parse_json(text)
-    except (ValueError, RecursionError):  # parse_json turns RecursionError into ValueError; both mean the same
+    except ValueError:
         return None, "not_json"
     if not isinstance(value, dict):
         return None, "not_object"
@@ -615,15 +617,34 @@ def gate_rule_problem(record: dict) -> str | None:
     return None
 
 
-class GatesSeen:
-    """The seqs of the gate notes read so far, to check each ref as append's check_ref does.
+class LogOrder:
+    """What a forward reader remembers of the lines before this one, to check its place in the log.
 
-    A ref is checked by its seq (the id n00012 names seq 12): it must be below
+    The seq must follow the highest before it (damaged lines since may each
+    have held one), and the ref must name an earlier note of the right kind,
+    as append's check_ref asks.  A ref is checked by its seq (the id n00012 names seq 12): it must be below
     the note's own, and it names a gate exactly when the note is a gate update.
     Only gate seqs are kept, so a whole log's worth costs a set of ints."""
 
     def __init__(self):
         self.seqs = set()
+        self.highest = self.damaged = 0  # highest seq so far; lines since it that hold no seq
+
+    def place_problems(self, value, kinds: list) -> list:
+        """The problems of a record (None: an unreadable line) from its place in the log: seq order, ref target."""
+        seq = value.get("seq") if value is not None else None
+        found = []
+        order = seq_order_problem(seq, self.highest, self.damaged)
+        if order:
+            found.append((order, None))
+        if is_seq(seq):
+            self.highest, self.damaged = max(self.highest, seq), 0
+        else:
+            self.damaged += 1
+        wrong_ref = self.ref_problem(value) if value is not None and is_usable(kinds) else None
+        if wrong_ref:
+            found.append(("ref_target", wrong_ref))
+        return found
 
     def ref_problem(self, record: dict) -> str | None:
         """What is wrong with the record's ref (None when nothing is); then remember a gate."""
@@ -675,7 +696,7 @@ def parse_time_filter(value: str | None, name: str) -> str | None:
     try:
         if not is_timestamp(stamp):
             raise ValueError(value)  # strptime would also take "2026-1-01", a lower-case t, or other digits
-        time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")  # the ranges: month 13, February 30, year 0
+        time.strptime(stamp, TIMESTAMP_FORMAT)  # the ranges: month 13, February 30, year 0
     except ValueError:
         raise NotesError(
             "--%s %r is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
@@ -935,6 +956,7 @@ class SessionLock:
         self.descriptor = None
 
     def __enter__(self):
+        prepare_folder(os.path.dirname(self.path))
         created = not os.path.exists(self.path)
         try:
             self.descriptor = open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
@@ -1011,14 +1033,21 @@ def log_view(folder):
         os.close(lock)
 
 
-def log_size(path):
-    """The size of the log (0 when there is none yet); refuse a log that is not a regular file."""
+def open_log_for_reading(path):
+    """A read descriptor on the log, None when there is none yet; refuse a log that is not a regular file."""
     try:
-        descriptor = open_regular_file(path)
+        return open_regular_file(path)
     except FileNotFoundError:
-        return 0
+        return None
     except IsADirectoryError:  # readers answer a refusal, never an unexpected error
         raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
+
+
+def log_size(path):
+    """The size of the log (0 when there is none yet); refuse a log that is not a regular file."""
+    descriptor = open_log_for_reading(path)
+    if descriptor is None:
+        return 0
     try:
         return os.fstat(descriptor).st_size
     finally:
@@ -1240,7 +1269,6 @@ class LogTail:
     def __init__(self, handle, size, recent_since=None):
         self.size = size
         self.keep_end = size        # bytes from this offset on are the torn tail
-        self.needs_newline = False  # the last line is a JSON object without its newline
         self.highest_seq = 0        # the next note gets highest_seq + 1
         self.recent = []            # records of the duplicate window, newest first
         self.window_left = DUPLICATE_WINDOW_RECORDS if recent_since is not None else 0
@@ -1250,7 +1278,7 @@ class LogTail:
         value = parse_line(last)[0] if last else None
         if last is None or (last and value is None):
             self.keep_end = offset  # cut off by a crash mid-write
-        self.needs_newline = value is not None
+        self.needs_newline = value is not None  # the last line is a JSON object without its newline
         self.scan(self.kept_lines(value, lines))
 
     @staticmethod
@@ -1386,9 +1414,7 @@ class LogReader:
     def records(self, listed=PROBLEMS_LISTED):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
-        highest = 0
-        damaged = 0  # lines since the last record that hold no seq: each may have held one
-        gates = GatesSeen()
+        seen = LogOrder()
         if not self.size:
             return
         with open(open_regular_file(self.path), "rb") as handle:
@@ -1396,16 +1422,7 @@ class LogReader:
                 if not terminated and self.in_flight:
                     break  # a writer's note, still being written
                 value, kinds = line_problems(raw, terminated, self.session_id)
-                seq = value.get("seq") if value is not None else None
-                if seq_order_problem(seq, highest, damaged):
-                    kinds.append((seq_order_problem(seq, highest, damaged), None))
-                if is_seq(seq):
-                    highest, damaged = max(highest, seq), 0
-                else:
-                    damaged += 1
-                wrong_ref = gates.ref_problem(value) if value is not None and is_usable(kinds) else None
-                if wrong_ref:
-                    kinds.append(("ref_target", wrong_ref))
+                kinds += seen.place_problems(value, kinds)
                 # An id is named only when it is a note id: any other could be anything.
                 record_id = value["id"] if kinds and value is not None and is_note_id(value.get("id")) else None
                 self.problem_count += len(kinds)
@@ -1442,9 +1459,7 @@ def with_warnings(receipt, warnings):
 def command_init(args) -> dict:
     folder = resolve_folder(args.dir)
     check_session_folder(folder)
-    lock = SessionLock(folder)
-    prepare_folder(folder)
-    with lock:
+    with SessionLock(folder):
         meta = open_session_for_writing(folder)
     return {"ok": True, "command": "init", "session_id": meta["session_id"],
             "path": os.path.join(folder, LOG_NAME)}
@@ -1453,18 +1468,13 @@ def command_init(args) -> dict:
 def command_append(args) -> dict:
     # Validate everything the signal alone can tell before touching any file.
     text, effect = value_from_stdin(args.text, args.effect)
-    # The signal is one dict, field name -> value, in SIGNAL_FIELDS order.
-    signal = dict(zip(SIGNAL_FIELDS, (args.type,) + clean_signal(
-        args.type, text, effect, args.ref, args.status, args.provenance, args.evidence)
-        + (args.provenance, args.evidence)))
+    signal = clean_signal(args.type, text, effect, args.ref, args.status, args.provenance, args.evidence)
     folder = resolve_folder(args.dir)
     check_session_folder(folder)
     if signal["ref"] is not None:
         # The log only grows, so a note found now is still there under the lock.
         check_ref(os.path.join(folder, LOG_NAME), signal["type"], signal["ref"])
-    lock = SessionLock(folder)
-    prepare_folder(folder)
-    with lock:
+    with SessionLock(folder):
         meta = open_session_for_writing(folder)
         return append_signal(folder, meta, signal)
 
@@ -1499,7 +1509,7 @@ def append_signal(folder, meta, signal):
 
 def duplicate_window_start():
     """The time of the oldest record a retry can repeat, in the log's own format (which sorts as text)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - DUPLICATE_WINDOW_SECONDS))
+    return time.strftime(TIMESTAMP_FORMAT, time.gmtime(time.time() - DUPLICATE_WINDOW_SECONDS))
 
 
 def refuse_an_absurd_seq(tail):
@@ -1543,13 +1553,10 @@ def with_recovered(receipt, recovered):
 
 def check_ref(log_path, note_type, ref):
     """Refuse a --ref that names no note of this log, or a note of the wrong kind."""
-    try:
-        with open(open_regular_file(log_path), "rb") as handle:
-            target = find_note(handle, os.fstat(handle.fileno()).st_size, ref)
-    except FileNotFoundError:
-        target = None
-    except IsADirectoryError:  # a refusal, as log_size gives, never an unexpected error
-        raise NotesError("%s is a folder, not the session log; move it aside" % log_path) from None
+    descriptor, target = open_log_for_reading(log_path), None
+    if descriptor is not None:
+        with open(descriptor, "rb") as handle:
+            target = find_note(handle, os.fstat(descriptor).st_size, ref)
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
     if note_type == "gate" and target.get("type") != "gate":
@@ -1942,18 +1949,15 @@ def read_export_head(path):
     record_count sits before the records, so the whole file is never loaded.
     (None, None) when there is no export at path."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | BINARY | NON_BLOCKING)
+        descriptor = open_regular_file(path)
     except FileNotFoundError:
         return None, None
+    except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
+        return None, "is not a regular file"
     except OSError as error:
         return None, "cannot be read (%s)" % error.strerror
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # a FIFO or a device is never read
-            return None, "is not a regular file"
-        with open(descriptor, "rb", closefd=False) as handle:
-            data = handle.read(EXPORT_HEAD_LIMIT)
-    finally:
-        os.close(descriptor)
+    with open(descriptor, "rb") as handle:
+        data = handle.read(EXPORT_HEAD_LIMIT)
     start = data.find(b'"records"')
     while start != -1:
         before = data[:start].rstrip()
@@ -2227,20 +2231,10 @@ def load_export(path, accept_damaged=False):
     if export.get("record_count") != len(records):
         problems.append(problem(None, None, "record_count", "record_count is not %d, the number of "
                                                               "records the export holds" % len(records)))
-    highest = damaged = 0  # as verify counts them, so that it reports the same problems after a restore
-    gates = GatesSeen()
+    seen = LogOrder()  # as verify counts them, so that it reports the same problems after a restore
     for number, record in enumerate(records, 1):
         kinds = check_record(record, session["session_id"])
-        seq = record.get("seq")
-        if seq_order_problem(seq, highest, damaged):
-            kinds.append((seq_order_problem(seq, highest, damaged), None))
-        if is_seq(seq):
-            highest, damaged = max(highest, seq), 0
-        else:
-            damaged += 1
-        wrong_ref = gates.ref_problem(record) if isinstance(record, dict) and is_usable(kinds) else None
-        if wrong_ref:
-            kinds.append(("ref_target", wrong_ref))
+        kinds += seen.place_problems(record, kinds)
         if accept_damaged and not is_usable(kinds):
             try:
                 record_line(record)
@@ -2366,9 +2360,7 @@ def command_restore(args) -> dict:
     # the same check runs again under the lock, where it counts.
     notes_kept_by_restore(folder, session, records)
     recovered = None
-    lock = SessionLock(folder)
-    prepare_folder(folder)
-    with lock:
+    with SessionLock(folder):
         kept = notes_kept_by_restore(folder, session, records)
         if kept is None:
             write_restored_session(folder, session, records)
@@ -2452,7 +2444,7 @@ MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentH
 # idempotent; an export may replace the file at its output path, hence
 # destructive.
 MCP_TOOLS = {
-    "append": (("type", "text", "effect", "ref", "status", "provenance", "evidence"), ("type", "text"),
+    "append": (SIGNAL_FIELDS, ("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
     "recap": (("limit", "max_bytes"), (), MCP_READER_HINTS),
