@@ -1411,7 +1411,7 @@ class LogReader:
         # was mid-append; lines appended later wait for the next read.
         self.size, self.in_flight = log_view(folder)
 
-    def records(self, listed=PROBLEMS_LISTED):
+    def records(self):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         seen = LogOrder()
@@ -1426,7 +1426,7 @@ class LogReader:
                 # An id is named only when it is a note id: any other could be anything.
                 record_id = value["id"] if kinds and value is not None and is_note_id(value.get("id")) else None
                 self.problem_count += len(kinds)
-                for kind, detail in kinds[:listed - len(self.problems)]:
+                for kind, detail in kinds[:PROBLEMS_LISTED - len(self.problems)]:
                     self.problems.append(problem(number, record_id, kind, detail))
                 if value is not None and is_usable(kinds):
                     self.total += 1
@@ -1579,12 +1579,13 @@ def command_tail(args) -> dict:
     session_id = meta["session_id"]
     records, warnings = [], []
     size, in_flight = log_view(folder)
-    try:
-        handle = open(open_regular_file(log_path), "rb")
-    except FileNotFoundError:
+    descriptor = open_log_for_reading(log_path)
+    if descriptor is None:
         import io  # already loaded by the interpreter itself
 
         handle = io.BytesIO()  # no log yet: an empty one to tail
+    else:
+        handle = open(descriptor, "rb")
     with handle:
         newer_seq, damaged = None, 0  # damaged: lines since the newer record that hold no seq
         for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
@@ -1604,8 +1605,9 @@ def command_tail(args) -> dict:
                 continue
             kinds = check_record(value, session_id)
             if is_seq(seq):
-                if newer_seq is not None and not newer_seq - 1 - damaged <= seq < newer_seq:
-                    kinds.append(("seq_repeated" if seq >= newer_seq else "seq_gap", None))
+                order = seq_order_problem(newer_seq, seq, damaged)  # the newer one, as if read after this
+                if order:
+                    kinds.append((order, None))
                 newer_seq, damaged = seq, 0
             for kind, detail in kinds:
                 record_id = value["id"] if is_note_id(value.get("id")) else "no id"  # never echo another
@@ -1618,11 +1620,11 @@ def command_tail(args) -> dict:
     return with_warnings(receipt, bounded_warnings(warnings, len(warnings)))
 
 
-def count_by_type(reader, listed):
+def count_by_type(reader):
     """Read the whole log: (notes by type, first ts, last ts)."""
     by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
     first_ts = last_ts = None
-    for record in reader.records(listed):
+    for record in reader.records():
         if record["type"] in by_type:
             by_type[record["type"]] += 1
         first_ts = first_ts or record["ts"]
@@ -1634,7 +1636,7 @@ def command_summary(args) -> dict:
     folder = resolve_folder(args.dir)
     meta = require_session(folder)
     reader = LogReader(folder, meta)
-    by_type = count_by_type(reader, WARNINGS_LISTED)[0]
+    by_type = count_by_type(reader)[0]
     last = reader.last_record
     receipt = {
         "ok": True,
@@ -1660,7 +1662,7 @@ def command_verify(args) -> dict:
     if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != META_SCHEMA:
         meta_problems.append(problem(None, None, "meta_schema",
                                      "%s has an unknown schema_version" % META_NAME))
-    for _ in reader.records(PROBLEMS_LISTED):
+    for _ in reader.records():
         pass
     problems = (meta_problems + reader.problems)[:PROBLEMS_LISTED]
     count = len(meta_problems) + reader.problem_count
@@ -1684,7 +1686,7 @@ def command_export(args) -> dict:
     # Both passes read the same bytes: the size is fixed before the first one,
     # so notes appended meanwhile wait for the next export.
     reader = LogReader(folder, meta)
-    by_type, first_ts, last_ts = count_by_type(reader, PROBLEMS_LISTED)
+    by_type, first_ts, last_ts = count_by_type(reader)
     count = reader.total
     warnings = reader.warnings()
     if markdown:
@@ -1740,7 +1742,7 @@ def same_file(path, other):
 
 
 def json_export(reader, meta, count):
-    """Yield the export as json.dumps(export, indent=2) would print it, record by record."""
+    """Yield the export as pretty_json(export) would print it, record by record."""
     head = {"schema_version": EXPORT_SCHEMA, "exported_at": utc_now(), "session": meta,
             "record_count": count}
     # backslashreplace: a log path that is not UTF-8 keeps its \udcXX escapes, as in the meta.
@@ -1849,7 +1851,7 @@ def recap_history(reader):
     Returns (superseded ids, gates by id, seq of each gate's latest note, counts by type)."""
     superseded, gates, gate_of_update, changed_at = set(), {}, {}, {}
     counts = dict.fromkeys(NOTE_TYPES, 0)
-    for record in reader.records(WARNINGS_LISTED):
+    for record in reader.records():
         if record["type"] in counts:
             counts[record["type"]] += 1
         ref = record.get("ref")
@@ -1890,7 +1892,7 @@ def recap_live_notes(reader, superseded, limit, cut):
     list_of_type = dict(RECAP_LISTS)
     kept = {name: [] for _, name in RECAP_LISTS}
     unconfirmed = []
-    for record in reader.records(0):
+    for record in reader.records():
         if record["id"] in superseded:
             continue
         if record["type"] in latest:
@@ -2068,11 +2070,12 @@ def fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, max_byt
         return whole
     fits, fails = len(dropped_order), 0
     smallest = rendered_without(fits)
-    if printed_size(smallest) > max_bytes:
+    needed = printed_size(smallest)
+    if needed > max_bytes:
         raise NotesError(
             "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed notes, "
             "mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, or with a "
-            "smaller --limit" % (printed_size(smallest), max_bytes, printed_size(smallest)))
+            "smaller --limit" % (needed, max_bytes, needed))
     while fits - fails > 1:  # bisect: fewer entries left out means more of the state is shown
         middle = (fits + fails) // 2
         candidate = rendered_without(middle)
@@ -2353,7 +2356,7 @@ def write_restored_session(folder, session, records):
 
 def command_restore(args) -> dict:
     export_path = os.path.abspath(os.path.expanduser(args.export_file))
-    session, records, problems = load_export(export_path, getattr(args, "accept_damaged", False))
+    session, records, problems = load_export(export_path, args.accept_damaged)
     folder = resolve_folder(args.dir)
     log_path = os.path.join(folder, LOG_NAME)
     # Refusals come before the lock, so that they leave the folder untouched;
@@ -2541,13 +2544,8 @@ def mcp_call_tool(folder, params):
         args = parse_arguments(mcp_command_line(folder, name, arguments))
         receipt = COMMAND_FUNCTIONS[name](args)
         failed = False
-    except NotesError as error:
-        receipt = {"ok": False, "error": error.message}
-        receipt.update(error.details)
-        failed = True
-    except Exception as error:  # noqa: BLE001 - as main reports it, and the server goes on
-        receipt = {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
-        failed = True
+    except Exception as error:  # noqa: BLE001 - a NotesError too: as main reports it, and the server goes on
+        receipt, failed = error_receipt(error), True
     # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
     return {"content": [{"type": "text", "text": printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
@@ -2872,6 +2870,8 @@ def build_parser():
     return parser
 
 
+
+
 def parse_arguments(argv):
     """Parse argv with the one parser; name an unknown option as the mistake it is."""
     arguments, unknown = build_parser().parse_known_args(argv)
@@ -2923,7 +2923,7 @@ def print_result(result):
     """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
     if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
         return
-    if result is None:  # argparse has written help or the version: make sure it got out
+    if result is None:  # argparse wrote help or the version, or mcp wrote JSON-RPC: make sure it got out
         sys.stdout.flush()
         return
     text = printed_form(result)
@@ -2936,6 +2936,13 @@ def print_result(result):
     sys.stdout.flush()
 
 
+def error_receipt(error):
+    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    if isinstance(error, NotesError):
+        return {"ok": False, "error": error.message, **error.details}
+    return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+
+
 def run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
@@ -2946,15 +2953,13 @@ def run_command(argv):
     except SystemExit as request:  # --help or --version, printed by argparse
         return None, request.code or 0
     except NotesError as error:
-        result = {"ok": False, "error": error.message}
-        result.update(error.details)
-        return result, error.exit_code
+        return error_receipt(error), error.exit_code
     except KeyboardInterrupt:
         return {"ok": False, "error": "interrupted"}, EXIT_UNEXPECTED
     except BrokenPipeError:
         raise  # argparse printing help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
-        return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}, EXIT_UNEXPECTED
+        return error_receipt(error), EXIT_UNEXPECTED
 
 
 def main(argv=None) -> int:
