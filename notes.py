@@ -72,6 +72,10 @@ EXPORT_MARKDOWN_NAME = "session_export.md"
 
 META_SCHEMA = "shaping-memory-session-meta.v0"
 EXPORT_SCHEMA = "shaping-memory-export.v0"
+# How every export this tool (or v0) writes begins: how export recognises a
+# file it may replace.
+EXPORT_JSON_START = b'{\n  "schema_version": "' + EXPORT_SCHEMA.encode("ascii") + b'"'
+EXPORT_MARKDOWN_START = b"# Shaping session "
 
 NOTE_TYPES = ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact")
 GATE_STATUSES = ("open", "deferred", "closed")
@@ -1731,6 +1735,26 @@ def check_export_output(folder, output):
         return
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
         raise special_file_error(output, mode)
+    # Whatever else stands there (another session's log, a config, a key
+    # file) is the user's, and a mistyped or injected path must not cost it.
+    if stat.S_ISREG(mode) and not is_earlier_export(output):
+        raise NotesError(
+            "--output %s exists and is not an export of this tool; an export replaces only an earlier "
+            "export. Choose another --output, or remove that file first" % output)
+
+
+def is_earlier_export(path):
+    """Whether the file at path was written by export, judged by its first bytes alone.
+
+    A JSON export opens with its schema key, a markdown export with its
+    heading; neither is loaded, so a large file costs one small read."""
+    try:
+        descriptor = open_regular_file(path)
+    except (OSError, NotesError):
+        return False
+    with open(descriptor, "rb") as handle:
+        head = handle.read(len(EXPORT_JSON_START))
+    return head.startswith(EXPORT_JSON_START) or head.startswith(EXPORT_MARKDOWN_START)
 
 
 def same_file(path, other):
@@ -2530,6 +2554,36 @@ def mcp_command_line(folder, command, arguments):
     return argv
 
 
+def mcp_export_path(folder, output):
+    """The file inside the session folder that an MCP client's export output names.
+
+    Whoever writes the tool call may be a prompt injected into a document the
+    model read, so the server writes nowhere the operator did not point it:
+    the path is taken relative to the session folder, and one that is
+    absolute, climbs with .., or passes through a link that leads out of the
+    folder is refused.  The real parent folder is compared, not the string.
+    (Between this check and the write, another process of the same user
+    could swap a folder for a link; that user could write the file anyway.)"""
+    way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
+               % (EXPORT_NAME, os.path.join(folder, EXPORT_NAME)))
+    if os.path.isabs(output) or output.startswith("~") or os.path.splitdrive(output)[0]:
+        raise NotesError("export over MCP writes only inside the session folder: output is an absolute "
+                         "path" + way_out)
+    if ".." in output.replace("\\", "/").split("/"):
+        raise NotesError("export over MCP writes only inside the session folder: output climbs out "
+                         "with .." + way_out)
+    path = os.path.join(folder, output)
+    real_folder = os.path.realpath(folder)
+    real_parent = os.path.realpath(os.path.dirname(path))
+    if real_parent != real_folder and not real_parent.startswith(real_folder.rstrip(os.sep) + os.sep):
+        raise NotesError("export over MCP writes only inside the session folder: output passes through "
+                         "a link that leads out of it" + way_out)
+    if os.path.islink(path):
+        raise NotesError("export over MCP writes only inside the session folder: output is a link"
+                         + way_out)
+    return path
+
+
 def mcp_call_tool(folder, params):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
@@ -2541,6 +2595,8 @@ def mcp_call_tool(folder, params):
     if not isinstance(arguments, dict):
         raise ProtocolError(RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
+        if name == "export" and isinstance(arguments.get("output"), str) and arguments["output"]:
+            arguments = dict(arguments, output=mcp_export_path(resolve_folder(folder), arguments["output"]))
         args = parse_arguments(mcp_command_line(folder, name, arguments))
         receipt = COMMAND_FUNCTIONS[name](args)
         failed = False

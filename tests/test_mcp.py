@@ -432,8 +432,8 @@ def test_verify_of_a_damaged_log_is_a_result_not_an_error(tmp_path):
 def test_export_writes_what_the_cli_writes(tmp_path):
     folder = tmp_path / "s"
     run_notes("append", "--type", "decision", "--text", "Exported.", folder=folder)
-    output = tmp_path / "out" / "backup.json"
-    code, answers, _ = exchange(folder, call(1, "export", {"output": str(output)}),
+    output = folder / "out" / "backup.json"  # over MCP, a relative output lands in the session folder
+    code, answers, _ = exchange(folder, call(1, "export", {"output": "out/backup.json"}),
                                 call(2, "export", {"format": "md"}), call(3, "export", {"format": "pdf"}))
     assert code == 0
     assert tool_result(answers[0])["structuredContent"] == {"ok": True, "command": "export", "record_count": 1,
