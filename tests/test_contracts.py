@@ -107,7 +107,7 @@ def test_each_settled_rule_is_stated_once(phrase):
 
 def test_synthesis_starts_once_nothing_is_pending_or_the_operator_goes_on():
     says(section("protocol.md", r"^approval$"), "`recap`", "nothing `pending`", "settles the last item",
-         "go on anyway", "defers each open gate", "assumption to confirm", "lapses")
+         "goes on anyway", "defers each open gate", "assumption to confirm", "lapses")
 
 
 def test_readback_covers_a_past_point_and_the_checkpoint_rule():
