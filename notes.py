@@ -3075,17 +3075,18 @@ COMMANDS = {
          "standard input" % TEXT_LIMIT, {}),
         ("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
          "standard input" % EFFECT_LIMIT, {}),
-        ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)", {}),
-        ("--about", "about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay "
-         "live (example: --about n00004)", {}),
-        ("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
-         "(example: --ref n00002 --status closed --by n00005)", {}),
+        ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type; "
+         "superseding an op or shared note takes --provenance op or shared)", {}),
         ("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
          {"choices": GATE_STATUSES}),
         ("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
          {"choices": PROVENANCES}),
         ("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
          {"choices": EVIDENCE_LEVELS}),
+        ("--about", "about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay "
+         "live (example: --about n00004)", {}),
+        ("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
+         "(example: --ref n00002 --status closed --by n00005)", {}),
     ], 'python3 -S notes.py append --type decision --text "The log stays append-only."'),
     "tail": ("Print the last records, oldest first, optionally filtered.", [
         ("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
