@@ -440,7 +440,7 @@ def clean_link(name: str, value: str | None) -> str | None:
     if value is None:
         return None
     value = value.strip()
-    if not is_note_id(value):
+    if not is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
         raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
     return value
 
@@ -697,10 +697,11 @@ class LogOrder:
             link = record.get(name)
             if not is_seq(seq) or not is_note_id(link):
                 continue
-            target = int(link[1:]) if len(link) <= 12 else seq  # a longer id cannot name an earlier note
-            if not 1 <= target < seq:
+            if len(link) > 12:  # a longer id cannot name an earlier note, and is not echoed
+                found.append("the %s field names no earlier note (an id far too long)" % name)
+            elif not 1 <= int(link[1:]) < seq:
                 found.append("the %s %s names no earlier note" % (name, link))
-            elif name == "by" and target in self.seqs:
+            elif name == "by" and int(link[1:]) in self.seqs:
                 found.append("the by %s names a gate; a gate is settled by a decision or another note" % link)
         return found
 
@@ -1831,7 +1832,7 @@ def command_show(args) -> dict:
 def show_note_id(value) -> str:
     """show's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
     value = (value or "").strip()
-    if not is_note_id(value):
+    if not is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
         raise NotesError("show takes a note id such as n00012; tail or recap lists them %s" % see_help("show"))
     return value
 

@@ -411,3 +411,18 @@ def test_another_gates_update_does_not_stop_a_retry_being_a_duplicate(session):
     append(session, "gate", "Reopened.", "--ref", "n00003", "--status", "open")
     again = append(session, "gate", "Closed: email.", "--ref", "n00001", "--status", "closed")
     assert "duplicate" not in again and again["note_id"] == "n00006"
+
+
+def test_an_id_far_too_long_is_refused_and_never_echoed(session):
+    append(session, "decision", "Reminders go by email.")
+    long_id = "n" + "7" * 5000
+    for arguments in (["append", "--type", "decision", "--text", "x", "--about", long_id],
+                      ["append", "--type", "gate", "--text", "x", "--ref", "n00001", "--status", "open", "--by",
+                       long_id], ["show", long_id]):
+        result = run_notes(*arguments, folder=session)
+        assert "7777777" not in assert_refused(result, 2, "note id"), arguments
+    session_id = session_id_of(session)
+    write_log(session, log_bytes(session) + line_of(make_record(session_id, 2, text="Later.", about=long_id)))
+    verified = run_notes("verify", folder=session)
+    assert verified.code == 3 and "7777777" not in verified.stdout
+    assert verified.receipt["problems"][0]["kind"] == "link_target"
