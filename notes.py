@@ -81,6 +81,7 @@ NOTE_TYPES = ("mode", "shape", "gate", "decision", "discard", "tension", "source
 GATE_STATUSES = ("open", "deferred", "closed")
 # Who a signal comes from, and how well it is known (the protocol's own words).
 PROVENANCES = ("op", "model", "shared")
+FIRM_PROVENANCES = ("op", "shared")  # a note so labelled is superseded only by a note so labelled
 EVIDENCE_LEVELS = ("declared", "inferred", "observed", "validated")
 # Lists of the recap, by the note type each one gathers.
 RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
@@ -112,7 +113,7 @@ LOCK_WAIT_LIMIT = 86400.0
 DUPLICATE_WINDOW_RECORDS = 20
 DUPLICATE_WINDOW_SECONDS = 600
 # The fields of a signal, in build_record's order: what a retry must repeat.
-SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence")
+SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
 # A temporary file of a killed whole-file write is removed by a later write of
 # the same file once it is this old (no live write takes that long).
 STALE_TEMPORARY_SECONDS = 600
@@ -287,7 +288,8 @@ def record_checksum(record: dict) -> str:
 
 def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
                  ref: str | None = None, status: str | None = None, provenance: str | None = None,
-                 evidence: str | None = None, timestamp: str | None = None) -> dict:
+                 evidence: str | None = None, about: str | None = None, by: str | None = None,
+                 timestamp: str | None = None) -> dict:
     """A record with v0's keys in v0's order, then the optional links and labels, checksum last."""
     record = {
         "id": note_id_for(seq),
@@ -307,6 +309,10 @@ def build_record(session_id: str, seq: int, note_type: str, text: str, effect: s
         record["provenance"] = provenance
     if evidence:
         record["evidence"] = evidence
+    if about:
+        record["about"] = about
+    if by:
+        record["by"] = by
     record["checksum"] = record_checksum(record)
     return record
 
@@ -390,10 +396,12 @@ def clean_field(name: str, value: str | None, limit: int) -> str:
 
 def clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None,
-                 provenance: str | None = None, evidence: str | None = None) -> dict:
+                 provenance: str | None = None, evidence: str | None = None,
+                 about: str | None = None, by: str | None = None) -> dict:
     """Validate a signal before anything is touched; return it as field name -> value, in SIGNAL_FIELDS order.
 
-    provenance and evidence are stored as given, so they are only checked."""
+    provenance and evidence are stored as given, so they are only checked.
+    What the links name is checked against the log later (check_links)."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s %s" % (", ".join(NOTE_TYPES), see_help("append")))
     if text is None:
@@ -424,7 +432,21 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
         raise NotesError(
             "a new gate cannot start closed; open it first, then close it with "
             "--ref <its id> --status closed")
-    return dict(zip(SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence)))
+    about, by = clean_link("about", about), clean_link("by", by)
+    if by is not None and (note_type != "gate" or ref is None):
+        raise NotesError("--by names the note that settles a gate update, so it goes only with --type gate "
+                         "--ref <the gate> --status ...; to link any other note, use --about")
+    return dict(zip(SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
+
+
+def clean_link(name: str, value: str | None) -> str | None:
+    """An --about or --by value stripped and checked to be a note id; its value is never echoed."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
+        raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
+    return value
 
 
 def value_from_stdin(text, effect) -> tuple:
@@ -531,8 +553,12 @@ PROBLEM_DETAILS = {
     "foreign_session": "the record belongs to another session",
     "unknown_type": "the record has an unknown type",
     "ref_target": "the ref does not name an earlier note of the right kind",
+    "link_target": "the about or by field does not name an earlier note of the right kind",
     "gate_rule": "the record breaks a rule append keeps for gates: a status only on a gate, a gate update "
-                 "with its status, a new gate not closed",
+                 "with its status, a new gate not closed, by only on a gate update",
+    "supersede_rule": "the record supersedes (ref) a note labelled op or shared without being labelled op or "
+                      "shared itself, which append now refuses: check with the operator that the "
+                      "change is theirs",
     "seq_repeated": "the seq repeats or goes back: it is not above every seq before it",
     "seq_gap": "seq numbers are missing before this record",
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
@@ -559,6 +585,8 @@ FIELD_RULES = {
     "status": (lambda value: value in GATE_STATUSES, "open, deferred or closed"),
     "provenance": (lambda value: value in PROVENANCES, "one of: " + ", ".join(PROVENANCES)),
     "evidence": (lambda value: value in EVIDENCE_LEVELS, "one of: " + ", ".join(EVIDENCE_LEVELS)),
+    "about": (is_note_id, "a note id (n and five or more digits)"),
+    "by": (is_note_id, "a note id (n and five or more digits)"),
     "checksum": (is_checksum, "16 lowercase hex digits"),
 }
 PLAIN_RULE = (is_plain_value, "a string, a number, true, false or null")
@@ -612,6 +640,8 @@ def check_record(record: dict, session_id: str | None) -> list:
 
 def gate_rule_problem(record: dict) -> str | None:
     """Which of append's rules for status and ref the record breaks (clean_signal refuses each), or None."""
+    if "by" in record and (record["type"] != "gate" or "ref" not in record):
+        return "the record has a by, which only a gate update has"
     if record["type"] != "gate":
         return "the record has a status, which only a gate has" if "status" in record else None
     if "ref" in record and "status" not in record:
@@ -628,11 +658,20 @@ class LogOrder:
     have held one), and the ref must name an earlier note of the right kind,
     as append's check_ref asks.  A ref is checked by its seq (the id n00012 names seq 12): it must be below
     the note's own, and it names a gate exactly when the note is a gate update.
-    Only gate seqs are kept, so a whole log's worth costs a set of ints."""
+    about and by are checked the same way (check_links): earlier, and a by never a gate.
+    Only the seqs of gates and of notes labelled op or shared are kept, so a
+    whole log's worth costs two sets of ints.
+
+    A note that supersedes an op or shared note without being labelled op or
+    shared itself breaks a rule append now keeps; a log written by 1.1.0
+    may hold such a note, so it is a notice (a warning), never damage."""
 
     def __init__(self):
         self.seqs = set()
+        self.firm = set()                # seqs of non-gate notes labelled op or shared
         self.highest = self.damaged = 0  # highest seq so far; lines since it that hold no seq
+        self.line = 0                    # lines (or export records) met so far
+        self.notices, self.notice_count = [], 0  # the first notices, as verify's problem entries
 
     def place_problems(self, value, kinds: list) -> list:
         """The problems of a record (None: an unreadable line) from its place in the log: seq order, ref target."""
@@ -645,10 +684,42 @@ class LogOrder:
             self.highest, self.damaged = max(self.highest, seq), 0
         else:
             self.damaged += 1
-        wrong_ref = self.ref_problem(value) if value is not None and is_usable(kinds) else None
+        self.line += 1
+        if value is None or not is_usable(kinds):
+            return found
+        wrong_ref = self.ref_problem(value)
         if wrong_ref:
             found.append(("ref_target", wrong_ref))
+        found.extend(("link_target", detail) for detail in self.link_problems(value))
+        self.note_supersede_rule(value)
         return found
+
+    def link_problems(self, record: dict) -> list:
+        """What is wrong with the record's about and by: each must name an earlier note; a by, no gate."""
+        seq, found = record.get("seq"), []
+        for name in ("about", "by"):
+            link = record.get(name)
+            if not is_seq(seq) or not is_note_id(link):
+                continue
+            if len(link) > 12:  # a longer id cannot name an earlier note, and is not echoed
+                found.append("the %s field names no earlier note (an id far too long)" % name)
+            elif not 1 <= int(link[1:]) < seq:
+                found.append("the %s %s names no earlier note" % (name, link))
+            elif name == "by" and int(link[1:]) in self.seqs:
+                found.append("the by %s names a gate; a gate is settled by a decision or another note" % link)
+        return found
+
+    def note_supersede_rule(self, record: dict):
+        """Remember an op or shared note; keep a notice when a note not so labelled supersedes one."""
+        seq, ref, labelled = record.get("seq"), record.get("ref"), record.get("provenance") in FIRM_PROVENANCES
+        if record.get("type") == "gate" or not is_seq(seq):
+            return
+        if labelled:
+            self.firm.add(seq)
+        if not labelled and is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) in self.firm:
+            self.notice_count += 1
+            if len(self.notices) < PROBLEMS_LISTED:
+                self.notices.append(problem(self.line, record.get("id"), "supersede_rule"))
 
     def ref_problem(self, record: dict) -> str | None:
         """What is wrong with the record's ref (None when nothing is); then remember a gate."""
@@ -1411,6 +1482,7 @@ class LogReader:
         self.problem_count = 0
         self.total = 0
         self.last_record = None
+        self.order = LogOrder()     # of the last pass: its notices are warnings, not problems
         # Every pass reads the same bytes, up to a size taken while no writer
         # was mid-append; lines appended later wait for the next read.
         self.size, self.in_flight = log_view(folder)
@@ -1418,7 +1490,7 @@ class LogReader:
     def records(self):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
-        seen = LogOrder()
+        self.order = seen = LogOrder()
         if not self.size:
             return
         with open(open_regular_file(self.path), "rb") as handle:
@@ -1440,6 +1512,10 @@ class LogReader:
     def warnings(self):
         """The problems met, as sentences, bounded."""
         return problem_messages(self.problems, self.problem_count)
+
+    def notices(self):
+        """What the last pass found that append refuses now but an older log may hold, as sentences, bounded."""
+        return problem_messages(self.order.notices, self.order.notice_count)
 
 
 def bounded_warnings(messages, count):
@@ -1472,12 +1548,12 @@ def command_init(args) -> dict:
 def command_append(args) -> dict:
     # Validate everything the signal alone can tell before touching any file.
     text, effect = value_from_stdin(args.text, args.effect)
-    signal = clean_signal(args.type, text, effect, args.ref, args.status, args.provenance, args.evidence)
+    signal = clean_signal(args.type, text, effect, args.ref, args.status, args.provenance, args.evidence,
+                          args.about, args.by)
     folder = resolve_folder(args.dir)
     check_session_folder(folder)
-    if signal["ref"] is not None:
-        # The log only grows, so a note found now is still there under the lock.
-        check_ref(os.path.join(folder, LOG_NAME), signal["type"], signal["ref"])
+    # The log only grows, so a note found now is still there under the lock.
+    check_links(os.path.join(folder, LOG_NAME), signal)
     with SessionLock(folder):
         meta = open_session_for_writing(folder)
         return append_signal(folder, meta, signal)
@@ -1496,7 +1572,7 @@ def append_signal(folder, meta, signal):
             tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start())
         refuse_an_absurd_seq(tail)
         recovered = recover_tail(folder, descriptor, tail)
-        duplicate = find_duplicate(tail, signal, meta["session_id"])
+        duplicate = find_duplicate(tail, signal, meta["session_id"], log_path)
         record = duplicate
         if duplicate is None:
             record = build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
@@ -1536,16 +1612,59 @@ def recover_tail(folder, descriptor, tail):
     return None
 
 
-def find_duplicate(tail, signal, session_id):
+def find_duplicate(tail, signal, session_id, log_path=None):
     """The record of the duplicate window that repeats the signal field for field, or None.
 
     A record with any problem of its own (a checksum that does not match,
-    say) is never the answer: the signal is then stored anew."""
-    for record in tail.recent:
+    say) is never the answer: the signal is then stored anew.  Nor is one
+    that is no longer the latest word on its subject (still_the_latest_word):
+    a repeat after a later note undid it is a new change of state, not a retry."""
+    for place, record in enumerate(tail.recent):
         if all(record.get(name) == value for name, value in signal.items()) and not check_record(
                 record, session_id):
-            return record
+            later = tail.recent[:place]  # newest first; the window holds every record after this one
+            return record if still_the_latest_word(record, later, log_path) else None
     return None
+
+
+def still_the_latest_word(record, later, log_path):
+    """Whether no later record superseded this one, nor, when it is a gate or gate update, changed its gate."""
+    if record["type"] != "gate":
+        return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
+    updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
+    if not updates:
+        return True
+    window = {other.get("id"): other for other in later}
+    descriptor = open_log_for_reading(log_path) if log_path else None
+    handle = open(descriptor, "rb") if descriptor is not None else None
+    known = {}
+
+    def lookup(note_id):
+        # A note of the window, else one looked up from the end of the log (only here, on a repeat).
+        if note_id not in window and note_id not in known:
+            known[note_id] = find_note(handle, os.fstat(descriptor).st_size, note_id) if handle else None
+        return window.get(note_id) or known[note_id]
+    try:
+        gate = gate_root(record, lookup)
+        return not any(gate_root(update, lookup) == gate for update in updates)
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def gate_root(record, lookup):
+    """The id of the gate a gate note belongs to: its own for a new gate, else the gate its refs lead back to.
+
+    lookup(note_id) gives the record of an id, or None; a ref naming no gate
+    ends the walk there, and a loop (only a damaged log holds one) ends it too."""
+    visited = set()
+    while isinstance(record.get("ref"), str) and record["ref"] not in visited:
+        visited.add(record["ref"])
+        target = lookup(record["ref"])
+        if target is None or target.get("type") != "gate":
+            return record["ref"]
+        record = target
+    return record["id"] if "ref" not in record else record["ref"]
 
 
 def with_recovered(receipt, recovered):
@@ -1555,12 +1674,52 @@ def with_recovered(receipt, recovered):
     return receipt
 
 
+def check_links(log_path, signal):
+    """Refuse a link (ref, about, by) that names no note of the right kind, or a supersede the labels forbid."""
+    if signal["ref"] is not None:
+        target = check_ref(log_path, signal["type"], signal["ref"])
+        check_supersede_rule(signal, target)
+    for name in ("about", "by"):
+        if signal[name] is None:
+            continue
+        target = note_in_log(log_path, signal[name])
+        if target is None:
+            raise NotesError("--%s %s names no note in this session; check the id with tail or recap"
+                             % (name, signal[name]))
+        if name == "by" and target.get("type") == "gate":
+            raise NotesError("--by %s is a gate; --by names the note that settles this gate (a decision, a "
+                             "source): append that note first, then name it" % signal[name])
+
+
+def check_supersede_rule(signal, target):
+    """Refuse a note that supersedes an op or shared note without being labelled op or shared itself.
+
+    Leaving the label out is no way around it: a model's guess must not hide
+    what the operator stated.  A gate update supersedes nothing, so it is not
+    held to this."""
+    if signal["type"] == "gate" or target.get("provenance") not in FIRM_PROVENANCES:
+        return
+    if signal["provenance"] in FIRM_PROVENANCES:
+        return
+    raise NotesError(
+        "--ref %s would supersede a note labelled --provenance %s, and this note is not labelled op or "
+        "shared; nothing was written. If it answers, refines or comments on that note, link it with "
+        "--about %s instead (both stay live); if the operator confirmed the change, say so with "
+        "--provenance op (or shared)" % (signal["ref"], target["provenance"], signal["ref"]))
+
+
+def note_in_log(log_path, note_id):
+    """The usable record with this id in the log at log_path, or None (find_note, from the end)."""
+    descriptor = open_log_for_reading(log_path)
+    if descriptor is None:
+        return None
+    with open(descriptor, "rb") as handle:
+        return find_note(handle, os.fstat(descriptor).st_size, note_id)
+
+
 def check_ref(log_path, note_type, ref):
-    """Refuse a --ref that names no note of this log, or a note of the wrong kind."""
-    descriptor, target = open_log_for_reading(log_path), None
-    if descriptor is not None:
-        with open(descriptor, "rb") as handle:
-            target = find_note(handle, os.fstat(descriptor).st_size, ref)
+    """Refuse a --ref that names no note of this log, or a note of the wrong kind; return the note it names."""
+    target = note_in_log(log_path, ref)
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
     if note_type == "gate" and target.get("type") != "gate":
@@ -1571,17 +1730,19 @@ def check_ref(log_path, note_type, ref):
         raise NotesError(
             "--ref %s is a gate; gates change only through gate updates: "
             "append --type gate --ref %s --status open|deferred|closed" % (ref, ref))
+    return target
 
 
 def command_tail(args) -> dict:
     limit = check_limit(args.limit)
     since, until = parse_time_filter(args.since, "since"), parse_time_filter(args.until, "until")
     types = set(args.types) if args.types else None
+    needle = grep_needle(args.grep)
     folder = resolve_folder(args.dir)
     meta = require_session(folder)
     log_path = os.path.join(folder, LOG_NAME)
     session_id = meta["session_id"]
-    records, warnings = [], []
+    records, warnings, superseded = [], [], SupersededSeen()
     size, in_flight = log_view(folder)
     descriptor = open_log_for_reading(log_path)
     if descriptor is None:
@@ -1616,12 +1777,166 @@ def command_tail(args) -> dict:
             for kind, detail in kinds:
                 record_id = value["id"] if is_note_id(value.get("id")) else "no id"  # never echo another
                 warnings.append("byte %d (%s): %s" % (offset, record_id, detail or PROBLEM_DETAILS[kind]))
-            if is_usable(kinds) and (types is None or value["type"] in types) and (
-                    since is None or value["ts"] >= since) and (until is None or value["ts"] < until):
+            if not is_usable(kinds):
+                continue
+            superseded.meet(value)  # a note filtered out still supersedes the ones it names
+            if (types is None or value["type"] in types) and (since is None or value["ts"] >= since) and (
+                    until is None or value["ts"] < until) and (needle is None or holds_needle(value, needle)):
                 records.append(value)
     records.reverse()
     receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
+    superseded_ids = [record["id"] for record in records if superseded.was_superseded(record)]
+    if superseded_ids:
+        receipt["superseded"] = superseded_ids
     return with_warnings(receipt, bounded_warnings(warnings, len(warnings)))
+
+
+def grep_needle(text):
+    """tail --grep's text, folded for a case-insensitive match (None when not given); a blank one is refused."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
+                         "--grep 'email'")
+    return text.casefold()
+
+
+def holds_needle(record, needle):
+    """Whether the record's text or effect holds the folded needle, whatever the case."""
+    return needle in record["text"].casefold() or needle in record.get("effect", "").casefold()
+
+
+class SupersededSeen:
+    """For a reader walking back from the end: the seqs that the notes met so far supersede.
+
+    A note met later in the walk was written earlier, so every note that
+    could supersede it has already been met.  Only ints are kept."""
+
+    def __init__(self):
+        self.seqs = set()
+
+    def meet(self, record) -> None:
+        """Remember what a usable record supersedes (a gate update supersedes nothing)."""
+        ref = record.get("ref")
+        if record["type"] != "gate" and is_note_id(ref) and len(ref) <= 12:
+            self.seqs.add(int(ref[1:]))
+
+    def was_superseded(self, record) -> bool:
+        return record["seq"] in self.seqs
+
+SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept; the rest are counted in not_listed
+
+
+def command_show(args) -> dict:
+    note_id = show_note_id(args.note_id)
+    folder = resolve_folder(args.dir)
+    return show_note(folder, require_session(folder), note_id)
+
+
+def show_note_id(value) -> str:
+    """show's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
+    value = (value or "").strip()
+    if not is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
+        raise NotesError("show takes a note id such as n00012; tail or recap lists them %s" % see_help("show"))
+    return value
+
+
+def show_note(folder, meta, note_id) -> dict:
+    """The note and its chain: what it replaced, what replaced it (or its gate and the gate's updates
+    with the notes that settled them), and the notes about it.  Records are the log's, as parsed.
+
+    Three reads, each holding only the chain: back from the end for the note
+    and what its ref leads to, forward for what came after, forward again
+    for the notes the updates name in by."""
+    reader = LogReader(folder, meta)
+    back, back_skipped = chain_back(reader, note_id)
+    if not back:
+        raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists "
+                         "the ids" % note_id)
+    target, is_gate = back[0], back[0]["type"] == "gate"
+    root = back[-1] if is_gate else target
+    found, not_listed, settled_ids = chain_forward(reader, target, root["id"])
+    receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
+    if is_gate:
+        receipt["state"] = found["updates"][-1]["status"] if found["updates"] else root.get("status", "open")
+        if root is not target:
+            receipt["gate"] = root
+        receipt["updates"] = found["updates"]
+        receipt["settled_by"] = notes_named(reader, settled_ids, not_listed)
+    else:
+        receipt["state"] = "superseded" if found["replaced_by"] else "live"
+        receipt["replaces"] = back[1:]
+        if back_skipped:
+            not_listed["replaces"] = back_skipped
+        receipt["replaced_by"] = found["replaced_by"]
+    receipt["about"] = found["about"]
+    if not_listed:
+        receipt["not_listed"] = not_listed
+    return with_warnings(receipt, reader.warnings())
+
+
+def chain_back(reader, note_id):
+    """The note with this id, then the notes its ref leads back to, nearest first: (records, how many left out).
+
+    Refs name earlier notes, so one walk back from the end meets each in
+    turn.  The walk follows gates from a gate, other notes from any other
+    note.  At most SHOW_LIST_LIMIT + 1 records are held: the nearest, and the
+    last (a gate update's gate)."""
+    chain, skipped, wanted = [], 0, note_id
+    descriptor = open_log_for_reading(reader.path)
+    if descriptor is None:
+        return chain, skipped
+    with open(descriptor, "rb") as handle:
+        for _, line in read_lines_backward(handle, reader.size):
+            if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
+                continue
+            value, _ = parse_line(line)
+            if value is None or value.get("id") != wanted or not is_usable(check_record(value, None)):
+                continue
+            if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
+                break  # a ref across kinds: damage verify reports; the chain ends here
+            if len(chain) > SHOW_LIST_LIMIT:
+                chain[-1], skipped = value, skipped + 1
+            else:
+                chain.append(value)
+            ref = value.get("ref")
+            if not (is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) < value["seq"]):
+                break
+            wanted = ref
+    return chain, skipped
+
+
+def chain_forward(reader, target, root_id):
+    """One forward read: a gate's updates (or the notes that replaced the target, transitively) and the notes
+    about the target, newest SHOW_LIST_LIMIT each; with what was left out and the ids the updates name in by."""
+    is_gate = target["type"] == "gate"
+    replacing = "updates" if is_gate else "replaced_by"
+    family = {root_id if is_gate else target["id"]}
+    found, not_listed, settled_ids = {replacing: [], "about": []}, {}, set()
+    for record in reader.records():
+        ref = record.get("ref")
+        if (record["type"] == "gate") == is_gate and isinstance(ref, str) and ref in family:
+            family.add(record["id"])
+            found[replacing].append(record)
+            keep_newest(found[replacing], SHOW_LIST_LIMIT, not_listed, replacing)
+            if is_gate and isinstance(record.get("by"), str):
+                settled_ids.add(record["by"])
+        if record.get("about") == target["id"]:
+            found["about"].append(record)
+            keep_newest(found["about"], SHOW_LIST_LIMIT, not_listed, "about")
+    return found, not_listed, settled_ids
+
+
+def notes_named(reader, note_ids, not_listed):
+    """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept (one more forward read)."""
+    named = []
+    if note_ids:
+        for record in reader.records():
+            if record["id"] in note_ids:
+                named.append(record)
+                keep_newest(named, SHOW_LIST_LIMIT, not_listed, "settled_by")
+    return named
+
 
 
 def count_by_type(reader):
@@ -1674,7 +1989,8 @@ def command_verify(args) -> dict:
                "problems": problems}
     if count > len(problems):
         receipt["problems_not_listed"] = count - len(problems)
-    return receipt
+    # A note a 1.1.0 writer could store but append now refuses: said, not counted as damage.
+    return with_warnings(receipt, reader.notices())
 
 
 def command_export(args) -> dict:
@@ -2232,10 +2548,11 @@ def recap_markdown(recap):
 
 
 def load_export(path, accept_damaged=False):
-    """Read and check a whole export: (session, records, problems).
+    """Read and check a whole export: (session, records, problems, notices).
 
     What cannot be a log at all is always refused; any other problem refuses
-    the restore, unless accept_damaged: then the problems are returned."""
+    the restore, unless accept_damaged: then the problems are returned.
+    Notices (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
     try:
         raw = read_regular_file(path, EXPORT_SIZE_LIMIT, "%s is over 256 MiB, larger than any session "
                                 "export; nothing was written. Pass the path of a session_export.json" % path)
@@ -2277,7 +2594,7 @@ def load_export(path, accept_damaged=False):
             "restore --accept-damaged on this one to bring back every record exactly as the export holds "
             "it, repairing and dropping nothing, so that verify then reports the same problems"
             % (path, len(problems)), EXIT_INTEGRITY, {"problems": problems[:PROBLEMS_LISTED]})
-    return session, records, problems
+    return session, records, problems, problem_messages(seen.notices, seen.notice_count)
 
 
 def export_shape_problem(export) -> str | None:
@@ -2380,7 +2697,7 @@ def write_restored_session(folder, session, records):
 
 def command_restore(args) -> dict:
     export_path = os.path.abspath(os.path.expanduser(args.export_file))
-    session, records, problems = load_export(export_path, args.accept_damaged)
+    session, records, problems, notices = load_export(export_path, args.accept_damaged)
     folder = resolve_folder(args.dir)
     log_path = os.path.join(folder, LOG_NAME)
     # Refusals come before the lock, so that they leave the folder untouched;
@@ -2404,8 +2721,8 @@ def command_restore(args) -> dict:
             restored = len(missing)
     receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
                "record_count": len(records), "restored": restored, "path": log_path}
-    # With --accept-damaged: what was restored as it is, record by record.
-    with_warnings(receipt, problem_messages(problems, len(problems)))
+    # With --accept-damaged: what was restored as it is, record by record; then the notices.
+    with_warnings(receipt, problem_messages(problems, len(problems)) + notices)
     return with_recovered(receipt, recovered)
 
 
@@ -2475,7 +2792,8 @@ MCP_TOOLS = {
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
     "recap": (("limit", "max_bytes"), (), MCP_READER_HINTS),
-    "tail": (("limit", "types", "since", "until"), (), MCP_READER_HINTS),
+    "tail": (("limit", "types", "since", "until", "grep"), (), MCP_READER_HINTS),
+    "show": (("note_id",), ("note_id",), MCP_READER_HINTS),
     "summary": ((), (), MCP_READER_HINTS),
     "verify": ((), (), MCP_READER_HINTS),
     "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
@@ -2531,6 +2849,7 @@ def mcp_command_line(folder, command, arguments):
     a value.  Arguments no flag could carry are refused here, in the CLI's tone."""
     options = mcp_options(command)
     argv = ([] if folder is None else ["--dir=" + folder]) + [command]
+    positional = []  # show's note_id: after "--", so that no value can pass for an option
     for name, value in arguments.items():
         if name not in options:
             raise NotesError("%s takes no argument %r; its arguments are: %s"
@@ -2550,8 +2869,11 @@ def mcp_command_line(folder, command, arguments):
             if not isinstance(item, str):
                 raise NotesError("argument %r of %s must be %s%s" % (
                     name, command, "a list of strings or " if many else "", kind))
-            argv.append(flag + "=" + item)
-    return argv
+            if flag.startswith("-"):
+                argv.append(flag + "=" + item)
+            else:
+                positional.append(item)
+    return argv + (["--"] + positional if positional else [])
 
 
 def mcp_export_path(folder, output):
@@ -2810,13 +3132,18 @@ COMMANDS = {
          "standard input" % TEXT_LIMIT, {}),
         ("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
          "standard input" % EFFECT_LIMIT, {}),
-        ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)", {}),
+        ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type; "
+         "superseding an op or shared note takes --provenance op or shared)", {}),
         ("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
          {"choices": GATE_STATUSES}),
         ("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
          {"choices": PROVENANCES}),
         ("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
          {"choices": EVIDENCE_LEVELS}),
+        ("--about", "about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay "
+         "live (example: --about n00004)", {}),
+        ("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
+         "(example: --ref n00002 --status closed --by n00005)", {}),
     ], 'python3 -S notes.py append --type decision --text "The log stays append-only."'),
     "tail": ("Print the last records, oldest first, optionally filtered.", [
         ("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
@@ -2825,7 +3152,13 @@ COMMANDS = {
          {"action": "append", "choices": NOTE_TYPES}),
         ("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)", {}),
         ("--until", "until", "TS", "keep records before TS (same forms)", {}),
+        ("--grep", "grep", "TEXT", "keep records whose text or effect holds TEXT, whatever the case "
+         "(example: --grep 'email')", {}),
     ], "python3 -S notes.py tail --limit 3 --type gate"),
+    "show": ("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the notes "
+             "that settled them, the notes about it.", [
+        ("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003", {}),
+    ], "python3 -S notes.py show n00003"),
     "summary": ("Print the number of records by type and the last note.", [],
                 "python3 -S notes.py summary"),
     "recap": ("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
@@ -2850,7 +3183,7 @@ COMMANDS = {
          "repaired or dropped (verify then reports the same problems)",
          {"action": "store_const", "const": True, "default": False}),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json"),
-    "mcp": ("Serve append, recap, tail, summary, verify and export as MCP tools over stdio, until the end "
+    "mcp": ("Serve append, recap, tail, show, summary, verify and export as MCP tools over stdio, until the end "
             "of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp"),
 }
 DIR_HELP = "session folder (default: $%s, else the folder that holds notes.py)" % DIR_VARIABLE
@@ -2950,6 +3283,7 @@ COMMAND_FUNCTIONS = {
     "init": command_init,
     "append": command_append,
     "tail": command_tail,
+    "show": command_show,
     "summary": command_summary,
     "recap": command_recap,
     "verify": command_verify,
