@@ -2607,14 +2607,45 @@ def mcp_call_tool(folder, params):
             "isError": failed}
 
 
+# Where pip puts the contracts of an installed copy, below the install's prefix
+# (data-files in pyproject.toml): a wheel of one module carries no package
+# data.  Not share/shaping-notes: under pip --user that is ~/.local/share/
+# shaping-notes, the user data folder that holds the notes themselves.
+INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
+
+
+def installed_contract_paths() -> dict:
+    """file name -> path of the contracts installed with this very copy of notes.py; {} when none.
+
+    The installer's record lists every file it wrote: the contracts count
+    only when the same record holds this notes.py, so another version
+    installed elsewhere on sys.path is never served."""
+    import importlib.metadata  # here, not at the top: only a server with no contracts beside it pays for it
+
+    try:
+        files = importlib.metadata.distribution(CONSOLE_COMMAND).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    this_file = os.path.realpath(__file__)
+    if not any(file.name == "notes.py" and os.path.realpath(str(file.locate())) == this_file for file in files):
+        return {}
+    return {file.name: os.path.realpath(str(file.locate())) for file in files
+            if str(file).replace("\\", "/").endswith(INSTALLED_CONTRACTS_FOLDER + file.name)}
+
+
 def mcp_contracts():
-    """(uri, path, file name, description) of each contract found beside notes.py."""
+    """(uri, path, file name, description) of each contract: beside notes.py, else installed with it."""
     import pathlib
 
     here = os.path.dirname(os.path.realpath(__file__))
+    installed = None
     found = []
     for name, description in MCP_CONTRACTS:
         path = os.path.join(here, name)
+        if not os.path.isfile(path) and is_installed_package_folder(here):
+            if installed is None:
+                installed = installed_contract_paths()
+            path = installed.get(name, path)
         if os.path.isfile(path):
             found.append((pathlib.Path(path).as_uri(), path, name, description))
     return found

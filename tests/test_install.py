@@ -352,6 +352,41 @@ def test_installed_command_without_a_folder_keeps_notes_in_the_user_data_folder(
     assert list(elsewhere.iterdir()) == []
 
 
+def mcp_session(installed, cwd, requests, **env) -> dict:
+    """The result of each request, by id, from one run of `shaping-notes mcp`."""
+    completed = subprocess.run([installed.command, "mcp"], cwd=str(cwd), env=without_variable(**env),
+                               input="".join(json.dumps(request) + "\n" for request in requests),
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed
+    return {answer["id"]: answer.get("result", answer) for answer in map(json.loads, completed.stdout.splitlines())}
+
+
+def test_installed_mcp_server_serves_both_contracts(installed, tmp_path):
+    """pip installs protocol.md and note-io.md with the module; the server offers their exact text."""
+    home = tmp_path / "home"
+    home.mkdir()
+    handshake = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "t", "version": "1"}}},
+                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 {"jsonrpc": "2.0", "id": 1, "method": "resources/list"}]
+    answers = mcp_session(installed, tmp_path, handshake, HOME=str(home))
+    assert "resources" in answers[0]["capabilities"], answers[0]
+    listed = {resource["name"]: resource["uri"] for resource in answers[1]["resources"]}
+    assert sorted(listed) == ["note-io.md", "protocol.md"], answers[1]
+    reads = [{"jsonrpc": "2.0", "id": index, "method": "resources/read", "params": {"uri": listed[name]}}
+             for index, name in enumerate(sorted(listed), 2)]
+    answers = mcp_session(installed, tmp_path, handshake + reads, HOME=str(home))
+    for index, name in enumerate(sorted(listed), 2):
+        (content,) = answers[index]["contents"]
+        assert content["uri"] == listed[name] and content["mimeType"] == "text/markdown"
+        assert content["text"] == (REPO / name).read_text("utf-8"), name
+    # Installed with the package, not in the package's folder, nor among the user's notes.
+    for uri in listed.values():
+        assert str(installed.site) not in uri and str(home) not in uri, uri
+    assert not (home / ".local" / "share" / "shaping-notes" / "protocol.md").exists()
+
+
 def test_installed_command_keeps_notes_in_shaping_notes_dir(installed, tmp_path):
     folder = tmp_path / "notes"
     appended = installed.command_line([installed.command] + list(APPEND), tmp_path, SHAPING_NOTES_DIR=str(folder))
