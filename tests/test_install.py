@@ -1,7 +1,8 @@
 """Where notes live, and the install: --dir, then SHAPING_NOTES_DIR, then the folder that
-holds notes.py unless an installer put it there; hints that name the command as it was
-run; `pip install .` giving `shaping-notes` and `python -m notes`; an sdist that carries
-what the tests need."""
+holds notes.py, or the user's data folder when an installer put it there; hints that name
+the command as it was run; `pip install .` giving `shaping-notes` and `python -m notes`,
+which work on first run and serve the contracts installed with them; an sdist that
+carries what the tests need."""
 
 from __future__ import annotations
 
