@@ -820,11 +820,74 @@ def is_installed_package_folder(folder) -> bool:
                for name in names)
 
 
-def resolve_folder(folder):
-    """The session folder: --dir, else $SHAPING_NOTES_DIR, else the folder that holds this file.
+def user_data_folder() -> str:
+    """Where an installed copy keeps its notes: this platform's folder for a user's application data.
 
-    That last folder is refused when it is an installed package's: notes kept
-    there would be deleted by the next reinstall or upgrade."""
+    Standard library only, so the rules are written out: XDG on Linux and
+    other Unix (an XDG_DATA_HOME that is not absolute is to be ignored, the
+    XDG spec says), Application Support on macOS, LOCALAPPDATA on Windows."""
+    if os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA", "")
+        if not os.path.isabs(base):
+            base = os.path.join(os.path.expanduser("~"), "AppData", "Local")
+    elif sys.platform == "darwin":
+        base = os.path.join(os.path.expanduser("~"), "Library", "Application Support")
+    else:
+        base = os.environ.get("XDG_DATA_HOME", "")
+        if not os.path.isabs(base):
+            base = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, CONSOLE_COMMAND)
+
+
+def create_private_folder(folder):
+    """Create folder and each missing parent with mode 0700, as XDG asks of data folders.
+
+    os.makedirs gives its mode to the last folder only (since Python 3.7), so
+    the missing parents are made one by one, outermost first."""
+    missing = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:  # a concurrent first run made it; a file there fails later, by name
+            pass
+
+
+def default_folder() -> str:
+    """The session folder when neither --dir nor SHAPING_NOTES_DIR is given.
+
+    A copy run as a file keeps v0's default, the folder that holds it.  An
+    installed copy's folder is replaced by the next reinstall or upgrade, so
+    it keeps its notes in the user's data folder instead, created on first use."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    if not is_installed_package_folder(here):
+        return here
+    folder = user_data_folder()
+    if not os.path.isabs(folder):  # no home folder to be found: "~" stayed as it was
+        raise NotesError(
+            "notes.py is installed as a package and cannot tell your home folder, so it has no data "
+            "folder for the notes. Pass the session folder with --dir (for example: %s --dir "
+            "/absolute/path/to/shaping init) or set %s" % (invoked_as(), DIR_VARIABLE))
+    # A run stopped between two mkdir calls leaves some folders made: the next
+    # run finds them and makes the rest.
+    try:
+        create_private_folder(folder)
+    except OSError as error:
+        raise NotesError(
+            "notes.py is installed as a package, so it keeps its notes in %s, but cannot create that "
+            "folder (%s). Pass the session folder with --dir (for example: %s --dir ~/shaping init) "
+            "or set %s (for example: export %s=~/shaping)"
+            % (folder, error.strerror or error, invoked_as(), DIR_VARIABLE, DIR_VARIABLE)) from None
+    return os.path.realpath(folder)
+
+
+def resolve_folder(folder):
+    """The session folder: --dir, else $SHAPING_NOTES_DIR, else default_folder()."""
     if folder is None:
         folder = os.environ.get(DIR_VARIABLE)
         # Set but empty is a mistake (an unset variable expanded in a config),
@@ -835,14 +898,7 @@ def resolve_folder(folder):
                 "unset it, or pass --dir" % (DIR_VARIABLE, DIR_VARIABLE))
     if folder is not None:
         return os.path.realpath(os.path.expanduser(folder))
-    here = os.path.dirname(os.path.realpath(__file__))
-    if is_installed_package_folder(here):
-        raise NotesError(
-            "notes.py is installed as a package in %s, where a reinstall or upgrade would delete the "
-            "notes, so it keeps none there. Pass the session folder with --dir (for example: %s "
-            "--dir ~/shaping init) or set %s (for example: export %s=~/shaping)"
-            % (here, invoked_as(), DIR_VARIABLE, DIR_VARIABLE))
-    return here
+    return default_folder()
 
 
 def folder_error(folder, error):
@@ -2929,14 +2985,45 @@ def mcp_call_tool(folder, params):
             "isError": failed}
 
 
+# Where pip puts the contracts of an installed copy, below the install's prefix
+# (data-files in pyproject.toml): a wheel of one module carries no package
+# data.  Not share/shaping-notes: under pip --user that is ~/.local/share/
+# shaping-notes, the user data folder that holds the notes themselves.
+INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
+
+
+def installed_contract_paths() -> dict:
+    """file name -> path of the contracts installed with this very copy of notes.py; {} when none.
+
+    The installer's record lists every file it wrote: the contracts count
+    only when the same record holds this notes.py, so another version
+    installed elsewhere on sys.path is never served."""
+    import importlib.metadata  # here, not at the top: only a server with no contracts beside it pays for it
+
+    try:
+        files = importlib.metadata.distribution(CONSOLE_COMMAND).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    this_file = os.path.realpath(__file__)
+    if not any(file.name == "notes.py" and os.path.realpath(str(file.locate())) == this_file for file in files):
+        return {}
+    return {file.name: os.path.realpath(str(file.locate())) for file in files
+            if str(file).replace("\\", "/").endswith(INSTALLED_CONTRACTS_FOLDER + file.name)}
+
+
 def mcp_contracts():
-    """(uri, path, file name, description) of each contract found beside notes.py."""
+    """(uri, path, file name, description) of each contract: beside notes.py, else installed with it."""
     import pathlib
 
     here = os.path.dirname(os.path.realpath(__file__))
+    installed = None
     found = []
     for name, description in MCP_CONTRACTS:
         path = os.path.join(here, name)
+        if not os.path.isfile(path) and is_installed_package_folder(here):
+            if installed is None:
+                installed = installed_contract_paths()
+            path = installed.get(name, path)
         if os.path.isfile(path):
             found.append((pathlib.Path(path).as_uri(), path, name, description))
     return found
@@ -3186,7 +3273,10 @@ COMMANDS = {
     "mcp": ("Serve append, recap, tail, show, summary, verify and export as MCP tools over stdio, until the end "
             "of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp"),
 }
-DIR_HELP = "session folder (default: $%s, else the folder that holds notes.py)" % DIR_VARIABLE
+# The data folder is named as this user's, so the help says where an installed
+# copy's notes are (%% doubled: argparse formats help texts).
+DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
+            "installed as a package)" % (DIR_VARIABLE, user_data_folder().replace("%", "%%")))
 
 
 # Options people reach for by habit, and the option that does that job here.
