@@ -1757,7 +1757,11 @@ def export_tell_operator(earlier, output, session_id, count, by_type, reader):
     stale = earlier is not None and earlier != (session_id, count)
     if not stale and not (by_type["gate"] and by_type["artifact"]):
         return None  # neither can say anything: no pass over the log is needed
-    superseded, gates = recap_history(reader)[:2]
+    # Whether there is a delivery needs no superseded notes; the gates take a pass of their own.
+    delivery = None if stale else synthesis_history(reader.records(), (), 0)[1]
+    if not stale and delivery is None:
+        return None
+    gates = recap_history(reader)[1]
     gates_left = gates_phrase(gates)
     if stale:
         held = ("another session" if earlier[0] != session_id else
@@ -1765,8 +1769,7 @@ def export_tell_operator(earlier, output, session_id, count, by_type, reader):
         return ("This export replaced %s, which held %s; this one holds %s, so a copy downloaded before is out "
                 "of date: download this one%s." % (visible(output, True), held, counted(count, "note"),
                                                    "; still " + gates_left if gates_left else ""))
-    delivery = synthesis_history(reader.records(), superseded, 0)[1]
-    if delivery is None or not any(gate["status"] == "open" for gate in gates.values()):
+    if not any(gate["status"] == "open" for gate in gates.values()):
         return None
     return "The artifact delivered in %s leaves %s." % (delivery["id"], gates_left)
 
