@@ -8,11 +8,9 @@ notes appended after it.  All of it inside recap's byte budget.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from conftest import assert_no_traceback, assert_refused, line_of, make_record, run_notes
+from conftest import assert_no_traceback, assert_refused, run_notes, write_signals
 
 SESSION_ID = "3a7d9c1e-5b2f-4d8a-9e6c-1f0b2a3c4d5e"
 NEXT_BOTH = ("put each to the operator before synthesis (close or defer a gate; confirm, correct or drop "
@@ -23,29 +21,19 @@ NEXT_BOTH = ("put each to the operator before synthesis (close or defer a gate; 
 # Local helpers
 
 def write_session(folder, signals) -> None:
-    """Meta and log written directly; each signal is (type, text) or (type, text, {field: value})."""
-    folder.mkdir(parents=True)
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
-            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / "session_notes.jsonl")}
-    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    with open(str(folder / "session_notes.jsonl"), "wb") as handle:
-        for seq, signal in enumerate(signals, 1):
-            fields = signal[2] if len(signal) > 2 else {}
-            handle.write(line_of(make_record(SESSION_ID, seq, signal[0], signal[1], **fields)))
+    write_signals(folder, SESSION_ID, signals)
 
 
-def recap(folder, *extra) -> dict:
-    result = run_notes("recap", *extra, folder=folder)
+def recap(folder, *extra, form="json"):
+    """recap's receipt (json) or its text (md), after checking that it answered."""
+    result = run_notes("recap", "--format", form, *extra, folder=folder)
     assert result.code == 0, result
     assert_no_traceback(result)
-    return result.receipt
+    return result.receipt if form == "json" else result.stdout
 
 
 def recap_md(folder, *extra) -> str:
-    result = run_notes("recap", "--format", "md", *extra, folder=folder)
-    assert result.code == 0, result
-    assert_no_traceback(result)
-    return result.stdout
+    return recap(folder, *extra, form="md")
 
 
 # --------------------------------------------------------------------------

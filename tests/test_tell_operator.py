@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 
-from conftest import V0_FIXTURES, assert_no_traceback, copy_fixture, line_of, make_record, run_notes
+from conftest import V0_FIXTURES, assert_no_traceback, copy_fixture, run_notes, write_signals
 
 SESSION_ID = "6e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 OTHER_SESSION_ID = "9b8a7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
@@ -24,15 +24,7 @@ V0_SESSION_ID = "0f3c2b1c-3c66-49ee-8557-e323c0678aaf"
 # Local helpers
 
 def write_session(folder, signals, session_id=SESSION_ID) -> None:
-    """Meta and log written directly; each signal is (type, text) or (type, text, {field: value})."""
-    folder.mkdir(parents=True)
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
-            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / "session_notes.jsonl")}
-    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    with open(str(folder / "session_notes.jsonl"), "wb") as handle:
-        for seq, signal in enumerate(signals, 1):
-            fields = signal[2] if len(signal) > 2 else {}
-            handle.write(line_of(make_record(session_id, seq, signal[0], signal[1], **fields)))
+    write_signals(folder, session_id, signals)
 
 
 def succeeded(result):
