@@ -2021,8 +2021,9 @@ def synthesis_history(records, superseded, limit):
     latest stretch of synthesis and `latest` the latest note beginning with
     SYNTHESIS, so a later mode note that leaves synthesis changes neither
     (recap's `mode` shows it).  An artifact note written in synthesis is a
-    delivery; each live note after the last delivery may make it out of date.
-    Returns (synthesis or None, delivery or None): delivery's `after` holds
+    delivery; each live note after the last delivery may make it out of date,
+    except a mode note: a change of state (the one that ends synthesis after
+    delivering, say) changes nothing the artifact says.  Returns (synthesis or None, delivery or None): delivery's `after` holds
     the ids of the newest `limit` of those notes, `more` counts the others."""
     synthesis = delivery = None
     in_synthesis = False
@@ -2033,7 +2034,7 @@ def synthesis_history(records, superseded, limit):
                 synthesis = {"entered": synthesis["entered"] if was_in else record["id"], "latest": record["id"]}
         if record["type"] == "artifact" and in_synthesis:
             delivery = {"id": record["id"], "after": [], "more": 0}
-        elif delivery is not None and record["id"] not in superseded:
+        elif delivery is not None and record["type"] != "mode" and record["id"] not in superseded:
             delivery["after"].append(record["id"])
             if len(delivery["after"]) > limit:
                 del delivery["after"][0]
@@ -2977,7 +2978,7 @@ COMMANDS = {
               "discards and more, within a size budget. pending: what to put to the operator before "
               "synthesis; synthesis: the mode note that entered it and the latest one beginning with "
               "SYNTHESIS (a later mode note that leaves synthesis changes neither); delivery: the last "
-              "artifact note appended in synthesis and the live notes after it.", [
+              "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
         ("--limit", "limit", "N", "items kept per list, newest first (default %d)" % RECAP_DEFAULT_LIMIT,
          {"type": int, "default": RECAP_DEFAULT_LIMIT}),
         ("--format", "format", "FORMAT", "json (default) or md", {"choices": ("json", "md"), "default": "json"}),

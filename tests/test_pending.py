@@ -134,7 +134,7 @@ DELIVERY_SESSION = [
     ("decision", "SMS is the channel."),  # n00005, superseded by n00006: not live
     ("decision", "SMS, and email when no phone is on file.", {"ref": "n00005"}),  # n00006
     ("gate", "Hosting deferred.", {"ref": "n00002", "status": "deferred"}),  # n00007
-    ("mode", "SHAPING again: the operator reopened the channel."),  # n00008, leaves synthesis
+    ("mode", "SHAPING again: the operator reopened the channel."),  # n00008, leaves synthesis: no content
     ("artifact", "Pricing stays out of the runbook."),  # n00009: outside synthesis, a boundary, not a delivery
 ]
 
@@ -145,10 +145,22 @@ def test_delivery_names_the_last_artifact_in_synthesis_and_the_live_notes_after_
 
     receipt = recap(folder)
 
-    assert receipt["delivery"] == {"id": "n00004", "after": ["n00006", "n00007", "n00008", "n00009"], "more": 0}
+    assert receipt["delivery"] == {"id": "n00004", "after": ["n00006", "n00007", "n00009"], "more": 0}
     assert receipt["synthesis"] == {"entered": "n00003", "latest": "n00003"}
     assert "pending" not in receipt  # the one gate was deferred
     assert list(receipt)[-3:] == ["export_lag", "synthesis", "delivery"]
+
+
+def test_the_mode_note_that_ends_synthesis_leaves_the_delivery_current(tmp_path):
+    folder = tmp_path / "session"
+    write_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered."),
+                           ("mode", "SHAPING: synthesis ended with the delivery of v1.")])
+
+    receipt = recap(folder)
+
+    assert receipt["delivery"] == {"id": "n00002", "after": [], "more": 0}
+    assert receipt["synthesis"] == {"entered": "n00001", "latest": "n00001"}
+    assert receipt["mode"]["id"] == "n00003"
 
 
 def test_a_later_delivery_replaces_the_earlier_one(tmp_path):
@@ -292,3 +304,17 @@ def test_delivery_ids_go_before_the_budget_is_exceeded(tmp_path, form):
     for budget in range(fits, full + 1, max(1, (full - fits) // 7)):
         result = size(budget)
         assert result.code == 0 and len(result.stdout.encode("utf-8")) <= budget, (budget, result)
+
+
+# --------------------------------------------------------------------------
+# --help states the rule
+
+def test_help_says_what_enters_synthesis_and_what_is_a_delivery():
+    append_help = " ".join(run_notes("append", "--help").stdout.split())
+    assert "A mode note whose text begins with SYNTHESIS enters synthesis" in append_help
+    assert "an artifact note appended in synthesis is a delivery" in append_help
+    recap_help = " ".join(run_notes("recap", "--help").stdout.split())
+    for words in ("pending: what to put to the operator before synthesis",
+                  "the latest one beginning with SYNTHESIS (a later mode note that leaves synthesis changes neither)",
+                  "delivery: the last artifact note appended in synthesis and the live notes after it"):
+        assert words in recap_help, words
