@@ -92,6 +92,10 @@ EFFECT_LIMIT = 1000
 TAIL_DEFAULT_LIMIT = 5
 RECAP_DEFAULT_LIMIT = 20
 RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
+# A mode note whose text begins with this word enters synthesis; an artifact
+# note written in synthesis is a delivery (recap's synthesis and delivery).
+SYNTHESIS_WORD = "SYNTHESIS"
+TELL_GATES_LISTED = 5  # gates named by id in a tell_operator sentence; the rest are counted
 STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
 EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
@@ -2058,6 +2062,7 @@ def command_export(args) -> dict:
     else:
         output = os.path.join(folder, EXPORT_MARKDOWN_NAME if markdown else EXPORT_NAME)
     check_export_output(folder, output)
+    earlier = earlier_export(output)  # what the operator may have downloaded from this path before
     output_folder = os.path.dirname(output)
     # Both passes read the same bytes: the size is fixed before the first one,
     # so notes appended meanwhile wait for the next export.
@@ -2079,7 +2084,70 @@ def command_export(args) -> dict:
         raise NotesError(refusal % (output, error.strerror)) from None
     write_file_atomically(output, chunks, refusal)
     receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
+    news = export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
+    if news:
+        receipt["tell_operator"] = news
     return with_warnings(receipt, warnings)
+
+
+def gates_phrase(gates) -> str:
+    """The open and deferred gates of recap_history's map, as a phrase naming the first ids; "" when none."""
+    parts = []
+    for status in ("open", "deferred"):
+        ids = [gate_id for gate_id, gate in gates.items() if gate["status"] == status]
+        if ids:
+            named = ids[:TELL_GATES_LISTED] + (["%d more" % (len(ids) - TELL_GATES_LISTED)]
+                                               if len(ids) > TELL_GATES_LISTED else [])
+            parts.append("%s %s (%s)" % (counted(len(ids), "gate"), status, ", ".join(named)))
+    return " and ".join(parts)
+
+
+def earlier_export(path):
+    """(session id, note count) of the export at path before it is replaced; None when there is none.
+
+    Only the head of the file is read: a JSON export states its count near the
+    top, a markdown one on its "- Notes:" line.  Either may be None when the
+    head does not hold it as it should."""
+    head, _ = read_export_head(path)
+    if head is not None:
+        session, count = head.get("session"), head["record_count"]
+        return (session.get("session_id") if isinstance(session, dict) else None,
+                count if isinstance(count, int) and not isinstance(count, bool) else None)
+    try:
+        with open(open_regular_file(path), "rb") as handle:
+            top = handle.read(EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
+    except (NotesError, OSError):  # none there, or no regular file: nothing was downloaded from it
+        return None
+    found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(", top)
+    return (found.group(1), int(found.group(2))) if found else None
+
+
+def export_tell_operator(earlier, output, session_id, count, by_type, reader):
+    """The sentence export's receipt passes on, or None when there is no news beyond v0's receipt.
+
+    News is an earlier copy at the same path that this export replaced with
+    other content (another session, or another number of notes): what the
+    operator downloaded before is out of date.  Or an artifact delivered in
+    synthesis while gates are still open.  Open gates alone are not news:
+    recap states them, and v0's receipt for the same session had no such key."""
+    stale = earlier is not None and earlier != (session_id, count)
+    if not stale and not (by_type["gate"] and by_type["artifact"]):
+        return None  # neither can say anything: no pass over the log is needed
+    # Whether there is a delivery needs no superseded notes; the gates take a pass of their own.
+    delivery = None if stale else synthesis_history(reader.records(), (), 0)[1]
+    if not stale and delivery is None:
+        return None
+    gates = recap_history(reader)[1]
+    gates_left = gates_phrase(gates)
+    if stale:
+        held = ("another session" if earlier[0] != session_id else
+                counted(earlier[1], "note") if earlier[1] is not None else "no readable note count")
+        return ("This export replaced %s, which held %s; this one holds %s, so a copy downloaded before is out "
+                "of date: download this one%s." % (visible(output, True), held, counted(count, "note"),
+                                                   "; still " + gates_left if gates_left else ""))
+    if not any(gate["status"] == "open" for gate in gates.values()):
+        return None
+    return "The artifact delivered in %s leaves %s." % (delivery["id"], gates_left)
 
 
 def check_export_output(folder, output):
@@ -2341,6 +2409,95 @@ def recap_gates(gates, changed_at, limit, cut, unconfirmed):
     return by_status
 
 
+def synthesis_history(records, superseded, limit):
+    """One pass: the SYNTHESIS history, and the last delivery with the live notes appended after it.
+
+    A mode note whose text begins with SYNTHESIS enters synthesis, or keeps
+    it; any other mode note leaves it.  `entered` is the note that began the
+    latest stretch of synthesis and `latest` the latest note beginning with
+    SYNTHESIS, so a later mode note that leaves synthesis changes neither
+    (recap's `mode` shows it).  An artifact note written in synthesis is a
+    delivery; each live note after the last delivery may make it out of date,
+    except a mode note: a change of state (the one that ends synthesis after
+    delivering, say) changes nothing the artifact says.  Returns (synthesis or None, delivery or None): delivery's `after` holds
+    the ids of the newest `limit` of those notes, `more` counts the others."""
+    synthesis = delivery = None
+    in_synthesis = False
+    for record in records:
+        if record["type"] == "mode":
+            in_synthesis, was_in = record["text"].startswith(SYNTHESIS_WORD), in_synthesis
+            if in_synthesis:
+                synthesis = {"entered": synthesis["entered"] if was_in else record["id"], "latest": record["id"]}
+        if record["type"] == "artifact" and in_synthesis:
+            delivery = {"id": record["id"], "after": [], "more": 0}
+        elif delivery is not None and record["type"] != "mode" and record["id"] not in superseded:
+            delivery["after"].append(record["id"])
+            if len(delivery["after"]) > limit:
+                del delivery["after"][0]
+                delivery["more"] += 1
+    return synthesis, delivery
+
+
+def counted(number, noun) -> str:
+    """A number and its noun, plural when the number is not 1: "1 gate", "2 gates"."""
+    return "%d %s%s" % (number, noun, "" if number == 1 else "s")
+
+
+def pending_next(open_gates, unconfirmed) -> str:
+    """The one sentence recap's pending gives: what to put to the operator before synthesis."""
+    parts = [counted(number, noun) for number, noun in ((open_gates, "open gate"),
+                                                         (unconfirmed, "unconfirmed note")) if number]
+    return ("%s: put %s to the operator before synthesis (close or defer a gate; confirm, correct or drop "
+            "a note)." % (", ".join(parts), "it" if open_gates + unconfirmed == 1 else "each"))
+
+
+def recap_progress(records, superseded, open_gates, unconfirmed, limit) -> dict:
+    """recap's keys on what is pending and where synthesis stands, each only when it has something to say.
+
+    open_gates and unconfirmed are the whole counts, before any list is cut:
+    pending's unconfirmed is the number of entries of recap's unconfirmed
+    list, so an open gate the model raised counts in both."""
+    progress = {}
+    if open_gates or unconfirmed:
+        progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
+                               "next": pending_next(open_gates, unconfirmed)}
+    synthesis, delivery = synthesis_history(records, superseded, limit)
+    if synthesis is not None:
+        progress["synthesis"] = synthesis
+    if delivery is not None:
+        progress["delivery"] = delivery
+    return progress
+
+
+def fit_listing_fewer_after_delivery(fit, recap):
+    """fit(recap); when even what recap never leaves out is over budget, the same with fewer delivery ids.
+
+    The ids after a delivery are detail: the newest stay listed, the others
+    join `more`.  fit refuses (NotesError) when nothing fits; so does this,
+    once no id is left to take out."""
+    delivery = recap.get("delivery")
+    try:
+        return fit(recap)
+    except NotesError:
+        if not delivery or not delivery["after"]:
+            raise
+    after = delivery["after"]
+
+    def listing(count):
+        shorter = CompactReceipt(recap)
+        shorter["delivery"] = dict(delivery, after=after[len(after) - count:],
+                                   more=delivery["more"] + len(after) - count)
+        return shorter
+    best, fits, fails = fit(listing(0)), 0, len(after)
+    while fails - fits > 1:  # bisect: the most ids that still fit
+        middle = (fits + fails) // 2
+        try:
+            best, fits = fit(listing(middle)), middle
+        except NotesError:
+            fails = middle
+    return best
+
+
 def read_export_head(path):
     """The top-level keys of an export before its records, from a bounded prefix: (head, problem).
 
@@ -2507,6 +2664,8 @@ def command_recap(args) -> dict:
         recap[name] = [item for _, item in entries]
     recap["superseded_count"] = len(superseded)
     recap["export_lag"] = export_lag(folder, meta["session_id"], reader.total)
+    open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
+    recap.update(recap_progress(reader.records(), superseded, open_total, unconfirmed_total, limit))
     with_warnings(recap, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
     form = recap_markdown if args.format == "md" else CompactReceipt
@@ -2517,7 +2676,8 @@ def command_recap(args) -> dict:
         shown = CompactReceipt(fitted)
         shown["closed_gates"] = fitted["closed_gates"][::-1]
         return form(shown)
-    return fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, args.max_bytes)
+    return fit_listing_fewer_after_delivery(
+        lambda state: fit_recap(state, ages, limit_cut, counts, unconfirmed_total, render, args.max_bytes), recap)
 
 
 def one_line(value) -> str:
@@ -2553,7 +2713,13 @@ def recap_item_line(item, kind="note", prefix=""):
     labels = gate_labels(item) if kind != "note" else item
     if is_unconfirmed(labels):
         marks.append(why_unconfirmed(labels) if prefix else "not yet confirmed")
+    elif "provenance" in labels:  # who a settled point came from, as the JSON's provenance says
+        marks.append(PROVENANCE_WORDS.get(labels["provenance"], "from " + one_line(labels["provenance"])))
     return "%s [%s]" % (line, "; ".join(marks))
+
+
+# A settled point's provenance in the markdown recap.
+PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both"}
 
 
 RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
@@ -2579,9 +2745,28 @@ def recap_markdown_head(recap):
     return ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export, ""]
 
 
+def recap_markdown_progress(recap):
+    """The lines of the markdown recap on what is pending and where synthesis stands; none when nothing is."""
+    lines = []
+    if "pending" in recap:
+        lines.append("Pending: " + recap["pending"]["next"])
+    if "synthesis" in recap:
+        lines.append("Synthesis: entered by %(entered)s; latest SYNTHESIS note %(latest)s." % recap["synthesis"])
+    if "delivery" in recap:
+        delivery = recap["delivery"]
+        count = len(delivery["after"]) + delivery["more"]
+        if count == 0:
+            lines.append("Delivered: %s, with no live note after it." % delivery["id"])
+        else:
+            listed = delivery["after"] + (["%d more" % delivery["more"]] if delivery["more"] else [])
+            lines.append("Delivered: %s, out of date: %s after it (%s)." % (
+                delivery["id"], counted(count, "live note"), ", ".join(listed)))
+    return lines + [""] if lines else []
+
+
 def recap_markdown(recap):
     """The recap as markdown for the operator: plain headings, one line per item, no receipt keys."""
-    lines = recap_markdown_head(recap)
+    lines = recap_markdown_head(recap) + recap_markdown_progress(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
         lines += ["## " + title, "", recap_item_line(recap[key]) if recap[key] else "- none", ""]
     for title, key, kind in RECAP_SECTIONS:
@@ -2777,9 +2962,24 @@ def command_restore(args) -> dict:
             restored = len(missing)
     receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
                "record_count": len(records), "restored": restored, "path": log_path}
+    gates = recap_history(LogReader(folder, read_meta(folder)))[1]
+    receipt["tell_operator"] = restore_tell_operator(folder, export_path, len(records), len(problems), gates)
     # With --accept-damaged: what was restored as it is, record by record; then the notices.
     with_warnings(receipt, problem_messages(problems, len(problems)) + notices)
     return with_recovered(receipt, recovered)
+
+
+def restore_tell_operator(folder, export_path, record_count, problem_count, gates) -> str:
+    """The sentence restore's receipt passes on: what came back, the gates left, which file to keep from now on."""
+    sentence = "The session is back with %s" % counted(record_count, "note")
+    if problem_count:
+        sentence += ", with %s kept as the export held them (verify lists them)" % counted(problem_count, "problem")
+    sentence += "; " + (gates_phrase(gates) or "no gate is open or deferred")
+    kept = os.path.join(folder, EXPORT_NAME)
+    if same_file(kept, export_path) or kept == export_path:
+        return sentence + "; keep %s from now on, and download it again after each export." % visible(kept, True)
+    return sentence + ("; from now on keep %s, which export writes, in place of %s, which the next note makes "
+                       "out of date." % (visible(kept, True), visible(export_path, True)))
 
 
 def mend_log_tail(folder):
@@ -3209,7 +3409,9 @@ PROGRAM_DESCRIPTION = (
 COMMANDS = {
     "init": ("Start a session in the folder, or report the one already there.", [],
              "python3 -S notes.py init"),
-    "append": ("Append one memory signal to the log and print its receipt.", [
+    "append": ("Append one memory signal to the log and print its receipt. A mode note whose text begins "
+               "with SYNTHESIS enters synthesis (any other mode note leaves it); an artifact note appended "
+               "in synthesis is a delivery, which recap names with the live notes appended after it.", [
         # --type and --text are required, but checked by clean_signal rather
         # than argparse: a misspelt option is then named as the mistake,
         # instead of hidden behind "--text is required".
@@ -3249,7 +3451,10 @@ COMMANDS = {
     "summary": ("Print the number of records by type and the last note.", [],
                 "python3 -S notes.py summary"),
     "recap": ("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
-              "discards and more, within a size budget.", [
+              "discards and more, within a size budget. pending: what to put to the operator before "
+              "synthesis; synthesis: the mode note that entered it and the latest one beginning with "
+              "SYNTHESIS (a later mode note that leaves synthesis changes neither); delivery: the last "
+              "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
         ("--limit", "limit", "N", "items kept per list, newest first (default %d)" % RECAP_DEFAULT_LIMIT,
          {"type": int, "default": RECAP_DEFAULT_LIMIT}),
         ("--format", "format", "FORMAT", "json (default) or md", {"choices": ("json", "md"), "default": "json"}),
@@ -3258,12 +3463,15 @@ COMMANDS = {
     ], "python3 -S notes.py recap --format md"),
     "verify": ("Check the meta and every line of the log; exit 3 when problems are found.", [],
                "python3 -S notes.py verify"),
-    "export": ("Write the whole session to one file (JSON by default, or a markdown audit document).", [
+    "export": ("Write the whole session to one file (JSON by default, or a markdown audit document). "
+               "tell_operator appears when there is news: an earlier copy at the same path replaced, or gates "
+               "open after a delivery.", [
         ("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session folder)"
          % (EXPORT_NAME, EXPORT_MARKDOWN_NAME), {}),
         ("--format", "format", "FORMAT", "json (default) or md", {"choices": ("json", "md"), "default": "json"}),
     ], "python3 -S notes.py export --output /mnt/data/session_export.json"),
-    "restore": ("Bring a session back into the folder from a session_export.json.", [
+    "restore": ("Bring a session back into the folder from a session_export.json; tell_operator says "
+                "which gates are open or deferred and which file to keep from now on.", [
         ("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)", {}),
         ("--accept-damaged", "accept_damaged", None,
          "restore a damaged export anyway: every record exactly as the export holds it, nothing "
