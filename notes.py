@@ -136,6 +136,7 @@ NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 BINARY = getattr(os, "O_BINARY", 0)
 # O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
 NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
+FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
 
 # Characters a signal may not hold: C0 controls other than tab, newline and
 # carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
@@ -887,6 +888,22 @@ def fsync_folder(folder):
         os.close(descriptor)
 
 
+def tighten_mode(descriptor):
+    """Make a session file this user owns private when it is wider (v0 wrote its files 0644).
+
+    The log holds what a conversation decided, sometimes personal details.
+    A file another user owns keeps its mode: it is not ours to change."""
+    if os.name == "nt":  # no POSIX modes there
+        return
+    status = os.fstat(descriptor)
+    mode = stat.S_IMODE(status.st_mode)
+    if status.st_uid == os.geteuid() and mode & 0o077:
+        try:
+            os.fchmod(descriptor, mode & 0o700)
+        except OSError:  # a filesystem without modes (FAT, some network mounts): nothing to tighten
+            pass
+
+
 def open_refusing_links(path, flags):
     """open_regular_file that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
     if not NO_FOLLOW and os.path.islink(path):
@@ -946,7 +963,18 @@ def unlock(descriptor):
 
 
 class SessionLock:
-    """Exclusive lock on session_notes.lock, held by every writer from read to fsync."""
+    """Exclusive lock held by every writer from read to fsync: on the session folder, and on session_notes.lock.
+
+    The folder's own descriptor is what excludes writers on POSIX: a folder
+    cannot be deleted while it holds the session, whereas the lock file can
+    (a cleaner, git clean -X, a user taking the empty file for litter), and a
+    writer that then creates a fresh one locks another inode than the writer
+    at work.  The file is still taken, after the folder, so that a 1.1.0
+    writer, which takes only the file, is excluded too.  The order cannot
+    deadlock: every writer of this version takes the folder first, and a
+    1.1.0 writer holds the file without ever waiting for the folder.  Windows
+    cannot lock a folder, and there an open file cannot be deleted: the file
+    alone does it."""
 
     held = set()  # paths of the locks this process holds: its own readers see no writer at work
 
@@ -954,36 +982,42 @@ class SessionLock:
         self.path = os.path.join(folder, LOCK_NAME)
         self.wait = lock_wait_seconds()  # a bad setting is refused before anything is created
         self.descriptor = None
+        self.folder_descriptor = None
 
     def __enter__(self):
-        prepare_folder(os.path.dirname(self.path))
+        folder = os.path.dirname(self.path)
+        prepare_folder(folder)
         created = not os.path.exists(self.path)
         try:
+            if fcntl is not None:
+                self.folder_descriptor = os.open(folder, os.O_RDONLY | FOLDER_ONLY)
             self.descriptor = open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
             if created:
-                fsync_folder(os.path.dirname(self.path))
+                fsync_folder(folder)
         except OSError as error:
-            if self.descriptor is not None:
-                os.close(self.descriptor)
-            raise folder_error(os.path.dirname(self.path), error) from None
+            self.close_descriptors()
+            raise folder_error(folder, error) from None
         try:
-            self.wait_for_lock()
+            tighten_mode(self.descriptor)
+            deadline = time.monotonic() + self.wait
+            if self.folder_descriptor is not None:
+                self.wait_for_lock(self.folder_descriptor, deadline)
+            self.wait_for_lock(self.descriptor, deadline)
         except BaseException:
-            os.close(self.descriptor)
+            self.close_descriptors()
             raise
         SessionLock.held.add(self.path)
         return self
 
-    def wait_for_lock(self):
-        """Try the lock until the wait runs out, the same way on every platform.
+    def wait_for_lock(self, descriptor, deadline):
+        """Try the lock on descriptor until the deadline, the same way on every platform.
 
         The kernel releases a flock when its holder dies, so a writer killed
         mid-append frees the lock at once; only a holder that lives on without
         finishing (stopped, hung) makes the wait run out.  Polling, with a
         pause that grows to 25 ms, is what gives the wait its bound."""
-        deadline = time.monotonic() + self.wait
         pause = 0.001
-        while not try_lock(self.descriptor):
+        while not try_lock(descriptor):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NotesError(
@@ -994,11 +1028,18 @@ class SessionLock:
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
 
+    def close_descriptors(self):
+        """Close what __enter__ opened (closing releases a flock)."""
+        for descriptor in (self.descriptor, self.folder_descriptor):
+            if descriptor is not None:
+                os.close(descriptor)
+        self.descriptor = self.folder_descriptor = None
+
     def __exit__(self, *exc_info):
         SessionLock.held.discard(self.path)
         if fcntl is None:
             unlock(self.descriptor)
-        os.close(self.descriptor)  # closing releases a flock
+        self.close_descriptors()
 
 
 def log_view(folder):
@@ -1008,10 +1049,29 @@ def log_view(folder):
     a size taken while no writer holds it ends after a whole line (or after
     real damage).  Taken while one does, an unterminated last line is that
     writer's note in flight, not damage, and readers leave it for their next
-    read.  Readers never wait for the lock and never create it."""
+    read.  Readers never wait for the lock and never create it.  A writer of
+    this version is seen by its lock on the folder (SessionLock), one of
+    1.1.0 by its lock on the file: the size is taken holding both shared."""
     log_path, lock_path = os.path.join(folder, LOG_NAME), os.path.join(folder, LOCK_NAME)
     if lock_path in SessionLock.held:  # read by the writer at work itself: nothing is in flight
         return log_size(log_path), False
+    folder_lock = None
+    if fcntl is not None:
+        try:
+            folder_lock = os.open(folder, os.O_RDONLY | FOLDER_ONLY)
+        except OSError:  # the folder cannot be opened here (permissions): the file lock still tells
+            pass
+    try:
+        if folder_lock is not None and not try_lock(folder_lock, shared=True):
+            return log_size(log_path), True
+        return log_view_by_lock_file(log_path, lock_path)
+    finally:
+        if folder_lock is not None:
+            os.close(folder_lock)  # closing releases the shared flock
+
+
+def log_view_by_lock_file(log_path, lock_path):
+    """log_view's answer as the lock file tells it (the lock of 1.1.0 writers, and of all on Windows)."""
     try:
         lock = open_regular_file(lock_path)
     except FileNotFoundError:
