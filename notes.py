@@ -137,6 +137,13 @@ BINARY = getattr(os, "O_BINARY", 0)
 # O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
 NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
 FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
+# The session's files and the folders the tool creates are its user's alone:
+# the log holds what a conversation decided, sometimes personal details.  An
+# export is made for the host to download, maybe as another user: 0o666 lets
+# the umask decide, as for any file a program writes.
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_FOLDER_MODE = 0o700
+UMASK_FILE_MODE = 0o666
 
 # Characters a signal may not hold: C0 controls other than tab, newline and
 # carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
@@ -774,8 +781,8 @@ def resolve_folder(folder):
 def folder_error(folder, error):
     """The refusal of a writer that cannot create its files in the folder."""
     return NotesError(
-        "cannot create or write the session files in %s (%s); pass --dir with a writable "
-        "folder, for example --dir /tmp/shaping or --dir /mnt/data/shaping"
+        "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
+        "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
         % (folder, error.strerror or error))
 
 
@@ -808,7 +815,7 @@ def open_regular_file(path, flags=os.O_RDONLY):
     normally waits for a writer); os.fstat then tells what was opened.  A
     folder raises IsADirectoryError, as open() does."""
     try:
-        descriptor = os.open(path, flags | NON_BLOCKING | BINARY, 0o644)
+        descriptor = os.open(path, flags | NON_BLOCKING | BINARY, PRIVATE_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ENXIO:  # a socket cannot be opened at all
             raise special_file_error(path, os.stat(path).st_mode) from None
@@ -902,6 +909,19 @@ def tighten_mode(descriptor):
             os.fchmod(descriptor, mode & 0o700)
         except OSError:  # a filesystem without modes (FAT, some network mounts): nothing to tighten
             pass
+
+
+def tighten_session_files(folder):
+    """Under the lock: make the meta and the log private, if this user owns them and they are wider."""
+    for name in (META_NAME, LOG_NAME):
+        try:
+            descriptor = open_refusing_links(os.path.join(folder, name), os.O_RDONLY)
+        except (OSError, NotesError):  # missing, or refused where it is used: nothing to tighten here
+            continue
+        try:
+            tighten_mode(descriptor)
+        finally:
+            os.close(descriptor)
 
 
 def open_refusing_links(path, flags):
@@ -998,11 +1018,12 @@ class SessionLock:
             self.close_descriptors()
             raise folder_error(folder, error) from None
         try:
-            tighten_mode(self.descriptor)
             deadline = time.monotonic() + self.wait
             if self.folder_descriptor is not None:
                 self.wait_for_lock(self.folder_descriptor, deadline)
             self.wait_for_lock(self.descriptor, deadline)
+            tighten_mode(self.descriptor)
+            tighten_session_files(folder)
         except BaseException:
             self.close_descriptors()
             raise
@@ -1114,7 +1135,7 @@ def log_size(path):
         os.close(descriptor)
 
 
-def create_new_file(stem, suffix):
+def create_new_file(stem, suffix, mode=PRIVATE_FILE_MODE):
     """Create stem + suffix, or stem-1 + suffix and so on if taken; return (path, descriptor).
 
     O_EXCL | O_NOFOLLOW: a link planted at any name can neither be followed
@@ -1122,7 +1143,7 @@ def create_new_file(stem, suffix):
     path, attempt = stem + suffix, 0
     while True:
         try:
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, 0o644)
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, mode)
         except FileExistsError:
             attempt += 1
             path = "%s-%d%s" % (stem, attempt, suffix)
@@ -1136,18 +1157,19 @@ def write_all(descriptor, data):
         view = view[written:]
 
 
-def write_file_atomically(path, chunks, refusal=None):
+def write_file_atomically(path, chunks, refusal=None, mode=PRIVATE_FILE_MODE):
     """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file.
 
     refusal: a message (formatted with path and reason) to refuse with when the
-    file cannot be created; without it the OSError itself is raised."""
+    file cannot be created; without it the OSError itself is raised.  mode:
+    what the new file is created with (the umask narrows it further)."""
     if os.path.islink(path):
         raise link_error(path)
     folder = os.path.dirname(path)
     remove_stale_temporary_files(folder, os.path.basename(path))
     try:  # a temporary file with a fresh random name, in the target's own folder
         temporary, descriptor = create_new_file(
-            os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp")
+            os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp", mode)
     except OSError as error:
         if refusal is None:
             raise
@@ -1234,9 +1256,30 @@ def check_session_folder(folder):
 def prepare_folder(folder):
     """Create the session folder of a writer when it does not exist yet."""
     try:
-        os.makedirs(folder, exist_ok=True)
+        make_private_folders(folder)
     except OSError as error:
         raise folder_error(folder, error) from None
+
+
+def make_private_folders(folder):
+    """Create folder and each missing folder above it, 0700; never touch one that exists.
+
+    os.makedirs would give the folders above the umask's mode.  A folder that
+    was there (in a hosted sandbox /mnt/data belongs to the host) keeps its own."""
+    missing = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, PRIVATE_FOLDER_MODE)
+        except FileExistsError:
+            if not os.path.isdir(path):  # a file in the way
+                raise
+            # else made meanwhile by a concurrent writer: it has its mode already
 
 
 def open_session_for_writing(folder):
@@ -1761,7 +1804,7 @@ def command_export(args) -> dict:
         os.makedirs(output_folder, exist_ok=True)
     except OSError as error:
         raise NotesError(refusal % (output, error.strerror)) from None
-    write_file_atomically(output, chunks, refusal)
+    write_file_atomically(output, chunks, refusal, UMASK_FILE_MODE)  # for the host to download
     receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
     return with_warnings(receipt, warnings)
 
