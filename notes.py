@@ -1018,6 +1018,9 @@ class SessionLock:
         except OSError as error:
             self.close_descriptors()
             raise folder_error(folder, error) from None
+        except BaseException:  # a refusal (a link planted at the lock): nothing stays open in a long-lived server
+            self.close_descriptors()
+            raise
         try:
             deadline = time.monotonic() + self.wait
             if self.folder_descriptor is not None:
@@ -1329,8 +1332,8 @@ def refuse_a_hard_linked_log(path, status):
     if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
         raise NotesError(
             "%s has %d hard links: another name elsewhere shares its bytes, and writing here would change "
-            "that file as well. Nothing was written. Give the log a file of its own (cp %s %s.copy && "
-            "mv %s.copy %s), or delete the other link" % (path, status.st_nlink, path, path, path, path))
+            "that file as well. Nothing was written. Give the log a file of its own (in its folder: cp %s "
+            "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, LOG_NAME, LOG_NAME))
 
 
 def read_lines_backward(handle, size, limit=LINE_LIMIT):
@@ -2375,7 +2378,7 @@ def recap_markdown(recap):
         lines += ["## " + title, ""]
         for item in recap[key]:
             if kind == "unconfirmed":
-                status = " (%s)" % one_line(item["status"]) if item["type"] == "gate" else ""
+                status = " (%s)" % markdown_inline(one_line(item["status"])) if item["type"] == "gate" else ""
                 item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
                 lines.append(recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
             else:
