@@ -1256,7 +1256,8 @@ def check_session_folder(folder):
     meta = read_meta(folder)
     log_path = os.path.join(folder, LOG_NAME)
     try:
-        refuse_a_hard_linked_log(log_path, os.lstat(log_path))  # again under the lock, where it counts
+        # Before the lock, so the refusal leaves every file as it was; open_log_for_append looks again under it.
+        refuse_a_hard_linked_log(log_path, os.lstat(log_path))
     except OSError:
         pass  # no log yet (or none that can be looked at): whoever opens it answers
     if meta is None and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
