@@ -145,6 +145,14 @@ NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 BINARY = getattr(os, "O_BINARY", 0)
 # O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
 NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
+FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
+# The session's files and the folders the tool creates are its user's alone:
+# the log holds what a conversation decided, sometimes personal details.  An
+# export is made for the host to download, maybe as another user: 0o666 lets
+# the umask decide, as for any file a program writes.
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_FOLDER_MODE = 0o700
+UMASK_FILE_MODE = 0o666
 
 # Characters a signal may not hold: C0 controls other than tab, newline and
 # carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
@@ -908,8 +916,8 @@ def resolve_folder(folder):
 def folder_error(folder, error):
     """The refusal of a writer that cannot create its files in the folder."""
     return NotesError(
-        "cannot create or write the session files in %s (%s); pass --dir with a writable "
-        "folder, for example --dir /tmp/shaping or --dir /mnt/data/shaping"
+        "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
+        "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
         % (folder, error.strerror or error))
 
 
@@ -942,7 +950,7 @@ def open_regular_file(path, flags=os.O_RDONLY):
     normally waits for a writer); os.fstat then tells what was opened.  A
     folder raises IsADirectoryError, as open() does."""
     try:
-        descriptor = os.open(path, flags | NON_BLOCKING | BINARY, 0o644)
+        descriptor = os.open(path, flags | NON_BLOCKING | BINARY, PRIVATE_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ENXIO:  # a socket cannot be opened at all
             raise special_file_error(path, os.stat(path).st_mode) from None
@@ -1022,6 +1030,36 @@ def fsync_folder(folder):
         os.close(descriptor)
 
 
+def tighten_mode(descriptor):
+    """Make a session file this user owns private when it is wider (v0 wrote its files 0644).
+
+    The log holds what a conversation decided, sometimes personal details.
+    A file another user owns keeps its mode: it is not ours to change."""
+    if os.name == "nt":  # no POSIX modes there
+        return
+    status = os.fstat(descriptor)
+    mode = stat.S_IMODE(status.st_mode)
+    # A hard-linked log is refused, not tightened: its other name is not ours.
+    if status.st_uid == os.geteuid() and mode & 0o077 and status.st_nlink == 1:
+        try:
+            os.fchmod(descriptor, mode & 0o700)
+        except OSError:  # a filesystem without modes (FAT, some network mounts): nothing to tighten
+            pass
+
+
+def tighten_session_files(folder):
+    """Under the lock: make the meta and the log private, if this user owns them and they are wider."""
+    for name in (META_NAME, LOG_NAME):
+        try:
+            descriptor = open_refusing_links(os.path.join(folder, name), os.O_RDONLY)
+        except (OSError, NotesError):  # missing, or refused where it is used: nothing to tighten here
+            continue
+        try:
+            tighten_mode(descriptor)
+        finally:
+            os.close(descriptor)
+
+
 def open_refusing_links(path, flags):
     """open_regular_file that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
     if not NO_FOLLOW and os.path.islink(path):
@@ -1081,7 +1119,18 @@ def unlock(descriptor):
 
 
 class SessionLock:
-    """Exclusive lock on session_notes.lock, held by every writer from read to fsync."""
+    """Exclusive lock held by every writer from read to fsync: on the session folder, and on session_notes.lock.
+
+    The folder's own descriptor is what excludes writers on POSIX: a folder
+    cannot be deleted while it holds the session, whereas the lock file can
+    (a cleaner, git clean -X, a user taking the empty file for litter), and a
+    writer that then creates a fresh one locks another inode than the writer
+    at work.  The file is still taken, after the folder, so that a 1.1.0
+    writer, which takes only the file, is excluded too.  The order cannot
+    deadlock: every writer of this version takes the folder first, and a
+    1.1.0 writer holds the file without ever waiting for the folder.  Windows
+    cannot lock a folder, and there an open file cannot be deleted: the file
+    alone does it."""
 
     held = set()  # paths of the locks this process holds: its own readers see no writer at work
 
@@ -1089,36 +1138,51 @@ class SessionLock:
         self.path = os.path.join(folder, LOCK_NAME)
         self.wait = lock_wait_seconds()  # a bad setting is refused before anything is created
         self.descriptor = None
+        self.folder_descriptor = None
 
     def __enter__(self):
-        prepare_folder(os.path.dirname(self.path))
+        folder = os.path.dirname(self.path)
+        prepare_folder(folder)
         created = not os.path.exists(self.path)
         try:
+            if fcntl is not None:
+                self.folder_descriptor = os.open(folder, os.O_RDONLY | FOLDER_ONLY)
             self.descriptor = open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
             if created:
-                fsync_folder(os.path.dirname(self.path))
+                fsync_folder(folder)
         except OSError as error:
-            if self.descriptor is not None:
-                os.close(self.descriptor)
-            raise folder_error(os.path.dirname(self.path), error) from None
+            self.close_descriptors()
+            raise folder_error(folder, error) from None
+        except BaseException:  # a refusal (a link planted at the lock): nothing stays open in a long-lived server
+            self.close_descriptors()
+            raise
         try:
-            self.wait_for_lock()
+            deadline = time.monotonic() + self.wait
+            if self.folder_descriptor is not None:
+                self.wait_for_lock(self.folder_descriptor, deadline)
+            self.wait_for_lock(self.descriptor, deadline)
+            tighten_mode(self.descriptor)
+            tighten_session_files(folder)
+            # The log and the meta are only ever written under this lock: a
+            # temporary copy of either found now is a killed writer's (a restore
+            # or init), however fresh.  Gone, it can no longer pile up.
+            for name in (LOG_NAME, META_NAME):
+                remove_stale_temporary_files(folder, name, older_than=0)
         except BaseException:
-            os.close(self.descriptor)
+            self.close_descriptors()
             raise
         SessionLock.held.add(self.path)
         return self
 
-    def wait_for_lock(self):
-        """Try the lock until the wait runs out, the same way on every platform.
+    def wait_for_lock(self, descriptor, deadline):
+        """Try the lock on descriptor until the deadline, the same way on every platform.
 
         The kernel releases a flock when its holder dies, so a writer killed
         mid-append frees the lock at once; only a holder that lives on without
         finishing (stopped, hung) makes the wait run out.  Polling, with a
         pause that grows to 25 ms, is what gives the wait its bound."""
-        deadline = time.monotonic() + self.wait
         pause = 0.001
-        while not try_lock(self.descriptor):
+        while not try_lock(descriptor):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NotesError(
@@ -1129,11 +1193,18 @@ class SessionLock:
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
 
+    def close_descriptors(self):
+        """Close what __enter__ opened (closing releases a flock)."""
+        for descriptor in (self.descriptor, self.folder_descriptor):
+            if descriptor is not None:
+                os.close(descriptor)
+        self.descriptor = self.folder_descriptor = None
+
     def __exit__(self, *exc_info):
         SessionLock.held.discard(self.path)
         if fcntl is None:
             unlock(self.descriptor)
-        os.close(self.descriptor)  # closing releases a flock
+        self.close_descriptors()
 
 
 def log_view(folder):
@@ -1143,10 +1214,29 @@ def log_view(folder):
     a size taken while no writer holds it ends after a whole line (or after
     real damage).  Taken while one does, an unterminated last line is that
     writer's note in flight, not damage, and readers leave it for their next
-    read.  Readers never wait for the lock and never create it."""
+    read.  Readers never wait for the lock and never create it.  A writer of
+    this version is seen by its lock on the folder (SessionLock), one of
+    1.1.0 by its lock on the file: the size is taken holding both shared."""
     log_path, lock_path = os.path.join(folder, LOG_NAME), os.path.join(folder, LOCK_NAME)
     if lock_path in SessionLock.held:  # read by the writer at work itself: nothing is in flight
         return log_size(log_path), False
+    folder_lock = None
+    if fcntl is not None:
+        try:
+            folder_lock = os.open(folder, os.O_RDONLY | FOLDER_ONLY)
+        except OSError:  # the folder cannot be opened here (permissions): the file lock still tells
+            pass
+    try:
+        if folder_lock is not None and not try_lock(folder_lock, shared=True):
+            return log_size(log_path), True
+        return log_view_by_lock_file(log_path, lock_path)
+    finally:
+        if folder_lock is not None:
+            os.close(folder_lock)  # closing releases the shared flock
+
+
+def log_view_by_lock_file(log_path, lock_path):
+    """log_view's answer as the lock file tells it (the lock of 1.1.0 writers, and of all on Windows)."""
     try:
         lock = open_regular_file(lock_path)
     except FileNotFoundError:
@@ -1189,7 +1279,7 @@ def log_size(path):
         os.close(descriptor)
 
 
-def create_new_file(stem, suffix):
+def create_new_file(stem, suffix, mode=PRIVATE_FILE_MODE):
     """Create stem + suffix, or stem-1 + suffix and so on if taken; return (path, descriptor).
 
     O_EXCL | O_NOFOLLOW: a link planted at any name can neither be followed
@@ -1197,7 +1287,7 @@ def create_new_file(stem, suffix):
     path, attempt = stem + suffix, 0
     while True:
         try:
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, 0o644)
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, mode)
         except FileExistsError:
             attempt += 1
             path = "%s-%d%s" % (stem, attempt, suffix)
@@ -1211,18 +1301,19 @@ def write_all(descriptor, data):
         view = view[written:]
 
 
-def write_file_atomically(path, chunks, refusal=None):
+def write_file_atomically(path, chunks, refusal=None, mode=PRIVATE_FILE_MODE):
     """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file.
 
     refusal: a message (formatted with path and reason) to refuse with when the
-    file cannot be created; without it the OSError itself is raised."""
+    file cannot be created; without it the OSError itself is raised.  mode:
+    what the new file is created with (the umask narrows it further)."""
     if os.path.islink(path):
         raise link_error(path)
     folder = os.path.dirname(path)
     remove_stale_temporary_files(folder, os.path.basename(path))
     try:  # a temporary file with a fresh random name, in the target's own folder
         temporary, descriptor = create_new_file(
-            os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp")
+            os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp", mode)
     except OSError as error:
         if refusal is None:
             raise
@@ -1249,11 +1340,12 @@ def write_file_atomically(path, chunks, refusal=None):
     fsync_folder(folder)
 
 
-def remove_stale_temporary_files(folder, name):
+def remove_stale_temporary_files(folder, name, older_than=STALE_TEMPORARY_SECONDS):
     """Delete what killed writes of name left: its temporary files (.NAME.<12 hex digits>.tmp) once stale.
 
     Only names of that exact shape, and only when older than any live write
-    could be, so a concurrent write of the same file keeps its own."""
+    could be (older_than seconds), so a concurrent write of the same file
+    keeps its own."""
     prefix = "." + name + "."
     try:
         entries = list(os.scandir(folder))
@@ -1266,7 +1358,7 @@ def remove_stale_temporary_files(folder, name):
             continue
         try:
             if (entry.is_file(follow_symlinks=False)
-                    and time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMPORARY_SECONDS):
+                    and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
                 os.unlink(entry.path)
         except OSError:
             pass  # gone already, or not ours to remove: it is only clutter
@@ -1298,6 +1390,11 @@ def check_session_folder(folder):
             raise link_error(os.path.join(folder, name))
     meta = read_meta(folder)
     log_path = os.path.join(folder, LOG_NAME)
+    try:
+        # Before the lock, so the refusal leaves every file as it was; open_log_for_append looks again under it.
+        refuse_a_hard_linked_log(log_path, os.lstat(log_path))
+    except OSError:
+        pass  # no log yet (or none that can be looked at): whoever opens it answers
     if meta is None and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
         raise NotesError(
             "%s holds notes but %s is missing, so the session id is unknown; nothing was "
@@ -1309,9 +1406,30 @@ def check_session_folder(folder):
 def prepare_folder(folder):
     """Create the session folder of a writer when it does not exist yet."""
     try:
-        os.makedirs(folder, exist_ok=True)
+        make_private_folders(folder)
     except OSError as error:
         raise folder_error(folder, error) from None
+
+
+def make_private_folders(folder):
+    """Create folder and each missing folder above it, 0700; never touch one that exists.
+
+    os.makedirs would give the folders above the umask's mode.  A folder that
+    was there (in a hosted sandbox /mnt/data belongs to the host) keeps its own."""
+    missing = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, PRIVATE_FOLDER_MODE)
+        except FileExistsError:
+            if not os.path.isdir(path):  # a file in the way
+                raise
+            # else made meanwhile by a concurrent writer: it has its mode already
 
 
 def open_session_for_writing(folder):
@@ -1335,8 +1453,23 @@ def open_session_for_writing(folder):
 
 
 def open_log_for_append(path):
-    """Open (or create) the log for appending, refusing a symbolic link."""
-    return open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    """Open (or create) the log for appending, refusing a symbolic link or a hard-linked log."""
+    descriptor = open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    try:
+        refuse_a_hard_linked_log(path, os.fstat(descriptor))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def refuse_a_hard_linked_log(path, status):
+    """Refuse a log with another name: notes appended, or a torn tail cut, would change that file too."""
+    if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
+        raise NotesError(
+            "%s has %d hard links: another name elsewhere shares its bytes, and writing here would change "
+            "that file as well. Nothing was written. Give the log a file of its own (in its folder: cp %s "
+            "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, LOG_NAME, LOG_NAME))
 
 
 def read_lines_backward(handle, size, limit=LINE_LIMIT):
@@ -1485,9 +1618,27 @@ def set_aside_torn_tail(folder, descriptor, tail):
     fsync_folder(folder)
     # Crash window: the bytes are now in the side file and still in the log;
     # a crash here makes the next append copy them once more, losing nothing.
-    os.ftruncate(descriptor, tail.keep_end)
+    try:
+        os.ftruncate(descriptor, tail.keep_end)
+    except PermissionError:
+        refuse_an_append_only_log(folder, side_path, tail)
     os.fsync(descriptor)
     return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
+
+
+def refuse_an_append_only_log(folder, side_path, tail):
+    """The log takes appends but cannot be cut (chattr +a): drop the side file just made, and refuse.
+
+    The torn bytes are all still in the log, so the side file holds nothing
+    of its own; left there, every failed append would add one more."""
+    os.unlink(side_path)
+    fsync_folder(folder)
+    log_path = os.path.join(folder, LOG_NAME)
+    raise NotesError(
+        "%s is append-only (chattr +a, or a mount that forbids cutting files): its cut-off last line "
+        "(%d bytes) cannot be set aside, and a note written after it would read as damage. Nothing was "
+        "written. Remove the attribute (chattr -a %s) and append again, or restore the session from an "
+        "export into a new --dir" % (log_path, tail.size - tail.keep_end, log_path))
 
 
 def find_note(handle, size, note_id):
@@ -1546,6 +1697,7 @@ class LogReader:
         # Every pass reads the same bytes, up to a size taken while no writer
         # was mid-append; lines appended later wait for the next read.
         self.size, self.in_flight = log_view(folder)
+        self.unterminated_in_flight = False  # whether records() left a line a writer is still writing
 
     def records(self):
         """Yield every record that can be read; count and keep the problems met."""
@@ -1556,6 +1708,7 @@ class LogReader:
         with open(open_regular_file(self.path), "rb") as handle:
             for number, (raw, terminated) in enumerate(read_lines_forward(handle, self.size), 1):
                 if not terminated and self.in_flight:
+                    self.unterminated_in_flight = True
                     break  # a writer's note, still being written
                 value, kinds = line_problems(raw, terminated, self.session_id)
                 kinds += seen.place_problems(value, kinds)
@@ -2049,8 +2202,14 @@ def command_verify(args) -> dict:
                "problems": problems}
     if count > len(problems):
         receipt["problems_not_listed"] = count - len(problems)
+    warnings = []
+    if reader.unterminated_in_flight:
+        # Not counted as a problem: a writer at work always has such a line
+        # for an instant.  Said, so that ok never vouches for a line unread.
+        warnings.append("the last line has no newline yet and a writer holds the lock: it is being "
+                        "written, so it was not checked. Run verify again once that writer has finished")
     # A note a 1.1.0 writer could store but append now refuses: said, not counted as damage.
-    return with_warnings(receipt, reader.notices())
+    return with_warnings(receipt, warnings + reader.notices())
 
 
 def command_export(args) -> dict:
@@ -2082,7 +2241,7 @@ def command_export(args) -> dict:
         os.makedirs(output_folder, exist_ok=True)
     except OSError as error:
         raise NotesError(refusal % (output, error.strerror)) from None
-    write_file_atomically(output, chunks, refusal)
+    write_file_atomically(output, chunks, refusal, UMASK_FILE_MODE)  # for the host to download
     receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
     news = export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
     if news:
@@ -2252,12 +2411,14 @@ def markdown_record(record):
     The text is an indented code block: every line of it starts with four
     spaces, so none can open a heading, list item, table row or quote.  An
     effect's later lines are indented six spaces, deep enough inside its list
-    item to continue it and start nothing.  Markdown breaks lines at CR as well
-    as LF, so both split here."""
+    item to continue it and start nothing, and inline markup in it is escaped
+    (markdown_inline), so a <style> shows as typed.  Markdown breaks lines at
+    CR as well as LF, so both split here."""
     labels = []
     if "effect" in record:
         first, *rest = markdown_split(record["effect"])
-        labels += ["- Effect: " + visible(first)] + ["      " + visible(line) for line in rest]
+        labels += (["- Effect: " + visible(markdown_inline(first))]
+                   + ["      " + visible(markdown_inline(line)) for line in rest])
     # A note id and words from short lists: checked before any reader sees them.
     for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
@@ -2265,6 +2426,28 @@ def markdown_record(record):
     return (["### %s · %s · %s" % (record["id"], record["ts"], visible(record["type"], True)), ""]
             + ["    " + visible(line) for line in markdown_split(record["text"])] + [""]
             + (labels + [""] if labels else []))
+
+
+MARKDOWN_INLINE_MARKUP = frozenset("\\`*_[]<>&~|")
+
+
+def markdown_inline(text):
+    """text with a backslash before each character that could start markup inside a line.
+
+    Emphasis, code spans, links, HTML tags and entities, strikethrough and
+    table cells: each of their characters, backslash-escaped, shows as typed
+    in a renderer (CommonMark escapes any ASCII punctuation that way)."""
+    return "".join("\\" + character if character in MARKDOWN_INLINE_MARKUP else character for character in text)
+
+
+def markdown_line_start(text):
+    """markdown_inline text that opens no block where it starts a line's content: a heading, quote, list or rule."""
+    number = re.match(r"[0-9]{1,9}(?=[.)])", text)
+    if number:  # "1." or "1)" opens a numbered list: escape the dot
+        return text[:number.end()] + "\\" + text[number.end():]
+    if text[:1] in ("#", ">", "+", "-", "="):
+        return "\\" + text
+    return text
 
 
 def markdown_split(text):
@@ -2700,16 +2883,21 @@ def recap_item_line(item, kind="note", prefix=""):
 
     kind is "note", "gate" (open or deferred) or "closed" (a closed gate).  A
     prefix names the note's type in the "Not yet confirmed" section, where the
-    mark says why the note is unconfirmed; elsewhere it only says that it is."""
-    line = "- " + prefix + one_line(item["text"])
+    mark says why the note is unconfirmed; elsewhere it only says that it is.
+    What a note holds is escaped (markdown_inline): it shows as typed, never
+    as markup, as the markdown export shows it."""
+    text = markdown_inline(one_line(item["text"]))
+    line = "- " + prefix + (text if prefix else markdown_line_start(text))
     if "effect" in item:
-        line += " Effect: " + one_line(item["effect"])
-    marks = [one_line(item["id"])]
+        line += " Effect: " + markdown_inline(one_line(item["effect"]))
+    marks = [markdown_inline(one_line(item["id"]))]
     if "replaces" in item:
-        marks[0] += ", replaces " + one_line(item["replaces"])
+        marks[0] += ", replaces " + markdown_inline(one_line(item["replaces"]))
     if "update_id" in item:
-        line += (" Closed: " if kind == "closed" else " Latest: ") + one_line(item.get("update_text", ""))
-        marks[0] += (", closed by " if kind == "closed" else ", updated by ") + one_line(item["update_id"])
+        line += ((" Closed: " if kind == "closed" else " Latest: ")
+                 + markdown_inline(one_line(item.get("update_text", ""))))
+        marks[0] += ((", closed by " if kind == "closed" else ", updated by ")
+                     + markdown_inline(one_line(item["update_id"])))
     labels = gate_labels(item) if kind != "note" else item
     if is_unconfirmed(labels):
         marks.append(why_unconfirmed(labels) if prefix else "not yet confirmed")
@@ -2773,7 +2961,7 @@ def recap_markdown(recap):
         lines += ["## " + title, ""]
         for item in recap[key]:
             if kind == "unconfirmed":
-                status = " (%s)" % one_line(item["status"]) if item["type"] == "gate" else ""
+                status = " (%s)" % markdown_inline(one_line(item["status"])) if item["type"] == "gate" else ""
                 item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
                 lines.append(recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
             else:
@@ -3378,6 +3566,8 @@ def command_mcp(args) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
+    if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
+        return None
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     # A message is read up to LINE_LIMIT bytes, far above any real request,
     # so a client that never sends a newline cannot make the server hold
@@ -3631,10 +3821,31 @@ def error_receipt(error):
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
 
 
+def parse_arguments_or_help(argv):
+    """(arguments, None), or (None, the text) when argparse answered --help or --version.
+
+    argparse drops an error writing that text (a full disk) and exits 0, so it
+    writes into a buffer here and main prints the text as it prints a receipt."""
+    import io
+
+    printed, stdout = io.StringIO(), sys.stdout
+    sys.stdout = printed
+    try:
+        return parse_arguments(argv), None
+    except SystemExit as request:
+        if request.code:
+            raise
+        return None, printed.getvalue()
+    finally:
+        sys.stdout = stdout
+
+
 def run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
-        arguments = parse_arguments(argv)
+        arguments, printed = parse_arguments_or_help(argv)
+        if arguments is None:  # --help or --version: printed by main, so a failed write is reported
+            return printed, EXIT_OK
         result = COMMAND_FUNCTIONS[arguments.command](arguments)
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, EXIT_OK if ok else EXIT_INTEGRITY
