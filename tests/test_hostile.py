@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-from conftest import (assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes, make_record,
-                      notes, read_records, run_notes, write_log)
+from conftest import (assert_no_traceback, assert_refused, code_point_cases, folder_digest, line_of, log_bytes,
+                      make_record, notes, read_records, run_notes, write_log)
 
 META = "session_meta.json"
 LOG = "session_notes.jsonl"
@@ -374,7 +374,9 @@ def test_restore_help_names_the_flag():
 # --------------------------------------------------------------------------
 # 4. Control characters that fool the eye
 
-C1_AND_BIDI = list(range(0x80, 0xA0)) + list(range(0x202A, 0x202F)) + list(range(0x2066, 0x206A))
+# The set, as inclusive ranges: C1 controls, bidirectional embeddings and overrides, isolates.
+C1_AND_BIDI_RANGES = [(0x80, 0x9F), (0x202A, 0x202E), (0x2066, 0x2069)]
+C1_AND_BIDI = code_point_cases(C1_AND_BIDI_RANGES, seed=1)
 
 
 @pytest.mark.parametrize("field", ["text", "effect"])
@@ -389,6 +391,17 @@ def test_c1_and_bidirectional_controls_are_refused(session, capsys, field, code)
     error = json.loads(capsys.readouterr().out)["error"]
     assert "--" + field in error and "U+%04X" % code in error and "control character" in error
     assert folder_digest(session) == before
+
+
+def test_the_neighbours_of_the_c1_and_bidirectional_ranges_are_kept(session, capsys):
+    """Just outside each range (and the marks U+200E, U+200F, which scripts need) is ordinary text."""
+    neighbours = [first - 1 for first, _ in C1_AND_BIDI_RANGES] + [last + 1 for _, last in C1_AND_BIDI_RANGES]
+    neighbours = [code for code in neighbours if code != 0x7F] + [0x200E, 0x200F]  # DEL is a C0-side control
+    for code in neighbours:
+        value = "before%safter" % chr(code)
+        assert notes.main(["--dir", str(session), "append", "--type", "decision", "--text", value]) == 0, hex(code)
+        capsys.readouterr()
+        assert read_records(session)[-1]["text"] == value
 
 
 @pytest.mark.parametrize("value", ["invoice \u202egnp.exe", "a \u0085 b", "x\u2066y\u2069"],

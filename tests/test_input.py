@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import (NOTES, Result, assert_no_traceback, assert_refused, copy_fixture,
+from conftest import (NOTES, Result, assert_no_traceback, assert_refused, code_point_cases, copy_fixture,
                       folder_digest, log_bytes, notes, read_records, run_notes)
 
 LOG = "session_notes.jsonl"
@@ -63,7 +63,8 @@ def run_in_process(capsys, argv) -> tuple:
 
 # C0 controls other than tab, newline and carriage return, and DEL.  NUL cannot travel in
 # argv, so it is checked in-process below.
-FORBIDDEN_CODES = [code for code in range(0x01, 0x20) if code not in (0x09, 0x0A, 0x0D)] + [0x7F]
+FORBIDDEN_RANGES = [(0x01, 0x08), (0x0B, 0x0C), (0x0E, 0x1F), (0x7F, 0x7F)]
+FORBIDDEN_CODES = code_point_cases(FORBIDDEN_RANGES, seed=1, size=4)
 
 
 @pytest.mark.parametrize("field", ["text", "effect"])

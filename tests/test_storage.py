@@ -366,6 +366,7 @@ def test_readers_beside_a_writer_mid_append_see_no_damage(tmp_path, ending):
         assert verify.code == 3 and problem_kinds(verify) == [(4, "torn_tail")], verify
 
 
+@pytest.mark.long  # a storm of writers: the long set
 @pytest.mark.skipif(not POSIX, reason="concurrency test of flock writers")
 def test_verify_beside_concurrent_writers_never_reports_damage(tmp_path):
     folder = tmp_path / "session"
@@ -633,6 +634,7 @@ def test_a_restore_cut_short_leaves_no_session_to_fork(tmp_path, capsys, monkeyp
     assert run_here(capsys, folder, "verify")[0] == 0
 
 
+@pytest.mark.long  # a kill loop: the long set
 @pytest.mark.skipif(not POSIX, reason="SIGKILL")
 def test_a_restore_killed_at_any_moment_leaves_no_session_or_a_whole_one(tmp_path):
     export, content = exported_session(tmp_path)
