@@ -194,6 +194,70 @@ def write_log(folder, data: bytes) -> None:
         handle.write(data)
 
 
+# --------------------------------------------------------------------------
+# The shared builders: a session, an export, an append.  A test that needs
+# to know every byte writes its session and export by hand with these; one
+# that needs notes.py's own writing appends through the real script.
+
+SESSION_ID = "7e0c2b1a-4d3f-4a5b-9c6d-8e7f6a5b4c3d"
+CREATED_AT = "2026-03-14T09:00:00Z"
+META = "session_meta.json"
+# The optional record fields, in the order a record holds them (after text, before checksum).
+OPTIONAL_FIELDS = ("effect", "ref", "status", "provenance", "evidence", "about", "by", "batch")
+
+
+def signal_record(session_id: str, seq: int, signal: tuple) -> dict:
+    """A signal, (type, text) or (type, text, {fields}), as the checksummed record numbered seq.
+
+    Its optional fields go in record order; a "ts" among them sets the record's time."""
+    fields = dict(signal[2]) if len(signal) > 2 else {}
+    ts = fields.pop("ts", None)
+    ordered = {name: fields.pop(name) for name in OPTIONAL_FIELDS if name in fields}
+    ordered.update(fields)
+    return make_record(session_id, seq, signal[0], signal[1], ts=ts, **ordered)
+
+
+def write_session(folder, entries=(), session_id: str = SESSION_ID, created_at: str = CREATED_AT,
+                  tail: bytes = b"") -> list:
+    """A session written by hand: its meta, and a log of entries in order; return the entries as written.
+
+    An entry is a signal (a tuple, made into the record numbered by its place), a record (a dict)
+    or a log line (bytes, its newline included), each written as given; tail comes after the
+    last line (a cut-off write)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
+            "created_at": created_at, "log_file": str(folder / LOG)}
+    (folder / META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    written = [signal_record(session_id, seq, entry) if isinstance(entry, tuple) else entry
+               for seq, entry in enumerate(entries, 1)]
+    write_log(folder, b"".join(entry if isinstance(entry, bytes) else line_of(entry) for entry in written) + tail)
+    return written
+
+
+def write_export(path, items: list, session_id: str = SESSION_ID, **changes) -> Path:
+    """An export holding these records (items), laid out as export writes one; changes replace its keys,
+    "records" included."""
+    export = {"schema_version": "shaping-memory-export.v0", "exported_at": "2026-03-14T10:00:00Z",
+              "session": {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
+                          "created_at": CREATED_AT, "log_file": "/mnt/data/session_notes.jsonl"},
+              "record_count": len(items), "records": items}
+    export.update(changes)
+    path = Path(path)
+    path.write_text(json.dumps(export, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def append(folder, note_type: str, text, *extra, code=0, **options) -> Result:
+    """`append --type note_type --text text extra...` through the real script; never a traceback.
+
+    The run must exit with code (None: any code; the test looks itself); options go to run_notes."""
+    result = run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder, **options)
+    assert_no_traceback(result)
+    assert code is None or result.code == code, result
+    return result
+
+
 def run_here(capsys, folder, *args):
     """notes.main in this process: (exit code, parsed receipt); never a traceback."""
     code = notes.main(["--dir", str(folder)] + [str(arg) for arg in args])

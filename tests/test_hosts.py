@@ -63,7 +63,12 @@ def inline_commands(text: str, prefix: str) -> list:
 
 
 def parse_toml(body: str) -> dict:
-    tomllib = pytest.importorskip("tomllib", reason="tomllib arrived in Python 3.11")
+    """TOML through the standard library (3.11 and later), else through tomli, which pytest itself
+    depends on before 3.11: the Codex configuration is checked on every Python, never skipped."""
+    try:
+        import tomllib
+    except ImportError:
+        import tomli as tomllib
     return tomllib.loads(body)
 
 
