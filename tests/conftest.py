@@ -319,8 +319,8 @@ def code_blocks(text: str, language: str) -> list:
 # --------------------------------------------------------------------------
 # The mcp_sdk marker: tests that drive the server through the official MCP SDK
 # client.  The SDK (mcp>=2.3) needs Python 3.10 or later, so on 3.9 these tests
-# are deselected, and the run says so at its end; on 3.10 and later a missing
-# SDK makes them fail, as a missing dependency should.
+# are deselected, and the run counts them at its end; on 3.10 and later a
+# missing SDK makes them fail, as a missing dependency should.
 
 SDK_NEEDS = (3, 10)
 SDK_DESELECTED = pytest.StashKey()  # how many were left out, for the summary
@@ -334,7 +334,16 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=needing)
         items[:] = [item for item in items if not item.get_closest_marker("mcp_sdk")]
         config.stash[SDK_DESELECTED] = len(needing)
+        if hasattr(config, "workeroutput"):  # an xdist worker: its controller prints the summary
+            config.workeroutput["mcp_sdk_deselected"] = len(needing)
 
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """Under xdist, the workers collect: the controller learns the count from them (each has the same)."""
+    count = getattr(node, "workeroutput", {}).get("mcp_sdk_deselected", 0)
+    if count:
+        node.config.stash[SDK_DESELECTED] = count
 
 
 def pytest_terminal_summary(terminalreporter, config):
