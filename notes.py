@@ -3,7 +3,7 @@
 
 A model that shapes an idea over a long conversation runs
 
-    python3 -S notes.py append --type decision --text "..."
+    python3 -S notes.py append --type decision --text 'The log stays append-only.'
 
 whenever losing a decision, a gate, a discarded path or an artifact boundary
 would hurt continuity.  This tool owns everything about that signal once it
@@ -3623,7 +3623,8 @@ COMMANDS = {
          "live (example: --about n00004)", {}),
         ("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
          "(example: --ref n00002 --status closed --by n00005)", {}),
-    ], 'python3 -S notes.py append --type decision --text "The log stays append-only."'),
+    ], "python3 -S notes.py append --type decision --provenance op --evidence declared "
+       "--text 'The log stays append-only.'"),
     "tail": ("Print the last records, oldest first, optionally filtered.", [
         ("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
          {"type": int, "default": TAIL_DEFAULT_LIMIT}),
@@ -3725,7 +3726,7 @@ def build_parser():
     program = invoked_as()
     parser = Parser(prog=CONSOLE_COMMAND if program == CONSOLE_COMMAND else "notes.py",
                     description=PROGRAM_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
-                    epilog="example:\n  %s append --type gate --text \"Host runtime is undecided.\"\n\n"
+                    epilog="example:\n  %s append --type gate --text 'Host runtime is undecided.'\n\n"
                            "run '%s COMMAND --help' for a command's options" % (program, program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=DIR_HELP)

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import (NOTES, assert_no_traceback, assert_refused, folder_digest, notes, read_records,
+from conftest import (NOTES, append, assert_no_traceback, assert_refused, folder_digest, notes, read_records,
                       run_notes)
 
 NOTE_TYPES = ["mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"]
@@ -54,10 +54,6 @@ def refused_cleanly(result) -> str:
     assert result.stdout == json.dumps(result.receipt, indent=2, ensure_ascii=False) + "\n"
     assert result.stderr == "", result
     return message
-
-
-def append(folder, note_type: str, text: str, *extra, **options):
-    return run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder, **options)
 
 
 # --------------------------------------------------------------------------

@@ -6,39 +6,15 @@ import json
 
 import pytest
 
-from conftest import (assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes, read_records,
-                      run_notes)
+from conftest import (SESSION_ID, assert_no_traceback, assert_refused, copy_fixture, folder_digest, read_records,
+                      run_notes, write_session)
 
 RECAP_KEYS = ["ok", "command", "session_id", "path", "total", "mode", "shape", "open_gates", "deferred_gates",
               "unconfirmed", "closed_gates", "decisions", "discards", "tensions", "sources", "artifacts",
               "superseded_count", "export_lag"]
-SESSION_ID = "7b0e4c2a-1f3d-4e5a-9c6b-2d8f0a1e3b57"
-
 
 # --------------------------------------------------------------------------
 # Local helpers
-
-def write_session(folder, signals, session_id=SESSION_ID, created_at="2026-03-01T08:00:00Z") -> list:
-    """Write meta and log directly, with the timestamps chosen by the test; return the records.
-
-    Each signal is (type, text) or (type, text, {"effect"/"ref"/"status"/"ts": ...}).
-    """
-    folder.mkdir(parents=True)
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
-            "created_at": created_at, "log_file": str(folder / "session_notes.jsonl")}
-    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
-                                              encoding="utf-8")
-    records = []
-    for seq, signal in enumerate(signals, 1):
-        note_type, text = signal[0], signal[1]
-        extra = signal[2] if len(signal) > 2 else {}
-        records.append(notes.build_record(session_id, seq, note_type, text, extra.get("effect"), extra.get("ref"),
-                                          extra.get("status"), timestamp=extra.get("ts", "2026-03-01T09:00:00Z")))
-    with open(str(folder / "session_notes.jsonl"), "wb") as handle:
-        for record in records:
-            handle.write(notes.record_line(record))
-    return records
-
 
 def recap_of(folder, *extra) -> dict:
     result = run_notes("recap", *extra, folder=folder)

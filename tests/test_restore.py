@@ -78,7 +78,7 @@ def build_linked_session(folder) -> str:
     return load(folder / "session_meta.json")["session_id"]
 
 
-def export_of(folder) -> tuple:
+def export_through_cli(folder) -> tuple:
     """Export the folder's session through the CLI; return (path, parsed export)."""
     result = run_notes("export", folder=folder)
     assert result.code == 0, result
@@ -122,7 +122,7 @@ def test_restore_the_v0_export_into_a_new_folder(tmp_path):
 def test_restore_our_export_into_an_empty_folder_gives_back_the_same_state(tmp_path):
     origin = tmp_path / "origin"
     session_id = build_linked_session(origin)
-    export_path, export = export_of(origin)
+    export_path, export = export_through_cli(origin)
     target = tmp_path / "target"
     target.mkdir()
 
@@ -158,7 +158,7 @@ def test_restore_at_re_entry_from_an_export_uploaded_into_the_same_folder(tmp_pa
 def test_restore_an_empty_export(tmp_path):
     origin = tmp_path / "origin"
     assert run_notes("init", folder=origin).code == 0
-    export_path, export = export_of(origin)
+    export_path, export = export_through_cli(origin)
     target = tmp_path / "target"
 
     restored_ok(target, export_path, 0, 0, export["session"]["session_id"])
@@ -189,7 +189,7 @@ def test_restore_into_a_fresh_init_replaces_the_empty_session(session):
 def test_restore_appends_what_a_prefix_log_lacks(tmp_path, kept):
     origin = tmp_path / "origin"
     session_id = build_linked_session(origin)
-    export_path, export = export_of(origin)
+    export_path, export = export_through_cli(origin)
     # The sandbox's copy stopped after `kept` notes: same session, shorter log.
     target = tmp_path / "target"
     restored_ok(target, export_path, 7, 7, session_id)
@@ -244,7 +244,7 @@ def test_restore_refuses_a_log_that_has_gone_past_the_export(tmp_path):
 def test_restore_refuses_the_same_session_when_the_logs_differ(tmp_path):
     origin = tmp_path / "origin"
     session_id = build_linked_session(origin)
-    export_path, _ = export_of(origin)
+    export_path, _ = export_through_cli(origin)
     target = tmp_path / "target"
     restored_ok(target, export_path, 7, 7, session_id)
     # Same session, same length, but its last note is another one (still a valid log).
