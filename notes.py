@@ -3043,10 +3043,21 @@ def one_of(name, allowed):
     def check(value):
         if value in allowed:
             return value
-        guess = closest(value, allowed)
-        raise argparse.ArgumentTypeError("unknown %s %r; %suse one of: %s" % (
-            name, value, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
+        guess = closest(value, allowed)  # the suggestion is one of ours; the value is never echoed
+        raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
+            name, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
     return check
+
+
+def without_values(message: str) -> str:
+    """An argparse usage message with every value it quotes taken out.
+
+    argparse quotes what was typed ("invalid int value: 'x'", "ambiguous
+    option: --t=VALUE could match ..."); a refusal must never repeat what
+    may be a pasted secret, so the quoted part and an option's =value go."""
+    message = re.sub(r": '[^']*'|: \"[^\"]*\"", "", message)
+    message = re.sub(r"(ambiguous option: )(-[^\s=]*)=\S*", r"\1\2", message)
+    return re.sub(r"(ambiguous option: -[^\s]*) could match", r"\1 could be", message)
 
 
 def build_parser():
@@ -3059,9 +3070,9 @@ def build_parser():
             if command is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 guess = closest(word, list(COMMANDS))
-                message = "unknown command %r; %scommands: %s" % (
-                    word, "did you mean %s? " % guess if guess else "", ", ".join(COMMANDS))
-            raise NotesError("%s %s" % (message, see_help(command)))
+                message = "unknown command (the first word after the options); %scommands: %s" % (
+                    "did you mean %s? " % guess if guess else "", ", ".join(COMMANDS))
+            raise NotesError("%s %s" % (without_values(message), see_help(command)))
 
     program = invoked_as()
     parser = Parser(prog=CONSOLE_COMMAND if program == CONSOLE_COMMAND else "notes.py",
@@ -3090,15 +3101,31 @@ def build_parser():
 
 
 
+def argument_position(argv, word, command) -> int:
+    """The 1-based place in argv of a stray word, looked for after the command's name."""
+    start = argv.index(command) + 1 if command in argv else 0
+    for index in range(start, len(argv)):
+        if argv[index] == word:
+            return index + 1
+    return argv.index(word) + 1 if word in argv else len(argv)
+
+
 def parse_arguments(argv):
     """Parse argv with the one parser; name an unknown option as the mistake it is."""
     arguments, unknown = build_parser().parse_known_args(argv)
     if unknown:
         word = unknown[0]
         if not word.startswith("-"):
-            raise NotesError("unexpected argument %r after %s; put quotes around a text that holds "
-                             "spaces %s" % (word, arguments.command, see_help(arguments.command)))
+            # Named by its place, never by its value: an unquoted text may hold a secret.
+            raise NotesError("unexpected argument %d (a word after %s that no option takes); put quotes around "
+                             "a text that holds spaces %s" % (argument_position(argv, word, arguments.command),
+                                                              arguments.command, see_help(arguments.command)))
         flag = word.split("=", 1)[0]
+        if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
+            raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
+                             "value that starts with a dash as --text=VALUE %s" % (
+                                 argument_position(argv, word, arguments.command), arguments.command,
+                                 see_help(arguments.command)))
         flags = ["--dir"] + [option[0] for option in COMMANDS[arguments.command][1] if option[0].startswith("-")]
         guess = HABITUAL_OPTIONS.get(flag) if HABITUAL_OPTIONS.get(flag) in flags else closest(flag, flags)
         raise NotesError("%s has no option %s; %s%s" % (
