@@ -3110,9 +3110,25 @@ def argument_position(argv, word, command) -> int:
     return argv.index(word) + 1 if word in argv else len(argv)
 
 
+def with_option_position(message: str, argv) -> str:
+    """An argparse refusal of "argument --flag: ..." with the flag's place in argv added, so that the
+    message can point at the mistake without quoting its value."""
+    named = re.match(r"argument (--?[a-z-]+)(?:/[^:]*)?: ", message)
+    if not named:
+        return message
+    flag = named.group(1)
+    places = [index + 1 for index, word in enumerate(argv) if word == flag or word.startswith(flag + "=")]
+    if not places:
+        return message
+    return "argument %s (argument %d): %s" % (flag, places[-1], message[named.end():])
+
+
 def parse_arguments(argv):
     """Parse argv with the one parser; name an unknown option as the mistake it is."""
-    arguments, unknown = build_parser().parse_known_args(argv)
+    try:
+        arguments, unknown = build_parser().parse_known_args(argv)
+    except NotesError as error:
+        raise NotesError(with_option_position(error.message, argv)) from None
     if unknown:
         word = unknown[0]
         if not word.startswith("-"):

@@ -126,7 +126,7 @@ def test_the_corpora_are_as_large_and_varied_as_promised():
 
 def test_at_least_95_percent_of_the_secrets_are_refused_and_none_echoed(session):
     before = folder_digest(session)
-    missed = []
+    missed, named = [], set()
     for kind, text, effect in SECRETS:
         result = append(session, text, effect)
         assert_no_traceback(result)
@@ -135,12 +135,14 @@ def test_at_least_95_percent_of_the_secrets_are_refused_and_none_echoed(session)
             continue
         assert result.code == 2 and result.receipt["ok"] is False, (kind, result)
         assert "credential" in result.receipt["error"], (kind, result.receipt)
+        named.update(re.findall(r"credential \(([^)]*)\)", result.receipt["error"]))
         for secret in re.findall(r"[A-Za-z0-9+/_.=-]{8,}", text + " " + (effect or ""))[-1:]:
             assert secret not in result.stdout and secret not in result.stderr, kind
     refused = len(SECRETS) - len(missed)
-    print("\ncredential corpus: %d of %d secrets refused (%.1f%%), %d kinds; missed: %s"
-          % (refused, len(SECRETS), 100.0 * refused / len(SECRETS), len({k for k, _, _ in SECRETS}),
-             ", ".join(missed) or "none"))
+    print("\ncredential corpus: %d of %d secrets refused (%.1f%%), %d corpus kinds, %d kinds named in the "
+          "refusals; missed: %s" % (refused, len(SECRETS), 100.0 * refused / len(SECRETS),
+                                    len({k for k, _, _ in SECRETS}), len(named), ", ".join(missed) or "none"))
+    assert len(named) >= 40, sorted(named)
     assert refused >= 0.95 * len(SECRETS), missed
     if missed:  # what slipped through was stored: the folder changed only by those notes
         assert len(read_records(session)) == len(missed)
@@ -176,3 +178,20 @@ def test_verify_reports_a_key_split_between_text_and_effect(session):
     assert "split between them" in json.dumps(result.receipt) and "credential" in json.dumps(result.receipt)
     for fragment in (text, effect):
         assert fragment not in result.stdout
+
+
+def test_restore_refuses_a_key_split_between_text_and_effect(session, tmp_path):
+    kind, text, effect = next(case for case in SECRETS if case[0] == "aws_key_split_fields")
+    assert append(session, "Plain note.", None).code == 0
+    [record] = read_records(session)
+    record.update(text=text, effect=effect)
+    del record["checksum"]
+    record["checksum"] = notes.record_checksum(record)
+    (session / "session_notes.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    export = run_notes("export", folder=session)
+    assert export.receipt is not None and "path" in export.receipt, export
+    target = tmp_path / "restored"
+    result = run_notes("restore", export.receipt["path"], folder=target)
+    assert result.code == 3, result
+    assert "credential" in result.stdout and text not in result.stdout and effect not in result.stdout
+    assert not (target / "session_notes.jsonl").exists()

@@ -55,3 +55,11 @@ def test_a_typo_is_answered_with_the_suggestion_only(session):
     assert "did you mean decision?" in error and "decison" not in error
     error = assert_refused(run_notes("apend", "--type", "decision", folder=session), 2)
     assert "did you mean append?" in error and "apend" not in error.replace("append", "")
+
+
+def test_a_refused_option_value_is_named_by_its_option_and_place(session):
+    result = run_notes("append", "--type", "gate", "--status", SECRET, "--text", "x", folder=session)
+    # --dir, its folder, append, --type, gate: --status is the 6th argument.
+    assert assert_refused(result, 2).startswith("argument --status (argument 6): unknown status; use one of")
+    result = run_notes("tail", "--limit=" + SECRET, folder=session)
+    assert assert_refused(result, 2).startswith("argument --limit (argument 4): invalid int value")
