@@ -293,8 +293,7 @@ GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin s
 # Words that stand in for a password in documentation (https://user:pass@host).
 PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
 # Lower-case pieces that mark a value as a stand-in, not a secret.
-PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx",
-                     "123456", "abcdef")
+PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
 # Shannon entropy, in bits per character, below which a value after a
 # secret-like word is taken for a pattern, not a random secret.  Chosen from
 # the corpora of tests/fixtures/credentials: the 66 secret values of 16 or more
@@ -433,7 +432,7 @@ def shannon_entropy(value: str) -> float:
 
 
 def is_placeholder(value: str) -> bool:
-    """Whether the value is a stand-in for a secret: it names itself one, or repeats a character, or is sequential."""
+    """Whether the value is a stand-in for a secret: it names itself one, repeats a character, or hardly varies."""
     lowered = value.lower()
     return (any(word in lowered for word in PLACEHOLDER_WORDS) or re.search(r"(.)\1{5}", value) is not None
             or shannon_entropy(value) < 2.0)
@@ -3132,25 +3131,9 @@ def argument_position(argv, word, command) -> int:
     return argv.index(word) + 1 if word in argv else len(argv)
 
 
-def with_option_position(message: str, argv) -> str:
-    """An argparse refusal of "argument --flag: ..." with the flag's place in argv added, so that the
-    message can point at the mistake without quoting its value."""
-    named = re.match(r"argument (--?[a-z-]+)(?:/[^:]*)?: ", message)
-    if not named:
-        return message
-    flag = named.group(1)
-    places = [index + 1 for index, word in enumerate(argv) if word == flag or word.startswith(flag + "=")]
-    if not places:
-        return message
-    return "argument %s (argument %d): %s" % (flag, places[-1], message[named.end():])
-
-
 def parse_arguments(argv):
     """Parse argv with the one parser; name an unknown option as the mistake it is."""
-    try:
-        arguments, unknown = build_parser().parse_known_args(argv)
-    except NotesError as error:
-        raise NotesError(with_option_position(error.message, argv)) from None
+    arguments, unknown = build_parser().parse_known_args(argv)
     if unknown:
         word = unknown[0]
         if not word.startswith("-"):
