@@ -171,14 +171,15 @@ HEX_DIGITS = frozenset("0123456789abcdef")
 
 # How a credential looks, as (kind, markers, pattern).  The markers are
 # lower-case substrings one of which the lower-cased text must hold before the
-# pattern is tried at all: most notes hold none and stop there, and verify
-# looks at every record.  The patterns describe the formats that the secret
+# pattern is tried at all, so that a note skips most patterns (verify looks at
+# every record).  The patterns describe the formats that the secret
 # scanners gitleaks and detect-secrets document; they are written here anew.
 #
 # A pattern's named group says what its match still has to pass
 # (credential_match_is_real): "value", the random part of a key, must not be a
 # placeholder (AKIAXXXXXXXXXXXXXXXX, AWS's documented AKIAIOSFODNN7EXAMPLE);
-# "password", that of a URL, must not be a stand-in such as user:pass; and
+# "password", that of a URL or of curl -u, must not be a stand-in such as
+# user:pass; and
 # "generic", a value after a secret-like word, must look random.
 # A key's fixed prefix may be glued to the word before it ("keyAKIA..."), so
 # only prefixes short enough to occur inside ordinary words keep a boundary.
@@ -417,7 +418,7 @@ def record_line(record: dict) -> bytes:
 
 
 def may_hold_credential(text: str) -> bool:
-    """Whether the text holds one of CREDENTIAL_MARKERS, in any case; most texts hold none, and stop here."""
+    """Whether the text holds one of CREDENTIAL_MARKERS, in any case; a text that holds none stops here."""
     lowered = text.lower()
     return any(marker in lowered for marker in CREDENTIAL_MARKERS)
 
@@ -447,8 +448,8 @@ def is_word_like(value: str) -> bool:
                     r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value):
         return True  # a UUID, a date or a time
     pieces = [piece for piece in re.split(r"[-_./#:&=@+,]+", value) if piece]
-    return all(re.fullmatch(r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+", piece)
-               for piece in pieces)
+    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+"
+    return all(re.fullmatch(word, piece) for piece in pieces)
 
 
 def generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
