@@ -286,9 +286,10 @@ def test_dir_whose_value_looks_like_an_option_is_refused(tmp_path):
 
 
 def test_error_messages_name_the_problem(session):
-    assert "frobnicate" in refused_cleanly(run_notes("frobnicate", folder=session))
+    # The mistake is named by what it is and where, never by the value typed (issue 20.5).
+    assert "unknown command" in refused_cleanly(run_notes("frobnicate", folder=session))
     assert "--type" in refused_cleanly(run_notes("append", "--text", "x", folder=session))
-    assert "opinion" in refused_cleanly(run_notes("append", "--type", "opinion", "--text", "x", folder=session))
+    assert "unknown type" in refused_cleanly(run_notes("append", "--type", "opinion", "--text", "x", folder=session))
     assert "text" in refused_cleanly(run_notes("append", "--type", "gate", "--text", " ", folder=session))
     assert "limit" in refused_cleanly(run_notes("tail", "--limit", "0", folder=session))
 
