@@ -204,11 +204,15 @@ CREDENTIAL_MARKERS = tuple(dict.fromkeys(marker for _, markers, _ in CREDENTIAL_
 class NotesError(Exception):
     """A refusal or failure to report as ``{"ok": false, "error": ...}``."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE, details: dict | None = None):
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE, details: dict | None = None,
+                 help_for: str | None = None):
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
         self.details = details or {}
+        # A command whose --help the command line and MCP name after the
+        # message; the rules that refuse cannot know how the tool was started.
+        self.help_for = help_for
 
 
 # --------------------------------------------------------------------------
@@ -384,6 +388,12 @@ def clean_field(name: str, value: str | None, limit: int) -> str:
     return value
 
 
+def check_choice(name: str, value, allowed) -> None:
+    """Refuse a value that is not one of the allowed words of option --name."""
+    if value not in allowed:
+        raise NotesError("unknown --%s %r; use one of: %s" % (name, value, ", ".join(allowed)))
+
+
 def clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None,
                  provenance: str | None = None, evidence: str | None = None) -> dict:
@@ -391,18 +401,17 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
 
     provenance and evidence are stored as given, so they are only checked."""
     if note_type is None:
-        raise NotesError("--type is required; use one of: %s %s" % (", ".join(NOTE_TYPES), see_help("append")))
+        raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
         raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
-                         "append-only.' %s" % see_help("append"))
+                         "append-only.'", help_for="append")
     # The parser already keeps these to their words; the checks stay here so
     # that the signal is whole whoever calls this.
-    if note_type not in NOTE_TYPES:
-        raise NotesError("unknown --type %r; use one of: %s" % (note_type, ", ".join(NOTE_TYPES)))
+    check_choice("type", note_type, NOTE_TYPES)
     for name, value, allowed in (("provenance", provenance, PROVENANCES),
                                  ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
-        if value is not None and value not in allowed:
-            raise NotesError("unknown --%s %r; use one of: %s" % (name, value, ", ".join(allowed)))
+        if value is not None:
+            check_choice(name, value, allowed)
     text = clean_field("text", text, TEXT_LIMIT)
     if not text:
         raise NotesError("--text is empty; a memory signal needs a text that says what to keep")
@@ -421,35 +430,6 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
             "a new gate cannot start closed; open it first, then close it with "
             "--ref <its id> --status closed")
     return dict(zip(SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence)))
-
-
-def value_from_stdin(text, effect) -> tuple:
-    """(text, effect), with the one given as "-" read from standard input as UTF-8, byte for byte.
-
-    A shell expands $ and runs backticks inside double quotes; a quoted
-    here-document or a pipe hands the bytes over untouched.  The stream holds
-    one value, so only one of the two may ask for it."""
-    if text != "-" and effect != "-":
-        return text, effect
-    if text == "-" and effect == "-":
-        raise NotesError("--text - and --effect - both ask for standard input, which carries one value; "
-                         "read one of them from standard input and pass the other as an argument")
-    name = "text" if text == "-" else "effect"
-    if sys.stdin is None:  # started with standard input closed
-        raise NotesError("--%s - reads standard input, but there is none; pipe the value in or pass it "
-                         "as an argument" % name)
-    data = getattr(sys.stdin, "buffer", sys.stdin).read(STDIN_LIMIT + 1)
-    if len(data) > STDIN_LIMIT:
-        raise NotesError("standard input for --%s holds more than %d bytes; a memory signal is a minimal "
-                         "pointer of at most %d characters" % (name, STDIN_LIMIT,
-                                                               TEXT_LIMIT if name == "text" else EFFECT_LIMIT))
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise NotesError("standard input for --%s is not valid UTF-8 (byte %d); send the text as "
-                             "UTF-8" % (name, error.start)) from None
-    return (data, effect) if name == "text" else (text, data)
 
 
 def is_note_id(value) -> bool:
@@ -743,6 +723,12 @@ def is_installed_package_folder(folder) -> bool:
         return False
     return any(name.lower().startswith("shaping_notes-") and name.lower().endswith(".dist-info")
                for name in names)
+
+
+def check_dir_argument(folder):
+    """Refuse a session folder given as an empty or blank path (None is no folder given: the default)."""
+    if folder is not None and not os.fspath(folder).strip():
+        raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
 
 
 def resolve_folder(folder):
@@ -1446,6 +1432,17 @@ def bounded_warnings(messages, count):
     return messages
 
 
+def problem_messages(problems: list, count: int) -> list:
+    """Problems (verify's entries) as bounded warnings: where, then what."""
+    messages = []
+    for entry in problems[:WARNINGS_LISTED]:
+        where = "" if entry["line"] is None else "line %d" % entry["line"]
+        if entry["id"]:
+            where += " (%s)" % entry["id"]
+        messages.append("%s: %s" % (where, entry["detail"]) if where else entry["detail"])
+    return bounded_warnings(messages, count)
+
+
 def with_warnings(receipt, warnings):
     """Add a warnings key only when there is something to say."""
     if warnings:
@@ -1454,29 +1451,216 @@ def with_warnings(receipt, warnings):
 
 
 # --------------------------------------------------------------------------
-# Commands: each takes the parsed arguments and returns the receipt
+# Session: the Python API, one method per command, and what the commands share
 
-def command_init(args) -> dict:
-    folder = resolve_folder(args.dir)
-    check_session_folder(folder)
-    with SessionLock(folder):
-        meta = open_session_for_writing(folder)
-    return {"ok": True, "command": "init", "session_id": meta["session_id"],
-            "path": os.path.join(folder, LOG_NAME)}
+class Session:
+    """The Python API: one session folder, one method per command, each returning the receipt as a dict.
 
+    The command line and the MCP server call these same methods, so every
+    check, lock and receipt is theirs.  Arguments are keyword-only plain
+    values (no "-" for standard input: that belongs to the command line); a
+    refusal raises NotesError with the message the command line prints.
+    Session(None) uses the folder the command line uses without --dir."""
 
-def command_append(args) -> dict:
-    # Validate everything the signal alone can tell before touching any file.
-    text, effect = value_from_stdin(args.text, args.effect)
-    signal = clean_signal(args.type, text, effect, args.ref, args.status, args.provenance, args.evidence)
-    folder = resolve_folder(args.dir)
-    check_session_folder(folder)
-    if signal["ref"] is not None:
-        # The log only grows, so a note found now is still there under the lock.
-        check_ref(os.path.join(folder, LOG_NAME), signal["type"], signal["ref"])
-    with SessionLock(folder):
-        meta = open_session_for_writing(folder)
-        return append_signal(folder, meta, signal)
+    def __init__(self, folder=None):
+        check_dir_argument(folder)
+        # Resolved by each method where the command line resolves --dir, so
+        # that a bad signal is refused before the folder is looked at.
+        self.folder = None if folder is None else os.fspath(folder)
+
+    def init(self) -> dict:
+        """Start a session in the folder, or report the one already there."""
+        folder = resolve_folder(self.folder)
+        check_session_folder(folder)
+        with SessionLock(folder):
+            meta = open_session_for_writing(folder)
+        return {"ok": True, "command": "init", "session_id": meta["session_id"],
+                "path": os.path.join(folder, LOG_NAME)}
+
+    def append(self, *, type, text, effect=None, ref=None, status=None, provenance=None,
+               evidence=None) -> dict:
+        """Append one memory signal; the receipt names its note (or the earlier one a retry repeats)."""
+        # Validate everything the signal alone can tell before touching any file.
+        signal = clean_signal(type, text, effect, ref, status, provenance, evidence)
+        folder = resolve_folder(self.folder)
+        check_session_folder(folder)
+        if signal["ref"] is not None:
+            # The log only grows, so a note found now is still there under the lock.
+            check_ref(os.path.join(folder, LOG_NAME), signal["type"], signal["ref"])
+        with SessionLock(folder):
+            meta = open_session_for_writing(folder)
+            return append_signal(folder, meta, signal)
+
+    def tail(self, *, limit=TAIL_DEFAULT_LIMIT, types=None, since=None, until=None) -> dict:
+        """The last records, oldest first; types, since and until keep only the records they name."""
+        limit = check_limit(limit)
+        since, until = parse_time_filter(since, "since"), parse_time_filter(until, "until")
+        types = set([types] if isinstance(types, str) else types) if types else None
+        for note_type in types or ():
+            check_choice("type", note_type, NOTE_TYPES)
+        folder = resolve_folder(self.folder)
+        meta = require_session(folder)
+        log_path = os.path.join(folder, LOG_NAME)
+        session_id = meta["session_id"]
+        records, warnings = [], []
+        size, in_flight = log_view(folder)
+        descriptor = open_log_for_reading(log_path)
+        if descriptor is None:
+            import io  # already loaded by the interpreter itself
+
+            handle = io.BytesIO()  # no log yet: an empty one to tail
+        else:
+            handle = open(descriptor, "rb")
+        with handle:
+            newer_seq, damaged = None, 0  # damaged: lines since the newer record that hold no seq
+            for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
+                if len(records) >= limit:
+                    break
+                if position == 0 and (line == b"" or in_flight):
+                    continue  # the log ends with a newline, as it should; or a writer's note is in flight
+                value, kind = parse_line(line) if line is not None else (None, "line_too_long")
+                if position == 0:  # the last line lacks its newline
+                    kind = "torn_tail" if value is None else "missing_newline"
+                if kind:
+                    warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
+                seq = value.get("seq") if value is not None else None
+                if not is_seq(seq):
+                    damaged += position > 0 or value is not None  # a torn tail held no seq; a kept line may have
+                if value is None:
+                    continue
+                kinds = check_record(value, session_id)
+                if is_seq(seq):
+                    order = seq_order_problem(newer_seq, seq, damaged)  # the newer one, as if read after this
+                    if order:
+                        kinds.append((order, None))
+                    newer_seq, damaged = seq, 0
+                for kind, detail in kinds:
+                    record_id = value["id"] if is_note_id(value.get("id")) else "no id"  # never echo another
+                    warnings.append("byte %d (%s): %s" % (offset, record_id, detail or PROBLEM_DETAILS[kind]))
+                if is_usable(kinds) and (types is None or value["type"] in types) and (
+                        since is None or value["ts"] >= since) and (until is None or value["ts"] < until):
+                    records.append(value)
+        records.reverse()
+        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
+        return with_warnings(receipt, bounded_warnings(warnings, len(warnings)))
+
+    def summary(self) -> dict:
+        """The number of records by type and the last note."""
+        folder = resolve_folder(self.folder)
+        meta = require_session(folder)
+        reader = LogReader(folder, meta)
+        by_type = count_by_type(reader)[0]
+        last = reader.last_record
+        receipt = {
+            "ok": True,
+            "command": "summary",
+            "session_id": meta["session_id"],
+            "path": reader.path,
+            "total": reader.total,
+            "by_type": by_type,
+            "last_note_id": last["id"] if last else None,
+            "last_type": last["type"] if last else None,
+        }
+        return with_warnings(receipt, reader.warnings())
+
+    def recap(self, *, limit=RECAP_DEFAULT_LIMIT, format="json", max_bytes=RECAP_DEFAULT_MAX_BYTES) -> dict:
+        """The state of the idea within max_bytes; with format="md", the receipt holds it as markdown text."""
+        check_choice("format", format, ("json", "md"))
+        limit = check_limit(limit)
+        if max_bytes < 1:
+            raise NotesError("--max-bytes must be 1 or more (got %d)" % max_bytes)
+        folder = resolve_folder(self.folder)
+        meta = require_session(folder)
+        fitted = read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
+        # The markdown is a key of a receipt, never a bare text: the command line prints that text.
+        return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
+
+    def verify(self) -> dict:
+        """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
+        folder = resolve_folder(self.folder)
+        meta = require_session(folder)
+        reader = LogReader(folder, meta)
+        meta_problems = []
+        for key in ("schema_version", "session_id", "created_at", "log_file"):
+            if not isinstance(meta.get(key), str):
+                meta_problems.append(problem(None, None, "meta_field", "%s lacks %s" % (META_NAME, key)))
+        if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != META_SCHEMA:
+            meta_problems.append(problem(None, None, "meta_schema",
+                                         "%s has an unknown schema_version" % META_NAME))
+        for _ in reader.records():
+            pass
+        problems = (meta_problems + reader.problems)[:PROBLEMS_LISTED]
+        count = len(meta_problems) + reader.problem_count
+        receipt = {"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
+                   "problems": problems}
+        if count > len(problems):
+            receipt["problems_not_listed"] = count - len(problems)
+        return receipt
+
+    def export(self, *, output=None, format="json") -> dict:
+        """Write the whole session to one file: JSON (v0's export) or, with format="md", an audit document."""
+        check_choice("format", format, ("json", "md"))
+        folder = resolve_folder(self.folder)
+        meta = require_session(folder)
+        markdown = format == "md"
+        if output:
+            output = os.path.abspath(os.path.expanduser(output))
+        else:
+            output = os.path.join(folder, EXPORT_MARKDOWN_NAME if markdown else EXPORT_NAME)
+        check_export_output(folder, output)
+        output_folder = os.path.dirname(output)
+        # Both passes read the same bytes: the size is fixed before the first one,
+        # so notes appended meanwhile wait for the next export.
+        reader = LogReader(folder, meta)
+        by_type, first_ts, last_ts = count_by_type(reader)
+        count = reader.total
+        warnings = reader.warnings()
+        if markdown:
+            chunks = markdown_export(reader, meta, count, by_type, first_ts, last_ts, reader.problem_count,
+                                     warnings)
+        else:
+            chunks = json_export(reader, meta, count)
+        # A place that cannot take the file is a refusal; a failure while writing
+        # it (a full disk, say) is an unexpected error, as it is for append.
+        refusal = "cannot write %s (%s); choose another --output"
+        try:
+            os.makedirs(output_folder, exist_ok=True)
+        except OSError as error:
+            raise NotesError(refusal % (output, error.strerror)) from None
+        write_file_atomically(output, chunks, refusal)
+        receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
+        return with_warnings(receipt, warnings)
+
+    def restore(self, *, export_file, accept_damaged=False) -> dict:
+        """Bring a session back into the folder from an export (ours or v0's)."""
+        export_path = os.path.abspath(os.path.expanduser(export_file))
+        session, records, problems = load_export(export_path, accept_damaged)
+        folder = resolve_folder(self.folder)
+        log_path = os.path.join(folder, LOG_NAME)
+        # Refusals come before the lock, so that they leave the folder untouched;
+        # the same check runs again under the lock, where it counts.
+        notes_kept_by_restore(folder, session, records)
+        recovered = None
+        with SessionLock(folder):
+            kept = notes_kept_by_restore(folder, session, records)
+            if kept is None:
+                write_restored_session(folder, session, records)
+                restored = len(records)
+            else:
+                recovered = mend_log_tail(folder)
+                missing = records[kept:]
+                if missing:
+                    descriptor = open_log_for_append(log_path)
+                    try:
+                        append_line(descriptor, b"".join(map(record_line, missing)))
+                    finally:
+                        os.close(descriptor)
+                restored = len(missing)
+        receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
+                   "record_count": len(records), "restored": restored, "path": log_path}
+        # With --accept-damaged: what was restored as it is, record by record.
+        with_warnings(receipt, problem_messages(problems, len(problems)))
+        return with_recovered(receipt, recovered)
 
 
 def append_signal(folder, meta, signal):
@@ -1569,57 +1753,6 @@ def check_ref(log_path, note_type, ref):
             "append --type gate --ref %s --status open|deferred|closed" % (ref, ref))
 
 
-def command_tail(args) -> dict:
-    limit = check_limit(args.limit)
-    since, until = parse_time_filter(args.since, "since"), parse_time_filter(args.until, "until")
-    types = set(args.types) if args.types else None
-    folder = resolve_folder(args.dir)
-    meta = require_session(folder)
-    log_path = os.path.join(folder, LOG_NAME)
-    session_id = meta["session_id"]
-    records, warnings = [], []
-    size, in_flight = log_view(folder)
-    descriptor = open_log_for_reading(log_path)
-    if descriptor is None:
-        import io  # already loaded by the interpreter itself
-
-        handle = io.BytesIO()  # no log yet: an empty one to tail
-    else:
-        handle = open(descriptor, "rb")
-    with handle:
-        newer_seq, damaged = None, 0  # damaged: lines since the newer record that hold no seq
-        for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
-            if len(records) >= limit:
-                break
-            if position == 0 and (line == b"" or in_flight):
-                continue  # the log ends with a newline, as it should; or a writer's note is in flight
-            value, kind = parse_line(line) if line is not None else (None, "line_too_long")
-            if position == 0:  # the last line lacks its newline
-                kind = "torn_tail" if value is None else "missing_newline"
-            if kind:
-                warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
-            seq = value.get("seq") if value is not None else None
-            if not is_seq(seq):
-                damaged += position > 0 or value is not None  # a torn tail held no seq; a kept line may have
-            if value is None:
-                continue
-            kinds = check_record(value, session_id)
-            if is_seq(seq):
-                order = seq_order_problem(newer_seq, seq, damaged)  # the newer one, as if read after this
-                if order:
-                    kinds.append((order, None))
-                newer_seq, damaged = seq, 0
-            for kind, detail in kinds:
-                record_id = value["id"] if is_note_id(value.get("id")) else "no id"  # never echo another
-                warnings.append("byte %d (%s): %s" % (offset, record_id, detail or PROBLEM_DETAILS[kind]))
-            if is_usable(kinds) and (types is None or value["type"] in types) and (
-                    since is None or value["ts"] >= since) and (until is None or value["ts"] < until):
-                records.append(value)
-    records.reverse()
-    receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
-    return with_warnings(receipt, bounded_warnings(warnings, len(warnings)))
-
-
 def count_by_type(reader):
     """Read the whole log: (notes by type, first ts, last ts)."""
     by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
@@ -1630,80 +1763,6 @@ def count_by_type(reader):
         first_ts = first_ts or record["ts"]
         last_ts = record["ts"]
     return by_type, first_ts, last_ts
-
-
-def command_summary(args) -> dict:
-    folder = resolve_folder(args.dir)
-    meta = require_session(folder)
-    reader = LogReader(folder, meta)
-    by_type = count_by_type(reader)[0]
-    last = reader.last_record
-    receipt = {
-        "ok": True,
-        "command": "summary",
-        "session_id": meta["session_id"],
-        "path": reader.path,
-        "total": reader.total,
-        "by_type": by_type,
-        "last_note_id": last["id"] if last else None,
-        "last_type": last["type"] if last else None,
-    }
-    return with_warnings(receipt, reader.warnings())
-
-
-def command_verify(args) -> dict:
-    folder = resolve_folder(args.dir)
-    meta = require_session(folder)
-    reader = LogReader(folder, meta)
-    meta_problems = []
-    for key in ("schema_version", "session_id", "created_at", "log_file"):
-        if not isinstance(meta.get(key), str):
-            meta_problems.append(problem(None, None, "meta_field", "%s lacks %s" % (META_NAME, key)))
-    if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != META_SCHEMA:
-        meta_problems.append(problem(None, None, "meta_schema",
-                                     "%s has an unknown schema_version" % META_NAME))
-    for _ in reader.records():
-        pass
-    problems = (meta_problems + reader.problems)[:PROBLEMS_LISTED]
-    count = len(meta_problems) + reader.problem_count
-    receipt = {"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
-               "problems": problems}
-    if count > len(problems):
-        receipt["problems_not_listed"] = count - len(problems)
-    return receipt
-
-
-def command_export(args) -> dict:
-    folder = resolve_folder(args.dir)
-    meta = require_session(folder)
-    markdown = args.format == "md"
-    if args.output:
-        output = os.path.abspath(os.path.expanduser(args.output))
-    else:
-        output = os.path.join(folder, EXPORT_MARKDOWN_NAME if markdown else EXPORT_NAME)
-    check_export_output(folder, output)
-    output_folder = os.path.dirname(output)
-    # Both passes read the same bytes: the size is fixed before the first one,
-    # so notes appended meanwhile wait for the next export.
-    reader = LogReader(folder, meta)
-    by_type, first_ts, last_ts = count_by_type(reader)
-    count = reader.total
-    warnings = reader.warnings()
-    if markdown:
-        chunks = markdown_export(reader, meta, count, by_type, first_ts, last_ts, reader.problem_count,
-                                 warnings)
-    else:
-        chunks = json_export(reader, meta, count)
-    # A place that cannot take the file is a refusal; a failure while writing
-    # it (a full disk, say) is an unexpected error, as it is for append.
-    refusal = "cannot write %s (%s); choose another --output"
-    try:
-        os.makedirs(output_folder, exist_ok=True)
-    except OSError as error:
-        raise NotesError(refusal % (output, error.strerror)) from None
-    write_file_atomically(output, chunks, refusal)
-    receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
-    return with_warnings(receipt, warnings)
 
 
 def check_export_output(folder, output):
@@ -2004,9 +2063,13 @@ class CompactReceipt(dict):
 
 
 def printed_form(result) -> str:
-    """The text main prints for a command's result: markdown as is, else JSON and a newline."""
+    """The text main prints for a command's result: markdown as is, else JSON and a newline.
+
+    A recap in markdown is a receipt whose markdown key holds the text."""
     if isinstance(result, str):
         return result
+    if "markdown" in result:
+        return result["markdown"]
     if isinstance(result, CompactReceipt):
         return compact_json(result) + "\n"
     return pretty_json(result) + "\n"
@@ -2020,78 +2083,88 @@ def printed_size(result) -> int:
 CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in RECAP_LISTS)
 
 
-def recap_hints(cut, counts, unconfirmed_total):
-    """How to see what recap left out: the tail of the types cut, and a wider recap for unconfirmed notes."""
-    types = [note_type for note_type in NOTE_TYPES
-             if any(cut.get(name) for list_type, name in RECAP_LISTS if list_type == note_type)
-             or note_type == "gate" and any(cut.get(status + "_gates") for status in GATE_STATUSES)]
-    hints = []
-    if types:
-        hints.append("tail %s --limit %d" % (" ".join("--type " + note_type for note_type in types),
-                                             sum(counts[note_type] for note_type in types)))
-    if cut.get("unconfirmed"):
-        hints.append("recap --limit %d" % unconfirmed_total)
-    return hints
+class Recap:
+    """What recap found, before it is fitted to its byte budget; the JSON receipt and the markdown render from it.
+
+    The lists are whole (within --limit) and oldest first.  Open and
+    deferred gates, unconfirmed notes, mode, shape and warnings are never
+    left out; the entries of CUTTABLE_RECAP_LISTS go oldest first (by the seq
+    each was last changed at) until the printed form fits."""
+
+    def __init__(self, receipt, ages, limit_cut, counts, unconfirmed_total):
+        self.receipt = receipt                      # a CompactReceipt with every list
+        self.limit_cut = limit_cut                  # entries --limit left out, by list name
+        self.counts = counts                        # notes by type, for the hints
+        self.unconfirmed_total = unconfirmed_total  # unconfirmed notes before --limit
+        self.dropped_order = sorted((age, name, index) for name in CUTTABLE_RECAP_LISTS
+                                    for index, age in enumerate(ages[name]))
+
+    def hints(self, cut):
+        """How to see what recap left out: the tail of the types cut, and a wider recap for unconfirmed notes."""
+        types = [note_type for note_type in NOTE_TYPES
+                 if any(cut.get(name) for list_type, name in RECAP_LISTS if list_type == note_type)
+                 or note_type == "gate" and any(cut.get(status + "_gates") for status in GATE_STATUSES)]
+        hints = []
+        if types:
+            hints.append("tail %s --limit %d" % (" ".join("--type " + note_type for note_type in types),
+                                                 sum(self.counts[note_type] for note_type in types)))
+        if cut.get("unconfirmed"):
+            hints.append("recap --limit %d" % self.unconfirmed_total)
+        return hints
+
+    def without(self, count):
+        """The receipt without the `count` oldest entries that may go, saying what was cut and how to see it."""
+        dropped = {}
+        for _, name, _ in self.dropped_order[:count]:
+            dropped[name] = dropped.get(name, 0) + 1
+        result = CompactReceipt(self.receipt)
+        for name, number in dropped.items():
+            result[name] = self.receipt[name][number:]
+        cut = {name: self.limit_cut.get(name, 0) + dropped.get(name, 0)
+               for name in ("open_gates", "deferred_gates", "unconfirmed") + CUTTABLE_RECAP_LISTS}
+        truncated = {name: number for name, number in cut.items() if number}
+        warnings = result.pop("warnings", None)
+        if truncated:
+            result["truncated"] = truncated
+            result["see_truncated"] = self.hints(truncated)
+        return with_warnings(result, warnings)
+
+    def rendered(self, count, markdown):
+        """The printed form without the `count` oldest entries: the receipt, or its markdown text."""
+        shown = self.without(count)
+        # Lists are kept oldest first while fitting (the oldest go first);
+        # closed gates are shown newest first, the closing a reader most needs.
+        shown["closed_gates"] = shown["closed_gates"][::-1]
+        return recap_markdown(shown) if markdown else shown
+
+    def fitted(self, max_bytes, markdown=False):
+        """The printed form with the fewest oldest entries left out that make it fit max_bytes.
+
+        When what is never left out exceeds the budget alone, recap refuses
+        and says the size that would do."""
+        whole = self.rendered(0, markdown)
+        if printed_size(whole) <= max_bytes:
+            return whole
+        fits, fails = len(self.dropped_order), 0
+        smallest = self.rendered(fits, markdown)
+        needed = printed_size(smallest)
+        if needed > max_bytes:
+            raise NotesError(
+                "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed "
+                "notes, mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, "
+                "or with a smaller --limit" % (needed, max_bytes, needed))
+        while fits - fails > 1:  # bisect: fewer entries left out means more of the state is shown
+            middle = (fits + fails) // 2
+            candidate = self.rendered(middle, markdown)
+            if printed_size(candidate) <= max_bytes:
+                fits, smallest = middle, candidate
+            else:
+                fails = middle
+        return smallest
 
 
-def recap_cut_down(recap, dropped_order, count, limit_cut, counts, unconfirmed_total):
-    """The recap without the `count` oldest entries of dropped_order, saying what was cut and how to see it."""
-    dropped = {}
-    for _, name, _ in dropped_order[:count]:
-        dropped[name] = dropped.get(name, 0) + 1
-    result = CompactReceipt(recap)
-    for name, number in dropped.items():
-        result[name] = recap[name][number:]
-    cut = {name: limit_cut.get(name, 0) + dropped.get(name, 0)
-           for name in ("open_gates", "deferred_gates", "unconfirmed") + CUTTABLE_RECAP_LISTS}
-    truncated = {name: number for name, number in cut.items() if number}
-    warnings = result.pop("warnings", None)
-    if truncated:
-        result["truncated"] = truncated
-        result["see_truncated"] = recap_hints(truncated, counts, unconfirmed_total)
-    return with_warnings(result, warnings)
-
-
-def fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, max_bytes):
-    """The recap rendered for printing, with the fewest oldest entries left out that make it fit max_bytes.
-
-    ages holds the seq of each entry of the lists that may lose entries.
-    Open and deferred gates, unconfirmed notes, mode, shape and warnings are
-    never left out: when they alone exceed the budget, recap refuses and says
-    the size that would do."""
-    dropped_order = sorted((age, name, index) for name in CUTTABLE_RECAP_LISTS
-                           for index, age in enumerate(ages[name]))
-
-    def rendered_without(count):
-        return render(recap_cut_down(recap, dropped_order, count, limit_cut, counts, unconfirmed_total))
-
-    whole = rendered_without(0)
-    if printed_size(whole) <= max_bytes:
-        return whole
-    fits, fails = len(dropped_order), 0
-    smallest = rendered_without(fits)
-    needed = printed_size(smallest)
-    if needed > max_bytes:
-        raise NotesError(
-            "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed notes, "
-            "mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, or with a "
-            "smaller --limit" % (needed, max_bytes, needed))
-    while fits - fails > 1:  # bisect: fewer entries left out means more of the state is shown
-        middle = (fits + fails) // 2
-        candidate = rendered_without(middle)
-        if printed_size(candidate) <= max_bytes:
-            fits, smallest = middle, candidate
-        else:
-            fails = middle
-    return smallest
-
-
-def command_recap(args) -> dict:
-    limit = check_limit(args.limit)
-    if args.max_bytes < 1:
-        raise NotesError("--max-bytes must be 1 or more (got %d)" % args.max_bytes)
-    folder = resolve_folder(args.dir)
-    meta = require_session(folder)
+def read_recap(folder, meta, limit):
+    """Read the log twice (history, then live notes) and gather the Recap of the session."""
     reader = LogReader(folder, meta)
     superseded, gates, changed_at, counts = recap_history(reader)
     warnings = reader.warnings()
@@ -2100,7 +2173,7 @@ def command_recap(args) -> dict:
     by_status = recap_gates(gates, changed_at, limit, limit_cut, unconfirmed)
     unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
     lists = dict(kept, closed_gates=by_status["closed"])
-    recap = CompactReceipt(
+    receipt = CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
         mode=latest["mode"], shape=latest["shape"],
         open_gates=[item for _, item in by_status["open"]],
@@ -2108,20 +2181,12 @@ def command_recap(args) -> dict:
         unconfirmed=[item for _, item in unconfirmed],
         closed_gates=[item for _, item in by_status["closed"]])
     for name, entries in kept.items():
-        recap[name] = [item for _, item in entries]
-    recap["superseded_count"] = len(superseded)
-    recap["export_lag"] = export_lag(folder, meta["session_id"], reader.total)
-    with_warnings(recap, warnings)
+        receipt[name] = [item for _, item in entries]
+    receipt["superseded_count"] = len(superseded)
+    receipt["export_lag"] = export_lag(folder, meta["session_id"], reader.total)
+    with_warnings(receipt, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
-    form = recap_markdown if args.format == "md" else CompactReceipt
-
-    def render(fitted):
-        # Lists are kept oldest first while fitting (the oldest go first);
-        # closed gates are shown newest first, the closing a reader most needs.
-        shown = CompactReceipt(fitted)
-        shown["closed_gates"] = fitted["closed_gates"][::-1]
-        return form(shown)
-    return fit_recap(recap, ages, limit_cut, counts, unconfirmed_total, render, args.max_bytes)
+    return Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
 
 
 def one_line(value) -> str:
@@ -2273,17 +2338,6 @@ def export_shape_problem(export) -> str | None:
     return None
 
 
-def problem_messages(problems: list, count: int) -> list:
-    """Problems (verify's entries) as bounded warnings: where, then what."""
-    messages = []
-    for entry in problems[:WARNINGS_LISTED]:
-        where = "" if entry["line"] is None else "line %d" % entry["line"]
-        if entry["id"]:
-            where += " (%s)" % entry["id"]
-        messages.append("%s: %s" % (where, entry["detail"]) if where else entry["detail"])
-    return bounded_warnings(messages, count)
-
-
 def notes_kept_by_restore(folder, session, records):
     """How many export records the folder already holds (None: a fresh start); refuse the rest."""
     if restore_cut_short(folder, session, records):
@@ -2354,37 +2408,6 @@ def write_restored_session(folder, session, records):
     write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
 
 
-def command_restore(args) -> dict:
-    export_path = os.path.abspath(os.path.expanduser(args.export_file))
-    session, records, problems = load_export(export_path, args.accept_damaged)
-    folder = resolve_folder(args.dir)
-    log_path = os.path.join(folder, LOG_NAME)
-    # Refusals come before the lock, so that they leave the folder untouched;
-    # the same check runs again under the lock, where it counts.
-    notes_kept_by_restore(folder, session, records)
-    recovered = None
-    with SessionLock(folder):
-        kept = notes_kept_by_restore(folder, session, records)
-        if kept is None:
-            write_restored_session(folder, session, records)
-            restored = len(records)
-        else:
-            recovered = mend_log_tail(folder)
-            missing = records[kept:]
-            if missing:
-                descriptor = open_log_for_append(log_path)
-                try:
-                    append_line(descriptor, b"".join(map(record_line, missing)))
-                finally:
-                    os.close(descriptor)
-            restored = len(missing)
-    receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
-               "record_count": len(records), "restored": restored, "path": log_path}
-    # With --accept-damaged: what was restored as it is, record by record.
-    with_warnings(receipt, problem_messages(problems, len(problems)))
-    return with_recovered(receipt, recovered)
-
-
 def mend_log_tail(folder):
     """Under the lock, before restore adds notes: mend the end of the log a crash left, as append does."""
     descriptor = open_log_for_append(os.path.join(folder, LOG_NAME))
@@ -2397,14 +2420,242 @@ def mend_log_tail(folder):
 
 
 # --------------------------------------------------------------------------
-# The MCP adapter over those same functions
+# Command line: one table of commands and options, the parser built from it
+
+PROGRAM_DESCRIPTION = (
+    "Append-only memory log for Memory-Assisted Shaping: stamps, numbers and checksums each "
+    "memory signal, and reads the session back.")
+
+
+class Option:
+    """One option of a command: its flag, the keyword of the Session method it fills, and how argparse reads it.
+
+    A flag without a leading dash is a positional argument.  settings are
+    argparse's (type, default, action, const), and choices: the words the
+    option takes, which the parser and MCP check with the same words."""
+
+    def __init__(self, flag, name, metavar, help_text, **settings):
+        self.flag, self.name, self.metavar, self.help_text = flag, name, metavar, help_text
+        self.settings = settings
+
+    def parser_settings(self) -> dict:
+        """The settings argparse takes: choices become a type that suggests the nearest word for a typo."""
+        settings = dict(self.settings)
+        if "choices" in settings:
+            settings["type"] = one_of(self.flag.lstrip("-"), settings.pop("choices"))
+        return settings
+
+
+class Command:
+    """One command: what it does, its options, an example for --help, and the Session method it runs.
+
+    method is None for mcp, which serves the Session methods instead of running one."""
+
+    def __init__(self, purpose, options, example, method):
+        self.purpose, self.options, self.example, self.method = purpose, options, example, method
+
+
+# The one table: the parser, its --help, and the MCP tool schemas are built from it.
+COMMANDS = {
+    "init": Command("Start a session in the folder, or report the one already there.", [],
+                    "python3 -S notes.py init", "init"),
+    "append": Command("Append one memory signal to the log and print its receipt.", [
+        # --type and --text are required, but checked by clean_signal rather
+        # than argparse: a misspelt option is then named as the mistake,
+        # instead of hidden behind "--text is required".
+        Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
+               choices=NOTE_TYPES),
+        Option("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
+               "standard input" % TEXT_LIMIT),
+        Option("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
+               "standard input" % EFFECT_LIMIT),
+        Option("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)"),
+        Option("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
+               choices=GATE_STATUSES),
+        Option("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
+               choices=PROVENANCES),
+        Option("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
+               choices=EVIDENCE_LEVELS),
+    ], 'python3 -S notes.py append --type decision --text "The log stays append-only."', "append"),
+    "tail": Command("Print the last records, oldest first, optionally filtered.", [
+        Option("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
+               type=int, default=TAIL_DEFAULT_LIMIT),
+        Option("--type", "types", "TYPE", "keep only this type; repeat for several",
+               action="append", choices=NOTE_TYPES),
+        Option("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
+        Option("--until", "until", "TS", "keep records before TS (same forms)"),
+    ], "python3 -S notes.py tail --limit 3 --type gate", "tail"),
+    "summary": Command("Print the number of records by type and the last note.", [],
+                       "python3 -S notes.py summary", "summary"),
+    "recap": Command("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
+                     "discards and more, within a size budget.", [
+        Option("--limit", "limit", "N", "items kept per list, newest first (default %d)" % RECAP_DEFAULT_LIMIT,
+               type=int, default=RECAP_DEFAULT_LIMIT),
+        Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
+        Option("--max-bytes", "max_bytes", "N", "print at most N bytes, leaving out the oldest entries that can "
+               "go (default %d)" % RECAP_DEFAULT_MAX_BYTES, type=int, default=RECAP_DEFAULT_MAX_BYTES),
+    ], "python3 -S notes.py recap --format md", "recap"),
+    "verify": Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
+                      "python3 -S notes.py verify", "verify"),
+    "export": Command("Write the whole session to one file (JSON by default, or a markdown audit document).", [
+        Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
+               "folder)" % (EXPORT_NAME, EXPORT_MARKDOWN_NAME)),
+        Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
+    ], "python3 -S notes.py export --output /mnt/data/session_export.json", "export"),
+    "restore": Command("Bring a session back into the folder from a session_export.json.", [
+        Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)"),
+        Option("--accept-damaged", "accept_damaged", None,
+               "restore a damaged export anyway: every record exactly as the export holds it, nothing "
+               "repaired or dropped (verify then reports the same problems)",
+               action="store_const", const=True, default=False),
+    ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json", "restore"),
+    "mcp": Command("Serve append, recap, tail, summary, verify and export as MCP tools over stdio, until the "
+                   "end of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp", None),
+}
+DIR_HELP = "session folder (default: $%s, else the folder that holds notes.py)" % DIR_VARIABLE
+
+
+# Options people reach for by habit, and the option that does that job here.
+HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
+                    "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
+
+
+def closest(word, choices):
+    """The choice nearest to a misspelt word, or None."""
+    import difflib  # only a mistake needs it
+
+    matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
+    return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
+
+
+def see_help(command=None):
+    """Where the help of the command that was used lives."""
+    return "(see: %s %s--help)" % (invoked_as(), command + " " if command else "")
+
+
+def one_of(name, allowed):
+    """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
+    import argparse
+
+    def check(value):
+        if value in allowed:
+            return value
+        guess = closest(value, allowed)
+        raise argparse.ArgumentTypeError("unknown %s %r; %suse one of: %s" % (
+            name, value, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
+    return check
+
+
+def build_parser():
+    """The one argument parser: every command, its options, help texts and usage errors."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            command = self.prog.split(" ", 1)[1] if " " in self.prog else None
+            if command is None and "invalid choice: " in message:
+                word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
+                guess = closest(word, list(COMMANDS))
+                message = "unknown command %r; %scommands: %s" % (
+                    word, "did you mean %s? " % guess if guess else "", ", ".join(COMMANDS))
+            raise NotesError("%s %s" % (message, see_help(command)))
+
+    program = invoked_as()
+    parser = Parser(prog=CONSOLE_COMMAND if program == CONSOLE_COMMAND else "notes.py",
+                    description=PROGRAM_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+                    epilog="example:\n  %s append --type gate --text \"Host runtime is undecided.\"\n\n"
+                           "run '%s COMMAND --help' for a command's options" % (program, program))
+    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
+    parser.add_argument("--dir", help=DIR_HELP)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.purpose, description=command.purpose,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter,
+                                  epilog="example:\n  " + command.example.replace(SCRIPT_COMMAND, program, 1))
+        sub.add_argument("--dir", default=argparse.SUPPRESS, help=DIR_HELP)
+        for option in command.options:
+            settings = option.parser_settings()
+            if option.flag.startswith("-"):
+                sub.add_argument(option.flag, dest=option.name, metavar=option.metavar, help=option.help_text,
+                                 **settings)
+            else:
+                sub.add_argument(option.name, metavar=option.metavar, help=option.help_text, **settings)
+    return parser
+
+
+def parse_arguments(argv):
+    """Parse argv with the one parser; name an unknown option as the mistake it is."""
+    arguments, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        word = unknown[0]
+        if not word.startswith("-"):
+            raise NotesError("unexpected argument %r after %s; put quotes around a text that holds "
+                             "spaces %s" % (word, arguments.command, see_help(arguments.command)))
+        flag = word.split("=", 1)[0]
+        flags = ["--dir"] + [option.flag for option in COMMANDS[arguments.command].options
+                             if option.flag.startswith("-")]
+        guess = HABITUAL_OPTIONS.get(flag) if HABITUAL_OPTIONS.get(flag) in flags else closest(flag, flags)
+        raise NotesError("%s has no option %s; %s%s" % (
+            arguments.command, flag, "use %s instead " % guess if guess else "", see_help(arguments.command)))
+    check_dir_argument(arguments.dir)
+    return arguments
+
+
+def value_from_stdin(text, effect) -> tuple:
+    """(text, effect), with the one given as "-" read from standard input as UTF-8, byte for byte.
+
+    A shell expands $ and runs backticks inside double quotes; a quoted
+    here-document or a pipe hands the bytes over untouched.  The stream holds
+    one value, so only one of the two may ask for it."""
+    if text != "-" and effect != "-":
+        return text, effect
+    if text == "-" and effect == "-":
+        raise NotesError("--text - and --effect - both ask for standard input, which carries one value; "
+                         "read one of them from standard input and pass the other as an argument")
+    name = "text" if text == "-" else "effect"
+    if sys.stdin is None:  # started with standard input closed
+        raise NotesError("--%s - reads standard input, but there is none; pipe the value in or pass it "
+                         "as an argument" % name)
+    data = getattr(sys.stdin, "buffer", sys.stdin).read(STDIN_LIMIT + 1)
+    if len(data) > STDIN_LIMIT:
+        raise NotesError("standard input for --%s holds more than %d bytes; a memory signal is a minimal "
+                         "pointer of at most %d characters" % (name, STDIN_LIMIT,
+                                                               TEXT_LIMIT if name == "text" else EFFECT_LIMIT))
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise NotesError("standard input for --%s is not valid UTF-8 (byte %d); send the text as "
+                             "UTF-8" % (name, error.start)) from None
+    return (data, effect) if name == "text" else (text, data)
+
+
+def cli_keywords(arguments) -> dict:
+    """The keyword arguments of the command's Session method, from the parsed command line."""
+    keywords = {option.name: getattr(arguments, option.name) for option in COMMANDS[arguments.command].options}
+    if "text" in keywords:  # "-" reads standard input, which only the command line has
+        keywords["text"], keywords["effect"] = value_from_stdin(keywords["text"], keywords["effect"])
+    return keywords
+
+
+def error_receipt(error):
+    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    if isinstance(error, NotesError):
+        message = error.message if error.help_for is None else "%s %s" % (error.message, see_help(error.help_for))
+        return {"ok": False, "error": message, **error.details}
+    return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+
+
+# --------------------------------------------------------------------------
+# MCP: the same Session methods as tools over stdio
 #
 # `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
-# A tool call is turned into the argument list a user would type, parsed as
-# the command line parses it (parse_arguments) and run by the same command
-# function, so every check, lock and receipt is the command line's.  Nothing
-# is held between calls: each call takes and releases the session lock as
-# one CLI run does.
+# A tool call's arguments go to the Session method of its name as keyword
+# arguments, each checked in the command line's words (the same option table
+# and conversions), so every check, lock and receipt is the command line's.
+# Nothing is held between calls: each call takes and releases the session
+# lock as one CLI run does.
 
 MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 # The stateless revision: no handshake, the version rides in each request's _meta.
@@ -2439,9 +2690,9 @@ MCP_CONTRACTS = (
 
 MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
                     "openWorldHint": False}
-# Each tool runs the command of its name, through COMMAND_FUNCTIONS as main
-# does.  Here: the options of that command it takes (destinations in
-# COMMANDS), those its schema marks required (append's are checked by
+# Each tool runs the Session method of its command, as the command line
+# does.  Here: the options of that command it takes (names in COMMANDS),
+# those its schema marks required (append's are checked by
 # clean_signal, not argparse, so COMMANDS does not say), and its annotations.
 # An identical append retried at once is answered as a duplicate, hence
 # idempotent; an export may replace the file at its output path, hence
@@ -2468,10 +2719,9 @@ class ProtocolError(Exception):
 
 
 def mcp_options(command):
-    """The options of a command its tool takes: destination -> (flag, help, argparse settings)."""
+    """The options of a command its tool takes: name -> Option."""
     taken, _, _ = MCP_TOOLS[command]
-    return {destination: (flag, help_text, extra) for flag, destination, _, help_text, extra
-            in COMMANDS[command][1] if destination in taken}
+    return {option.name: option for option in COMMANDS[command].options if option.name in taken}
 
 
 def mcp_tool_listing(command):
@@ -2481,53 +2731,69 @@ def mcp_tool_listing(command):
     a tool never offers what the parser would refuse."""
     _, marked_required, hints = MCP_TOOLS[command]
     properties, required = {}, []
-    for destination, (_, help_text, extra) in mcp_options(command).items():
+    for name, option in mcp_options(command).items():
+        extra = option.settings
         schema = {"type": "integer" if extra.get("type") is int else "string"}
         if "choices" in extra:
             schema["enum"] = list(extra["choices"])
         if extra.get("action") == "append":
             schema = {"type": "array", "items": schema}
-        schema["description"] = help_text
+        schema["description"] = option.help_text
         if extra.get("default") is not None:
             schema["default"] = extra["default"]
-        properties[destination] = schema
-        if extra.get("required") or destination in marked_required:
-            required.append(destination)
+        properties[name] = schema
+        if extra.get("required") or name in marked_required:
+            required.append(name)
     input_schema = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         input_schema["required"] = required
-    return {"name": command, "title": command.capitalize(), "description": COMMANDS[command][0],
+    return {"name": command, "title": command.capitalize(), "description": COMMANDS[command].purpose,
             "inputSchema": input_schema, "annotations": hints}
 
 
-def mcp_command_line(folder, command, arguments):
-    """The argument list a user would type for this tool call.
+def mcp_keywords(command, arguments):
+    """The keyword arguments of the tool's Session method: each option it takes, as given or its default.
 
-    Every value goes as --flag=value, so a text that starts with a dash stays
-    a value.  Arguments no flag could carry are refused here, in the CLI's tone."""
+    What no flag could carry is refused first, for every argument; then each
+    value is read as argparse reads its option, in the same order and words."""
     options = mcp_options(command)
-    argv = ([] if folder is None else ["--dir=" + folder]) + [command]
     for name, value in arguments.items():
         if name not in options:
             raise NotesError("%s takes no argument %r; its arguments are: %s"
                              % (command, name, ", ".join(options) or "none"))
-        if value is None:
-            continue
         if value == "-" and name in ("text", "effect"):
             # On the command line "-" reads standard input, which here carries the protocol itself.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
-        flag, _, extra = options[name]
-        many = extra.get("action") == "append"
-        kind = "an integer" if extra.get("type") is int else "a string"
-        for item in value if many and isinstance(value, list) else [value]:
-            if kind == "an integer" and isinstance(item, int) and not isinstance(item, bool):
-                item = str(item)
-            if not isinstance(item, str):
+        many = options[name].settings.get("action") == "append"
+        kind = "an integer" if options[name].settings.get("type") is int else "a string"
+        for item in value if many and isinstance(value, list) else [] if value is None else [value]:
+            if not (isinstance(item, str) or kind == "an integer" and type(item) is int):
                 raise NotesError("argument %r of %s must be %s%s" % (
                     name, command, "a list of strings or " if many else "", kind))
-            argv.append(flag + "=" + item)
-    return argv
+    keywords = {name: option.settings.get("default") for name, option in options.items()}
+    for name, value in arguments.items():
+        if value is not None:
+            many = options[name].settings.get("action") == "append"
+            items = [mcp_value(command, options[name], item) for item in (value if isinstance(value, list) else [value])]
+            keywords[name] = items if many else items[0]
+    return keywords
+
+
+def mcp_value(command, option, item):
+    """One tool argument read as argparse reads the option's value from the command line, refused in its words."""
+    import argparse
+
+    convert = option.parser_settings().get("type")
+    if convert is None:
+        return item
+    try:
+        return convert(str(item))
+    except argparse.ArgumentTypeError as error:
+        message = str(error)
+    except (TypeError, ValueError):
+        message = "invalid %s value: %r" % (getattr(convert, "__name__", repr(convert)), str(item))
+    raise NotesError("argument %s: %s %s" % (option.flag, message, see_help(command)))
 
 
 def mcp_call_tool(folder, params):
@@ -2541,8 +2807,8 @@ def mcp_call_tool(folder, params):
     if not isinstance(arguments, dict):
         raise ProtocolError(RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        args = parse_arguments(mcp_command_line(folder, name, arguments))
-        receipt = COMMAND_FUNCTIONS[name](args)
+        keywords = mcp_keywords(name, arguments)
+        receipt = getattr(Session(folder), COMMANDS[name].method)(**keywords)
         failed = False
     except Exception as error:  # noqa: BLE001 - a NotesError too: as main reports it, and the server goes on
         receipt, failed = error_receipt(error), True
@@ -2696,10 +2962,10 @@ def mcp_answer_line(folder, line):
     return answers or None
 
 
-def command_mcp(args) -> None:
+def serve_mcp(folder) -> None:
     """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
 
-    The server keeps only the --dir it was given: no lock, no open file, no
+    The server keeps only the folder it was given: no lock, no open file, no
     parsed state between calls.  A client that closes its end raises
     BrokenPipeError, which main handles as for any command."""
     import signal
@@ -2725,186 +2991,20 @@ def command_mcp(args) -> None:
         elif not line.strip():
             continue
         else:
-            answer = mcp_answer_line(args.dir, line)
+            answer = mcp_answer_line(folder, line)
         if answer is not None:
-            sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
-            sink.flush()
+            mcp_send(sink, answer)
     return None  # main prints nothing: stdout carried only JSON-RPC
 
 
-# --------------------------------------------------------------------------
-# The parser
-
-PROGRAM_DESCRIPTION = (
-    "Append-only memory log for Memory-Assisted Shaping: stamps, numbers and checksums each "
-    "memory signal, and reads the session back.")
-
-# One entry per command: purpose, options, example.  An option is
-# (flag, destination, metavar, help, extra): extra holds argparse settings.
-COMMANDS = {
-    "init": ("Start a session in the folder, or report the one already there.", [],
-             "python3 -S notes.py init"),
-    "append": ("Append one memory signal to the log and print its receipt.", [
-        # --type and --text are required, but checked by clean_signal rather
-        # than argparse: a misspelt option is then named as the mistake,
-        # instead of hidden behind "--text is required".
-        ("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
-         {"choices": NOTE_TYPES}),
-        ("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
-         "standard input" % TEXT_LIMIT, {}),
-        ("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
-         "standard input" % EFFECT_LIMIT, {}),
-        ("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)", {}),
-        ("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
-         {"choices": GATE_STATUSES}),
-        ("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
-         {"choices": PROVENANCES}),
-        ("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
-         {"choices": EVIDENCE_LEVELS}),
-    ], 'python3 -S notes.py append --type decision --text "The log stays append-only."'),
-    "tail": ("Print the last records, oldest first, optionally filtered.", [
-        ("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
-         {"type": int, "default": TAIL_DEFAULT_LIMIT}),
-        ("--type", "types", "TYPE", "keep only this type; repeat for several",
-         {"action": "append", "choices": NOTE_TYPES}),
-        ("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)", {}),
-        ("--until", "until", "TS", "keep records before TS (same forms)", {}),
-    ], "python3 -S notes.py tail --limit 3 --type gate"),
-    "summary": ("Print the number of records by type and the last note.", [],
-                "python3 -S notes.py summary"),
-    "recap": ("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
-              "discards and more, within a size budget.", [
-        ("--limit", "limit", "N", "items kept per list, newest first (default %d)" % RECAP_DEFAULT_LIMIT,
-         {"type": int, "default": RECAP_DEFAULT_LIMIT}),
-        ("--format", "format", "FORMAT", "json (default) or md", {"choices": ("json", "md"), "default": "json"}),
-        ("--max-bytes", "max_bytes", "N", "print at most N bytes, leaving out the oldest entries that can go "
-         "(default %d)" % RECAP_DEFAULT_MAX_BYTES, {"type": int, "default": RECAP_DEFAULT_MAX_BYTES}),
-    ], "python3 -S notes.py recap --format md"),
-    "verify": ("Check the meta and every line of the log; exit 3 when problems are found.", [],
-               "python3 -S notes.py verify"),
-    "export": ("Write the whole session to one file (JSON by default, or a markdown audit document).", [
-        ("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session folder)"
-         % (EXPORT_NAME, EXPORT_MARKDOWN_NAME), {}),
-        ("--format", "format", "FORMAT", "json (default) or md", {"choices": ("json", "md"), "default": "json"}),
-    ], "python3 -S notes.py export --output /mnt/data/session_export.json"),
-    "restore": ("Bring a session back into the folder from a session_export.json.", [
-        ("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)", {}),
-        ("--accept-damaged", "accept_damaged", None,
-         "restore a damaged export anyway: every record exactly as the export holds it, nothing "
-         "repaired or dropped (verify then reports the same problems)",
-         {"action": "store_const", "const": True, "default": False}),
-    ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json"),
-    "mcp": ("Serve append, recap, tail, summary, verify and export as MCP tools over stdio, until the end "
-            "of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp"),
-}
-DIR_HELP = "session folder (default: $%s, else the folder that holds notes.py)" % DIR_VARIABLE
-
-
-# Options people reach for by habit, and the option that does that job here.
-HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
-                    "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
-
-
-def closest(word, choices):
-    """The choice nearest to a misspelt word, or None."""
-    import difflib  # only a mistake needs it
-
-    matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
-    return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
-
-
-def see_help(command=None):
-    """Where the help of the command that was used lives."""
-    return "(see: %s %s--help)" % (invoked_as(), command + " " if command else "")
-
-
-def one_of(name, allowed):
-    """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
-    import argparse
-
-    def check(value):
-        if value in allowed:
-            return value
-        guess = closest(value, allowed)
-        raise argparse.ArgumentTypeError("unknown %s %r; %suse one of: %s" % (
-            name, value, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
-    return check
-
-
-def build_parser():
-    """The one argument parser: every command, its options, help texts and usage errors."""
-    import argparse
-
-    class Parser(argparse.ArgumentParser):
-        def error(self, message):
-            command = self.prog.split(" ", 1)[1] if " " in self.prog else None
-            if command is None and "invalid choice: " in message:
-                word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
-                guess = closest(word, list(COMMANDS))
-                message = "unknown command %r; %scommands: %s" % (
-                    word, "did you mean %s? " % guess if guess else "", ", ".join(COMMANDS))
-            raise NotesError("%s %s" % (message, see_help(command)))
-
-    program = invoked_as()
-    parser = Parser(prog=CONSOLE_COMMAND if program == CONSOLE_COMMAND else "notes.py",
-                    description=PROGRAM_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
-                    epilog="example:\n  %s append --type gate --text \"Host runtime is undecided.\"\n\n"
-                           "run '%s COMMAND --help' for a command's options" % (program, program))
-    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
-    parser.add_argument("--dir", help=DIR_HELP)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
-    for name, (purpose, options, example) in COMMANDS.items():
-        sub = commands.add_parser(name, help=purpose, description=purpose,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                  epilog="example:\n  " + example.replace(SCRIPT_COMMAND, program, 1))
-        sub.add_argument("--dir", default=argparse.SUPPRESS, help=DIR_HELP)
-        for flag, destination, metavar, help_text, extra in options:
-            settings = dict(extra)
-            if "choices" in settings:
-                settings["type"] = one_of(flag.lstrip("-"), settings.pop("choices"))
-            if flag.startswith("-"):
-                sub.add_argument(flag, dest=destination, metavar=metavar, help=help_text, **settings)
-            else:
-                sub.add_argument(destination, metavar=metavar, help=help_text, **settings)
-    return parser
-
-
-
-
-def parse_arguments(argv):
-    """Parse argv with the one parser; name an unknown option as the mistake it is."""
-    arguments, unknown = build_parser().parse_known_args(argv)
-    if unknown:
-        word = unknown[0]
-        if not word.startswith("-"):
-            raise NotesError("unexpected argument %r after %s; put quotes around a text that holds "
-                             "spaces %s" % (word, arguments.command, see_help(arguments.command)))
-        flag = word.split("=", 1)[0]
-        flags = ["--dir"] + [option[0] for option in COMMANDS[arguments.command][1] if option[0].startswith("-")]
-        guess = HABITUAL_OPTIONS.get(flag) if HABITUAL_OPTIONS.get(flag) in flags else closest(flag, flags)
-        raise NotesError("%s has no option %s; %s%s" % (
-            arguments.command, flag, "use %s instead " % guess if guess else "", see_help(arguments.command)))
-    if arguments.dir is not None and not arguments.dir.strip():
-        raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
-    return arguments
-
-
-COMMAND_FUNCTIONS = {
-    "init": command_init,
-    "append": command_append,
-    "tail": command_tail,
-    "summary": command_summary,
-    "recap": command_recap,
-    "verify": command_verify,
-    "export": command_export,
-    "restore": command_restore,
-    "mcp": command_mcp,
-}
+def mcp_send(sink, answer):
+    """Write one answer to the MCP stream: the one place that writes there."""
+    sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
+    sink.flush()
 
 
 # --------------------------------------------------------------------------
-# The entry point: the only place that prints
+# Entry: main, the one place that prints for the command line, and the dispatch
 
 def silence_stdout():
     """Point stdout at the null device once it cannot be written to.
@@ -2936,18 +3036,19 @@ def print_result(result):
     sys.stdout.flush()
 
 
-def error_receipt(error):
-    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
-    if isinstance(error, NotesError):
-        return {"ok": False, "error": error.message, **error.details}
-    return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+def dispatch(arguments):
+    """Run the parsed command: serve MCP, or call the command's Session method; return what to print."""
+    command = COMMANDS[arguments.command]
+    if command.method is None:
+        return serve_mcp(arguments.dir)
+    keywords = cli_keywords(arguments)
+    return getattr(Session(arguments.dir), command.method)(**keywords)
 
 
 def run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
-        arguments = parse_arguments(argv)
-        result = COMMAND_FUNCTIONS[arguments.command](arguments)
+        result = dispatch(parse_arguments(argv))
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, EXIT_OK if ok else EXIT_INTEGRITY
     except SystemExit as request:  # --help or --version, printed by argparse
