@@ -660,6 +660,15 @@ def seq_order_problem(seq, highest: int, damaged: int) -> str | None:
     return "seq_repeated" if seq <= highest else "seq_gap"
 
 
+def unterminated_line_problem(value) -> str:
+    """The verdict on a last line without its newline: a JSON object only lacks it; anything else was torn."""
+    return "torn_tail" if value is None else "missing_newline"
+
+
+# Problems of a line as bytes, not of the record it holds: tail names them by offset alone.
+LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long"))
+
+
 def problem(line, record_id, kind: str, detail: str | None = None) -> dict:
     """One entry of verify's problem list."""
     return {"line": line, "id": record_id, "kind": kind, "detail": detail or PROBLEM_DETAILS[kind]}
@@ -1245,67 +1254,81 @@ def read_lines_forward(handle, size, limit=LINE_LIMIT):
             yield None, line.endswith(b"\n")
 
 
-class LogTail:
-    """What a writer needs from the end of the log, found without reading the rest.
+class BackwardScan:
+    """One walk over the log from its end: each line as (offset, record or None, problems), newest first.
 
-    Only the bytes after the last newline can be a torn tail: a complete line
-    stays whatever it holds, and one that is not a record with a seq counts as
-    having held the next seq, so that no seq is ever issued twice."""
+    The one place for the rules read from the end.  The torn-tail verdict:
+    only the bytes after the last newline can be torn (a complete line stays,
+    whatever it holds), and they are torn unless they hold a JSON object,
+    which only lacks its newline.  The next seq: a line that is not a record
+    with a seq counts as having held one, so that no seq is ever issued twice;
+    the highest is certain once two records in a row have consecutive seqs
+    (two records in a healthy log), so that a late or repeated seq at the end
+    cannot hide a higher one.  Seq order: each record's seq is checked against
+    the record after it, as if that one were read after it (seq_order_problem).
 
-    def __init__(self, handle, size, recent_since=None):
+    in_flight (a reader's view while a writer is at work): the unterminated
+    last line is that writer's note, not damage, and is passed over."""
+
+    def __init__(self, handle, size, session_id=None, in_flight=False):
         self.size = size
-        self.keep_end = size        # bytes from this offset on are the torn tail
-        self.highest_seq = 0        # the next note gets highest_seq + 1
-        self.recent = []            # records of the duplicate window, newest first
-        self.window_left = DUPLICATE_WINDOW_RECORDS if recent_since is not None else 0
-        self.recent_since = recent_since
-        lines = read_lines_backward(handle, size)
-        offset, last = next(lines)
-        value = parse_line(last)[0] if last else None
-        if last is None or (last and value is None):
-            self.keep_end = offset  # cut off by a crash mid-write
-        self.needs_newline = value is not None  # the last line is a JSON object without its newline
-        self.scan(self.kept_lines(value, lines))
+        self.keep_end = size         # bytes from this offset on are the torn tail
+        self.needs_newline = False   # the last line is a JSON object without its newline
+        self.highest_seq = 0         # the highest seq the lines walked so far can have held
+        self.certain = False         # no line not walked yet can hold a higher seq
+        self.lines = read_lines_backward(handle, size)
+        self.session_id, self.in_flight = session_id, in_flight
 
-    @staticmethod
-    def kept_lines(last_value, lines):
-        """The lines that stay in the log, newest first, as parsed values (None when not an object)."""
-        if last_value is not None:
-            yield last_value
-        for _, line in lines:
-            yield parse_line(line)[0] if line is not None else None
-
-    def scan(self, values):
-        """Walk back over the complete lines until the highest seq is certain and the window is full.
-
-        The highest seq is certain once two records in a row have consecutive
-        seqs (two records in a healthy log), so that a late or repeated seq at
-        the end cannot hide a higher one."""
-        damaged = 0         # lines met since the last record that hold no seq of their own
-        newer_seq = None    # seq of the line met just before, when it was a record
-        certain = False
-        for value in values:
-            seq = value.get("seq") if isinstance(value, dict) else None
+    def __iter__(self):
+        newer_seq, damaged = None, 0  # the seq of the newer record; lines since it that hold no seq
+        for position, (offset, line) in enumerate(self.lines):
+            if position == 0 and (line == b"" or self.in_flight):
+                continue  # the log ends with a newline, as it should; or a writer's note is in flight
+            value, problems = line_problems(line, position > 0, self.session_id)
+            if position == 0:
+                self.needs_newline = value is not None
+                if value is None:
+                    self.keep_end = offset  # cut off by a crash mid-write: it held no seq
+                    yield offset, None, problems
+                    continue
+            seq = value.get("seq") if value is not None else None
             if not is_seq(seq):
-                damaged, newer_seq = damaged + 1, None
+                damaged += 1
+                yield offset, value, problems
                 continue
             self.highest_seq = max(self.highest_seq, seq + damaged)
-            certain = certain or newer_seq == seq + 1
-            damaged, newer_seq = 0, seq
-            if self.window_left:
-                self.gather_recent(value)
-            if certain and not self.window_left:
-                return
+            self.certain = self.certain or (damaged == 0 and newer_seq == seq + 1)
+            order = seq_order_problem(newer_seq, seq, damaged)  # the newer one, as if read after this
+            if order:
+                problems.append((order, None))
+            newer_seq, damaged = seq, 0
+            yield offset, value, problems
         self.highest_seq = max(self.highest_seq, damaged)  # lines before the first record held 1, 2, ...
+        self.certain = True
 
-    def gather_recent(self, record):
-        """Keep a record of the duplicate window; close the window at one written before it."""
-        self.window_left -= 1
-        timestamp = record.get("ts")
-        if not isinstance(timestamp, str) or timestamp < self.recent_since:
-            self.window_left = 0  # records are in time order: every earlier one is older still
-        else:
-            self.recent.append(record)
+
+class LogTail:
+    """What a writer needs from the end of the log, found without reading the rest: the torn tail, the
+    next seq and the records of the duplicate window (newest first)."""
+
+    def __init__(self, handle, size, recent_since=None):
+        scan = BackwardScan(handle, size)
+        self.recent = []
+        window_left = DUPLICATE_WINDOW_RECORDS if recent_since is not None else 0
+        for _, record, _ in scan:
+            if record is None or not is_seq(record.get("seq")):
+                continue
+            if window_left:
+                window_left -= 1
+                timestamp = record.get("ts")
+                if not isinstance(timestamp, str) or timestamp < recent_since:
+                    window_left = 0  # records are in time order: every earlier one is older still
+                else:
+                    self.recent.append(record)
+            if scan.certain and not window_left:
+                break
+        self.size, self.keep_end, self.needs_newline = size, scan.keep_end, scan.needs_newline
+        self.highest_seq = scan.highest_seq
 
 
 def set_aside_torn_tail(folder, descriptor, tail):
@@ -1374,13 +1397,13 @@ def append_line(descriptor, line):
 
 
 def line_problems(raw, terminated, session_id):
-    """One line read forward: (its object or None, the problems of the line taken alone)."""
-    if raw is None:
-        return None, [("line_too_long" if terminated else "torn_tail", None)]
-    value, kind = parse_line(raw)
+    """One line, read either way: (its object or None, the problems of the line taken alone)."""
+    value, kind = parse_line(raw) if raw is not None else (None, "line_too_long")
+    if not terminated:
+        kind = unterminated_line_problem(value)
     if value is None:
-        return None, [(kind if terminated else "torn_tail", None)]
-    return value, ([] if terminated else [("missing_newline", None)]) + check_record(value, session_id)
+        return None, [(kind, None)]
+    return value, ([(kind, None)] if kind else []) + check_record(value, session_id)
 
 
 class LogReader:
@@ -1512,32 +1535,14 @@ class Session:
         else:
             handle = open(descriptor, "rb")
         with handle:
-            newer_seq, damaged = None, 0  # damaged: lines since the newer record that hold no seq
-            for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
+            for offset, value, problems in BackwardScan(handle, size, session_id, in_flight):
                 if len(records) >= limit:
                     break
-                if position == 0 and (line == b"" or in_flight):
-                    continue  # the log ends with a newline, as it should; or a writer's note is in flight
-                value, kind = parse_line(line) if line is not None else (None, "line_too_long")
-                if position == 0:  # the last line lacks its newline
-                    kind = "torn_tail" if value is None else "missing_newline"
-                if kind:
-                    warnings.append("byte %d: %s" % (offset, PROBLEM_DETAILS[kind]))
-                seq = value.get("seq") if value is not None else None
-                if not is_seq(seq):
-                    damaged += position > 0 or value is not None  # a torn tail held no seq; a kept line may have
-                if value is None:
-                    continue
-                kinds = check_record(value, session_id)
-                if is_seq(seq):
-                    order = seq_order_problem(newer_seq, seq, damaged)  # the newer one, as if read after this
-                    if order:
-                        kinds.append((order, None))
-                    newer_seq, damaged = seq, 0
-                for kind, detail in kinds:
-                    record_id = value["id"] if is_note_id(value.get("id")) else "no id"  # never echo another
-                    warnings.append("byte %d (%s): %s" % (offset, record_id, detail or PROBLEM_DETAILS[kind]))
-                if is_usable(kinds) and (types is None or value["type"] in types) and (
+                record_id = value["id"] if value is not None and is_note_id(value.get("id")) else "no id"
+                for kind, detail in problems:  # an id is named only when it is a note id: never echo another
+                    where = "byte %d" % offset if kind in LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
+                    warnings.append("%s: %s" % (where, detail or PROBLEM_DETAILS[kind]))
+                if value is not None and is_usable(problems) and (types is None or value["type"] in types) and (
                         since is None or value["ts"] >= since) and (until is None or value["ts"] < until):
                     records.append(value)
         records.reverse()
