@@ -29,16 +29,22 @@ What it refuses to do:
   * read or write a FIFO, socket or device (it could block or never end),
     or wait for another writer's lock without bound.
 
-Architecture, top to bottom:
-  * pure record functions: JSON, the checksum, building a record, checking a
-    signal before it is stored and a line after it was read;
-  * storage: the folder and its meta, the writers' lock, reading the log from
-    its end (what an append needs) or from its start (what the readers need),
-    appending one line, and writing whole files atomically;
-  * one ``command_<name>(args) -> dict`` per command, returning the receipt;
-  * the MCP adapter (``notes.py mcp``), which turns each tool call into the
-    argument list a user would type and runs the same command function;
-  * the parser, and ``main``, the one place that prints.
+Contents, top to bottom; each section builds only on those above it
+(tests/test_layout.py holds this):
+  * Constants: file names, limits, exit codes, the credential patterns;
+  * Errors: NotesError, the refusal every entry point reports;
+  * Record rules: pure functions (no I/O) for JSON, the checksum, building a
+    record, checking a signal before it is stored and a line after it was read;
+  * Storage: the folder and its meta, the writers' lock, one backward scanner
+    of the log (what append and tail need) and one forward reader (what
+    verify, summary, recap and export need), appending, atomic writes;
+  * Session: the Python API, ``Session(folder)`` with one method per command
+    taking keyword arguments and returning the receipt, and what they share;
+  * Command line: the one table of commands and options, the parser built
+    from it, and reading ``-`` from standard input;
+  * MCP: ``notes.py mcp``, the same Session methods as tools over stdio;
+  * Entry: ``main``, the one place that prints for the command line, and the
+    dispatch to a Session method or the MCP server.
 
 The formats are those of the public v0 tool, byte for byte; a log written
 here stays readable by v0.  Standard library only, public API only; runs
@@ -46,6 +52,9 @@ under ``python3 -S`` on CPython 3.9 to 3.13 and on PyPy.
 """
 
 from __future__ import annotations
+
+__all__ = ["Session", "NotesError", "main", "__version__", "NOTE_TYPES", "GATE_STATUSES", "PROVENANCES",
+           "EVIDENCE_LEVELS"]
 
 import errno
 import hashlib
@@ -199,7 +208,7 @@ CREDENTIAL_MARKERS = tuple(dict.fromkeys(marker for _, markers, _ in CREDENTIAL_
 
 
 # --------------------------------------------------------------------------
-# The error class
+# Errors: the one exception, NotesError
 
 class NotesError(Exception):
     """A refusal or failure to report as ``{"ok": false, "error": ...}``."""
@@ -216,7 +225,7 @@ class NotesError(Exception):
 
 
 # --------------------------------------------------------------------------
-# Pure record functions: JSON, checksum, build, validate, check a line
+# Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
 
 def refuse_constant(name: str):
     """json.loads calls this for NaN, Infinity and -Infinity, which are not JSON."""
