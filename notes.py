@@ -2800,9 +2800,9 @@ def mcp_keywords(command, arguments):
     keywords = {name: option.settings.get("default") for name, option in options.items()}
     for name, value in arguments.items():
         if value is not None:
-            many = options[name].settings.get("action") == "append"
-            items = [mcp_value(command, options[name], item) for item in (value if isinstance(value, list) else [value])]
-            keywords[name] = items if many else items[0]
+            items = [mcp_value(command, options[name], item) for item in
+                     (value if isinstance(value, list) else [value])]
+            keywords[name] = items if options[name].settings.get("action") == "append" else items[0]
     return keywords
 
 

@@ -72,7 +72,7 @@ def test_the_sections_come_in_order_and_the_docstring_lists_them():
     assert [title for _, title in starts] == list(SECTIONS)
     contents = ast.get_docstring(tree)
     positions = [contents.find(title) for title in SECTIONS]
-    assert -1 not in positions and positions == sorted(positions), "the docstring's contents miss or reorder a section"
+    assert -1 not in positions and positions == sorted(positions), "the contents miss or reorder a section"
     last = tree.body[-1]
     assert isinstance(last, ast.If) and ast.unparse(last.test) == "__name__ == '__main__'"
 
@@ -84,8 +84,8 @@ def test_no_name_refers_to_a_section_below_its_own():
         own = section_of(node.lineno, starts)
         for name in sorted(used_names(node)):
             if name in home and home[name] > own:
-                upward.append("line %d (%s) uses %s from %s" % (node.lineno, SECTIONS[own] if own >= 0 else
-                                                                 "preamble", name, SECTIONS[home[name]]))
+                where = SECTIONS[own] if own >= 0 else "preamble"
+                upward.append("line %d (%s) uses %s from %s" % (node.lineno, where, name, SECTIONS[home[name]]))
     assert not upward, "\n".join(upward)
 
 
