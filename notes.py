@@ -81,11 +81,16 @@ EXPORT_MARKDOWN_NAME = "session_export.md"
 
 META_SCHEMA = "shaping-memory-session-meta.v0"
 EXPORT_SCHEMA = "shaping-memory-export.v0"
+# How every export this tool (or v0) writes begins: how export recognises a
+# file it may replace.
+EXPORT_JSON_START = b'{\n  "schema_version": "' + EXPORT_SCHEMA.encode("ascii") + b'"'
+EXPORT_MARKDOWN_START = b"# Shaping session "
 
 NOTE_TYPES = ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact")
 GATE_STATUSES = ("open", "deferred", "closed")
 # Who a signal comes from, and how well it is known (the protocol's own words).
 PROVENANCES = ("op", "model", "shared")
+FIRM_PROVENANCES = ("op", "shared")  # a note so labelled is superseded only by a note so labelled
 EVIDENCE_LEVELS = ("declared", "inferred", "observed", "validated")
 # Lists of the recap, by the note type each one gathers.
 RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
@@ -96,6 +101,10 @@ EFFECT_LIMIT = 1000
 TAIL_DEFAULT_LIMIT = 5
 RECAP_DEFAULT_LIMIT = 20
 RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
+# A mode note whose text begins with this word enters synthesis; an artifact
+# note written in synthesis is a delivery (recap's synthesis and delivery).
+SYNTHESIS_WORD = "SYNTHESIS"
+TELL_GATES_LISTED = 5  # gates named by id in a tell_operator sentence; the rest are counted
 STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
 EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
@@ -117,7 +126,7 @@ LOCK_WAIT_LIMIT = 86400.0
 DUPLICATE_WINDOW_RECORDS = 20
 DUPLICATE_WINDOW_SECONDS = 600
 # The fields of a signal, in build_record's order: what a retry must repeat.
-SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence")
+SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
 # A temporary file of a killed whole-file write is removed by a later write of
 # the same file once it is this old (no live write takes that long).
 STALE_TEMPORARY_SECONDS = 600
@@ -145,6 +154,14 @@ NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 BINARY = getattr(os, "O_BINARY", 0)
 # O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
 NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
+FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
+# The session's files and the folders the tool creates are its user's alone:
+# the log holds what a conversation decided, sometimes personal details.  An
+# export is made for the host to download, maybe as another user: 0o666 lets
+# the umask decide, as for any file a program writes.
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_FOLDER_MODE = 0o700
+UMASK_FILE_MODE = 0o666
 
 # Characters a signal may not hold: C0 controls other than tab, newline and
 # carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
@@ -304,7 +321,8 @@ def record_checksum(record: dict) -> str:
 
 def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
                  ref: str | None = None, status: str | None = None, provenance: str | None = None,
-                 evidence: str | None = None, timestamp: str | None = None) -> dict:
+                 evidence: str | None = None, about: str | None = None, by: str | None = None,
+                 timestamp: str | None = None) -> dict:
     """A record with v0's keys in v0's order, then the optional links and labels, checksum last."""
     record = {
         "id": note_id_for(seq),
@@ -324,6 +342,10 @@ def build_record(session_id: str, seq: int, note_type: str, text: str, effect: s
         record["provenance"] = provenance
     if evidence:
         record["evidence"] = evidence
+    if about:
+        record["about"] = about
+    if by:
+        record["by"] = by
     record["checksum"] = record_checksum(record)
     return record
 
@@ -417,10 +439,12 @@ def check_choice(name: str, value, allowed) -> None:
 
 def clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None,
-                 provenance: str | None = None, evidence: str | None = None) -> dict:
+                 provenance: str | None = None, evidence: str | None = None,
+                 about: str | None = None, by: str | None = None) -> dict:
     """Validate a signal before anything is touched; return it as field name -> value, in SIGNAL_FIELDS order.
 
-    provenance and evidence are stored as given, so they are only checked."""
+    provenance and evidence are stored as given, so they are only checked.
+    What the links name is checked against the log later (check_links)."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
@@ -450,7 +474,21 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
         raise NotesError(
             "a new gate cannot start closed; open it first, then close it with "
             "--ref <its id> --status closed")
-    return dict(zip(SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence)))
+    about, by = clean_link("about", about), clean_link("by", by)
+    if by is not None and (note_type != "gate" or ref is None):
+        raise NotesError("--by names the note that settles a gate update, so it goes only with --type gate "
+                         "--ref <the gate> --status ...; to link any other note, use --about")
+    return dict(zip(SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
+
+
+def clean_link(name: str, value: str | None) -> str | None:
+    """An --about or --by value stripped and checked to be a note id; its value is never echoed."""
+    if value is None:
+        return None
+    value = value.strip() if isinstance(value, str) else value  # the Python API may pass anything
+    if not is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
+        raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
+    return value
 
 
 def is_note_id(value) -> bool:
@@ -528,8 +566,12 @@ PROBLEM_DETAILS = {
     "foreign_session": "the record belongs to another session",
     "unknown_type": "the record has an unknown type",
     "ref_target": "the ref does not name an earlier note of the right kind",
+    "link_target": "the about or by field does not name an earlier note of the right kind",
     "gate_rule": "the record breaks a rule append keeps for gates: a status only on a gate, a gate update "
-                 "with its status, a new gate not closed",
+                 "with its status, a new gate not closed, by only on a gate update",
+    "supersede_rule": "the record supersedes (ref) a note labelled op or shared without being labelled op or "
+                      "shared itself, which append now refuses: check with the operator that the "
+                      "change is theirs",
     "seq_repeated": "the seq repeats or goes back: it is not above every seq before it",
     "seq_gap": "seq numbers are missing before this record",
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
@@ -556,6 +598,8 @@ FIELD_RULES = {
     "status": (lambda value: value in GATE_STATUSES, "open, deferred or closed"),
     "provenance": (lambda value: value in PROVENANCES, "one of: " + ", ".join(PROVENANCES)),
     "evidence": (lambda value: value in EVIDENCE_LEVELS, "one of: " + ", ".join(EVIDENCE_LEVELS)),
+    "about": (is_note_id, "a note id (n and five or more digits)"),
+    "by": (is_note_id, "a note id (n and five or more digits)"),
     "checksum": (is_checksum, "16 lowercase hex digits"),
 }
 PLAIN_RULE = (is_plain_value, "a string, a number, true, false or null")
@@ -609,6 +653,8 @@ def check_record(record: dict, session_id: str | None) -> list:
 
 def gate_rule_problem(record: dict) -> str | None:
     """Which of append's rules for status and ref the record breaks (clean_signal refuses each), or None."""
+    if "by" in record and (record["type"] != "gate" or "ref" not in record):
+        return "the record has a by, which only a gate update has"
     if record["type"] != "gate":
         return "the record has a status, which only a gate has" if "status" in record else None
     if "ref" in record and "status" not in record:
@@ -625,11 +671,20 @@ class LogOrder:
     have held one), and the ref must name an earlier note of the right kind,
     as append's check_ref asks.  A ref is checked by its seq (the id n00012 names seq 12): it must be below
     the note's own, and it names a gate exactly when the note is a gate update.
-    Only gate seqs are kept, so a whole log's worth costs a set of ints."""
+    about and by are checked the same way (check_links): earlier, and a by never a gate.
+    Only the seqs of gates and of notes labelled op or shared are kept, so a
+    whole log's worth costs two sets of ints.
+
+    A note that supersedes an op or shared note without being labelled op or
+    shared itself breaks a rule append now keeps; a log written by 1.1.0
+    may hold such a note, so it is a notice (a warning), never damage."""
 
     def __init__(self):
         self.seqs = set()
+        self.firm = set()                # seqs of non-gate notes labelled op or shared
         self.highest = self.damaged = 0  # highest seq so far; lines since it that hold no seq
+        self.line = 0                    # lines (or export records) met so far
+        self.notices, self.notice_count = [], 0  # the first notices, as verify's problem entries
 
     def place_problems(self, value, kinds: list) -> list:
         """The problems of a record (None: an unreadable line) from its place in the log: seq order, ref target."""
@@ -642,10 +697,42 @@ class LogOrder:
             self.highest, self.damaged = max(self.highest, seq), 0
         else:
             self.damaged += 1
-        wrong_ref = self.ref_problem(value) if value is not None and is_usable(kinds) else None
+        self.line += 1
+        if value is None or not is_usable(kinds):
+            return found
+        wrong_ref = self.ref_problem(value)
         if wrong_ref:
             found.append(("ref_target", wrong_ref))
+        found.extend(("link_target", detail) for detail in self.link_problems(value))
+        self.note_supersede_rule(value)
         return found
+
+    def link_problems(self, record: dict) -> list:
+        """What is wrong with the record's about and by: each must name an earlier note; a by, no gate."""
+        seq, found = record.get("seq"), []
+        for name in ("about", "by"):
+            link = record.get(name)
+            if not is_seq(seq) or not is_note_id(link):
+                continue
+            if len(link) > 12:  # a longer id cannot name an earlier note, and is not echoed
+                found.append("the %s field names no earlier note (an id far too long)" % name)
+            elif not 1 <= int(link[1:]) < seq:
+                found.append("the %s %s names no earlier note" % (name, link))
+            elif name == "by" and int(link[1:]) in self.seqs:
+                found.append("the by %s names a gate; a gate is settled by a decision or another note" % link)
+        return found
+
+    def note_supersede_rule(self, record: dict):
+        """Remember an op or shared note; keep a notice when a note not so labelled supersedes one."""
+        seq, ref, labelled = record.get("seq"), record.get("ref"), record.get("provenance") in FIRM_PROVENANCES
+        if record.get("type") == "gate" or not is_seq(seq):
+            return
+        if labelled:
+            self.firm.add(seq)
+        if not labelled and is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) in self.firm:
+            self.notice_count += 1
+            if len(self.notices) < PROBLEMS_LISTED:
+                self.notices.append(problem(self.line, record.get("id"), "supersede_rule"))
 
     def ref_problem(self, record: dict) -> str | None:
         """What is wrong with the record's ref (None when nothing is); then remember a gate."""
@@ -761,11 +848,55 @@ def check_dir_argument(folder):
         raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
 
 
-def resolve_folder(folder):
-    """The session folder: --dir, else $SHAPING_NOTES_DIR, else the folder that holds this file.
+def user_data_folder() -> str:
+    """Where an installed copy keeps its notes: this platform's folder for a user's application data.
 
-    That last folder is refused when it is an installed package's: notes kept
-    there would be deleted by the next reinstall or upgrade."""
+    Standard library only, so the rules are written out: XDG on Linux and
+    other Unix (an XDG_DATA_HOME that is not absolute is to be ignored, the
+    XDG spec says), Application Support on macOS, LOCALAPPDATA on Windows."""
+    if os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA", "")
+        if not os.path.isabs(base):
+            base = os.path.join(os.path.expanduser("~"), "AppData", "Local")
+    elif sys.platform == "darwin":
+        base = os.path.join(os.path.expanduser("~"), "Library", "Application Support")
+    else:
+        base = os.environ.get("XDG_DATA_HOME", "")
+        if not os.path.isabs(base):
+            base = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, CONSOLE_COMMAND)
+
+
+def default_folder() -> str:
+    """The session folder when neither --dir nor SHAPING_NOTES_DIR is given.
+
+    A copy run as a file keeps v0's default, the folder that holds it.  An
+    installed copy's folder is replaced by the next reinstall or upgrade, so
+    it keeps its notes in the user's data folder instead, created on first use."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    if not is_installed_package_folder(here):
+        return here
+    folder = user_data_folder()
+    if not os.path.isabs(folder):  # no home folder to be found: "~" stayed as it was
+        raise NotesError(
+            "notes.py is installed as a package and cannot tell your home folder, so it has no data "
+            "folder for the notes. Pass the session folder with --dir (for example: %s --dir "
+            "/absolute/path/to/shaping init) or set %s" % (invoked_as(), DIR_VARIABLE))
+    # A run stopped between two mkdir calls leaves some folders made: the next
+    # run finds them and makes the rest.
+    try:
+        make_private_folders(folder)  # 0700 each, as XDG asks of data folders
+    except OSError as error:
+        raise NotesError(
+            "notes.py is installed as a package, so it keeps its notes in %s, but cannot create that "
+            "folder (%s). Pass the session folder with --dir (for example: %s --dir ~/shaping init) "
+            "or set %s (for example: export %s=~/shaping)"
+            % (folder, error.strerror or error, invoked_as(), DIR_VARIABLE, DIR_VARIABLE)) from None
+    return os.path.realpath(folder)
+
+
+def resolve_folder(folder):
+    """The session folder: --dir, else $SHAPING_NOTES_DIR, else default_folder()."""
     if folder is None:
         folder = os.environ.get(DIR_VARIABLE)
         # Set but empty is a mistake (an unset variable expanded in a config),
@@ -776,21 +907,14 @@ def resolve_folder(folder):
                 "unset it, or pass --dir" % (DIR_VARIABLE, DIR_VARIABLE))
     if folder is not None:
         return os.path.realpath(os.path.expanduser(folder))
-    here = os.path.dirname(os.path.realpath(__file__))
-    if is_installed_package_folder(here):
-        raise NotesError(
-            "notes.py is installed as a package in %s, where a reinstall or upgrade would delete the "
-            "notes, so it keeps none there. Pass the session folder with --dir (for example: %s "
-            "--dir ~/shaping init) or set %s (for example: export %s=~/shaping)"
-            % (here, invoked_as(), DIR_VARIABLE, DIR_VARIABLE))
-    return here
+    return default_folder()
 
 
 def folder_error(folder, error):
     """The refusal of a writer that cannot create its files in the folder."""
     return NotesError(
-        "cannot create or write the session files in %s (%s); pass --dir with a writable "
-        "folder, for example --dir /tmp/shaping or --dir /mnt/data/shaping"
+        "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
+        "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
         % (folder, error.strerror or error))
 
 
@@ -823,7 +947,7 @@ def open_regular_file(path, flags=os.O_RDONLY):
     normally waits for a writer); os.fstat then tells what was opened.  A
     folder raises IsADirectoryError, as open() does."""
     try:
-        descriptor = os.open(path, flags | NON_BLOCKING | BINARY, 0o644)
+        descriptor = os.open(path, flags | NON_BLOCKING | BINARY, PRIVATE_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ENXIO:  # a socket cannot be opened at all
             raise special_file_error(path, os.stat(path).st_mode) from None
@@ -903,6 +1027,36 @@ def fsync_folder(folder):
         os.close(descriptor)
 
 
+def tighten_mode(descriptor):
+    """Make a session file this user owns private when it is wider (v0 wrote its files 0644).
+
+    The log holds what a conversation decided, sometimes personal details.
+    A file another user owns keeps its mode: it is not ours to change."""
+    if os.name == "nt":  # no POSIX modes there
+        return
+    status = os.fstat(descriptor)
+    mode = stat.S_IMODE(status.st_mode)
+    # A hard-linked log is refused, not tightened: its other name is not ours.
+    if status.st_uid == os.geteuid() and mode & 0o077 and status.st_nlink == 1:
+        try:
+            os.fchmod(descriptor, mode & 0o700)
+        except OSError:  # a filesystem without modes (FAT, some network mounts): nothing to tighten
+            pass
+
+
+def tighten_session_files(folder):
+    """Under the lock: make the meta and the log private, if this user owns them and they are wider."""
+    for name in (META_NAME, LOG_NAME):
+        try:
+            descriptor = open_refusing_links(os.path.join(folder, name), os.O_RDONLY)
+        except (OSError, NotesError):  # missing, or refused where it is used: nothing to tighten here
+            continue
+        try:
+            tighten_mode(descriptor)
+        finally:
+            os.close(descriptor)
+
+
 def open_refusing_links(path, flags):
     """open_regular_file that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
     if not NO_FOLLOW and os.path.islink(path):
@@ -962,7 +1116,18 @@ def unlock(descriptor):
 
 
 class SessionLock:
-    """Exclusive lock on session_notes.lock, held by every writer from read to fsync."""
+    """Exclusive lock held by every writer from read to fsync: on the session folder, and on session_notes.lock.
+
+    The folder's own descriptor is what excludes writers on POSIX: a folder
+    cannot be deleted while it holds the session, whereas the lock file can
+    (a cleaner, git clean -X, a user taking the empty file for litter), and a
+    writer that then creates a fresh one locks another inode than the writer
+    at work.  The file is still taken, after the folder, so that a 1.1.0
+    writer, which takes only the file, is excluded too.  The order cannot
+    deadlock: every writer of this version takes the folder first, and a
+    1.1.0 writer holds the file without ever waiting for the folder.  Windows
+    cannot lock a folder, and there an open file cannot be deleted: the file
+    alone does it."""
 
     held = set()  # paths of the locks this process holds: its own readers see no writer at work
 
@@ -970,36 +1135,51 @@ class SessionLock:
         self.path = os.path.join(folder, LOCK_NAME)
         self.wait = lock_wait_seconds()  # a bad setting is refused before anything is created
         self.descriptor = None
+        self.folder_descriptor = None
 
     def __enter__(self):
-        prepare_folder(os.path.dirname(self.path))
+        folder = os.path.dirname(self.path)
+        prepare_folder(folder)
         created = not os.path.exists(self.path)
         try:
+            if fcntl is not None:
+                self.folder_descriptor = os.open(folder, os.O_RDONLY | FOLDER_ONLY)
             self.descriptor = open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
             if created:
-                fsync_folder(os.path.dirname(self.path))
+                fsync_folder(folder)
         except OSError as error:
-            if self.descriptor is not None:
-                os.close(self.descriptor)
-            raise folder_error(os.path.dirname(self.path), error) from None
+            self.close_descriptors()
+            raise folder_error(folder, error) from None
+        except BaseException:  # a refusal (a link planted at the lock): nothing stays open in a long-lived server
+            self.close_descriptors()
+            raise
         try:
-            self.wait_for_lock()
+            deadline = time.monotonic() + self.wait
+            if self.folder_descriptor is not None:
+                self.wait_for_lock(self.folder_descriptor, deadline)
+            self.wait_for_lock(self.descriptor, deadline)
+            tighten_mode(self.descriptor)
+            tighten_session_files(folder)
+            # The log and the meta are only ever written under this lock: a
+            # temporary copy of either found now is a killed writer's (a restore
+            # or init), however fresh.  Gone, it can no longer pile up.
+            for name in (LOG_NAME, META_NAME):
+                remove_stale_temporary_files(folder, name, older_than=0)
         except BaseException:
-            os.close(self.descriptor)
+            self.close_descriptors()
             raise
         SessionLock.held.add(self.path)
         return self
 
-    def wait_for_lock(self):
-        """Try the lock until the wait runs out, the same way on every platform.
+    def wait_for_lock(self, descriptor, deadline):
+        """Try the lock on descriptor until the deadline, the same way on every platform.
 
         The kernel releases a flock when its holder dies, so a writer killed
         mid-append frees the lock at once; only a holder that lives on without
         finishing (stopped, hung) makes the wait run out.  Polling, with a
         pause that grows to 25 ms, is what gives the wait its bound."""
-        deadline = time.monotonic() + self.wait
         pause = 0.001
-        while not try_lock(self.descriptor):
+        while not try_lock(descriptor):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NotesError(
@@ -1010,11 +1190,18 @@ class SessionLock:
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
 
+    def close_descriptors(self):
+        """Close what __enter__ opened (closing releases a flock)."""
+        for descriptor in (self.descriptor, self.folder_descriptor):
+            if descriptor is not None:
+                os.close(descriptor)
+        self.descriptor = self.folder_descriptor = None
+
     def __exit__(self, *exc_info):
         SessionLock.held.discard(self.path)
         if fcntl is None:
             unlock(self.descriptor)
-        os.close(self.descriptor)  # closing releases a flock
+        self.close_descriptors()
 
 
 def log_view(folder):
@@ -1024,10 +1211,29 @@ def log_view(folder):
     a size taken while no writer holds it ends after a whole line (or after
     real damage).  Taken while one does, an unterminated last line is that
     writer's note in flight, not damage, and readers leave it for their next
-    read.  Readers never wait for the lock and never create it."""
+    read.  Readers never wait for the lock and never create it.  A writer of
+    this version is seen by its lock on the folder (SessionLock), one of
+    1.1.0 by its lock on the file: the size is taken holding both shared."""
     log_path, lock_path = os.path.join(folder, LOG_NAME), os.path.join(folder, LOCK_NAME)
     if lock_path in SessionLock.held:  # read by the writer at work itself: nothing is in flight
         return log_size(log_path), False
+    folder_lock = None
+    if fcntl is not None:
+        try:
+            folder_lock = os.open(folder, os.O_RDONLY | FOLDER_ONLY)
+        except OSError:  # the folder cannot be opened here (permissions): the file lock still tells
+            pass
+    try:
+        if folder_lock is not None and not try_lock(folder_lock, shared=True):
+            return log_size(log_path), True
+        return log_view_by_lock_file(log_path, lock_path)
+    finally:
+        if folder_lock is not None:
+            os.close(folder_lock)  # closing releases the shared flock
+
+
+def log_view_by_lock_file(log_path, lock_path):
+    """log_view's answer as the lock file tells it (the lock of 1.1.0 writers, and of all on Windows)."""
     try:
         lock = open_regular_file(lock_path)
     except FileNotFoundError:
@@ -1070,7 +1276,7 @@ def log_size(path):
         os.close(descriptor)
 
 
-def create_new_file(stem, suffix):
+def create_new_file(stem, suffix, mode=PRIVATE_FILE_MODE):
     """Create stem + suffix, or stem-1 + suffix and so on if taken; return (path, descriptor).
 
     O_EXCL | O_NOFOLLOW: a link planted at any name can neither be followed
@@ -1078,7 +1284,7 @@ def create_new_file(stem, suffix):
     path, attempt = stem + suffix, 0
     while True:
         try:
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, 0o644)
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, mode)
         except FileExistsError:
             attempt += 1
             path = "%s-%d%s" % (stem, attempt, suffix)
@@ -1092,18 +1298,19 @@ def write_all(descriptor, data):
         view = view[written:]
 
 
-def write_file_atomically(path, chunks, refusal=None):
+def write_file_atomically(path, chunks, refusal=None, mode=PRIVATE_FILE_MODE):
     """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file.
 
     refusal: a message (formatted with path and reason) to refuse with when the
-    file cannot be created; without it the OSError itself is raised."""
+    file cannot be created; without it the OSError itself is raised.  mode:
+    what the new file is created with (the umask narrows it further)."""
     if os.path.islink(path):
         raise link_error(path)
     folder = os.path.dirname(path)
     remove_stale_temporary_files(folder, os.path.basename(path))
     try:  # a temporary file with a fresh random name, in the target's own folder
         temporary, descriptor = create_new_file(
-            os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp")
+            os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp", mode)
     except OSError as error:
         if refusal is None:
             raise
@@ -1130,11 +1337,12 @@ def write_file_atomically(path, chunks, refusal=None):
     fsync_folder(folder)
 
 
-def remove_stale_temporary_files(folder, name):
+def remove_stale_temporary_files(folder, name, older_than=STALE_TEMPORARY_SECONDS):
     """Delete what killed writes of name left: its temporary files (.NAME.<12 hex digits>.tmp) once stale.
 
     Only names of that exact shape, and only when older than any live write
-    could be, so a concurrent write of the same file keeps its own."""
+    could be (older_than seconds), so a concurrent write of the same file
+    keeps its own."""
     prefix = "." + name + "."
     try:
         entries = list(os.scandir(folder))
@@ -1147,7 +1355,7 @@ def remove_stale_temporary_files(folder, name):
             continue
         try:
             if (entry.is_file(follow_symlinks=False)
-                    and time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMPORARY_SECONDS):
+                    and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
                 os.unlink(entry.path)
         except OSError:
             pass  # gone already, or not ours to remove: it is only clutter
@@ -1179,6 +1387,11 @@ def check_session_folder(folder):
             raise link_error(os.path.join(folder, name))
     meta = read_meta(folder)
     log_path = os.path.join(folder, LOG_NAME)
+    try:
+        # Before the lock, so the refusal leaves every file as it was; open_log_for_append looks again under it.
+        refuse_a_hard_linked_log(log_path, os.lstat(log_path))
+    except OSError:
+        pass  # no log yet (or none that can be looked at): whoever opens it answers
     if meta is None and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
         raise NotesError(
             "%s holds notes but %s is missing, so the session id is unknown; nothing was "
@@ -1190,9 +1403,30 @@ def check_session_folder(folder):
 def prepare_folder(folder):
     """Create the session folder of a writer when it does not exist yet."""
     try:
-        os.makedirs(folder, exist_ok=True)
+        make_private_folders(folder)
     except OSError as error:
         raise folder_error(folder, error) from None
+
+
+def make_private_folders(folder):
+    """Create folder and each missing folder above it, 0700; never touch one that exists.
+
+    os.makedirs would give the folders above the umask's mode.  A folder that
+    was there (in a hosted sandbox /mnt/data belongs to the host) keeps its own."""
+    missing = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, PRIVATE_FOLDER_MODE)
+        except FileExistsError:
+            if not os.path.isdir(path):  # a file in the way
+                raise
+            # else made meanwhile by a concurrent writer: it has its mode already
 
 
 def open_session_for_writing(folder):
@@ -1216,8 +1450,23 @@ def open_session_for_writing(folder):
 
 
 def open_log_for_append(path):
-    """Open (or create) the log for appending, refusing a symbolic link."""
-    return open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    """Open (or create) the log for appending, refusing a symbolic link or a hard-linked log."""
+    descriptor = open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    try:
+        refuse_a_hard_linked_log(path, os.fstat(descriptor))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def refuse_a_hard_linked_log(path, status):
+    """Refuse a log with another name: notes appended, or a torn tail cut, would change that file too."""
+    if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
+        raise NotesError(
+            "%s has %d hard links: another name elsewhere shares its bytes, and writing here would change "
+            "that file as well. Nothing was written. Give the log a file of its own (in its folder: cp %s "
+            "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, LOG_NAME, LOG_NAME))
 
 
 def read_lines_backward(handle, size, limit=LINE_LIMIT):
@@ -1380,9 +1629,27 @@ def set_aside_torn_tail(folder, descriptor, tail):
     fsync_folder(folder)
     # Crash window: the bytes are now in the side file and still in the log;
     # a crash here makes the next append copy them once more, losing nothing.
-    os.ftruncate(descriptor, tail.keep_end)
+    try:
+        os.ftruncate(descriptor, tail.keep_end)
+    except PermissionError:
+        refuse_an_append_only_log(folder, side_path, tail)
     os.fsync(descriptor)
     return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
+
+
+def refuse_an_append_only_log(folder, side_path, tail):
+    """The log takes appends but cannot be cut (chattr +a): drop the side file just made, and refuse.
+
+    The torn bytes are all still in the log, so the side file holds nothing
+    of its own; left there, every failed append would add one more."""
+    os.unlink(side_path)
+    fsync_folder(folder)
+    log_path = os.path.join(folder, LOG_NAME)
+    raise NotesError(
+        "%s is append-only (chattr +a, or a mount that forbids cutting files): its cut-off last line "
+        "(%d bytes) cannot be set aside, and a note written after it would read as damage. Nothing was "
+        "written. Remove the attribute (chattr -a %s) and append again, or restore the session from an "
+        "export into a new --dir" % (log_path, tail.size - tail.keep_end, log_path))
 
 
 def find_note(handle, size, note_id):
@@ -1437,19 +1704,22 @@ class LogReader:
         self.problem_count = 0
         self.total = 0
         self.last_record = None
+        self.order = LogOrder()     # of the last pass: its notices are warnings, not problems
         # Every pass reads the same bytes, up to a size taken while no writer
         # was mid-append; lines appended later wait for the next read.
         self.size, self.in_flight = log_view(folder)
+        self.unterminated_in_flight = False  # whether records() left a line a writer is still writing
 
     def records(self):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
-        seen = LogOrder()
+        self.order = seen = LogOrder()
         if not self.size:
             return
         with open(open_regular_file(self.path), "rb") as handle:
             for number, (raw, terminated) in enumerate(read_lines_forward(handle, self.size), 1):
                 if not terminated and self.in_flight:
+                    self.unterminated_in_flight = True
                     break  # a writer's note, still being written
                 value, kinds = line_problems(raw, terminated, self.session_id)
                 kinds += seen.place_problems(value, kinds)
@@ -1466,6 +1736,10 @@ class LogReader:
     def warnings(self):
         """The problems met, as sentences, bounded."""
         return problem_messages(self.problems, self.problem_count)
+
+    def notices(self):
+        """What the last pass found that append refuses now but an older log may hold, as sentences, bounded."""
+        return problem_messages(self.order.notices, self.order.notice_count)
 
 
 def bounded_warnings(messages, count):
@@ -1522,31 +1796,32 @@ class Session:
                 "path": os.path.join(folder, LOG_NAME)}
 
     def append(self, *, type, text, effect=None, ref=None, status=None, provenance=None,
-               evidence=None) -> dict:
+               evidence=None, about=None, by=None) -> dict:
         """Append one memory signal; the receipt names its note (or the earlier one a retry repeats)."""
         # Validate everything the signal alone can tell before touching any file.
-        signal = clean_signal(type, text, effect, ref, status, provenance, evidence)
+        signal = clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
         folder = resolve_folder(self.folder)
         check_session_folder(folder)
-        if signal["ref"] is not None:
-            # The log only grows, so a note found now is still there under the lock.
-            check_ref(os.path.join(folder, LOG_NAME), signal["type"], signal["ref"])
+        # The log only grows, so a note found now is still there under the lock.
+        check_links(os.path.join(folder, LOG_NAME), signal)
         with SessionLock(folder):
             meta = open_session_for_writing(folder)
             return append_signal(folder, meta, signal)
 
-    def tail(self, *, limit=TAIL_DEFAULT_LIMIT, types=None, since=None, until=None) -> dict:
-        """The last records, oldest first; types, since and until keep only the records they name."""
+    def tail(self, *, limit=TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None) -> dict:
+        """The last records, oldest first; types, since, until and grep keep only the records they name.
+
+        The receipt's superseded lists the ids among its records that a later note superseded."""
         limit = check_limit(limit)
         since, until = parse_time_filter(since, "since"), parse_time_filter(until, "until")
         types = set([types] if isinstance(types, str) else types) if types else None
         for note_type in types or ():
             check_choice("type", note_type, NOTE_TYPES)
+        needle = grep_needle(grep)
         folder = resolve_folder(self.folder)
         meta = require_session(folder)
         log_path = os.path.join(folder, LOG_NAME)
-        session_id = meta["session_id"]
-        records, warnings = [], []
+        records, warnings, superseded = [], [], SupersededSeen()
         size, in_flight = log_view(folder)
         descriptor = open_log_for_reading(log_path)
         if descriptor is None:
@@ -1556,19 +1831,31 @@ class Session:
         else:
             handle = open(descriptor, "rb")
         with handle:
-            for offset, value, problems in BackwardScan(handle, size, session_id, in_flight):
+            for offset, value, problems in BackwardScan(handle, size, meta["session_id"], in_flight):
                 if len(records) >= limit:
                     break
                 record_id = value["id"] if value is not None and is_note_id(value.get("id")) else "no id"
                 for kind, detail in problems:  # an id is named only when it is a note id: never echo another
                     where = "byte %d" % offset if kind in LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
                     warnings.append("%s: %s" % (where, detail or PROBLEM_DETAILS[kind]))
-                if value is not None and is_usable(problems) and (types is None or value["type"] in types) and (
-                        since is None or value["ts"] >= since) and (until is None or value["ts"] < until):
+                if value is None or not is_usable(problems):
+                    continue
+                superseded.meet(value)  # a note filtered out still supersedes the ones it names
+                if (types is None or value["type"] in types) and (since is None or value["ts"] >= since) and (
+                        until is None or value["ts"] < until) and (needle is None or holds_needle(value, needle)):
                     records.append(value)
         records.reverse()
         receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
+        superseded_ids = [record["id"] for record in records if superseded.was_superseded(record)]
+        if superseded_ids:
+            receipt["superseded"] = superseded_ids
         return with_warnings(receipt, bounded_warnings(warnings, len(warnings)))
+
+    def show(self, *, note_id) -> dict:
+        """One note and its chain: what it replaced and what replaced it, or its gate's updates, and the notes about it."""
+        note_id = show_note_id(note_id)
+        folder = resolve_folder(self.folder)
+        return show_note(folder, require_session(folder), note_id)
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
@@ -1621,10 +1908,20 @@ class Session:
                    "problems": problems}
         if count > len(problems):
             receipt["problems_not_listed"] = count - len(problems)
-        return receipt
+        warnings = []
+        if reader.unterminated_in_flight:
+            # Not counted as a problem: a writer at work always has such a line
+            # for an instant.  Said, so that ok never vouches for a line unread.
+            warnings.append("the last line has no newline yet and a writer holds the lock: it is being "
+                            "written, so it was not checked. Run verify again once that writer has finished")
+        # A note a 1.1.0 writer could store but append now refuses: said, not counted as damage.
+        return with_warnings(receipt, warnings + reader.notices())
 
     def export(self, *, output=None, format="json") -> dict:
-        """Write the whole session to one file: JSON (v0's export) or, with format="md", an audit document."""
+        """Write the whole session to one file: JSON (v0's export) or, with format="md", an audit document.
+
+        output may be anywhere but over a file that is not an earlier export
+        (check_export_output); the MCP server confines it first (mcp_export_path)."""
         check_choice("format", format, ("json", "md"))
         folder = resolve_folder(self.folder)
         meta = require_session(folder)
@@ -1634,6 +1931,7 @@ class Session:
         else:
             output = os.path.join(folder, EXPORT_MARKDOWN_NAME if markdown else EXPORT_NAME)
         check_export_output(folder, output)
+        earlier = earlier_export(output)  # what the operator may have downloaded from this path before
         output_folder = os.path.dirname(output)
         # Both passes read the same bytes: the size is fixed before the first one,
         # so notes appended meanwhile wait for the next export.
@@ -1653,14 +1951,17 @@ class Session:
             os.makedirs(output_folder, exist_ok=True)
         except OSError as error:
             raise NotesError(refusal % (output, error.strerror)) from None
-        write_file_atomically(output, chunks, refusal)
+        write_file_atomically(output, chunks, refusal, UMASK_FILE_MODE)  # for the host to download
         receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
+        news = export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
+        if news:
+            receipt["tell_operator"] = news
         return with_warnings(receipt, warnings)
 
     def restore(self, *, export_file, accept_damaged=False) -> dict:
         """Bring a session back into the folder from an export (ours or v0's)."""
         export_path = os.path.abspath(os.path.expanduser(export_file))
-        session, records, problems = load_export(export_path, accept_damaged)
+        session, records, problems, notices = load_export(export_path, accept_damaged)
         folder = resolve_folder(self.folder)
         log_path = os.path.join(folder, LOG_NAME)
         # Refusals come before the lock, so that they leave the folder untouched;
@@ -1684,8 +1985,10 @@ class Session:
                 restored = len(missing)
         receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
                    "record_count": len(records), "restored": restored, "path": log_path}
-        # With --accept-damaged: what was restored as it is, record by record.
-        with_warnings(receipt, problem_messages(problems, len(problems)))
+        gates = recap_history(LogReader(folder, read_meta(folder)))[1]
+        receipt["tell_operator"] = restore_tell_operator(folder, export_path, len(records), len(problems), gates)
+        # With --accept-damaged: what was restored as it is, record by record; then the notices.
+        with_warnings(receipt, problem_messages(problems, len(problems)) + notices)
         return with_recovered(receipt, recovered)
 
 
@@ -1702,7 +2005,7 @@ def append_signal(folder, meta, signal):
             tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start())
         refuse_an_absurd_seq(tail)
         recovered = recover_tail(folder, descriptor, tail)
-        duplicate = find_duplicate(tail, signal, meta["session_id"])
+        duplicate = find_duplicate(tail, signal, meta["session_id"], log_path)
         record = duplicate
         if duplicate is None:
             record = build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
@@ -1742,16 +2045,59 @@ def recover_tail(folder, descriptor, tail):
     return None
 
 
-def find_duplicate(tail, signal, session_id):
+def find_duplicate(tail, signal, session_id, log_path=None):
     """The record of the duplicate window that repeats the signal field for field, or None.
 
     A record with any problem of its own (a checksum that does not match,
-    say) is never the answer: the signal is then stored anew."""
-    for record in tail.recent:
+    say) is never the answer: the signal is then stored anew.  Nor is one
+    that is no longer the latest word on its subject (still_the_latest_word):
+    a repeat after a later note undid it is a new change of state, not a retry."""
+    for place, record in enumerate(tail.recent):
         if all(record.get(name) == value for name, value in signal.items()) and not check_record(
                 record, session_id):
-            return record
+            later = tail.recent[:place]  # newest first; the window holds every record after this one
+            return record if still_the_latest_word(record, later, log_path) else None
     return None
+
+
+def still_the_latest_word(record, later, log_path):
+    """Whether no later record superseded this one, nor, when it is a gate or gate update, changed its gate."""
+    if record["type"] != "gate":
+        return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
+    updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
+    if not updates:
+        return True
+    window = {other.get("id"): other for other in later}
+    descriptor = open_log_for_reading(log_path) if log_path else None
+    handle = open(descriptor, "rb") if descriptor is not None else None
+    known = {}
+
+    def lookup(note_id):
+        # A note of the window, else one looked up from the end of the log (only here, on a repeat).
+        if note_id not in window and note_id not in known:
+            known[note_id] = find_note(handle, os.fstat(descriptor).st_size, note_id) if handle else None
+        return window.get(note_id) or known[note_id]
+    try:
+        gate = gate_root(record, lookup)
+        return not any(gate_root(update, lookup) == gate for update in updates)
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def gate_root(record, lookup):
+    """The id of the gate a gate note belongs to: its own for a new gate, else the gate its refs lead back to.
+
+    lookup(note_id) gives the record of an id, or None; a ref naming no gate
+    ends the walk there, and a loop (only a damaged log holds one) ends it too."""
+    visited = set()
+    while isinstance(record.get("ref"), str) and record["ref"] not in visited:
+        visited.add(record["ref"])
+        target = lookup(record["ref"])
+        if target is None or target.get("type") != "gate":
+            return record["ref"]
+        record = target
+    return record["id"] if "ref" not in record else record["ref"]
 
 
 def with_recovered(receipt, recovered):
@@ -1761,12 +2107,52 @@ def with_recovered(receipt, recovered):
     return receipt
 
 
+def check_links(log_path, signal):
+    """Refuse a link (ref, about, by) that names no note of the right kind, or a supersede the labels forbid."""
+    if signal["ref"] is not None:
+        target = check_ref(log_path, signal["type"], signal["ref"])
+        check_supersede_rule(signal, target)
+    for name in ("about", "by"):
+        if signal[name] is None:
+            continue
+        target = note_in_log(log_path, signal[name])
+        if target is None:
+            raise NotesError("--%s %s names no note in this session; check the id with tail or recap"
+                             % (name, signal[name]))
+        if name == "by" and target.get("type") == "gate":
+            raise NotesError("--by %s is a gate; --by names the note that settles this gate (a decision, a "
+                             "source): append that note first, then name it" % signal[name])
+
+
+def check_supersede_rule(signal, target):
+    """Refuse a note that supersedes an op or shared note without being labelled op or shared itself.
+
+    Leaving the label out is no way around it: a model's guess must not hide
+    what the operator stated.  A gate update supersedes nothing, so it is not
+    held to this."""
+    if signal["type"] == "gate" or target.get("provenance") not in FIRM_PROVENANCES:
+        return
+    if signal["provenance"] in FIRM_PROVENANCES:
+        return
+    raise NotesError(
+        "--ref %s would supersede a note labelled --provenance %s, and this note is not labelled op or "
+        "shared; nothing was written. If it answers, refines or comments on that note, link it with "
+        "--about %s instead (both stay live); if the operator confirmed the change, say so with "
+        "--provenance op (or shared)" % (signal["ref"], target["provenance"], signal["ref"]))
+
+
+def note_in_log(log_path, note_id):
+    """The usable record with this id in the log at log_path, or None (find_note, from the end)."""
+    descriptor = open_log_for_reading(log_path)
+    if descriptor is None:
+        return None
+    with open(descriptor, "rb") as handle:
+        return find_note(handle, os.fstat(descriptor).st_size, note_id)
+
+
 def check_ref(log_path, note_type, ref):
-    """Refuse a --ref that names no note of this log, or a note of the wrong kind."""
-    descriptor, target = open_log_for_reading(log_path), None
-    if descriptor is not None:
-        with open(descriptor, "rb") as handle:
-            target = find_note(handle, os.fstat(descriptor).st_size, ref)
+    """Refuse a --ref that names no note of this log, or a note of the wrong kind; return the note it names."""
+    target = note_in_log(log_path, ref)
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
     if note_type == "gate" and target.get("type") != "gate":
@@ -1777,6 +2163,150 @@ def check_ref(log_path, note_type, ref):
         raise NotesError(
             "--ref %s is a gate; gates change only through gate updates: "
             "append --type gate --ref %s --status open|deferred|closed" % (ref, ref))
+    return target
+
+
+def grep_needle(text):
+    """tail --grep's text, folded for a case-insensitive match (None when not given); a blank one is refused."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
+                         "--grep 'email'")
+    return text.casefold()
+
+
+def holds_needle(record, needle):
+    """Whether the record's text or effect holds the folded needle, whatever the case."""
+    return needle in record["text"].casefold() or needle in record.get("effect", "").casefold()
+
+
+class SupersededSeen:
+    """For a reader walking back from the end: the seqs that the notes met so far supersede.
+
+    A note met later in the walk was written earlier, so every note that
+    could supersede it has already been met.  Only ints are kept."""
+
+    def __init__(self):
+        self.seqs = set()
+
+    def meet(self, record) -> None:
+        """Remember what a usable record supersedes (a gate update supersedes nothing)."""
+        ref = record.get("ref")
+        if record["type"] != "gate" and is_note_id(ref) and len(ref) <= 12:
+            self.seqs.add(int(ref[1:]))
+
+    def was_superseded(self, record) -> bool:
+        return record["seq"] in self.seqs
+
+
+SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept; the rest are counted in not_listed
+
+
+def show_note_id(value) -> str:
+    """show's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
+    value = value.strip() if isinstance(value, str) else value  # the Python API may pass anything
+    if not is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
+        raise NotesError("show takes a note id such as n00012; tail or recap lists them", help_for="show")
+    return value
+
+
+def show_note(folder, meta, note_id) -> dict:
+    """The note and its chain: what it replaced, what replaced it (or its gate and the gate's updates
+    with the notes that settled them), and the notes about it.  Records are the log's, as parsed.
+
+    Three reads, each holding only the chain: back from the end for the note
+    and what its ref leads to, forward for what came after, forward again
+    for the notes the updates name in by."""
+    reader = LogReader(folder, meta)
+    back, back_skipped = chain_back(reader, note_id)
+    if not back:
+        raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists "
+                         "the ids" % note_id)
+    target, is_gate = back[0], back[0]["type"] == "gate"
+    root = back[-1] if is_gate else target
+    found, not_listed, settled_ids = chain_forward(reader, target, root["id"])
+    receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
+    if is_gate:
+        receipt["state"] = found["updates"][-1]["status"] if found["updates"] else root.get("status", "open")
+        if root is not target:
+            receipt["gate"] = root
+        receipt["updates"] = found["updates"]
+        receipt["settled_by"] = notes_named(reader, settled_ids, not_listed)
+    else:
+        receipt["state"] = "superseded" if found["replaced_by"] else "live"
+        receipt["replaces"] = back[1:]
+        if back_skipped:
+            not_listed["replaces"] = back_skipped
+        receipt["replaced_by"] = found["replaced_by"]
+    receipt["about"] = found["about"]
+    if not_listed:
+        receipt["not_listed"] = not_listed
+    return with_warnings(receipt, reader.warnings())
+
+
+def chain_back(reader, note_id):
+    """The note with this id, then the notes its ref leads back to, nearest first: (records, how many left out).
+
+    Refs name earlier notes, so one walk back from the end meets each in
+    turn.  The walk follows gates from a gate, other notes from any other
+    note.  At most SHOW_LIST_LIMIT + 1 records are held: the nearest, and the
+    last (a gate update's gate)."""
+    chain, skipped, wanted = [], 0, note_id
+    descriptor = open_log_for_reading(reader.path)
+    if descriptor is None:
+        return chain, skipped
+    with open(descriptor, "rb") as handle:
+        for _, line in read_lines_backward(handle, reader.size):
+            if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
+                continue
+            value, _ = parse_line(line)
+            if value is None or value.get("id") != wanted or not is_usable(check_record(value, None)):
+                continue
+            if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
+                break  # a ref across kinds: damage verify reports; the chain ends here
+            if len(chain) > SHOW_LIST_LIMIT:
+                chain[-1], skipped = value, skipped + 1
+            else:
+                chain.append(value)
+            ref = value.get("ref")
+            if not (is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) < value["seq"]):
+                break
+            wanted = ref
+    return chain, skipped
+
+
+def chain_forward(reader, target, root_id):
+    """One forward read: a gate's updates (or the notes that replaced the target, transitively) and the notes
+    about the target, newest SHOW_LIST_LIMIT each; with what was left out and the ids the updates name in by."""
+    is_gate = target["type"] == "gate"
+    replacing = "updates" if is_gate else "replaced_by"
+    family = {root_id if is_gate else target["id"]}
+    found, not_listed, settled_ids = {replacing: [], "about": []}, {}, set()
+    for record in reader.records():
+        ref = record.get("ref")
+        if (record["type"] == "gate") == is_gate and isinstance(ref, str) and ref in family:
+            family.add(record["id"])
+            found[replacing].append(record)
+            keep_newest(found[replacing], SHOW_LIST_LIMIT, not_listed, replacing)
+            if is_gate and isinstance(record.get("by"), str):
+                settled_ids.add(record["by"])
+        if record.get("about") == target["id"]:
+            found["about"].append(record)
+            keep_newest(found["about"], SHOW_LIST_LIMIT, not_listed, "about")
+    return found, not_listed, settled_ids
+
+
+def notes_named(reader, note_ids, not_listed):
+    """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept (one more forward read)."""
+    named = []
+    if note_ids:
+        for record in reader.records():
+            if record["id"] in note_ids:
+                named.append(record)
+                keep_newest(named, SHOW_LIST_LIMIT, not_listed, "settled_by")
+    return named
+
 
 
 def count_by_type(reader):
@@ -1789,6 +2319,66 @@ def count_by_type(reader):
         first_ts = first_ts or record["ts"]
         last_ts = record["ts"]
     return by_type, first_ts, last_ts
+
+
+def gates_phrase(gates) -> str:
+    """The open and deferred gates of recap_history's map, as a phrase naming the first ids; "" when none."""
+    parts = []
+    for status in ("open", "deferred"):
+        ids = [gate_id for gate_id, gate in gates.items() if gate["status"] == status]
+        if ids:
+            named = ids[:TELL_GATES_LISTED] + (["%d more" % (len(ids) - TELL_GATES_LISTED)]
+                                               if len(ids) > TELL_GATES_LISTED else [])
+            parts.append("%s %s (%s)" % (counted(len(ids), "gate"), status, ", ".join(named)))
+    return " and ".join(parts)
+
+
+def earlier_export(path):
+    """(session id, note count) of the export at path before it is replaced; None when there is none.
+
+    Only the head of the file is read: a JSON export states its count near the
+    top, a markdown one on its "- Notes:" line.  Either may be None when the
+    head does not hold it as it should."""
+    head, _ = read_export_head(path)
+    if head is not None:
+        session, count = head.get("session"), head["record_count"]
+        return (session.get("session_id") if isinstance(session, dict) else None,
+                count if isinstance(count, int) and not isinstance(count, bool) else None)
+    try:
+        with open(open_regular_file(path), "rb") as handle:
+            top = handle.read(EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
+    except (NotesError, OSError):  # none there, or no regular file: nothing was downloaded from it
+        return None
+    found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(", top)
+    return (found.group(1), int(found.group(2))) if found else None
+
+
+def export_tell_operator(earlier, output, session_id, count, by_type, reader):
+    """The sentence export's receipt passes on, or None when there is no news beyond v0's receipt.
+
+    News is an earlier copy at the same path that this export replaced with
+    other content (another session, or another number of notes): what the
+    operator downloaded before is out of date.  Or an artifact delivered in
+    synthesis while gates are still open.  Open gates alone are not news:
+    recap states them, and v0's receipt for the same session had no such key."""
+    stale = earlier is not None and earlier != (session_id, count)
+    if not stale and not (by_type["gate"] and by_type["artifact"]):
+        return None  # neither can say anything: no pass over the log is needed
+    # Whether there is a delivery needs no superseded notes; the gates take a pass of their own.
+    delivery = None if stale else synthesis_history(reader.records(), (), 0)[1]
+    if not stale and delivery is None:
+        return None
+    gates = recap_history(reader)[1]
+    gates_left = gates_phrase(gates)
+    if stale:
+        held = ("another session" if earlier[0] != session_id else
+                counted(earlier[1], "note") if earlier[1] is not None else "no readable note count")
+        return ("This export replaced %s, which held %s; this one holds %s, so a copy downloaded before is out "
+                "of date: download this one%s." % (visible(output, True), held, counted(count, "note"),
+                                                   "; still " + gates_left if gates_left else ""))
+    if not any(gate["status"] == "open" for gate in gates.values()):
+        return None
+    return "The artifact delivered in %s leaves %s." % (delivery["id"], gates_left)
 
 
 def check_export_output(folder, output):
@@ -1816,6 +2406,26 @@ def check_export_output(folder, output):
         return
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
         raise special_file_error(output, mode)
+    # Whatever else stands there (another session's log, a config, a key
+    # file) is the user's, and a mistyped or injected path must not cost it.
+    if stat.S_ISREG(mode) and not is_earlier_export(output):
+        raise NotesError(
+            "--output %s exists and is not an export of this tool; an export replaces only an earlier "
+            "export. Choose another --output, or remove that file first" % output)
+
+
+def is_earlier_export(path):
+    """Whether the file at path was written by export, judged by its first bytes alone.
+
+    A JSON export opens with its schema key, a markdown export with its
+    heading; neither is loaded, so a large file costs one small read."""
+    try:
+        descriptor = open_regular_file(path)
+    except (OSError, NotesError):
+        return False
+    with open(descriptor, "rb") as handle:
+        head = handle.read(len(EXPORT_JSON_START))
+    return head.startswith(EXPORT_JSON_START) or head.startswith(EXPORT_MARKDOWN_START)
 
 
 def same_file(path, other):
@@ -1873,12 +2483,14 @@ def markdown_record(record):
     The text is an indented code block: every line of it starts with four
     spaces, so none can open a heading, list item, table row or quote.  An
     effect's later lines are indented six spaces, deep enough inside its list
-    item to continue it and start nothing.  Markdown breaks lines at CR as well
-    as LF, so both split here."""
+    item to continue it and start nothing, and inline markup in it is escaped
+    (markdown_inline), so a <style> shows as typed.  Markdown breaks lines at
+    CR as well as LF, so both split here."""
     labels = []
     if "effect" in record:
         first, *rest = markdown_split(record["effect"])
-        labels += ["- Effect: " + visible(first)] + ["      " + visible(line) for line in rest]
+        labels += (["- Effect: " + visible(markdown_inline(first))]
+                   + ["      " + visible(markdown_inline(line)) for line in rest])
     # A note id and words from short lists: checked before any reader sees them.
     for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
@@ -1886,6 +2498,28 @@ def markdown_record(record):
     return (["### %s · %s · %s" % (record["id"], record["ts"], visible(record["type"], True)), ""]
             + ["    " + visible(line) for line in markdown_split(record["text"])] + [""]
             + (labels + [""] if labels else []))
+
+
+MARKDOWN_INLINE_MARKUP = frozenset("\\`*_[]<>&~|")
+
+
+def markdown_inline(text):
+    """text with a backslash before each character that could start markup inside a line.
+
+    Emphasis, code spans, links, HTML tags and entities, strikethrough and
+    table cells: each of their characters, backslash-escaped, shows as typed
+    in a renderer (CommonMark escapes any ASCII punctuation that way)."""
+    return "".join("\\" + character if character in MARKDOWN_INLINE_MARKUP else character for character in text)
+
+
+def markdown_line_start(text):
+    """markdown_inline text that opens no block where it starts a line's content: a heading, quote, list or rule."""
+    number = re.match(r"[0-9]{1,9}(?=[.)])", text)
+    if number:  # "1." or "1)" opens a numbered list: escape the dot
+        return text[:number.end()] + "\\" + text[number.end():]
+    if text[:1] in ("#", ">", "+", "-", "="):
+        return "\\" + text
+    return text
 
 
 def markdown_split(text):
@@ -2030,6 +2664,66 @@ def recap_gates(gates, changed_at, limit, cut, unconfirmed):
     return by_status
 
 
+def synthesis_history(records, superseded, limit):
+    """One pass: the SYNTHESIS history, and the last delivery with the live notes appended after it.
+
+    A mode note whose text begins with SYNTHESIS enters synthesis, or keeps
+    it; any other mode note leaves it.  `entered` is the note that began the
+    latest stretch of synthesis and `latest` the latest note beginning with
+    SYNTHESIS, so a later mode note that leaves synthesis changes neither
+    (recap's `mode` shows it).  An artifact note written in synthesis is a
+    delivery; each live note after the last delivery may make it out of date,
+    except a mode note: a change of state (the one that ends synthesis after
+    delivering, say) changes nothing the artifact says.  Returns (synthesis or None, delivery or None): delivery's `after` holds
+    the ids of the newest `limit` of those notes, `more` counts the others."""
+    synthesis = delivery = None
+    in_synthesis = False
+    for record in records:
+        if record["type"] == "mode":
+            in_synthesis, was_in = record["text"].startswith(SYNTHESIS_WORD), in_synthesis
+            if in_synthesis:
+                synthesis = {"entered": synthesis["entered"] if was_in else record["id"], "latest": record["id"]}
+        if record["type"] == "artifact" and in_synthesis:
+            delivery = {"id": record["id"], "after": [], "more": 0}
+        elif delivery is not None and record["type"] != "mode" and record["id"] not in superseded:
+            delivery["after"].append(record["id"])
+            if len(delivery["after"]) > limit:
+                del delivery["after"][0]
+                delivery["more"] += 1
+    return synthesis, delivery
+
+
+def counted(number, noun) -> str:
+    """A number and its noun, plural when the number is not 1: "1 gate", "2 gates"."""
+    return "%d %s%s" % (number, noun, "" if number == 1 else "s")
+
+
+def pending_next(open_gates, unconfirmed) -> str:
+    """The one sentence recap's pending gives: what to put to the operator before synthesis."""
+    parts = [counted(number, noun) for number, noun in ((open_gates, "open gate"),
+                                                         (unconfirmed, "unconfirmed note")) if number]
+    return ("%s: put %s to the operator before synthesis (close or defer a gate; confirm, correct or drop "
+            "a note)." % (", ".join(parts), "it" if open_gates + unconfirmed == 1 else "each"))
+
+
+def recap_progress(records, superseded, open_gates, unconfirmed, limit) -> dict:
+    """recap's keys on what is pending and where synthesis stands, each only when it has something to say.
+
+    open_gates and unconfirmed are the whole counts, before any list is cut:
+    pending's unconfirmed is the number of entries of recap's unconfirmed
+    list, so an open gate the model raised counts in both."""
+    progress = {}
+    if open_gates or unconfirmed:
+        progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
+                               "next": pending_next(open_gates, unconfirmed)}
+    synthesis, delivery = synthesis_history(records, superseded, limit)
+    if synthesis is not None:
+        progress["synthesis"] = synthesis
+    if delivery is not None:
+        progress["delivery"] = delivery
+    return progress
+
+
 def read_export_head(path):
     """The top-level keys of an export before its records, from a bounded prefix: (head, problem).
 
@@ -2115,7 +2809,9 @@ class Recap:
     The lists are whole (within --limit) and oldest first.  Open and
     deferred gates, unconfirmed notes, mode, shape and warnings are never
     left out; the entries of CUTTABLE_RECAP_LISTS go oldest first (by the seq
-    each was last changed at) until the printed form fits."""
+    each was last changed at) until the printed form fits.  When even what
+    is never left out is over the budget, the ids a delivery lists after it
+    go next, oldest first, joining its `more` count: they are detail."""
 
     def __init__(self, receipt, ages, limit_cut, counts, unconfirmed_total):
         self.receipt = receipt                      # a CompactReceipt with every list
@@ -2138,8 +2834,10 @@ class Recap:
             hints.append("recap --limit %d" % self.unconfirmed_total)
         return hints
 
-    def without(self, count):
-        """The receipt without the `count` oldest entries that may go, saying what was cut and how to see it."""
+    def without(self, count, listed_after=None):
+        """The receipt without the `count` oldest entries that may go, saying what was cut and how to see it.
+
+        listed_after: how many of the newest ids after a delivery stay listed (None: all of them)."""
         dropped = {}
         for _, name, _ in self.dropped_order[:count]:
             dropped[name] = dropped.get(name, 0) + 1
@@ -2149,15 +2847,20 @@ class Recap:
         cut = {name: self.limit_cut.get(name, 0) + dropped.get(name, 0)
                for name in ("open_gates", "deferred_gates", "unconfirmed") + CUTTABLE_RECAP_LISTS}
         truncated = {name: number for name, number in cut.items() if number}
+        delivery = result.get("delivery")
+        if listed_after is not None and delivery is not None:
+            after = delivery["after"]
+            result["delivery"] = dict(delivery, after=after[len(after) - listed_after:],
+                                      more=delivery["more"] + len(after) - listed_after)
         warnings = result.pop("warnings", None)
         if truncated:
             result["truncated"] = truncated
             result["see_truncated"] = self.hints(truncated)
         return with_warnings(result, warnings)
 
-    def rendered(self, count, markdown):
+    def rendered(self, count, markdown, listed_after=None):
         """The printed form without the `count` oldest entries: the receipt, or its markdown text."""
-        shown = self.without(count)
+        shown = self.without(count, listed_after)
         # Lists are kept oldest first while fitting (the oldest go first);
         # closed gates are shown newest first, the closing a reader most needs.
         shown["closed_gates"] = shown["closed_gates"][::-1]
@@ -2166,31 +2869,44 @@ class Recap:
     def fitted(self, max_bytes, markdown=False):
         """The printed form with the fewest oldest entries left out that make it fit max_bytes.
 
-        When what is never left out exceeds the budget alone, recap refuses
-        and says the size that would do."""
+        When what is never left out exceeds the budget alone, the ids after a
+        delivery go too, as few as will do; when even that is not enough,
+        recap refuses and says the size that would do."""
         whole = self.rendered(0, markdown)
         if printed_size(whole) <= max_bytes:
             return whole
-        fits, fails = len(self.dropped_order), 0
-        smallest = self.rendered(fits, markdown)
-        needed = printed_size(smallest)
+        every = len(self.dropped_order)
+        if printed_size(self.rendered(every, markdown)) <= max_bytes:
+            # Fewer entries left out means more of the state is shown.
+            return largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
+        listed = len(self.receipt["delivery"]["after"]) if "delivery" in self.receipt else 0
+        needed = printed_size(self.rendered(every, markdown, 0))
         if needed > max_bytes:
             raise NotesError(
                 "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed "
                 "notes, mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, "
                 "or with a smaller --limit" % (needed, max_bytes, needed))
-        while fits - fails > 1:  # bisect: fewer entries left out means more of the state is shown
-            middle = (fits + fails) // 2
-            candidate = self.rendered(middle, markdown)
-            if printed_size(candidate) <= max_bytes:
-                fits, smallest = middle, candidate
-            else:
-                fails = middle
-        return smallest
+        return largest_fit(lambda count: self.rendered(every, markdown, count), 0, listed, max_bytes)
+
+
+def largest_fit(render, fits, fails, max_bytes):
+    """render(step) for the step nearest fails whose printed form fits max_bytes, found by bisecting.
+
+    render(fits) must fit and render(fails) must not: the printed form grows
+    as the step moves from fits toward fails."""
+    best = render(fits)
+    while abs(fails - fits) > 1:
+        middle = (fits + fails) // 2
+        candidate = render(middle)
+        if printed_size(candidate) <= max_bytes:
+            fits, best = middle, candidate
+        else:
+            fails = middle
+    return best
 
 
 def read_recap(folder, meta, limit):
-    """Read the log twice (history, then live notes) and gather the Recap of the session."""
+    """Read the log three times (history, live notes, then synthesis) and gather the Recap of the session."""
     reader = LogReader(folder, meta)
     superseded, gates, changed_at, counts = recap_history(reader)
     warnings = reader.warnings()
@@ -2210,6 +2926,8 @@ def read_recap(folder, meta, limit):
         receipt[name] = [item for _, item in entries]
     receipt["superseded_count"] = len(superseded)
     receipt["export_lag"] = export_lag(folder, meta["session_id"], reader.total)
+    open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
+    receipt.update(recap_progress(reader.records(), superseded, open_total, unconfirmed_total, limit))
     with_warnings(receipt, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
     return Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
@@ -2235,20 +2953,31 @@ def recap_item_line(item, kind="note", prefix=""):
 
     kind is "note", "gate" (open or deferred) or "closed" (a closed gate).  A
     prefix names the note's type in the "Not yet confirmed" section, where the
-    mark says why the note is unconfirmed; elsewhere it only says that it is."""
-    line = "- " + prefix + one_line(item["text"])
+    mark says why the note is unconfirmed; elsewhere it only says that it is.
+    What a note holds is escaped (markdown_inline): it shows as typed, never
+    as markup, as the markdown export shows it."""
+    text = markdown_inline(one_line(item["text"]))
+    line = "- " + prefix + (text if prefix else markdown_line_start(text))
     if "effect" in item:
-        line += " Effect: " + one_line(item["effect"])
-    marks = [one_line(item["id"])]
+        line += " Effect: " + markdown_inline(one_line(item["effect"]))
+    marks = [markdown_inline(one_line(item["id"]))]
     if "replaces" in item:
-        marks[0] += ", replaces " + one_line(item["replaces"])
+        marks[0] += ", replaces " + markdown_inline(one_line(item["replaces"]))
     if "update_id" in item:
-        line += (" Closed: " if kind == "closed" else " Latest: ") + one_line(item.get("update_text", ""))
-        marks[0] += (", closed by " if kind == "closed" else ", updated by ") + one_line(item["update_id"])
+        line += ((" Closed: " if kind == "closed" else " Latest: ")
+                 + markdown_inline(one_line(item.get("update_text", ""))))
+        marks[0] += ((", closed by " if kind == "closed" else ", updated by ")
+                     + markdown_inline(one_line(item["update_id"])))
     labels = gate_labels(item) if kind != "note" else item
     if is_unconfirmed(labels):
         marks.append(why_unconfirmed(labels) if prefix else "not yet confirmed")
+    elif "provenance" in labels:  # who a settled point came from, as the JSON's provenance says
+        marks.append(PROVENANCE_WORDS.get(labels["provenance"], "from " + one_line(labels["provenance"])))
     return "%s [%s]" % (line, "; ".join(marks))
+
+
+# A settled point's provenance in the markdown recap.
+PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both"}
 
 
 RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
@@ -2274,16 +3003,35 @@ def recap_markdown_head(recap):
     return ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export, ""]
 
 
+def recap_markdown_progress(recap):
+    """The lines of the markdown recap on what is pending and where synthesis stands; none when nothing is."""
+    lines = []
+    if "pending" in recap:
+        lines.append("Pending: " + recap["pending"]["next"])
+    if "synthesis" in recap:
+        lines.append("Synthesis: entered by %(entered)s; latest SYNTHESIS note %(latest)s." % recap["synthesis"])
+    if "delivery" in recap:
+        delivery = recap["delivery"]
+        count = len(delivery["after"]) + delivery["more"]
+        if count == 0:
+            lines.append("Delivered: %s, with no live note after it." % delivery["id"])
+        else:
+            listed = delivery["after"] + (["%d more" % delivery["more"]] if delivery["more"] else [])
+            lines.append("Delivered: %s, out of date: %s after it (%s)." % (
+                delivery["id"], counted(count, "live note"), ", ".join(listed)))
+    return lines + [""] if lines else []
+
+
 def recap_markdown(recap):
     """The recap as markdown for the operator: plain headings, one line per item, no receipt keys."""
-    lines = recap_markdown_head(recap)
+    lines = recap_markdown_head(recap) + recap_markdown_progress(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
         lines += ["## " + title, "", recap_item_line(recap[key]) if recap[key] else "- none", ""]
     for title, key, kind in RECAP_SECTIONS:
         lines += ["## " + title, ""]
         for item in recap[key]:
             if kind == "unconfirmed":
-                status = " (%s)" % one_line(item["status"]) if item["type"] == "gate" else ""
+                status = " (%s)" % markdown_inline(one_line(item["status"])) if item["type"] == "gate" else ""
                 item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
                 lines.append(recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
             else:
@@ -2299,10 +3047,11 @@ def recap_markdown(recap):
 
 
 def load_export(path, accept_damaged=False):
-    """Read and check a whole export: (session, records, problems).
+    """Read and check a whole export: (session, records, problems, notices).
 
     What cannot be a log at all is always refused; any other problem refuses
-    the restore, unless accept_damaged: then the problems are returned."""
+    the restore, unless accept_damaged: then the problems are returned.
+    Notices (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
     try:
         raw = read_regular_file(path, EXPORT_SIZE_LIMIT, "%s is over 256 MiB, larger than any session "
                                 "export; nothing was written. Pass the path of a session_export.json" % path)
@@ -2344,7 +3093,7 @@ def load_export(path, accept_damaged=False):
             "restore --accept-damaged on this one to bring back every record exactly as the export holds "
             "it, repairing and dropping nothing, so that verify then reports the same problems"
             % (path, len(problems)), EXIT_INTEGRITY, {"problems": problems[:PROBLEMS_LISTED]})
-    return session, records, problems
+    return session, records, problems, problem_messages(seen.notices, seen.notice_count)
 
 
 def export_shape_problem(export) -> str | None:
@@ -2434,6 +3183,19 @@ def write_restored_session(folder, session, records):
     write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
 
 
+def restore_tell_operator(folder, export_path, record_count, problem_count, gates) -> str:
+    """The sentence restore's receipt passes on: what came back, the gates left, which file to keep from now on."""
+    sentence = "The session is back with %s" % counted(record_count, "note")
+    if problem_count:
+        sentence += ", with %s kept as the export held them (verify lists them)" % counted(problem_count, "problem")
+    sentence += "; " + (gates_phrase(gates) or "no gate is open or deferred")
+    kept = os.path.join(folder, EXPORT_NAME)
+    if same_file(kept, export_path) or kept == export_path:
+        return sentence + "; keep %s from now on, and download it again after each export." % visible(kept, True)
+    return sentence + ("; from now on keep %s, which export writes, in place of %s, which the next note makes "
+                       "out of date." % (visible(kept, True), visible(export_path, True)))
+
+
 def mend_log_tail(folder):
     """Under the lock, before restore adds notes: mend the end of the log a crash left, as append does."""
     descriptor = open_log_for_append(os.path.join(folder, LOG_NAME))
@@ -2485,7 +3247,9 @@ class Command:
 COMMANDS = {
     "init": Command("Start a session in the folder, or report the one already there.", [],
                     "python3 -S notes.py init", "init"),
-    "append": Command("Append one memory signal to the log and print its receipt.", [
+    "append": Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
+                      "with SYNTHESIS enters synthesis (any other mode note leaves it); an artifact note appended "
+                      "in synthesis is a delivery, which recap names with the live notes appended after it.", [
         # --type and --text are required, but checked by clean_signal rather
         # than argparse: a misspelt option is then named as the mistake,
         # instead of hidden behind "--text is required".
@@ -2495,13 +3259,18 @@ COMMANDS = {
                "standard input" % TEXT_LIMIT),
         Option("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
                "standard input" % EFFECT_LIMIT),
-        Option("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type)"),
+        Option("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
+               "type; superseding an op or shared note takes --provenance op or shared)"),
         Option("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
                choices=GATE_STATUSES),
         Option("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
                choices=PROVENANCES),
         Option("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
                choices=EVIDENCE_LEVELS),
+        Option("--about", "about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both "
+               "stay live (example: --about n00004)"),
+        Option("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
+               "(example: --ref n00002 --status closed --by n00005)"),
     ], 'python3 -S notes.py append --type decision --text "The log stays append-only."', "append"),
     "tail": Command("Print the last records, oldest first, optionally filtered.", [
         Option("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
@@ -2510,11 +3279,20 @@ COMMANDS = {
                action="append", choices=NOTE_TYPES),
         Option("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         Option("--until", "until", "TS", "keep records before TS (same forms)"),
+        Option("--grep", "grep", "TEXT", "keep records whose text or effect holds TEXT, whatever the case "
+               "(example: --grep 'email')"),
     ], "python3 -S notes.py tail --limit 3 --type gate", "tail"),
+    "show": Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
+                    "notes that settled them, the notes about it.", [
+        Option("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003"),
+    ], "python3 -S notes.py show n00003", "show"),
     "summary": Command("Print the number of records by type and the last note.", [],
                        "python3 -S notes.py summary", "summary"),
     "recap": Command("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
-                     "discards and more, within a size budget.", [
+                     "discards and more, within a size budget. pending: what to put to the operator before "
+                     "synthesis; synthesis: the mode note that entered it and the latest one beginning with "
+                     "SYNTHESIS (a later mode note that leaves synthesis changes neither); delivery: the last "
+                     "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
         Option("--limit", "limit", "N", "items kept per list, newest first (default %d)" % RECAP_DEFAULT_LIMIT,
                type=int, default=RECAP_DEFAULT_LIMIT),
         Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
@@ -2523,22 +3301,28 @@ COMMANDS = {
     ], "python3 -S notes.py recap --format md", "recap"),
     "verify": Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
                       "python3 -S notes.py verify", "verify"),
-    "export": Command("Write the whole session to one file (JSON by default, or a markdown audit document).", [
+    "export": Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
+                      "tell_operator appears when there is news: an earlier copy at the same path replaced, or "
+                      "gates open after a delivery.", [
         Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
                "folder)" % (EXPORT_NAME, EXPORT_MARKDOWN_NAME)),
         Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
     ], "python3 -S notes.py export --output /mnt/data/session_export.json", "export"),
-    "restore": Command("Bring a session back into the folder from a session_export.json.", [
+    "restore": Command("Bring a session back into the folder from a session_export.json; tell_operator says "
+                       "which gates are open or deferred and which file to keep from now on.", [
         Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)"),
         Option("--accept-damaged", "accept_damaged", None,
                "restore a damaged export anyway: every record exactly as the export holds it, nothing "
                "repaired or dropped (verify then reports the same problems)",
                action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json", "restore"),
-    "mcp": Command("Serve append, recap, tail, summary, verify and export as MCP tools over stdio, until the "
-                   "end of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp", None),
+    "mcp": Command("Serve append, recap, tail, show, summary, verify and export as MCP tools over stdio, until "
+                   "the end of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp", None),
 }
-DIR_HELP = "session folder (default: $%s, else the folder that holds notes.py)" % DIR_VARIABLE
+# The data folder is named as this user's, so the help says where an installed
+# copy's notes are (%% doubled: argparse formats help texts).
+DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
+            "installed as a package)" % (DIR_VARIABLE, user_data_folder().replace("%", "%%")))
 
 
 # Options people reach for by habit, and the option that does that job here.
@@ -2728,7 +3512,8 @@ MCP_TOOLS = {
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
     "recap": (("limit", "max_bytes"), (), MCP_READER_HINTS),
-    "tail": (("limit", "types", "since", "until"), (), MCP_READER_HINTS),
+    "tail": (("limit", "types", "since", "until", "grep"), (), MCP_READER_HINTS),
+    "show": (("note_id",), ("note_id",), MCP_READER_HINTS),
     "summary": ((), (), MCP_READER_HINTS),
     "verify": ((), (), MCP_READER_HINTS),
     "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
@@ -2822,6 +3607,36 @@ def mcp_value(command, option, item):
     raise NotesError("argument %s: %s %s" % (option.flag, message, see_help(command)))
 
 
+def mcp_export_path(folder, output):
+    """The file inside the session folder that an MCP client's export output names.
+
+    Whoever writes the tool call may be a prompt injected into a document the
+    model read, so the server writes nowhere the operator did not point it:
+    the path is taken relative to the session folder, and one that is
+    absolute, climbs with .., or passes through a link that leads out of the
+    folder is refused.  The real parent folder is compared, not the string.
+    (Between this check and the write, another process of the same user
+    could swap a folder for a link; that user could write the file anyway.)"""
+    way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
+               % (EXPORT_NAME, os.path.join(folder, EXPORT_NAME)))
+    if os.path.isabs(output) or output.startswith("~") or os.path.splitdrive(output)[0]:
+        raise NotesError("export over MCP writes only inside the session folder: output is an absolute "
+                         "path" + way_out)
+    if ".." in output.replace("\\", "/").split("/"):
+        raise NotesError("export over MCP writes only inside the session folder: output climbs out "
+                         "with .." + way_out)
+    path = os.path.join(folder, output)
+    real_folder = os.path.realpath(folder)
+    real_parent = os.path.realpath(os.path.dirname(path))
+    if real_parent != real_folder and not real_parent.startswith(real_folder.rstrip(os.sep) + os.sep):
+        raise NotesError("export over MCP writes only inside the session folder: output passes through "
+                         "a link that leads out of it" + way_out)
+    if os.path.islink(path):
+        raise NotesError("export over MCP writes only inside the session folder: output is a link"
+                         + way_out)
+    return path
+
+
 def mcp_call_tool(folder, params):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
@@ -2834,6 +3649,9 @@ def mcp_call_tool(folder, params):
         raise ProtocolError(RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
         keywords = mcp_keywords(name, arguments)
+        if name == "export" and keywords["output"]:
+            # MCP only: a tool call may come from a prompt injected into what the model read.
+            keywords["output"] = mcp_export_path(resolve_folder(folder), keywords["output"])
         receipt = getattr(Session(folder), COMMANDS[name].method)(**keywords)
         failed = False
     except Exception as error:  # noqa: BLE001 - a NotesError too: as main reports it, and the server goes on
@@ -2843,14 +3661,45 @@ def mcp_call_tool(folder, params):
             "isError": failed}
 
 
+# Where pip puts the contracts of an installed copy, below the install's prefix
+# (data-files in pyproject.toml): a wheel of one module carries no package
+# data.  Not share/shaping-notes: under pip --user that is ~/.local/share/
+# shaping-notes, the user data folder that holds the notes themselves.
+INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
+
+
+def installed_contract_paths() -> dict:
+    """file name -> path of the contracts installed with this very copy of notes.py; {} when none.
+
+    The installer's record lists every file it wrote: the contracts count
+    only when the same record holds this notes.py, so another version
+    installed elsewhere on sys.path is never served."""
+    import importlib.metadata  # here, not at the top: only a server with no contracts beside it pays for it
+
+    try:
+        files = importlib.metadata.distribution(CONSOLE_COMMAND).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    this_file = os.path.realpath(__file__)
+    if not any(file.name == "notes.py" and os.path.realpath(str(file.locate())) == this_file for file in files):
+        return {}
+    return {file.name: os.path.realpath(str(file.locate())) for file in files
+            if str(file).replace("\\", "/").endswith(INSTALLED_CONTRACTS_FOLDER + file.name)}
+
+
 def mcp_contracts():
-    """(uri, path, file name, description) of each contract found beside notes.py."""
+    """(uri, path, file name, description) of each contract: beside notes.py, else installed with it."""
     import pathlib
 
     here = os.path.dirname(os.path.realpath(__file__))
+    installed = None
     found = []
     for name, description in MCP_CONTRACTS:
         path = os.path.join(here, name)
+        if not os.path.isfile(path) and is_installed_package_folder(here):
+            if installed is None:
+                installed = installed_contract_paths()
+            path = installed.get(name, path)
         if os.path.isfile(path):
             found.append((pathlib.Path(path).as_uri(), path, name, description))
     return found
@@ -3005,6 +3854,8 @@ def serve_mcp(folder) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
+    if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
+        return None
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     # A message is read up to LINE_LIMIT bytes, far above any real request,
     # so a client that never sends a newline cannot make the server hold
@@ -3071,10 +3922,32 @@ def dispatch(arguments):
     return getattr(Session(arguments.dir), command.method)(**keywords)
 
 
+def parse_arguments_or_help(argv):
+    """(arguments, None), or (None, the text) when argparse answered --help or --version.
+
+    argparse drops an error writing that text (a full disk) and exits 0, so it
+    writes into a buffer here and main prints the text as it prints a receipt."""
+    import io
+
+    printed, stdout = io.StringIO(), sys.stdout
+    sys.stdout = printed
+    try:
+        return parse_arguments(argv), None
+    except SystemExit as request:
+        if request.code:
+            raise
+        return None, printed.getvalue()
+    finally:
+        sys.stdout = stdout
+
+
 def run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
-        result = dispatch(parse_arguments(argv))
+        arguments, printed = parse_arguments_or_help(argv)
+        if arguments is None:  # --help or --version: printed by main, so a failed write is reported
+            return printed, EXIT_OK
+        result = dispatch(arguments)
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, EXIT_OK if ok else EXIT_INTEGRITY
     except SystemExit as request:  # --help or --version, printed by argparse

@@ -166,6 +166,19 @@ def make_record(session_id: str, seq: int, note_type: str = "decision", text=Non
     return record
 
 
+def write_signals(folder, session_id: str, signals) -> None:
+    """A session written directly, meta and log; each signal is (type, text) or (type, text, {field: value})."""
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
+            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / LOG)}
+    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    with open(str(folder / LOG), "wb") as handle:
+        for seq, signal in enumerate(signals, 1):
+            fields = signal[2] if len(signal) > 2 else {}
+            handle.write(line_of(make_record(session_id, seq, signal[0], signal[1], **fields)))
+
+
 def line_of(record: dict) -> bytes:
     """The record as one compact UTF-8 log line."""
     return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")

@@ -54,7 +54,7 @@ CASES = {
                       "tail", {"limit": 2, "types": ["gate", "discard"], "since": "2020-01-01"}),
     "summary": (["summary"], "summary", {}),
     "recap": (["recap"], "recap", {}),
-    "recap-small": (["recap", "--limit", "1", "--max-bytes", "900"], "recap", {"limit": 1, "max_bytes": 900}),
+    "recap-small": (["recap", "--limit", "1", "--max-bytes", "1200"], "recap", {"limit": 1, "max_bytes": 1200}),
     "verify": (["verify"], "verify", {}),
     "export": (["export"], "export", {}),
     "export-md": (["export", "--format", "md"], "export", {"format": "md"}),

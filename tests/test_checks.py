@@ -45,6 +45,20 @@ RULES = {
                                       "ref_target", "not a gate"),
     "ref to no earlier note": (["--type", "decision", "--text", "Kept.", "--ref", "n00009"],
                                {"note_type": "decision", "ref": "n00009"}, "ref_target", "names no earlier note"),
+    # The links of issue 19: --by only on a gate update, naming an earlier note that is not a gate;
+    # --about naming an earlier note.
+    "by on a decision": (["--type", "decision", "--text", "Kept.", "--by", "n00002"],
+                         {"note_type": "decision", "by": "n00002"}, "gate_rule", "only a gate update"),
+    "by naming a gate": (["--type", "gate", "--text", "Done.", "--ref", "n00001", "--status", "closed", "--by",
+                          "n00001"], {"note_type": "gate", "ref": "n00001", "status": "closed", "by": "n00001"},
+                         "link_target", "names a gate"),
+    "by to no earlier note": (["--type", "gate", "--text", "Done.", "--ref", "n00001", "--status", "closed",
+                               "--by", "n00009"],
+                              {"note_type": "gate", "ref": "n00001", "status": "closed", "by": "n00009"},
+                              "link_target", "names no earlier note"),
+    "about to no earlier note": (["--type", "decision", "--text", "Kept.", "--about", "n00009"],
+                                 {"note_type": "decision", "about": "n00009"}, "link_target",
+                                 "names no earlier note"),
 }
 
 

@@ -237,7 +237,8 @@ def test_recap_verify_and_restore_exist(session, tmp_path):
     target = tmp_path / "restored"
     restore = run_notes("restore", export["path"], folder=target)
     assert restore.code == 0, restore
-    assert list(restore.receipt) == ["ok", "command", "session_id", "record_count", "restored", "path"]
+    assert list(restore.receipt) == ["ok", "command", "session_id", "record_count", "restored", "path",
+                                     "tell_operator"]
     assert restore.receipt["restored"] == 1
     assert read_records(target) == read_records(session)
 

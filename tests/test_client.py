@@ -203,6 +203,10 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         "artifacts": [],
         "superseded_count": 1,
         "export_lag": {"path": str(labelled / "session_export.json"), "record_count": None, "missing": 13},
+        # The model's open gate n00006 counts in both: open, and one of the four unconfirmed entries.
+        "pending": {"open_gates": 1, "unconfirmed": 4,
+                    "next": "1 open gate, 4 unconfirmed notes: put each to the operator before synthesis "
+                            "(close or defer a gate; confirm, correct or drop a note)."},
     }
 
 
@@ -215,11 +219,16 @@ def test_markdown_recap_is_for_the_operator(labelled):
         "13 notes, 1 superseded by later ones.",
         "Export: no session_export.json yet.",
         "",
+        "Pending: 1 open gate, 4 unconfirmed notes: put each to the operator before synthesis (close or defer a "
+        "gate; confirm, correct or drop a note).",
+        "",
         "## Mode", "", "- none", "",
         "## Shape", "", "- A nightly job sends SMS. Effect: No patient app. [n00011; not yet confirmed]", "",
         "## Open gates", "", "- Consent wording is undecided. [n00006; not yet confirmed]", "",
         "## Deferred gates", "",
-        "- Payment links in reminders. Latest: Payment links deferred by the operator. [n00009, updated by n00010]",
+        # A settled point says who it came from: here the operator's update that deferred the gate.
+        "- Payment links in reminders. Latest: Payment links deferred by the operator. "
+        "[n00009, updated by n00010; from the operator]",
         "",
         "## Not yet confirmed", "",
         "- Source: About 400 appointments a month. [n00003; inferred]",
@@ -233,11 +242,11 @@ def test_markdown_recap_is_for_the_operator(labelled):
         "[n00012, closed by n00013]",
         "",
         "## Decisions", "",
-        "- SMS is the channel. [n00004]",
-        "- The operator confirms: reminders go out 48 hours ahead. [n00005, replaces n00002]",
+        "- SMS is the channel. [n00004; from the operator]",
+        "- The operator confirms: reminders go out 48 hours ahead. [n00005, replaces n00002; from the operator]",
         "",
         "## Discarded paths", "", "- none", "",
-        "## Tensions", "", "- SMS cost grows with volume. [n00008]", "",
+        "## Tensions", "", "- SMS cost grows with volume. [n00008; shared by both]", "",
         "## Sources", "", "- none", "",
         "## Artifact boundaries", "", "- none", "",
     ])
@@ -588,7 +597,7 @@ def test_markdown_recap_carries_no_receipt_keys_and_one_line_per_item(big_sessio
         assert key not in text, key
     for line in text.splitlines():
         assert line == "" or line.startswith("# ") or line.startswith("## ") or line.startswith("- ") \
-            or line[0].isdigit() or line.startswith("Export: "), line
+            or line[0].isdigit() or line.startswith(("Export: ", "Pending: ", "Synthesis: ", "Delivered: ")), line
     for name in ("open_gates", "deferred_gates", "closed_gates", "decisions", "discards", "tensions", "sources",
                  "artifacts"):
         for item in everything[name]:

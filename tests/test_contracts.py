@@ -1,9 +1,11 @@
-"""The two contracts carry the rules a model needs (issue 14, points 9 to 16; issue 12's hosts).
+"""The two contracts carry the rules a model needs, within their budget (issue 21, second edition).
 
 Each check finds a section by its heading and looks for the key terms of one rule, so that
-deleting the section or the rule fails, while rewording around those terms does not. What a
-model copies from the contracts is also run: the host notes as a two-sandbox round trip, and
-the three safe ways to pass a text holding quotes, `$` or backticks.
+deleting the section or the rule fails, while rewording around those terms does not. The
+limits the issue sets are counted: bytes, pointers between sections, labels on every example,
+each settled contradiction stated once. What a model copies from the contracts is also run:
+the hosts table as a two-sandbox round trip, and the three safe ways to pass a text holding
+quotes, `$` or backticks.
 """
 
 from __future__ import annotations
@@ -53,101 +55,202 @@ def says(text: str, *terms) -> None:
 
 
 
-# Point 9: when a state change takes effect; what changes the scope.
-def test_state_changes_take_effect_at_the_start_of_the_turn():
-    text = section("protocol.md", r"when a state changes")
-    says(text, "start of the turn", "first holds", "whole turn")
-    says(text, "channel", "user group", "host", "data owner", "deliverable", "not a scope change")
+CONTRACTS = ("protocol.md", "note-io.md")
 
 
-# Point 10: operator facts and constraints; what may close a gate.
-def test_operator_statements_are_recorded_as_operator_declared():
-    says(section("protocol.md", r"what the operator states"),
-         "`decision`", "`source`", "--provenance op --evidence declared")
+def contract(name: str) -> str:
+    return (REPO / name).read_text("utf-8")
 
 
-def test_a_gate_closes_after_the_decision_or_source_that_settles_it():
-    text = section("protocol.md", r"^4\.3 gate signals")
-    says(text, "settles", "`decision`", "`source`", "closing update", "first")
+def occurrences(phrase: str) -> int:
+    """How often a phrase occurs in both contracts together, ignoring case and line breaks."""
+    return sum(" ".join(contract(name).split()).lower().count(phrase.lower()) for name in CONTRACTS)
 
 
-# Point 11: synthesis with a gate still open; approval while a question is pending.
-def test_an_open_gate_can_be_deferred_explicitly_before_synthesis():
-    says(section("protocol.md", r"open gates and unconfirmed"),
-         "--status deferred", "explicitly", "stays valid", "changes the scope")
-    says(section("protocol.md", r"^10\.2 writing"), "deferred", "mark", "not decided")
+# Issue 21, point 1: a model reads both files at every session start.
+def test_the_contracts_fit_their_budget():
+    sizes = {name: len((REPO / name).read_bytes()) for name in CONTRACTS}
+    assert sum(sizes.values()) <= 24000, sizes
+    assert sizes["note-io.md"] <= 8000, sizes
 
 
-def test_approval_given_while_a_question_is_pending_stays_valid():
-    says(section("protocol.md", r"what counts as approval"),
-         "pending", "stays valid", "changes the scope", "lapses")
+# Issue 21, point 2: a rule's meaning does not hang on text far away.
+POINTER = re.compile(r"`(?:protocol|note-io)\.md`(?:, \*[^*]+\*)?|(?<!\*)\*[A-Z][^*]*\*(?!\*)"
+                     r"|\bsections? \d|§")
 
 
-# Point 12: the model's own proposals.
-def test_model_proposals_stay_unconfirmed_until_confirmed_or_dropped():
-    text = section("protocol.md", r"your proposals")
-    says(text, "--provenance model", "`unconfirmed`", "before synthesis", "--ref",
-         ("--provenance shared", "--provenance op"), "`discard`", "silence confirms nothing")
+def test_the_contracts_point_at_each_other_at_most_ten_times():
+    pointers = [match for name in CONTRACTS for match in POINTER.findall(contract(name))]
+    assert len(pointers) <= 10, pointers
 
 
-# Point 13: readback in SHAPING; several appends in one turn.
-def test_shaping_reads_back_in_the_readback_cases():
-    text = section("protocol.md", r"^SHAPING$")
-    says(text, "except", "readback", "recap", "re-entry", "synthesis needs")
-    assert "Do not read the log (section 9)." not in text
+def test_every_italic_pointer_names_a_heading():
+    headings = {re.sub(r"^[\d.]+\s+", "", match.group(2)).lower()
+                for name in CONTRACTS for match in HEADING.finditer(contract(name))}
+    for name in CONTRACTS:
+        for pointer in re.findall(r"(?<!\*)\*([A-Z][^*]*)\*(?!\*)", contract(name)):
+            assert pointer.lower() in headings, (name, pointer)
 
 
-def test_several_appends_in_one_turn_get_one_marker_line_each():
-    says(section("protocol.md", r"operator-facing output"), "one marker line per append")
+# Issue 21, point 2: each contradiction the first edition carried is settled once.
+@pytest.mark.parametrize("phrase", [
+    "synthesis starts in that turn",                   # when SYNTHESIS may start
+    "`shared` when the operator accepted your proposal",  # how a confirmed proposal is labelled
+    "read back only when",                             # the readback cases, a past point among them
+    "a text never holds a note id",                    # ids go in links, never in a text
+    "a checkpoint is",                                 # when to export again
+    "naming for the first time who or what owns",      # a new owner is a source note, not a scope change
+])
+def test_each_settled_rule_is_stated_once(phrase):
+    assert occurrences(phrase) == 1, phrase
 
 
-# Point 14: checkpoints in a hosted sandbox.
-@pytest.mark.parametrize("name, title", [("protocol.md", r"checkpoints and re-entry"),
-                                         ("note-io.md", r"checkpoints in a hosted sandbox")])
-def test_checkpoints_export_and_name_the_file_to_keep(name, title):
-    says(section(name, title), "each checkpoint", "after a restore", "leav", "which file", "keep",
-         "lacks", "not zero", "export")
+def test_synthesis_starts_once_nothing_is_pending_or_the_operator_goes_on():
+    says(section("protocol.md", r"^approval$"), "`recap`", "nothing `pending`", "settles the last item",
+         "goes on anyway", "defers each open gate", "assumption to confirm", "lapses")
 
 
-# Point 15: after delivery.
-def test_delivery_leads_to_shaping_an_artifact_note_and_two_files_to_keep():
-    text = section("protocol.md", r"after delivery")
-    says(text, "ends synthesis", "next turn starts in shaping", "`artifact` note", "beside the export",
-         "keep both", "not the artifact", "fresh sandbox", "out of date")
+def test_readback_covers_a_past_point_and_the_checkpoint_rule():
+    text = section("protocol.md", r"^7\. readback")
+    says(text, "write-only", "past point", "re-entry", "before synthesis", "`recap`", "tail --grep", "show")
+    says(text, "a checkpoint is", "leaving", "deliver", "lacks notes", "export", "`tell_operator`")
+    says(text, "restore", "readING_ALIGNMENT", "whatever the last `mode` note says")
 
 
-# Point 16: reopening a path rejected before the log existed.
-def test_a_path_rejected_before_the_log_existed_is_reopened_by_a_decision():
-    says(section("protocol.md", r"superseding and reopening"),
-         "before the log existed", "no `discard`", "`decision` without `--ref`", "--provenance op")
+def test_no_example_text_names_a_note_id():
+    for name in CONTRACTS:
+        for text in example_texts(name):
+            assert not re.search(r"\bn\d{5}\b", text), (name, text)
 
 
-# Issue 12, section 2: the host facts the contracts rest on.
-def test_host_notes_name_where_notes_live_and_how_to_export_and_restore():
-    text = section("note-io.md", r"where the notes live")
-    says(text, "/mnt/data", "/mnt/project", "read-only", "/mnt/user-data/uploads", "/mnt/user-data/outputs",
-         "--dir /mnt/user-data/outputs/shaping", "export", "restore")
-    for name in ("protocol.md", "note-io.md"):
-        assert "--dir /tmp" not in (REPO / name).read_text("utf-8"), name
+def test_a_new_owner_is_a_source_note_and_scope_is_said_as_a_principle():
+    text = section("protocol.md", r"^1\. states")
+    says(text, "start of the turn", "whole turn", "a deliverable", "a kind of user", "a place it runs",
+         "is not a scope change", "`source` note in the current state", "replacing an owner")
+
+
+# Issue 21, point 3: principles, not one scenario's patches.
+@pytest.mark.parametrize("noun", ["SMS", "phone line", "holiday", "clinic", "patient", "therapist", "payment",
+                                  "Workspace", "receptionist"])
+def test_no_rule_names_a_trial_scenarios_nouns(noun):
+    for name in CONTRACTS:
+        assert not re.search(r"\b%s" % re.escape(noun), contract(name), re.IGNORECASE), (name, noun)
+
+
+# Issue 21, point 3: every example obeys the labelling rule it sits beside.
+def example_appends(name: str) -> list:
+    """Each note a document's examples append, as a dict of its options (batch lines included)."""
+    notes = []
+    text = contract(name)
+    for block in code_blocks(text, "bash"):
+        lines = block.splitlines()
+        for index, line in enumerate(lines):
+            words = shlex.split(line) if line.startswith("python3 -S ") else []
+            if "append" not in words:
+                continue
+            options = words[words.index("append") + 1:]
+            if options[:2] == ["--batch", "-"]:
+                end = lines.index("EOF", index + 1)
+                notes.extend(json.loads(body) for body in lines[index + 1:end])
+            else:
+                notes.append(dict(zip([option.lstrip("-") for option in options[::2]], options[1::2])))
+    for snippet in code_blocks(text, "python"):
+        listed = next(node for node in ast.walk(ast.parse(snippet)) if isinstance(node, ast.List))
+        words = [element.value if isinstance(element, ast.Constant) else "?" for element in listed.elts]
+        options = words[words.index("append") + 1:]
+        notes.append(dict(zip([option.lstrip("-") for option in options[::2]], options[1::2])))
+    return notes
+
+
+def example_texts(name: str) -> list:
+    return [note["text"] for note in example_appends(name) if note.get("text") not in (None, "-")]
+
+
+@pytest.mark.parametrize("name", CONTRACTS)
+def test_every_example_note_carries_both_labels(name):
+    notes = example_appends(name)
+    assert len(notes) >= 5, notes
+    for note in notes:
+        assert note.get("provenance") in ("op", "model", "shared"), note
+        assert note.get("evidence") in ("declared", "inferred", "observed", "validated"), note
+
+
+def test_the_labelling_rule_says_every_note_carries_both():
+    text = section("protocol.md", r"lenses, tension, labels")
+    says(text, "every note carries two labels", "`op` when the operator stated", "`model` when you proposed",
+         "`shared` when the operator accepted", "pasted", "observed", "never by repetition", "effect included")
+
+
+# Issue 21, point 4: the shaping method is back.
+def test_the_shaping_method_is_restored():
+    text = section("protocol.md", r"shaping method")
+    says(text, "brainstorm", "fewer layers, parts and assumptions", "only if it changes behaviour",
+         "work back from the outcome", "constraints", "mechanism", "split a structure that mixes",
+         "apart", "one source of truth", "artifact family", "smallest output shape", "local to its purpose")
+    assert 100 <= len(text.split()) <= 200, len(text.split())
+    says(section("protocol.md", r"lenses, tension"), "without evidence", "not a pattern", "independent signals",
+         "same inference")
+
+
+def test_the_other_first_edition_rules_are_kept():
+    says(section("protocol.md", r"^2\. authority"), "current explicit instruction", "memory notes",
+         "never authority", "fail closed", "one bounded question")
+    gates = section("protocol.md", r"^5\. gates")
+    says(gates, "scope", "hard constraints", "runtime", "persistence", "lifecycle", "source of truth",
+         "success criteria", "naming", "ASK", "PROPOSE", "DEFER", "STOP", "settles", "decision", "source",
+         "defer only on the operator's word", "supersedes the note that closed")
+    signals = section("protocol.md", r"^6\. signals")
+    for kind in ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"):
+        assert "| `%s` |" % kind in signals, kind
+    says(signals, "checklist", "--about", "no discard note exists", "reopen")
+    says(section("protocol.md", r"^4\. lenses"), "unconfirmed", "--ref", "`discard`", "silence confirms nothing")
+    says(section("protocol.md", r"^8\. synthesis"), "stands alone", "audit document", "not decided",
+         "redesign", "delivering ends synthesis", "`artifact` note", "keep that file", "not the artifact",
+         "out of date")
+    says(section("note-io.md", r"^links$"), "--ref", "--about", "--by", "--batch -", "all of them or none",
+         "@K", "one batch")
+    says(section("note-io.md", r"^receipts$"), "Memory: <type> appended.", "one per note", "in order",
+         "duplicate", "recovered", "warnings", "not saved", "never claim")
+    says(section("note-io.md", r"^reading$"), "`pending`", "`next`", "`delivery`", "`tell_operator`",
+         "--accept-damaged")
+    says(section("note-io.md", r"^secrets$"), "rotate", "`source` note", "never its value", "redact")
+    for name in CONTRACTS:
+        says(section(name, r"failure and success"), "broken", ("holds when", "kept"))
+
+
+# Issue 21, point 5: reference stays in the README and --help.
+@pytest.mark.parametrize("detail", ["2,000", "AWS", "bad_checksum", "max-bytes", "U+", "256 MiB", "export_lag",
+                                    "SHAPING_NOTES_LOCK_WAIT"])
+def test_the_contracts_leave_reference_detail_to_the_tool(detail):
+    for name in CONTRACTS:
+        assert detail not in contract(name), (name, detail)
+
+
+# Issue 21, point 6: the hosts, in one table.
+def hosts_table() -> dict:
+    """Host name -> its cells (session folder, command prefix, uploads, export at checkpoints)."""
+    rows = {}
+    for line in section("note-io.md", r"^hosts$").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 5 and not set(cells[0]) <= set("-") and cells[0] != "Host":
+            rows[cells[0]] = dict(zip(("folder", "prefix", "uploads", "export"), cells[1:]))
+    return rows
+
+
+def test_the_hosts_table_names_four_hosts_and_when_to_export():
+    rows = hosts_table()
+    assert list(rows) == ["ChatGPT", "Claude.ai", "Local, agent", "MCP"], rows
+    assert [rows[host]["export"] for host in rows] == ["yes", "yes", "no", "no"]
+    says(section("note-io.md", r"^hosts$"), "read-only", "/tmp", "isError", "exit 3", "retry once")
+    for name in CONTRACTS:
+        assert "--dir /tmp" not in contract(name), name
 
 
 HOSTS = {
-    # notes.py's path, the folder the operator can download from, where uploads land.
-    "ChatGPT Projects": ("/mnt/data/notes.py", "/mnt/data/", "/mnt/data/"),
-    "Claude.ai": ("/mnt/project/notes.py", "/mnt/user-data/outputs/", "/mnt/user-data/uploads/"),
+    # notes.py's path, the folder the operator can download from.
+    "ChatGPT": ("/mnt/data/notes.py", "/mnt/data/"),
+    "Claude.ai": ("/mnt/project/notes.py", "/mnt/user-data/outputs/"),
 }
-
-
-def host_commands(script: str) -> dict:
-    """The host notes' inline commands that run `script`, by command name (init, export, restore)."""
-    found = {}
-    for span in re.findall(r"`(python3 -S [^`]+)`", section("note-io.md", r"where the notes live")):
-        words = shlex.split(span)
-        if words[2] == script:
-            rest = words[3:]
-            name = rest[2] if rest[:1] == ["--dir"] else rest[0]
-            found.setdefault(name, words)
-    return found
 
 
 def run_in(sandbox, words, expect=0):
@@ -167,28 +270,30 @@ def sandbox_with_notes(root, script):
 
 
 @pytest.mark.parametrize("host", sorted(HOSTS))
-def test_host_notes_carry_a_session_from_one_sandbox_to_the_next(host, tmp_path):
-    script, downloadable, uploads = HOSTS[host]
-    commands = host_commands(script)
-    assert {"init", "export", "restore"} <= set(commands), commands
+def test_the_hosts_table_carries_a_session_from_one_sandbox_to_the_next(host, tmp_path):
+    script, downloadable = HOSTS[host]
+    row = hosts_table()[host]
+    prefix = shlex.split(row["prefix"].strip("`"))
+    folder, uploads = row["folder"].strip("`"), row["uploads"].strip("`")
+    assert prefix[2] == script and folder.startswith(downloadable.rstrip("/")), row
     first = sandbox_with_notes(tmp_path / "first", script)
     project_before = folder_digest(first / "mnt/project")
-    run_in(first, commands["init"])
-    append = commands["init"][:-1] + ["append", "--type", "decision", "--text", "Bookings open 8:00 to 18:00."]
+    run_in(first, prefix + ["init"])
+    append = prefix + ["append", "--type", "decision", "--provenance", "op", "--evidence", "declared",
+                       "--text", "Lending opens 9:00 to 17:00."]
     assert run_in(first, append)["note_id"] == "n00001"
-    exported = run_in(first, commands["export"])["path"]
-    assert exported.startswith(str(first) + downloadable), exported
+    exported = run_in(first, prefix + ["export"])["path"]
+    assert exported == str(first) + folder + "/session_export.json", exported
     # Claude.ai's Project files are read-only copies: the session must live elsewhere.
     assert folder_digest(first / "mnt/project") == project_before
     # The operator downloads the export and uploads it into a new conversation.
     second = sandbox_with_notes(tmp_path / "second", script)
-    upload = commands["restore"][-1]
-    assert upload.startswith(uploads), upload
+    upload = uploads + "/session_export.json"
     (second / upload.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(exported, str(second / upload.lstrip("/")))
-    assert run_in(second, commands["restore"])["record_count"] == 1
-    recap = run_in(second, commands["init"][:-1] + ["recap"])
-    assert [item["text"] for item in recap["decisions"]] == ["Bookings open 8:00 to 18:00."]
+    assert run_in(second, prefix + ["restore", upload])["record_count"] == 1
+    recap = run_in(second, prefix + ["recap"])
+    assert [item["text"] for item in recap["decisions"]] == ["Lending opens 9:00 to 17:00."]
 
 
 # Issue 14, point 4: texts with quotes, $ or backticks arrive byte for byte.
@@ -220,7 +325,7 @@ def test_safe_text_section_names_the_three_ways():
 
 def test_a_single_quoted_text_arrives_as_written(tmp_path):
     line = next(line for line in code_blocks(safe_text_section(), "bash")[0].splitlines()
-                if line.startswith("python3 -S ") and "<<" not in line)
+                if line.startswith("python3 -S ") and "--text" in line and "<<" not in line)
     words = shlex.split(line)
     expected = words[words.index("--text") + 1]
     assert "$" in expected and "`" in expected and '"' in expected

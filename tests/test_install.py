@@ -1,7 +1,8 @@
 """Where notes live, and the install: --dir, then SHAPING_NOTES_DIR, then the folder that
-holds notes.py unless an installer put it there; hints that name the command as it was
-run; `pip install .` giving `shaping-notes` and `python -m notes`; an sdist that carries
-what the tests need."""
+holds notes.py, or the user's data folder when an installer put it there; hints that name
+the command as it was run; `pip install .` giving `shaping-notes` and `python -m notes`,
+which work on first run and serve the contracts installed with them; an sdist that
+carries what the tests need."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -87,7 +89,8 @@ def test_an_empty_shaping_notes_dir_is_refused(tmp_path, value):
 
 
 # --------------------------------------------------------------------------
-# An installer's folder is never the session folder
+# An installer's folder is never the session folder: an installed copy keeps
+# its notes in the user's data folder
 
 INSTALLED_LAYOUTS = {
     "site-packages": ("lib", "python3.11", "site-packages"),
@@ -96,46 +99,124 @@ INSTALLED_LAYOUTS = {
 }
 
 
+def user_home(tmp_path: Path, data_home=None) -> dict:
+    """HOME (created) and XDG_DATA_HOME inside tmp_path, for an environment."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    settings = {"HOME": str(home)}
+    settings["XDG_DATA_HOME"] = "" if data_home is None else str(data_home)
+    return settings
+
+
+def private_folders(top: Path, folder: Path) -> list:
+    """The permission bits of each folder from below top down to folder."""
+    modes, path = [], folder
+    while path != top:
+        modes.append(stat.S_IMODE(os.stat(str(path)).st_mode))
+        path = path.parent
+    return modes
+
+
 @pytest.mark.parametrize("layout", list(INSTALLED_LAYOUTS))
-def test_a_copy_in_an_installed_package_folder_refuses_to_keep_notes_there(tmp_path, layout):
+def test_a_copy_in_an_installed_package_folder_keeps_notes_in_the_user_data_folder(tmp_path, layout):
     folder = tmp_path.joinpath(*INSTALLED_LAYOUTS[layout])
     script = script_in(folder)
     if layout == "pip --target":
         (folder / ("shaping_notes-%s.dist-info" % VERSION)).mkdir()
-    before = folder_digest(tmp_path)
-    for command in (APPEND, ("init",), ("tail",), ("recap",), ("export",)):
-        result = run_notes(*command, script=script, cwd=tmp_path, env=without_variable())
-        error = assert_refused(result, 2, "installed as a package in %s" % folder, "--dir", "SHAPING_NOTES_DIR",
-                               "python3 -S notes.py --dir")
-        assert "export SHAPING_NOTES_DIR=" in error
-    assert folder_digest(tmp_path) == before
+    package = folder_digest(folder)
+    env = without_variable(**user_home(tmp_path))
+    data = tmp_path / "home" / ".local" / "share" / "shaping-notes"
+    for command in (APPEND, ("tail",), ("recap",), ("export",)):
+        result = run_notes(*command, script=script, cwd=tmp_path, env=env)
+        assert result.code == 0, result
+    assert result.receipt["path"] == str(data / "session_export.json")
+    assert read_records(data)[0]["text"] == APPEND[-1]
+    # Each folder made on the way gets 0700, as XDG asks; HOME was there already.
+    assert private_folders(tmp_path / "home", data) == [0o700, 0o700, 0o700]
+    assert folder_digest(folder) == package
     given = run_notes(*APPEND, script=script, env=without_variable(SHAPING_NOTES_DIR=str(tmp_path / "notes")))
     assert given.code == 0 and read_records(tmp_path / "notes")[0]["seq"] == 1, given
 
 
-def test_an_mcp_server_in_an_installed_package_folder_refuses_each_note_and_says_why(tmp_path):
-    """The server still starts (the host sees it), but every tool call is refused, with the way out."""
+@pytest.mark.parametrize("data_home", ["absolute", "relative"])
+def test_xdg_data_home_is_used_only_when_absolute(tmp_path, data_home):
+    script = script_in(tmp_path.joinpath(*INSTALLED_LAYOUTS["site-packages"]))
+    chosen = tmp_path / "data" if data_home == "absolute" else Path("data")  # relative: ignored, per XDG
+    env = without_variable(**user_home(tmp_path, chosen))
+    result = run_notes("init", script=script, cwd=tmp_path, env=env)
+    expected = tmp_path / "data" if data_home == "absolute" else tmp_path / "home" / ".local" / "share"
+    assert result.code == 0 and result.receipt["path"] == str(expected / "shaping-notes" / "session_notes.jsonl"), result
+    assert (tmp_path / "data").exists() == (data_home == "absolute")
+    # argparse wraps a long path at a hyphen too: compare without white space.
+    help_text = "".join(run_notes("append", "--help", script=script, env=env).stdout.split())
+    said = "or %s when notes.py is installed as a package" % (expected / "shaping-notes")
+    assert "".join(said.split()) in help_text, help_text
+
+
+# What each platform's rule gives, asked of notes.py itself with the platform
+# switched after import: the rules are plain path arithmetic.
+PLATFORM_PROBE = r"""
+import ntpath, os, sys
+sys.path.insert(0, sys.argv[1])
+import notes
+if sys.argv[2] == "darwin":
+    sys.platform = "darwin"
+elif sys.argv[2] == "windows":
+    os.name, os.path = "nt", ntpath
+print(notes.user_data_folder())
+"""
+
+
+@pytest.mark.parametrize("platform, variables, expected", [
+    ("darwin", {"HOME": "/Users/you", "XDG_DATA_HOME": "/elsewhere"},
+     "/Users/you/Library/Application Support/shaping-notes"),
+    ("windows", {"USERPROFILE": "C:\\Users\\you", "LOCALAPPDATA": "D:\\Local"}, "D:\\Local\\shaping-notes"),
+    ("windows", {"USERPROFILE": "C:\\Users\\you", "LOCALAPPDATA": "Local"},
+     "C:\\Users\\you\\AppData\\Local\\shaping-notes"),
+])
+def test_each_platform_has_its_user_data_folder(platform, variables, expected):
+    env = without_variable(**variables)
+    completed = subprocess.run([sys.executable, "-S", "-c", PLATFORM_PROBE, str(REPO), platform],
+                               capture_output=True, text=True, env=env, timeout=60)
+    assert (completed.returncode, completed.stdout) == (0, expected + "\n"), completed
+
+
+def test_an_unwritable_data_folder_is_refused_with_the_way_out(tmp_path):
+    script = script_in(tmp_path.joinpath(*INSTALLED_LAYOUTS["site-packages"]))
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the data folder's parent should be")
+    env = without_variable(**user_home(tmp_path, blocked))
+    before = folder_digest(tmp_path)
+    result = run_notes(*APPEND, script=script, cwd=tmp_path, env=env)
+    assert_refused(result, 2, "keeps its notes in %s" % (blocked / "shaping-notes"), "--dir", "SHAPING_NOTES_DIR")
+    assert folder_digest(tmp_path) == before
+
+
+def test_an_mcp_server_in_an_installed_package_folder_keeps_notes_in_the_user_data_folder(tmp_path):
+    """The server a host starts with no --dir works from the first call."""
     folder = tmp_path.joinpath(*INSTALLED_LAYOUTS["site-packages"])
     script = script_in(folder)
-    before = folder_digest(tmp_path)
+    package = folder_digest(folder)
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
          "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "append", "arguments": {"type": "decision", "text": "Kept nowhere."}}},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recap", "arguments": {}}},
+         "params": {"name": "append", "arguments": {"type": "decision", "text": "Kept for the user."}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "summary", "arguments": {}}},
     ]
-    completed = subprocess.run([sys.executable, "-S", str(script), "mcp"], cwd=str(tmp_path), env=without_variable(),
+    completed = subprocess.run([sys.executable, "-S", str(script), "mcp"], cwd=str(tmp_path),
+                               env=without_variable(**user_home(tmp_path, tmp_path / "data")),
                                input="".join(json.dumps(request) + "\n" for request in requests).encode(),
                                capture_output=True, timeout=60)
     assert completed.returncode == 0, completed
     answers = {answer["id"]: answer["result"] for answer in map(json.loads, completed.stdout.decode().splitlines())}
+    log = str(tmp_path / "data" / "shaping-notes" / "session_notes.jsonl")
     for call in (2, 3):
-        assert answers[call]["isError"] is True
-        error = answers[call]["structuredContent"]["error"]
-        assert "installed as a package in %s" % folder in error and "SHAPING_NOTES_DIR" in error, error
-    assert folder_digest(tmp_path) == before
+        assert answers[call]["isError"] is False, answers[call]
+        assert answers[call]["structuredContent"]["path"] == log
+    assert answers[3]["structuredContent"]["total"] == 1
+    assert folder_digest(folder) == package
 
 
 def test_a_checkout_with_build_output_beside_notes_py_is_not_an_install(tmp_path):
@@ -182,8 +263,8 @@ def test_hints_name_the_command_as_it_was_run(tmp_path):
 
 def test_readme_test_command_is_the_one_ci_runs():
     readme = (REPO / "README.md").read_text("utf-8")
-    ci = (REPO / ".ci" / "run").read_text("utf-8").strip().splitlines()[-1]
-    assert ci.startswith("python3 -m venv .venv && ")
+    lines = (REPO / ".ci" / "run").read_text("utf-8").splitlines()
+    (ci,) = [line for line in lines if line.startswith("python3 -m venv .venv && ")]
     assert "\n%s\n" % ci in readme
 
 
@@ -196,7 +277,7 @@ def copy_project(destination: Path) -> Path:
         source = REPO / name
         if source.is_dir():
             shutil.copytree(str(source), str(destination / name),
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "node_modules"))
         else:
             shutil.copy(str(source), str(destination / name))
     return destination
@@ -247,20 +328,64 @@ def test_installed_command_and_module_print_the_version(installed, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_installed_command_without_a_folder_refuses_and_writes_nothing(installed, tmp_path):
+def test_installed_command_without_a_folder_keeps_notes_in_the_user_data_folder(installed, tmp_path):
+    """The first run of an installed copy works: notes go to the user's data folder, never the package's."""
     before = snapshot(installed.site)
-    for argv in ([installed.command] + list(APPEND), [installed.command, "tail"],
-                 [installed.python, "-m", "notes"] + list(APPEND)):
-        completed = installed.command_line(argv, tmp_path)
-        assert completed.returncode == 2, completed
-        error = completed.stdout
-        for words in ("installed as a package in %s" % installed.site, "--dir", "SHAPING_NOTES_DIR"):
-            assert words in error, (words, error)
-        shown = "shaping-notes" if argv[0] == installed.command else "python3 -m notes"
-        assert "for example: %s --dir ~/shaping init" % shown in error, error
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    data = home / ".local" / "share" / "shaping-notes"
+    second = ("append", "--type", "decision", "--text", "A second note, through the module.")
+    for argv in ([installed.command] + list(APPEND), [installed.python, "-m", "notes"] + list(second)):
+        completed = installed.command_line(argv, elsewhere, HOME=str(home), XDG_DATA_HOME="")
+        assert completed.returncode == 0, completed
+        assert json.loads(completed.stdout)["path"] == str(data / "session_notes.jsonl"), completed.stdout
+    chosen = tmp_path / "xdg"
+    moved = installed.command_line([installed.command, "init"], elsewhere, HOME=str(home), XDG_DATA_HOME=str(chosen))
+    assert json.loads(moved.stdout)["path"] == str(chosen / "shaping-notes" / "session_notes.jsonl"), moved
+    assert [record["seq"] for record in read_records(data)] == [1, 2]
+    assert stat.S_IMODE(os.stat(str(data)).st_mode) == 0o700
+    usage = installed.command_line([installed.command, "--help"], elsewhere, HOME=str(home), XDG_DATA_HOME="")
+    said = "or %s when notes.py is installed as a package" % data
+    assert "".join(said.split()) in "".join(usage.stdout.split()), usage.stdout
     assert snapshot(installed.site) == before
-    assert not any(name.startswith("session_") for name in os.listdir(str(installed.site)))
-    assert list(tmp_path.iterdir()) == []
+    assert list(elsewhere.iterdir()) == []
+
+
+def mcp_session(installed, cwd, requests, **env) -> dict:
+    """The result of each request, by id, from one run of `shaping-notes mcp`."""
+    completed = subprocess.run([installed.command, "mcp"], cwd=str(cwd), env=without_variable(**env),
+                               input="".join(json.dumps(request) + "\n" for request in requests),
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed
+    return {answer["id"]: answer.get("result", answer) for answer in map(json.loads, completed.stdout.splitlines())}
+
+
+def test_installed_mcp_server_serves_both_contracts(installed, tmp_path):
+    """pip installs protocol.md and note-io.md with the module; the server offers their exact text."""
+    home = tmp_path / "home"
+    home.mkdir()
+    handshake = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "t", "version": "1"}}},
+                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 {"jsonrpc": "2.0", "id": 1, "method": "resources/list"}]
+    answers = mcp_session(installed, tmp_path, handshake, HOME=str(home))
+    assert "resources" in answers[0]["capabilities"], answers[0]
+    listed = {resource["name"]: resource["uri"] for resource in answers[1]["resources"]}
+    assert sorted(listed) == ["note-io.md", "protocol.md"], answers[1]
+    reads = [{"jsonrpc": "2.0", "id": index, "method": "resources/read", "params": {"uri": listed[name]}}
+             for index, name in enumerate(sorted(listed), 2)]
+    answers = mcp_session(installed, tmp_path, handshake + reads, HOME=str(home))
+    for index, name in enumerate(sorted(listed), 2):
+        (content,) = answers[index]["contents"]
+        assert content["uri"] == listed[name] and content["mimeType"] == "text/markdown"
+        assert content["text"] == (REPO / name).read_text("utf-8"), name
+    # Installed with the package, not in the package's folder, nor among the user's notes.
+    for uri in listed.values():
+        assert str(installed.site) not in uri and str(home) not in uri, uri
+    assert not (home / ".local" / "share" / "shaping-notes" / "protocol.md").exists()
 
 
 def test_installed_command_keeps_notes_in_shaping_notes_dir(installed, tmp_path):

@@ -247,8 +247,10 @@ def test_v0_receipts_keep_their_keys_with_links_present(session):
 
     tail = run_notes("tail", "--limit", "2", folder=session)
     assert tail.code == 0, tail
-    assert list(tail.receipt) == ["ok", "command", "count", "path", "records"]
+    # v0's keys in v0's order; then (issue 19) the ids among the records that a later note superseded.
+    assert list(tail.receipt) == ["ok", "command", "count", "path", "records", "superseded"]
     assert tail.receipt["records"] == read_records(session)[2:]
+    assert tail.receipt["superseded"] == ["n00003"]
 
     exported = run_notes("export", folder=session)
     assert exported.code == 0, exported

@@ -26,7 +26,7 @@ STATELESS = "2026-07-28"
 HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
-TOOLS = ["append", "recap", "tail", "summary", "verify", "export"]
+TOOLS = ["append", "recap", "tail", "show", "summary", "verify", "export"]
 
 
 # --------------------------------------------------------------------------
@@ -280,7 +280,7 @@ def test_tool_schemas_and_annotations(tmp_path):
     assert append["properties"]["status"]["enum"] == ["open", "deferred", "closed"]
     assert {"type", "text", "effect", "ref", "status"} <= set(append["properties"])
     tail = tools["tail"]["inputSchema"]["properties"]
-    assert set(tail) == {"limit", "types", "since", "until"}
+    assert set(tail) == {"limit", "types", "since", "until", "grep"}
     assert tail["types"] == {"type": "array", "items": {"type": "string", "enum": types},
                              "description": tail["types"]["description"]}
     assert tail["limit"]["type"] == "integer" and tail["limit"]["default"] == 5
@@ -292,7 +292,7 @@ def test_tool_schemas_and_annotations(tmp_path):
     for name, tool in tools.items():
         assert len(tool["description"].split()) >= 5, tool
         hints = tool["annotations"]
-        assert hints["readOnlyHint"] is (name in ("recap", "tail", "summary", "verify")), tool
+        assert hints["readOnlyHint"] is (name in ("recap", "tail", "show", "summary", "verify")), tool
         assert hints["destructiveHint"] is (name == "export"), tool  # export may replace its output file
         assert hints["openWorldHint"] is False
     assert tools["append"]["annotations"]["idempotentHint"] is True  # a retry is answered as a duplicate
@@ -432,8 +432,8 @@ def test_verify_of_a_damaged_log_is_a_result_not_an_error(tmp_path):
 def test_export_writes_what_the_cli_writes(tmp_path):
     folder = tmp_path / "s"
     run_notes("append", "--type", "decision", "--text", "Exported.", folder=folder)
-    output = tmp_path / "out" / "backup.json"
-    code, answers, _ = exchange(folder, call(1, "export", {"output": str(output)}),
+    output = folder / "out" / "backup.json"  # over MCP, a relative output lands in the session folder
+    code, answers, _ = exchange(folder, call(1, "export", {"output": "out/backup.json"}),
                                 call(2, "export", {"format": "md"}), call(3, "export", {"format": "pdf"}))
     assert code == 0
     assert tool_result(answers[0])["structuredContent"] == {"ok": True, "command": "export", "record_count": 1,

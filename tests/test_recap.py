@@ -106,7 +106,7 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
     assert receipt["session_id"] == started.receipt["session_id"]
     assert receipt["path"] == str(folder / "session_notes.jsonl")
     receipt["session_id"] = receipt["path"] = "normalised"
-    assert list(receipt) == RECAP_KEYS
+    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis"]
     assert receipt == {
         "ok": True,
         "command": "recap",
@@ -159,6 +159,11 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
         ],
         "superseded_count": 4,
         "export_lag": {"path": str(folder / "session_export.json"), "record_count": None, "missing": 28},
+        "pending": {"open_gates": 2, "unconfirmed": 0,
+                    "next": "2 open gates: put each to the operator before synthesis (close or defer a gate; "
+                            "confirm, correct or drop a note)."},
+        # Synthesis began at n00028; no artifact note came after it, so nothing was delivered yet.
+        "synthesis": {"entered": "n00028", "latest": "n00028"},
     }
     # Reading never writes: a second recap answers the same from the same bytes.
     before = folder_digest(folder)
@@ -173,7 +178,7 @@ def test_recap_of_the_v0_session_is_exact(tmp_path):
 
     receipt = recap_of(folder)
 
-    assert list(receipt) == RECAP_KEYS
+    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis"]
     assert receipt == {
         "ok": True, "command": "recap", "session_id": "0f3c2b1c-3c66-49ee-8557-e323c0678aaf",
         "path": str(folder / "session_notes.jsonl"), "total": 11,
@@ -202,6 +207,11 @@ def test_recap_of_the_v0_session_is_exact(tmp_path):
         "superseded_count": 0,
         # The fixture's own export holds all 11 notes.
         "export_lag": {"path": str(folder / "session_export.json"), "record_count": 11, "missing": 0},
+        "pending": {"open_gates": 2, "unconfirmed": 0,
+                    "next": "2 open gates: put each to the operator before synthesis (close or defer a gate; "
+                            "confirm, correct or drop a note)."},
+        # n00011 entered synthesis; the artifact note n00008 came before it, so it is no delivery.
+        "synthesis": {"entered": "n00011", "latest": "n00011"},
     }
     assert folder_digest(folder) == before
 
@@ -267,10 +277,12 @@ def test_limit_keeps_the_newest_per_list_and_reports_what_was_cut(tmp_path, limi
     assert [item["id"] for item in receipt["discards"]] == ["n00012", "n00013", "n00014"]
     assert [item["id"] for item in receipt["tensions"]] == ["n00015"]
     assert receipt["superseded_count"] == 1
+    # pending counts every open gate, also those the limit left out of the list.
+    assert receipt["pending"]["open_gates"] == 4 and receipt["pending"]["unconfirmed"] == 0
     if truncated is None:
-        assert list(receipt) == RECAP_KEYS
+        assert list(receipt) == RECAP_KEYS + ["pending"]
     else:
-        assert list(receipt) == RECAP_KEYS + ["truncated", "see_truncated"]
+        assert list(receipt) == RECAP_KEYS + ["pending", "truncated", "see_truncated"]
         assert receipt["truncated"] == truncated
 
 
@@ -303,7 +315,8 @@ def test_recap_warns_about_a_damaged_log_and_still_answers(tmp_path, fixture, wo
 
     receipt = recap_of(folder)
 
-    assert list(receipt) == RECAP_KEYS + ["warnings"]
+    # The fixtures are the v0 session's log: its open gates are pending, n00011 entered synthesis.
+    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis", "warnings"]
     assert receipt["warnings"] and all(isinstance(message, str) for message in receipt["warnings"])
     joined = " ".join(receipt["warnings"])
     for word in words:
@@ -435,10 +448,12 @@ def test_filtered_tail(tmp_path, arguments, seqs):
     result = run_notes("tail", *arguments, folder=folder)
 
     assert result.code == 0, result
-    assert result.receipt == {"ok": True, "command": "tail", "count": len(seqs),
-                              "path": str(folder / "session_notes.jsonl"),
-                              "records": [records[seq - 1] for seq in seqs]}
-    assert list(result.receipt) == ["ok", "command", "count", "path", "records"]
+    expected = {"ok": True, "command": "tail", "count": len(seqs), "path": str(folder / "session_notes.jsonl"),
+                "records": [records[seq - 1] for seq in seqs]}
+    if 3 in seqs:  # n00005 supersedes n00003 (issue 19: tail names the superseded among its records)
+        expected["superseded"] = ["n00003"]
+    assert result.receipt == expected
+    assert list(result.receipt) == list(expected)
     assert folder_digest(folder) == before
 
 

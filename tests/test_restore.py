@@ -11,7 +11,7 @@ import pytest
 from conftest import (V0_FIXTURES, assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes,
                       read_records, run_notes)
 
-RESTORE_KEYS = ["ok", "command", "session_id", "record_count", "restored", "path"]
+RESTORE_KEYS = ["ok", "command", "session_id", "record_count", "restored", "path", "tell_operator"]
 V0_EXPORT = V0_FIXTURES / "basic" / "session_export.json"
 V0_SESSION_ID = "0f3c2b1c-3c66-49ee-8557-e323c0678aaf"
 
@@ -35,9 +35,15 @@ def restored_ok(folder, export_path, record_count, restored, session_id) -> dict
     assert result.code == 0, result
     assert_no_traceback(result)
     assert list(result.receipt) == RESTORE_KEYS
-    assert result.receipt == {"ok": True, "command": "restore", "session_id": session_id,
-                              "record_count": record_count, "restored": restored,
-                              "path": str(folder / "session_notes.jsonl")}
+    # The sentence for the operator is pinned word for word in tests/test_tell_operator.py;
+    # here it is one line that names what came back and the file to keep.
+    receipt = dict(result.receipt)
+    tell = receipt.pop("tell_operator")
+    assert "\n" not in tell and tell.startswith("The session is back with %d note" % record_count), tell
+    assert str(folder / "session_export.json") in tell, tell
+    assert receipt == {"ok": True, "command": "restore", "session_id": session_id,
+                       "record_count": record_count, "restored": restored,
+                       "path": str(folder / "session_notes.jsonl")}
     return result.receipt
 
 

@@ -185,6 +185,7 @@ def test_export_refuses_an_output_that_is_a_session_file(tmp_path, target, expor
     result = run_notes("export", "--output", output, "--format", export_format, folder=folder)
     assert_refused(result, 2, "session")
     assert folder_digest(tmp_path) == before
+    os.unlink(str(tmp_path / "hard-link-to-log"))  # writers refuse a hard-linked log: the link was only a target
     assert append(folder, "decision", "Numbering goes on.").receipt["seq"] == 4
     assert run_notes("verify", folder=folder).code == 0
 
