@@ -9,7 +9,7 @@ whenever losing a decision, a gate, a discarded path or an artifact boundary
 would hurt continuity.  This tool owns everything about that signal once it
 arrives: it stamps it with a time, a session id, a sequence number and a
 checksum, appends it as one line of JSON to session_notes.jsonl, and later
-hands the state back (tail, summary, recap, export, verify, restore).
+hands the state back (tail, show, summary, recap, export, verify, restore).
 
 What it owns:
   * the files of one session folder: session_meta.json, session_notes.jsonl,
@@ -1852,7 +1852,7 @@ class Session:
         return with_warnings(receipt, bounded_warnings(warnings, len(warnings)))
 
     def show(self, *, note_id) -> dict:
-        """One note and its chain: what it replaced and what replaced it, or its gate's updates, and the notes about it."""
+        """One note and its chain: what it replaced and what replaced it, or its gate's updates; the notes about it."""
         note_id = show_note_id(note_id)
         folder = resolve_folder(self.folder)
         return show_note(folder, require_session(folder), note_id)
@@ -2674,7 +2674,8 @@ def synthesis_history(records, superseded, limit):
     (recap's `mode` shows it).  An artifact note written in synthesis is a
     delivery; each live note after the last delivery may make it out of date,
     except a mode note: a change of state (the one that ends synthesis after
-    delivering, say) changes nothing the artifact says.  Returns (synthesis or None, delivery or None): delivery's `after` holds
+    delivering, say) changes nothing the artifact says.  Returns (synthesis
+    or None, delivery or None): delivery's `after` holds
     the ids of the newest `limit` of those notes, `more` counts the others."""
     synthesis = delivery = None
     in_synthesis = False
