@@ -299,7 +299,7 @@ def test_unexpected_error_exits_1_without_traceback(monkeypatch, capsys, tmp_pat
     def broken(arguments):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setitem(notes.COMMAND_FUNCTIONS, "summary", broken)
+    monkeypatch.setattr(notes.Session, "summary", broken)
     code = notes.main(["--dir", str(tmp_path), "summary"])
     captured = capsys.readouterr()
     assert code == 1
