@@ -470,6 +470,95 @@ def may_hold_credential(text: str) -> bool:
     return CREDENTIAL_MARKER_SEARCH(text) is not None
 
 
+def shannon_entropy(value: str) -> float:
+    """Bits per character of the value's own character frequencies: random keys score high, words low."""
+    counts = {}
+    for character in value:
+        counts[character] = counts.get(character, 0) + 1
+    length = len(value)
+    return -sum(count / length * math.log2(count / length) for count in counts.values())
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether the value is a stand-in for a secret: it names itself one, repeats a character, or hardly varies."""
+    lowered = value.lower()
+    return (any(word in lowered for word in PLACEHOLDER_WORDS) or re.search(r"(.)\1{5}", value) is not None
+            or shannon_entropy(value) < 2.0)
+
+
+def is_word_like(value: str) -> bool:
+    """Whether the value reads as words or an identifier: pieces between punctuation each a word (lower
+    case, capitals or CamelCase, maybe with a short number: oauth2, Ec2Instance) or all digits
+    (refresh-token-rotation, DB_PASSWORD_FILE, v2.3.1, customer_id#2026, RefreshTokenPolicy), or a
+    UUID, a date or a time."""
+    if re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+                    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value):
+        return True  # a UUID, a date or a time
+    pieces = [piece for piece in re.split(r"[-_./#:&=@+,]+", value) if piece]
+    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+"
+    return all(re.fullmatch(word, piece) for piece in pieces)
+
+
+def generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
+    """Whether the value after a secret-like word looks like a secret rather than prose, a path or a stand-in.
+
+    A value of 16 characters or more must look random: high entropy, not
+    words, and a digit in it or case changing as often as random text does.
+    A shorter one counts only after a password word and an operator
+    (password=Summer2024!), when it holds a digit or a symbol beside letters."""
+    value = value.rstrip(".:!?")
+    # A stand-in, a URL, a path, a name with a scheme (arn:aws:..., sha256:...), an SSH public key's body.
+    if (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../", "AAAA"))
+            or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value) or is_placeholder(value)
+            or is_word_like(value)):
+        return False
+    # A digest named as one just before the word (commit key: <40 hex>, the sha256 of the key is ...).
+    if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
+            and re.search(r"(?i)commit|sha|hash|digest|checksum|fingerprint|etag|revision", before)):
+        return False
+    kinds = sum(1 for test in (str.islower, str.isupper, str.isdigit, lambda c: not c.isalnum())
+                if any(test(character) for character in value))
+    if len(value) < 16:
+        return (keyword.lower().startswith(("pass", "pwd")) and not operator.isspace() and kinds >= 2
+                and any(not character.isalpha() for character in value))
+    if shannon_entropy(value) < GENERIC_ENTROPY_THRESHOLD:
+        return False
+    case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper()
+                       and left.isalpha() and right.isalpha())
+    return any(character.isdigit() for character in value) or case_changes * 3 >= len(value)
+
+
+def credential_match_is_real(match) -> bool:
+    """Whether a pattern's match is a credential, not a documented example or a placeholder.
+
+    What each named group must pass is told above CREDENTIAL_PATTERNS."""
+    groups = match.groupdict()
+    if groups.get("password") is not None:
+        user, password = groups["user"], groups["password"]
+        return not (password.lower() in PLACEHOLDER_PASSWORDS or password == user
+                    or user.lower() == "anonymous" or is_placeholder(password))
+    if groups.get("generic") is not None:
+        before = match.string[max(0, match.start() - 24):match.end("keyword")]
+        return generic_value_is_secret(groups["keyword"], groups["operator"], groups["generic"], before)
+    return groups.get("value") is None or not is_placeholder(groups["value"])
+
+
+def credential_kind_in(text: str, generic: bool = True, across: int | None = None) -> str | None:
+    """The kind of the first credential one of CREDENTIAL_PATTERNS finds in the text as it stands, or None.
+
+    With across, only a match that runs over that position counts (a key
+    split between two fields joined there)."""
+    lowered = text.lower()
+    for kind, markers, pattern in CREDENTIAL_PATTERNS:
+        if not generic and pattern is GENERIC_PATTERN:
+            continue
+        if any(marker in lowered for marker in markers):
+            for match in re.finditer(pattern, text):
+                if (across is None or match.start() < across < match.end()) and credential_match_is_real(match):
+                    return kind
+    return None
+
+
 def join_key_groups(run) -> str:
     """A GROUPED_RUN match with its spaces and hyphens taken out, unless half its pieces are lower-case words."""
     pieces = re.split(GROUP_SEPARATOR, run.group())
