@@ -105,7 +105,6 @@ RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens o
 # A mode note whose text begins with this word enters synthesis; an artifact
 # note written in synthesis is a delivery (recap's synthesis and delivery).
 SYNTHESIS_WORD = "SYNTHESIS"
-TELL_GATES_LISTED = 5  # gates named by id in a tell_operator sentence; the rest are counted
 STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
 EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
@@ -2562,14 +2561,15 @@ def count_by_type(reader):
 
 
 def gates_phrase(gates) -> str:
-    """The open and deferred gates of recap_history's map, as a phrase naming the first ids; "" when none."""
+    """The open and deferred gates of recap_history's map, in the operator's words; "" when none.
+
+    The sentence is for the operator, who never sees note ids: it counts the
+    questions still to settle, and recap names them for the model."""
     parts = []
     for status in ("open", "deferred"):
-        ids = [gate_id for gate_id, gate in gates.items() if gate["status"] == status]
-        if ids:
-            named = ids[:TELL_GATES_LISTED] + (["%d more" % (len(ids) - TELL_GATES_LISTED)]
-                                               if len(ids) > TELL_GATES_LISTED else [])
-            parts.append("%s %s (%s)" % (counted(len(ids), "gate"), status, ", ".join(named)))
+        number = sum(1 for gate in gates.values() if gate["status"] == status)
+        if number:
+            parts.append("%s %s" % (counted(number, "question"), "still open" if status == "open" else "deferred"))
     return " and ".join(parts)
 
 
@@ -2615,10 +2615,10 @@ def export_tell_operator(earlier, output, session_id, count, by_type, reader):
                 counted(earlier[1], "note") if earlier[1] is not None else "no readable note count")
         return ("This export replaced %s, which held %s; this one holds %s, so a copy downloaded before is out "
                 "of date: download this one%s." % (visible(output, True), held, counted(count, "note"),
-                                                   "; still " + gates_left if gates_left else ""))
+                                                   "; " + gates_left if gates_left else ""))
     if not any(gate["status"] == "open" for gate in gates.values()):
         return None
-    return "The artifact delivered in %s leaves %s." % (delivery["id"], gates_left)
+    return "The artifact delivered last leaves %s." % gates_left
 
 
 def check_export_output(folder, output):
@@ -2858,7 +2858,8 @@ def recap_live_notes(reader, superseded, limit, cut):
             latest[record["type"]] = record
         elif record["type"] in list_of_type:
             name, item = list_of_type[record["type"]], summarise_record(record)
-            if is_unconfirmed(item):
+            # A tension names a pull between lenses; there is nothing in it to confirm.
+            if is_unconfirmed(item) and record["type"] != "tension":
                 unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
                 keep_newest(unconfirmed, limit, cut, "unconfirmed")
             else:
@@ -2887,7 +2888,9 @@ def recap_gates(gates, changed_at, limit, cut, unconfirmed):
     for gate_id, gate in gates.items():
         if gate["status"] not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
-        if is_unconfirmed(gate_labels(gate)):
+        # An open gate is pending as open whoever raised it; listing it as
+        # unconfirmed too would count one question twice.
+        if gate["status"] != "open" and is_unconfirmed(gate_labels(gate)):
             unconfirmed.append((changed_at[gate_id], {"id": gate_id, "type": "gate", **gate}))
             if gate["status"] == "closed":
                 continue
@@ -2943,8 +2946,10 @@ def pending_next(open_gates, unconfirmed) -> str:
     """The one sentence recap's pending gives: what to put to the operator before synthesis."""
     parts = [counted(number, noun) for number, noun in ((open_gates, "open gate"),
                                                          (unconfirmed, "unconfirmed note")) if number]
-    return ("%s: put %s to the operator before synthesis (close or defer a gate; confirm, correct or drop "
-            "a note)." % (", ".join(parts), "it" if open_gates + unconfirmed == 1 else "each"))
+    ways = [way for number, way in ((open_gates, "close or defer each gate"),
+                                    (unconfirmed, "confirm, correct or drop each note")) if number]
+    return ("%s: put %s to the operator before synthesis (%s)." % (
+        ", ".join(parts), "it" if open_gates + unconfirmed == 1 else "each", "; ".join(ways)))
 
 
 def recap_progress(records, superseded, open_gates, unconfirmed, limit) -> dict:
@@ -2952,7 +2957,7 @@ def recap_progress(records, superseded, open_gates, unconfirmed, limit) -> dict:
 
     open_gates and unconfirmed are the whole counts, before any list is cut:
     pending's unconfirmed is the number of entries of recap's unconfirmed
-    list, so an open gate the model raised counts in both."""
+    list; an open gate counts once, as open, whoever raised it."""
     progress = {}
     if open_gates or unconfirmed:
         progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
@@ -3432,7 +3437,8 @@ def restore_tell_operator(folder, export_path, record_count, problem_count, gate
     sentence += "; " + (gates_phrase(gates) or "no gate is open or deferred")
     kept = os.path.join(folder, EXPORT_NAME)
     if same_file(kept, export_path) or kept == export_path:
-        return sentence + "; keep %s from now on, and download it again after each export." % visible(kept, True)
+        # The operator downloads it by its name; the folder is the host's own.
+        return sentence + "; keep %s from now on, and download it again after each export." % EXPORT_NAME
     return sentence + ("; from now on keep %s, which export writes, in place of %s, which the next note makes "
                        "out of date." % (visible(kept, True), visible(export_path, True)))
 

@@ -152,7 +152,7 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         "ok": True, "command": "recap", "total": 13, "mode": None,
         "shape": {"id": "n00011", "text": "A nightly job sends SMS.", "effect": "No patient app.",
                   "provenance": "model"},
-        # A gate raised by the model is open all the same, so it stays here and is listed below too.
+        # A gate raised by the model is open all the same; pending counts it once, as open.
         "open_gates": [{"id": "n00006", "text": "Consent wording is undecided.", "status": "open",
                         "provenance": "model", "evidence": "inferred"}],
         "deferred_gates": [{"id": "n00009", "text": "Payment links in reminders.", "status": "deferred",
@@ -161,8 +161,6 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         # In log order of the note that makes each unconfirmed; n00002 left once the operator confirmed it.
         "unconfirmed": [
             {"id": "n00003", "type": "source", "text": "About 400 appointments a month.", "evidence": "inferred"},
-            {"id": "n00006", "type": "gate", "text": "Consent wording is undecided.", "status": "open",
-             "provenance": "model", "evidence": "inferred"},
             {"id": "n00001", "type": "gate", "text": "Hosting is undecided.", "status": "closed",
              "update_id": "n00007", "update_text": "Hosting closed: the reception PC.",
              "update_provenance": "model", "update_evidence": "inferred"},
@@ -184,10 +182,10 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         "artifacts": [],
         "superseded_count": 1,
         "export_lag": {"path": str(labelled / "session_export.json"), "record_count": None, "missing": 13},
-        # The model's open gate n00006 counts in both: open, and one of the four unconfirmed entries.
-        "pending": {"open_gates": 1, "unconfirmed": 4,
-                    "next": "1 open gate, 4 unconfirmed notes: put each to the operator before synthesis "
-                            "(close or defer a gate; confirm, correct or drop a note)."},
+        # The model's open gate n00006 counts once, as open.
+        "pending": {"open_gates": 1, "unconfirmed": 3,
+                    "next": "1 open gate, 3 unconfirmed notes: put each to the operator before synthesis "
+                            "(close or defer each gate; confirm, correct or drop each note)."},
     }
 
 
@@ -200,8 +198,8 @@ def test_markdown_recap_is_for_the_operator(labelled):
         "13 notes, 1 superseded by later ones.",
         "Export: no session_export.json yet.",
         "",
-        "Pending: 1 open gate, 4 unconfirmed notes: put each to the operator before synthesis (close or defer a "
-        "gate; confirm, correct or drop a note).",
+        "Pending: 1 open gate, 3 unconfirmed notes: put each to the operator before synthesis (close or defer "
+        "each gate; confirm, correct or drop each note).",
         "",
         "## Mode", "", "- none", "",
         "## Shape", "", "- A nightly job sends SMS. Effect: No patient app. [n00011; not yet confirmed]", "",
@@ -213,7 +211,6 @@ def test_markdown_recap_is_for_the_operator(labelled):
         "",
         "## Not yet confirmed", "",
         "- Source: About 400 appointments a month. [n00003; inferred]",
-        "- Gate (open): Consent wording is undecided. [n00006; proposed by the model, inferred]",
         "- Gate (closed): Hosting is undecided. Closed: Hosting closed: the reception PC. "
         "[n00001, closed by n00007; proposed by the model, inferred]",
         "- Shape: A nightly job sends SMS. Effect: No patient app. [n00011; proposed by the model]",

@@ -299,7 +299,7 @@ def test_accept_damaged_of_an_intact_export_is_an_ordinary_restore(tmp_path):
     write_export(export_path, records)
     result = run_notes("restore", "--accept-damaged", export_path, folder=tmp_path / "target")
     assert_answers(result)
-    tell = ("The session is back with 2 notes; 1 gate open (n00002); from now on keep %s, which export writes, "
+    tell = ("The session is back with 2 notes; 1 question still open; from now on keep %s, which export writes, "
             "in place of %s, which the next note makes out of date." % (tmp_path / "target" / "session_export.json",
                                                                         export_path))
     assert result.receipt == {"ok": True, "command": "restore", "session_id": SESSION_ID, "record_count": 2,

@@ -13,8 +13,9 @@ import pytest
 from conftest import assert_no_traceback, assert_refused, run_notes, write_signals
 
 SESSION_ID = "3a7d9c1e-5b2f-4d8a-9e6c-1f0b2a3c4d5e"
-NEXT_BOTH = ("put each to the operator before synthesis (close or defer a gate; confirm, correct or drop "
-             "a note).")
+NEXT_BOTH = ("put each to the operator before synthesis (close or defer each gate; confirm, correct or drop "
+             "each note).")
+NEXT_NOTES = "put each to the operator before synthesis (confirm, correct or drop each note)."
 
 
 # --------------------------------------------------------------------------
@@ -58,10 +59,10 @@ def test_pending_counts_open_gates_and_the_unconfirmed_list(tmp_path):
 
     receipt = recap(folder)
 
-    # The model's open gate n00003 counts in both: it is open, and an entry of unconfirmed.
+    # The model's open gate n00003 counts once: it is pending as open, not also as unconfirmed.
     assert [item["id"] for item in receipt["open_gates"]] == ["n00002", "n00003"]
-    assert [item["id"] for item in receipt["unconfirmed"]] == ["n00003", "n00006", "n00007"]
-    assert receipt["pending"] == {"open_gates": 2, "unconfirmed": 3, "next": "2 open gates, 3 unconfirmed notes: "
+    assert [item["id"] for item in receipt["unconfirmed"]] == ["n00006", "n00007"]
+    assert receipt["pending"] == {"open_gates": 2, "unconfirmed": 2, "next": "2 open gates, 2 unconfirmed notes: "
                                   + NEXT_BOTH}
     assert list(receipt)[-1] == "pending"  # no synthesis, no delivery: no key for them
 
@@ -69,9 +70,11 @@ def test_pending_counts_open_gates_and_the_unconfirmed_list(tmp_path):
 @pytest.mark.parametrize("signals, pending", [
     ([("gate", "Hosting is undecided.")],
      {"open_gates": 1, "unconfirmed": 0, "next": "1 open gate: put it to the operator before synthesis (close or "
-                                                "defer a gate; confirm, correct or drop a note)."}),
-    ([("decision", "SMS.", {"provenance": "model"}), ("tension", "Cost.", {"evidence": "inferred"})],
-     {"open_gates": 0, "unconfirmed": 2, "next": "2 unconfirmed notes: " + NEXT_BOTH}),
+                                                "defer each gate)."}),
+    # A tension names a pull between lenses: nothing in it to confirm, whoever noted it.
+    ([("decision", "SMS.", {"provenance": "model"}), ("tension", "Cost.", {"evidence": "inferred"}),
+      ("source", "About 400 a month.", {"evidence": "inferred"})],
+     {"open_gates": 0, "unconfirmed": 2, "next": "2 unconfirmed notes: " + NEXT_NOTES}),
     # Deferred and closed gates and confirmed notes leave nothing pending: no key at all.
     ([("gate", "Payment links.", {"status": "deferred"}), ("gate", "Hosting."),
       ("gate", "Hosting closed.", {"ref": "n00002", "status": "closed"}),
@@ -202,8 +205,8 @@ def test_the_markdown_recap_says_what_is_pending_delivered_and_who_settled_it(tm
 
     assert lines[:9] == [
         "# Recap", "", "7 notes, 0 superseded by later ones.", "Export: no session_export.json yet.", "",
-        "Pending: 1 unconfirmed note: put it to the operator before synthesis (close or defer a gate; confirm, "
-        "correct or drop a note).",
+        "Pending: 1 unconfirmed note: put it to the operator before synthesis (confirm, correct or drop each "
+        "note).",
         "Synthesis: entered by n00004; latest SYNTHESIS note n00004.",
         "Delivered: n00005, out of date: 2 live notes after it (n00006, n00007).",
         "",

@@ -136,8 +136,8 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
         "superseded_count": 4,
         "export_lag": {"path": str(folder / "session_export.json"), "record_count": None, "missing": 28},
         "pending": {"open_gates": 2, "unconfirmed": 0,
-                    "next": "2 open gates: put each to the operator before synthesis (close or defer a gate; "
-                            "confirm, correct or drop a note)."},
+                    "next": "2 open gates: put each to the operator before synthesis (close or defer each "
+                            "gate)."},
         # Synthesis began at n00028; no artifact note came after it, so nothing was delivered yet.
         "synthesis": {"entered": "n00028", "latest": "n00028"},
     }
@@ -184,8 +184,8 @@ def test_recap_of_the_v0_session_is_exact(tmp_path):
         # The fixture's own export holds all 11 notes.
         "export_lag": {"path": str(folder / "session_export.json"), "record_count": 11, "missing": 0},
         "pending": {"open_gates": 2, "unconfirmed": 0,
-                    "next": "2 open gates: put each to the operator before synthesis (close or defer a gate; "
-                            "confirm, correct or drop a note)."},
+                    "next": "2 open gates: put each to the operator before synthesis (close or defer each "
+                            "gate)."},
         # n00011 entered synthesis; the artifact note n00008 came before it, so it is no delivery.
         "synthesis": {"entered": "n00011", "latest": "n00011"},
     }

@@ -64,8 +64,8 @@ def test_restore_into_a_fresh_folder_names_the_gates_and_the_file_to_keep(tmp_pa
     assert receipt == {
         "ok": True, "command": "restore", "session_id": SESSION_ID, "record_count": 6, "restored": 6,
         "path": str(target / "session_notes.jsonl"),
-        "tell_operator": "The session is back with 6 notes; 2 gates open (n00001, n00006) and 1 gate deferred "
-                         "(n00002); from now on keep %s, which export writes, in place of %s, which the next note "
+        "tell_operator": "The session is back with 6 notes; 2 questions still open and 1 question deferred; "
+                         "from now on keep %s, which export writes, in place of %s, which the next note "
                          "makes out of date." % (target / "session_export.json", export_path)}
 
 
@@ -79,8 +79,8 @@ def test_restore_of_the_export_uploaded_into_the_folder_says_to_keep_that_file(t
 
     assert list(receipt) == ["ok", "command", "session_id", "record_count", "restored", "path", "tell_operator"]
     assert receipt["tell_operator"] == (
-        "The session is back with 11 notes; 2 gates open (n00003, n00010); keep %s from now on, and download it "
-        "again after each export." % uploaded)
+        "The session is back with 11 notes; 2 questions still open; keep session_export.json from now on, and "
+        "download it again after each export.")
 
 
 def test_restore_without_gates_and_with_many(tmp_path):
@@ -94,9 +94,8 @@ def test_restore_without_gates_and_with_many(tmp_path):
     write_session(busy, [("gate", "Gate %d." % number) for number in range(1, 9)])
     succeeded(run_notes("export", folder=busy))
     receipt = succeeded(run_notes("restore", busy / "session_export.json", folder=tmp_path / "busy-back"))
-    # The first five ids, then a count: the sentence stays one short line.
-    assert receipt["tell_operator"].startswith(
-        "The session is back with 8 notes; 8 gates open (n00001, n00002, n00003, n00004, n00005, 3 more); ")
+    # A count, never ids (the operator does not see them): the sentence stays one short line.
+    assert receipt["tell_operator"].startswith("The session is back with 8 notes; 8 questions still open; ")
 
 
 def test_restore_accept_damaged_says_the_problems_came_along(tmp_path):
@@ -116,7 +115,7 @@ def test_restore_accept_damaged_says_the_problems_came_along(tmp_path):
                              "warnings"]
     assert receipt["tell_operator"] == (
         "The session is back with 2 notes, with 1 problem kept as the export held them (verify lists them); "
-        "1 gate open (n00001); from now on keep %s, which export writes, in place of %s, which the next note "
+        "1 question still open; from now on keep %s, which export writes, in place of %s, which the next note "
         "makes out of date." % (target / "session_export.json", damaged))
 
 
@@ -158,8 +157,8 @@ def test_an_export_that_replaces_an_older_copy_says_the_download_is_out_of_date(
     assert receipt == {
         "ok": True, "command": "export", "record_count": 7, "path": path,
         "tell_operator": "This export replaced %s, which held 6 notes; this one holds 7 notes, so a copy "
-                         "downloaded before is out of date: download this one; still 2 gates open (n00001, "
-                         "n00006) and 1 gate deferred (n00002)." % path}
+                         "downloaded before is out of date: download this one; 2 questions still open and "
+                         "1 question deferred." % path}
     # Exported again with nothing new: no news.
     assert succeeded(run_notes("export", folder=folder)) == {"ok": True, "command": "export", "record_count": 7,
                                                             "path": path}
@@ -203,8 +202,8 @@ def test_open_gates_after_a_delivery_are_news(tmp_path):
     receipt = succeeded(run_notes("export", "--output", output, folder=folder))
 
     assert receipt == {"ok": True, "command": "export", "record_count": 8, "path": str(output),
-                       "tell_operator": "The artifact delivered in n00008 leaves 2 gates open (n00001, n00006) "
-                                        "and 1 gate deferred (n00002)."}
+                       "tell_operator": "The artifact delivered last leaves 2 questions still open "
+                                        "and 1 question deferred."}
 
 
 def test_only_deferred_gates_after_a_delivery_are_no_news(tmp_path):
