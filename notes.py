@@ -3002,6 +3002,7 @@ def load_export(path, accept_damaged=False):
                                  EXIT_INTEGRITY) from None
         record_id = record["id"] if is_note_id(record.get("id")) else None
         problems.extend(problem(number, record_id, kind, detail) for kind, detail in kinds)
+    problems.extend(filter(None, [seen.unfinished_batch()]))  # a batch cut short at the end of the export
     if problems and not accept_damaged:
         raise NotesError(
             "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
