@@ -1743,6 +1743,25 @@ def command_append(args) -> dict:
 def append_signal(folder, meta, signal):
     """Under the lock: recover the log's tail, then store the signal, or answer with its earlier note."""
     log_path = os.path.join(folder, LOG_NAME)
+
+    def store(descriptor, tail):
+        duplicate = find_duplicate(tail, signal, meta["session_id"], log_path)
+        if duplicate is not None:
+            return duplicate, True
+        record = build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+        append_line(descriptor, record_line(record))
+        return record, False
+    (record, duplicate), recovered = write_at_log_end(folder, DUPLICATE_WINDOW_RECORDS, store)
+    receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
+    if duplicate:
+        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
+    return with_recovered(receipt, recovered)
+
+
+def write_at_log_end(folder, window_records, store):
+    """Under the lock: read the log's end (with a duplicate window of window_records), mend what a crash
+    left there, then let store(descriptor, tail) write; return (what store returned, what was mended)."""
+    log_path = os.path.join(folder, LOG_NAME)
     try:
         created = not os.path.lexists(log_path)
         descriptor = open_log_for_append(log_path)
@@ -1750,22 +1769,15 @@ def append_signal(folder, meta, signal):
         raise folder_error(folder, error) from None
     try:
         with open(descriptor, "rb", closefd=False) as handle:
-            tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start())
+            tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start(), window_records)
         refuse_an_absurd_seq(tail)
         recovered = recover_tail(folder, descriptor, tail)
-        duplicate = find_duplicate(tail, signal, meta["session_id"], log_path)
-        record = duplicate
-        if duplicate is None:
-            record = build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-            append_line(descriptor, record_line(record))
+        stored = store(descriptor, tail)
         if created:
             fsync_folder(folder)
     finally:
         os.close(descriptor)
-    receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
-    if duplicate is not None:
-        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
-    return with_recovered(receipt, recovered)
+    return stored, recovered
 
 
 def duplicate_window_start():
@@ -1952,17 +1964,23 @@ def batch_from_stdin(source, flags_given) -> list:
     lines = data.split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
+    refuse_a_long_batch(len(lines))
     entries = []
     for number, line in enumerate(lines, 1):
-        if number > BATCH_LINE_LIMIT:
-            break  # clean_batch refuses the batch for its size; these lines need not be parsed
         try:
-            entries.append(parse_json(line) if line.strip() else None)
+            entries.append(parse_json(line) if line.strip() else None)  # None: refused as blank by clean_batch
         except ValueError:
             raise NotesError("line %d is not one JSON object (broken JSON, or an object spread over several "
                              "lines); put each signal on one line, such as {\"type\": \"decision\", \"text\": "
                              "\"...\"}" % number) from None
-    return entries + [None] * (len(lines) - len(entries))
+    return entries
+
+
+def refuse_a_long_batch(count):
+    """Refuse a batch of more than BATCH_LINE_LIMIT lines, before any of them is checked."""
+    if count > BATCH_LINE_LIMIT:
+        raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
+                         % (count, BATCH_LINE_LIMIT))
 
 
 def clean_batch(entries) -> list:
@@ -1970,9 +1988,7 @@ def clean_batch(entries) -> list:
     if not entries:
         raise NotesError("--batch got no signal; send one JSON object a line, such as {\"type\": "
                          "\"decision\", \"text\": \"...\"}")
-    if len(entries) > BATCH_LINE_LIMIT:
-        raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
-                         % (len(entries), BATCH_LINE_LIMIT))
+    refuse_a_long_batch(len(entries))
     signals = []
     for number, entry in enumerate(entries, 1):
         try:
@@ -1988,9 +2004,9 @@ def clean_batch_line(number, entry) -> dict:
         raise NotesError("%s; each line holds one JSON object with the keys %s"
                          % ("the line is blank" if entry is None else "the line is not a JSON object",
                             ", ".join(SIGNAL_FIELDS)))
-    if any(key not in SIGNAL_FIELDS for key in entry):
-        raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags without dashes)"
-                         % ", ".join(SIGNAL_FIELDS))
+    if any(key not in SIGNAL_FIELDS for key in entry):  # the key itself is not named: it could be anything
+        raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
+                         "without dashes)" % ", ".join(SIGNAL_FIELDS))
     values = {name: entry.get(name) for name in SIGNAL_FIELDS}
     for name, value in values.items():
         if value is not None and not isinstance(value, str):
@@ -2057,27 +2073,16 @@ def append_batch(folder, meta, signals):
     the next append or restore moves them to a side file, so the batch is
     either all in the log or not in it at all."""
     log_path = os.path.join(folder, LOG_NAME)
-    try:
-        created = not os.path.lexists(log_path)
-        descriptor = open_log_for_append(log_path)
-    except OSError as error:
-        raise folder_error(folder, error) from None
-    try:
-        with open(descriptor, "rb", closefd=False) as handle:
-            # The window holds the earlier batch whole, as if it counted as one record.
-            tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start(),
-                           DUPLICATE_WINDOW_RECORDS + len(signals) - 1)
-        refuse_an_absurd_seq(tail)
-        recovered = recover_tail(folder, descriptor, tail)
-        records = find_duplicate_batch(tail, signals, meta["session_id"], log_path)
-        duplicate = records is not None
-        if not duplicate:
-            records = batch_records(meta["session_id"], tail.highest_seq, signals)
-            append_line(descriptor, b"".join(map(record_line, records)))
-        if created:
-            fsync_folder(folder)
-    finally:
-        os.close(descriptor)
+
+    def store(descriptor, tail):
+        earlier = find_duplicate_batch(tail, signals, meta["session_id"], log_path)
+        if earlier is not None:
+            return earlier, True
+        records = batch_records(meta["session_id"], tail.highest_seq, signals)
+        append_line(descriptor, b"".join(map(record_line, records)))
+        return records, False
+    # The window holds the earlier batch whole, as if it counted as one record.
+    (records, duplicate), recovered = write_at_log_end(folder, DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
     receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
                "path": log_path, "note_ids": [record["id"] for record in records]}
     if duplicate:

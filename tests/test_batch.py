@@ -17,6 +17,7 @@ import pytest
 
 from conftest import (NOTES, REPO, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
                       make_record, read_records, run_notes, v0_checksum, write_log)
+from test_links_v2 import mcp_answers
 
 FULL_ORDER = ["id", "ts", "session_id", "seq", "type", "text", "effect", "ref", "status", "provenance", "evidence",
               "about", "by", "batch", "checksum"]
@@ -456,19 +457,8 @@ def test_writer_killed_mid_batch_leaves_nothing_a_reader_counts(session):
 # --------------------------------------------------------------------------
 # Over MCP: the append_batch tool
 
-def mcp_results(folder, *calls) -> list:
-    lines = [json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call",
-                         "params": {"name": name, "arguments": arguments}})
-             for number, (name, arguments) in enumerate(calls, 1)]
-    lines.insert(0, json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}))
-    completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder), "mcp"],
-                               input=("\n".join(lines) + "\n").encode("utf-8"), capture_output=True, timeout=60)
-    assert completed.returncode == 0, completed
-    return [json.loads(line)["result"] for line in completed.stdout.decode("utf-8").splitlines()]
-
-
 def test_mcp_append_batch_has_append_checks_and_receipt(gated):
-    listing, written, retried, refused, wrong, extra = mcp_results(
+    listing, written, retried, refused, wrong, extra = mcp_answers(
         gated, ("append_batch", {"batch": [DECISION, CLOSING]}), ("append_batch", {"batch": [DECISION, CLOSING]}),
         ("append_batch", {"batch": [DECISION, dict(CLOSING, text="key ghp_" + "a1B2" * 9)]}),
         ("append_batch", {"batch": json.dumps([DECISION])}),
