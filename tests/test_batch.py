@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import (NOTES, REPO, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
+from conftest import (HOLDER_SCRIPT, NOTES, REPO, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
                       make_record, read_records, run_notes, v0_checksum, write_log)
 from test_links_v2 import mcp_answers
 
@@ -411,6 +411,27 @@ def test_verify_checks_the_batch_field_form(session, place):
     assert verify.code == 3, verify
     assert verify.receipt["problems"][0]["kind"] == "bad_field"
     assert "the batch field is not K/N" in verify.receipt["problems"][0]["detail"]
+
+
+def test_an_incomplete_batch_while_a_writer_holds_the_lock_is_in_flight_not_damage(session):
+    """A writer at work may be in the middle of its batch: readers leave its lines unread and say nothing."""
+    incomplete_log(session, b'{"id":"n00005"')
+    holder = subprocess.Popen([sys.executable, "-S", "-c", HOLDER_SCRIPT, str(session / "session_notes.lock")],
+                              stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"locked\n"
+        verify = run_notes("verify", folder=session)
+        assert verify.code == 0 and verify.receipt["total"] == 2 and verify.receipt["problems"] == [], verify
+        for reader in (("tail",), ("summary",), ("recap",)):
+            result = run_notes(*reader, folder=session)
+            assert result.code == 0 and "warnings" not in result.receipt, result
+        assert [record["id"] for record in run_notes("tail", folder=session).receipt["records"]] == [
+            "n00001", "n00002"]
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+    verify = run_notes("verify", folder=session)  # the holder is gone: now the cut batch is real damage
+    assert verify.code == 3 and [entry["kind"] for entry in verify.receipt["problems"]] == ["incomplete_batch"]
 
 
 # --------------------------------------------------------------------------
