@@ -1967,8 +1967,11 @@ def batch_from_stdin(source, flags_given) -> list:
     refuse_a_long_batch(len(lines))
     entries = []
     for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise NotesError("line %d: the line is blank; each line holds one JSON object, with no blank line "
+                             "between them" % number)
         try:
-            entries.append(parse_json(line) if line.strip() else None)  # None: refused as blank by clean_batch
+            entries.append(parse_json(line))
         except ValueError:
             raise NotesError("line %d is not one JSON object (broken JSON, or an object spread over several "
                              "lines); put each signal on one line, such as {\"type\": \"decision\", \"text\": "
@@ -2001,9 +2004,8 @@ def clean_batch(entries) -> list:
 def clean_batch_line(number, entry) -> dict:
     """One line of a batch as a signal (clean_signal's), without ever echoing a value of it."""
     if not isinstance(entry, dict):
-        raise NotesError("%s; each line holds one JSON object with the keys %s"
-                         % ("the line is blank" if entry is None else "the line is not a JSON object",
-                            ", ".join(SIGNAL_FIELDS)))
+        raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
+                         % ", ".join(SIGNAL_FIELDS))
     if any(key not in SIGNAL_FIELDS for key in entry):  # the key itself is not named: it could be anything
         raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
                          "without dashes)" % ", ".join(SIGNAL_FIELDS))

@@ -176,6 +176,7 @@ REFUSED_BATCHES = [
     ("blank line inside", None, "line 2: the line is blank"),
     ("broken JSON", None, "line 2 is not one JSON object"),
     ("not an object", None, "line 1: the line is not a JSON object"),
+    ("null", None, "line 2: the line is not a JSON object"),
 ]
 
 
@@ -183,7 +184,8 @@ REFUSED_BATCHES = [
 def test_refused_batch_writes_nothing_names_the_line_and_echoes_no_value(gated, name, signals, words):
     raw = {"blank line inside": lines_of(DECISION) + b"\n" + lines_of(CLOSING),
            "broken JSON": lines_of(DECISION) + b'{"type": "decision", "text": "' + SECRET_LOOKING.encode() + b'\n',
-           "not an object": b'["' + SECRET_LOOKING.encode() + b'"]\n'}.get(name)
+           "not an object": b'["' + SECRET_LOOKING.encode() + b'"]\n',
+           "null": lines_of(DECISION) + b"null\n"}.get(name)
     before = folder_digest(gated)
     if signals is not None:
         signals = [{key: value for key, value in signal.items() if value is not None} for signal in signals]
