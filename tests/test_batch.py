@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from conftest import (HOLDER_SCRIPT, NOTES, REPO, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
-                      make_record, read_records, run_notes, v0_checksum, write_log)
+from conftest import (HOLDER_SCRIPT, REPO, assert_no_traceback, assert_refused, folder_digest, line_of,
+                      log_bytes, make_record, notes, read_records, run_notes, v0_checksum, write_log)
 from test_links_v2 import mcp_answers
 
 FULL_ORDER = ["id", "ts", "session_id", "seq", "type", "text", "effect", "ref", "status", "provenance", "evidence",
@@ -144,9 +144,9 @@ def test_help_example_runs_as_shown(tmp_path):
 # Refusals: nothing written, the line named, no value echoed
 
 REFUSED_BATCHES = [
-    ("bad type", [DECISION, dict(CLOSING, type=SECRET_LOOKING)], "line 2: type is not one of"),
-    ("bad status", [DECISION, dict(CLOSING, status=SECRET_LOOKING)], "line 2: status is not one of"),
-    ("bad provenance", [dict(DECISION, provenance=SECRET_LOOKING)], "line 1: provenance is not one of"),
+    ("bad type", [DECISION, dict(CLOSING, type=SECRET_LOOKING)], "line 2: unknown --type; use one of"),
+    ("bad status", [DECISION, dict(CLOSING, status=SECRET_LOOKING)], "line 2: unknown --status; use one of"),
+    ("bad provenance", [dict(DECISION, provenance=SECRET_LOOKING)], "line 1: unknown --provenance; use one of"),
     ("unknown key", [DECISION, dict(CLOSING, **{SECRET_LOOKING: "x"})], "line 2: the line holds a key"),
     ("not a string", [dict(DECISION, text=12345)], "line 1: text is not a string"),
     ("no type", [{"text": "Alone."}], "line 1: --type is required"),
@@ -523,3 +523,23 @@ def test_restore_refuses_an_export_that_ends_in_an_incomplete_batch(tmp_path):
     assert not target.exists()
     whole = run_notes("restore", str(source / "session_export.json"), folder=target)
     assert whole.code == 0 and whole.receipt["restored"] == 2, whole
+
+
+# --------------------------------------------------------------------------
+# The Python API: Session.append(batch=...)
+
+def test_session_append_batch_gives_the_cli_receipt(tmp_path):
+    cli, api = tmp_path / "cli", tmp_path / "api"
+    for folder in (cli, api):
+        append(folder, "gate", "The reminder channel is open.", "--provenance", "op", "--evidence", "declared")
+    expected = batch(cli, DECISION, CLOSING)
+    receipt = notes.Session(api).append(batch=[DECISION, CLOSING])
+    assert receipt == json.loads(json.dumps(expected.receipt).replace(str(cli), str(api)))
+    assert [record["batch"] for record in read_records(api)[1:]] == ["1/2", "2/2"]
+    with pytest.raises(notes.NotesError) as refused:
+        notes.Session(api).append(type="decision", batch=[DECISION])
+    assert refused.value.message.startswith("--batch takes every field from its lines; drop --type")
+    with pytest.raises(notes.NotesError) as refused:
+        notes.Session(api).append(batch=[DECISION, dict(CLOSING, by="@3")])
+    assert refused.value.message.startswith("line 2: by names no earlier line")
+    assert len(read_records(api)) == 3
