@@ -3842,7 +3842,7 @@ COMMANDS = {
        "  python3 -S notes.py append --batch - <<'EOF'\n"
        '  {"type": "decision", "text": "Reminders go by email.", "provenance": "op", "evidence": "declared"}\n'
        '  {"type": "gate", "ref": "n00002", "status": "closed", "by": "@1", "text": "Closed: email.", '
-       '"provenance": "op"}\n'
+       '"provenance": "op", "evidence": "declared"}\n'
        "  EOF", "append"),
     "tail": Command("Print the last records, oldest first, optionally filtered.", [
         Option("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
