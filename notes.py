@@ -478,9 +478,16 @@ def value_from_stdin(text, effect) -> tuple:
     return (data, effect) if name == "text" else (text, data)
 
 
+NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
+
+
 def is_note_id(value) -> bool:
-    """Whether value has the shape of a note id (n followed by at least five digits)."""
-    return (isinstance(value, str) and len(value) >= 6 and value[0] == "n"
+    """Whether value has the shape of a note id (n followed by five to eleven digits).
+
+    The bound makes an id or ref of thousands of digits damage, never a note:
+    readers skip its record with a warning that does not echo it, so it cannot
+    swell a readback past its budget."""
+    return (isinstance(value, str) and 6 <= len(value) <= NOTE_ID_LIMIT and value[0] == "n"
             and value[1:].isdigit() and value[1:].isascii())
 
 
@@ -574,19 +581,19 @@ REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
 # What each field of a record must hold: (test, what it is).  A field not named
 # here must hold a plain value (is_plain_value).
 FIELD_RULES = {
-    "id": (is_note_id, "a note id (n and five or more digits)"),
+    "id": (is_note_id, "a note id (n and five to eleven digits)"),
     "ts": (is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
     "session_id": (is_string, "a string"),  # one not the session's own is a foreign_session
     "seq": (is_seq, "a whole number from 1 to %d" % SEQ_LIMIT),
     "type": (is_string, "a string"),
     "text": (is_string, "a string"),
     "effect": (is_string, "a string"),
-    "ref": (is_note_id, "a note id (n and five or more digits)"),
+    "ref": (is_note_id, "a note id (n and five to eleven digits)"),
     "status": (lambda value: value in GATE_STATUSES, "open, deferred or closed"),
     "provenance": (lambda value: value in PROVENANCES, "one of: " + ", ".join(PROVENANCES)),
     "evidence": (lambda value: value in EVIDENCE_LEVELS, "one of: " + ", ".join(EVIDENCE_LEVELS)),
-    "about": (is_note_id, "a note id (n and five or more digits)"),
-    "by": (is_note_id, "a note id (n and five or more digits)"),
+    "about": (is_note_id, "a note id (n and five to eleven digits)"),
+    "by": (is_note_id, "a note id (n and five to eleven digits)"),
     "checksum": (is_checksum, "16 lowercase hex digits"),
 }
 PLAIN_RULE = (is_plain_value, "a string, a number, true, false or null")
@@ -1335,13 +1342,19 @@ def open_log_for_append(path):
     return open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
 
 
-def read_lines_backward(handle, size, limit=LINE_LIMIT):
+def read_lines_backward(handle, size, limit=LINE_LIMIT, count_runs=False):
     """Yield (offset, line) from the end of the first size bytes back to the start.
 
     The first is the bytes after the last newline (b"" in a healthy log).  A
     line longer than limit comes as None: its bytes are passed over, never
     held.  Each block is read once and each line joined once, so the cost is
-    linear in the bytes read and the memory bounded by limit."""
+    linear in the bytes read and the memory bounded by limit.
+
+    With count_runs, a run of complete lines inside one block that none can
+    hold a seq (seq_free_run) comes as one (offset, count) pair, count an int:
+    such lines are damage to every reader, and each counts as having held a
+    seq, so the caller needs only how many there are (a log ending in millions
+    of junk lines costs a count of newlines per block, not a parse per line)."""
     pieces, length, position = [], 0, size  # the line being gathered, its pieces from the end
     while position > 0:
         step = min(BACKWARD_BLOCK, position)
@@ -1350,10 +1363,16 @@ def read_lines_backward(handle, size, limit=LINE_LIMIT):
         block = handle.read(step)
         end = len(block)
         newline = block.rfind(b"\n", 0, end)
+        run_checked = not count_runs
         while newline >= 0:
             pieces.append(block[newline + 1:end])
             yield position + newline + 1, joined_line(pieces, length + end - newline - 1, limit)
             pieces, length, end = [], 0, newline
+            if not run_checked:  # once per block, after the line that ends in it
+                run_checked, run = True, seq_free_run(block, end)
+                if run is not None:
+                    yield position + run[0], run[1]
+                    end = run[0] - 1  # the newline before the run; the line before it starts earlier
             newline = block.rfind(b"\n", 0, end)
         length += end
         if length <= limit:
@@ -1361,6 +1380,24 @@ def read_lines_backward(handle, size, limit=LINE_LIMIT):
         else:
             pieces = []
     yield 0, joined_line(pieces, length, limit)
+
+
+COUNTED_RUN = 100  # lines at least in a run that a backward reader counts instead of reading one by one
+
+
+def seq_free_run(block, end):
+    """(start, count) of the complete lines of block[:end] (after its first newline) when none can hold a seq.
+
+    A JSON key reads as "seq" only when its bytes are "seq" or use a \\u
+    escape, so lines without either hold no seq whatever else they hold.
+    None when there are fewer than COUNTED_RUN lines, or one may hold a seq."""
+    first = block.find(b"\n", 0, end)
+    if first < 0:
+        return None
+    count = block.count(b"\n", first + 1, end) + 1
+    if count < COUNTED_RUN or any(block.find(marker, first + 1, end) >= 0 for marker in (b'"seq"', b"\\u")):
+        return None
+    return first + 1, count
 
 
 def joined_line(pieces, length, limit):
@@ -1404,7 +1441,7 @@ class LogTail:
         self.recent = []            # records of the duplicate window, newest first
         self.window_left = DUPLICATE_WINDOW_RECORDS if recent_since is not None else 0
         self.recent_since = recent_since
-        lines = read_lines_backward(handle, size)
+        lines = read_lines_backward(handle, size, count_runs=True)
         offset, last = next(lines)
         value = parse_line(last)[0] if last else None
         if last is None or (last and value is None):
@@ -1414,11 +1451,16 @@ class LogTail:
 
     @staticmethod
     def kept_lines(last_value, lines):
-        """The lines that stay in the log, newest first, as parsed values (None when not an object)."""
+        """The lines that stay in the log, newest first, as (parsed value or None, how many lines it stands for).
+
+        A run of lines that cannot hold a seq comes as one (None, count)."""
         if last_value is not None:
-            yield last_value
+            yield last_value, 1
         for _, line in lines:
-            yield parse_line(line)[0] if line is not None else None
+            if type(line) is int:
+                yield None, line
+            else:
+                yield (parse_line(line)[0] if line is not None else None), 1
 
     def scan(self, values):
         """Walk back over the complete lines until the highest seq is certain and the window is full.
@@ -1429,10 +1471,10 @@ class LogTail:
         damaged = 0         # lines met since the last record that hold no seq of their own
         newer_seq = None    # seq of the line met just before, when it was a record
         certain = False
-        for value in values:
+        for value, lines in values:
             seq = value.get("seq") if isinstance(value, dict) else None
             if not is_seq(seq):
-                damaged, newer_seq = damaged + 1, None
+                damaged, newer_seq = damaged + lines, None
                 continue
             self.highest_seq = max(self.highest_seq, seq + damaged)
             certain = certain or newer_seq == seq + 1
@@ -1484,6 +1526,27 @@ def set_aside_torn_tail(folder, descriptor, tail):
     os.ftruncate(descriptor, tail.keep_end)
     os.fsync(descriptor)
     return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
+
+
+NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
+
+
+def keep_torn_tail_in_place(descriptor, tail, why):
+    """End the torn tail with a newline, where it is: it becomes a damaged line, which holds a seq.
+
+    Used when the tail cannot be set aside: a tail over LINE_LIMIT (no note
+    is that long, so the bytes are not a cut-off note but something appended
+    by another hand, and copying them could need more disk than is free), or
+    a disk with no room for the side file.  Torn bytes are never deleted, and
+    the session must never be left unable to append, so they stay in the log
+    as one complete damaged line: readers pass over it with a warning (verify
+    names its line), and, as every damaged line, it counts as having held the
+    next seq.  Cost: one byte, whatever the tail's size.
+    Crash window: none beyond append's own; the newline is one write, and a
+    crash before it leaves the torn tail for the next append."""
+    append_line(descriptor, b"\n")
+    tail.highest_seq += 1
+    return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
 
 
 def find_note(handle, size, note_id):
@@ -1661,7 +1724,14 @@ def refuse_an_absurd_seq(tail):
 def recover_tail(folder, descriptor, tail):
     """Mend the end of the log a crash left (never a complete line); return what was done, or None."""
     if tail.keep_end < tail.size:
-        return set_aside_torn_tail(folder, descriptor, tail)
+        if tail.size - tail.keep_end > LINE_LIMIT:
+            return keep_torn_tail_in_place(descriptor, tail, "longer than any record, so not a note cut off")
+        try:
+            return set_aside_torn_tail(folder, descriptor, tail)
+        except OSError as error:
+            if error.errno not in NO_ROOM_ERRORS:
+                raise
+            return keep_torn_tail_in_place(descriptor, tail, "no room for a side file")
     if tail.needs_newline:
         append_line(descriptor, b"\n")
         return {"kind": "missing_newline"}
@@ -1809,11 +1879,15 @@ def command_tail(args) -> dict:
         handle = open(descriptor, "rb")
     with handle:
         newer_seq, damaged = None, 0  # damaged: lines since the newer record that hold no seq
-        for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
+        for position, (offset, line) in enumerate(read_lines_backward(handle, size, count_runs=True)):
             if len(records) >= limit:
                 break
             if position == 0 and (line == b"" or in_flight):
                 continue  # the log ends with a newline, as it should; or a writer's note is in flight
+            if type(line) is int:  # a run of lines that cannot hold a seq: counted, not read one by one
+                warnings.append("byte %d: %d lines in a row that hold no seq, so no note" % (offset, line))
+                damaged += line
+                continue
             value, kind = parse_line(line) if line is not None else (None, "line_too_long")
             if position == 0:  # the last line lacks its newline
                 kind = "torn_tail" if value is None else "missing_newline"

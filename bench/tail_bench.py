@@ -2,11 +2,12 @@
 
 A crash, or a hostile write, can leave a last line of many MiB with no newline.
 Reading back from the end must stay linear in the bytes read and bounded in memory,
-and append must set the tail aside by streaming it to its side file.  This builds a
+and append must mend it without copying it (a tail over 1 MiB is no note: it is ended with
+a newline where it is, as a damaged line).  This builds a
 session of a few records followed by such a tail, then runs, each in a fresh copy:
 
     tail      (reads back over the tail, warns about it)
-    append    (finds where the tail starts, streams it to a side file, appends)
+    append    (finds where the tail starts, ends it with a newline, appends)
 
     python3 bench/tail_bench.py                   # a 64 MiB tail
     python3 bench/tail_bench.py --mib 16 --runs 1
