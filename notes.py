@@ -1581,6 +1581,26 @@ def append_line(descriptor, line):
         raise
 
 
+def append_chunks(descriptor, chunks):
+    """Append every chunk, then fsync once; on any failure (or a refusal raised by chunks) cut the log back.
+
+    Crash window: a process killed mid-way leaves some whole lines and maybe
+    a cut-off one; restore run again finds the whole ones as its own first
+    notes, and the cut-off one is set aside as any torn tail."""
+    start = os.lseek(descriptor, 0, os.SEEK_END)
+    try:
+        for chunk in chunks:
+            write_all(descriptor, chunk)
+        os.fsync(descriptor)
+    except BaseException:
+        try:
+            os.ftruncate(descriptor, start)
+            os.fsync(descriptor)
+        except OSError:
+            pass
+        raise
+
+
 def line_problems(raw, terminated, session_id):
     """One line read forward: (its object or None, the problems of the line taken alone)."""
     if raw is None:
@@ -2677,58 +2697,252 @@ def recap_markdown(recap):
     return "\n".join(lines)
 
 
-def load_export(path, accept_damaged=False):
-    """Read and check a whole export: (session, records, problems, notices).
+EXPORT_READ_BLOCK = 1 << 16  # characters read at a time from an export
+EXPORT_VALUE_LIMIT = LINE_LIMIT  # characters of one export value at most: a longer record is no log line
+JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
 
-    What cannot be a log at all is always refused; any other problem refuses
-    the restore, unless accept_damaged: then the problems are returned.
-    Notices (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
+
+class ExportShapeError(ValueError):
+    """Why an export file cannot be a session log at all (its reason names no value it holds)."""
+
+
+class JsonStream:
+    """Reads one JSON document from a file a value at a time, never holding more than a value and a block.
+
+    The standard library has no streaming JSON parser, but raw_decode parses
+    one value at an offset of a string: values are parsed from a buffer that
+    gains a block whenever the value in it is cut off at the buffer's end.
+    The bytes read are hashed as they go, so that a second pass can tell
+    whether the file changed in between (digest)."""
+
+    def __init__(self, handle):
+        import codecs  # only restore needs it
+
+        self.handle, self.decoder = handle, codecs.getincrementaldecoder("utf-8")()
+        self.hash = hashlib.sha256()
+        self.text, self.position, self.ended, self.bytes_read = "", 0, False, 0
+
+    def fill(self) -> bool:
+        """Append one block to the buffer, dropping what was parsed; False at the end of the file."""
+        if self.ended:
+            return False
+        data = self.handle.read(EXPORT_READ_BLOCK)
+        self.hash.update(data)
+        self.bytes_read += len(data)
+        if self.bytes_read > EXPORT_SIZE_LIMIT:
+            raise ExportShapeError("it grew past 256 MiB while it was read")
+        try:
+            more = self.decoder.decode(data, final=not data)
+        except UnicodeDecodeError:
+            raise ExportShapeError("it is not valid UTF-8") from None
+        self.text, self.position, self.ended = self.text[self.position:] + more, 0, not data
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not JSON white space ("" at the end of the file)."""
+        while True:
+            self.position = JSON_WHITESPACE.match(self.text, self.position).end()
+            if self.position < len(self.text) or not self.fill():
+                return self.text[self.position:self.position + 1]
+
+    def take(self, allowed: str) -> str:
+        """The next character, which must be one of allowed."""
+        character = self.peek()
+        if not character or character not in allowed:
+            raise ExportShapeError("it is not JSON of the shape of an export")
+        self.position += 1
+        return character
+
+    def value(self, limit=EXPORT_VALUE_LIMIT):
+        """The next JSON value; one still unparsed past limit characters is refused."""
+        self.peek()
+        while True:
+            try:
+                value, end = DECODER.raw_decode(self.text, self.position)
+                # A value that ends with the buffer may go on (a number): read on to be sure.
+                if end - self.position > limit:
+                    break
+                if end < len(self.text) or self.ended:
+                    self.position = end
+                    return value
+            except (ValueError, RecursionError):
+                if self.ended:
+                    raise ExportShapeError("it is not JSON that can be read (broken, a number too big "
+                                           "for a float, or nested too deeply)") from None
+            if len(self.text) - self.position > limit:
+                break
+            self.fill()
+        raise ExportShapeError("it holds a value over %d characters, larger than any record" % limit)
+
+    def elements(self):
+        """Yield the values of the array that comes next, one at a time."""
+        self.take("[")
+        if self.peek() == "]":
+            self.position += 1
+            return
+        while True:
+            yield self.value()
+            if self.take(",]") == "]":
+                return
+
+
+def export_parts(stream):
+    """Yield the export's top-level (key, value, elements) in file order, then check that nothing follows.
+
+    When records holds an array, value is None and elements a generator of
+    its values (else elements is None); what the caller leaves of it is read
+    past before the next key."""
+    stream.take("{")
+    seen = set()
+    if stream.peek() == "}":
+        stream.position += 1
+    else:
+        while True:
+            key = stream.value()
+            if not isinstance(key, str) or key in seen:
+                raise ExportShapeError("it is not a JSON object with one value per key")
+            seen.add(key)
+            stream.take(":")
+            if key == "records" and stream.peek() == "[":
+                elements = stream.elements()
+                yield key, None, elements
+                for _ in elements:
+                    pass
+            else:
+                yield key, stream.value(), None
+            if stream.take(",}") == "}":
+                break
+    if stream.peek():
+        raise ExportShapeError("it holds more than one JSON value")
+
+
+def open_export(path):
+    """A binary handle on the export at path; refuse what is not a regular file, or is over EXPORT_SIZE_LIMIT."""
     try:
-        raw = read_regular_file(path, EXPORT_SIZE_LIMIT, "%s is over 256 MiB, larger than any session "
-                                "export; nothing was written. Pass the path of a session_export.json" % path)
+        descriptor = open_regular_file(path)
     except FileNotFoundError:
         raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
     except IsADirectoryError:
         raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
     except OSError as error:
         raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    try:
-        export = parse_json(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        export = None
-    reason = export_shape_problem(export)
-    if reason:
-        raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
-                         "without" % (path, reason), EXIT_INTEGRITY)
-    session, records = export["session"], export["records"]
-    problems = []
-    if export.get("record_count") != len(records):
-        problems.append(problem(None, None, "record_count", "record_count is not %d, the number of "
-                                                              "records the export holds" % len(records)))
-    seen = LogOrder()  # as verify counts them, so that it reports the same problems after a restore
-    for number, record in enumerate(records, 1):
-        kinds = check_record(record, session["session_id"])
-        kinds += seen.place_problems(record, kinds)
-        if accept_damaged and not is_usable(kinds):
-            try:
-                record_line(record)
-            except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
-                raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, "
-                                 "or text that is not valid UTF-8); nothing was written" % (path, number),
-                                 EXIT_INTEGRITY) from None
-        record_id = record["id"] if is_note_id(record.get("id")) else None
-        problems.extend(problem(number, record_id, kind, detail) for kind, detail in kinds)
-    if problems and not accept_damaged:
-        raise NotesError(
-            "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
-            "restore --accept-damaged on this one to bring back every record exactly as the export holds "
-            "it, repairing and dropping nothing, so that verify then reports the same problems"
-            % (path, len(problems)), EXIT_INTEGRITY, {"problems": problems[:PROBLEMS_LISTED]})
-    return session, records, problems, problem_messages(seen.notices, seen.notice_count)
+    if os.fstat(descriptor).st_size > EXPORT_SIZE_LIMIT:
+        os.close(descriptor)
+        raise NotesError("%s is over 256 MiB, larger than any session export; nothing was written. Pass the "
+                         "path of a session_export.json" % path)
+    return open(descriptor, "rb")
+
+
+class Export:
+    """An export checked in one streaming pass, whose records later passes read again from the same open file.
+
+    Memory stays bounded whatever the export's size: one record at a time,
+    the first problems, and LogOrder's sets of ints.  The first pass keeps a
+    digest of the bytes; a later pass that reads to the end refuses when they
+    changed meanwhile, before its caller commits, so no record is written unchecked."""
+
+    HEAD_KEYS = ("schema_version", "session", "record_count")  # the only top-level values kept
+
+    def __init__(self, path, accept_damaged=False):
+        self.path, self.accept_damaged = path, accept_damaged
+        self.handle = open_export(path)
+        self.session, self.record_count = None, 0
+        self.problems, self.problem_count, self.notices = [], 0, []
+        try:
+            self.digest = self.check()
+        except ExportShapeError as error:
+            self.close()
+            raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
+                             "without" % (path, error), EXIT_INTEGRITY) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        self.handle.close()
+
+    def check(self) -> bytes:
+        """The first pass: the head's shape, then every record (walked again when records come first)."""
+        head, walked = {}, False
+        stream = JsonStream(self.handle)
+        for key, value, elements in export_parts(stream):
+            if elements is not None:
+                head["records"] = []  # an array: its records are checked one at a time
+                if export_shape_problem(head) is None:  # the session came first, as export writes it
+                    self.check_records(head["session"]["session_id"], elements)
+                    walked = True
+            elif key in self.HEAD_KEYS or key == "records":
+                head[key] = value
+        reason = export_shape_problem(head)
+        if reason:
+            raise ExportShapeError(reason)
+        self.session = head["session"]
+        if not walked:  # a hand-made export with its records before its session
+            self.check_records(self.session["session_id"], self.records(verify=False))
+        if head.get("record_count") != self.record_count:
+            self.problem_count += 1
+            self.problems.insert(0, problem(None, None, "record_count", "record_count is not %d, the number "
+                                            "of records the export holds" % self.record_count))
+            del self.problems[PROBLEMS_LISTED:]
+        if self.problem_count and not self.accept_damaged:
+            raise NotesError(
+                "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
+                "restore --accept-damaged on this one to bring back every record exactly as the export holds "
+                "it, repairing and dropping nothing, so that verify then reports the same problems"
+                % (self.path, self.problem_count), EXIT_INTEGRITY, {"problems": self.problems})
+        return stream.hash.digest()
+
+    def check_records(self, session_id, records):
+        """Check each record as verify would: keep the first problems, count the rest."""
+        seen = LogOrder()  # as verify counts them, so that it reports the same problems after a restore
+        self.record_count = 0
+        for number, record in enumerate(records, 1):
+            if not isinstance(record, dict):
+                raise ExportShapeError("record %d is not an object" % number)
+            kinds = check_record(record, session_id)
+            kinds += seen.place_problems(record, kinds)
+            if self.accept_damaged and not is_usable(kinds):
+                try:
+                    record_line(record)
+                except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, "
+                                     "or text that is not valid UTF-8); nothing was written" % (self.path, number),
+                                     EXIT_INTEGRITY) from None
+            record_id = record["id"] if is_note_id(record.get("id")) else None
+            self.problem_count += len(kinds)
+            for kind, detail in kinds[:PROBLEMS_LISTED - len(self.problems)]:
+                self.problems.append(problem(number, record_id, kind, detail))
+            self.record_count = number
+        self.notices = problem_messages(seen.notices, seen.notice_count)
+
+    def records(self, verify=True):
+        """Yield the records again, read from the start of the same open file.
+
+        With verify, a pass read to its end refuses when the bytes are not the
+        first pass's: raised from the last step, before the caller commits."""
+        self.handle.seek(0)
+        stream = JsonStream(self.handle)
+        try:
+            for _, _, elements in export_parts(stream):
+                if elements is not None:
+                    yield from elements
+            changed = verify and stream.hash.digest() != self.digest
+        except ExportShapeError:
+            changed = True
+        if changed:
+            raise NotesError("%s changed while it was being restored; nothing was written. Run restore "
+                             "again once nothing writes to it" % self.path, EXIT_INTEGRITY)
+
+
+def load_export(path, accept_damaged=False):
+    """Open and check an export (Export): what cannot be a log at all is always refused; any other
+    problem refuses the restore, unless accept_damaged: then the problems are kept in the Export.
+    Notices (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
+    return Export(path, accept_damaged)
 
 
 def export_shape_problem(export) -> str | None:
-    """Why a parsed export cannot be a session log at all, even a damaged one; None when it can."""
+    """Why an export's head (its top-level values but the records' elements) cannot be a session log at all."""
     if not isinstance(export, dict) or export.get("schema_version") != EXPORT_SCHEMA:
         return "not JSON with schema_version %s" % EXPORT_SCHEMA
     session, records = export.get("session"), export.get("records")
@@ -2738,9 +2952,6 @@ def export_shape_problem(export) -> str | None:
         return "its session's created_at is not a string"
     if not isinstance(records, list):
         return "its records are not a list"
-    for number, record in enumerate(records, 1):
-        if not isinstance(record, dict):
-            return "record %d is not an object" % number
     return None
 
 
@@ -2755,16 +2966,18 @@ def problem_messages(problems: list, count: int) -> list:
     return bounded_warnings(messages, count)
 
 
-def notes_kept_by_restore(folder, session, records):
-    """How many export records the folder already holds (None: a fresh start); refuse the rest."""
-    if restore_cut_short(folder, session, records):
+def notes_kept_by_restore(folder, session, export):
+    """How many export records the folder already holds (None: a fresh start); refuse the rest.
+
+    The log and the export are compared record by record (common_prefix), never held whole."""
+    if restore_cut_short(folder, session, export):
         return None
     meta = check_session_folder(folder)
     log_path = os.path.join(folder, LOG_NAME)
-    existing = []
+    existing = common = 0
     if meta is not None:
         reader = LogReader(folder, meta)
-        existing = list(reader.records())
+        existing, common = common_prefix(reader.records(), export.records(verify=False))
         # A cut-off last line (a restore killed while adding notes leaves one)
         # is mended under the lock, as append mends it; any other problem refuses.
         mendable = [entry for entry in reader.problems if entry["kind"] in ("torn_tail", "missing_newline")]
@@ -2781,21 +2994,33 @@ def notes_kept_by_restore(folder, session, records):
         raise NotesError(
             "%s holds another session (%s) with notes; nothing was changed. Restore into an "
             "empty --dir instead" % (folder, meta["session_id"]))
-    if len(existing) > len(records) and existing[:len(records)] == records:
+    if existing > export.record_count and common == export.record_count:
         # An older export of this very log: restoring it elsewhere would fork the session.
         raise NotesError(
             "%s already holds session %s with %d notes, more than the %d of this export, which is an "
             "older copy of the same log: there is nothing to restore, and nothing was changed. Carry on "
             "in this folder (recap shows its state), and run export to bring the export up to date"
-            % (folder, meta["session_id"], len(existing), len(records)))
-    if existing != records[:len(existing)]:
+            % (folder, meta["session_id"], existing, export.record_count))
+    if common != existing:
         raise NotesError(
             "the log in %s has notes the export lacks, or differs from it; nothing was "
             "changed. Restore into an empty --dir instead" % folder)
-    return len(existing)
+    return existing
 
 
-def restore_cut_short(folder, session, records):
+def common_prefix(log_records, export_records):
+    """(how many records the log holds, how many of its first ones equal the export's first ones, in order)."""
+    count = common = 0
+    matching = True
+    for record in log_records:
+        count += 1
+        if matching:
+            matching = next(export_records, None) == record
+            common += matching
+    return count, common
+
+
+def restore_cut_short(folder, session, export):
     """Whether the folder holds what this restore leaves when cut short: a log of the export's first notes, no meta."""
     log_path = os.path.join(folder, LOG_NAME)
     for name in (META_NAME, LOG_NAME, LOCK_NAME):
@@ -2804,8 +3029,24 @@ def restore_cut_short(folder, session, records):
     if read_meta(folder) is not None or log_size(log_path) == 0:
         return False
     reader = LogReader(folder, {"session_id": session["session_id"]})
-    existing = list(reader.records())
-    return reader.problem_count == 0 and existing == records[:len(existing)]
+    existing, common = common_prefix(reader.records(), export.records(verify=False))
+    return reader.problem_count == 0 and common == existing
+
+
+def record_chunks(records):
+    """The records as log lines, joined into chunks of about EXPORT_READ_BLOCK bytes.
+
+    One write per chunk rather than per line (map(record_line, records) is
+    the plain form): a million records are a million write calls otherwise."""
+    lines, length = [], 0
+    for record in records:
+        lines.append(record_line(record))
+        length += len(lines[-1])
+        if length >= EXPORT_READ_BLOCK:
+            yield b"".join(lines)
+            lines, length = [], 0
+    if lines:
+        yield b"".join(lines)
 
 
 def write_restored_session(folder, session, records):
@@ -2820,39 +3061,50 @@ def write_restored_session(folder, session, records):
     # Crash window: the log holds the export's notes and the meta is not
     # written yet.  Writers refuse a log without its meta, so no append can
     # start a fork of the session; the same restore run again finds its own
-    # notes there and writes the meta.
-    write_file_atomically(os.path.join(folder, LOG_NAME), map(record_line, records))
+    # notes there and writes the meta.  (records comes from Export.records,
+    # which refuses at its end if the export changed: the temporary file is
+    # then removed and the log left as it was.)
+    write_file_atomically(os.path.join(folder, LOG_NAME), record_chunks(records))
     write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
 
 
 def command_restore(args) -> dict:
     export_path = os.path.abspath(os.path.expanduser(args.export_file))
-    session, records, problems, notices = load_export(export_path, args.accept_damaged)
-    folder = resolve_folder(args.dir)
-    log_path = os.path.join(folder, LOG_NAME)
+    export = load_export(export_path, args.accept_damaged)
+    try:
+        return restore_export(resolve_folder(args.dir), export)
+    finally:
+        export.close()
+
+
+def restore_export(folder, export):
+    """Bring the checked export into folder: a whole new log, or the notes it lacks; return the receipt."""
+    session, log_path = export.session, os.path.join(folder, LOG_NAME)
     # Refusals come before the lock, so that they leave the folder untouched;
     # the same check runs again under the lock, where it counts.
-    notes_kept_by_restore(folder, session, records)
+    notes_kept_by_restore(folder, session, export)
     recovered = None
     with SessionLock(folder):
-        kept = notes_kept_by_restore(folder, session, records)
+        kept = notes_kept_by_restore(folder, session, export)
         if kept is None:
-            write_restored_session(folder, session, records)
-            restored = len(records)
+            write_restored_session(folder, session, export.records())
+            restored = export.record_count
         else:
             recovered = mend_log_tail(folder)
-            missing = records[kept:]
-            if missing:
+            restored = export.record_count - kept
+            if restored:
+                records = export.records()
+                for _ in range(kept):
+                    next(records)
                 descriptor = open_log_for_append(log_path)
                 try:
-                    append_line(descriptor, b"".join(map(record_line, missing)))
+                    append_chunks(descriptor, record_chunks(records))
                 finally:
                     os.close(descriptor)
-            restored = len(missing)
     receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
-               "record_count": len(records), "restored": restored, "path": log_path}
+               "record_count": export.record_count, "restored": restored, "path": log_path}
     # With --accept-damaged: what was restored as it is, record by record; then the notices.
-    with_warnings(receipt, problem_messages(problems, len(problems)) + notices)
+    with_warnings(receipt, problem_messages(export.problems, export.problem_count) + export.notices)
     return with_recovered(receipt, recovered)
 
 

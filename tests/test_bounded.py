@@ -144,3 +144,92 @@ def test_a_torn_tail_of_a_cut_off_note_is_still_set_aside(tmp_path):
     assert os.path.exists(result.receipt["recovered"]["side_file"])
     assert log_bytes(folder).startswith(healthy)
     assert LOG in os.listdir(str(folder))
+
+
+# --------------------------------------------------------------------------
+# restore streams the export: one record at a time, whatever the export's size
+
+SESSION_ID = "11111111-2222-4333-8444-555555555555"
+META = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
+        "created_at": "2026-01-01T00:00:00Z", "log_file": "/mnt/data/shaping/session_notes.jsonl"}
+
+
+def export_text(records, count=None, indent=2) -> str:
+    """An export as export writes it: the head keys, then records."""
+    export = {"schema_version": "shaping-memory-export.v0", "exported_at": "2026-01-01T00:00:00Z",
+              "session": META, "record_count": len(records) if count is None else count, "records": records}
+    return json.dumps(export, indent=indent, ensure_ascii=False) + "\n"
+
+
+def many_records(count: int) -> list:
+    return [make_record(SESSION_ID, seq, text="Note %d." % seq) for seq in range(1, count + 1)]
+
+
+@LINUX_ONLY
+@pytest.mark.long
+def test_restore_of_200000_records_and_then_again_stays_under_64_mib(tmp_path):
+    records = many_records(200000)
+    export = tmp_path / "session_export.json"
+    export.write_text(export_text(records), encoding="utf-8")
+    folder = tmp_path / "restored"
+    code, out, peak = run_measured("restore", export, folder=folder)
+    assert code == 0 and json.loads(out)["restored"] == 200000, out
+    assert peak < 64, peak
+    assert log_bytes(folder) == b"".join(map(line_of, records))
+    code, out, peak = run_measured("restore", export, folder=folder)  # the same export again: nothing to add
+    assert code == 0 and json.loads(out)["restored"] == 0, out
+    assert peak < 64, peak
+
+
+@LINUX_ONLY
+def test_refusing_an_export_of_200000_empty_records_stays_under_40_mib(tmp_path):
+    export = tmp_path / "session_export.json"
+    export.write_text(export_text([{}] * 200000), encoding="utf-8")
+    folder = tmp_path / "restored"
+    code, out, peak = run_measured("restore", export, folder=folder)
+    receipt = json.loads(out)
+    assert code == 3 and receipt["ok"] is False, receipt
+    assert "(200000 problems)" in receipt["error"]
+    assert len(receipt["problems"]) == 100
+    assert peak < 40, peak
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize("layout", ["compact", "tabs and CRLF", "records first"])
+def test_restore_reads_any_json_layout_of_an_export(tmp_path, layout):
+    records = many_records(5)
+    export = {"schema_version": "shaping-memory-export.v0", "exported_at": "2026-01-01T00:00:00Z",
+              "session": META, "record_count": 5, "records": records}
+    if layout == "compact":
+        text = json.dumps(export, separators=(",", ":"), ensure_ascii=False)
+    elif layout == "tabs and CRLF":
+        text = json.dumps(export, indent="\t", ensure_ascii=False).replace("\n", "\r\n") + "\r\n\t "
+    else:
+        text = json.dumps(export, sort_keys=True, indent=1)  # records, then schema_version, then session
+    path = tmp_path / "export.json"
+    path.write_bytes(text.encode("utf-8"))
+    folder = tmp_path / "restored"
+    result = run_notes("restore", path, folder=folder)
+    assert result.code == 0 and result.receipt["restored"] == 5, result
+    assert [json.loads(line) for line in log_bytes(folder).splitlines()] == records
+
+
+@pytest.mark.parametrize("damage", ["trailing data", "repeated key", "cut off", "record over 1 MiB"])
+def test_restore_refuses_what_is_not_one_export_and_writes_nothing(tmp_path, damage):
+    text = export_text(many_records(3))
+    if damage == "trailing data":
+        text += "{}\n"
+    elif damage == "repeated key":
+        text = text.replace('"records": [', '"records": [],\n  "records": [', 1)
+    elif damage == "cut off":
+        text = text[:len(text) // 2]
+    else:
+        text = export_text(many_records(2) + [make_record(SESSION_ID, 3, text="x" * (1 << 20))])
+    path = tmp_path / "export.json"
+    path.write_text(text, encoding="utf-8")
+    folder = tmp_path / "restored"
+    for extra in ([], ["--accept-damaged"]):
+        result = run_notes("restore", path, *extra, folder=folder)
+        assert result.code == 3 and result.receipt["ok"] is False, result
+        assert "is not a session export" in result.receipt["error"], result
+        assert not folder.exists()
