@@ -418,6 +418,8 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
     text = clean_field("text", text, TEXT_LIMIT)
     if not text:
         raise NotesError("--text is empty; a memory signal needs a text that says what to keep")
+    if text == REDACTED_TEXT:  # verify would take it for a redaction nobody recorded
+        raise NotesError("--text %s is the placeholder redact leaves; say what to keep" % REDACTED_TEXT)
     effect = clean_field("effect", effect, EFFECT_LIMIT) or None
     if status is not None and note_type != "gate":
         raise NotesError("--status applies only to --type gate; drop it, or record a gate")
@@ -449,18 +451,19 @@ def clean_link(name: str, value: str | None) -> str | None:
     return value
 
 
-def value_from_stdin(text, effect) -> tuple:
+def value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
     """(text, effect), with the one given as "-" read from standard input as UTF-8, byte for byte.
 
     A shell expands $ and runs backticks inside double quotes; a quoted
     here-document or a pipe hands the bytes over untouched.  The stream holds
-    one value, so only one of the two may ask for it."""
+    one value, so only one of the two may ask for it.  names: the flags the
+    two values came from (redact passes its --reason as the first)."""
     if text != "-" and effect != "-":
         return text, effect
     if text == "-" and effect == "-":
         raise NotesError("--text - and --effect - both ask for standard input, which carries one value; "
                          "read one of them from standard input and pass the other as an argument")
-    name = "text" if text == "-" else "effect"
+    name = names[0] if text == "-" else names[1]
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("--%s - reads standard input, but there is none; pipe the value in or pass it "
                          "as an argument" % name)
@@ -468,14 +471,14 @@ def value_from_stdin(text, effect) -> tuple:
     if len(data) > STDIN_LIMIT:
         raise NotesError("standard input for --%s holds more than %d bytes; a memory signal is a minimal "
                          "pointer of at most %d characters" % (name, STDIN_LIMIT,
-                                                               TEXT_LIMIT if name == "text" else EFFECT_LIMIT))
+                                                               EFFECT_LIMIT if name == "effect" else TEXT_LIMIT))
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as error:
             raise NotesError("standard input for --%s is not valid UTF-8 (byte %d); send the text as "
                              "UTF-8" % (name, error.start)) from None
-    return (data, effect) if name == "text" else (text, data)
+    return (data, effect) if name == names[0] else (text, data)
 
 
 NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
@@ -571,6 +574,9 @@ PROBLEM_DETAILS = {
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
     "missing_newline": "the last record lacks its newline; the next append adds it",
     "line_too_long": "the line is longer than any record (over 1 MiB); it was passed over, not read",
+    "redaction_unexplained": "the note holds the placeholder redact leaves, but no later source note says it "
+                             "was redacted: it was edited by hand, or redact was cut short (run redact on it "
+                             "again to record why)",
 }
 # A record with one of these is skipped by every reader (with a warning): its
 # fields are not what they claim to be, and code that trusts them would fail.
@@ -1622,6 +1628,7 @@ class LogReader:
         self.total = 0
         self.last_record = None
         self.order = LogOrder()     # of the last pass: its notices are warnings, not problems
+        self.redactions = RedactionsSeen()  # of the last pass
         # Every pass reads the same bytes, up to a size taken while no writer
         # was mid-append; lines appended later wait for the next read.
         self.size, self.in_flight = log_view(folder)
@@ -1630,6 +1637,7 @@ class LogReader:
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         self.order = seen = LogOrder()
+        self.redactions = RedactionsSeen()
         if not self.size:
             return
         with open(open_regular_file(self.path), "rb") as handle:
@@ -1646,7 +1654,14 @@ class LogReader:
                 if value is not None and is_usable(kinds):
                     self.total += 1
                     self.last_record = value
+                    self.redactions.meet(value, number)
                     yield value
+        self.note_problems(self.redactions.problems())
+
+    def note_problems(self, found):
+        """Count problems found after the lines were read (verify's entries), keeping the first ones."""
+        self.problem_count += len(found)
+        self.problems.extend(found[:PROBLEMS_LISTED - len(self.problems)])
 
     def warnings(self):
         """The problems met, as sentences, bounded."""
@@ -2139,6 +2154,8 @@ def command_verify(args) -> dict:
                "problems": problems}
     if count > len(problems):
         receipt["problems_not_listed"] = count - len(problems)
+    if reader.redactions.count:
+        receipt["redacted"] = reader.redactions.count
     # A note a 1.1.0 writer could store but append now refuses: said, not counted as damage.
     return with_warnings(receipt, reader.notices())
 
@@ -2601,6 +2618,8 @@ def command_recap(args) -> dict:
         recap[name] = [item for _, item in entries]
     recap["superseded_count"] = len(superseded)
     recap["export_lag"] = export_lag(folder, meta["session_id"], reader.total)
+    if reader.redactions.count:
+        recap["redacted"] = {"count": reader.redactions.count, "not_erased": REDACT_NOT_ERASED}
     with_warnings(recap, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
     form = recap_markdown if args.format == "md" else CompactReceipt
@@ -2670,7 +2689,11 @@ def recap_markdown_head(recap):
         export = "Export: %s lacks the %s; export again." % (
             EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
     total = "1 note" if recap["total"] == 1 else "%d notes" % recap["total"]
-    return ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export, ""]
+    lines = ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export]
+    if "redacted" in recap:
+        not_erased = recap["redacted"]["not_erased"]
+        lines.append("Redacted notes: %d. %s." % (recap["redacted"]["count"], not_erased[0].upper() + not_erased[1:]))
+    return lines + [""]
 
 
 def recap_markdown(recap):
@@ -2895,6 +2918,7 @@ class Export:
     def check_records(self, session_id, records):
         """Check each record as verify would: keep the first problems, count the rest."""
         seen = LogOrder()  # as verify counts them, so that it reports the same problems after a restore
+        redactions = RedactionsSeen()
         self.record_count = 0
         for number, record in enumerate(records, 1):
             if not isinstance(record, dict):
@@ -2912,7 +2936,12 @@ class Export:
             self.problem_count += len(kinds)
             for kind, detail in kinds[:PROBLEMS_LISTED - len(self.problems)]:
                 self.problems.append(problem(number, record_id, kind, detail))
+            if is_usable(kinds):
+                redactions.meet(record, number)
             self.record_count = number
+        unexplained = redactions.problems()
+        self.problem_count += len(unexplained)
+        self.problems.extend(unexplained[:PROBLEMS_LISTED - len(self.problems)])
         self.notices = problem_messages(seen.notices, seen.notice_count)
 
     def records(self, verify=True):
@@ -3120,6 +3149,184 @@ def mend_log_tail(folder):
 
 
 # --------------------------------------------------------------------------
+# redact: the one audited rewrite of a complete line (SPEC section 5)
+#
+# A note's text and effect are replaced by REDACTED_TEXT; every other field
+# stays, the checksum is taken anew, and a later source note records which
+# note was redacted and why (about = its id, text "Redacted <id>: <reason>").
+# verify accepts a placeholder only with such a note after it.
+
+REDACTED_TEXT = "[redacted]"
+REDACTION_PREFIX = "Redacted "
+REDACT_REASON_LIMIT = TEXT_LIMIT - len(REDACTION_PREFIX) - NOTE_ID_LIMIT - 2  # the source note's text fits
+REDACT_NOT_ERASED = (
+    "redact rewrote the log only: an export made before it, side files of torn tails "
+    "(session_notes.jsonl.torn-*), and any copy, backup or hard link of the log still hold the old text; "
+    "delete them, and export again")
+
+
+def redact_reason(reason) -> str:
+    """The reason of a redaction, read from standard input for "-", with append's checks on a text."""
+    reason = value_from_stdin(reason, None, names=("reason", "effect"))[0]
+    if reason is None or not reason.strip():
+        raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
+                         "--reason 'It held a private phone number.' %s" % see_help("redact"))
+    return clean_field("reason", reason, REDACT_REASON_LIMIT)
+
+
+def is_redacted(record) -> bool:
+    """Whether a record holds redact's placeholder as its text."""
+    return record.get("text") == REDACTED_TEXT
+
+
+def is_redaction_note(record, note_id=None) -> bool:
+    """Whether a record is the source note that records a redaction (of note_id, when given)."""
+    return (record.get("type") == "source" and is_note_id(record.get("about"))
+            and isinstance(record.get("text"), str) and record["text"].startswith(REDACTION_PREFIX)
+            and (note_id is None or record["about"] == note_id))
+
+
+def redacted_record(record) -> dict:
+    """The record with its text and effect replaced by the placeholder, same fields in the same order."""
+    redacted = dict(record)
+    redacted["text"] = REDACTED_TEXT
+    if "effect" in redacted:
+        redacted["effect"] = REDACTED_TEXT
+    redacted["checksum"] = record_checksum(redacted)
+    return redacted
+
+
+def find_note_line(handle, size, note_id):
+    """(offset, line, record) of the usable note with this id, searched from the end; None when there is none."""
+    needle = ('"id":"%s"' % note_id).encode("ascii")
+    for offset, line in read_lines_backward(handle, size):
+        if line is not None and needle in line:
+            value, _ = parse_line(line)
+            if value is not None and value.get("id") == note_id and is_usable(check_record(value, None)):
+                return offset, line, value
+    return None
+
+
+def redaction_after(handle, size, note_id, seq):
+    """The id of a source note after seq that records the redaction of note_id, or None."""
+    for _, line in read_lines_backward(handle, size):
+        value = parse_line(line)[0] if line else None
+        if value is None:
+            continue
+        if is_seq(value.get("seq")) and value["seq"] <= seq:
+            return None
+        if is_redaction_note(value, note_id) and is_usable(check_record(value, None)):
+            return value["id"]
+    return None
+
+
+def rewritten_log(handle, size, offset, old_length, new_line):
+    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced."""
+    for start, end in ((0, offset), (offset + old_length, size)):
+        handle.seek(start)
+        left = end - start
+        while left > 0:
+            block = handle.read(min(BACKWARD_BLOCK, left))
+            if not block:
+                raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
+            yield block
+            left -= len(block)
+        if start == 0:
+            yield new_line
+
+
+def command_redact(args) -> dict:
+    note_id = redact_note_id(args.note_id)
+    reason = redact_reason(args.reason)
+    folder = resolve_folder(args.dir)
+    require_session(folder)
+    check_session_folder(folder)
+    with SessionLock(folder):
+        meta = open_session_for_writing(folder)
+        return redact_note(folder, meta, note_id, reason)
+
+
+def redact_note_id(value) -> str:
+    """redact's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
+    value = (value or "").strip()
+    if not is_note_id(value):
+        raise NotesError("redact takes a note id such as n00012; tail or recap lists them %s" % see_help("redact"))
+    return value
+
+
+def redact_note(folder, meta, note_id, reason) -> dict:
+    """Under the lock: rewrite the note's line with the placeholder, then append the source note that says why.
+
+    The line is replaced through write_file_atomically: the whole log is
+    copied, block by block, to a temporary file with the one line changed,
+    fsynced and renamed over the log, so every other byte stays as it was.
+    Crash windows: before the rename the log is untouched (the temporary file
+    holds only the redacted copy and is removed once stale); after it and
+    before the source note is appended, verify reports the placeholder as
+    unexplained, and redact run again on the note appends the note only."""
+    log_path = os.path.join(folder, LOG_NAME)
+    signal = clean_signal("source", "%s%s: %s" % (REDACTION_PREFIX, note_id, reason), None, None, None, None,
+                          None, note_id, None)
+    descriptor = open_log_for_reading(log_path)
+    if descriptor is None:
+        raise NotesError("redact %s: this session has no notes yet" % note_id)
+    with open(descriptor, "rb") as handle:
+        size = os.fstat(descriptor).st_size
+        found = find_note_line(handle, size, note_id)
+        if found is None:
+            raise NotesError("%s names no note in this session that can be read; check the id with tail or "
+                             "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
+        offset, line, record = found
+        if is_redaction_note(record):
+            raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
+                             "was changed" % note_id)
+        if is_redacted(record):
+            earlier = redaction_after(handle, size, note_id, record["seq"])
+            if earlier is not None:
+                raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+        else:
+            new_line = record_line(redacted_record(record))[:-1]
+            write_file_atomically(log_path, rewritten_log(handle, size, offset, len(line), new_line))
+    appended = append_signal(folder, meta, signal)
+    receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
+               "redaction_note_id": appended["note_id"], "path": log_path, "not_erased": REDACT_NOT_ERASED}
+    still = files_that_may_hold_old_text(folder)
+    if still:
+        receipt["may_still_hold"] = still
+    return with_recovered(receipt, appended.get("recovered"))
+
+
+def files_that_may_hold_old_text(folder) -> list:
+    """The files of the session folder that redact does not rewrite and that may hold a note's old text."""
+    torn_prefix = LOG_NAME + ".torn-"
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [os.path.join(folder, name) for name in names
+            if name in (EXPORT_NAME, EXPORT_MARKDOWN_NAME) or name.startswith(torn_prefix)]
+
+
+class RedactionsSeen:
+    """For a forward reader: how many redacted notes it met, and those no later source note explains yet.
+
+    Only the ids and line numbers of redacted notes are kept: they are rare."""
+
+    def __init__(self):
+        self.count, self.pending = 0, {}
+
+    def meet(self, record, line):
+        if is_redacted(record):
+            self.count += 1
+            self.pending[record["id"]] = line
+        elif is_redaction_note(record):
+            self.pending.pop(record["about"], None)
+
+    def problems(self) -> list:
+        return [problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
+
+
+# --------------------------------------------------------------------------
 # The MCP adapter over those same functions
 #
 # `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
@@ -3182,6 +3389,13 @@ MCP_TOOLS = {
                                           "idempotentHint": True, "openWorldHint": False}),
 }
 
+# Served only by `mcp --allow-redact` (command_mcp adds it to MCP_TOOLS for the
+# server's lifetime): a tool call may come from a prompt injected into a
+# document, and redact rewrites the log, so the operator opts in.
+MCP_REDACT_TOOL = (("note_id", "reason"), ("note_id", "reason"),
+                   {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
+                    "openWorldHint": False})
+
 
 class ProtocolError(Exception):
     """A JSON-RPC error: the request itself is wrong, not the note it carries."""
@@ -3238,7 +3452,7 @@ def mcp_command_line(folder, command, arguments):
                              % (command, name, ", ".join(options) or "none"))
         if value is None:
             continue
-        if value == "-" and name in ("text", "effect"):
+        if value == "-" and name in ("text", "effect", "reason"):
             # On the command line "-" reads standard input, which here carries the protocol itself.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
@@ -3504,6 +3718,17 @@ def command_mcp(args) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
+    if args.allow_redact:
+        MCP_TOOLS["redact"] = MCP_REDACT_TOOL
+    try:
+        serve_mcp(args)
+    finally:
+        MCP_TOOLS.pop("redact", None)
+    return None  # main prints nothing: stdout carried only JSON-RPC
+
+
+def serve_mcp(args):
+    """Answer each line of standard input on standard output, until the end of input."""
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     # A message is read up to LINE_LIMIT bytes, far above any real request,
     # so a client that never sends a newline cannot make the server hold
@@ -3520,7 +3745,6 @@ def command_mcp(args) -> None:
         if answer is not None:
             sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
             sink.flush()
-    return None  # main prints nothing: stdout carried only JSON-RPC
 
 
 # --------------------------------------------------------------------------
@@ -3596,8 +3820,17 @@ COMMANDS = {
          "repaired or dropped (verify then reports the same problems)",
          {"action": "store_const", "const": True, "default": False}),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json"),
+    "redact": ("Replace one note's text and effect with %s in place, and append a source note that says "
+               "which note was redacted and why. Earlier exports and side files keep the old text." % REDACTED_TEXT, [
+        ("note_id", "note_id", "NOTE_ID", "the note to redact, such as n00004", {}),
+        ("--reason", "reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
+         "characters; - reads it from standard input" % REDACT_REASON_LIMIT, {}),
+    ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'"),
     "mcp": ("Serve append, recap, tail, show, summary, verify and export as MCP tools over stdio, until the end "
-            "of input.", [], "python3 -S notes.py --dir /home/you/shaping mcp"),
+            "of input.", [
+        ("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; off "
+         "unless given)", {"action": "store_const", "const": True, "default": False}),
+    ], "python3 -S notes.py --dir /home/you/shaping mcp"),
 }
 # The data folder is named as this user's, so the help says where an installed
 # copy's notes are (%% doubled: argparse formats help texts).
@@ -3705,6 +3938,7 @@ COMMAND_FUNCTIONS = {
     "verify": command_verify,
     "export": command_export,
     "restore": command_restore,
+    "redact": command_redact,
     "mcp": command_mcp,
 }
 
