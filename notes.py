@@ -1561,8 +1561,8 @@ def find_note(handle, size, note_id):
     A line readers skip (a missing or malformed field) is no note: a ref to it
     would name a note no reader shows, which verify reports and restore refuses."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
-    for _, line in read_lines_backward(handle, size):
-        if line is not None and needle in line:
+    for _, line in read_lines_backward(handle, size, count_runs=True):
+        if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
             value, _ = parse_line(line)
             if value is not None and value.get("id") == note_id and is_usable(check_record(value, None)):
                 return value
@@ -3199,8 +3199,8 @@ def redacted_record(record) -> dict:
 def find_note_line(handle, size, note_id):
     """(offset, line, record) of the usable note with this id, searched from the end; None when there is none."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
-    for offset, line in read_lines_backward(handle, size):
-        if line is not None and needle in line:
+    for offset, line in read_lines_backward(handle, size, count_runs=True):
+        if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
             value, _ = parse_line(line)
             if value is not None and value.get("id") == note_id and is_usable(check_record(value, None)):
                 return offset, line, value
@@ -3209,8 +3209,8 @@ def find_note_line(handle, size, note_id):
 
 def redaction_after(handle, size, note_id, seq):
     """The id of a source note after seq that records the redaction of note_id, or None."""
-    for _, line in read_lines_backward(handle, size):
-        value = parse_line(line)[0] if line else None
+    for _, line in read_lines_backward(handle, size, count_runs=True):
+        value = parse_line(line)[0] if type(line) is bytes and line else None
         if value is None:
             continue
         if is_seq(value.get("seq")) and value["seq"] <= seq:
