@@ -22,29 +22,40 @@ sys.path.insert(0, str(REPO))
 import notes  # noqa: E402  (the module under test, for in-process tests)
 
 
-def find_pythons() -> list:
-    """Every CPython 3.9 to 3.13 this machine has under pyenv, PyPy 3 if installed, and the running one."""
-    found = {sys.executable: None}
-    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    for minor in range(9, 14):
-        candidates = sorted(glob.glob(os.path.join(root, "versions", "3.%d.*" % minor, "bin", "python3")))
-        candidates = [path for path in candidates if not path.split(os.sep)[-3].endswith("t")]
-        if candidates:
-            found.setdefault(candidates[-1], None)
-    pypy = shutil.which("pypy3")
-    if pypy:
-        found.setdefault(pypy, None)
-    return list(found)
-
-
-PYTHONS = find_pythons()
-
-
 def python_id(path: str) -> str:
+    """The interpreter's name and version, such as py3.11 or pypy3.9."""
     version = subprocess.run([path, "-S", "-c", "import sys; print('%s%d.%d' % ("
                               "'pypy' if sys.implementation.name == 'pypy' else 'py', *sys.version_info[:2]))"],
                              capture_output=True, text=True).stdout.strip()
     return version
+
+
+def find_pythons() -> list:
+    """The interpreters the `python` fixture runs on, each version once, as pytest parameters.
+
+    The running interpreter belongs to the default set.  Every other CPython 3.9 to 3.13
+    found under pyenv, and PyPy 3, belong to the long set (`-m long`); PyPy is one of the
+    interpreters notes.py promises, so where pypy3 is missing its parameter is kept and fails.
+    """
+    running = python_id(sys.executable)
+    found = [pytest.param(sys.executable, id=running)]
+    seen = {running}
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    for minor in range(9, 14):
+        candidates = sorted(glob.glob(os.path.join(root, "versions", "3.%d.*" % minor, "bin", "python3")))
+        candidates = [path for path in candidates if not path.split(os.sep)[-3].endswith("t")]
+        name = python_id(candidates[-1]) if candidates else running
+        if name not in seen:
+            seen.add(name)
+            found.append(pytest.param(candidates[-1], id=name, marks=pytest.mark.long))
+    pypy = shutil.which("pypy3")
+    name = python_id(pypy) if pypy else "pypy3"
+    if name not in seen:
+        found.append(pytest.param(pypy, id=name, marks=pytest.mark.long))
+    return found
+
+
+PYTHONS = find_pythons()
 
 
 class Result:
@@ -136,9 +147,11 @@ def session(tmp_path) -> Path:
     return folder
 
 
-@pytest.fixture(params=PYTHONS, ids=python_id)
+@pytest.fixture(params=PYTHONS)
 def python(request) -> str:
-    """Each CPython 3.9 to 3.13, and PyPy, found on this machine."""
+    """The running interpreter; with -m long, each other CPython 3.9 to 3.13 here, and PyPy."""
+    if request.param is None:
+        pytest.fail("pypy3 is not installed: the long set runs these tests on PyPy (.ci/run installs it)")
     return request.param
 
 
@@ -166,6 +179,19 @@ def make_record(session_id: str, seq: int, note_type: str = "decision", text=Non
     return record
 
 
+def write_signals(folder, session_id: str, signals) -> None:
+    """A session written directly, meta and log; each signal is (type, text) or (type, text, {field: value})."""
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
+            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / LOG)}
+    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    with open(str(folder / LOG), "wb") as handle:
+        for seq, signal in enumerate(signals, 1):
+            fields = signal[2] if len(signal) > 2 else {}
+            handle.write(line_of(make_record(session_id, seq, signal[0], signal[1], **fields)))
+
+
 def line_of(record: dict) -> bytes:
     """The record as one compact UTF-8 log line."""
     return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
@@ -179,6 +205,70 @@ def log_bytes(folder) -> bytes:
 def write_log(folder, data: bytes) -> None:
     with open(os.path.join(str(folder), LOG), "wb") as handle:
         handle.write(data)
+
+
+# --------------------------------------------------------------------------
+# The shared builders: a session, an export, an append.  A test that needs
+# to know every byte writes its session and export by hand with these; one
+# that needs notes.py's own writing appends through the real script.
+
+SESSION_ID = "7e0c2b1a-4d3f-4a5b-9c6d-8e7f6a5b4c3d"
+CREATED_AT = "2026-03-14T09:00:00Z"
+META = "session_meta.json"
+# The optional record fields, in the order a record holds them (after text, before checksum).
+OPTIONAL_FIELDS = ("effect", "ref", "status", "provenance", "evidence", "about", "by", "batch")
+
+
+def signal_record(session_id: str, seq: int, signal: tuple) -> dict:
+    """A signal, (type, text) or (type, text, {fields}), as the checksummed record numbered seq.
+
+    Its optional fields go in record order; a "ts" among them sets the record's time."""
+    fields = dict(signal[2]) if len(signal) > 2 else {}
+    ts = fields.pop("ts", None)
+    ordered = {name: fields.pop(name) for name in OPTIONAL_FIELDS if name in fields}
+    ordered.update(fields)
+    return make_record(session_id, seq, signal[0], signal[1], ts=ts, **ordered)
+
+
+def write_session(folder, entries=(), session_id: str = SESSION_ID, created_at: str = CREATED_AT,
+                  tail: bytes = b"") -> list:
+    """A session written by hand: its meta, and a log of entries in order; return the entries as written.
+
+    An entry is a signal (a tuple, made into the record numbered by its place), a record (a dict)
+    or a log line (bytes, its newline included), each written as given; tail comes after the
+    last line (a cut-off write)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
+            "created_at": created_at, "log_file": str(folder / LOG)}
+    (folder / META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    written = [signal_record(session_id, seq, entry) if isinstance(entry, tuple) else entry
+               for seq, entry in enumerate(entries, 1)]
+    write_log(folder, b"".join(entry if isinstance(entry, bytes) else line_of(entry) for entry in written) + tail)
+    return written
+
+
+def write_export(path, items: list, session_id: str = SESSION_ID, **changes) -> Path:
+    """An export holding these records (items), laid out as export writes one; changes replace its keys,
+    "records" included."""
+    export = {"schema_version": "shaping-memory-export.v0", "exported_at": "2026-03-14T10:00:00Z",
+              "session": {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
+                          "created_at": CREATED_AT, "log_file": "/mnt/data/session_notes.jsonl"},
+              "record_count": len(items), "records": items}
+    export.update(changes)
+    path = Path(path)
+    path.write_text(json.dumps(export, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def append(folder, note_type: str, text, *extra, code=0, **options) -> Result:
+    """`append --type note_type --text text extra...` through the real script; never a traceback.
+
+    The run must exit with code (None: any code; the test looks itself); options go to run_notes."""
+    result = run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder, **options)
+    assert_no_traceback(result)
+    assert code is None or result.code == code, result
+    return result
 
 
 def run_here(capsys, folder, *args):
@@ -210,6 +300,16 @@ time.sleep(600)
 """
 
 
+def code_point_cases(ranges: list, seed: int, size: int = 6) -> list:
+    """Code points to try from a set given as inclusive (first, last) ranges: the first and the
+    last of each range, and a sample of size others drawn with a fixed seed (the same on every run)."""
+    import random
+
+    edges = sorted({point for first, last in ranges for point in (first, last)})
+    inner = [point for first, last in ranges for point in range(first + 1, last) if point not in edges]
+    return sorted(edges + random.Random(seed).sample(inner, min(size, len(inner))))
+
+
 def fenced_blocks(text: str) -> list:
     """(language, body) of each fenced code block of a document, in order; a body keeps its last newline."""
     blocks, language, body = [], None, []
@@ -227,3 +327,41 @@ def fenced_blocks(text: str) -> list:
 def code_blocks(text: str, language: str) -> list:
     """The bodies of the fenced blocks opened with ```language, in order."""
     return [body for opened, body in fenced_blocks(text) if opened == language]
+
+
+# --------------------------------------------------------------------------
+# The mcp_sdk marker: tests that drive the server through the official MCP SDK
+# client.  The SDK (mcp>=2.3) needs Python 3.10 or later, so on 3.9 these tests
+# are deselected, and the run counts them at its end; on 3.10 and later a
+# missing SDK makes them fail, as a missing dependency should.
+
+SDK_NEEDS = (3, 10)
+SDK_DESELECTED = pytest.StashKey()  # how many were left out, for the summary
+
+
+def pytest_collection_modifyitems(config, items):
+    if sys.version_info >= SDK_NEEDS:
+        return
+    needing = [item for item in items if item.get_closest_marker("mcp_sdk")]
+    if needing:
+        config.hook.pytest_deselected(items=needing)
+        items[:] = [item for item in items if not item.get_closest_marker("mcp_sdk")]
+        config.stash[SDK_DESELECTED] = len(needing)
+        if hasattr(config, "workeroutput"):  # an xdist worker: its controller prints the summary
+            config.workeroutput["mcp_sdk_deselected"] = len(needing)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """Under xdist, the workers collect: the controller learns the count from them (each has the same)."""
+    count = getattr(node, "workeroutput", {}).get("mcp_sdk_deselected", 0)
+    if count:
+        node.config.stash[SDK_DESELECTED] = count
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    count = config.stash.get(SDK_DESELECTED, 0)
+    if count:
+        terminalreporter.write_line(
+            "%d tests deselected (mcp_sdk): they drive the official MCP SDK client, which needs Python %d.%d "
+            "or later; this is Python %d.%d" % ((count,) + SDK_NEEDS + tuple(sys.version_info[:2])))

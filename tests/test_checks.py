@@ -2,31 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from conftest import LOG, assert_no_traceback, line_of, log_bytes, make_record, run_notes
-
-SESSION_ID = "5f0c1e2a-review-0000-0000-000000000001"
-
-
-def write_session(folder, records: list) -> None:
-    """A session whose log is exactly these records."""
-    folder.mkdir(parents=True, exist_ok=True)
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
-            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / LOG)}
-    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    (folder / LOG).write_bytes(b"".join(line_of(record) for record in records))
-
-
-def write_export(path, records: list) -> None:
-    export = {"schema_version": "shaping-memory-export.v0", "exported_at": "2026-03-14T10:00:00Z",
-              "session": {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
-                          "created_at": "2026-03-14T09:00:00Z", "log_file": "/mnt/data/session_notes.jsonl"},
-              "record_count": len(records), "records": records}
-    path.write_text(json.dumps(export, indent=2) + "\n", encoding="utf-8")
-
+from conftest import (SESSION_ID, assert_no_traceback, line_of, log_bytes, make_record, run_notes, write_export,
+                      write_session)
 
 # Each rule append enforces for gates and refs, after a gate n00001 and a decision n00002:
 # (the append arguments, the third record's fields, the problem kind verify reports, a

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import (NOTES, assert_no_traceback, assert_refused, folder_digest, notes, read_records,
+from conftest import (NOTES, append, assert_no_traceback, assert_refused, folder_digest, notes, read_records,
                       run_notes)
 
 NOTE_TYPES = ["mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"]
@@ -54,10 +54,6 @@ def refused_cleanly(result) -> str:
     assert result.stdout == json.dumps(result.receipt, indent=2, ensure_ascii=False) + "\n"
     assert result.stderr == "", result
     return message
-
-
-def append(folder, note_type: str, text: str, *extra, **options):
-    return run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder, **options)
 
 
 # --------------------------------------------------------------------------
@@ -237,7 +233,8 @@ def test_recap_verify_and_restore_exist(session, tmp_path):
     target = tmp_path / "restored"
     restore = run_notes("restore", export["path"], folder=target)
     assert restore.code == 0, restore
-    assert list(restore.receipt) == ["ok", "command", "session_id", "record_count", "restored", "path"]
+    assert list(restore.receipt) == ["ok", "command", "session_id", "record_count", "restored", "path",
+                                     "tell_operator"]
     assert restore.receipt["restored"] == 1
     assert read_records(target) == read_records(session)
 
@@ -289,9 +286,10 @@ def test_dir_whose_value_looks_like_an_option_is_refused(tmp_path):
 
 
 def test_error_messages_name_the_problem(session):
-    assert "frobnicate" in refused_cleanly(run_notes("frobnicate", folder=session))
+    # The mistake is named by what it is and where, never by the value typed (issue 20.5).
+    assert "unknown command" in refused_cleanly(run_notes("frobnicate", folder=session))
     assert "--type" in refused_cleanly(run_notes("append", "--text", "x", folder=session))
-    assert "opinion" in refused_cleanly(run_notes("append", "--type", "opinion", "--text", "x", folder=session))
+    assert "unknown type" in refused_cleanly(run_notes("append", "--type", "opinion", "--text", "x", folder=session))
     assert "text" in refused_cleanly(run_notes("append", "--type", "gate", "--text", " ", folder=session))
     assert "limit" in refused_cleanly(run_notes("tail", "--limit", "0", folder=session))
 
@@ -301,7 +299,7 @@ def test_unexpected_error_exits_1_without_traceback(monkeypatch, capsys, tmp_pat
     def broken(arguments):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setitem(notes.COMMAND_FUNCTIONS, "summary", broken)
+    monkeypatch.setattr(notes.Session, "summary", broken)
     code = notes.main(["--dir", str(tmp_path), "summary"])
     captured = capsys.readouterr()
     assert code == 1

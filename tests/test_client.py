@@ -18,10 +18,9 @@ import sys
 
 import pytest
 
-from conftest import (LOG, NOTES, REPO, assert_no_traceback, assert_refused, copy_fixture, folder_digest, make_record,
-                      line_of, read_records, run_notes, v0_checksum)
+from conftest import (LOG, NOTES, REPO, SESSION_ID, append, assert_no_traceback, assert_refused, copy_fixture,
+                      folder_digest, line_of, read_records, run_notes, v0_checksum, write_session)
 
-SESSION_ID = "3c9d2f4e-8a1b-4c7d-9e2f-5a6b7c8d9e0f"
 FULL_RECORD_KEYS = ["id", "ts", "session_id", "seq", "type", "text", "effect", "ref", "status", "provenance",
                     "evidence", "checksum"]
 DEFAULT_BUDGET = 12288
@@ -29,24 +28,6 @@ DEFAULT_BUDGET = 12288
 
 # --------------------------------------------------------------------------
 # Local helpers
-
-def write_session(folder, signals, session_id=SESSION_ID) -> list:
-    """Write meta and log directly; each signal is (type, text, {fields in record order}). Return the records."""
-    folder.mkdir(parents=True, exist_ok=True)
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
-            "created_at": "2026-03-01T08:00:00Z", "log_file": str(folder / LOG)}
-    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    records = [make_record(session_id, seq, signal[0], signal[1], **(signal[2] if len(signal) > 2 else {}))
-               for seq, signal in enumerate(signals, 1)]
-    (folder / LOG).write_bytes(b"".join(line_of(record) for record in records))
-    return records
-
-
-def append(folder, note_type, text, *extra, stdin=None):
-    result = run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder, input=stdin)
-    assert result.code == 0, result
-    return result.receipt
-
 
 def recap(folder, *extra) -> dict:
     result = run_notes("recap", *extra, folder=folder)
@@ -69,7 +50,7 @@ def test_labels_are_stored_after_status_and_before_the_checksum(session):
     append(session, "gate", "Hosting is undecided.")
     receipt = append(session, "gate", "Deferred until the clinic's IT contact answers.", "--ref", "n00001",
                      "--status", "deferred", "--effect", "The runbook leaves hosting open.",
-                     "--provenance", "op", "--evidence", "declared")
+                     "--provenance", "op", "--evidence", "declared").receipt
 
     assert list(receipt) == ["ok", "command", "note_id", "seq", "path"]
     record = read_records(session)[1]
@@ -121,9 +102,9 @@ def test_other_label_values_are_refused(session, flag, value):
 
 
 def test_the_same_words_from_another_source_are_a_new_note(session):
-    first = append(session, "decision", "Reminders go out 48 hours ahead.", "--provenance", "model")
-    confirmed = append(session, "decision", "Reminders go out 48 hours ahead.", "--provenance", "op")
-    retried = append(session, "decision", "Reminders go out 48 hours ahead.", "--provenance", "op")
+    first = append(session, "decision", "Reminders go out 48 hours ahead.", "--provenance", "model").receipt
+    confirmed = append(session, "decision", "Reminders go out 48 hours ahead.", "--provenance", "op").receipt
+    retried = append(session, "decision", "Reminders go out 48 hours ahead.", "--provenance", "op").receipt
 
     assert (first["note_id"], confirmed["note_id"]) == ("n00001", "n00002")
     assert "duplicate" not in confirmed
@@ -171,7 +152,7 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         "ok": True, "command": "recap", "total": 13, "mode": None,
         "shape": {"id": "n00011", "text": "A nightly job sends SMS.", "effect": "No patient app.",
                   "provenance": "model"},
-        # A gate raised by the model is open all the same, so it stays here and is listed below too.
+        # A gate raised by the model is open all the same; pending counts it once, as open.
         "open_gates": [{"id": "n00006", "text": "Consent wording is undecided.", "status": "open",
                         "provenance": "model", "evidence": "inferred"}],
         "deferred_gates": [{"id": "n00009", "text": "Payment links in reminders.", "status": "deferred",
@@ -180,8 +161,6 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         # In log order of the note that makes each unconfirmed; n00002 left once the operator confirmed it.
         "unconfirmed": [
             {"id": "n00003", "type": "source", "text": "About 400 appointments a month.", "evidence": "inferred"},
-            {"id": "n00006", "type": "gate", "text": "Consent wording is undecided.", "status": "open",
-             "provenance": "model", "evidence": "inferred"},
             {"id": "n00001", "type": "gate", "text": "Hosting is undecided.", "status": "closed",
              "update_id": "n00007", "update_text": "Hosting closed: the reception PC.",
              "update_provenance": "model", "update_evidence": "inferred"},
@@ -203,6 +182,10 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         "artifacts": [],
         "superseded_count": 1,
         "export_lag": {"path": str(labelled / "session_export.json"), "record_count": None, "missing": 13},
+        # The model's open gate n00006 counts once, as open.
+        "pending": {"open_gates": 1, "unconfirmed": 3,
+                    "next": "1 open gate, 3 unconfirmed notes: put each to the operator before synthesis "
+                            "(close or defer each gate; confirm, correct or drop each note)."},
     }
 
 
@@ -215,15 +198,19 @@ def test_markdown_recap_is_for_the_operator(labelled):
         "13 notes, 1 superseded by later ones.",
         "Export: no session_export.json yet.",
         "",
+        "Pending: 1 open gate, 3 unconfirmed notes: put each to the operator before synthesis (close or defer "
+        "each gate; confirm, correct or drop each note).",
+        "",
         "## Mode", "", "- none", "",
         "## Shape", "", "- A nightly job sends SMS. Effect: No patient app. [n00011; not yet confirmed]", "",
         "## Open gates", "", "- Consent wording is undecided. [n00006; not yet confirmed]", "",
         "## Deferred gates", "",
-        "- Payment links in reminders. Latest: Payment links deferred by the operator. [n00009, updated by n00010]",
+        # A settled point says who it came from: here the operator's update that deferred the gate.
+        "- Payment links in reminders. Latest: Payment links deferred by the operator. "
+        "[n00009, updated by n00010; from the operator]",
         "",
         "## Not yet confirmed", "",
         "- Source: About 400 appointments a month. [n00003; inferred]",
-        "- Gate (open): Consent wording is undecided. [n00006; proposed by the model, inferred]",
         "- Gate (closed): Hosting is undecided. Closed: Hosting closed: the reception PC. "
         "[n00001, closed by n00007; proposed by the model, inferred]",
         "- Shape: A nightly job sends SMS. Effect: No patient app. [n00011; proposed by the model]",
@@ -233,11 +220,11 @@ def test_markdown_recap_is_for_the_operator(labelled):
         "[n00012, closed by n00013]",
         "",
         "## Decisions", "",
-        "- SMS is the channel. [n00004]",
-        "- The operator confirms: reminders go out 48 hours ahead. [n00005, replaces n00002]",
+        "- SMS is the channel. [n00004; from the operator]",
+        "- The operator confirms: reminders go out 48 hours ahead. [n00005, replaces n00002; from the operator]",
         "",
         "## Discarded paths", "", "- none", "",
-        "## Tensions", "", "- SMS cost grows with volume. [n00008]", "",
+        "## Tensions", "", "- SMS cost grows with volume. [n00008; shared by both]", "",
         "## Sources", "", "- none", "",
         "## Artifact boundaries", "", "- none", "",
     ])
@@ -292,7 +279,7 @@ AWKWARD_TEXT = 'Deposit is $500; run `rm -rf /tmp/x` never. "Quoted", \'single\'
 
 
 def test_text_from_standard_input_is_kept_byte_for_byte(session):
-    append(session, "decision", "-", "--effect", "Checked by hand.", stdin=(AWKWARD_TEXT + "\n").encode("utf-8"))
+    append(session, "decision", "-", "--effect", "Checked by hand.", input=(AWKWARD_TEXT + "\n").encode("utf-8"))
 
     record = read_records(session)[0]
     assert record["text"] == AWKWARD_TEXT
@@ -300,7 +287,7 @@ def test_text_from_standard_input_is_kept_byte_for_byte(session):
 
 
 def test_effect_from_standard_input(session):
-    append(session, "tension", "Cost against volume.", "--effect", "-", stdin=AWKWARD_TEXT.encode("utf-8"))
+    append(session, "tension", "Cost against volume.", "--effect", "-", input=AWKWARD_TEXT.encode("utf-8"))
 
     assert read_records(session)[0]["effect"] == AWKWARD_TEXT
 
@@ -588,7 +575,7 @@ def test_markdown_recap_carries_no_receipt_keys_and_one_line_per_item(big_sessio
         assert key not in text, key
     for line in text.splitlines():
         assert line == "" or line.startswith("# ") or line.startswith("## ") or line.startswith("- ") \
-            or line[0].isdigit() or line.startswith("Export: "), line
+            or line[0].isdigit() or line.startswith(("Export: ", "Pending: ", "Synthesis: ", "Delivered: ")), line
     for name in ("open_gates", "deferred_gates", "closed_gates", "decisions", "discards", "tensions", "sources",
                  "artifacts"):
         for item in everything[name]:

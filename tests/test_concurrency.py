@@ -49,6 +49,7 @@ def start_together(count: int, work) -> list:
 # --------------------------------------------------------------------------
 # Concurrent writers and concurrent init
 
+@pytest.mark.long  # a storm of writers: the long set
 def test_concurrent_writers_get_unique_gapless_seqs(tmp_path, session):
     writers, appends = 8, 25
 
@@ -96,6 +97,7 @@ def test_concurrent_first_appends_in_an_empty_folder_share_one_session(tmp_path)
     assert run_notes("verify", folder=folder).code == 0
 
 
+@pytest.mark.long  # a storm of init calls: the long set
 @pytest.mark.parametrize("round_number", range(3))
 def test_concurrent_init_yields_one_session_that_every_caller_reports(tmp_path, round_number):
     folder = tmp_path / "empty"
@@ -148,6 +150,7 @@ def complete_receipts(data: bytes) -> list:
         receipts.append(receipt)
 
 
+@pytest.mark.long  # a kill loop: the long set
 def test_writers_killed_at_random_moments_lose_nothing_they_confirmed(tmp_path, session):
     rng = random.Random(3141)
     writers, rounds = 3, 5

@@ -106,14 +106,15 @@ def test_each_settled_rule_is_stated_once(phrase):
 
 
 def test_synthesis_starts_once_nothing_is_pending_or_the_operator_goes_on():
-    says(section("protocol.md", r"^approval$"), "`recap`", "nothing `pending`", "settles the last item",
-         "goes on anyway", "defers each open gate", "assumption to confirm", "lapses")
+    says(section("protocol.md", r"^approval$"), "`recap`", "nothing is `pending`", "settle the last item",
+         "go on anyway", "deferring each gate still open", "assumption to confirm", "already listed the same",
+         "reversible default", "lapses")
 
 
 def test_readback_covers_a_past_point_and_the_checkpoint_rule():
     text = section("protocol.md", r"^7\. readback")
     says(text, "write-only", "past point", "re-entry", "before synthesis", "`recap`", "tail --grep", "show")
-    says(text, "a checkpoint is", "leaving", "deliver", "lacks notes", "export", "`tell_operator`")
+    says(text, "a checkpoint is", "leaving", "deliver", "export", "which file to keep", "`tell_operator`")
     says(text, "restore", "readING_ALIGNMENT", "whatever the last `mode` note says")
 
 
@@ -178,7 +179,8 @@ def test_every_example_note_carries_both_labels(name):
 def test_the_labelling_rule_says_every_note_carries_both():
     text = section("protocol.md", r"lenses, tension, labels")
     says(text, "every note carries two labels", "`op` when the operator stated", "`model` when you proposed",
-         "`shared` when the operator accepted", "pasted", "observed", "never by repetition", "effect included")
+         "`shared` when the operator accepted", "pasted", "observed", "never by repetition",
+         "whoever raised the question", "whoever settled it", "confirms nothing specific", "own `model` note")
 
 
 # Issue 21, point 4: the shaping method is back.

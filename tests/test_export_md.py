@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from conftest import (V0_FIXTURES, assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes,
-                      read_records, run_notes)
+from conftest import (V0_FIXTURES, assert_no_traceback, assert_refused, copy_fixture, folder_digest, read_records,
+                      run_notes, write_session)
 
 SESSION_ID = "3e9a5c1d-8b2f-4d6e-a0c7-5f1b9d2e4a68"
 CREATED_AT = "2026-04-02T07:45:00Z"
@@ -30,18 +30,11 @@ AUDITED_SESSION = [
 # Local helpers
 
 def write_audited_session(folder) -> list:
-    """Meta and log written directly, so that every date in the document is known."""
-    folder.mkdir(parents=True)
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
-            "created_at": CREATED_AT, "log_file": str(folder / "session_notes.jsonl")}
-    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
-                                              encoding="utf-8")
-    records = [notes.build_record(SESSION_ID, seq, note_type, text, effect, ref, status, timestamp=ts)
-               for seq, (note_type, text, effect, ref, status, ts) in enumerate(AUDITED_SESSION, 1)]
-    with open(str(folder / "session_notes.jsonl"), "wb") as handle:
-        for record in records:
-            handle.write(notes.record_line(record))
-    return records
+    """The audited session written by hand (write_session), so that every date in the document is known."""
+    signals = [(note_type, text, {name: value for name, value in zip(("effect", "ref", "status", "ts"), rest)
+                                  if value is not None})
+               for note_type, text, *rest in AUDITED_SESSION]
+    return write_session(folder, signals, session_id=SESSION_ID, created_at=CREATED_AT)
 
 
 def export_markdown(folder, *extra) -> tuple:

@@ -14,12 +14,11 @@ import re
 
 import pytest
 
-from conftest import (assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes, make_record,
-                      notes, read_records, run_notes, write_log)
+from conftest import (SESSION_ID, assert_no_traceback, assert_refused, code_point_cases, folder_digest, line_of,
+                      log_bytes, make_record, notes, read_records, run_notes, write_export, write_log, write_session)
 
 META = "session_meta.json"
 LOG = "session_notes.jsonl"
-SESSION_ID = "5d2c8e41-7a90-4b6f-9e3d-0c1f2a6b8d47"
 FAKE_AWS_KEY = "AK" + "IA" + "Z7Q4M2X9C3V8B1N5"
 READERS = (("tail", "--limit", "100"), ("summary",), ("recap",), ("recap", "--format", "md"),
            ("export", "--output", "OUT.json"), ("export", "--format", "md", "--output", "OUT.md"))
@@ -27,15 +26,6 @@ READERS = (("tail", "--limit", "100"), ("summary",), ("recap",), ("recap", "--fo
 
 # --------------------------------------------------------------------------
 # Local helpers
-
-def write_session(folder, lines: list) -> None:
-    """A session whose meta is known and whose log is exactly these lines (bytes, newline included)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
-            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / LOG)}
-    (folder / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    write_log(folder, b"".join(lines))
-
 
 def record(seq: int, note_type: str = "decision", **fields) -> dict:
     """A signed record of this file's session."""
@@ -72,16 +62,6 @@ def verify_problems(folder) -> list:
     result = run_notes("verify", folder=folder)
     assert_answers(result, 3)
     return [(entry["line"], entry["id"], entry["kind"]) for entry in result.receipt["problems"]]
-
-
-def export_file(path, items: list, **changes) -> None:
-    """Write an export holding these records, as export writes one; changes replace its keys."""
-    export = {"schema_version": "shaping-memory-export.v0", "exported_at": "2026-03-14T10:00:00Z",
-              "session": {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
-                          "created_at": "2026-03-14T09:00:00Z", "log_file": "/mnt/data/session_notes.jsonl"},
-              "record_count": len(items), "records": items}
-    export.update(changes)
-    path.write_text(json.dumps(export, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 # --------------------------------------------------------------------------
@@ -239,7 +219,7 @@ RESTORE_CASES = [(field, text, kind) for field in ("text", "effect") for text, k
 def test_restore_refuses_what_append_refuses(tmp_path, field, text, kind):
     records = [record(1), record(2, **{field: text}), record(3)]
     export_path = tmp_path / "export.json"
-    export_file(export_path, records)
+    write_export(export_path, records)
     target = tmp_path / "target"
 
     result = run_notes("restore", export_path, folder=target)
@@ -277,7 +257,7 @@ def damaged_export_records() -> list:
 
 def test_default_refusal_names_the_flag_and_writes_nothing(tmp_path):
     export_path = tmp_path / "export.json"
-    export_file(export_path, damaged_export_records())
+    write_export(export_path, damaged_export_records())
     target = tmp_path / "target"
     result = run_notes("restore", export_path, folder=target)
     error = assert_refused(result, 3, "--accept-damaged", "exactly as the export holds")
@@ -291,7 +271,7 @@ def test_default_refusal_names_the_flag_and_writes_nothing(tmp_path):
 def test_accept_damaged_restores_every_record_exactly_and_verify_reports_the_same(tmp_path):
     records = damaged_export_records()
     export_path = tmp_path / "export.json"
-    export_file(export_path, records)
+    write_export(export_path, records)
     export_before = export_path.read_bytes()
     refused = run_notes("restore", export_path, folder=tmp_path / "refused")
     target = tmp_path / "target"
@@ -316,11 +296,14 @@ def test_accept_damaged_restores_every_record_exactly_and_verify_reports_the_sam
 def test_accept_damaged_of_an_intact_export_is_an_ordinary_restore(tmp_path):
     records = [record(1), record(2, "gate", text="Open.")]
     export_path = tmp_path / "export.json"
-    export_file(export_path, records)
+    write_export(export_path, records)
     result = run_notes("restore", "--accept-damaged", export_path, folder=tmp_path / "target")
     assert_answers(result)
+    tell = ("The session is back with 2 notes; 1 question still open; from now on keep %s, which export writes, "
+            "in place of %s, which the next note makes out of date." % (tmp_path / "target" / "session_export.json",
+                                                                        export_path))
     assert result.receipt == {"ok": True, "command": "restore", "session_id": SESSION_ID, "record_count": 2,
-                              "restored": 2, "path": str(tmp_path / "target" / LOG)}
+                              "restored": 2, "path": str(tmp_path / "target" / LOG), "tell_operator": tell}
     assert run_notes("verify", folder=tmp_path / "target").code == 0
 
 
@@ -347,7 +330,7 @@ def test_what_cannot_be_a_log_is_refused_even_with_the_flag(tmp_path, damage, fl
     if isinstance(damage, bytes):
         export_path.write_bytes(damage)
     else:
-        export_file(export_path, [record(1)], **damage)
+        write_export(export_path, [record(1)], **damage)
     target = tmp_path / "target"
     result = run_notes("restore", *flag, export_path, folder=target)
     assert_refused(result, 3, "nothing was written")
@@ -359,7 +342,7 @@ def test_accept_damaged_adds_to_the_same_session_only_what_it_lacks(tmp_path):
     target = tmp_path / "target"
     write_session(target, [line_of(records[0])])
     export_path = tmp_path / "export.json"
-    export_file(export_path, records)
+    write_export(export_path, records)
     result = run_notes("restore", "--accept-damaged", export_path, folder=target)
     assert_answers(result)
     assert result.receipt["restored"] == 6
@@ -374,7 +357,9 @@ def test_restore_help_names_the_flag():
 # --------------------------------------------------------------------------
 # 4. Control characters that fool the eye
 
-C1_AND_BIDI = list(range(0x80, 0xA0)) + list(range(0x202A, 0x202F)) + list(range(0x2066, 0x206A))
+# The set, as inclusive ranges: C1 controls, bidirectional embeddings and overrides, isolates.
+C1_AND_BIDI_RANGES = [(0x80, 0x9F), (0x202A, 0x202E), (0x2066, 0x2069)]
+C1_AND_BIDI = code_point_cases(C1_AND_BIDI_RANGES, seed=1)
 
 
 @pytest.mark.parametrize("field", ["text", "effect"])
@@ -389,6 +374,17 @@ def test_c1_and_bidirectional_controls_are_refused(session, capsys, field, code)
     error = json.loads(capsys.readouterr().out)["error"]
     assert "--" + field in error and "U+%04X" % code in error and "control character" in error
     assert folder_digest(session) == before
+
+
+def test_the_neighbours_of_the_c1_and_bidirectional_ranges_are_kept(session, capsys):
+    """Just outside each range (and the marks U+200E, U+200F, which scripts need) is ordinary text."""
+    neighbours = [first - 1 for first, _ in C1_AND_BIDI_RANGES] + [last + 1 for _, last in C1_AND_BIDI_RANGES]
+    neighbours = [code for code in neighbours if code != 0x7F] + [0x200E, 0x200F]  # DEL is a C0-side control
+    for code in neighbours:
+        value = "before%safter" % chr(code)
+        assert notes.main(["--dir", str(session), "append", "--type", "decision", "--text", value]) == 0, hex(code)
+        capsys.readouterr()
+        assert read_records(session)[-1]["text"] == value
 
 
 @pytest.mark.parametrize("value", ["invoice \u202egnp.exe", "a \u0085 b", "x\u2066y\u2069"],

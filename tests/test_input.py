@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import (NOTES, Result, assert_no_traceback, assert_refused, copy_fixture,
+from conftest import (NOTES, Result, append, assert_refused, code_point_cases, copy_fixture,
                       folder_digest, log_bytes, notes, read_records, run_notes)
 
 LOG = "session_notes.jsonl"
@@ -40,16 +40,6 @@ def refused_unchanged(folder, *args, words=(), python=None) -> str:
     return error
 
 
-def append_ok(folder, text, effect=None) -> dict:
-    args = ["append", "--type", "decision", "--text", text]
-    if effect is not None:
-        args += ["--effect", effect]
-    result = run_notes(*args, folder=folder)
-    assert_no_traceback(result)
-    assert result.code == 0, result
-    return result.receipt
-
-
 def run_in_process(capsys, argv) -> tuple:
     """notes.main(argv) in this process: (exit code, parsed output)."""
     code = notes.main(argv)
@@ -63,7 +53,8 @@ def run_in_process(capsys, argv) -> tuple:
 
 # C0 controls other than tab, newline and carriage return, and DEL.  NUL cannot travel in
 # argv, so it is checked in-process below.
-FORBIDDEN_CODES = [code for code in range(0x01, 0x20) if code not in (0x09, 0x0A, 0x0D)] + [0x7F]
+FORBIDDEN_RANGES = [(0x01, 0x08), (0x0B, 0x0C), (0x0E, 0x1F), (0x7F, 0x7F)]
+FORBIDDEN_CODES = code_point_cases(FORBIDDEN_RANGES, seed=1, size=4)
 
 
 @pytest.mark.parametrize("field", ["text", "effect"])
@@ -152,9 +143,9 @@ def test_value_at_the_limit_is_kept_and_limit_counts_after_stripping(session, fi
     value = "y" * limit
     padded = "  \t" + value + " \n "
     if field == "text":
-        append_ok(session, padded)
+        append(session, "decision", padded)
     else:
-        append_ok(session, "plain", effect=padded)
+        append(session, "decision", "plain", "--effect", padded)
     [record] = read_records(session)
     assert record[field] == value
 
@@ -164,9 +155,9 @@ def test_limit_counts_characters_not_bytes(session, field, limit):
     # Four UTF-8 bytes each: the limit is on characters.
     value = "\U0001F600" * limit
     if field == "text":
-        append_ok(session, value)
+        append(session, "decision", value)
     else:
-        append_ok(session, "plain", effect=value)
+        append(session, "decision", "plain", "--effect", value)
     assert read_records(session)[0][field] == value
     over = value + "\U0001F600"
     command = ["append", "--type", "decision", "--text", over if field == "text" else "other"]
@@ -182,15 +173,15 @@ BAD_APPEND = [
     ("empty_text", ["--type", "decision", "--text", ""], ("--text", "empty")),
     ("blank_text", ["--type", "decision", "--text", "   "], ("--text", "empty")),
     ("whitespace_text", ["--type", "decision", "--text", "\n\t \r\n"], ("--text", "empty")),
-    ("unknown_type", ["--type", "thought", "--text", "plain"], ("--type", "thought")),
-    ("type_wrong_case", ["--type", "Decision", "--text", "plain"], ("--type", "Decision")),
+    ("unknown_type", ["--type", "thought", "--text", "plain"], ("--type", "use one of")),
+    ("type_wrong_case", ["--type", "Decision", "--text", "plain"], ("--type", "did you mean decision?")),
     ("empty_type", ["--type", "", "--text", "plain"], ("--type",)),
     ("status_on_decision", ["--type", "decision", "--text", "plain", "--status", "open"], ("--status",)),
     ("status_on_source", ["--type", "source", "--text", "plain", "--status", "closed"], ("--status",)),
     ("status_unknown", ["--type", "gate", "--text", "plain", "--status", "pending"], ("--status",)),
-    ("ref_word", ["--type", "decision", "--text", "plain", "--ref", "abc"], ("--ref", "abc")),
-    ("ref_too_short", ["--type", "decision", "--text", "plain", "--ref", "n1"], ("--ref", "n1")),
-    ("ref_capital", ["--type", "decision", "--text", "plain", "--ref", "N00001"], ("--ref", "N00001")),
+    ("ref_word", ["--type", "decision", "--text", "plain", "--ref", "abc"], ("--ref", "is not a note id")),
+    ("ref_too_short", ["--type", "decision", "--text", "plain", "--ref", "n1"], ("--ref", "is not a note id")),
+    ("ref_capital", ["--type", "decision", "--text", "plain", "--ref", "N00001"], ("--ref", "is not a note id")),
     ("ref_trailing_letter", ["--type", "decision", "--text", "plain", "--ref", "n0001x"], ("--ref",)),
     ("ref_fullwidth_digits", ["--type", "decision", "--text", "plain", "--ref", "n\uff10\uff10\uff10\uff10\uff11"],
      ("--ref",)),
@@ -208,13 +199,13 @@ def test_bad_append_is_refused(session, args, words):
 
 @pytest.mark.parametrize("limit", ["0", "-3", "abc", "1.5", "", "--5"])
 def test_bad_tail_limit_is_refused(session, limit):
-    append_ok(session, "one note to read")
+    append(session, "decision", "one note to read")
     refused_unchanged(session, "tail", "--limit", limit, words=("--limit",))
 
 
 def test_huge_tail_limit_is_fine(session):
-    append_ok(session, "first")
-    append_ok(session, "second")
+    append(session, "decision", "first")
+    append(session, "decision", "second")
     result = run_notes("tail", "--limit", str(10 ** 30), folder=session)
     assert result.code == 0, result
     assert result.receipt["count"] == 2
@@ -240,7 +231,7 @@ DAMAGED_META = {
 @pytest.mark.parametrize("command", ["append", "init"])
 @pytest.mark.parametrize("content", list(DAMAGED_META.values()), ids=list(DAMAGED_META))
 def test_damaged_meta_is_refused(session, command, content):
-    append_ok(session, "a note written before the meta broke")
+    append(session, "decision", "a note written before the meta broke")
     with open(os.path.join(str(session), META), "wb") as handle:
         handle.write(content)
     args = ["append", "--type", "decision", "--text", "plain"] if command == "append" else ["init"]
@@ -283,7 +274,7 @@ ACCEPTED = {
 
 @pytest.mark.parametrize("value", list(ACCEPTED.values()), ids=list(ACCEPTED))
 def test_accepted_characters_are_kept_as_is(session, value):
-    append_ok(session, value, effect="effect: " + value)
+    append(session, "decision", value, "--effect", "effect: " + value)
     raw = log_bytes(session)
     assert raw.count(b"\n") == 1 and raw.endswith(b"\n"), "a record must be exactly one line"
     record = json.loads(raw[:-1].decode("utf-8"))
@@ -302,7 +293,7 @@ def test_separators_inside_records_do_not_split_them_for_readers(session, tmp_pa
               "plain middle",
               "separators\r\u2028inside\u2028x"]
     for text in tricky:
-        append_ok(session, text, effect="e\u2028f")
+        append(session, "decision", text, "--effect", "e\u2028f")
     raw = log_bytes(session)
     assert raw.count(b"\n") == 3
     assert "\u2028".encode("utf-8") in raw and "\u2029".encode("utf-8") in raw
@@ -329,11 +320,11 @@ def test_separators_inside_records_do_not_split_them_for_readers(session, tmp_pa
     assert all(record["effect"] == "e\u2028f" for record in exported["records"])
 
     # The next append still counts lines correctly.
-    assert append_ok(session, "after the separators")["note_id"] == "n00004"
+    assert append(session, "decision", "after the separators").receipt["note_id"] == "n00004"
 
 
 def test_blank_effect_is_dropped_not_refused(session):
-    append_ok(session, "a decision", effect="   ")
+    append(session, "decision", "a decision", "--effect", "   ")
     [record] = read_records(session)
     assert "effect" not in record
 
@@ -475,7 +466,7 @@ def test_folder_that_cannot_be_made_is_a_clean_refusal(unwritable, command):
 
 def test_export_into_an_unwritable_folder_is_a_clean_refusal(session, unwritable):
     folder, runner = unwritable
-    append_ok(session, "plain")
+    append(session, "decision", "plain")
     output = os.path.join(folder, "session_export.json")
     before = folder_digest(session)
     result = runner("export", "--output", output, folder=session)
@@ -514,7 +505,7 @@ def replace_with_link(path, target) -> None:
 
 
 def test_log_link_in_a_live_session_is_refused(session, tmp_path):
-    append_ok(session, "a real note")
+    append(session, "decision", "a real note")
     target = tmp_path / "elsewhere.jsonl"
     target.write_bytes(b"precious bytes that are not ours\n")
     replace_with_link(session / LOG, target)
@@ -574,7 +565,7 @@ def test_meta_link_is_refused_and_its_target_never_written(session, tmp_path):
     exported = tmp_path / "export.json"
     other = tmp_path / "other"
     run_notes("init", folder=other)
-    append_ok(other, "a note to restore")
+    append(other, "decision", "a note to restore")
     assert run_notes("export", "--output", exported, folder=other).code == 0
 
     target = tmp_path / "real_meta.json"
@@ -597,7 +588,7 @@ def test_lock_link_is_refused(session, tmp_path):
 # export --output
 
 def test_export_output_naming_a_folder_is_refused(session, tmp_path):
-    append_ok(session, "plain")
+    append(session, "decision", "plain")
     destination = tmp_path / "exports"
     destination.mkdir()
     (destination / "keep.txt").write_bytes(b"keep me\n")
@@ -608,12 +599,12 @@ def test_export_output_naming_a_folder_is_refused(session, tmp_path):
 
 
 def test_export_output_naming_the_session_folder_is_refused(session):
-    append_ok(session, "plain")
+    append(session, "decision", "plain")
     refused_unchanged(session, "export", "--output", session, words=("--output",))
 
 
 def test_export_output_below_a_file_is_refused(session, tmp_path):
-    append_ok(session, "plain")
+    append(session, "decision", "plain")
     a_file = tmp_path / "a_file"
     a_file.write_bytes(b"x\n")
     refused_unchanged(session, "export", "--output", a_file / "export.json", words=("--output",))
@@ -621,7 +612,7 @@ def test_export_output_below_a_file_is_refused(session, tmp_path):
 
 
 def test_export_output_link_is_refused(session, tmp_path):
-    append_ok(session, "plain")
+    append(session, "decision", "plain")
     target = tmp_path / "planted_target.json"
     link = tmp_path / "export.json"
     os.symlink(str(target), str(link))
@@ -632,7 +623,7 @@ def test_export_output_link_is_refused(session, tmp_path):
 
 def test_export_output_in_a_missing_folder_creates_it(session, tmp_path):
     # export makes the missing parent folders (os.makedirs) and writes the export there.
-    append_ok(session, "plain", effect="an effect")
+    append(session, "decision", "plain", "--effect", "an effect")
     output = tmp_path / "new" / "deeper" / "export.json"
     result = run_notes("export", "--output", output, folder=session)
     assert result.code == 0, result

@@ -23,7 +23,7 @@ from conftest import NOTES, REPO, assert_refused, folder_digest, notes, read_rec
 VERSION = notes.__version__
 # What a copy of the project needs to be installed, built and tested from.
 PROJECT_FILES = ("notes.py", "pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "protocol.md",
-                 "note-io.md", ".ci", "bench", "tests")
+                 "note-io.md", ".ci", "bench", "docs", "tests")
 
 
 def without_variable(**extra) -> dict:
@@ -259,16 +259,6 @@ def test_hints_name_the_command_as_it_was_run(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# The README's test command is what CI runs
-
-def test_readme_test_command_is_the_one_ci_runs():
-    readme = (REPO / "README.md").read_text("utf-8")
-    lines = (REPO / ".ci" / "run").read_text("utf-8").splitlines()
-    (ci,) = [line for line in lines if line.startswith("python3 -m venv .venv && ")]
-    assert "\n%s\n" % ci in readme
-
-
-# --------------------------------------------------------------------------
 # Installed with pip into a fresh virtual environment (one, shared by these tests)
 
 def copy_project(destination: Path) -> Path:
@@ -426,7 +416,7 @@ def test_sdist_carries_the_tests_fixtures_and_contracts(installed, tmp_path):
     with tarfile.open(str(archive)) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     wanted = {"notes.py", "LICENSE", "README.md", "protocol.md", "note-io.md", "pyproject.toml", ".ci/run",
-              "bench/bench.py"}
+              "bench/bench.py"} | {"docs/" + path.name for path in (REPO / "docs").glob("*.md")}
     for root, _, files in os.walk(str(REPO / "tests")):
         if "__pycache__" not in root:
             wanted.update(os.path.relpath(os.path.join(root, name), str(REPO)) for name in files

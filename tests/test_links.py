@@ -10,8 +10,7 @@ import json
 
 import pytest
 
-from conftest import (assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes, read_records,
-                      run_notes)
+from conftest import append, assert_refused, copy_fixture, folder_digest, notes, read_records, run_notes
 
 V0_RECORD_KEYS = ["id", "ts", "session_id", "seq", "type", "text", "checksum"]
 V0_RECORD_KEYS_WITH_EFFECT = ["id", "ts", "session_id", "seq", "type", "text", "effect", "checksum"]
@@ -30,14 +29,6 @@ def independent_checksum(record: dict) -> str:
 def raw_lines(folder) -> list:
     with open(str(folder / "session_notes.jsonl"), "rb") as handle:
         return handle.read().splitlines()
-
-
-def append(folder, note_type, text, *extra) -> dict:
-    """Append through the real CLI and insist it worked; return the receipt."""
-    result = run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder)
-    assert result.code == 0, result
-    assert_no_traceback(result)
-    return result.receipt
 
 
 def build_in_process(folder, signals) -> None:
@@ -148,8 +139,8 @@ def test_gate_update_may_name_an_earlier_update_of_the_gate(session):
 
 def test_same_text_with_another_status_is_a_new_note(session):
     append(session, "gate", "Channel is undecided.")
-    first = append(session, "gate", "Channel update.", "--ref", "n00001", "--status", "deferred")
-    second = append(session, "gate", "Channel update.", "--ref", "n00001", "--status", "closed")
+    first = append(session, "gate", "Channel update.", "--ref", "n00001", "--status", "deferred").receipt
+    second = append(session, "gate", "Channel update.", "--ref", "n00001", "--status", "closed").receipt
 
     assert (first["note_id"], second["note_id"]) == ("n00002", "n00003")
     assert "duplicate" not in second
@@ -225,9 +216,9 @@ def test_ref_refusal_on_a_v0_session_leaves_its_log_untouched(tmp_path):
 # Point 6: v0 receipts stay v0 with links in the log
 
 def test_v0_receipts_keep_their_keys_with_links_present(session):
-    receipt = append(session, "gate", "Channel is undecided.")
+    receipt = append(session, "gate", "Channel is undecided.").receipt
     assert list(receipt) == ["ok", "command", "note_id", "seq", "path"]
-    receipt = append(session, "gate", "Channel closed.", "--ref", "n00001", "--status", "closed")
+    receipt = append(session, "gate", "Channel closed.", "--ref", "n00001", "--status", "closed").receipt
     assert list(receipt) == ["ok", "command", "note_id", "seq", "path"]
     append(session, "decision", "Email only.")
     append(session, "decision", "SMS first.", "--ref", "n00003", "--effect", "Needs a provider.")

@@ -6,39 +6,15 @@ import json
 
 import pytest
 
-from conftest import (assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes, read_records,
-                      run_notes)
+from conftest import (SESSION_ID, assert_no_traceback, assert_refused, copy_fixture, folder_digest, read_records,
+                      run_notes, write_session)
 
 RECAP_KEYS = ["ok", "command", "session_id", "path", "total", "mode", "shape", "open_gates", "deferred_gates",
               "unconfirmed", "closed_gates", "decisions", "discards", "tensions", "sources", "artifacts",
               "superseded_count", "export_lag"]
-SESSION_ID = "7b0e4c2a-1f3d-4e5a-9c6b-2d8f0a1e3b57"
-
 
 # --------------------------------------------------------------------------
 # Local helpers
-
-def write_session(folder, signals, session_id=SESSION_ID, created_at="2026-03-01T08:00:00Z") -> list:
-    """Write meta and log directly, with the timestamps chosen by the test; return the records.
-
-    Each signal is (type, text) or (type, text, {"effect"/"ref"/"status"/"ts": ...}).
-    """
-    folder.mkdir(parents=True)
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": session_id,
-            "created_at": created_at, "log_file": str(folder / "session_notes.jsonl")}
-    (folder / "session_meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
-                                              encoding="utf-8")
-    records = []
-    for seq, signal in enumerate(signals, 1):
-        note_type, text = signal[0], signal[1]
-        extra = signal[2] if len(signal) > 2 else {}
-        records.append(notes.build_record(session_id, seq, note_type, text, extra.get("effect"), extra.get("ref"),
-                                          extra.get("status"), timestamp=extra.get("ts", "2026-03-01T09:00:00Z")))
-    with open(str(folder / "session_notes.jsonl"), "wb") as handle:
-        for record in records:
-            handle.write(notes.record_line(record))
-    return records
-
 
 def recap_of(folder, *extra) -> dict:
     result = run_notes("recap", *extra, folder=folder)
@@ -106,7 +82,7 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
     assert receipt["session_id"] == started.receipt["session_id"]
     assert receipt["path"] == str(folder / "session_notes.jsonl")
     receipt["session_id"] = receipt["path"] = "normalised"
-    assert list(receipt) == RECAP_KEYS
+    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis"]
     assert receipt == {
         "ok": True,
         "command": "recap",
@@ -159,6 +135,11 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
         ],
         "superseded_count": 4,
         "export_lag": {"path": str(folder / "session_export.json"), "record_count": None, "missing": 28},
+        "pending": {"open_gates": 2, "unconfirmed": 0,
+                    "next": "2 open gates: put each to the operator before synthesis (close or defer each "
+                            "gate)."},
+        # Synthesis began at n00028; no artifact note came after it, so nothing was delivered yet.
+        "synthesis": {"entered": "n00028", "latest": "n00028"},
     }
     # Reading never writes: a second recap answers the same from the same bytes.
     before = folder_digest(folder)
@@ -173,7 +154,7 @@ def test_recap_of_the_v0_session_is_exact(tmp_path):
 
     receipt = recap_of(folder)
 
-    assert list(receipt) == RECAP_KEYS
+    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis"]
     assert receipt == {
         "ok": True, "command": "recap", "session_id": "0f3c2b1c-3c66-49ee-8557-e323c0678aaf",
         "path": str(folder / "session_notes.jsonl"), "total": 11,
@@ -202,6 +183,11 @@ def test_recap_of_the_v0_session_is_exact(tmp_path):
         "superseded_count": 0,
         # The fixture's own export holds all 11 notes.
         "export_lag": {"path": str(folder / "session_export.json"), "record_count": 11, "missing": 0},
+        "pending": {"open_gates": 2, "unconfirmed": 0,
+                    "next": "2 open gates: put each to the operator before synthesis (close or defer each "
+                            "gate)."},
+        # n00011 entered synthesis; the artifact note n00008 came before it, so it is no delivery.
+        "synthesis": {"entered": "n00011", "latest": "n00011"},
     }
     assert folder_digest(folder) == before
 
@@ -267,10 +253,12 @@ def test_limit_keeps_the_newest_per_list_and_reports_what_was_cut(tmp_path, limi
     assert [item["id"] for item in receipt["discards"]] == ["n00012", "n00013", "n00014"]
     assert [item["id"] for item in receipt["tensions"]] == ["n00015"]
     assert receipt["superseded_count"] == 1
+    # pending counts every open gate, also those the limit left out of the list.
+    assert receipt["pending"]["open_gates"] == 4 and receipt["pending"]["unconfirmed"] == 0
     if truncated is None:
-        assert list(receipt) == RECAP_KEYS
+        assert list(receipt) == RECAP_KEYS + ["pending"]
     else:
-        assert list(receipt) == RECAP_KEYS + ["truncated", "see_truncated"]
+        assert list(receipt) == RECAP_KEYS + ["pending", "truncated", "see_truncated"]
         assert receipt["truncated"] == truncated
 
 
@@ -303,7 +291,8 @@ def test_recap_warns_about_a_damaged_log_and_still_answers(tmp_path, fixture, wo
 
     receipt = recap_of(folder)
 
-    assert list(receipt) == RECAP_KEYS + ["warnings"]
+    # The fixtures are the v0 session's log: its open gates are pending, n00011 entered synthesis.
+    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis", "warnings"]
     assert receipt["warnings"] and all(isinstance(message, str) for message in receipt["warnings"])
     joined = " ".join(receipt["warnings"])
     for word in words:

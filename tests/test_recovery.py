@@ -78,6 +78,7 @@ def check_readers_on_damaged_tail(capsys, folder, complete: list, export_path) -
 # --------------------------------------------------------------------------
 # Cut-off last line: every offset
 
+@pytest.mark.long  # every offset in turn: the long set
 def test_every_cut_offset_of_the_last_record_is_set_aside_and_numbering_continues(tmp_path, capsys):
     # Multi-byte characters put some cuts inside a character (not UTF-8), others inside JSON.
     last_text = "Hôte décidé: 日本語 ✓ — the log stays append-only"
@@ -192,6 +193,7 @@ def parses_as_object(line: bytes) -> bool:
         return False
 
 
+@pytest.mark.long  # a loop over random tails: the long set
 def test_random_junk_tails_keep_their_complete_lines_and_set_aside_the_rest(tmp_path, capsys):
     for index, junk in enumerate(junk_cases()):
         # The case is only meaningful if no junk line happens to be a JSON object.

@@ -11,7 +11,7 @@ import pytest
 from conftest import (V0_FIXTURES, assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes,
                       read_records, run_notes)
 
-RESTORE_KEYS = ["ok", "command", "session_id", "record_count", "restored", "path"]
+RESTORE_KEYS = ["ok", "command", "session_id", "record_count", "restored", "path", "tell_operator"]
 V0_EXPORT = V0_FIXTURES / "basic" / "session_export.json"
 V0_SESSION_ID = "0f3c2b1c-3c66-49ee-8557-e323c0678aaf"
 
@@ -35,9 +35,15 @@ def restored_ok(folder, export_path, record_count, restored, session_id) -> dict
     assert result.code == 0, result
     assert_no_traceback(result)
     assert list(result.receipt) == RESTORE_KEYS
-    assert result.receipt == {"ok": True, "command": "restore", "session_id": session_id,
-                              "record_count": record_count, "restored": restored,
-                              "path": str(folder / "session_notes.jsonl")}
+    # The sentence for the operator is pinned word for word in tests/test_tell_operator.py;
+    # here it is one line that names what came back and the file to keep.
+    receipt = dict(result.receipt)
+    tell = receipt.pop("tell_operator")
+    assert "\n" not in tell and tell.startswith("The session is back with %d note" % record_count), tell
+    assert "session_export.json" in tell, tell
+    assert receipt == {"ok": True, "command": "restore", "session_id": session_id,
+                       "record_count": record_count, "restored": restored,
+                       "path": str(folder / "session_notes.jsonl")}
     return result.receipt
 
 
@@ -72,7 +78,7 @@ def build_linked_session(folder) -> str:
     return load(folder / "session_meta.json")["session_id"]
 
 
-def export_of(folder) -> tuple:
+def export_through_cli(folder) -> tuple:
     """Export the folder's session through the CLI; return (path, parsed export)."""
     result = run_notes("export", folder=folder)
     assert result.code == 0, result
@@ -116,7 +122,7 @@ def test_restore_the_v0_export_into_a_new_folder(tmp_path):
 def test_restore_our_export_into_an_empty_folder_gives_back_the_same_state(tmp_path):
     origin = tmp_path / "origin"
     session_id = build_linked_session(origin)
-    export_path, export = export_of(origin)
+    export_path, export = export_through_cli(origin)
     target = tmp_path / "target"
     target.mkdir()
 
@@ -152,7 +158,7 @@ def test_restore_at_re_entry_from_an_export_uploaded_into_the_same_folder(tmp_pa
 def test_restore_an_empty_export(tmp_path):
     origin = tmp_path / "origin"
     assert run_notes("init", folder=origin).code == 0
-    export_path, export = export_of(origin)
+    export_path, export = export_through_cli(origin)
     target = tmp_path / "target"
 
     restored_ok(target, export_path, 0, 0, export["session"]["session_id"])
@@ -183,7 +189,7 @@ def test_restore_into_a_fresh_init_replaces_the_empty_session(session):
 def test_restore_appends_what_a_prefix_log_lacks(tmp_path, kept):
     origin = tmp_path / "origin"
     session_id = build_linked_session(origin)
-    export_path, export = export_of(origin)
+    export_path, export = export_through_cli(origin)
     # The sandbox's copy stopped after `kept` notes: same session, shorter log.
     target = tmp_path / "target"
     restored_ok(target, export_path, 7, 7, session_id)
@@ -238,7 +244,7 @@ def test_restore_refuses_a_log_that_has_gone_past_the_export(tmp_path):
 def test_restore_refuses_the_same_session_when_the_logs_differ(tmp_path):
     origin = tmp_path / "origin"
     session_id = build_linked_session(origin)
-    export_path, _ = export_of(origin)
+    export_path, _ = export_through_cli(origin)
     target = tmp_path / "target"
     restored_ok(target, export_path, 7, 7, session_id)
     # Same session, same length, but its last note is another one (still a valid log).

@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from conftest import (HOLDER_SCRIPT, NOTES, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
-                      make_record, notes, read_records, run_here, run_notes, write_log)
+from conftest import (HOLDER_SCRIPT, NOTES, append, assert_no_traceback, assert_refused, folder_digest, line_of,
+                      log_bytes, make_record, notes, read_records, run_here, run_notes, write_log)
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -49,12 +49,6 @@ def new_session(folder) -> str:
 
 def utc(seconds_ago: float = 0) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
-
-
-def append(folder, note_type, text, *extra, env=None):
-    result = run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder, env=env)
-    assert_no_traceback(result)
-    return result
 
 
 def stray_files(folder) -> list:
@@ -185,6 +179,7 @@ def test_export_refuses_an_output_that_is_a_session_file(tmp_path, target, expor
     result = run_notes("export", "--output", output, "--format", export_format, folder=folder)
     assert_refused(result, 2, "session")
     assert folder_digest(tmp_path) == before
+    os.unlink(str(tmp_path / "hard-link-to-log"))  # writers refuse a hard-linked log: the link was only a target
     assert append(folder, "decision", "Numbering goes on.").receipt["seq"] == 4
     assert run_notes("verify", folder=folder).code == 0
 
@@ -244,7 +239,7 @@ def test_a_zero_lock_wait_gives_up_at_once_and_readers_never_wait(tmp_path):
     folder = tmp_path / "session"
     assert append(folder, "decision", "Before the hang.").code == 0
     with LockHolder(folder):
-        result = append(folder, "gate", "No wait at all.", env=with_env(SHAPING_NOTES_LOCK_WAIT="0"))
+        result = append(folder, "gate", "No wait at all.", code=None, env=with_env(SHAPING_NOTES_LOCK_WAIT="0"))
         assert_refused(result, 1, "another writer")
         # Readers take no lock: they answer while the holder is stopped.
         for reader in (("verify",), ("tail",), ("summary",), ("recap",)):
@@ -255,7 +250,7 @@ def test_a_zero_lock_wait_gives_up_at_once_and_readers_never_wait(tmp_path):
 @pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf", "1e9"])
 def test_a_lock_wait_that_is_not_a_sane_number_of_seconds_is_refused(tmp_path, value):
     folder = tmp_path / "fresh"
-    result = append(folder, "decision", "Never written.", env=with_env(SHAPING_NOTES_LOCK_WAIT=value))
+    result = append(folder, "decision", "Never written.", code=None, env=with_env(SHAPING_NOTES_LOCK_WAIT=value))
     assert_refused(result, 2, "SHAPING_NOTES_LOCK_WAIT")
     assert not folder.exists()
 
@@ -366,6 +361,7 @@ def test_readers_beside_a_writer_mid_append_see_no_damage(tmp_path, ending):
         assert verify.code == 3 and problem_kinds(verify) == [(4, "torn_tail")], verify
 
 
+@pytest.mark.long  # a storm of writers: the long set
 @pytest.mark.skipif(not POSIX, reason="concurrency test of flock writers")
 def test_verify_beside_concurrent_writers_never_reports_damage(tmp_path):
     folder = tmp_path / "session"
@@ -377,7 +373,7 @@ def test_verify_beside_concurrent_writers_never_reports_damage(tmp_path):
     def writer(index):
         for number in range(appends):
             # Long texts make each write take longer, widening the window a reader could fall into.
-            result = append(folder, "decision", "writer %d note %d " % (index, number) + "é" * 1900)
+            result = append(folder, "decision", "writer %d note %d " % (index, number) + "é" * 1900, code=None)
             if result.code != 0:
                 errors.append(result)
 
@@ -640,6 +636,7 @@ def test_a_restore_cut_short_leaves_no_session_to_fork(tmp_path, capsys, monkeyp
     assert run_here(capsys, folder, "verify")[0] == 0
 
 
+@pytest.mark.long  # a kill loop: the long set
 @pytest.mark.skipif(not POSIX, reason="SIGKILL")
 def test_a_restore_killed_at_any_moment_leaves_no_session_or_a_whole_one(tmp_path):
     export, content = exported_session(tmp_path)

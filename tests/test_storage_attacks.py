@@ -5,40 +5,14 @@ crash or a stray file leaves it."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
-from conftest import (assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes, make_record,
-                      run_notes, write_log)
+from conftest import (SESSION_ID, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
+                      make_record, run_notes, write_export, write_session)
 
 LOG = "session_notes.jsonl"
-META = "session_meta.json"
-SESSION_ID = "7e0c2b1a-4d3f-4a5b-9c6d-8e7f6a5b4c3d"
-
-
-def export_of(tmp_path, count):
-    """An export of a session with count notes, written by hand: (its path, its records)."""
-    records = [make_record(SESSION_ID, seq) for seq in range(1, count + 1)]
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
-            "created_at": "2026-03-14T09:00:00Z", "log_file": "/elsewhere/" + LOG}
-    export = {"schema_version": "shaping-memory-export.v0", "exported_at": "2026-03-14T10:00:00Z",
-              "session": meta, "record_count": count, "records": records}
-    path = tmp_path / "export.json"
-    path.write_text(json.dumps(export, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    return path, records
-
-
-def session_holding(folder, records, rest=b""):
-    """The export's session in folder, its log holding these records, then rest (a cut-off write)."""
-    folder.mkdir()
-    meta = {"schema_version": "shaping-memory-session-meta.v0", "session_id": SESSION_ID,
-            "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / LOG)}
-    (folder / META).write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
-    write_log(folder, b"".join(map(line_of, records)) + rest)
-
-
 # A restore into a session that holds the export's first notes appends the rest
 # in one write.  Killed during that write (a large export: the kernel stops a
 # write of many megabytes part way on SIGKILL), it leaves the log ending in a
@@ -49,11 +23,12 @@ def session_holding(folder, records, rest=b""):
 
 @pytest.mark.parametrize("cut", [1, 40, -1], ids=["one byte", "mid-record", "all but the newline"])
 def test_a_restore_killed_while_adding_notes_completes_when_run_again(tmp_path, cut):
-    export, records = export_of(tmp_path, 6)
+    records = [make_record(SESSION_ID, seq) for seq in range(1, 7)]
+    export = write_export(tmp_path / "export.json", records)
     expected = b"".join(map(line_of, records))
     folder = tmp_path / "target"
     partial = line_of(records[3])[:cut]
-    session_holding(folder, records[:3], partial)
+    write_session(folder, records[:3], tail=partial)
 
     result = run_notes("restore", export, folder=folder)
     assert_no_traceback(result)
@@ -75,10 +50,11 @@ def test_a_restore_killed_while_adding_notes_completes_when_run_again(tmp_path, 
 
 
 def test_a_restore_still_refuses_a_cut_off_log_with_other_damage_and_changes_nothing(tmp_path):
-    export, records = export_of(tmp_path, 6)
+    records = [make_record(SESSION_ID, seq) for seq in range(1, 7)]
+    export = write_export(tmp_path / "export.json", records)
     folder = tmp_path / "target"
     damaged = dict(records[1], text="Edited by hand.")  # its checksum no longer matches
-    session_holding(folder, [records[0], damaged, records[2]], line_of(records[3])[:40])
+    write_session(folder, [records[0], damaged, records[2]], tail=line_of(records[3])[:40])
     before = folder_digest(folder)
     assert_refused(run_notes("restore", export, folder=folder), 2, "problems")
     assert folder_digest(folder) == before
@@ -92,9 +68,9 @@ def test_a_restore_still_refuses_a_cut_off_log_with_other_damage_and_changes_not
                                      ["export", "--format", "md"], ["restore"]],
                          ids=lambda command: " ".join(command))
 def test_a_folder_where_the_log_should_be_is_refused_by_every_reader(tmp_path, how, command):
-    export, _ = export_of(tmp_path, 2)
+    export = write_export(tmp_path / "export.json", [make_record(SESSION_ID, seq) for seq in (1, 2)])
     folder = tmp_path / "session"
-    session_holding(folder, [])
+    write_session(folder)
     os.unlink(str(folder / LOG))
     if how == "folder":
         (folder / LOG).mkdir()
@@ -115,7 +91,7 @@ def test_a_folder_where_the_log_should_be_is_refused_by_every_reader(tmp_path, h
 
 def test_an_append_with_a_ref_refuses_a_folder_where_the_log_should_be(tmp_path):
     folder = tmp_path / "session"
-    session_holding(folder, [make_record(SESSION_ID, 1, "gate", "The gate stays open.")])
+    write_session(folder, [make_record(SESSION_ID, 1, "gate", "The gate stays open.")])
     os.unlink(str(folder / LOG))
     (folder / LOG).mkdir()
     before = folder_digest(folder)
@@ -134,7 +110,7 @@ def test_an_append_with_a_ref_refuses_a_folder_where_the_log_should_be(tmp_path)
 def test_an_append_refuses_a_ref_to_a_line_readers_skip(tmp_path):
     folder = tmp_path / "session"
     skipped = make_record(SESSION_ID, 1, "gate", "The gate stays open.", provenance="bogus")
-    session_holding(folder, [skipped])
+    write_session(folder, [skipped])
     before = folder_digest(folder)
     result = run_notes("append", "--type", "gate", "--ref", "n00001", "--status", "closed",
                        "--text", "Closed.", folder=folder)
