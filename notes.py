@@ -3930,7 +3930,9 @@ def redact_note(folder, meta, note_id, reason) -> dict:
     if descriptor is None:
         raise NotesError("redact %s: this session has no notes yet" % note_id)
     with open(descriptor, "rb") as handle:
-        size = os.fstat(descriptor).st_size
+        status = os.fstat(descriptor)
+        refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
+        size = status.st_size
         found = find_note_line(handle, size, note_id)
         if found is None:
             raise NotesError("%s names no note in this session that can be read; check the id with tail or "

@@ -222,3 +222,13 @@ def test_help_shows_redact_with_a_safe_example():
     assert result.code == 0
     assert "redact n00004 --reason 'It held a private phone number.'" in result.stdout
     assert "--allow-redact" in run_notes("mcp", "--help").stdout
+
+
+def test_redact_refuses_a_hard_linked_log_whose_other_name_would_keep_the_text(tmp_path):
+    folder, _ = seeded(tmp_path)
+    other = tmp_path / "other-name.jsonl"
+    os.link(str(folder / "session_notes.jsonl"), str(other))
+    before = folder_digest(folder)
+    assert_refused(run_notes("redact", "n00002", "--reason", REASON, folder=folder), 2, "hard links")
+    assert folder_digest(folder) == before
+    assert "555-0100" in other.read_text()  # nothing was changed through either name
