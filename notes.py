@@ -106,6 +106,8 @@ RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens o
 # note written in synthesis is a delivery (recap's synthesis and delivery).
 SYNTHESIS_WORD = "SYNTHESIS"
 STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
+BATCH_LINE_LIMIT = 100    # signals in one append --batch: a turn's worth, far below what a model sends at once
+BATCH_BYTE_LIMIT = 262144  # bytes of standard input append --batch reads at most (256 KiB)
 EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
 WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
 PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
@@ -127,6 +129,7 @@ DUPLICATE_WINDOW_RECORDS = 20
 DUPLICATE_WINDOW_SECONDS = 600
 # The fields of a signal, in build_record's order: what a retry must repeat.
 SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
+BATCH_LINK_FIELDS = ("ref", "about", "by")  # where a batch line may name an earlier line of its batch as "@K"
 # A temporary file of a killed whole-file write is removed by a later write of
 # the same file once it is this old (no live write takes that long).
 STALE_TEMPORARY_SECONDS = 600
@@ -427,8 +430,10 @@ def record_checksum(record: dict) -> str:
 def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
                  ref: str | None = None, status: str | None = None, provenance: str | None = None,
                  evidence: str | None = None, about: str | None = None, by: str | None = None,
-                 timestamp: str | None = None) -> dict:
-    """A record with v0's keys in v0's order, then the optional links and labels, checksum last."""
+                 timestamp: str | None = None, batch: str | None = None) -> dict:
+    """A record with v0's keys in v0's order, then the optional links and labels, checksum last.
+
+    batch ("K/N") marks line K of an N-line append --batch."""
     record = {
         "id": note_id_for(seq),
         "ts": timestamp or utc_now(),
@@ -451,6 +456,8 @@ def build_record(session_id: str, seq: int, note_type: str, text: str, effect: s
         record["about"] = about
     if by:
         record["by"] = by
+    if batch:
+        record["batch"] = batch
     record["checksum"] = record_checksum(record)
     return record
 
@@ -765,6 +772,24 @@ def is_checksum(value) -> bool:
     return type(value) is str and len(value) == 16 and HEX_DIGITS.issuperset(value)
 
 
+def batch_place_of(value) -> tuple | None:
+    """(K, N) from a record's batch field "K/N" (1 <= K <= N, plain digits, no leading zero), else None."""
+    place = value.get("batch") if isinstance(value, dict) else None
+    if type(place) is not str or place.count("/") != 1:
+        return None
+    numbers = place.split("/")
+    if not all(0 < len(number) <= 9 and number.isdigit() and number.isascii() and number[0] != "0"
+               for number in numbers):
+        return None
+    line, count = int(numbers[0]), int(numbers[1])
+    return (line, count) if line <= count else None
+
+
+def is_batch_place(value) -> bool:
+    """Whether value is a batch field: "K/N", line K of an N-line batch."""
+    return batch_place_of({"batch": value}) is not None
+
+
 def is_string(value) -> bool:
     """Whether value is a string."""
     return type(value) is str
@@ -821,6 +846,9 @@ PROBLEM_DETAILS = {
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
     "missing_newline": "the last record lacks its newline; the next append adds it",
     "line_too_long": "the line is longer than any record (over 1 MiB); it was passed over, not read",
+    "batch_broken": "a batch is not whole: its lines K/N must run 1/N to N/N in a row",
+    "incomplete_batch": "the last lines are an incomplete batch (an append --batch cut short); they are not "
+                        "notes, and the next append moves them to a side file",
     "seq_free_lines": "lines in a row that hold no seq, so no note: counted from the end, not read one by one",
     "redaction_unexplained": "the note holds the placeholder redact leaves, but no later source note says it "
                              "was redacted: it was edited by hand, or redact was cut short (run redact on it "
@@ -848,6 +876,7 @@ FIELD_RULES = {
     "evidence": (lambda value: value in EVIDENCE_LEVELS, "one of: " + ", ".join(EVIDENCE_LEVELS)),
     "about": (is_note_id, "a note id (n and five to eleven digits)"),
     "by": (is_note_id, "a note id (n and five to eleven digits)"),
+    "batch": (is_batch_place, "K/N, line K of an N-line batch (1 <= K <= N)"),
     "checksum": (is_checksum, "16 lowercase hex digits"),
 }
 PLAIN_RULE = (is_plain_value, "a string, a number, true, false or null")
@@ -925,7 +954,8 @@ class LogOrder:
     the note's own, and it names a gate exactly when the note is a gate update.
     about and by are checked the same way (check_links): earlier, and a by never a gate.
     Only the seqs of gates and of notes labelled op or shared are kept, so a
-    whole log's worth costs two sets of ints.
+    whole log's worth costs two sets of ints.  A batch ("batch": "K/N") must
+    be whole: lines 1/N to N/N in a row; only the batch under way is kept.
 
     A note that supersedes an op or shared note without being labelled op or
     shared itself breaks a rule append now keeps; a log written by 1.1.0
@@ -936,6 +966,8 @@ class LogOrder:
         self.firm = set()                # seqs of non-gate notes labelled op or shared
         self.highest = self.damaged = 0  # highest seq so far; lines since it that hold no seq
         self.line = 0                    # lines (or export records) met so far
+        self.batch_next = None           # (K, N): the place the next line must hold, inside a batch
+        self.batch_line = 0              # the line the batch under way started at
         self.notices, self.notice_count = [], 0  # the first notices, as verify's problem entries
 
     def place_problems(self, value, kinds: list) -> list:
@@ -950,6 +982,7 @@ class LogOrder:
         else:
             self.damaged += 1
         self.line += 1
+        found.extend(self.batch_problems(value))
         if value is None or not is_usable(kinds):
             return found
         wrong_ref = self.ref_problem(value)
@@ -973,6 +1006,37 @@ class LogOrder:
             elif name == "by" and int(link[1:]) in self.seqs:
                 found.append("the by %s names a gate; a gate is settled by a decision or another note" % link)
         return found
+
+    def batch_problems(self, value) -> list:
+        """Whether this line keeps batches whole: inside one it holds the next place, outside one a 1/N."""
+        place, found = batch_place_of(value), []
+        if self.batch_next is not None:
+            if value is None:
+                place = self.batch_next  # a damaged line may have held the batch's next line
+            elif place != self.batch_next:
+                found.append(("batch_broken", self.unfinished_detail()))
+                self.batch_next = None
+        if place is None:
+            return found
+        if self.batch_next is None:  # this line must start a batch
+            if place[0] != 1:
+                found.append(("batch_broken", "the line is line %d of a %d-line batch whose earlier lines "
+                                              "are not right before it" % place))
+                return found
+            self.batch_line = self.line
+        self.batch_next = (place[0] + 1, place[1]) if place[0] < place[1] else None
+        return found
+
+    def unfinished_detail(self) -> str:
+        """What is wrong with the batch under way when it stops here."""
+        return "the batch that starts at line %d stops after %d of its %d lines" % (
+            self.batch_line, self.batch_next[0] - 1, self.batch_next[1])
+
+    def unfinished_batch(self) -> dict | None:
+        """After the last line: the problem of a batch still under way (verify's entry), or None."""
+        if self.batch_next is None:
+            return None
+        return problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
     def note_supersede_rule(self, record: dict):
         """Remember an op or shared note; keep a notice when a note not so labelled supersedes one."""
@@ -1027,7 +1091,7 @@ def unterminated_line_problem(value) -> str:
 
 # Problems of a line as bytes, not of the record it holds: tail names them by offset alone.
 LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
-                           "seq_free_lines"))
+                           "seq_free_lines", "incomplete_batch"))
 
 
 def problem(line, record_id, kind: str, detail: str | None = None) -> dict:
@@ -1807,6 +1871,38 @@ def read_lines_forward(handle, size, limit=LINE_LIMIT):
             yield None, line.endswith(b"\n")
 
 
+def incomplete_batch_start(handle, size):
+    """The offset where an incomplete batch at the end of the first size bytes starts, or None.
+
+    An append --batch writes its N lines with one write; killed during it, it
+    leaves lines 1/N to K/N whole (K < N), perhaps followed by a cut-off line.
+    Walking back from the end: a cut-off last piece is passed over, then the
+    lines must count down from K/N (K < N) to 1/N, one after the other.
+    Only those lines are read: a log that ends otherwise costs one block.
+    Readers read up to this offset and warn about the rest, as about a torn
+    tail; the next append or restore moves the rest to a side file (the one
+    exception, with the torn tail, to "a complete line is never moved")."""
+    expected = None  # (K, N): the place the line before must hold
+    for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
+        value = parse_line(line)[0] if line else None
+        if position == 0 and value is None:
+            continue  # the end of a healthy log, or a cut-off line: the batch's lines come before it
+        place = batch_place_of(value)
+        if place is None or (expected is None and place[0] == place[1]) or (
+                expected is not None and place != expected):
+            return None
+        if place[0] == 1:
+            return offset
+        expected = (place[0] - 1, place[1])
+    return None
+
+
+def end_before_incomplete_batch(handle, size):
+    """size, or where an incomplete batch at the end of those bytes starts (incomplete_batch_start)."""
+    start = incomplete_batch_start(handle, size)
+    return size if start is None else start
+
+
 class BackwardScan:
     """One walk over the log from its end: each line as (offset, record or None, problems), newest first.
 
@@ -1820,20 +1916,27 @@ class BackwardScan:
     cannot hide a higher one.  Seq order: each record's seq is checked against
     the record after it, as if that one were read after it (seq_order_problem).
 
+    An incomplete batch at the end (incomplete_batch_start) is torn too, whole:
+    the walk starts before it, yields it first as one problem with no record,
+    and its seqs are issued again, as a cut-off line's is.
+
     in_flight (a reader's view while a writer is at work): the unterminated
-    last line is that writer's note, not damage, and is passed over."""
+    last line, or the incomplete batch, is that writer's, not damage, and is passed over."""
 
     def __init__(self, handle, size, session_id=None, in_flight=False):
         self.size = size
-        self.keep_end = size         # bytes from this offset on are the torn tail
+        self.keep_end = end_before_incomplete_batch(handle, size)  # bytes from this offset on are torn
+        self.incomplete_batch = self.keep_end < size  # what they are: an incomplete batch, perhaps cut off
         self.needs_newline = False   # the last line is a JSON object without its newline
         self.highest_seq = 0         # the highest seq the lines walked so far can have held
         self.certain = False         # no line not walked yet can hold a higher seq
-        self.lines = read_lines_backward(handle, size, count_runs=True)
+        self.lines = read_lines_backward(handle, self.keep_end, count_runs=True)
         self.session_id, self.in_flight = session_id, in_flight
 
     def __iter__(self):
         newer_seq, damaged = None, 0  # the seq of the newer record; lines since it that hold no seq
+        if self.incomplete_batch and not self.in_flight:
+            yield self.keep_end, None, [("incomplete_batch", None)]
         for position, (offset, line) in enumerate(self.lines):
             if position == 0 and (line == b"" or self.in_flight):
                 continue  # the log ends with a newline, as it should; or a writer's note is in flight
@@ -1868,10 +1971,10 @@ class LogTail:
     """What a writer needs from the end of the log, found without reading the rest: the torn tail, the
     next seq and the records of the duplicate window (newest first)."""
 
-    def __init__(self, handle, size, recent_since=None):
+    def __init__(self, handle, size, recent_since=None, window_records=DUPLICATE_WINDOW_RECORDS):
         scan = BackwardScan(handle, size)
         self.recent = []
-        window_left = DUPLICATE_WINDOW_RECORDS if recent_since is not None else 0
+        window_left = window_records if recent_since is not None else 0
         for _, record, _ in scan:
             if record is None or not is_seq(record.get("seq")):
                 continue
@@ -1885,11 +1988,12 @@ class LogTail:
             if scan.certain and not window_left:
                 break
         self.size, self.keep_end, self.needs_newline = size, scan.keep_end, scan.needs_newline
-        self.highest_seq = scan.highest_seq
+        self.highest_seq, self.incomplete_batch = scan.highest_seq, scan.incomplete_batch
 
 
 def set_aside_torn_tail(folder, descriptor, tail):
-    """Move the bytes after the last newline to a side file, block by block, then cut them from the log."""
+    """Move the torn bytes (after the last newline, or from an incomplete batch's first line on) to a side
+    file, block by block, then cut them from the log."""
     side_path, side = create_new_file(os.path.join(folder, "%s.torn-%s-%d" % (
         LOG_NAME, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
     try:
@@ -2038,14 +2142,35 @@ class LogReader:
         # was mid-append; lines appended later wait for the next read.
         self.size, self.in_flight = log_view(folder)
         self.unterminated_in_flight = False  # whether records() left a line a writer is still writing
+        # An incomplete batch at the end is not read: it is a torn tail of
+        # several lines, which the next append sets aside.  self.size ends before it.
+        self.size_seen = self.size
+        descriptor = open_log_for_reading(self.path) if self.size else None
+        if descriptor is not None:
+            with open(descriptor, "rb") as handle:
+                self.size = end_before_incomplete_batch(handle, self.size)
 
     def records(self):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         self.order = seen = LogOrder()
         self.redactions = RedactionsSeen()
-        if not self.size:
-            return
+        if self.size:
+            yield from self.read_records(seen)
+        self.note_batch_ends(seen)
+        self.note_problems(self.redactions.problems())
+
+    def note_batch_ends(self, seen):
+        """After the last line read: a batch left unfinished before it, then the incomplete batch after it.
+
+        While a writer is at work, the incomplete batch is its batch in flight, not damage."""
+        ends = [seen.unfinished_batch()]
+        if self.size < self.size_seen and not self.in_flight:
+            ends.append(problem(seen.line + 1, None, "incomplete_batch"))
+        self.note_problems(list(filter(None, ends)))
+
+    def read_records(self, seen):
+        """The forward pass of records(), checking each line with seen (a LogOrder)."""
         with open(open_regular_file(self.path), "rb") as handle:
             for number, (raw, terminated) in enumerate(read_lines_forward(handle, self.size), 1):
                 if not terminated and self.in_flight:
@@ -2063,7 +2188,6 @@ class LogReader:
                     self.last_record = value
                     self.redactions.meet(value, number)
                     yield value
-        self.note_problems(self.redactions.problems())
 
     def note_problems(self, found):
         """Count problems found after the lines were read (verify's entries), keeping the first ones."""
@@ -2132,9 +2256,16 @@ class Session:
         return {"ok": True, "command": "init", "session_id": meta["session_id"],
                 "path": os.path.join(folder, LOG_NAME)}
 
-    def append(self, *, type, text, effect=None, ref=None, status=None, provenance=None,
-               evidence=None, about=None, by=None) -> dict:
-        """Append one memory signal; the receipt names its note (or the earlier one a retry repeats)."""
+    def append(self, *, type=None, text=None, effect=None, ref=None, status=None, provenance=None,
+               evidence=None, about=None, by=None, batch=None) -> dict:
+        """Append one memory signal; the receipt names its note (or the earlier one a retry repeats).
+
+        batch: instead of one signal, a list of them (dicts keyed by these
+        keywords; "@K" in ref, about or by names the K-th), all written or none."""
+        if batch is not None:
+            given = [name for name, value in zip(SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
+                                                                 evidence, about, by)) if value is not None]
+            return append_batch_entries(self.folder, batch, given)
         # Validate everything the signal alone can tell before touching any file.
         signal = clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
         folder = resolve_folder(self.folder)
@@ -2333,6 +2464,25 @@ class Session:
 def append_signal(folder, meta, signal):
     """Under the lock: recover the log's tail, then store the signal, or answer with its earlier note."""
     log_path = os.path.join(folder, LOG_NAME)
+
+    def store(descriptor, tail):
+        duplicate = find_duplicate(tail, signal, meta["session_id"], log_path)
+        if duplicate is not None:
+            return duplicate, True
+        record = build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+        append_line(descriptor, record_line(record))
+        return record, False
+    (record, duplicate), recovered = write_at_log_end(folder, DUPLICATE_WINDOW_RECORDS, store)
+    receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
+    if duplicate:
+        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
+    return with_recovered(receipt, recovered)
+
+
+def write_at_log_end(folder, window_records, store):
+    """Under the lock: read the log's end (with a duplicate window of window_records), mend what a crash
+    left there, then let store(descriptor, tail) write; return (what store returned, what was mended)."""
+    log_path = os.path.join(folder, LOG_NAME)
     try:
         created = not os.path.lexists(log_path)
         descriptor = open_log_for_append(log_path)
@@ -2340,22 +2490,15 @@ def append_signal(folder, meta, signal):
         raise folder_error(folder, error) from None
     try:
         with open(descriptor, "rb", closefd=False) as handle:
-            tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start())
+            tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start(), window_records)
         refuse_an_absurd_seq(tail)
         recovered = recover_tail(folder, descriptor, tail)
-        duplicate = find_duplicate(tail, signal, meta["session_id"], log_path)
-        record = duplicate
-        if duplicate is None:
-            record = build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-            append_line(descriptor, record_line(record))
+        stored = store(descriptor, tail)
         if created:
             fsync_folder(folder)
     finally:
         os.close(descriptor)
-    receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
-    if duplicate is not None:
-        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
-    return with_recovered(receipt, recovered)
+    return stored, recovered
 
 
 def duplicate_window_start():
@@ -2376,6 +2519,10 @@ def refuse_an_absurd_seq(tail):
 def recover_tail(folder, descriptor, tail):
     """Mend the end of the log a crash left (never a complete line); return what was done, or None."""
     if tail.keep_end < tail.size:
+        if tail.incomplete_batch:
+            recovered = set_aside_torn_tail(folder, descriptor, tail)
+            recovered["kind"] = "incomplete_batch"  # its whole lines, and a cut-off one after them if any
+            return recovered
         if tail.size - tail.keep_end > LINE_LIMIT:
             return keep_torn_tail_in_place(descriptor, tail, "longer than any record, so not a note cut off")
         try:
@@ -2452,15 +2599,18 @@ def with_recovered(receipt, recovered):
     return receipt
 
 
-def check_links(log_path, signal):
-    """Refuse a link (ref, about, by) that names no note of the right kind, or a supersede the labels forbid."""
+def check_links(log_path, signal, find=None):
+    """Refuse a link (ref, about, by) that names no note of the right kind, or a supersede the labels forbid.
+
+    find(log_path, note_id) gives the note an id names (note_in_log unless a batch says otherwise)."""
+    find = find or note_in_log
     if signal["ref"] is not None:
-        target = check_ref(log_path, signal["type"], signal["ref"])
+        target = check_ref(log_path, signal["type"], signal["ref"], find)
         check_supersede_rule(signal, target)
     for name in ("about", "by"):
         if signal[name] is None:
             continue
-        target = note_in_log(log_path, signal[name])
+        target = find(log_path, signal[name])
         if target is None:
             raise NotesError("--%s %s names no note in this session; check the id with tail or recap"
                              % (name, signal[name]))
@@ -2492,12 +2642,13 @@ def note_in_log(log_path, note_id):
     if descriptor is None:
         return None
     with open(descriptor, "rb") as handle:
-        return find_note(handle, os.fstat(descriptor).st_size, note_id)
+        # A note of an incomplete batch at the end is no note: the next append sets it aside.
+        return find_note(handle, end_before_incomplete_batch(handle, os.fstat(descriptor).st_size), note_id)
 
 
-def check_ref(log_path, note_type, ref):
+def check_ref(log_path, note_type, ref, find=None):
     """Refuse a --ref that names no note of this log, or a note of the wrong kind; return the note it names."""
-    target = note_in_log(log_path, ref)
+    target = (find or note_in_log)(log_path, ref)
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
     if note_type == "gate" and target.get("type") != "gate":
@@ -2509,6 +2660,165 @@ def check_ref(log_path, note_type, ref):
             "--ref %s is a gate; gates change only through gate updates: "
             "append --type gate --ref %s --status open|deferred|closed" % (ref, ref))
     return target
+
+
+# append --batch: several signals, checked together, written together or not at all
+
+def refuse_a_long_batch(count):
+    """Refuse a batch of more than BATCH_LINE_LIMIT lines, before any of them is checked."""
+    if count > BATCH_LINE_LIMIT:
+        raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
+                         % (count, BATCH_LINE_LIMIT))
+
+
+def clean_batch(entries, flags_given=()) -> list:
+    """Every line of a batch checked as append checks its flags: the signals, "@K" kept in ref, about, by.
+
+    The signals come only from the lines, so flags_given (the names of the
+    signal fields also passed on their own) must be empty."""
+    if flags_given:
+        raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
+                         % ", ".join("--" + name for name in flags_given))
+    if not isinstance(entries, list):
+        raise NotesError("batch must be a list of signals, each a dict keyed as append's arguments")
+    if not entries:
+        raise NotesError("--batch got no signal; send one JSON object a line, such as {\"type\": "
+                         "\"decision\", \"text\": \"...\"}", help_for="append")
+    refuse_a_long_batch(len(entries))
+    signals = []
+    for number, entry in enumerate(entries, 1):
+        try:
+            signals.append(clean_batch_line(number, entry))
+        except NotesError as error:
+            raise NotesError("line %d: %s" % (number, error.message), help_for=error.help_for) from None
+    return signals
+
+
+def clean_batch_line(number, entry) -> dict:
+    """One line of a batch as a signal (clean_signal's), without ever echoing a value of it."""
+    if not isinstance(entry, dict):
+        raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
+                         % ", ".join(SIGNAL_FIELDS))
+    if any(key not in SIGNAL_FIELDS for key in entry):  # the key itself is not named: it could be anything
+        raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
+                         "without dashes)" % ", ".join(SIGNAL_FIELDS))
+    values = {name: entry.get(name) for name in SIGNAL_FIELDS}
+    for name, value in values.items():
+        if value is not None and not isinstance(value, str):
+            raise NotesError("%s is not a string" % name)
+    places = {}
+    for name in BATCH_LINK_FIELDS:
+        value = values[name].strip() if values[name] is not None else None
+        if value is not None and value.startswith("@"):
+            places[name] = earlier_line(name, value, number)
+            values[name] = note_id_for(1)  # a stand-in, so that clean_signal checks the rest as append does
+        elif value is not None and not (is_note_id(value) and len(value) <= 12):
+            raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
+                             "this batch" % name)
+    signal = clean_signal(*values.values())
+    signal.update(places)
+    return signal
+
+
+def earlier_line(name, value, number) -> str:
+    """A link "@K" checked to name an earlier line of the batch (K from 1): returned as "@K"."""
+    digits = value[1:]
+    if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
+        raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and only "
+                         "a line before this one" % name)
+    return "@%d" % int(digits)
+
+
+def check_batch_links(log_path, signals):
+    """append's link checks on every line; "@K" names line K, seen as if it were in the log already."""
+    def find(path, note_id):
+        if note_id.startswith("@"):
+            earlier = signals[int(note_id[1:]) - 1]
+            return {name: value for name, value in earlier.items() if value is not None}
+        return note_in_log(path, note_id)
+    for number, signal in enumerate(signals, 1):
+        try:
+            check_links(log_path, signal, find)
+        except NotesError as error:
+            raise NotesError("line %d: %s" % (number, error.message)) from None
+
+
+def append_batch_entries(folder_option, entries, flags_given=()) -> dict:
+    """Session.append(batch=...): check every line, then store them all, or answer with the earlier batch."""
+    signals = clean_batch(entries, flags_given)
+    folder = resolve_folder(folder_option)
+    check_session_folder(folder)
+    # The log only grows (an incomplete batch at its end is no note), so a
+    # note found now is still there under the lock.
+    check_batch_links(os.path.join(folder, LOG_NAME), signals)
+    with SessionLock(folder):
+        meta = open_session_for_writing(folder)
+        return append_batch(folder, meta, signals)
+
+
+def append_batch(folder, meta, signals):
+    """Under the lock: mend the log's tail, then write every line of the batch with one write and one fsync.
+
+    Crash window: a process killed during that write leaves lines 1/N to K/N
+    (K < N) and perhaps a cut-off line; readers take them for a torn tail, and
+    the next append or restore moves them to a side file, so the batch is
+    either all in the log or not in it at all."""
+    log_path = os.path.join(folder, LOG_NAME)
+
+    def store(descriptor, tail):
+        earlier = find_duplicate_batch(tail, signals, meta["session_id"], log_path)
+        if earlier is not None:
+            return earlier, True
+        records = batch_records(meta["session_id"], tail.highest_seq, signals)
+        append_line(descriptor, b"".join(map(record_line, records)))
+        return records, False
+    # The window holds the earlier batch whole, as if it counted as one record.
+    (records, duplicate), recovered = write_at_log_end(folder, DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
+    receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
+               "path": log_path, "note_ids": [record["id"] for record in records]}
+    if duplicate:
+        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
+    return with_recovered(receipt, recovered)
+
+
+def batch_records(session_id, highest_seq, signals) -> list:
+    """The batch's records, numbered after highest_seq, "@K" resolved to line K's id, one time for all."""
+    count, timestamp = len(signals), utc_now()
+    ids = [note_id_for(highest_seq + place) for place in range(1, count + 1)]
+    return [build_record(session_id, highest_seq + place, *resolved_links(signal, ids).values(),
+                         timestamp=timestamp, batch="%d/%d" % (place, count))
+            for place, signal in enumerate(signals, 1)]
+
+
+def resolved_links(signal, ids) -> dict:
+    """The signal with each "@K" in ref, about and by replaced by ids[K - 1]."""
+    return {name: ids[int(value[1:]) - 1] if name in BATCH_LINK_FIELDS and isinstance(value, str)
+            and value.startswith("@") else value for name, value in signal.items()}
+
+
+def find_duplicate_batch(tail, signals, session_id, log_path):
+    """The records of an earlier batch that this one repeats line for line, oldest first; or None.
+
+    The earlier batch must be whole (1/N to N/N in a row) and each of its
+    lines a duplicate by find_duplicate's rules: field for field (its "@K"
+    resolved to that batch's ids), no problem of its own, still the latest
+    word after everything written since the batch.  Anything less, and the
+    batch is written anew, whole."""
+    count = len(signals)
+    for place, record in enumerate(tail.recent):
+        if record.get("batch") != "%d/%d" % (count, count) or place + count > len(tail.recent):
+            continue
+        earlier = tail.recent[place:place + count][::-1]
+        ids = [other.get("id") for other in earlier]
+        if not all(other.get("batch") == "%d/%d" % (line, count) and not check_record(other, session_id)
+                   and all(other.get(name) == value for name, value in resolved_links(signal, ids).items())
+                   for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
+            continue
+        later = tail.recent[:place]  # newest first: everything written after the earlier batch
+        if all(still_the_latest_word(other, later, log_path) for other in earlier):
+            return earlier
+        return None
+    return None
 
 
 def grep_needle(text):
@@ -3623,9 +3933,10 @@ class Export:
             if is_usable(kinds):
                 redactions.meet(record, number)
             self.record_count = number
-        unexplained = redactions.problems()
-        self.problem_count += len(unexplained)
-        self.problems.extend(unexplained[:PROBLEMS_LISTED - len(self.problems)])
+        # After the last record: a batch cut short at the end of the export, then unexplained redactions.
+        found = list(filter(None, [seen.unfinished_batch()])) + redactions.problems()
+        self.problem_count += len(found)
+        self.problems.extend(found[:PROBLEMS_LISTED - len(self.problems)])
         self.notices = problem_messages(seen.notices, seen.notice_count)
 
     def records(self, verify=True):
@@ -3682,7 +3993,8 @@ def notes_kept_by_restore(folder, session, export):
         existing, common = common_prefix(reader.records(), export.records(verify=False))
         # A cut-off last line (a restore killed while adding notes leaves one)
         # is mended under the lock, as append mends it; any other problem refuses.
-        mendable = [entry for entry in reader.problems if entry["kind"] in ("torn_tail", "missing_newline")]
+        mendable = [entry for entry in reader.problems
+                    if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
         if reader.problem_count > len(mendable):
             raise NotesError(
                 "the log in %s has problems (run verify); restore only adds to a healthy log, "
@@ -4051,8 +4363,17 @@ COMMANDS = {
                "stay live (example: --about n00004)"),
         Option("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
                "(example: --ref n00002 --status closed --by n00005)"),
+        Option("--batch", "batch", "-", "read up to %d signals from standard input (at most %d KiB), one JSON "
+               "object a line with the keys above without dashes; a line names an earlier one as \"@K\" (K from "
+               "1) in ref, about or by. Every line is checked first, then all are written at once or none "
+               "(example below)" % (BATCH_LINE_LIMIT, BATCH_BYTE_LIMIT // 1024)),
     ], "python3 -S notes.py append --type decision --provenance op --evidence declared "
-       "--text 'The log stays append-only.'", "append"),
+       "--text 'The log stays append-only.'\n"
+       "  python3 -S notes.py append --batch - <<'EOF'\n"
+       '  {"type": "decision", "text": "Reminders go by email.", "provenance": "op", "evidence": "declared"}\n'
+       '  {"type": "gate", "ref": "n00002", "status": "closed", "by": "@1", "text": "Closed: email.", '
+       '"provenance": "op", "evidence": "declared"}\n'
+       "  EOF", "append"),
     "tail": Command("Print the last records, oldest first, optionally filtered.", [
         Option("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
                type=int, default=TAIL_DEFAULT_LIMIT),
@@ -4104,8 +4425,8 @@ COMMANDS = {
         Option("--reason", "reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
                "characters; - reads it from standard input" % REDACT_REASON_LIMIT),
     ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
-    "mcp": Command("Serve append, recap, tail, show, summary, verify and export as MCP tools over stdio, until "
-                   "the end of input.", [
+    "mcp": Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify and export "
+                   "as MCP tools over stdio, until the end of input.", [
         Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
                "off unless given)", action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
@@ -4185,7 +4506,7 @@ def build_parser():
     for name, command in COMMANDS.items():
         sub = commands.add_parser(name, help=command.purpose, description=command.purpose,
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                  epilog="example:\n  " + command.example.replace(SCRIPT_COMMAND, program, 1))
+                                  epilog="example:\n  " + command.example.replace(SCRIPT_COMMAND, program))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=DIR_HELP)
         for option in command.options:
             settings = option.parser_settings()
@@ -4261,10 +4582,51 @@ def value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
     return (data, effect) if name == names[0] else (text, data)
 
 
+def batch_from_stdin(source) -> list:
+    """The JSON values of append --batch -, one a line, read from standard input as UTF-8 (bounded).
+
+    Blank lines at the end are left out; a blank line before a signal is
+    refused, so that "line K" always means the K-th signal."""
+    if source != "-":
+        raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line, "
+                         "for example from a quoted here-document <<'EOF'", help_for="append")
+    if sys.stdin is None:
+        raise NotesError("--batch - reads standard input, but there is none; send the lines with a quoted "
+                         "here-document <<'EOF' or a pipe")
+    data = getattr(sys.stdin, "buffer", sys.stdin).read(BATCH_BYTE_LIMIT + 1)
+    if len(data) > BATCH_BYTE_LIMIT:
+        raise NotesError("standard input for --batch holds more than %d bytes; send at most %d signals of "
+                         "minimal size, or split them into several batches" % (BATCH_BYTE_LIMIT, BATCH_LINE_LIMIT))
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise NotesError("standard input for --batch is not valid UTF-8 (byte %d); send the lines as "
+                             "UTF-8" % error.start) from None
+    lines = data.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    refuse_a_long_batch(len(lines))
+    entries = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise NotesError("line %d: the line is blank; each line holds one JSON object, with no blank line "
+                             "between them" % number)
+        try:
+            entries.append(parse_json(line))
+        except ValueError:
+            raise NotesError("line %d is not one JSON object (broken JSON, or an object spread over several "
+                             "lines); put each signal on one line, such as {\"type\": \"decision\", \"text\": "
+                             "\"...\"}" % number) from None
+    return entries
+
+
 def cli_keywords(arguments) -> dict:
     """The keyword arguments of the command's Session method, from the parsed command line."""
     keywords = {option.name: getattr(arguments, option.name) for option in COMMANDS[arguments.command].options}
-    if "text" in keywords:  # "-" reads standard input, which only the command line has
+    if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
+        keywords["batch"] = batch_from_stdin(keywords["batch"])
+    elif "text" in keywords:  # "-" reads standard input, which only the command line has
         keywords["text"], keywords["effect"] = value_from_stdin(keywords["text"], keywords["effect"])
     if "reason" in keywords:
         keywords["reason"] = value_from_stdin(keywords["reason"], None, names=("reason", "effect"))[0]
@@ -4308,7 +4670,8 @@ MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
     "Call append when losing a fact would hurt continuity: a decision the operator confirmed, a gate "
     "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
-    "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk.\n"
+    "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk. "
+    "Send a decision and the gate update it settles together, in one append_batch call.\n"
     "Do not read the log every turn: call recap (then tail) only when the operator asks for a recap or "
     "an export, on re-entry, or before synthesis.\n"
     "Read the note-io.md and protocol.md resources before the first append: they are the full contract.\n"
@@ -4333,6 +4696,10 @@ MCP_TOOLS = {
     "append": (SIGNAL_FIELDS, ("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
+    # append's batch as a tool of its own, so that append keeps type and text required.
+    "append_batch": (("batch",), ("batch",),
+                     {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
+                      "openWorldHint": False}),
     "recap": (("limit", "max_bytes"), (), MCP_READER_HINTS),
     "tail": (("limit", "types", "since", "until", "grep"), (), MCP_READER_HINTS),
     "show": (("note_id",), ("note_id",), MCP_READER_HINTS),
@@ -4369,6 +4736,8 @@ def mcp_tool_listing(command):
 
     An option the command line does not declare is left out of the schema, so
     a tool never offers what the parser would refuse."""
+    if command == "append_batch":
+        return mcp_batch_listing()
     _, marked_required, hints = MCP_TOOLS[command]
     properties, required = {}, []
     for name, option in mcp_options(command).items():
@@ -4389,6 +4758,35 @@ def mcp_tool_listing(command):
         input_schema["required"] = required
     return {"name": command, "title": command.capitalize(), "description": COMMANDS[command].purpose,
             "inputSchema": input_schema, "annotations": hints}
+
+
+def mcp_batch_listing():
+    """The append_batch tool: a list of signals, each an object with append's arguments."""
+    signal = mcp_tool_listing("append")["inputSchema"]
+    _, _, hints = MCP_TOOLS["append_batch"]
+    batch = {"type": "array", "minItems": 1, "maxItems": BATCH_LINE_LIMIT, "items": signal,
+             "description": "the signals in order, each with append's arguments; ref, about or by may name an "
+                            "earlier signal of the list as \"@K\" (K from 1), such as a decision and the gate "
+                            "update it settles with \"by\": \"@1\""}
+    return {"name": "append_batch", "title": "Append batch",
+            "description": "Append several memory signals at once, all or none: every one is checked as append "
+                           "checks it, then all are written together (append --batch -). The receipt lists "
+                           "every note id in note_ids.",
+            "inputSchema": {"type": "object", "properties": {"batch": batch}, "required": ["batch"],
+                            "additionalProperties": False},
+            "annotations": hints}
+
+
+def mcp_append_batch(folder, arguments) -> dict:
+    """The append_batch tool: its batch argument is the list of signal objects a batch's lines hold."""
+    if set(arguments) - {"batch"}:
+        raise NotesError("append_batch takes only the argument batch, a list of signal objects; call append "
+                         "for one signal")
+    entries = arguments.get("batch")
+    if not isinstance(entries, list):
+        raise NotesError("argument 'batch' of append_batch must be a list of signal objects, such as "
+                         "[{\"type\": \"decision\", \"text\": \"...\"}]")
+    return Session(folder).append(batch=entries)
 
 
 def mcp_keywords(command, arguments):
@@ -4477,11 +4875,14 @@ def mcp_call_tool(folder, params):
     if not isinstance(arguments, dict):
         raise ProtocolError(RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        keywords = mcp_keywords(name, arguments)
-        if name == "export" and keywords["output"]:
-            # MCP only: a tool call may come from a prompt injected into what the model read.
-            keywords["output"] = mcp_export_path(resolve_folder(folder), keywords["output"])
-        receipt = getattr(Session(folder), COMMANDS[name].method)(**keywords)
+        if name == "append_batch":  # its signals are objects, which no command line option carries
+            receipt = mcp_append_batch(folder, arguments)
+        else:
+            keywords = mcp_keywords(name, arguments)
+            if name == "export" and keywords["output"]:
+                # MCP only: a tool call may come from a prompt injected into what the model read.
+                keywords["output"] = mcp_export_path(resolve_folder(folder), keywords["output"])
+            receipt = getattr(Session(folder), COMMANDS[name].method)(**keywords)
         failed = False
     except Exception as error:  # noqa: BLE001 - a NotesError too: as main reports it, and the server goes on
         receipt, failed = error_receipt(error), True

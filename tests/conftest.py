@@ -288,6 +288,27 @@ def no_shaping_notes_dir(monkeypatch):
     monkeypatch.delenv("SHAPING_NOTES_DIR", raising=False)
 
 
+# A writer stopped mid-append (test_storage, test_lock_survives): it takes the lock as a writer of this version
+# does (the folder, then the file) or as a 1.1.0 writer did (the file only),
+# writes half its line, and finishes when told.
+HALF_WRITER_SCRIPT = r"""
+import fcntl, os, sys
+folder, line, version = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3]
+if version == "this":
+    folder_lock = os.open(folder, os.O_RDONLY)
+    fcntl.flock(folder_lock, fcntl.LOCK_EX)
+lock = os.open(os.path.join(folder, "session_notes.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(lock, fcntl.LOCK_EX)
+log = os.open(os.path.join(folder, "session_notes.jsonl"), os.O_WRONLY | os.O_APPEND)
+os.write(log, line[:len(line) // 2])
+sys.stdout.write("half\n")
+sys.stdout.flush()
+sys.stdin.readline()
+os.write(log, line[len(line) // 2:])
+os.fsync(log)
+"""
+
+
 # A process that takes the session lock and keeps it until it is killed or
 # stopped: a writer stuck mid-append, as the lock tests need one.
 HOLDER_SCRIPT = r"""

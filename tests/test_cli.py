@@ -367,7 +367,8 @@ COMMAND_OPTIONS = {
     "verify": [],
     "restore": ["EXPORT_FILE"],
 }
-OPTION_LINE = re.compile(r"^\s+(?:-\w(?: [A-Z_]+)?, )?(--?[\w-]+|[A-Za-z_]+)(?: [A-Z_]+)?(?:\s{2,}(\S.*))?$")
+# An option's metavar is a word in capitals, or "-" for one that reads standard input (append --batch -).
+OPTION_LINE = re.compile(r"^\s+(?:-\w(?: [A-Z_]+)?, )?(--?[\w-]+|[A-Za-z_]+)(?: [A-Z_]+| -)?(?:\s{2,}(\S.*))?$")
 
 
 def help_entries(text: str) -> dict:

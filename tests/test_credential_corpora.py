@@ -164,8 +164,8 @@ def test_no_near_miss_is_refused_and_each_is_stored_as_is(session):
         (text.strip(), effect.strip() if effect else None) for _, text, effect in NEAR_MISSES]
 
 
-def test_verify_reports_a_key_split_between_text_and_effect(session):
-    # append refuses the split key; a log edited by hand holds it, and verify says so with the same check.
+def log_holding_a_split_key(session) -> tuple:
+    """A log edited by hand to hold a key split between text and effect, which append refuses: (text, effect)."""
     kind, text, effect = next(case for case in SECRETS if case[0] == "aws_key_split_fields")
     assert append(session, "Plain note.", None).code == 0
     [record] = read_records(session)
@@ -173,6 +173,12 @@ def test_verify_reports_a_key_split_between_text_and_effect(session):
     del record["checksum"]
     record["checksum"] = notes.record_checksum(record)
     (session / "session_notes.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    return text, effect
+
+
+def test_verify_reports_a_key_split_between_text_and_effect(session):
+    # append refuses the split key; a log edited by hand holds it, and verify says so with the same check.
+    text, effect = log_holding_a_split_key(session)
     result = run_notes("verify", folder=session)
     assert result.code == 3, result
     assert "split between them" in json.dumps(result.receipt) and "credential" in json.dumps(result.receipt)
@@ -181,13 +187,7 @@ def test_verify_reports_a_key_split_between_text_and_effect(session):
 
 
 def test_restore_refuses_a_key_split_between_text_and_effect(session, tmp_path):
-    kind, text, effect = next(case for case in SECRETS if case[0] == "aws_key_split_fields")
-    assert append(session, "Plain note.", None).code == 0
-    [record] = read_records(session)
-    record.update(text=text, effect=effect)
-    del record["checksum"]
-    record["checksum"] = notes.record_checksum(record)
-    (session / "session_notes.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    text, effect = log_holding_a_split_key(session)
     export = run_notes("export", folder=session)
     assert export.receipt is not None and "path" in export.receipt, export
     target = tmp_path / "restored"

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import NOTES, read_records, run_notes
+from conftest import HALF_WRITER_SCRIPT, NOTES, read_records, run_notes
 
 WRITERS = 8
 APPENDS_EACH = 30
@@ -55,27 +55,6 @@ def test_deleting_the_lock_file_lets_no_two_writers_in(session):
     repeated = {seq: times for seq, times in Counter(record["seq"] for record in records).items() if times > 1}
     assert repeated == {}
     assert sorted(record["seq"] for record in records) == list(range(1, WRITERS * APPENDS_EACH + 1))
-
-
-# A writer stopped mid-append: it takes the lock as a writer of this version
-# does (the folder, then the file) or as a 1.1.0 writer did (the file only),
-# writes half its line, and finishes when told.
-HALF_WRITER_SCRIPT = r"""
-import fcntl, os, sys
-folder, line, version = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3]
-if version == "this":
-    folder_lock = os.open(folder, os.O_RDONLY)
-    fcntl.flock(folder_lock, fcntl.LOCK_EX)
-lock = os.open(os.path.join(folder, "session_notes.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-fcntl.flock(lock, fcntl.LOCK_EX)
-log = os.open(os.path.join(folder, "session_notes.jsonl"), os.O_WRONLY | os.O_APPEND)
-os.write(log, line[:len(line) // 2])
-sys.stdout.write("half\n")
-sys.stdout.flush()
-sys.stdin.readline()
-os.write(log, line[len(line) // 2:])
-os.fsync(log)
-"""
 
 
 def half_written_line(folder, seq):

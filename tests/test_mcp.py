@@ -25,7 +25,7 @@ STATELESS = "2026-07-28"
 HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
-TOOLS = ["append", "recap", "tail", "show", "summary", "verify", "export"]
+TOOLS = ["append", "append_batch", "recap", "tail", "show", "summary", "verify", "export"]
 
 
 # --------------------------------------------------------------------------

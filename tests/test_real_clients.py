@@ -81,6 +81,12 @@ TOOL_ARGUMENTS = {
     "append": ("type=decision", "text=The Inspector appends through the real server."),
     "tail": ("limit=2",),
     "export": ("format=json",),
+    "show": ("note_id=n00001",),
+}
+# Called after every other tool, so that the counts above see one note.
+LAST_TOOL_ARGUMENTS = {
+    "append_batch": ('batch=[{"type": "gate", "text": "A gate the Inspector opens."}, '
+                     '{"type": "gate", "ref": "@1", "status": "closed", "text": "Closed at once."}]',),
 }
 
 
@@ -88,12 +94,14 @@ def test_inspector_lists_and_calls_every_tool(tmp_path):
     inspector = Inspector(tmp_path)
     listed = [tool["name"] for tool in inspector.run("tools/list")["tools"]]
     assert {"append", "recap", "tail", "summary", "verify", "export"} <= set(listed), listed
-    order = [name for name in TOOL_ARGUMENTS if name in listed] + [name for name in listed
-                                                                  if name not in TOOL_ARGUMENTS]
+    arguments = dict(TOOL_ARGUMENTS, **LAST_TOOL_ARGUMENTS)
+    order = ([name for name in TOOL_ARGUMENTS if name in listed]
+             + [name for name in listed if name not in arguments]
+             + [name for name in LAST_TOOL_ARGUMENTS if name in listed])
     receipts = {}
     for name in order:
         options = ["--tool-name", name]
-        for pair in TOOL_ARGUMENTS.get(name, ()):
+        for pair in arguments.get(name, ()):
             options += ["--tool-arg", pair]
         result = inspector.run("tools/call", *options)
         assert result["isError"] is False, (name, result)
@@ -103,8 +111,9 @@ def test_inspector_lists_and_calls_every_tool(tmp_path):
     assert receipts["append"]["note_id"] == "n00001"
     assert receipts["tail"]["count"] == 1 and receipts["summary"]["total"] == 1
     assert receipts["export"]["path"] == str(inspector.folder / "session_export.json")
+    assert receipts["show"]["record"]["id"] == "n00001"
     assert [record["text"] for record in read_records(inspector.folder)] == [
-        "The Inspector appends through the real server."]
+        "The Inspector appends through the real server.", "A gate the Inspector opens.", "Closed at once."]
 
 
 def test_inspector_reads_both_contracts(tmp_path):

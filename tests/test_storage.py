@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from conftest import (HOLDER_SCRIPT, NOTES, append, assert_no_traceback, assert_refused, folder_digest, line_of,
+from conftest import (HALF_WRITER_SCRIPT, HOLDER_SCRIPT, NOTES, append, assert_no_traceback, assert_refused, folder_digest, line_of,
                       log_bytes, make_record, notes, read_records, run_here, run_notes, write_log)
 
 LOG = "session_notes.jsonl"
@@ -314,21 +314,6 @@ def test_a_damaged_record_is_never_answered_as_the_duplicate(tmp_path):
 # --------------------------------------------------------------------------
 # 5. Readers beside writers see no false damage
 
-MID_APPEND_SCRIPT = r"""
-import fcntl, os, sys
-folder, line = sys.argv[1], bytes.fromhex(sys.argv[2])
-lock = os.open(os.path.join(folder, "session_notes.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-fcntl.flock(lock, fcntl.LOCK_EX)
-log = os.open(os.path.join(folder, "session_notes.jsonl"), os.O_WRONLY | os.O_APPEND)
-os.write(log, line[:len(line) // 2])
-sys.stdout.write("half\n")
-sys.stdout.flush()
-sys.stdin.readline()
-os.write(log, line[len(line) // 2:])
-os.fsync(log)
-"""
-
-
 @pytest.mark.skipif(not POSIX, reason="the writer stand-in locks with flock")
 @pytest.mark.parametrize("ending", ["finished", "killed"])
 def test_readers_beside_a_writer_mid_append_see_no_damage(tmp_path, ending):
@@ -337,7 +322,7 @@ def test_readers_beside_a_writer_mid_append_see_no_damage(tmp_path, ending):
     healthy = b"".join(line_of(make_record(session_id, seq)) for seq in (1, 2, 3))
     write_log(folder, healthy)
     fourth = line_of(make_record(session_id, 4))
-    writer = subprocess.Popen([sys.executable, "-S", "-c", MID_APPEND_SCRIPT, str(folder), fourth.hex()],
+    writer = subprocess.Popen([sys.executable, "-S", "-c", HALF_WRITER_SCRIPT, str(folder), fourth.hex(), "1.1.0"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert writer.stdout.readline() == b"half\n"
