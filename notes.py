@@ -4404,8 +4404,8 @@ COMMANDS = {
     "verify": Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
                       "python3 -S notes.py verify", "verify"),
     "export": Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
-                      "tell_operator appears when there is news: an earlier copy at the same path replaced, or "
-                      "gates open after a delivery.", [
+                      "tell_operator appears when there is news: an earlier copy at the same path that held "
+                      "other notes was replaced, or gates are open after a delivery.", [
         Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
                "folder)" % (EXPORT_NAME, EXPORT_MARKDOWN_NAME)),
         Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),

@@ -107,7 +107,7 @@ def test_each_settled_rule_is_stated_once(phrase):
 
 def test_synthesis_starts_once_nothing_is_pending_or_the_operator_goes_on():
     says(section("protocol.md", r"^approval$"), "`recap`", "nothing is `pending`", "settle the last item",
-         "go on anyway", "deferring each gate still open", "assumption to confirm", "already listed the same",
+         "go on anyway", "deferring each gate still open", "assumption to confirm", "previous answer listed the same",
          "reversible default", "lapses")
 
 
