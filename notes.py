@@ -697,6 +697,8 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
     text = clean_field("text", text, TEXT_LIMIT)
     if not text:
         raise NotesError("--text is empty; a memory signal needs a text that says what to keep")
+    if text == REDACTED_TEXT:  # verify would take it for a redaction nobody recorded
+        raise NotesError("--text %s is the placeholder redact leaves; say what to keep" % REDACTED_TEXT)
     effect = clean_field("effect", effect, EFFECT_LIMIT) or None
     split = split_credential_problem(text, effect)
     if split:
@@ -733,9 +735,16 @@ def clean_link(name: str, value: str | None) -> str | None:
     return value
 
 
+NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
+
+
 def is_note_id(value) -> bool:
-    """Whether value has the shape of a note id (n followed by at least five digits)."""
-    return (isinstance(value, str) and len(value) >= 6 and value[0] == "n"
+    """Whether value has the shape of a note id (n followed by five to eleven digits).
+
+    The bound makes an id or ref of thousands of digits damage, never a note:
+    readers skip its record with a warning that does not echo it, so it cannot
+    swell a readback past its budget."""
+    return (isinstance(value, str) and 6 <= len(value) <= NOTE_ID_LIMIT and value[0] == "n"
             and value[1:].isdigit() and value[1:].isascii())
 
 
@@ -840,6 +849,10 @@ PROBLEM_DETAILS = {
     "batch_broken": "a batch is not whole: its lines K/N must run 1/N to N/N in a row",
     "incomplete_batch": "the last lines are an incomplete batch (an append --batch cut short); they are not "
                         "notes, and the next append moves them to a side file",
+    "seq_free_lines": "lines in a row that hold no seq, so no note: counted from the end, not read one by one",
+    "redaction_unexplained": "the note holds the placeholder redact leaves, but no later source note says it "
+                             "was redacted: it was edited by hand, or redact was cut short (run redact on it "
+                             "again to record why)",
 }
 # A record with one of these is skipped by every reader (with a warning): its
 # fields are not what they claim to be, and code that trusts them would fail.
@@ -850,19 +863,19 @@ REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
 # What each field of a record must hold: (test, what it is).  A field not named
 # here must hold a plain value (is_plain_value).
 FIELD_RULES = {
-    "id": (is_note_id, "a note id (n and five or more digits)"),
+    "id": (is_note_id, "a note id (n and five to eleven digits)"),
     "ts": (is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
     "session_id": (is_string, "a string"),  # one not the session's own is a foreign_session
     "seq": (is_seq, "a whole number from 1 to %d" % SEQ_LIMIT),
     "type": (is_string, "a string"),
     "text": (is_string, "a string"),
     "effect": (is_string, "a string"),
-    "ref": (is_note_id, "a note id (n and five or more digits)"),
+    "ref": (is_note_id, "a note id (n and five to eleven digits)"),
     "status": (lambda value: value in GATE_STATUSES, "open, deferred or closed"),
     "provenance": (lambda value: value in PROVENANCES, "one of: " + ", ".join(PROVENANCES)),
     "evidence": (lambda value: value in EVIDENCE_LEVELS, "one of: " + ", ".join(EVIDENCE_LEVELS)),
-    "about": (is_note_id, "a note id (n and five or more digits)"),
-    "by": (is_note_id, "a note id (n and five or more digits)"),
+    "about": (is_note_id, "a note id (n and five to eleven digits)"),
+    "by": (is_note_id, "a note id (n and five to eleven digits)"),
     "batch": (is_batch_place, "K/N, line K of an N-line batch (1 <= K <= N)"),
     "checksum": (is_checksum, "16 lowercase hex digits"),
 }
@@ -1078,7 +1091,7 @@ def unterminated_line_problem(value) -> str:
 
 # Problems of a line as bytes, not of the record it holds: tail names them by offset alone.
 LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
-                           "incomplete_batch"))
+                           "seq_free_lines", "incomplete_batch"))
 
 
 def problem(line, record_id, kind: str, detail: str | None = None) -> dict:
@@ -1773,13 +1786,19 @@ def refuse_a_hard_linked_log(path, status):
             "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, LOG_NAME, LOG_NAME))
 
 
-def read_lines_backward(handle, size, limit=LINE_LIMIT):
+def read_lines_backward(handle, size, limit=LINE_LIMIT, count_runs=False):
     """Yield (offset, line) from the end of the first size bytes back to the start.
 
     The first is the bytes after the last newline (b"" in a healthy log).  A
     line longer than limit comes as None: its bytes are passed over, never
     held.  Each block is read once and each line joined once, so the cost is
-    linear in the bytes read and the memory bounded by limit."""
+    linear in the bytes read and the memory bounded by limit.
+
+    With count_runs, a run of complete lines inside one block that none can
+    hold a seq (seq_free_run) comes as one (offset, count) pair, count an int:
+    such lines are damage to every reader, and each counts as having held a
+    seq, so the caller needs only how many there are (a log ending in millions
+    of junk lines costs a count of newlines per block, not a parse per line)."""
     pieces, length, position = [], 0, size  # the line being gathered, its pieces from the end
     while position > 0:
         step = min(BACKWARD_BLOCK, position)
@@ -1788,10 +1807,16 @@ def read_lines_backward(handle, size, limit=LINE_LIMIT):
         block = handle.read(step)
         end = len(block)
         newline = block.rfind(b"\n", 0, end)
+        run_checked = not count_runs
         while newline >= 0:
             pieces.append(block[newline + 1:end])
             yield position + newline + 1, joined_line(pieces, length + end - newline - 1, limit)
             pieces, length, end = [], 0, newline
+            if not run_checked:  # once per block, after the line that ends in it
+                run_checked, run = True, seq_free_run(block, end)
+                if run is not None:
+                    yield position + run[0], run[1]
+                    end = run[0] - 1  # the newline before the run; the line before it starts earlier
             newline = block.rfind(b"\n", 0, end)
         length += end
         if length <= limit:
@@ -1799,6 +1824,24 @@ def read_lines_backward(handle, size, limit=LINE_LIMIT):
         else:
             pieces = []
     yield 0, joined_line(pieces, length, limit)
+
+
+COUNTED_RUN = 100  # lines at least in a run that a backward reader counts instead of reading one by one
+
+
+def seq_free_run(block, end):
+    """(start, count) of the complete lines of block[:end] (after its first newline) when none can hold a seq.
+
+    A JSON key reads as "seq" only when its bytes are "seq" or use a \\u
+    escape, so lines without either hold no seq whatever else they hold.
+    None when there are fewer than COUNTED_RUN lines, or one may hold a seq."""
+    first = block.find(b"\n", 0, end)
+    if first < 0:
+        return None
+    count = block.count(b"\n", first + 1, end) + 1
+    if count < COUNTED_RUN or any(block.find(marker, first + 1, end) >= 0 for marker in (b'"seq"', b"\\u")):
+        return None
+    return first + 1, count
 
 
 def joined_line(pieces, length, limit):
@@ -1887,7 +1930,7 @@ class BackwardScan:
         self.needs_newline = False   # the last line is a JSON object without its newline
         self.highest_seq = 0         # the highest seq the lines walked so far can have held
         self.certain = False         # no line not walked yet can hold a higher seq
-        self.lines = read_lines_backward(handle, self.keep_end)
+        self.lines = read_lines_backward(handle, self.keep_end, count_runs=True)
         self.session_id, self.in_flight = session_id, in_flight
 
     def __iter__(self):
@@ -1897,6 +1940,10 @@ class BackwardScan:
         for position, (offset, line) in enumerate(self.lines):
             if position == 0 and (line == b"" or self.in_flight):
                 continue  # the log ends with a newline, as it should; or a writer's note is in flight
+            if type(line) is int:  # a run of lines that cannot hold a seq: counted, never parsed one by one
+                damaged += line
+                yield offset, None, [("seq_free_lines", "%d lines in a row that hold no seq, so no note" % line)]
+                continue
             value, problems = line_problems(line, position > 0, self.session_id)
             if position == 0:
                 self.needs_newline = value is not None
@@ -1996,14 +2043,35 @@ def refuse_an_append_only_log(folder, side_path, tail):
         "export into a new --dir" % (log_path, tail.size - tail.keep_end, log_path))
 
 
+NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
+
+
+def keep_torn_tail_in_place(descriptor, tail, why):
+    """End the torn tail with a newline, where it is: it becomes a damaged line, which holds a seq.
+
+    Used when the tail cannot be set aside: a tail over LINE_LIMIT (no note
+    is that long, so the bytes are not a cut-off note but something appended
+    by another hand, and copying them could need more disk than is free), or
+    a disk with no room for the side file.  Torn bytes are never deleted, and
+    the session must never be left unable to append, so they stay in the log
+    as one complete damaged line: readers pass over it with a warning (verify
+    names its line), and, as every damaged line, it counts as having held the
+    next seq.  Cost: one byte, whatever the tail's size.
+    Crash window: none beyond append's own; the newline is one write, and a
+    crash before it leaves the torn tail for the next append."""
+    append_line(descriptor, b"\n")
+    tail.highest_seq += 1
+    return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
+
+
 def find_note(handle, size, note_id):
     """The record with this id, searched from the end of the log (recent notes come first).
 
     A line readers skip (a missing or malformed field) is no note: a ref to it
     would name a note no reader shows, which verify reports and restore refuses."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
-    for _, line in read_lines_backward(handle, size):
-        if line is not None and needle in line:
+    for _, line in read_lines_backward(handle, size, count_runs=True):
+        if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
             value, _ = parse_line(line)
             if value is not None and value.get("id") == note_id and is_usable(check_record(value, None)):
                 return value
@@ -2020,6 +2088,26 @@ def append_line(descriptor, line):
         # Crash window: a process killed during write_all leaves a cut-off
         # line, which the next append sets aside.  Here we are still alive:
         # take the partial bytes back so the log stays as it was.
+        try:
+            os.ftruncate(descriptor, start)
+            os.fsync(descriptor)
+        except OSError:
+            pass
+        raise
+
+
+def append_chunks(descriptor, chunks):
+    """Append every chunk, then fsync once; on any failure (or a refusal raised by chunks) cut the log back.
+
+    Crash window: a process killed mid-way leaves some whole lines and maybe
+    a cut-off one; restore run again finds the whole ones as its own first
+    notes, and the cut-off one is set aside as any torn tail."""
+    start = os.lseek(descriptor, 0, os.SEEK_END)
+    try:
+        for chunk in chunks:
+            write_all(descriptor, chunk)
+        os.fsync(descriptor)
+    except BaseException:
         try:
             os.ftruncate(descriptor, start)
             os.fsync(descriptor)
@@ -2049,6 +2137,7 @@ class LogReader:
         self.total = 0
         self.last_record = None
         self.order = LogOrder()     # of the last pass: its notices are warnings, not problems
+        self.redactions = RedactionsSeen()  # of the last pass
         # Every pass reads the same bytes, up to a size taken while no writer
         # was mid-append; lines appended later wait for the next read.
         self.size, self.in_flight = log_view(folder)
@@ -2065,9 +2154,11 @@ class LogReader:
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         self.order = seen = LogOrder()
+        self.redactions = RedactionsSeen()
         if self.size:
             yield from self.read_records(seen)
         self.note_batch_ends(seen)
+        self.note_problems(self.redactions.problems())
 
     def note_batch_ends(self, seen):
         """After the last line read: a batch left unfinished before it, then the incomplete batch after it.
@@ -2076,10 +2167,7 @@ class LogReader:
         ends = [seen.unfinished_batch()]
         if self.size < self.size_seen and not self.in_flight:
             ends.append(problem(seen.line + 1, None, "incomplete_batch"))
-        for entry in filter(None, ends):
-            self.problem_count += 1
-            if len(self.problems) < PROBLEMS_LISTED:
-                self.problems.append(entry)
+        self.note_problems(list(filter(None, ends)))
 
     def read_records(self, seen):
         """The forward pass of records(), checking each line with seen (a LogOrder)."""
@@ -2098,7 +2186,13 @@ class LogReader:
                 if value is not None and is_usable(kinds):
                     self.total += 1
                     self.last_record = value
+                    self.redactions.meet(value, number)
                     yield value
+
+    def note_problems(self, found):
+        """Count problems found after the lines were read (verify's entries), keeping the first ones."""
+        self.problem_count += len(found)
+        self.problems.extend(found[:PROBLEMS_LISTED - len(self.problems)])
 
     def warnings(self):
         """The problems met, as sentences, bounded."""
@@ -2282,6 +2376,8 @@ class Session:
                    "problems": problems}
         if count > len(problems):
             receipt["problems_not_listed"] = count - len(problems)
+        if reader.redactions.count:
+            receipt["redacted"] = reader.redactions.count
         warnings = []
         if reader.unterminated_in_flight:
             # Not counted as a problem: a writer at work always has such a line
@@ -2335,35 +2431,34 @@ class Session:
     def restore(self, *, export_file, accept_damaged=False) -> dict:
         """Bring a session back into the folder from an export (ours or v0's)."""
         export_path = os.path.abspath(os.path.expanduser(export_file))
-        session, records, problems, notices = load_export(export_path, accept_damaged)
-        folder = resolve_folder(self.folder)
-        log_path = os.path.join(folder, LOG_NAME)
-        # Refusals come before the lock, so that they leave the folder untouched;
-        # the same check runs again under the lock, where it counts.
-        notes_kept_by_restore(folder, session, records)
-        recovered = None
-        with SessionLock(folder):
-            kept = notes_kept_by_restore(folder, session, records)
-            if kept is None:
-                write_restored_session(folder, session, records)
-                restored = len(records)
-            else:
-                recovered = mend_log_tail(folder)
-                missing = records[kept:]
-                if missing:
-                    descriptor = open_log_for_append(log_path)
-                    try:
-                        append_line(descriptor, b"".join(map(record_line, missing)))
-                    finally:
-                        os.close(descriptor)
-                restored = len(missing)
-        receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
-                   "record_count": len(records), "restored": restored, "path": log_path}
+        export = load_export(export_path, accept_damaged)  # checked, streamed: never held whole
+        try:
+            folder = resolve_folder(self.folder)
+            restored, recovered = restore_export(folder, export)
+        finally:
+            export.close()
+        receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
+                   "record_count": export.record_count, "restored": restored,
+                   "path": os.path.join(folder, LOG_NAME)}
         gates = recap_history(LogReader(folder, read_meta(folder)))[1]
-        receipt["tell_operator"] = restore_tell_operator(folder, export_path, len(records), len(problems), gates)
+        receipt["tell_operator"] = restore_tell_operator(folder, export_path, export.record_count,
+                                                         export.problem_count, gates)
         # With --accept-damaged: what was restored as it is, record by record; then the notices.
-        with_warnings(receipt, problem_messages(problems, len(problems)) + notices)
+        with_warnings(receipt, problem_messages(export.problems, export.problem_count) + export.notices)
         return with_recovered(receipt, recovered)
+
+    def redact(self, *, note_id, reason) -> dict:
+        """Replace one note's text and effect with the placeholder in place; a source note records why.
+
+        The receipt's not_erased says what it cannot reach (earlier exports, side files, copies)."""
+        note_id = redact_note_id(note_id)
+        reason = redact_reason(reason)
+        folder = resolve_folder(self.folder)
+        require_session(folder)
+        check_session_folder(folder)
+        with SessionLock(folder):
+            meta = open_session_for_writing(folder)
+            return redact_note(folder, meta, note_id, reason)
 
 
 def append_signal(folder, meta, signal):
@@ -2424,10 +2519,18 @@ def refuse_an_absurd_seq(tail):
 def recover_tail(folder, descriptor, tail):
     """Mend the end of the log a crash left (never a complete line); return what was done, or None."""
     if tail.keep_end < tail.size:
-        recovered = set_aside_torn_tail(folder, descriptor, tail)
         if tail.incomplete_batch:
+            recovered = set_aside_torn_tail(folder, descriptor, tail)
             recovered["kind"] = "incomplete_batch"  # its whole lines, and a cut-off one after them if any
-        return recovered
+            return recovered
+        if tail.size - tail.keep_end > LINE_LIMIT:
+            return keep_torn_tail_in_place(descriptor, tail, "longer than any record, so not a note cut off")
+        try:
+            return set_aside_torn_tail(folder, descriptor, tail)
+        except OSError as error:
+            if error.errno not in NO_ROOM_ERRORS:
+                raise
+            return keep_torn_tail_in_place(descriptor, tail, "no room for a side file")
     if tail.needs_newline:
         append_line(descriptor, b"\n")
         return {"kind": "missing_newline"}
@@ -3468,7 +3571,7 @@ def read_recap(folder, meta, limit):
     """Read the log three times (history, live notes, then synthesis) and gather the Recap of the session."""
     reader = LogReader(folder, meta)
     superseded, gates, changed_at, counts = recap_history(reader)
-    warnings = reader.warnings()
+    warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
     latest, kept, unconfirmed = recap_live_notes(reader, superseded, limit, limit_cut)
     by_status = recap_gates(gates, changed_at, limit, limit_cut, unconfirmed)
@@ -3485,6 +3588,8 @@ def read_recap(folder, meta, limit):
         receipt[name] = [item for _, item in entries]
     receipt["superseded_count"] = len(superseded)
     receipt["export_lag"] = export_lag(folder, meta["session_id"], reader.total)
+    if redacted:
+        receipt["redacted"] = {"count": redacted, "not_erased": REDACT_NOT_ERASED}
     open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
     receipt.update(recap_progress(reader.records(), superseded, open_total, unconfirmed_total, limit))
     with_warnings(receipt, warnings)
@@ -3559,7 +3664,11 @@ def recap_markdown_head(recap):
         export = "Export: %s lacks the %s; export again." % (
             EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
     total = "1 note" if recap["total"] == 1 else "%d notes" % recap["total"]
-    return ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export, ""]
+    lines = ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export]
+    if "redacted" in recap:
+        not_erased = recap["redacted"]["not_erased"]
+        lines.append("Redacted notes: %d. %s." % (recap["redacted"]["count"], not_erased[0].upper() + not_erased[1:]))
+    return lines + [""]
 
 
 def recap_markdown_progress(recap):
@@ -3605,59 +3714,259 @@ def recap_markdown(recap):
     return "\n".join(lines)
 
 
-def load_export(path, accept_damaged=False):
-    """Read and check a whole export: (session, records, problems, notices).
+EXPORT_READ_BLOCK = 1 << 16  # characters read at a time from an export
+EXPORT_VALUE_LIMIT = LINE_LIMIT  # characters of one export value at most: a longer record is no log line
+JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
 
-    What cannot be a log at all is always refused; any other problem refuses
-    the restore, unless accept_damaged: then the problems are returned.
-    Notices (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
+
+class ExportShapeError(ValueError):
+    """Why an export file cannot be a session log at all (its reason names no value it holds)."""
+
+
+class JsonStream:
+    """Reads one JSON document from a file a value at a time, never holding more than a value and a block.
+
+    The standard library has no streaming JSON parser, but raw_decode parses
+    one value at an offset of a string: values are parsed from a buffer that
+    gains a block whenever the value in it is cut off at the buffer's end.
+    The bytes read are hashed as they go, so that a second pass can tell
+    whether the file changed in between (digest)."""
+
+    def __init__(self, handle):
+        import codecs  # only restore needs it
+
+        self.handle, self.decoder = handle, codecs.getincrementaldecoder("utf-8")()
+        self.hash = hashlib.sha256()
+        self.text, self.position, self.ended, self.bytes_read = "", 0, False, 0
+
+    def fill(self) -> bool:
+        """Append one block to the buffer, dropping what was parsed; False at the end of the file."""
+        if self.ended:
+            return False
+        data = self.handle.read(EXPORT_READ_BLOCK)
+        self.hash.update(data)
+        self.bytes_read += len(data)
+        if self.bytes_read > EXPORT_SIZE_LIMIT:
+            raise ExportShapeError("it grew past 256 MiB while it was read")
+        try:
+            more = self.decoder.decode(data, final=not data)
+        except UnicodeDecodeError:
+            raise ExportShapeError("it is not valid UTF-8") from None
+        self.text, self.position, self.ended = self.text[self.position:] + more, 0, not data
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not JSON white space ("" at the end of the file)."""
+        while True:
+            self.position = JSON_WHITESPACE.match(self.text, self.position).end()
+            if self.position < len(self.text) or not self.fill():
+                return self.text[self.position:self.position + 1]
+
+    def take(self, allowed: str) -> str:
+        """The next character, which must be one of allowed."""
+        character = self.peek()
+        if not character or character not in allowed:
+            raise ExportShapeError("it is not JSON of the shape of an export")
+        self.position += 1
+        return character
+
+    def value(self, limit=EXPORT_VALUE_LIMIT):
+        """The next JSON value; one still unparsed past limit characters is refused."""
+        self.peek()
+        while True:
+            try:
+                value, end = DECODER.raw_decode(self.text, self.position)
+                # A value that ends with the buffer may go on (a number): read on to be sure.
+                if end - self.position > limit:
+                    break
+                if end < len(self.text) or self.ended:
+                    self.position = end
+                    return value
+            except (ValueError, RecursionError):
+                if self.ended:
+                    raise ExportShapeError("it is not JSON that can be read (broken, a number too big "
+                                           "for a float, or nested too deeply)") from None
+            if len(self.text) - self.position > limit:
+                break
+            self.fill()
+        raise ExportShapeError("it holds a value over %d characters, larger than any record" % limit)
+
+    def elements(self):
+        """Yield the values of the array that comes next, one at a time."""
+        self.take("[")
+        if self.peek() == "]":
+            self.position += 1
+            return
+        while True:
+            yield self.value()
+            if self.take(",]") == "]":
+                return
+
+
+def export_parts(stream):
+    """Yield the export's top-level (key, value, elements) in file order, then check that nothing follows.
+
+    When records holds an array, value is None and elements a generator of
+    its values (else elements is None); what the caller leaves of it is read
+    past before the next key."""
+    stream.take("{")
+    seen = set()
+    if stream.peek() == "}":
+        stream.position += 1
+    else:
+        while True:
+            key = stream.value()
+            if not isinstance(key, str) or key in seen:
+                raise ExportShapeError("it is not a JSON object with one value per key")
+            seen.add(key)
+            stream.take(":")
+            if key == "records" and stream.peek() == "[":
+                elements = stream.elements()
+                yield key, None, elements
+                for _ in elements:
+                    pass
+            else:
+                yield key, stream.value(), None
+            if stream.take(",}") == "}":
+                break
+    if stream.peek():
+        raise ExportShapeError("it holds more than one JSON value")
+
+
+def open_export(path):
+    """A binary handle on the export at path; refuse what is not a regular file, or is over EXPORT_SIZE_LIMIT."""
     try:
-        raw = read_regular_file(path, EXPORT_SIZE_LIMIT, "%s is over 256 MiB, larger than any session "
-                                "export; nothing was written. Pass the path of a session_export.json" % path)
+        descriptor = open_regular_file(path)
     except FileNotFoundError:
         raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
     except IsADirectoryError:
         raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
     except OSError as error:
         raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    try:
-        export = parse_json(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        export = None
-    reason = export_shape_problem(export)
-    if reason:
-        raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
-                         "without" % (path, reason), EXIT_INTEGRITY)
-    session, records = export["session"], export["records"]
-    problems = []
-    if export.get("record_count") != len(records):
-        problems.append(problem(None, None, "record_count", "record_count is not %d, the number of "
-                                                              "records the export holds" % len(records)))
-    seen = LogOrder()  # as verify counts them, so that it reports the same problems after a restore
-    for number, record in enumerate(records, 1):
-        kinds = check_record(record, session["session_id"])
-        kinds += seen.place_problems(record, kinds)
-        if accept_damaged and not is_usable(kinds):
-            try:
-                record_line(record)
-            except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
-                raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, "
-                                 "or text that is not valid UTF-8); nothing was written" % (path, number),
-                                 EXIT_INTEGRITY) from None
-        record_id = record["id"] if is_note_id(record.get("id")) else None
-        problems.extend(problem(number, record_id, kind, detail) for kind, detail in kinds)
-    problems.extend(filter(None, [seen.unfinished_batch()]))  # a batch cut short at the end of the export
-    if problems and not accept_damaged:
-        raise NotesError(
-            "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
-            "restore --accept-damaged on this one to bring back every record exactly as the export holds "
-            "it, repairing and dropping nothing, so that verify then reports the same problems"
-            % (path, len(problems)), EXIT_INTEGRITY, {"problems": problems[:PROBLEMS_LISTED]})
-    return session, records, problems, problem_messages(seen.notices, seen.notice_count)
+    if os.fstat(descriptor).st_size > EXPORT_SIZE_LIMIT:
+        os.close(descriptor)
+        raise NotesError("%s is over 256 MiB, larger than any session export; nothing was written. Pass the "
+                         "path of a session_export.json" % path)
+    return open(descriptor, "rb")
+
+
+class Export:
+    """An export checked in one streaming pass, whose records later passes read again from the same open file.
+
+    Memory stays bounded whatever the export's size: one record at a time,
+    the first problems, and LogOrder's sets of ints.  The first pass keeps a
+    digest of the bytes; a later pass that reads to the end refuses when they
+    changed meanwhile, before its caller commits, so no record is written unchecked."""
+
+    HEAD_KEYS = ("schema_version", "session", "record_count")  # the only top-level values kept
+
+    def __init__(self, path, accept_damaged=False):
+        self.path, self.accept_damaged = path, accept_damaged
+        self.handle = open_export(path)
+        self.session, self.record_count = None, 0
+        self.problems, self.problem_count, self.notices = [], 0, []
+        try:
+            self.digest = self.check()
+        except ExportShapeError as error:
+            self.close()
+            raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
+                             "without" % (path, error), EXIT_INTEGRITY) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        self.handle.close()
+
+    def check(self) -> bytes:
+        """The first pass: the head's shape, then every record (walked again when records come first)."""
+        head, walked = {}, False
+        stream = JsonStream(self.handle)
+        for key, value, elements in export_parts(stream):
+            if elements is not None:
+                head["records"] = []  # an array: its records are checked one at a time
+                if export_shape_problem(head) is None:  # the session came first, as export writes it
+                    self.check_records(head["session"]["session_id"], elements)
+                    walked = True
+            elif key in self.HEAD_KEYS or key == "records":
+                head[key] = value
+        reason = export_shape_problem(head)
+        if reason:
+            raise ExportShapeError(reason)
+        self.session = head["session"]
+        if not walked:  # a hand-made export with its records before its session
+            self.check_records(self.session["session_id"], self.records(verify=False))
+        if head.get("record_count") != self.record_count:
+            self.problem_count += 1
+            self.problems.insert(0, problem(None, None, "record_count", "record_count is not %d, the number "
+                                            "of records the export holds" % self.record_count))
+            del self.problems[PROBLEMS_LISTED:]
+        if self.problem_count and not self.accept_damaged:
+            raise NotesError(
+                "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
+                "restore --accept-damaged on this one to bring back every record exactly as the export holds "
+                "it, repairing and dropping nothing, so that verify then reports the same problems"
+                % (self.path, self.problem_count), EXIT_INTEGRITY, {"problems": self.problems})
+        return stream.hash.digest()
+
+    def check_records(self, session_id, records):
+        """Check each record as verify would: keep the first problems, count the rest."""
+        seen = LogOrder()  # as verify counts them, so that it reports the same problems after a restore
+        redactions = RedactionsSeen()
+        self.record_count = 0
+        for number, record in enumerate(records, 1):
+            if not isinstance(record, dict):
+                raise ExportShapeError("record %d is not an object" % number)
+            kinds = check_record(record, session_id)
+            kinds += seen.place_problems(record, kinds)
+            if self.accept_damaged and not is_usable(kinds):
+                try:
+                    record_line(record)
+                except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, "
+                                     "or text that is not valid UTF-8); nothing was written" % (self.path, number),
+                                     EXIT_INTEGRITY) from None
+            record_id = record["id"] if is_note_id(record.get("id")) else None
+            self.problem_count += len(kinds)
+            for kind, detail in kinds[:PROBLEMS_LISTED - len(self.problems)]:
+                self.problems.append(problem(number, record_id, kind, detail))
+            if is_usable(kinds):
+                redactions.meet(record, number)
+            self.record_count = number
+        # After the last record: a batch cut short at the end of the export, then unexplained redactions.
+        found = list(filter(None, [seen.unfinished_batch()])) + redactions.problems()
+        self.problem_count += len(found)
+        self.problems.extend(found[:PROBLEMS_LISTED - len(self.problems)])
+        self.notices = problem_messages(seen.notices, seen.notice_count)
+
+    def records(self, verify=True):
+        """Yield the records again, read from the start of the same open file.
+
+        With verify, a pass read to its end refuses when the bytes are not the
+        first pass's: raised from the last step, before the caller commits."""
+        self.handle.seek(0)
+        stream = JsonStream(self.handle)
+        try:
+            for _, _, elements in export_parts(stream):
+                if elements is not None:
+                    yield from elements
+            changed = verify and stream.hash.digest() != self.digest
+        except ExportShapeError:
+            changed = True
+        if changed:
+            raise NotesError("%s changed while it was being restored; nothing was written. Run restore "
+                             "again once nothing writes to it" % self.path, EXIT_INTEGRITY)
+
+
+def load_export(path, accept_damaged=False):
+    """Open and check an export (Export): what cannot be a log at all is always refused; any other
+    problem refuses the restore, unless accept_damaged: then the problems are kept in the Export.
+    Notices (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
+    return Export(path, accept_damaged)
 
 
 def export_shape_problem(export) -> str | None:
-    """Why a parsed export cannot be a session log at all, even a damaged one; None when it can."""
+    """Why an export's head (its top-level values but the records' elements) cannot be a session log at all."""
     if not isinstance(export, dict) or export.get("schema_version") != EXPORT_SCHEMA:
         return "not JSON with schema_version %s" % EXPORT_SCHEMA
     session, records = export.get("session"), export.get("records")
@@ -3667,22 +3976,21 @@ def export_shape_problem(export) -> str | None:
         return "its session's created_at is not a string"
     if not isinstance(records, list):
         return "its records are not a list"
-    for number, record in enumerate(records, 1):
-        if not isinstance(record, dict):
-            return "record %d is not an object" % number
     return None
 
 
-def notes_kept_by_restore(folder, session, records):
-    """How many export records the folder already holds (None: a fresh start); refuse the rest."""
-    if restore_cut_short(folder, session, records):
+def notes_kept_by_restore(folder, session, export):
+    """How many export records the folder already holds (None: a fresh start); refuse the rest.
+
+    The log and the export are compared record by record (common_prefix), never held whole."""
+    if restore_cut_short(folder, session, export):
         return None
     meta = check_session_folder(folder)
     log_path = os.path.join(folder, LOG_NAME)
-    existing = []
+    existing = common = 0
     if meta is not None:
         reader = LogReader(folder, meta)
-        existing = list(reader.records())
+        existing, common = common_prefix(reader.records(), export.records(verify=False))
         # A cut-off last line (a restore killed while adding notes leaves one)
         # is mended under the lock, as append mends it; any other problem refuses.
         mendable = [entry for entry in reader.problems
@@ -3700,21 +4008,33 @@ def notes_kept_by_restore(folder, session, records):
         raise NotesError(
             "%s holds another session (%s) with notes; nothing was changed. Restore into an "
             "empty --dir instead" % (folder, meta["session_id"]))
-    if len(existing) > len(records) and existing[:len(records)] == records:
+    if existing > export.record_count and common == export.record_count:
         # An older export of this very log: restoring it elsewhere would fork the session.
         raise NotesError(
             "%s already holds session %s with %d notes, more than the %d of this export, which is an "
             "older copy of the same log: there is nothing to restore, and nothing was changed. Carry on "
             "in this folder (recap shows its state), and run export to bring the export up to date"
-            % (folder, meta["session_id"], len(existing), len(records)))
-    if existing != records[:len(existing)]:
+            % (folder, meta["session_id"], existing, export.record_count))
+    if common != existing:
         raise NotesError(
             "the log in %s has notes the export lacks, or differs from it; nothing was "
             "changed. Restore into an empty --dir instead" % folder)
-    return len(existing)
+    return existing
 
 
-def restore_cut_short(folder, session, records):
+def common_prefix(log_records, export_records):
+    """(how many records the log holds, how many of its first ones equal the export's first ones, in order)."""
+    count = common = 0
+    matching = True
+    for record in log_records:
+        count += 1
+        if matching:
+            matching = next(export_records, None) == record
+            common += matching
+    return count, common
+
+
+def restore_cut_short(folder, session, export):
     """Whether the folder holds what this restore leaves when cut short: a log of the export's first notes, no meta."""
     log_path = os.path.join(folder, LOG_NAME)
     for name in (META_NAME, LOG_NAME, LOCK_NAME):
@@ -3723,8 +4043,24 @@ def restore_cut_short(folder, session, records):
     if read_meta(folder) is not None or log_size(log_path) == 0:
         return False
     reader = LogReader(folder, {"session_id": session["session_id"]})
-    existing = list(reader.records())
-    return reader.problem_count == 0 and existing == records[:len(existing)]
+    existing, common = common_prefix(reader.records(), export.records(verify=False))
+    return reader.problem_count == 0 and common == existing
+
+
+def record_chunks(records):
+    """The records as log lines, joined into chunks of about EXPORT_READ_BLOCK bytes.
+
+    One write per chunk rather than per line (map(record_line, records) is
+    the plain form): a million records are a million write calls otherwise."""
+    lines, length = [], 0
+    for record in records:
+        lines.append(record_line(record))
+        length += len(lines[-1])
+        if length >= EXPORT_READ_BLOCK:
+            yield b"".join(lines)
+            lines, length = [], 0
+    if lines:
+        yield b"".join(lines)
 
 
 def write_restored_session(folder, session, records):
@@ -3739,9 +4075,35 @@ def write_restored_session(folder, session, records):
     # Crash window: the log holds the export's notes and the meta is not
     # written yet.  Writers refuse a log without its meta, so no append can
     # start a fork of the session; the same restore run again finds its own
-    # notes there and writes the meta.
-    write_file_atomically(os.path.join(folder, LOG_NAME), map(record_line, records))
+    # notes there and writes the meta.  (records comes from Export.records,
+    # which refuses at its end if the export changed: the temporary file is
+    # then removed and the log left as it was.)
+    write_file_atomically(os.path.join(folder, LOG_NAME), record_chunks(records))
     write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
+
+
+def restore_export(folder, export):
+    """Bring the checked export into folder, a whole new log or the notes it lacks: (restored, recovered)."""
+    session, log_path = export.session, os.path.join(folder, LOG_NAME)
+    # Refusals come before the lock, so that they leave the folder untouched;
+    # the same check runs again under the lock, where it counts.
+    notes_kept_by_restore(folder, session, export)
+    with SessionLock(folder):
+        kept = notes_kept_by_restore(folder, session, export)
+        if kept is None:
+            write_restored_session(folder, session, export.records())
+            return export.record_count, None
+        recovered = mend_log_tail(folder)
+        if kept < export.record_count:
+            records = export.records()
+            for _ in range(kept):  # the notes the log holds already
+                next(records)
+            descriptor = open_log_for_append(log_path)
+            try:
+                append_chunks(descriptor, record_chunks(records))
+            finally:
+                os.close(descriptor)
+    return export.record_count - kept, recovered
 
 
 def restore_tell_operator(folder, export_path, record_count, problem_count, gates) -> str:
@@ -3767,6 +4129,174 @@ def mend_log_tail(folder):
         return recover_tail(folder, descriptor, tail)
     finally:
         os.close(descriptor)
+
+
+# --------------------------------------------------------------------------
+# redact: the one audited rewrite of a complete line (SPEC section 5), the Session.redact method's parts
+#
+# A note's text and effect are replaced by REDACTED_TEXT; every other field
+# stays, the checksum is taken anew, and a later source note records which
+# note was redacted and why (about = its id, text "Redacted <id>: <reason>").
+# verify accepts a placeholder only with such a note after it.
+
+REDACTED_TEXT = "[redacted]"
+REDACTION_PREFIX = "Redacted "
+REDACT_REASON_LIMIT = TEXT_LIMIT - len(REDACTION_PREFIX) - NOTE_ID_LIMIT - 2  # the source note's text fits
+REDACT_NOT_ERASED = (
+    "redact rewrote the log only: an export made before it, side files of torn tails "
+    "(session_notes.jsonl.torn-*), and any copy, backup or hard link of the log still hold the old text; "
+    "delete them, and export again")
+
+
+def redact_reason(reason) -> str:
+    """The reason of a redaction, with append's checks on a text (it goes into the source note)."""
+    if reason is None or not reason.strip():
+        raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
+                         "--reason 'It held a private phone number.' %s" % see_help("redact"))
+    return clean_field("reason", reason, REDACT_REASON_LIMIT)
+
+
+def is_redacted(record) -> bool:
+    """Whether a record holds redact's placeholder as its text."""
+    return record.get("text") == REDACTED_TEXT
+
+
+def is_redaction_note(record, note_id=None) -> bool:
+    """Whether a record is the source note that records a redaction (of note_id, when given)."""
+    return (record.get("type") == "source" and is_note_id(record.get("about"))
+            and isinstance(record.get("text"), str) and record["text"].startswith(REDACTION_PREFIX)
+            and (note_id is None or record["about"] == note_id))
+
+
+def redacted_record(record) -> dict:
+    """The record with its text and effect replaced by the placeholder, same fields in the same order."""
+    redacted = dict(record)
+    redacted["text"] = REDACTED_TEXT
+    if "effect" in redacted:
+        redacted["effect"] = REDACTED_TEXT
+    redacted["checksum"] = record_checksum(redacted)
+    return redacted
+
+
+def find_note_line(handle, size, note_id):
+    """(offset, line, record) of the usable note with this id, searched from the end; None when there is none."""
+    needle = ('"id":"%s"' % note_id).encode("ascii")
+    for offset, line in read_lines_backward(handle, size, count_runs=True):
+        if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
+            value, _ = parse_line(line)
+            if value is not None and value.get("id") == note_id and is_usable(check_record(value, None)):
+                return offset, line, value
+    return None
+
+
+def redaction_after(handle, size, note_id, seq):
+    """The id of a source note after seq that records the redaction of note_id, or None."""
+    for _, line in read_lines_backward(handle, size, count_runs=True):
+        value = parse_line(line)[0] if type(line) is bytes and line else None
+        if value is None:
+            continue
+        if is_seq(value.get("seq")) and value["seq"] <= seq:
+            return None
+        if is_redaction_note(value, note_id) and is_usable(check_record(value, None)):
+            return value["id"]
+    return None
+
+
+def rewritten_log(handle, size, offset, old_length, new_line):
+    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced."""
+    for start, end in ((0, offset), (offset + old_length, size)):
+        handle.seek(start)
+        left = end - start
+        while left > 0:
+            block = handle.read(min(BACKWARD_BLOCK, left))
+            if not block:
+                raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
+            yield block
+            left -= len(block)
+        if start == 0:
+            yield new_line
+
+
+def redact_note_id(value) -> str:
+    """redact's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
+    value = (value or "").strip()
+    if not is_note_id(value):
+        raise NotesError("redact takes a note id such as n00012; tail or recap lists them %s" % see_help("redact"))
+    return value
+
+
+def redact_note(folder, meta, note_id, reason) -> dict:
+    """Under the lock: rewrite the note's line with the placeholder, then append the source note that says why.
+
+    The line is replaced through write_file_atomically: the whole log is
+    copied, block by block, to a temporary file with the one line changed,
+    fsynced and renamed over the log, so every other byte stays as it was.
+    Crash windows: before the rename the log is untouched (the temporary file
+    holds only the redacted copy and is removed once stale); after it and
+    before the source note is appended, verify reports the placeholder as
+    unexplained, and redact run again on the note appends the note only."""
+    log_path = os.path.join(folder, LOG_NAME)
+    signal = clean_signal("source", "%s%s: %s" % (REDACTION_PREFIX, note_id, reason), None, None, None, None,
+                          None, note_id, None)
+    descriptor = open_log_for_reading(log_path)
+    if descriptor is None:
+        raise NotesError("redact %s: this session has no notes yet" % note_id)
+    with open(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
+        size = status.st_size
+        found = find_note_line(handle, size, note_id)
+        if found is None:
+            raise NotesError("%s names no note in this session that can be read; check the id with tail or "
+                             "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
+        offset, line, record = found
+        if is_redaction_note(record):
+            raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
+                             "was changed" % note_id)
+        if is_redacted(record):
+            earlier = redaction_after(handle, size, note_id, record["seq"])
+            if earlier is not None:
+                raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+        else:
+            new_line = record_line(redacted_record(record))[:-1]
+            write_file_atomically(log_path, rewritten_log(handle, size, offset, len(line), new_line))
+    appended = append_signal(folder, meta, signal)
+    receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
+               "redaction_note_id": appended["note_id"], "path": log_path, "not_erased": REDACT_NOT_ERASED}
+    still = files_that_may_hold_old_text(folder)
+    if still:
+        receipt["may_still_hold"] = still
+    return with_recovered(receipt, appended.get("recovered"))
+
+
+def files_that_may_hold_old_text(folder) -> list:
+    """The files of the session folder that redact does not rewrite and that may hold a note's old text."""
+    torn_prefix = LOG_NAME + ".torn-"
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [os.path.join(folder, name) for name in names
+            if name in (EXPORT_NAME, EXPORT_MARKDOWN_NAME) or name.startswith(torn_prefix)]
+
+
+class RedactionsSeen:
+    """For a forward reader: how many redacted notes it met, and those no later source note explains yet.
+
+    Only the ids and line numbers of redacted notes are kept: they are rare."""
+
+    def __init__(self):
+        self.count, self.pending = 0, {}
+
+    def meet(self, record, line):
+        if is_redacted(record):
+            self.count += 1
+            self.pending[record["id"]] = line
+        elif is_redaction_note(record):
+            self.pending.pop(record["about"], None)
+
+    def problems(self) -> list:
+        return [problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
 
 
 # --------------------------------------------------------------------------
@@ -3888,9 +4418,18 @@ COMMANDS = {
                "repaired or dropped (verify then reports the same problems)",
                action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json", "restore"),
+    "redact": Command("Replace one note's text and effect with %s in place, and append a source note that "
+                      "says which note was redacted and why. Earlier exports and side files keep the old text."
+                      % REDACTED_TEXT, [
+        Option("note_id", "note_id", "NOTE_ID", "the note to redact, such as n00004"),
+        Option("--reason", "reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
+               "characters; - reads it from standard input" % REDACT_REASON_LIMIT),
+    ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
     "mcp": Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify and export "
-                   "as MCP tools over stdio, until the end of input.", [],
-                   "python3 -S notes.py --dir /home/you/shaping mcp", None),
+                   "as MCP tools over stdio, until the end of input.", [
+        Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
+               "off unless given)", action="store_const", const=True, default=False),
+    ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
 }
 # The data folder is named as this user's, so the help says where an installed
 # copy's notes are (%% doubled: argparse formats help texts).
@@ -4013,18 +4552,19 @@ def parse_arguments(argv):
     return arguments
 
 
-def value_from_stdin(text, effect) -> tuple:
+def value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
     """(text, effect), with the one given as "-" read from standard input as UTF-8, byte for byte.
 
     A shell expands $ and runs backticks inside double quotes; a quoted
     here-document or a pipe hands the bytes over untouched.  The stream holds
-    one value, so only one of the two may ask for it."""
+    one value, so only one of the two may ask for it.  names: the flags the
+    two values came from (redact passes its --reason as the first)."""
     if text != "-" and effect != "-":
         return text, effect
     if text == "-" and effect == "-":
         raise NotesError("--text - and --effect - both ask for standard input, which carries one value; "
                          "read one of them from standard input and pass the other as an argument")
-    name = "text" if text == "-" else "effect"
+    name = names[0] if text == "-" else names[1]
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("--%s - reads standard input, but there is none; pipe the value in or pass it "
                          "as an argument" % name)
@@ -4032,14 +4572,14 @@ def value_from_stdin(text, effect) -> tuple:
     if len(data) > STDIN_LIMIT:
         raise NotesError("standard input for --%s holds more than %d bytes; a memory signal is a minimal "
                          "pointer of at most %d characters" % (name, STDIN_LIMIT,
-                                                               TEXT_LIMIT if name == "text" else EFFECT_LIMIT))
+                                                               EFFECT_LIMIT if name == "effect" else TEXT_LIMIT))
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as error:
             raise NotesError("standard input for --%s is not valid UTF-8 (byte %d); send the text as "
                              "UTF-8" % (name, error.start)) from None
-    return (data, effect) if name == "text" else (text, data)
+    return (data, effect) if name == names[0] else (text, data)
 
 
 def batch_from_stdin(source) -> list:
@@ -4088,6 +4628,8 @@ def cli_keywords(arguments) -> dict:
         keywords["batch"] = batch_from_stdin(keywords["batch"])
     elif "text" in keywords:  # "-" reads standard input, which only the command line has
         keywords["text"], keywords["effect"] = value_from_stdin(keywords["text"], keywords["effect"])
+    if "reason" in keywords:
+        keywords["reason"] = value_from_stdin(keywords["reason"], None, names=("reason", "effect"))[0]
     return keywords
 
 
@@ -4166,6 +4708,13 @@ MCP_TOOLS = {
     "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
                                           "idempotentHint": True, "openWorldHint": False}),
 }
+
+# Served only by `mcp --allow-redact` (serve_mcp_allowing adds it to MCP_TOOLS
+# for the server's lifetime): a tool call may come from a prompt injected into
+# a document, and redact rewrites the log, so the operator opts in.
+MCP_REDACT_TOOL = (("note_id", "reason"), ("note_id", "reason"),
+                   {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
+                    "openWorldHint": False})
 
 
 class ProtocolError(Exception):
@@ -4250,7 +4799,7 @@ def mcp_keywords(command, arguments):
         if name not in options:
             raise NotesError("%s takes no argument %r; its arguments are: %s"
                              % (command, name, ", ".join(options) or "none"))
-        if value == "-" and name in ("text", "effect"):
+        if value == "-" and name in ("text", "effect", "reason"):
             # On the command line "-" reads standard input, which here carries the protocol itself.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
@@ -4555,6 +5104,16 @@ def serve_mcp(folder) -> None:
     return None  # main prints nothing: stdout carried only JSON-RPC
 
 
+def serve_mcp_allowing(folder, allow_redact):
+    """serve_mcp, with the redact tool in MCP_TOOLS for the server's lifetime when the operator allowed it."""
+    if allow_redact:
+        MCP_TOOLS["redact"] = MCP_REDACT_TOOL
+    try:
+        return serve_mcp(folder)
+    finally:
+        MCP_TOOLS.pop("redact", None)
+
+
 def mcp_send(sink, answer):
     """Write one answer to the MCP stream: the one place that writes there."""
     sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
@@ -4598,7 +5157,7 @@ def dispatch(arguments):
     """Run the parsed command: serve MCP, or call the command's Session method; return what to print."""
     command = COMMANDS[arguments.command]
     if command.method is None:
-        return serve_mcp(arguments.dir)
+        return serve_mcp_allowing(arguments.dir, arguments.allow_redact)
     keywords = cli_keywords(arguments)
     return getattr(Session(arguments.dir), command.method)(**keywords)
 

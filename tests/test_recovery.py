@@ -407,8 +407,14 @@ def test_failing_fsync_of_the_log_is_reported_and_leaves_a_clean_log(tmp_path, c
     assert_log_verifies_or_recovers(capsys, folder, kept)
 
 
+def read_records_after(data: bytes, prefix: bytes) -> list:
+    return [json.loads(line) for line in data[len(prefix):].splitlines()]
+
+
 @pytest.mark.skipif(not HAVE_PROC_FDS, reason="needs /proc/self/fd to tell which file is written")
-def test_failing_side_file_write_keeps_the_torn_bytes_for_the_next_append(tmp_path, capsys, monkeypatch):
+def test_no_room_for_a_side_file_keeps_the_torn_bytes_in_place_and_appends(tmp_path, capsys, monkeypatch):
+    # A disk with no room for the side file must not block every append: the torn
+    # bytes stay where they are, ended by a newline (a damaged line that held seq 4).
     folder = tmp_path / "session"
     kept = seeded_session(capsys, folder)
     healthy = log_bytes(folder)
@@ -422,12 +428,14 @@ def test_failing_side_file_write_keeps_the_torn_bytes_for_the_next_append(tmp_pa
         return real_write(descriptor, data)
 
     monkeypatch.setattr(os, "write", failing_side_write)
-    assert_failure_reported(capsys, folder, "append", "--type", "decision", "--text", "Blocked by the disk.")
+    code, receipt = run_here(capsys, folder, "append", "--type", "decision", "--text", "Not blocked by the disk.")
     monkeypatch.undo()
-    assert log_bytes(folder) == healthy + cut_bytes  # the cut bytes are still in the log
-    receipt = assert_log_verifies_or_recovers(capsys, folder, kept)
-    with open(receipt["recovered"]["side_file"], "rb") as handle:
-        assert handle.read() == cut_bytes
+    assert code == 0 and receipt["seq"] == len(kept) + 2, receipt
+    assert receipt["recovered"] == {"kind": "torn_tail_kept", "bytes": len(cut_bytes),
+                                    "why": "no room for a side file"}
+    assert sorted(os.listdir(str(folder))) == sorted([LOG, "session_meta.json", "session_notes.lock"])
+    assert log_bytes(folder).startswith(healthy + cut_bytes + b"\n")  # the cut bytes are still in the log
+    assert read_records_after(log_bytes(folder), healthy + cut_bytes + b"\n")[0]["text"] == "Not blocked by the disk."
 
 
 @pytest.mark.skipif(not HAVE_PROC_FDS, reason="needs /proc/self/fd to tell which file is written")

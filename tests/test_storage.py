@@ -407,7 +407,10 @@ def sparse_bytes(path, count: int) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak memory through ru_maxrss in KiB")
-def test_a_long_torn_tail_is_set_aside_by_streaming_in_bounded_memory(tmp_path):
+def test_a_torn_tail_longer_than_any_record_stays_in_place_in_bounded_memory(tmp_path):
+    # No note is 16 MiB long: the tail is not a cut-off note, and copying it aside could
+    # need more disk than is free.  Append ends it with a newline where it is (a damaged
+    # line, which holds seq 4) and numbers past it; not one byte is moved or lost.
     folder = tmp_path / "session"
     session_id = new_session(folder)
     healthy = b"".join(line_of(make_record(session_id, seq)) for seq in (1, 2, 3))
@@ -421,14 +424,18 @@ def test_a_long_torn_tail_is_set_aside_by_streaming_in_bounded_memory(tmp_path):
     assert peak < 40, peak
     code, receipt, peak = peak_memory_mib("append", "--type", "decision", "--text", "After the long tail.",
                                           folder=folder)
-    assert code == 0 and receipt["seq"] == 4, receipt
-    assert receipt["recovered"]["bytes"] == torn_size
+    assert code == 0 and receipt["seq"] == 5, receipt
+    assert receipt["recovered"] == {"kind": "torn_tail_kept", "bytes": torn_size,
+                                    "why": "longer than any record, so not a note cut off"}
     assert peak < 40, peak
-    with open(receipt["recovered"]["side_file"], "rb") as handle:
-        assert handle.read(len(start)) == start
-        assert handle.read() == b"\x00" * (torn_size - len(start))  # byte for byte
-    assert log_bytes(folder).startswith(healthy)
-    assert run_notes("verify", folder=folder).code == 0
+    assert stray_files(folder) == []
+    with open(str(folder / LOG), "rb") as handle:
+        assert handle.read(len(healthy) + len(start)) == healthy + start
+        assert handle.read(torn_size - len(start)) == b"\x00" * (torn_size - len(start))  # byte for byte
+        assert handle.read(1) == b"\n"
+        assert json.loads(handle.read())["seq"] == 5
+    verify = run_notes("verify", folder=folder)
+    assert verify.code == 3 and [entry["kind"] for entry in verify.receipt["problems"]] == ["line_too_long"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak memory through ru_maxrss in KiB")
@@ -706,7 +713,8 @@ def test_side_files_of_failed_recoveries_do_not_pile_up(tmp_path, capsys, monkey
     healthy = line_of(make_record(session_id, 1))
     cut = b'{"id":"n00002","ts":"20'
     write_log(folder, healthy + cut)
-    monkeypatch.setattr(os, "write", failing_write_to(".torn-", errno.ENOSPC))
+    # EIO: a failure that is not a lack of room (no room keeps the tail in place instead).
+    monkeypatch.setattr(os, "write", failing_write_to(".torn-", errno.EIO))
     for _ in range(3):
         assert notes.main(["--dir", str(folder), "append", "--type", "mode", "--text", "Blocked."]) == 1
         capsys.readouterr()
