@@ -3326,16 +3326,16 @@ def recap_gates(gates, changed_at, limit, cut, unconfirmed):
 def synthesis_history(records, superseded, limit):
     """One pass: the SYNTHESIS history, and the last delivery with the live notes appended after it.
 
-    A mode note whose text begins with SYNTHESIS enters synthesis, or keeps
-    it; any other mode note leaves it.  `entered` is the note that began the
-    latest stretch of synthesis and `latest` the latest note beginning with
-    SYNTHESIS, so a later mode note that leaves synthesis changes neither
-    (recap's `mode` shows it).  An artifact note written in synthesis is a
-    delivery; each live note after the last delivery may make it out of date,
-    except a mode note: a change of state (the one that ends synthesis after
-    delivering, say) changes nothing the artifact says.  Returns (synthesis
-    or None, delivery or None): delivery's `after` holds
-    the ids of the newest `limit` of those notes, `more` counts the others."""
+    A mode note whose text begins with SYNTHESIS enters synthesis, or keeps it;
+    any other mode note leaves it. `entered` is the note that began the latest
+    stretch of synthesis and `latest` the latest note beginning with SYNTHESIS,
+    so a later mode note that leaves synthesis changes neither (recap's `mode`
+    shows it). An artifact note written in synthesis is a delivery, and ends
+    that stretch (`ended` names it); each live note after the last delivery may
+    make it out of date, except a mode note: a change of state (the one that
+    ends synthesis after delivering, say) changes nothing the artifact says.
+    Returns (synthesis or None, delivery or None): delivery's `after` holds the
+    ids of the newest `limit` of those notes, `more` counts the others."""
     synthesis = delivery = None
     in_synthesis = False
     for record in records:
@@ -3344,7 +3344,9 @@ def synthesis_history(records, superseded, limit):
             if in_synthesis:
                 synthesis = {"entered": synthesis["entered"] if was_in else record["id"], "latest": record["id"]}
         if record["type"] == "artifact" and in_synthesis:
-            delivery = {"id": record["id"], "after": [], "more": 0}
+            # Delivering ends synthesis, as the protocol says: writing again takes a new SYNTHESIS note.
+            delivery, in_synthesis = {"id": record["id"], "after": [], "more": 0}, False
+            synthesis["ended"] = record["id"]
         elif delivery is not None and record["type"] != "mode" and record["id"] not in superseded:
             delivery["after"].append(record["id"])
             if len(delivery["after"]) > limit:
@@ -3677,7 +3679,9 @@ def recap_markdown_progress(recap):
     if "pending" in recap:
         lines.append("Pending: " + recap["pending"]["next"])
     if "synthesis" in recap:
-        lines.append("Synthesis: entered by %(entered)s; latest SYNTHESIS note %(latest)s." % recap["synthesis"])
+        synthesis = recap["synthesis"]
+        lines.append("Synthesis: entered by %(entered)s; latest SYNTHESIS note %(latest)s" % synthesis
+                     + ("; ended by the delivery %s." % synthesis["ended"] if "ended" in synthesis else "."))
     if "delivery" in recap:
         delivery = recap["delivery"]
         count = len(delivery["after"]) + delivery["more"]
@@ -4341,7 +4345,8 @@ COMMANDS = {
                     "python3 -S notes.py init", "init"),
     "append": Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
                       "with SYNTHESIS enters synthesis (any other mode note leaves it); an artifact note appended "
-                      "in synthesis is a delivery, which recap names with the live notes appended after it.", [
+                      "in synthesis is a delivery, which ends it and which recap names with the live notes "
+                      "appended after it.", [
         # --type and --text are required, but checked by clean_signal rather
         # than argparse: a misspelt option is then named as the mistake,
         # instead of hidden behind "--text is required".

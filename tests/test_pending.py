@@ -149,7 +149,8 @@ def test_delivery_names_the_last_artifact_in_synthesis_and_the_live_notes_after_
     receipt = recap(folder)
 
     assert receipt["delivery"] == {"id": "n00004", "after": ["n00006", "n00007", "n00009"], "more": 0}
-    assert receipt["synthesis"] == {"entered": "n00003", "latest": "n00003"}
+    # Delivering ends synthesis: the artifact note that did it is named.
+    assert receipt["synthesis"] == {"entered": "n00003", "latest": "n00003", "ended": "n00004"}
     assert "pending" not in receipt  # the one gate was deferred
     assert list(receipt)[-3:] == ["export_lag", "synthesis", "delivery"]
 
@@ -162,7 +163,7 @@ def test_the_mode_note_that_ends_synthesis_leaves_the_delivery_current(tmp_path)
     receipt = recap(folder)
 
     assert receipt["delivery"] == {"id": "n00002", "after": [], "more": 0}
-    assert receipt["synthesis"] == {"entered": "n00001", "latest": "n00001"}
+    assert receipt["synthesis"] == {"entered": "n00001", "latest": "n00001", "ended": "n00002"}
     assert receipt["mode"]["id"] == "n00003"
 
 
@@ -174,7 +175,19 @@ def test_a_later_delivery_replaces_the_earlier_one(tmp_path):
     receipt = recap(folder)
 
     assert receipt["delivery"] == {"id": "n00011", "after": [], "more": 0}
-    assert receipt["synthesis"] == {"entered": "n00010", "latest": "n00010"}
+    assert receipt["synthesis"] == {"entered": "n00010", "latest": "n00010", "ended": "n00011"}
+
+
+def test_an_artifact_note_after_a_delivery_is_a_boundary_until_synthesis_is_entered_again(tmp_path):
+    folder = tmp_path / "session"
+    write_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered."),
+                           ("artifact", "Pricing stays out of the runbook.")])
+
+    receipt = recap(folder)
+
+    # The first artifact note delivered and ended synthesis; the second one sets a boundary.
+    assert receipt["delivery"] == {"id": "n00002", "after": ["n00003"], "more": 0}
+    assert receipt["synthesis"] == {"entered": "n00001", "latest": "n00001", "ended": "n00002"}
 
 
 def test_delivery_lists_the_newest_limit_ids_and_counts_the_rest(tmp_path):
@@ -207,7 +220,7 @@ def test_the_markdown_recap_says_what_is_pending_delivered_and_who_settled_it(tm
         "# Recap", "", "7 notes, 0 superseded by later ones.", "Export: no session_export.json yet.", "",
         "Pending: 1 unconfirmed note: put it to the operator before synthesis (confirm, correct or drop each "
         "note).",
-        "Synthesis: entered by n00004; latest SYNTHESIS note n00004.",
+        "Synthesis: entered by n00004; latest SYNTHESIS note n00004; ended by the delivery n00005.",
         "Delivered: n00005, out of date: 2 live notes after it (n00006, n00007).",
         "",
     ]
@@ -261,10 +274,11 @@ def test_a_300_note_session_with_a_delivery_fits_the_default_budget(tmp_path, fo
     if form == "json":
         assert result.receipt["delivery"] == everything["delivery"]
         assert result.receipt["pending"]["open_gates"] == 3
-        assert result.receipt["synthesis"] == {"entered": "n00040", "latest": "n00040"}
+        assert result.receipt["synthesis"] == {"entered": "n00040", "latest": "n00040", "ended": "n00041"}
     else:
         assert "Delivered: n00041, out of date: 259 live notes after it (n00281, " in result.stdout
-        assert "Synthesis: entered by n00040; latest SYNTHESIS note n00040." in result.stdout
+        assert ("Synthesis: entered by n00040; latest SYNTHESIS note n00040; ended by the delivery n00041."
+                in result.stdout)
 
 
 @pytest.mark.parametrize("form", ["json", "md"])
