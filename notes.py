@@ -3859,6 +3859,12 @@ def mcp_wording(command, text):
     return text
 
 
+def mcp_description(command, text):
+    """A --help text as a tool's description: flags named as arguments, and a tool returns what a command prints."""
+    return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
+                  + found.group(2), mcp_wording(command, text))
+
+
 def mcp_argument_schema(command, option):
     """The JSON Schema of one tool argument, from its Option: type, enum, description, default, limits."""
     extra = option.settings
@@ -3870,7 +3876,7 @@ def mcp_argument_schema(command, option):
     schema.update(option.schema)
     if extra.get("action") == "append":
         schema = {"type": "array", "items": schema}
-    schema["description"] = option.mcp_help or mcp_wording(command, option.help_text)
+    schema["description"] = option.mcp_help or mcp_description(command, option.help_text)
     if extra.get("default") is not None:
         schema["default"] = extra["default"]
     return schema
@@ -3891,7 +3897,7 @@ def mcp_tool_listing(command):
     if required:
         input_schema["required"] = required
     return {"name": command, "title": command.capitalize(),
-            "description": COMMANDS[command].mcp_purpose or mcp_wording(command, COMMANDS[command].purpose),
+            "description": COMMANDS[command].mcp_purpose or mcp_description(command, COMMANDS[command].purpose),
             "inputSchema": input_schema, "annotations": hints}
 
 
