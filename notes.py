@@ -3766,10 +3766,12 @@ def error_receipt(error):
 #
 # `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
 # A tool call's arguments go to the Session method of its name as keyword
-# arguments, each checked in the command line's words (the same option table
-# and conversions), so every check, lock and receipt is the command line's.
-# Nothing is held between calls: each call takes and releases the session
-# lock as one CLI run does.
+# arguments, each checked as the command line checks it (the same option table
+# and conversions), so every check, lock and receipt is the command line's; a
+# refusal names the tool's argument where the command line names its flag
+# (mcp_wording).  Nothing is held between calls: each call takes and releases
+# the session lock as one CLI run does.  One line is one request and one
+# reply (batches are refused), and no reply holds more than LIMIT_MAX records.
 
 MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 # The stateless revision: no handshake, the version rides in each request's _meta.
