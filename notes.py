@@ -3537,7 +3537,6 @@ COMMANDS = {
        "--text 'The log stays append-only.'", "append"),
     "tail": Command("Print the last records, oldest first, optionally filtered.", [
         Option("--limit", "limit", "N", "how many records to print, at most %d (default %d)"
-               % (LIMIT_MAX, TAIL_DEFAULT_LIMIT), mcp_help="how many records to return, at most %d (default %d)"
                % (LIMIT_MAX, TAIL_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": LIMIT_MAX},
                type=int, default=TAIL_DEFAULT_LIMIT),
         Option("--type", "types", "TYPE", "keep only this type; repeat for several",
