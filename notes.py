@@ -104,6 +104,9 @@ RECAP_DEFAULT_LIMIT = 20
 # The most records tail returns, and items recap keeps per list: a reply is held
 # whole in memory, so a limit of 10**9 over a large log must not hold the log.
 LIMIT_MAX = 1000
+# The log bytes of the records one tail returns at most.  The tool writes notes
+# of a few KB, so 1000 fit; a hand-made log of 1 MiB lines is cut short, said.
+TAIL_BYTES_LIMIT = 8 << 20
 RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
 # A mode note whose text begins with this word enters synthesis; an artifact
 # note written in synthesis is a delivery (recap's synthesis and delivery).
@@ -2078,10 +2081,12 @@ class Session:
             handle = io.BytesIO()  # no log yet: an empty one to tail
         else:
             handle = open(descriptor, "rb")
+        end, kept_bytes, cut_short = size, 0, False  # the log bytes of the records kept (each line's span)
         with handle:
             for offset, value, problems in BackwardScan(handle, size, meta["session_id"], in_flight):
                 if len(records) >= limit:
                     break
+                line_bytes, end = end - offset, offset
                 record_id = value["id"] if value is not None and is_note_id(value.get("id")) else "no id"
                 for kind, detail in problems:  # an id is named only when it is a note id: never echo another
                     where = "byte %d" % offset if kind in LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
@@ -2091,9 +2096,16 @@ class Session:
                 if value is None or not is_usable(problems):
                     continue
                 superseded.meet(value)  # a note filtered out still supersedes the ones it names
-                if (types is None or value["type"] in types) and (since is None or value["ts"] >= since) and (
-                        until is None or value["ts"] < until) and (needle is None or holds_needle(value, needle)):
+                if tail_keeps(value, types, since, until, needle):
+                    cut_short = bool(records) and kept_bytes + line_bytes > TAIL_BYTES_LIMIT
+                    if cut_short:
+                        break
+                    kept_bytes += line_bytes
                     records.append(value)
+        if cut_short:
+            warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB of log, "
+                               "the most one reply carries; ask for fewer records or a narrower time span"
+                               % (len(records), TAIL_BYTES_LIMIT >> 20))
         records.reverse()
         receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
         superseded_ids = [record["id"] for record in records if superseded.was_superseded(record)]
@@ -2424,6 +2436,12 @@ def grep_needle(text):
         raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
                          "--grep 'email'")
     return text.casefold()
+
+
+def tail_keeps(record, types, since, until, needle) -> bool:
+    """Whether tail's filters keep a usable record: its type, its time, its words."""
+    return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
+            and (until is None or record["ts"] < until) and (needle is None or holds_needle(record, needle)))
 
 
 def holds_needle(record, needle):

@@ -22,7 +22,7 @@ import sys
 
 import pytest
 
-from conftest import NOTES, REPO, folder_digest, read_records, run_notes, write_session
+from conftest import NOTES, SESSION_ID, folder_digest, make_record, read_records, run_notes, write_session
 
 TYPES = ["mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"]
 # What only the command line has; no tool or argument description may say it.
@@ -331,3 +331,22 @@ def test_out_of_memory_in_a_call_is_a_json_rpc_answer_and_the_server_goes_on(tmp
         pytest.fail("a tail of 300 notes never fitted in 200 MiB more than a ping needs")
     assert starved, "no limit made the call run out of memory: the test did not reach its case"
     assert len(read_records(folder)) == 300
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS bounds the address space on Linux")
+def test_a_tail_of_outsize_records_is_cut_short_and_says_so(tmp_path):
+    # A log edited by hand can hold usable records of 1 MiB (unknown fields are kept):
+    # 1000 of them would make a reply of 1 GiB.  tail returns at most 8 MiB of them.
+    folder = tmp_path / "s"
+    pad = "y" * 900000
+    write_session(folder, [make_record(SESSION_ID, seq, "decision", "Outsize %d." % seq, pad=pad)
+                           for seq in range(1, 21)])
+    code, answers = bounded_server(folder, 300, [call_line(1, "tail", {"limit": 20}), PING])
+    assert code == 0 and [answer["id"] for answer in answers] == [1, 99]
+    receipt = answers[0]["result"]["structuredContent"]
+    assert answers[0]["result"]["isError"] is False
+    assert [record["seq"] for record in receipt["records"]] == list(range(12, 21))  # the newest 9 fit in 8 MiB
+    assert receipt["warnings"] == ["tail stopped at 9 records: the ones asked for hold more than 8 MiB of log, "
+                                   "the most one reply carries; ask for fewer records or a narrower time span"]
+    cli = run_notes("tail", "--limit", "20", folder=folder)
+    assert cli.code == 0 and cli.receipt == dict(receipt, path=cli.receipt["path"])
