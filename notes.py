@@ -101,6 +101,12 @@ TEXT_LIMIT = 2000
 EFFECT_LIMIT = 1000
 TAIL_DEFAULT_LIMIT = 5
 RECAP_DEFAULT_LIMIT = 20
+# The most records tail returns, and items recap keeps per list: a reply is held
+# whole in memory, so a limit of 10**9 over a large log must not hold the log.
+LIMIT_MAX = 1000
+# The log bytes of the records one tail returns at most.  The tool writes notes
+# of a few KB, so 1000 fit; a hand-made log of 1 MiB lines is cut short, said.
+TAIL_BYTES_LIMIT = 8 << 20
 RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
 # A mode note whose text begins with this word enters synthesis; an artifact
 # note written in synthesis is a delivery (recap's synthesis and delivery).
@@ -1119,9 +1125,12 @@ def parse_time_filter(value: str | None, name: str) -> str | None:
 
 
 def check_limit(value: int) -> int:
-    """Refuse a --limit below 1."""
+    """Refuse a --limit below 1 or above LIMIT_MAX (each record asked for is held in memory until printed)."""
     if value < 1:
         raise NotesError("--limit must be 1 or more")
+    if value > LIMIT_MAX:
+        raise NotesError("--limit is at most %d; to read the whole log, use export (or --since and --until "
+                         "for a stretch of it)" % LIMIT_MAX)
     return value
 
 
@@ -2289,7 +2298,9 @@ class Session:
         folder = resolve_folder(self.folder)
         meta = require_session(folder)
         log_path = os.path.join(folder, LOG_NAME)
-        records, warnings, superseded = [], [], SupersededSeen()
+        # Only the warnings listed are kept, the rest counted: a log of a million
+        # damaged lines must not make a million messages.
+        records, warnings, warning_count, superseded = [], [], 0, SupersededSeen()
         size, in_flight = log_view(folder)
         descriptor = open_log_for_reading(log_path)
         if descriptor is None:
@@ -2298,26 +2309,37 @@ class Session:
             handle = io.BytesIO()  # no log yet: an empty one to tail
         else:
             handle = open(descriptor, "rb")
+        end, kept_bytes, cut_short = size, 0, False  # the log bytes of the records kept (each line's span)
         with handle:
             for offset, value, problems in BackwardScan(handle, size, meta["session_id"], in_flight):
                 if len(records) >= limit:
                     break
+                line_bytes, end = end - offset, offset
                 record_id = value["id"] if value is not None and is_note_id(value.get("id")) else "no id"
                 for kind, detail in problems:  # an id is named only when it is a note id: never echo another
                     where = "byte %d" % offset if kind in LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
-                    warnings.append("%s: %s" % (where, detail or PROBLEM_DETAILS[kind]))
+                    warning_count += 1
+                    if len(warnings) < WARNINGS_LISTED:
+                        warnings.append("%s: %s" % (where, detail or PROBLEM_DETAILS[kind]))
                 if value is None or not is_usable(problems):
                     continue
                 superseded.meet(value)  # a note filtered out still supersedes the ones it names
-                if (types is None or value["type"] in types) and (since is None or value["ts"] >= since) and (
-                        until is None or value["ts"] < until) and (needle is None or holds_needle(value, needle)):
+                if tail_keeps(value, types, since, until, needle):
+                    cut_short = bool(records) and kept_bytes + line_bytes > TAIL_BYTES_LIMIT
+                    if cut_short:
+                        break
+                    kept_bytes += line_bytes
                     records.append(value)
+        if cut_short:
+            warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB of log, "
+                               "the most one reply carries; ask for fewer records or a narrower time span"
+                               % (len(records), TAIL_BYTES_LIMIT >> 20))
         records.reverse()
         receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
         superseded_ids = [record["id"] for record in records if superseded.was_superseded(record)]
         if superseded_ids:
             receipt["superseded"] = superseded_ids
-        return with_warnings(receipt, bounded_warnings(warnings, len(warnings)))
+        return with_warnings(receipt, bounded_warnings(warnings, warning_count))
 
     def show(self, *, note_id) -> dict:
         """One note and its chain: what it replaced and what replaced it, or its gate's updates; the notes about it."""
@@ -2829,6 +2851,12 @@ def grep_needle(text):
         raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
                          "--grep 'email'")
     return text.casefold()
+
+
+def tail_keeps(record, types, since, until, needle) -> bool:
+    """Whether tail's filters keep a usable record: its type, its time, its words."""
+    return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
+            and (until is None or record["ts"] < until) and (needle is None or holds_needle(record, needle)))
 
 
 def holds_needle(record, needle):
@@ -3493,9 +3521,9 @@ class Recap:
         hints = []
         if types:
             hints.append("tail %s --limit %d" % (" ".join("--type " + note_type for note_type in types),
-                                                 sum(self.counts[note_type] for note_type in types)))
-        if cut.get("unconfirmed"):
-            hints.append("recap --limit %d" % self.unconfirmed_total)
+                                                 min(LIMIT_MAX, sum(self.counts[note_type] for note_type in types))))
+        if cut.get("unconfirmed"):  # a hint names only a limit the command takes
+            hints.append("recap --limit %d" % min(LIMIT_MAX, self.unconfirmed_total))
         return hints
 
     def without(self, count, listed_after=None):
@@ -4316,10 +4344,15 @@ class Option:
 
     A flag without a leading dash is a positional argument.  settings are
     argparse's (type, default, action, const), and choices: the words the
-    option takes, which the parser and MCP check with the same words."""
+    option takes, which the parser and MCP check with the same words.
+    mcp_help replaces help_text in the tool schema where the command line's
+    wording does not fit MCP (standard input, an example with flags); schema
+    holds JSON Schema keywords for the tool's argument (maxLength, minimum).
+    Neither goes to argparse."""
 
-    def __init__(self, flag, name, metavar, help_text, **settings):
+    def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, **settings):
         self.flag, self.name, self.metavar, self.help_text = flag, name, metavar, help_text
+        self.mcp_help, self.schema = mcp_help, schema or {}
         self.settings = settings
 
     def parser_settings(self) -> dict:
@@ -4333,10 +4366,12 @@ class Option:
 class Command:
     """One command: what it does, its options, an example for --help, and the Session method it runs.
 
-    method is None for mcp, which serves the Session methods instead of running one."""
+    method is None for mcp, which serves the Session methods instead of running one; mcp_purpose
+    replaces purpose as the tool's description where the command line's wording does not fit MCP."""
 
-    def __init__(self, purpose, options, example, method):
+    def __init__(self, purpose, options, example, method, mcp_purpose=None):
         self.purpose, self.options, self.example, self.method = purpose, options, example, method
+        self.mcp_purpose = mcp_purpose
 
 
 # The one table: the parser, its --help, and the MCP tool schemas are built from it.
@@ -4353,9 +4388,11 @@ COMMANDS = {
         Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                choices=NOTE_TYPES),
         Option("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
-               "standard input" % TEXT_LIMIT),
+               "standard input" % TEXT_LIMIT, mcp_help="what to keep, at most %d characters" % TEXT_LIMIT,
+               schema={"maxLength": TEXT_LIMIT}),
         Option("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
-               "standard input" % EFFECT_LIMIT),
+               "standard input" % EFFECT_LIMIT, mcp_help="optional consequence, at most %d characters"
+               % EFFECT_LIMIT, schema={"maxLength": EFFECT_LIMIT}),
         Option("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
                "type; superseding an op or shared note takes --provenance op or shared)"),
         Option("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
@@ -4365,9 +4402,11 @@ COMMANDS = {
         Option("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
                choices=EVIDENCE_LEVELS),
         Option("--about", "about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both "
-               "stay live (example: --about n00004)"),
+               "stay live (example: --about n00004)", mcp_help="an earlier note this one answers, refines or "
+               "comments on; both stay live (example: n00004)"),
         Option("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
-               "(example: --ref n00002 --status closed --by n00005)"),
+               "(example: --ref n00002 --status closed --by n00005)", mcp_help="on a gate update: the earlier "
+               "note that settles the gate, not a gate (example: ref n00002, status closed, by n00005)"),
         Option("--batch", "batch", "-", "read up to %d signals from standard input (at most %d KiB), one JSON "
                "object a line with the keys above without dashes; a line names an earlier one as \"@K\" (K from "
                "1) in ref, about or by. Every line is checked first, then all are written at once or none "
@@ -4380,14 +4419,19 @@ COMMANDS = {
        '"provenance": "op", "evidence": "declared"}\n'
        "  EOF", "append"),
     "tail": Command("Print the last records, oldest first, optionally filtered.", [
-        Option("--limit", "limit", "N", "how many records to print (default %d)" % TAIL_DEFAULT_LIMIT,
+        Option("--limit", "limit", "N", "how many records to print, at most %d (default %d)"
+               % (LIMIT_MAX, TAIL_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": LIMIT_MAX},
                type=int, default=TAIL_DEFAULT_LIMIT),
         Option("--type", "types", "TYPE", "keep only this type; repeat for several",
+               mcp_help="keep only these types (a list; one type alone may be given as a string)",
                action="append", choices=NOTE_TYPES),
-        Option("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
-        Option("--until", "until", "TS", "keep records before TS (same forms)"),
+        Option("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)",
+               mcp_help="keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
+        Option("--until", "until", "TS", "keep records before TS (same forms)",
+               mcp_help="keep records before this time (same forms as since)"),
         Option("--grep", "grep", "TEXT", "keep records whose text or effect holds TEXT, whatever the case "
-               "(example: --grep 'email')"),
+               "(example: --grep 'email')", mcp_help="keep records whose text or effect holds this text, "
+               "whatever the case (example: email)"),
     ], "python3 -S notes.py tail --limit 3 --type gate", "tail"),
     "show": Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
                     "notes that settled them, the notes about it.", [
@@ -4400,19 +4444,26 @@ COMMANDS = {
                      "synthesis; synthesis: the mode note that entered it and the latest one beginning with "
                      "SYNTHESIS (a later mode note that leaves synthesis changes neither); delivery: the last "
                      "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
-        Option("--limit", "limit", "N", "items kept per list, newest first (default %d)" % RECAP_DEFAULT_LIMIT,
+        Option("--limit", "limit", "N", "items kept per list, newest first, at most %d (default %d)"
+               % (LIMIT_MAX, RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": LIMIT_MAX},
                type=int, default=RECAP_DEFAULT_LIMIT),
-        Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
+        Option("--format", "format", "FORMAT", "json (default) or md", mcp_help="json (default), or md: the "
+               "receipt's markdown holds the recap as a markdown text", choices=("json", "md"), default="json"),
         Option("--max-bytes", "max_bytes", "N", "print at most N bytes, leaving out the oldest entries that can "
-               "go (default %d)" % RECAP_DEFAULT_MAX_BYTES, type=int, default=RECAP_DEFAULT_MAX_BYTES),
+               "go (default %d)" % RECAP_DEFAULT_MAX_BYTES, mcp_help="at most this many bytes of receipt, "
+               "leaving out the oldest entries that can go (default %d)" % RECAP_DEFAULT_MAX_BYTES,
+               schema={"minimum": 1}, type=int, default=RECAP_DEFAULT_MAX_BYTES),
     ], "python3 -S notes.py recap --format md", "recap"),
     "verify": Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
-                      "python3 -S notes.py verify", "verify"),
+                      "python3 -S notes.py verify", "verify",
+                      mcp_purpose="Check the meta and every line of the log. Problems found are a result, not "
+                                  "an error: the receipt's ok is false and problems lists them."),
     "export": Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
                       "tell_operator appears when there is news: an earlier copy at the same path that held "
                       "other notes was replaced, or gates are open after a delivery.", [
         Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
-               "folder)" % (EXPORT_NAME, EXPORT_MARKDOWN_NAME)),
+               "folder)" % (EXPORT_NAME, EXPORT_MARKDOWN_NAME), mcp_help="the file to write, inside the session "
+               "folder and relative to it (default %s, or %s with format md)" % (EXPORT_NAME, EXPORT_MARKDOWN_NAME)),
         Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
     ], "python3 -S notes.py export --output /mnt/data/session_export.json", "export"),
     "restore": Command("Bring a session back into the folder from a session_export.json; tell_operator says "
@@ -4651,10 +4702,12 @@ def error_receipt(error):
 #
 # `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
 # A tool call's arguments go to the Session method of its name as keyword
-# arguments, each checked in the command line's words (the same option table
-# and conversions), so every check, lock and receipt is the command line's.
-# Nothing is held between calls: each call takes and releases the session
-# lock as one CLI run does.
+# arguments, each checked as the command line checks it (the same option table
+# and conversions), so every check, lock and receipt is the command line's; a
+# refusal names the tool's argument where the command line names its flag
+# (mcp_wording).  Nothing is held between calls: each call takes and releases
+# the session lock as one CLI run does.  One line is one request and one
+# reply (batches are refused), and no reply holds more than LIMIT_MAX records.
 
 MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 # The stateless revision: no handshake, the version rides in each request's _meta.
@@ -4679,9 +4732,11 @@ MCP_INSTRUCTIONS = (
     "Send a decision and the gate update it settles together, in one append_batch call.\n"
     "Do not read the log every turn: call recap (then tail) only when the operator asks for a recap or "
     "an export, on re-entry, or before synthesis.\n"
-    "Read the note-io.md and protocol.md resources before the first append: they are the full contract.\n"
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
+# Added to the instructions only when the server has the contracts to serve.
+MCP_CONTRACTS_INSTRUCTION = ("Read the note-io.md and protocol.md resources before the first append: they "
+                             "are the full contract.")
 
 # The contracts offered as resources when they sit beside notes.py: (file, description).
 MCP_CONTRACTS = (
@@ -4705,7 +4760,7 @@ MCP_TOOLS = {
     "append_batch": (("batch",), ("batch",),
                      {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                       "openWorldHint": False}),
-    "recap": (("limit", "max_bytes"), (), MCP_READER_HINTS),
+    "recap": (("limit", "format", "max_bytes"), (), MCP_READER_HINTS),
     "tail": (("limit", "types", "since", "until", "grep"), (), MCP_READER_HINTS),
     "show": (("note_id",), ("note_id",), MCP_READER_HINTS),
     "summary": ((), (), MCP_READER_HINTS),
@@ -4736,6 +4791,47 @@ def mcp_options(command):
     return {option.name: option for option in COMMANDS[command].options if option.name in taken}
 
 
+# The schema of every argument that takes a note id (an option whose metavar is
+# NOTE_ID): n and five to eleven digits (no seq reaches more, SEQ_LIMIT), with
+# the blanks around it that the tools strip.
+MCP_NOTE_ID_SCHEMA = {"pattern": "^\\s*n[0-9]{5,11}\\s*$"}
+
+
+def mcp_wording(command, text):
+    """A command-line text in the tool's words: each flag of the command named as the tool's argument.
+
+    The one rewrite for both descriptions and refusals, so that a refusal over
+    MCP is the command line's text with --text read as text, --type as type
+    (as types for tail, whose argument takes a list), --max-bytes as max_bytes."""
+    for option in COMMANDS[command].options:
+        if option.flag.startswith("--"):
+            text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
+    return text
+
+
+def mcp_description(command, text):
+    """A --help text as a tool's description: flags named as arguments, and a tool returns what a command prints."""
+    return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
+                  + found.group(2), mcp_wording(command, text))
+
+
+def mcp_argument_schema(command, option):
+    """The JSON Schema of one tool argument, from its Option: type, enum, description, default, limits."""
+    extra = option.settings
+    schema = {"type": "integer" if extra.get("type") is int else "string"}
+    if "choices" in extra:
+        schema["enum"] = list(extra["choices"])
+    if option.metavar == "NOTE_ID":
+        schema.update(MCP_NOTE_ID_SCHEMA)
+    schema.update(option.schema)
+    if extra.get("action") == "append":
+        schema = {"type": "array", "items": schema}
+    schema["description"] = option.mcp_help or mcp_description(command, option.help_text)
+    if extra.get("default") is not None:
+        schema["default"] = extra["default"]
+    return schema
+
+
 def mcp_tool_listing(command):
     """A tool as tools/list shows it; the schema comes from the options COMMANDS declares.
 
@@ -4746,22 +4842,14 @@ def mcp_tool_listing(command):
     _, marked_required, hints = MCP_TOOLS[command]
     properties, required = {}, []
     for name, option in mcp_options(command).items():
-        extra = option.settings
-        schema = {"type": "integer" if extra.get("type") is int else "string"}
-        if "choices" in extra:
-            schema["enum"] = list(extra["choices"])
-        if extra.get("action") == "append":
-            schema = {"type": "array", "items": schema}
-        schema["description"] = option.help_text
-        if extra.get("default") is not None:
-            schema["default"] = extra["default"]
-        properties[name] = schema
-        if extra.get("required") or name in marked_required:
+        properties[name] = mcp_argument_schema(command, option)
+        if option.settings.get("required") or name in marked_required:
             required.append(name)
     input_schema = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         input_schema["required"] = required
-    return {"name": command, "title": command.capitalize(), "description": COMMANDS[command].purpose,
+    return {"name": command, "title": command.capitalize(),
+            "description": COMMANDS[command].mcp_purpose or mcp_description(command, COMMANDS[command].purpose),
             "inputSchema": input_schema, "annotations": hints}
 
 
@@ -4836,7 +4924,7 @@ def mcp_value(command, option, item):
         message = str(error)
     except (TypeError, ValueError):
         message = "invalid %s value: %r" % (getattr(convert, "__name__", repr(convert)), str(item))
-    raise NotesError("argument %s: %s %s" % (option.flag, message, see_help(command)))
+    raise NotesError("argument %s: %s" % (option.flag, message), help_for=command)
 
 
 def mcp_export_path(folder, output):
@@ -4889,11 +4977,23 @@ def mcp_call_tool(folder, params):
                 keywords["output"] = mcp_export_path(resolve_folder(folder), keywords["output"])
             receipt = getattr(Session(folder), COMMANDS[name].method)(**keywords)
         failed = False
-    except Exception as error:  # noqa: BLE001 - a NotesError too: as main reports it, and the server goes on
-        receipt, failed = error_receipt(error), True
+    except Exception as error:  # noqa: BLE001 - a NotesError or MemoryError too: reported, and the server goes on
+        receipt, failed = mcp_refusal(name, error), True
     # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
     return {"content": [{"type": "text", "text": printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
+
+
+def mcp_refusal(command, error):
+    """The receipt of a refused tool call: the command line's, in the tool's words (SPEC section 5).
+
+    Where the command line points at its --help, the tool points at its schema."""
+    if not isinstance(error, NotesError):
+        return error_receipt(error)
+    message = error.message
+    if error.help_for is not None:
+        message += " (see the input schema of the %s tool in tools/list)" % error.help_for
+    return {"ok": False, "error": mcp_wording(command, message), **error.details}
 
 
 # Where pip puts the contracts of an installed copy, below the install's prefix
@@ -4961,6 +5061,13 @@ def mcp_capabilities():
     return capabilities
 
 
+def mcp_instructions():
+    """The server's instructions; they name the contracts only when this copy serves them as resources."""
+    if not mcp_contracts():  # a copy of the script alone: no resource to point at
+        return MCP_INSTRUCTIONS
+    return MCP_INSTRUCTIONS + "\n" + MCP_CONTRACTS_INSTRUCTION
+
+
 def mcp_result(folder, method, params):
     """The result of one request, whatever the revision (the caller adds the stateless fields)."""
     if method == "initialize":
@@ -4969,10 +5076,10 @@ def mcp_result(folder, method, params):
             requested = MCP_HANDSHAKE_VERSIONS[-1]  # the newest we speak; the client may then leave
         return {"protocolVersion": requested,
                 "capabilities": mcp_capabilities(), "serverInfo": MCP_SERVER_INFO,
-                "instructions": MCP_INSTRUCTIONS}
+                "instructions": mcp_instructions()}
     if method == "server/discover":
         return {"supportedVersions": list(MCP_STATELESS_VERSIONS), "capabilities": mcp_capabilities(),
-                "instructions": MCP_INSTRUCTIONS}
+                "instructions": mcp_instructions()}
     if method == "ping":
         return {}
     if method == "tools/list":
@@ -5058,18 +5165,21 @@ def mcp_log(message):
 
 
 def mcp_answer_line(folder, line):
-    """The response to one line of input: a message, a batch, or bytes that are not JSON."""
+    """The response to one line of input: a message, or an error for a batch or bytes that are not JSON.
+
+    A JSON-RPC batch (an array of requests) is refused whole: only the
+    2025-03-26 revision allowed them, 2025-06-18 removed them, and the
+    official SDK never sends one.  Served, one 4.5 KB line could ask for 40
+    replies held in memory at once; refused, each line is one request and
+    one reply, whose size the tools bound."""
     try:
         message = parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too
         return mcp_error(None, RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
-    if not isinstance(message, list):
-        return mcp_answer(folder, message)
-    if not message:
-        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: an empty batch")
-    # A batch (the 2025-03-26 revision has them): one array of the answers.
-    answers = [answer for answer in (mcp_answer(folder, item) for item in message) if answer is not None]
-    return answers or None
+    if isinstance(message, list):
+        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
+                         "not served; send one request per line")
+    return mcp_answer(folder, message)
 
 
 def serve_mcp(folder) -> None:
@@ -5091,7 +5201,20 @@ def serve_mcp(folder) -> None:
     signal.signal(signal.SIGINT, stop_quietly)
     if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
         return None
-    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer)
+    except OSError:
+        raise  # a closed or failing stream: main says so on stderr, never on stdout
+    except Exception as error:  # noqa: BLE001 - a MemoryError reading a line, say
+        # main would print an error receipt to stdout, which is not JSON-RPC: say it
+        # where the host keeps the log, and end with the unexpected error's code.
+        mcp_log("stopped: %s" % type(error).__name__)
+        raise SystemExit(EXIT_UNEXPECTED) from None
+    return None  # main prints nothing: stdout carried only JSON-RPC
+
+
+def mcp_serve_lines(folder, source, sink):
+    """Answer each line of source on sink until the end of input; a fault in one answer is a JSON-RPC error."""
     # A message is read up to LINE_LIMIT bytes, far above any real request,
     # so a client that never sends a newline cannot make the server hold
     # more than that; the rest of such a line is read and dropped in pieces.
@@ -5103,10 +5226,12 @@ def serve_mcp(folder) -> None:
         elif not line.strip():
             continue
         else:
-            answer = mcp_answer_line(folder, line)
+            try:
+                answer = mcp_answer_line(folder, line)
+            except Exception as error:  # noqa: BLE001 - a MemoryError, say: answered, and the server goes on
+                answer = mcp_error(None, RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
         if answer is not None:
             mcp_send(sink, answer)
-    return None  # main prints nothing: stdout carried only JSON-RPC
 
 
 def serve_mcp_allowing(folder, allow_redact):
@@ -5120,8 +5245,20 @@ def serve_mcp_allowing(folder, allow_redact):
 
 
 def mcp_send(sink, answer):
-    """Write one answer to the MCP stream: the one place that writes there."""
-    sink.write((compact_json(answer) + "\n").encode("utf-8", "backslashreplace"))
+    """Write one answer to the MCP stream: the one place that writes there.
+
+    An answer too large to encode in the memory left (a MemoryError) is
+    replaced by a short JSON-RPC error for the same id: the stream never
+    carries anything but whole JSON-RPC lines, and the server goes on."""
+    try:
+        data = (compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
+    except MemoryError:
+        data = None
+    if data is None:  # outside the except block, so that the traceback's memory is freed first
+        error = mcp_error(answer.get("id"), RPC_INTERNAL_ERROR, "Internal error: the answer did not fit in "
+                          "the memory left; ask for less (a smaller limit or max_bytes)")
+        data = (compact_json(error) + "\n").encode("utf-8")
+    sink.write(data)
     sink.flush()
 
 

@@ -214,12 +214,16 @@ def test_mcp_append_takes_about_and_by_with_the_same_checks(tmp_path):
     assert [answer["isError"] for answer in answers[1:]] == [False, False, False, False, True, False]
     records = read_records(folder)
     assert (records[2]["by"], records[3]["about"]) == ("n00002", "n00002")
-    # The refusal is the CLI's, word for word.
+    # The refusal is the CLI's, word for word, but for the tool's arguments named where it names flags.
     for note_type, text, extra in (("gate", "Channel is undecided.", []), ("decision", "Email.",
                                                                          ["--provenance", "op"])):
         append(cli, note_type, text, *extra)
     refused = run_notes("append", "--type", "decision", "--text", "SMS.", "--ref", "n00002", folder=cli)
-    assert answers[5]["structuredContent"] == refused.receipt
+    in_tool_words = refused.receipt["error"]
+    for flag in ("--ref", "--provenance", "--about"):
+        in_tool_words = in_tool_words.replace(flag, flag[2:])
+    assert "--" in refused.receipt["error"] and answers[5]["structuredContent"] == dict(refused.receipt,
+                                                                                         error=in_tool_words)
     shown = answers[6]["structuredContent"]
     assert shown["record"] == records[0] and shown["updates"] == [records[2]]
     assert shown["settled_by"] == [records[1]] and shown["state"] == "closed"

@@ -58,8 +58,8 @@ def test_a_typo_is_answered_with_the_suggestion_only(session):
 
 
 def test_a_refused_option_value_is_named_by_its_option(session):
-    # The option names the argument; its place is left out, so that an MCP call (which sends
-    # --status=VALUE) and the command line get the same refusal.
+    # The option names the argument; its place is left out, so that an MCP call gets the same
+    # refusal, with the tool's argument (status) named where this names --status.
     result = run_notes("append", "--type", "gate", "--status", SECRET, "--text", "x", folder=session)
     assert assert_refused(result, 2).startswith("argument --status: unknown status; use one of")
     result = run_notes("tail", "--limit=" + SECRET, folder=session)

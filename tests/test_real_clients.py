@@ -80,6 +80,7 @@ class Inspector:
 TOOL_ARGUMENTS = {
     "append": ("type=decision", "text=The Inspector appends through the real server."),
     "tail": ("limit=2",),
+    "show": ("note_id=n00001",),  # the one argument show requires
     "export": ("format=json",),
     "show": ("note_id=n00001",),
 }
