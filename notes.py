@@ -339,6 +339,17 @@ GENERIC_ENTROPY_THRESHOLD = 3.0
 CREDENTIAL_MARKER_SEARCH = re.compile("|".join(map(re.escape, CREDENTIAL_MARKERS)), re.IGNORECASE).search
 
 
+NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
+# What redact leaves of a note's text and effect, and how its source note begins.
+REDACTED_TEXT = "[redacted]"
+REDACTION_PREFIX = "Redacted "
+REDACT_REASON_LIMIT = TEXT_LIMIT - len(REDACTION_PREFIX) - NOTE_ID_LIMIT - 2  # the source note's text fits
+REDACT_NOT_ERASED = (
+    "redact rewrote the log only: an export made before it, side files of torn tails "
+    "(session_notes.jsonl.torn-*), and any copy, backup or hard link of the log still hold the old text; "
+    "delete them, and export again")
+
+
 # --------------------------------------------------------------------------
 # Errors: the one exception, NotesError
 
@@ -741,7 +752,6 @@ def clean_link(name: str, value: str | None) -> str | None:
     return value
 
 
-NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
 
 
 def is_note_id(value) -> bool:
@@ -1132,6 +1142,28 @@ def check_limit(value: int) -> int:
         raise NotesError("--limit is at most %d; to read the whole log, use export (or --since and --until "
                          "for a stretch of it)" % LIMIT_MAX)
     return value
+
+
+def is_redacted(record) -> bool:
+    """Whether a record holds redact's placeholder as its text."""
+    return record.get("text") == REDACTED_TEXT
+
+
+def is_redaction_note(record, note_id=None) -> bool:
+    """Whether a record is the source note that records a redaction (of note_id, when given)."""
+    return (record.get("type") == "source" and is_note_id(record.get("about"))
+            and isinstance(record.get("text"), str) and record["text"].startswith(REDACTION_PREFIX)
+            and (note_id is None or record["about"] == note_id))
+
+
+def redacted_record(record) -> dict:
+    """The record with its text and effect replaced by the placeholder, same fields in the same order."""
+    redacted = dict(record)
+    redacted["text"] = REDACTED_TEXT
+    if "effect" in redacted:
+        redacted["effect"] = REDACTED_TEXT
+    redacted["checksum"] = record_checksum(redacted)
+    return redacted
 
 
 # --------------------------------------------------------------------------
@@ -2238,6 +2270,25 @@ def with_warnings(receipt, warnings):
     return receipt
 
 
+class RedactionsSeen:
+    """For a forward reader: how many redacted notes it met, and those no later source note explains yet.
+
+    Only the ids and line numbers of redacted notes are kept: they are rare."""
+
+    def __init__(self):
+        self.count, self.pending = 0, {}
+
+    def meet(self, record, line):
+        if is_redacted(record):
+            self.count += 1
+            self.pending[record["id"]] = line
+        elif is_redaction_note(record):
+            self.pending.pop(record["about"], None)
+
+    def problems(self) -> list:
+        return [problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
+
+
 # --------------------------------------------------------------------------
 # Session: the Python API, one method per command, and what the commands share
 
@@ -2989,7 +3040,6 @@ def notes_named(reader, note_ids, not_listed):
                 named.append(record)
                 keep_newest(named, SHOW_LIST_LIMIT, not_listed, "settled_by")
     return named
-
 
 
 def count_by_type(reader):
@@ -4163,7 +4213,6 @@ def mend_log_tail(folder):
         os.close(descriptor)
 
 
-# --------------------------------------------------------------------------
 # redact: the one audited rewrite of a complete line (SPEC section 5), the Session.redact method's parts
 #
 # A note's text and effect are replaced by REDACTED_TEXT; every other field
@@ -4171,43 +4220,13 @@ def mend_log_tail(folder):
 # note was redacted and why (about = its id, text "Redacted <id>: <reason>").
 # verify accepts a placeholder only with such a note after it.
 
-REDACTED_TEXT = "[redacted]"
-REDACTION_PREFIX = "Redacted "
-REDACT_REASON_LIMIT = TEXT_LIMIT - len(REDACTION_PREFIX) - NOTE_ID_LIMIT - 2  # the source note's text fits
-REDACT_NOT_ERASED = (
-    "redact rewrote the log only: an export made before it, side files of torn tails "
-    "(session_notes.jsonl.torn-*), and any copy, backup or hard link of the log still hold the old text; "
-    "delete them, and export again")
-
 
 def redact_reason(reason) -> str:
     """The reason of a redaction, with append's checks on a text (it goes into the source note)."""
     if reason is None or not reason.strip():
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
-                         "--reason 'It held a private phone number.' %s" % see_help("redact"))
+                         "--reason 'It held a private phone number.'", help_for="redact")
     return clean_field("reason", reason, REDACT_REASON_LIMIT)
-
-
-def is_redacted(record) -> bool:
-    """Whether a record holds redact's placeholder as its text."""
-    return record.get("text") == REDACTED_TEXT
-
-
-def is_redaction_note(record, note_id=None) -> bool:
-    """Whether a record is the source note that records a redaction (of note_id, when given)."""
-    return (record.get("type") == "source" and is_note_id(record.get("about"))
-            and isinstance(record.get("text"), str) and record["text"].startswith(REDACTION_PREFIX)
-            and (note_id is None or record["about"] == note_id))
-
-
-def redacted_record(record) -> dict:
-    """The record with its text and effect replaced by the placeholder, same fields in the same order."""
-    redacted = dict(record)
-    redacted["text"] = REDACTED_TEXT
-    if "effect" in redacted:
-        redacted["effect"] = REDACTED_TEXT
-    redacted["checksum"] = record_checksum(redacted)
-    return redacted
 
 
 def find_note_line(handle, size, note_id):
@@ -4253,7 +4272,7 @@ def redact_note_id(value) -> str:
     """redact's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
     value = (value or "").strip()
     if not is_note_id(value):
-        raise NotesError("redact takes a note id such as n00012; tail or recap lists them %s" % see_help("redact"))
+        raise NotesError("redact takes a note id such as n00012; tail or recap lists them", help_for="redact")
     return value
 
 
@@ -4310,25 +4329,6 @@ def files_that_may_hold_old_text(folder) -> list:
         return []
     return [os.path.join(folder, name) for name in names
             if name in (EXPORT_NAME, EXPORT_MARKDOWN_NAME) or name.startswith(torn_prefix)]
-
-
-class RedactionsSeen:
-    """For a forward reader: how many redacted notes it met, and those no later source note explains yet.
-
-    Only the ids and line numbers of redacted notes are kept: they are rare."""
-
-    def __init__(self):
-        self.count, self.pending = 0, {}
-
-    def meet(self, record, line):
-        if is_redacted(record):
-            self.count += 1
-            self.pending[record["id"]] = line
-        elif is_redaction_note(record):
-            self.pending.pop(record["about"], None)
-
-    def problems(self) -> list:
-        return [problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
 
 
 # --------------------------------------------------------------------------
@@ -4797,13 +4797,17 @@ def mcp_options(command):
 MCP_NOTE_ID_SCHEMA = {"pattern": "^\\s*n[0-9]{5,11}\\s*$"}
 
 
+# A tool that is one mode of a command: its refusals are worded from that command's options.
+TOOL_COMMANDS = {"append_batch": "append"}
+
+
 def mcp_wording(command, text):
     """A command-line text in the tool's words: each flag of the command named as the tool's argument.
 
     The one rewrite for both descriptions and refusals, so that a refusal over
     MCP is the command line's text with --text read as text, --type as type
     (as types for tail, whose argument takes a list), --max-bytes as max_bytes."""
-    for option in COMMANDS[command].options:
+    for option in COMMANDS[TOOL_COMMANDS.get(command, command)].options:
         if option.flag.startswith("--"):
             text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
     return text
@@ -4863,8 +4867,8 @@ def mcp_batch_listing():
                             "update it settles with \"by\": \"@1\""}
     return {"name": "append_batch", "title": "Append batch",
             "description": "Append several memory signals at once, all or none: every one is checked as append "
-                           "checks it, then all are written together (append --batch -). The receipt lists "
-                           "every note id in note_ids.",
+                           "checks it, then all are written together. The receipt lists every note id in "
+                           "note_ids.",
             "inputSchema": {"type": "object", "properties": {"batch": batch}, "required": ["batch"],
                             "additionalProperties": False},
             "annotations": hints}

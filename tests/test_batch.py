@@ -500,7 +500,7 @@ def test_mcp_append_batch_has_append_checks_and_receipt(gated):
         "note_ids": ["n00002", "n00003"]}
     assert retried["structuredContent"]["duplicate"] is True and retried["structuredContent"]["note_ids"] == [
         "n00002", "n00003"]
-    assert refused["isError"] is True and refused["structuredContent"]["error"].startswith("line 2: --text seems")
+    assert refused["isError"] is True and refused["structuredContent"]["error"].startswith("line 2: text seems")
     assert "ghp_" not in refused["content"][0]["text"]
     assert wrong["isError"] is True and "must be a list of signal objects" in wrong["structuredContent"]["error"]
     assert extra["isError"] is True and "takes only the argument batch" in extra["structuredContent"]["error"]

@@ -203,13 +203,14 @@ def test_bad_tail_limit_is_refused(session, limit):
     refused_unchanged(session, "tail", "--limit", limit, words=("--limit",))
 
 
-def test_huge_tail_limit_is_fine(session):
+def test_huge_tail_limit_is_refused_with_the_way_out(session):
+    # A limit past 1000 would hold that many records in memory for one reply (issue 20.3).
     append(session, "decision", "first")
-    append(session, "decision", "second")
+    before = folder_digest(session)
     result = run_notes("tail", "--limit", str(10 ** 30), folder=session)
-    assert result.code == 0, result
-    assert result.receipt["count"] == 2
-    assert [record["text"] for record in result.receipt["records"]] == ["first", "second"]
+    assert_refused(result, 2, "--limit is at most 1000", "export")
+    assert folder_digest(session) == before
+    assert run_notes("tail", "--limit", "1000", folder=session).receipt["count"] == 1
 
 
 # --------------------------------------------------------------------------
