@@ -74,116 +74,116 @@ except ImportError:  # Windows
 # --------------------------------------------------------------------------
 # Constants
 
-META_NAME = "session_meta.json"
-LOG_NAME = "session_notes.jsonl"
-LOCK_NAME = "session_notes.lock"
-EXPORT_NAME = "session_export.json"
-EXPORT_MARKDOWN_NAME = "session_export.md"
+_META_NAME = "session_meta.json"
+_LOG_NAME = "session_notes.jsonl"
+_LOCK_NAME = "session_notes.lock"
+_EXPORT_NAME = "session_export.json"
+_EXPORT_MARKDOWN_NAME = "session_export.md"
 
-META_SCHEMA = "shaping-memory-session-meta.v0"
-EXPORT_SCHEMA = "shaping-memory-export.v0"
+_META_SCHEMA = "shaping-memory-session-meta.v0"
+_EXPORT_SCHEMA = "shaping-memory-export.v0"
 # How every export this tool (or v0) writes begins: how export recognises a
 # file it may replace.
-EXPORT_JSON_START = b'{\n  "schema_version": "' + EXPORT_SCHEMA.encode("ascii") + b'"'
-EXPORT_MARKDOWN_START = b"# Shaping session "
+_EXPORT_JSON_START = b'{\n  "schema_version": "' + _EXPORT_SCHEMA.encode("ascii") + b'"'
+_EXPORT_MARKDOWN_START = b"# Shaping session "
 
 NOTE_TYPES = ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact")
 GATE_STATUSES = ("open", "deferred", "closed")
 # Who a signal comes from, and how well it is known (the protocol's own words).
 PROVENANCES = ("op", "model", "shared")
-FIRM_PROVENANCES = ("op", "shared")  # a note so labelled is superseded only by a note so labelled
+_FIRM_PROVENANCES = ("op", "shared")  # a note so labelled is superseded only by a note so labelled
 EVIDENCE_LEVELS = ("declared", "inferred", "observed", "validated")
 # Lists of the recap, by the note type each one gathers.
-RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
+_RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
                ("source", "sources"), ("artifact", "artifacts"))
 
-TEXT_LIMIT = 2000
-EFFECT_LIMIT = 1000
-TAIL_DEFAULT_LIMIT = 5
-RECAP_DEFAULT_LIMIT = 20
+_TEXT_LIMIT = 2000
+_EFFECT_LIMIT = 1000
+_TAIL_DEFAULT_LIMIT = 5
+_RECAP_DEFAULT_LIMIT = 20
 # The most records tail returns, and items recap keeps per list: a reply is held
 # whole in memory, so a limit of 10**9 over a large log must not hold the log.
-LIMIT_MAX = 1000
+_LIMIT_MAX = 1000
 # The log bytes of the records one tail returns at most.  The tool writes notes
 # of a few KB, so 1000 fit; a hand-made log of 1 MiB lines is cut short, said.
-TAIL_BYTES_LIMIT = 8 << 20
-RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
+_TAIL_BYTES_LIMIT = 8 << 20
+_RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
 # A mode note whose text begins with this word enters synthesis; an artifact
 # note written in synthesis is a delivery (recap's synthesis and delivery).
-SYNTHESIS_WORD = "SYNTHESIS"
-STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
-BATCH_LINE_LIMIT = 100    # signals in one append --batch: a turn's worth, far below what a model sends at once
-BATCH_BYTE_LIMIT = 262144  # bytes of standard input append --batch reads at most (256 KiB)
-EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
-WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
-PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
-BACKWARD_BLOCK = 65536    # bytes read at a time when the log is read in blocks
+_SYNTHESIS_WORD = "SYNTHESIS"
+_STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
+_BATCH_LINE_LIMIT = 100    # signals in one append --batch: a turn's worth, far below what a model sends at once
+_BATCH_BYTE_LIMIT = 262144  # bytes of standard input append --batch reads at most (256 KiB)
+_EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
+_WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
+_PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
+_BACKWARD_BLOCK = 65536    # bytes read at a time when the log is read in blocks
 # A line longer than this is no record of ours (a full signal is a few KiB):
 # readers report it as too long instead of holding it in memory.
-LINE_LIMIT = 1 << 20
-EXPORT_SIZE_LIMIT = 256 << 20   # an export larger than this is refused before it is read
-META_SIZE_LIMIT = 1 << 20
-SEQ_LIMIT = 999999999           # no real session reaches it; a seq past it is damage
+_LINE_LIMIT = 1 << 20
+_EXPORT_SIZE_LIMIT = 256 << 20   # an export larger than this is refused before it is read
+_META_SIZE_LIMIT = 1 << 20
+_SEQ_LIMIT = 999999999           # no real session reaches it; a seq past it is damage
 # How long a writer waits for the lock before it gives up (a stopped or hung
 # holder); the environment variable overrides it, up to a day.
-LOCK_WAIT_SECONDS = 30.0
-LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
-LOCK_WAIT_LIMIT = 86400.0
+_LOCK_WAIT_SECONDS = 30.0
+_LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
+_LOCK_WAIT_LIMIT = 86400.0
 # A retry is an append identical to one of this many last records, written
 # within this many seconds: it is answered with that note, not stored again.
-DUPLICATE_WINDOW_RECORDS = 20
-DUPLICATE_WINDOW_SECONDS = 600
+_DUPLICATE_WINDOW_RECORDS = 20
+_DUPLICATE_WINDOW_SECONDS = 600
 # The fields of a signal, in build_record's order: what a retry must repeat.
-SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
-BATCH_LINK_FIELDS = ("ref", "about", "by")  # where a batch line may name an earlier line of its batch as "@K"
+_SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
+_BATCH_LINK_FIELDS = ("ref", "about", "by")  # where a batch line may name an earlier line of its batch as "@K"
 # A temporary file of a killed whole-file write is removed by a later write of
 # the same file once it is this old (no live write takes that long).
-STALE_TEMPORARY_SECONDS = 600
+_STALE_TEMPORARY_SECONDS = 600
 
 __version__ = "1.1.0"  # the one place the version is kept; pyproject.toml reads it
 
 # Where the session folder comes from when --dir is not given.
-DIR_VARIABLE = "SHAPING_NOTES_DIR"
+_DIR_VARIABLE = "SHAPING_NOTES_DIR"
 # Folder names an installer puts modules in (dist-packages is Debian's).
-INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
+_INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 # The ways to start this tool, as errors and hints repeat them: the script,
 # the console command pip installs ([project.scripts] in pyproject.toml), and
 # the module run with python -m.
-SCRIPT_COMMAND = "python3 -S notes.py"
-CONSOLE_COMMAND = "shaping-notes"
-MODULE_COMMAND = "python3 -m notes"
+_SCRIPT_COMMAND = "python3 -S notes.py"
+_CONSOLE_COMMAND = "shaping-notes"
+_MODULE_COMMAND = "python3 -m notes"
 
-EXIT_OK = 0
-EXIT_UNEXPECTED = 1
-EXIT_USAGE = 2
-EXIT_INTEGRITY = 3
+_EXIT_OK = 0
+_EXIT_UNEXPECTED = 1
+_EXIT_USAGE = 2
+_EXIT_INTEGRITY = 3
 
 # O_NOFOLLOW makes open() fail on a symbolic link instead of following it.
-NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
-BINARY = getattr(os, "O_BINARY", 0)
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
 # O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
-NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
-FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
+_NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
+_FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
 # The session's files and the folders the tool creates are its user's alone:
 # the log holds what a conversation decided, sometimes personal details.  An
 # export is made for the host to download, maybe as another user: 0o666 lets
 # the umask decide, as for any file a program writes.
-PRIVATE_FILE_MODE = 0o600
-PRIVATE_FOLDER_MODE = 0o700
-UMASK_FILE_MODE = 0o666
+_PRIVATE_FILE_MODE = 0o600
+_PRIVATE_FOLDER_MODE = 0o700
+_UMASK_FILE_MODE = 0o666
 
 # Characters a signal may not hold: C0 controls other than tab, newline and
 # carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
 # obey; and the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
 # U+2066-U+2069), which reorder what an operator reads.  The marks U+200E and
 # U+200F stay: right-to-left scripts need them, and they reorder nothing.
-FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
+_FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
 # Invisible characters removed before looking for a credential, so that a key
 # split by them is still found.  They are kept in the note: U+200D joins emoji,
 # U+200C shapes Persian and Indic words, U+200E and U+200F mark the direction
 # of right-to-left text, and variation selectors pick an emoji's look.
-INVISIBLE_CHARACTERS = dict.fromkeys([
+_INVISIBLE_CHARACTERS = dict.fromkeys([
     0x00ad,                      # soft hyphen
     0x034f,                      # combining grapheme joiner
     0x061c,                      # Arabic letter mark
@@ -199,9 +199,9 @@ INVISIBLE_CHARACTERS = dict.fromkeys([
     *range(0xe0100, 0xe01f0),    # variation selectors supplement
 ])
 
-SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
-DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")  # ASCII digits only
-HEX_DIGITS = frozenset("0123456789abcdef")
+_SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
+_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")  # ASCII digits only
+_HEX_DIGITS = frozenset("0123456789abcdef")
 
 # How a credential looks, as (kind, markers, pattern).  The markers are
 # lower-case substrings one of which the lower-cased text must hold before the
@@ -217,7 +217,7 @@ HEX_DIGITS = frozenset("0123456789abcdef")
 # "generic", a value after a secret-like word, must look random.
 # A key's fixed prefix may be glued to the word before it ("keyAKIA..."), so
 # only prefixes short enough to occur inside ordinary words keep a boundary.
-CREDENTIAL_PATTERNS = (
+_CREDENTIAL_PATTERNS = (
     # A block between its BEGIN and END lines is a key whatever its length
     # (a GCP service-account JSON writes the line breaks as a literal \n); a
     # header alone, or with an elided body ("..."), is prose about keys.
@@ -317,34 +317,34 @@ CREDENTIAL_PATTERNS = (
      r"(?P<operator>[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*|[ \t]+)[\"'`]?"
      r"(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
 )
-GENERIC_PATTERN = CREDENTIAL_PATTERNS[-1][2]
+_GENERIC_PATTERN = _CREDENTIAL_PATTERNS[-1][2]
 # Every marker once (may_hold_credential looks for each of them).
-CREDENTIAL_MARKERS = tuple(dict.fromkeys(marker for _, markers, _ in CREDENTIAL_PATTERNS for marker in markers))
+_CREDENTIAL_MARKERS = tuple(dict.fromkeys(marker for _, markers, _ in _CREDENTIAL_PATTERNS for marker in markers))
 # A key written in groups: runs of three or more short pieces joined by single
 # spaces (also no-break or thin ones) or hyphens ("AKIA IOSF ODNN ..."); find_credential also looks at each
 # such run with its separators taken out.
-GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
-GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
+_GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
+_GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
 # Words that stand in for a password in documentation (https://user:pass@host).
-PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
+_PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
 # Lower-case pieces that mark a value as a stand-in, not a secret.
-PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
+_PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
 # Shannon entropy, in bits per character, below which a value after a
 # secret-like word is taken for a pattern, not a random secret.  Chosen from
 # the corpora of tests/fixtures/credentials: the 66 secret values of 16 or more
 # characters that the generic rule meets score 3.53 to 5.56 (median 4.69); the
 # near-misses that reach this test score 2.32 and 2.57 (1111222233334444aaaa).
-GENERIC_ENTROPY_THRESHOLD = 3.0
+_GENERIC_ENTROPY_THRESHOLD = 3.0
 # One search for every marker, in any case (see may_hold_credential).
-CREDENTIAL_MARKER_SEARCH = re.compile("|".join(map(re.escape, CREDENTIAL_MARKERS)), re.IGNORECASE).search
+_CREDENTIAL_MARKER_SEARCH = re.compile("|".join(map(re.escape, _CREDENTIAL_MARKERS)), re.IGNORECASE).search
 
 
-NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
+_NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
 # What redact leaves of a note's text and effect, and how its source note begins.
-REDACTED_TEXT = "[redacted]"
-REDACTION_PREFIX = "Redacted "
-REDACT_REASON_LIMIT = TEXT_LIMIT - len(REDACTION_PREFIX) - NOTE_ID_LIMIT - 2  # the source note's text fits
-REDACT_NOT_ERASED = (
+_REDACTED_TEXT = "[redacted]"
+_REDACTION_PREFIX = "Redacted "
+_REDACT_REASON_LIMIT = _TEXT_LIMIT - len(_REDACTION_PREFIX) - _NOTE_ID_LIMIT - 2  # the source note's text fits
+_REDACT_NOT_ERASED = (
     "redact rewrote the log only: an export made before it, side files of torn tails "
     "(session_notes.jsonl.torn-*), and any copy, backup or hard link of the log still hold the old text; "
     "delete them, and export again")
@@ -356,7 +356,7 @@ REDACT_NOT_ERASED = (
 class NotesError(Exception):
     """A refusal or failure to report as ``{"ok": false, "error": ...}``."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE, details: dict | None = None,
+    def __init__(self, message: str, exit_code: int = _EXIT_USAGE, details: dict | None = None,
                  help_for: str | None = None):
         super().__init__(message)
         self.message = message
@@ -370,12 +370,12 @@ class NotesError(Exception):
 # --------------------------------------------------------------------------
 # Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
 
-def refuse_constant(name: str):
+def _refuse_constant(name: str):
     """json.loads calls this for NaN, Infinity and -Infinity, which are not JSON."""
     raise ValueError("%s is not a JSON number" % name)
 
 
-def finite_float(text: str) -> float:
+def _finite_float(text: str) -> float:
     """json.loads calls this for every number with a fraction or exponent: refuse
     one too big for a float (1e999), which would become infinity, a value no
     JSON writer may write back."""
@@ -387,17 +387,17 @@ def finite_float(text: str) -> float:
 
 # json.loads(text, parse_constant=..., parse_float=...) builds this same
 # decoder on every call; readers parse every line, so it is built once.
-DECODER = json.JSONDecoder(parse_constant=refuse_constant, parse_float=finite_float)
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
-def parse_json(text: str):
+def _parse_json(text: str):
     """Parse one JSON document; raise ValueError when it is not one.
 
     Stricter than json.loads alone: NaN and Infinity are refused, so is a
     number too big for a float, and a value nested too deeply to parse is an
     ordinary ValueError, not a RecursionError."""
     try:
-        return DECODER.decode(text)
+        return _DECODER.decode(text)
     except RecursionError:
         raise ValueError("nested too deeply") from None
 
@@ -405,46 +405,46 @@ def parse_json(text: str):
 # json.dumps(value, separators=..., ...) builds the same encoder on every call;
 # readers take the checksum of every line, so each is built once.  The plain
 # form, json.dumps with these arguments, gives the same text.
-COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True)
+_COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True)
 
 
-def compact_json(value) -> str:
+def _compact_json(value) -> str:
     """One line of JSON as the log holds it: no spaces, non-ASCII as is."""
-    return COMPACT_ENCODER.encode(value)
+    return _COMPACT_ENCODER.encode(value)
 
 
-def canonical_json(value) -> str:
+def _canonical_json(value) -> str:
     """Compact JSON with sorted keys: the form the checksum is taken of."""
-    return CANONICAL_ENCODER.encode(value)
+    return _CANONICAL_ENCODER.encode(value)
 
 
-def pretty_json(value) -> str:
+def _pretty_json(value) -> str:
     """JSON as v0 prints receipts and writes the meta and exports: 2-space indent, non-ASCII as is."""
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
-TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # the ts of a record; as text it sorts in time order
+_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # the ts of a record; as text it sorts in time order
 
 
-def utc_now() -> str:
+def _utc_now() -> str:
     """The current UTC time as YYYY-MM-DDTHH:MM:SSZ."""
-    return time.strftime(TIMESTAMP_FORMAT, time.gmtime())
+    return time.strftime(_TIMESTAMP_FORMAT, time.gmtime())
 
 
-def note_id_for(seq: int) -> str:
+def _note_id_for(seq: int) -> str:
     """The id of the note numbered seq: n00001, ..., n99999, n100000."""
     return "n%05d" % seq
 
 
-def record_checksum(record: dict) -> str:
+def _record_checksum(record: dict) -> str:
     """First 16 hex digits of SHA-256 over the canonical JSON of the record without its checksum."""
     body = dict(record)
     body.pop("checksum", None)
-    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()[:16]
 
 
-def build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
+def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
                  ref: str | None = None, status: str | None = None, provenance: str | None = None,
                  evidence: str | None = None, about: str | None = None, by: str | None = None,
                  timestamp: str | None = None, batch: str | None = None) -> dict:
@@ -452,8 +452,8 @@ def build_record(session_id: str, seq: int, note_type: str, text: str, effect: s
 
     batch ("K/N") marks line K of an N-line append --batch."""
     record = {
-        "id": note_id_for(seq),
-        "ts": timestamp or utc_now(),
+        "id": _note_id_for(seq),
+        "ts": timestamp or _utc_now(),
         "session_id": session_id,
         "seq": seq,
         "type": note_type,
@@ -475,25 +475,25 @@ def build_record(session_id: str, seq: int, note_type: str, text: str, effect: s
         record["by"] = by
     if batch:
         record["batch"] = batch
-    record["checksum"] = record_checksum(record)
+    record["checksum"] = _record_checksum(record)
     return record
 
 
-def record_line(record: dict) -> bytes:
+def _record_line(record: dict) -> bytes:
     """One record as the bytes of one log line, newline included."""
-    return (compact_json(record) + "\n").encode("utf-8")
+    return (_compact_json(record) + "\n").encode("utf-8")
 
 
-def may_hold_credential(text: str) -> bool:
+def _may_hold_credential(text: str) -> bool:
     """Whether the text holds one of CREDENTIAL_MARKERS, in any case; most texts hold none, and stop here.
 
     Every line a reader reads passes here.  One search for all the markers
     took 0.5 us on a typical text where the plain form, any(marker in
     text.lower() for marker in CREDENTIAL_MARKERS), took 1.7 us; both answer the same."""
-    return CREDENTIAL_MARKER_SEARCH(text) is not None
+    return _CREDENTIAL_MARKER_SEARCH(text) is not None
 
 
-def shannon_entropy(value: str) -> float:
+def _shannon_entropy(value: str) -> float:
     """Bits per character of the value's own character frequencies: random keys score high, words low."""
     counts = {}
     for character in value:
@@ -502,14 +502,14 @@ def shannon_entropy(value: str) -> float:
     return -sum(count / length * math.log2(count / length) for count in counts.values())
 
 
-def is_placeholder(value: str) -> bool:
+def _is_placeholder(value: str) -> bool:
     """Whether the value is a stand-in for a secret: it names itself one, repeats a character, or hardly varies."""
     lowered = value.lower()
-    return (any(word in lowered for word in PLACEHOLDER_WORDS) or re.search(r"(.)\1{5}", value) is not None
-            or shannon_entropy(value) < 2.0)
+    return (any(word in lowered for word in _PLACEHOLDER_WORDS) or re.search(r"(.)\1{5}", value) is not None
+            or _shannon_entropy(value) < 2.0)
 
 
-def is_word_like(value: str) -> bool:
+def _is_word_like(value: str) -> bool:
     """Whether the value reads as words or an identifier: pieces between punctuation each a word (lower
     case, capitals or CamelCase, maybe with a short number: oauth2, Ec2Instance) or all digits
     (refresh-token-rotation, DB_PASSWORD_FILE, v2.3.1, customer_id#2026, RefreshTokenPolicy), or a
@@ -522,7 +522,7 @@ def is_word_like(value: str) -> bool:
     return all(re.fullmatch(word, piece) for piece in pieces)
 
 
-def generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
+def _generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
     """Whether the value after a secret-like word looks like a secret rather than prose, a path or a stand-in.
 
     A value of 16 characters or more must look random: high entropy, not
@@ -532,8 +532,8 @@ def generic_value_is_secret(keyword: str, operator: str, value: str, before: str
     value = value.rstrip(".:!?")
     # A stand-in, a URL, a path, a name with a scheme (arn:aws:..., sha256:...), an SSH public key's body.
     if (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../", "AAAA"))
-            or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value) or is_placeholder(value)
-            or is_word_like(value)):
+            or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value) or _is_placeholder(value)
+            or _is_word_like(value)):
         return False
     # A digest named as one just before the word (commit key: <40 hex>, the sha256 of the key is ...).
     if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
@@ -544,95 +544,95 @@ def generic_value_is_secret(keyword: str, operator: str, value: str, before: str
     if len(value) < 16:
         return (keyword.lower().startswith(("pass", "pwd")) and not operator.isspace() and kinds >= 2
                 and any(not character.isalpha() for character in value))
-    if shannon_entropy(value) < GENERIC_ENTROPY_THRESHOLD:
+    if _shannon_entropy(value) < _GENERIC_ENTROPY_THRESHOLD:
         return False
     case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper()
                        and left.isalpha() and right.isalpha())
     return any(character.isdigit() for character in value) or case_changes * 3 >= len(value)
 
 
-def credential_match_is_real(match) -> bool:
+def _credential_match_is_real(match) -> bool:
     """Whether a pattern's match is a credential, not a documented example or a placeholder.
 
     What each named group must pass is told above CREDENTIAL_PATTERNS."""
     groups = match.groupdict()
     if groups.get("password") is not None:
         user, password = groups["user"], groups["password"]
-        return not (password.lower() in PLACEHOLDER_PASSWORDS or password == user
-                    or user.lower() == "anonymous" or is_placeholder(password))
+        return not (password.lower() in _PLACEHOLDER_PASSWORDS or password == user
+                    or user.lower() == "anonymous" or _is_placeholder(password))
     if groups.get("generic") is not None:
         before = match.string[max(0, match.start() - 24):match.end("keyword")]
-        return generic_value_is_secret(groups["keyword"], groups["operator"], groups["generic"], before)
-    return groups.get("value") is None or not is_placeholder(groups["value"])
+        return _generic_value_is_secret(groups["keyword"], groups["operator"], groups["generic"], before)
+    return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
-def credential_kind_in(text: str, generic: bool = True, across: int | None = None) -> str | None:
+def _credential_kind_in(text: str, generic: bool = True, across: int | None = None) -> str | None:
     """The kind of the first credential one of CREDENTIAL_PATTERNS finds in the text as it stands, or None.
 
     With across, only a match that runs over that position counts (a key
     split between two fields joined there)."""
     lowered = text.lower()
-    for kind, markers, pattern in CREDENTIAL_PATTERNS:
-        if not generic and pattern is GENERIC_PATTERN:
+    for kind, markers, pattern in _CREDENTIAL_PATTERNS:
+        if not generic and pattern is _GENERIC_PATTERN:
             continue
         if any(marker in lowered for marker in markers):
             for match in re.finditer(pattern, text):
-                if (across is None or match.start() < across < match.end()) and credential_match_is_real(match):
+                if (across is None or match.start() < across < match.end()) and _credential_match_is_real(match):
                     return kind
     return None
 
 
-def join_key_groups(run) -> str:
+def _join_key_groups(run) -> str:
     """A GROUPED_RUN match with its spaces and hyphens taken out, unless half its pieces are lower-case words."""
-    pieces = re.split(GROUP_SEPARATOR, run.group())
+    pieces = re.split(_GROUP_SEPARATOR, run.group())
     words = sum(1 for piece in pieces if piece.isalpha() and piece.islower())
     return run.group() if words * 2 >= len(pieces) else "".join(pieces)
 
 
-def find_credential(text: str) -> str | None:
+def _find_credential(text: str) -> str | None:
     """The kind of credential the text seems to hold, or None.
 
     The text is looked at as it stands, then with each run of short pieces
     joined (a key spaced in groups or split by hyphens).  signal_problem
     removes invisible characters first, so that a key split by them is still found."""
-    if not may_hold_credential(text):
+    if not _may_hold_credential(text):
         return None
-    kind = credential_kind_in(text)
+    kind = _credential_kind_in(text)
     if kind:
         return kind
     # The generic rule is left out of the joined text, and a run of mostly
     # lower-case words is prose, left as it is: joining prose makes long words, not secrets.
-    joined = re.sub(GROUPED_RUN, join_key_groups, text)
-    return credential_kind_in(joined, generic=False) if joined != text else None
+    joined = re.sub(_GROUPED_RUN, _join_key_groups, text)
+    return _credential_kind_in(joined, generic=False) if joined != text else None
 
 
-def visible_text(value: str) -> str:
+def _visible_text(value: str) -> str:
     """The value without INVISIBLE_CHARACTERS, as the credential check reads it; ASCII has none to remove."""
-    return value if value.isascii() else value.translate(INVISIBLE_CHARACTERS)
+    return value if value.isascii() else value.translate(_INVISIBLE_CHARACTERS)
 
 
-def split_credential_problem(text: str, effect: str | None) -> tuple | None:
+def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
     """A credential that only the text and effect read together hold, as (kind, detail), or None.
 
     One key can be pasted half in --text and half in --effect; append
     refuses it with this, and verify and restore report it with this."""
     if not effect:
         return None
-    text, effect = visible_text(text), visible_text(effect)
-    if not may_hold_credential(text + effect):
+    text, effect = _visible_text(text), _visible_text(effect)
+    if not _may_hold_credential(text + effect):
         return None
     # Joined as they are and with a space between, a match counting only when
     # it runs over the seam; then with the groups of a key in groups joined
     # (neither field alone holds that key, as signal_problem found before).
-    kind = (credential_kind_in(text + effect, generic=False, across=len(text))
-            or credential_kind_in(text + " " + effect, across=len(text))
-            or credential_kind_in(re.sub(GROUPED_RUN, join_key_groups, text + " " + effect), generic=False))
+    kind = (_credential_kind_in(text + effect, generic=False, across=len(text))
+            or _credential_kind_in(text + " " + effect, across=len(text))
+            or _credential_kind_in(re.sub(_GROUPED_RUN, _join_key_groups, text + " " + effect), generic=False))
     if kind:
         return "credential", "and effect together seem to hold a credential (%s) split between them" % kind
     return None
 
 
-def character_name(character: str) -> str:
+def _character_name(character: str) -> str:
     """A forbidden character as U+XXXX with its class, for a message."""
     code = ord(character)
     kind = ("C0 control" if code < 0x7f else "DEL" if code == 0x7f else "C1 control" if code < 0xa0
@@ -640,7 +640,7 @@ def character_name(character: str) -> str:
     return "U+%04X (%s)" % (code, kind)
 
 
-def signal_problem(value: str, limit: int) -> tuple | None:
+def _signal_problem(value: str, limit: int) -> tuple | None:
     """What append refuses in a text or effect, as (kind, detail), or None.
 
     The one set of checks: append refuses with it, and verify, the readers and
@@ -651,20 +651,20 @@ def signal_problem(value: str, limit: int) -> tuple | None:
         except UnicodeEncodeError:
             return "invalid_unicode", "holds text that is not valid UTF-8 (a lone surrogate)"
         for position, character in enumerate(value):
-            if character in FORBIDDEN_CHARACTERS:
+            if character in _FORBIDDEN_CHARACTERS:
                 return "control_character", "holds the control character %s at position %d" % (
-                    character_name(character), position)
+                    _character_name(character), position)
     if len(value) > limit:
         return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
     # Some invisible characters (U+034F, U+FE0F) are printable, so all non-ASCII text is cleaned.
-    kind = find_credential(visible_text(value))  # a key split by invisible characters is still a key
+    kind = _find_credential(_visible_text(value))  # a key split by invisible characters is still a key
     if kind:
         return "credential", "seems to hold a credential (%s)" % kind
     return None
 
 
 # What append adds to a refusal of each kind: the way out.
-REFUSAL_ADVICE = {
+_REFUSAL_ADVICE = {
     "invalid_unicode": "; the shell passed undecodable bytes: re-send it as plain UTF-8 text",
     "control_character": "; remove it (tab, newline and carriage return are the only control characters "
                          "kept; C1 and bidirectional controls can change what a reader sees)",
@@ -675,23 +675,23 @@ REFUSAL_ADVICE = {
 }
 
 
-def clean_field(name: str, value: str | None, limit: int) -> str:
+def _clean_field(name: str, value: str | None, limit: int) -> str:
     """Strip a signal field and refuse what must not enter the log."""
     value = (value or "").strip()
-    found = signal_problem(value, limit)
+    found = _signal_problem(value, limit)
     if found:
         kind, detail = found
-        raise NotesError("--%s %s%s" % (name, detail, REFUSAL_ADVICE[kind]))
+        raise NotesError("--%s %s%s" % (name, detail, _REFUSAL_ADVICE[kind]))
     return value
 
 
-def check_choice(name: str, value, allowed) -> None:
+def _check_choice(name: str, value, allowed) -> None:
     """Refuse a value that is not one of the allowed words of option --name, without repeating it."""
     if value not in allowed:
         raise NotesError("unknown --%s; use one of: %s" % (name, ", ".join(allowed)))
 
 
-def clean_signal(note_type: str, text: str | None, effect: str | None,
+def _clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None,
                  provenance: str | None = None, evidence: str | None = None,
                  about: str | None = None, by: str | None = None) -> dict:
@@ -706,25 +706,25 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
                          "append-only.'", help_for="append")
     # The parser already keeps these to their words; the checks stay here so
     # that the signal is whole whoever calls this.
-    check_choice("type", note_type, NOTE_TYPES)
+    _check_choice("type", note_type, NOTE_TYPES)
     for name, value, allowed in (("provenance", provenance, PROVENANCES),
                                  ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
         if value is not None:
-            check_choice(name, value, allowed)
-    text = clean_field("text", text, TEXT_LIMIT)
+            _check_choice(name, value, allowed)
+    text = _clean_field("text", text, _TEXT_LIMIT)
     if not text:
         raise NotesError("--text is empty; a memory signal needs a text that says what to keep")
-    if text == REDACTED_TEXT:  # verify would take it for a redaction nobody recorded
-        raise NotesError("--text %s is the placeholder redact leaves; say what to keep" % REDACTED_TEXT)
-    effect = clean_field("effect", effect, EFFECT_LIMIT) or None
-    split = split_credential_problem(text, effect)
+    if text == _REDACTED_TEXT:  # verify would take it for a redaction nobody recorded
+        raise NotesError("--text %s is the placeholder redact leaves; say what to keep" % _REDACTED_TEXT)
+    effect = _clean_field("effect", effect, _EFFECT_LIMIT) or None
+    split = _split_credential_problem(text, effect)
     if split:
-        raise NotesError("--text %s%s" % (split[1], REFUSAL_ADVICE["credential"]))
+        raise NotesError("--text %s%s" % (split[1], _REFUSAL_ADVICE["credential"]))
     if status is not None and note_type != "gate":
         raise NotesError("--status applies only to --type gate; drop it, or record a gate")
     if ref is not None:
         ref = ref.strip()
-        if not is_note_id(ref):
+        if not _is_note_id(ref):
             # The value is not echoed: a refusal must never repeat what may be a pasted secret.
             raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
                              "(tail lists the ids)")
@@ -735,60 +735,60 @@ def clean_signal(note_type: str, text: str | None, effect: str | None,
         raise NotesError(
             "a new gate cannot start closed; open it first, then close it with "
             "--ref <its id> --status closed")
-    about, by = clean_link("about", about), clean_link("by", by)
+    about, by = _clean_link("about", about), _clean_link("by", by)
     if by is not None and (note_type != "gate" or ref is None):
         raise NotesError("--by names the note that settles a gate update, so it goes only with --type gate "
                          "--ref <the gate> --status ...; to link any other note, use --about")
-    return dict(zip(SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
+    return dict(zip(_SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
 
 
-def clean_link(name: str, value: str | None) -> str | None:
+def _clean_link(name: str, value: str | None) -> str | None:
     """An --about or --by value stripped and checked to be a note id; its value is never echoed."""
     if value is None:
         return None
     value = value.strip() if isinstance(value, str) else value  # the Python API may pass anything
-    if not is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
+    if not _is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
         raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
     return value
 
 
 
 
-def is_note_id(value) -> bool:
+def _is_note_id(value) -> bool:
     """Whether value has the shape of a note id (n followed by five to eleven digits).
 
     The bound makes an id or ref of thousands of digits damage, never a note:
     readers skip its record with a warning that does not echo it, so it cannot
     swell a readback past its budget."""
-    return (isinstance(value, str) and 6 <= len(value) <= NOTE_ID_LIMIT and value[0] == "n"
+    return (isinstance(value, str) and 6 <= len(value) <= _NOTE_ID_LIMIT and value[0] == "n"
             and value[1:].isdigit() and value[1:].isascii())
 
 
-def is_seq(value) -> bool:
+def _is_seq(value) -> bool:
     """Whether value is a usable seq: a positive int (not a bool) up to SEQ_LIMIT.
 
     A line whose seq is past the limit holds no usable seq: readers skip it,
     and append counts it as a damaged line, numbering past it sanely."""
-    return type(value) is int and 1 <= value <= SEQ_LIMIT  # type(True) is bool, not int
+    return type(value) is int and 1 <= value <= _SEQ_LIMIT  # type(True) is bool, not int
 
 
-def is_timestamp(value) -> bool:
+def _is_timestamp(value) -> bool:
     """Whether value has the shape YYYY-MM-DDTHH:MM:SSZ, in ASCII digits."""
-    return type(value) is str and value.translate(DIGITS_AS_ZERO) == "0000-00-00T00:00:00Z"
+    return type(value) is str and value.translate(_DIGITS_AS_ZERO) == "0000-00-00T00:00:00Z"
 
 
-def is_session_id(value) -> bool:
+def _is_session_id(value) -> bool:
     """Whether value can be a session id: a short printable string, not blank."""
-    return (isinstance(value, str) and 0 < len(value) <= SESSION_ID_LIMIT and value.isprintable()
+    return (isinstance(value, str) and 0 < len(value) <= _SESSION_ID_LIMIT and value.isprintable()
             and not value.isspace())
 
 
-def is_checksum(value) -> bool:
+def _is_checksum(value) -> bool:
     """Whether value has the shape of a checksum: 16 lowercase hex digits."""
-    return type(value) is str and len(value) == 16 and HEX_DIGITS.issuperset(value)
+    return type(value) is str and len(value) == 16 and _HEX_DIGITS.issuperset(value)
 
 
-def batch_place_of(value) -> tuple | None:
+def _batch_place_of(value) -> tuple | None:
     """(K, N) from a record's batch field "K/N" (1 <= K <= N, plain digits, no leading zero), else None."""
     place = value.get("batch") if isinstance(value, dict) else None
     if type(place) is not str or place.count("/") != 1:
@@ -801,31 +801,31 @@ def batch_place_of(value) -> tuple | None:
     return (line, count) if line <= count else None
 
 
-def is_batch_place(value) -> bool:
+def _is_batch_place(value) -> bool:
     """Whether value is a batch field: "K/N", line K of an N-line batch."""
-    return batch_place_of({"batch": value}) is not None
+    return _batch_place_of({"batch": value}) is not None
 
 
-def is_string(value) -> bool:
+def _is_string(value) -> bool:
     """Whether value is a string."""
     return type(value) is str
 
 
-def is_plain_value(value) -> bool:
+def _is_plain_value(value) -> bool:
     """Whether value is a string, a finite number, true, false or null: what a field beyond v0's may hold."""
     if isinstance(value, float):
         return value - value == 0  # not infinite, not NaN
     return value is None or isinstance(value, (str, int))
 
 
-def parse_line(raw: bytes) -> tuple:
+def _parse_line(raw: bytes) -> tuple:
     """Decode one log line (without its newline): (object or None, problem kind or None)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None, "not_utf8"
     try:
-        value = parse_json(text)
+        value = _parse_json(text)
     except ValueError:
         return None, "not_json"
     if not isinstance(value, dict):
@@ -834,7 +834,7 @@ def parse_line(raw: bytes) -> tuple:
 
 
 # Kinds of problem, and what each means; verify and the readers' warnings use them.
-PROBLEM_DETAILS = {
+_PROBLEM_DETAILS = {
     "not_utf8": "the line is not valid UTF-8",
     "not_json": "the line is not JSON that can be read (broken, a number too big for a float, or nested "
                 "too deeply)",
@@ -873,82 +873,82 @@ PROBLEM_DETAILS = {
 # A record with one of these is skipped by every reader (with a warning): its
 # fields are not what they claim to be, and code that trusts them would fail.
 # A record with any other problem is still read, and the problem reported.
-UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))
+_UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))
 
-REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
+_REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
 # What each field of a record must hold: (test, what it is).  A field not named
 # here must hold a plain value (is_plain_value).
-FIELD_RULES = {
-    "id": (is_note_id, "a note id (n and five to eleven digits)"),
-    "ts": (is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
-    "session_id": (is_string, "a string"),  # one not the session's own is a foreign_session
-    "seq": (is_seq, "a whole number from 1 to %d" % SEQ_LIMIT),
-    "type": (is_string, "a string"),
-    "text": (is_string, "a string"),
-    "effect": (is_string, "a string"),
-    "ref": (is_note_id, "a note id (n and five to eleven digits)"),
+_FIELD_RULES = {
+    "id": (_is_note_id, "a note id (n and five to eleven digits)"),
+    "ts": (_is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
+    "session_id": (_is_string, "a string"),  # one not the session's own is a foreign_session
+    "seq": (_is_seq, "a whole number from 1 to %d" % _SEQ_LIMIT),
+    "type": (_is_string, "a string"),
+    "text": (_is_string, "a string"),
+    "effect": (_is_string, "a string"),
+    "ref": (_is_note_id, "a note id (n and five to eleven digits)"),
     "status": (lambda value: value in GATE_STATUSES, "open, deferred or closed"),
     "provenance": (lambda value: value in PROVENANCES, "one of: " + ", ".join(PROVENANCES)),
     "evidence": (lambda value: value in EVIDENCE_LEVELS, "one of: " + ", ".join(EVIDENCE_LEVELS)),
-    "about": (is_note_id, "a note id (n and five to eleven digits)"),
-    "by": (is_note_id, "a note id (n and five to eleven digits)"),
-    "batch": (is_batch_place, "K/N, line K of an N-line batch (1 <= K <= N)"),
-    "checksum": (is_checksum, "16 lowercase hex digits"),
+    "about": (_is_note_id, "a note id (n and five to eleven digits)"),
+    "by": (_is_note_id, "a note id (n and five to eleven digits)"),
+    "batch": (_is_batch_place, "K/N, line K of an N-line batch (1 <= K <= N)"),
+    "checksum": (_is_checksum, "16 lowercase hex digits"),
 }
-PLAIN_RULE = (is_plain_value, "a string, a number, true, false or null")
+_PLAIN_RULE = (_is_plain_value, "a string, a number, true, false or null")
 
 
-def field_problems(record: dict) -> list:
+def _field_problems(record: dict) -> list:
     """The record's fields checked for kind and range: [] or one (kind, detail) naming every bad field."""
-    for key in REQUIRED_FIELDS:
+    for key in _REQUIRED_FIELDS:
         if key not in record:
             return [("missing_field", "the record lacks its %s field" % key)]
-    wrong = [key for key, value in record.items() if not FIELD_RULES.get(key, PLAIN_RULE)[0](value)]
+    wrong = [key for key, value in record.items() if not _FIELD_RULES.get(key, _PLAIN_RULE)[0](value)]
     if not wrong:
         return []
     # The name of a field beyond v0's is not echoed: it could be anything.
-    return [("bad_field", "; ".join("the %s field is not %s" % (key, FIELD_RULES[key][1]) if key in FIELD_RULES
+    return [("bad_field", "; ".join("the %s field is not %s" % (key, _FIELD_RULES[key][1]) if key in _FIELD_RULES
                                     else "another field holds a list, an object or a number too big"
                                     for key in wrong))]
 
 
-def check_record(record: dict, session_id: str | None) -> list:
+def _check_record(record: dict, session_id: str | None) -> list:
     """Problems of one parsed record taken alone (not its place in the sequence), as (kind, detail) pairs.
 
     The detail is None where PROBLEM_DETAILS says it all; it never holds a value of the record."""
-    problems = field_problems(record)
+    problems = _field_problems(record)
     if problems:
         return problems
-    for key, limit in (("text", TEXT_LIMIT), ("effect", EFFECT_LIMIT)):
-        found = signal_problem(record[key], limit) if key in record else None
+    for key, limit in (("text", _TEXT_LIMIT), ("effect", _EFFECT_LIMIT)):
+        found = _signal_problem(record[key], limit) if key in record else None
         if found:
             problems.append((found[0], "the %s %s" % (key, found[1])))
     if not problems:
-        split = split_credential_problem(record["text"], record.get("effect"))
+        split = _split_credential_problem(record["text"], record.get("effect"))
         if split:
             problems.append((split[0], "the text %s" % split[1]))
     if not record["text"] or record["text"].isspace():
         problems.append(("empty_text", None))
     try:
-        checksum = record_checksum(record)
+        checksum = _record_checksum(record)
     except UnicodeEncodeError:  # a lone surrogate: in text, or in a field or key of its own
         return [(kind, detail) for kind, detail in problems if kind != "invalid_unicode"] + [
             ("invalid_unicode", None)]
     if checksum != record["checksum"]:
         problems.append(("bad_checksum", None))
-    if record["id"] != note_id_for(record["seq"]):
+    if record["id"] != _note_id_for(record["seq"]):
         problems.append(("id_mismatch", None))
     if session_id is not None and record["session_id"] != session_id:
         problems.append(("foreign_session", None))
     if record["type"] not in NOTE_TYPES:
         problems.append(("unknown_type", None))
-    rule = gate_rule_problem(record)
+    rule = _gate_rule_problem(record)
     if rule:
         problems.append(("gate_rule", rule))
     return problems
 
 
-def gate_rule_problem(record: dict) -> str | None:
+def _gate_rule_problem(record: dict) -> str | None:
     """Which of append's rules for status and ref the record breaks (clean_signal refuses each), or None."""
     if "by" in record and (record["type"] != "gate" or "ref" not in record):
         return "the record has a by, which only a gate update has"
@@ -961,7 +961,7 @@ def gate_rule_problem(record: dict) -> str | None:
     return None
 
 
-class LogOrder:
+class _LogOrder:
     """What a forward reader remembers of the lines before this one, to check its place in the log.
 
     The seq must follow the highest before it (damaged lines since may each
@@ -990,16 +990,16 @@ class LogOrder:
         """The problems of a record (None: an unreadable line) from its place in the log: seq order, ref target."""
         seq = value.get("seq") if value is not None else None
         found = []
-        order = seq_order_problem(seq, self.highest, self.damaged)
+        order = _seq_order_problem(seq, self.highest, self.damaged)
         if order:
             found.append((order, None))
-        if is_seq(seq):
+        if _is_seq(seq):
             self.highest, self.damaged = max(self.highest, seq), 0
         else:
             self.damaged += 1
         self.line += 1
         found.extend(self.batch_problems(value))
-        if value is None or not is_usable(kinds):
+        if value is None or not _is_usable(kinds):
             return found
         wrong_ref = self.ref_problem(value)
         if wrong_ref:
@@ -1013,7 +1013,7 @@ class LogOrder:
         seq, found = record.get("seq"), []
         for name in ("about", "by"):
             link = record.get(name)
-            if not is_seq(seq) or not is_note_id(link):
+            if not _is_seq(seq) or not _is_note_id(link):
                 continue
             if len(link) > 12:  # a longer id cannot name an earlier note, and is not echoed
                 found.append("the %s field names no earlier note (an id far too long)" % name)
@@ -1025,7 +1025,7 @@ class LogOrder:
 
     def batch_problems(self, value) -> list:
         """Whether this line keeps batches whole: inside one it holds the next place, outside one a 1/N."""
-        place, found = batch_place_of(value), []
+        place, found = _batch_place_of(value), []
         if self.batch_next is not None:
             if value is None:
                 place = self.batch_next  # a damaged line may have held the batch's next line
@@ -1052,28 +1052,28 @@ class LogOrder:
         """After the last line: the problem of a batch still under way (verify's entry), or None."""
         if self.batch_next is None:
             return None
-        return problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
+        return _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
     def note_supersede_rule(self, record: dict):
         """Remember an op or shared note; keep a notice when a note not so labelled supersedes one."""
-        seq, ref, labelled = record.get("seq"), record.get("ref"), record.get("provenance") in FIRM_PROVENANCES
-        if record.get("type") == "gate" or not is_seq(seq):
+        seq, ref, labelled = record.get("seq"), record.get("ref"), record.get("provenance") in _FIRM_PROVENANCES
+        if record.get("type") == "gate" or not _is_seq(seq):
             return
         if labelled:
             self.firm.add(seq)
-        if not labelled and is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) in self.firm:
+        if not labelled and _is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) in self.firm:
             self.notice_count += 1
-            if len(self.notices) < PROBLEMS_LISTED:
-                self.notices.append(problem(self.line, record.get("id"), "supersede_rule"))
+            if len(self.notices) < _PROBLEMS_LISTED:
+                self.notices.append(_problem(self.line, record.get("id"), "supersede_rule"))
 
     def ref_problem(self, record: dict) -> str | None:
         """What is wrong with the record's ref (None when nothing is); then remember a gate."""
         ref, seq, is_gate = record.get("ref"), record.get("seq"), record.get("type") == "gate"
-        if not is_seq(seq):
+        if not _is_seq(seq):
             return None
         if is_gate:
             self.seqs.add(seq)
-        if not is_note_id(ref):
+        if not _is_note_id(ref):
             return None
         target = int(ref[1:]) if len(ref) <= 12 else seq  # a longer id cannot name an earlier note
         if not 1 <= target < seq:
@@ -1085,37 +1085,37 @@ class LogOrder:
         return None
 
 
-def is_usable(problems: list) -> bool:
+def _is_usable(problems: list) -> bool:
     """Whether readers read a record with these (kind, detail) problems."""
-    return not any(kind in UNUSABLE for kind, _ in problems)
+    return not any(kind in _UNUSABLE for kind, _ in problems)
 
 
-def seq_order_problem(seq, highest: int, damaged: int) -> str | None:
+def _seq_order_problem(seq, highest: int, damaged: int) -> str | None:
     """The problem of a seq read forward: repeated, gap, or None.
 
     highest is the highest seq before it; damaged, the lines since that one
     that hold no seq (each may have held one, so they leave no gap)."""
-    if not is_seq(seq) or highest < seq <= highest + 1 + damaged:
+    if not _is_seq(seq) or highest < seq <= highest + 1 + damaged:
         return None
     return "seq_repeated" if seq <= highest else "seq_gap"
 
 
-def unterminated_line_problem(value) -> str:
+def _unterminated_line_problem(value) -> str:
     """The verdict on a last line without its newline: a JSON object only lacks it; anything else was torn."""
     return "torn_tail" if value is None else "missing_newline"
 
 
 # Problems of a line as bytes, not of the record it holds: tail names them by offset alone.
-LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
+_LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
                            "seq_free_lines", "incomplete_batch"))
 
 
-def problem(line, record_id, kind: str, detail: str | None = None) -> dict:
+def _problem(line, record_id, kind: str, detail: str | None = None) -> dict:
     """One entry of verify's problem list."""
-    return {"line": line, "id": record_id, "kind": kind, "detail": detail or PROBLEM_DETAILS[kind]}
+    return {"line": line, "id": record_id, "kind": kind, "detail": detail or _PROBLEM_DETAILS[kind]}
 
 
-def parse_time_filter(value: str | None, name: str) -> str | None:
+def _parse_time_filter(value: str | None, name: str) -> str | None:
     """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ (None when not given).
 
     The time is compared as a string with each record's ts, so it keeps its
@@ -1124,9 +1124,9 @@ def parse_time_filter(value: str | None, name: str) -> str | None:
         return None
     stamp = value + "T00:00:00Z" if len(value) == 10 else value
     try:
-        if not is_timestamp(stamp):
+        if not _is_timestamp(stamp):
             raise ValueError(value)  # strptime would also take "2026-1-01", a lower-case t, or other digits
-        time.strptime(stamp, TIMESTAMP_FORMAT)  # the ranges: month 13, February 30, year 0
+        time.strptime(stamp, _TIMESTAMP_FORMAT)  # the ranges: month 13, February 30, year 0
     except ValueError:
         raise NotesError(
             "--%s is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
@@ -1134,54 +1134,54 @@ def parse_time_filter(value: str | None, name: str) -> str | None:
     return stamp
 
 
-def check_limit(value: int) -> int:
+def _check_limit(value: int) -> int:
     """Refuse a --limit below 1 or above LIMIT_MAX (each record asked for is held in memory until printed)."""
     if value < 1:
         raise NotesError("--limit must be 1 or more")
-    if value > LIMIT_MAX:
+    if value > _LIMIT_MAX:
         raise NotesError("--limit is at most %d; to read the whole log, use export (or --since and --until "
-                         "for a stretch of it)" % LIMIT_MAX)
+                         "for a stretch of it)" % _LIMIT_MAX)
     return value
 
 
-def is_redacted(record) -> bool:
+def _is_redacted(record) -> bool:
     """Whether a record holds redact's placeholder as its text."""
-    return record.get("text") == REDACTED_TEXT
+    return record.get("text") == _REDACTED_TEXT
 
 
-def is_redaction_note(record, note_id=None) -> bool:
+def _is_redaction_note(record, note_id=None) -> bool:
     """Whether a record is the source note that records a redaction (of note_id, when given)."""
-    return (record.get("type") == "source" and is_note_id(record.get("about"))
-            and isinstance(record.get("text"), str) and record["text"].startswith(REDACTION_PREFIX)
+    return (record.get("type") == "source" and _is_note_id(record.get("about"))
+            and isinstance(record.get("text"), str) and record["text"].startswith(_REDACTION_PREFIX)
             and (note_id is None or record["about"] == note_id))
 
 
-def redacted_record(record) -> dict:
+def _redacted_record(record) -> dict:
     """The record with its text and effect replaced by the placeholder, same fields in the same order."""
     redacted = dict(record)
-    redacted["text"] = REDACTED_TEXT
+    redacted["text"] = _REDACTED_TEXT
     if "effect" in redacted:
-        redacted["effect"] = REDACTED_TEXT
-    redacted["checksum"] = record_checksum(redacted)
+        redacted["effect"] = _REDACTED_TEXT
+    redacted["checksum"] = _record_checksum(redacted)
     return redacted
 
 
 # --------------------------------------------------------------------------
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
-def invoked_as() -> str:
+def _invoked_as() -> str:
     """The command that started this run, for errors and hints to repeat."""
     started = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    if os.path.splitext(started)[0] == CONSOLE_COMMAND:  # the script pip wrote (.exe on Windows)
-        return CONSOLE_COMMAND
+    if os.path.splitext(started)[0] == _CONSOLE_COMMAND:  # the script pip wrote (.exe on Windows)
+        return _CONSOLE_COMMAND
     # python -m notes runs this file as __main__ with a module spec; a script
     # run (even under python -m cProfile) has none.
     if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
-        return MODULE_COMMAND
-    return SCRIPT_COMMAND
+        return _MODULE_COMMAND
+    return _SCRIPT_COMMAND
 
 
-def is_installed_package_folder(folder) -> bool:
+def _is_installed_package_folder(folder) -> bool:
     """Whether folder is where an installer put notes.py, which a reinstall or upgrade replaces.
 
     Two marks, both cheap: the folder's name, whatever interpreter runs this
@@ -1190,7 +1190,7 @@ def is_installed_package_folder(folder) -> bool:
     --prefix folder of any name.  Asking sysconfig instead would cost several
     milliseconds on every run that uses the default folder, and would only
     know the running interpreter's own folders."""
-    if os.path.basename(folder).lower() in INSTALLED_FOLDER_NAMES:
+    if os.path.basename(folder).lower() in _INSTALLED_FOLDER_NAMES:
         return True
     try:
         names = os.listdir(folder)
@@ -1200,13 +1200,13 @@ def is_installed_package_folder(folder) -> bool:
                for name in names)
 
 
-def check_dir_argument(folder):
+def _check_dir_argument(folder):
     """Refuse a session folder given as an empty or blank path (None is no folder given: the default)."""
     if folder is not None and not os.fspath(folder).strip():
         raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
 
 
-def user_data_folder() -> str:
+def _user_data_folder() -> str:
     """Where an installed copy keeps its notes: this platform's folder for a user's application data.
 
     Standard library only, so the rules are written out: XDG on Linux and
@@ -1222,53 +1222,53 @@ def user_data_folder() -> str:
         base = os.environ.get("XDG_DATA_HOME", "")
         if not os.path.isabs(base):
             base = os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, CONSOLE_COMMAND)
+    return os.path.join(base, _CONSOLE_COMMAND)
 
 
-def default_folder() -> str:
+def _default_folder() -> str:
     """The session folder when neither --dir nor SHAPING_NOTES_DIR is given.
 
     A copy run as a file keeps v0's default, the folder that holds it.  An
     installed copy's folder is replaced by the next reinstall or upgrade, so
     it keeps its notes in the user's data folder instead, created on first use."""
     here = os.path.dirname(os.path.realpath(__file__))
-    if not is_installed_package_folder(here):
+    if not _is_installed_package_folder(here):
         return here
-    folder = user_data_folder()
+    folder = _user_data_folder()
     if not os.path.isabs(folder):  # no home folder to be found: "~" stayed as it was
         raise NotesError(
             "notes.py is installed as a package and cannot tell your home folder, so it has no data "
             "folder for the notes. Pass the session folder with --dir (for example: %s --dir "
-            "/absolute/path/to/shaping init) or set %s" % (invoked_as(), DIR_VARIABLE))
+            "/absolute/path/to/shaping init) or set %s" % (_invoked_as(), _DIR_VARIABLE))
     # A run stopped between two mkdir calls leaves some folders made: the next
     # run finds them and makes the rest.
     try:
-        make_private_folders(folder)  # 0700 each, as XDG asks of data folders
+        _make_private_folders(folder)  # 0700 each, as XDG asks of data folders
     except OSError as error:
         raise NotesError(
             "notes.py is installed as a package, so it keeps its notes in %s, but cannot create that "
             "folder (%s). Pass the session folder with --dir (for example: %s --dir ~/shaping init) "
             "or set %s (for example: export %s=~/shaping)"
-            % (folder, error.strerror or error, invoked_as(), DIR_VARIABLE, DIR_VARIABLE)) from None
+            % (folder, error.strerror or error, _invoked_as(), _DIR_VARIABLE, _DIR_VARIABLE)) from None
     return os.path.realpath(folder)
 
 
-def resolve_folder(folder):
+def _resolve_folder(folder):
     """The session folder: --dir, else $SHAPING_NOTES_DIR, else default_folder()."""
     if folder is None:
-        folder = os.environ.get(DIR_VARIABLE)
+        folder = os.environ.get(_DIR_VARIABLE)
         # Set but empty is a mistake (an unset variable expanded in a config),
         # not a request for the default: refuse rather than guess.
         if folder is not None and not folder.strip():
             raise NotesError(
                 "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
-                "unset it, or pass --dir" % (DIR_VARIABLE, DIR_VARIABLE))
+                "unset it, or pass --dir" % (_DIR_VARIABLE, _DIR_VARIABLE))
     if folder is not None:
         return os.path.realpath(os.path.expanduser(folder))
-    return default_folder()
+    return _default_folder()
 
 
-def folder_error(folder, error):
+def _folder_error(folder, error):
     """The refusal of a writer that cannot create its files in the folder."""
     return NotesError(
         "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
@@ -1276,14 +1276,14 @@ def folder_error(folder, error):
         % (folder, error.strerror or error))
 
 
-def link_error(path):
+def _link_error(path):
     """The refusal to write through a symbolic link."""
     return NotesError(
         "%s is a symbolic link; notes.py does not write through links, since a planted link "
         "could send the session anywhere. Replace it with the real file, or use another --dir" % path)
 
 
-def special_file_error(path, mode):
+def _special_file_error(path, mode):
     """The refusal of a FIFO, socket or device where a regular file should be."""
     if stat.S_ISFIFO(mode):
         kind = "a FIFO (named pipe)"
@@ -1298,33 +1298,33 @@ def special_file_error(path, mode):
         "for ever or never end. Move it aside, or pass another path" % (path, kind))
 
 
-def open_regular_file(path, flags=os.O_RDONLY):
+def _open_regular_file(path, flags=os.O_RDONLY):
     """os.open that refuses whatever is not a regular file, before a byte is read or written.
 
     O_NONBLOCK makes the open itself return at once on a FIFO (opening one
     normally waits for a writer); os.fstat then tells what was opened.  A
     folder raises IsADirectoryError, as open() does."""
     try:
-        descriptor = os.open(path, flags | NON_BLOCKING | BINARY, PRIVATE_FILE_MODE)
+        descriptor = os.open(path, flags | _NON_BLOCKING | _BINARY, _PRIVATE_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ENXIO:  # a socket cannot be opened at all
-            raise special_file_error(path, os.stat(path).st_mode) from None
+            raise _special_file_error(path, os.stat(path).st_mode) from None
         raise
     try:
         mode = os.fstat(descriptor).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         if not stat.S_ISREG(mode):
-            raise special_file_error(path, mode)
+            raise _special_file_error(path, mode)
     except BaseException:
         os.close(descriptor)
         raise
     return descriptor
 
 
-def read_regular_file(path, limit, too_large):
+def _read_regular_file(path, limit, too_large):
     """The bytes of a regular file; refuse, with the message too_large, one over limit bytes before reading it."""
-    descriptor = open_regular_file(path)
+    descriptor = _open_regular_file(path)
     with open(descriptor, "rb") as handle:
         if os.fstat(descriptor).st_size > limit:
             raise NotesError(too_large)
@@ -1334,11 +1334,11 @@ def read_regular_file(path, limit, too_large):
     return data
 
 
-def read_meta(folder):
+def _read_meta(folder):
     """The session's meta object, None when the folder has none; refuse a damaged one."""
-    path = os.path.join(folder, META_NAME)
+    path = os.path.join(folder, _META_NAME)
     try:
-        raw = read_regular_file(path, META_SIZE_LIMIT, "%s is over 1 MiB, far larger than a session meta; "
+        raw = _read_regular_file(path, _META_SIZE_LIMIT, "%s is over 1 MiB, far larger than a session meta; "
                                 "move it aside" % path)
     except FileNotFoundError:
         return None
@@ -1349,7 +1349,7 @@ def read_meta(folder):
     except OSError as error:
         raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
     try:
-        meta = parse_json(raw.decode("utf-8"))
+        meta = _parse_json(raw.decode("utf-8"))
     except ValueError:
         meta = None
     if not isinstance(meta, dict) or not isinstance(meta.get("session_id"), str) or not meta["session_id"]:
@@ -1360,18 +1360,18 @@ def read_meta(folder):
     return meta
 
 
-def require_session(folder):
+def _require_session(folder):
     """The meta of the session a reader was pointed at; refuse when there is none."""
-    meta = read_meta(folder)
+    meta = _read_meta(folder)
     if meta is None:
         raise NotesError(
             "no session in %s (no %s there); start one with: %s --dir %s init, "
             "or bring one back from an export with: %s --dir %s restore "
-            "session_export.json" % (folder, META_NAME, invoked_as(), folder, invoked_as(), folder))
+            "session_export.json" % (folder, _META_NAME, _invoked_as(), folder, _invoked_as(), folder))
     return meta
 
 
-def fsync_folder(folder):
+def _fsync_folder(folder):
     """Make a creation or rename in the folder durable."""
     if os.name == "nt":  # Windows cannot open a folder; NTFS journals names itself
         return
@@ -1385,7 +1385,7 @@ def fsync_folder(folder):
         os.close(descriptor)
 
 
-def tighten_mode(descriptor):
+def _tighten_mode(descriptor):
     """Make a session file this user owns private when it is wider (v0 wrote its files 0644).
 
     The log holds what a conversation decided, sometimes personal details.
@@ -1402,49 +1402,49 @@ def tighten_mode(descriptor):
             pass
 
 
-def tighten_session_files(folder):
+def _tighten_session_files(folder):
     """Under the lock: make the meta and the log private, if this user owns them and they are wider."""
-    for name in (META_NAME, LOG_NAME):
+    for name in (_META_NAME, _LOG_NAME):
         try:
-            descriptor = open_refusing_links(os.path.join(folder, name), os.O_RDONLY)
+            descriptor = _open_refusing_links(os.path.join(folder, name), os.O_RDONLY)
         except (OSError, NotesError):  # missing, or refused where it is used: nothing to tighten here
             continue
         try:
-            tighten_mode(descriptor)
+            _tighten_mode(descriptor)
         finally:
             os.close(descriptor)
 
 
-def open_refusing_links(path, flags):
+def _open_refusing_links(path, flags):
     """open_regular_file that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
-    if not NO_FOLLOW and os.path.islink(path):
-        raise link_error(path)
+    if not _NO_FOLLOW and os.path.islink(path):
+        raise _link_error(path)
     try:
-        return open_regular_file(path, flags | NO_FOLLOW)
+        return _open_regular_file(path, flags | _NO_FOLLOW)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
-            raise link_error(path) from None
+            raise _link_error(path) from None
         raise
 
 
-def lock_wait_seconds():
+def _lock_wait_seconds():
     """How long a writer waits for the lock: LOCK_WAIT_SECONDS, or what the environment variable says."""
-    value = os.environ.get(LOCK_WAIT_VARIABLE, "").strip()
+    value = os.environ.get(_LOCK_WAIT_VARIABLE, "").strip()
     if not value:
-        return LOCK_WAIT_SECONDS
+        return _LOCK_WAIT_SECONDS
     try:
         seconds = float(value)
     except ValueError:
         seconds = -1.0
-    if not 0 <= seconds <= LOCK_WAIT_LIMIT:  # NaN fails this too
+    if not 0 <= seconds <= _LOCK_WAIT_LIMIT:  # NaN fails this too
         raise NotesError(
             "%s=%r is not a number of seconds from 0 to %d; set it to how long a writer may wait "
-            "for the lock, or unset it to wait %d s" % (LOCK_WAIT_VARIABLE, value, LOCK_WAIT_LIMIT,
-                                                        LOCK_WAIT_SECONDS))
+            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, value, _LOCK_WAIT_LIMIT,
+                                                        _LOCK_WAIT_SECONDS))
     return seconds
 
 
-def try_lock(descriptor, shared=False):
+def _try_lock(descriptor, shared=False):
     """Take the lock on descriptor without waiting; False when another process holds it."""
     try:
         if fcntl is not None:
@@ -1460,7 +1460,7 @@ def try_lock(descriptor, shared=False):
     return True
 
 
-def unlock(descriptor):
+def _unlock(descriptor):
     """Release a lock taken by try_lock (closing the descriptor releases a flock as well)."""
     if fcntl is not None:
         fcntl.flock(descriptor, fcntl.LOCK_UN)
@@ -1473,7 +1473,7 @@ def unlock(descriptor):
         pass
 
 
-class SessionLock:
+class _SessionLock:
     """Exclusive lock held by every writer from read to fsync: on the session folder, and on session_notes.lock.
 
     The folder's own descriptor is what excludes writers on POSIX: a folder
@@ -1490,24 +1490,24 @@ class SessionLock:
     held = set()  # paths of the locks this process holds: its own readers see no writer at work
 
     def __init__(self, folder):
-        self.path = os.path.join(folder, LOCK_NAME)
-        self.wait = lock_wait_seconds()  # a bad setting is refused before anything is created
+        self.path = os.path.join(folder, _LOCK_NAME)
+        self.wait = _lock_wait_seconds()  # a bad setting is refused before anything is created
         self.descriptor = None
         self.folder_descriptor = None
 
     def __enter__(self):
         folder = os.path.dirname(self.path)
-        prepare_folder(folder)
+        _prepare_folder(folder)
         created = not os.path.exists(self.path)
         try:
             if fcntl is not None:
-                self.folder_descriptor = os.open(folder, os.O_RDONLY | FOLDER_ONLY)
-            self.descriptor = open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
+                self.folder_descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+            self.descriptor = _open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
             if created:
-                fsync_folder(folder)
+                _fsync_folder(folder)
         except OSError as error:
             self.close_descriptors()
-            raise folder_error(folder, error) from None
+            raise _folder_error(folder, error) from None
         except BaseException:  # a refusal (a link planted at the lock): nothing stays open in a long-lived server
             self.close_descriptors()
             raise
@@ -1516,17 +1516,17 @@ class SessionLock:
             if self.folder_descriptor is not None:
                 self.wait_for_lock(self.folder_descriptor, deadline)
             self.wait_for_lock(self.descriptor, deadline)
-            tighten_mode(self.descriptor)
-            tighten_session_files(folder)
+            _tighten_mode(self.descriptor)
+            _tighten_session_files(folder)
             # The log and the meta are only ever written under this lock: a
             # temporary copy of either found now is a killed writer's (a restore
             # or init), however fresh.  Gone, it can no longer pile up.
-            for name in (LOG_NAME, META_NAME):
-                remove_stale_temporary_files(folder, name, older_than=0)
+            for name in (_LOG_NAME, _META_NAME):
+                _remove_stale_temporary_files(folder, name, older_than=0)
         except BaseException:
             self.close_descriptors()
             raise
-        SessionLock.held.add(self.path)
+        _SessionLock.held.add(self.path)
         return self
 
     def wait_for_lock(self, descriptor, deadline):
@@ -1537,14 +1537,14 @@ class SessionLock:
         finishing (stopped, hung) makes the wait run out.  Polling, with a
         pause that grows to 25 ms, is what gives the wait its bound."""
         pause = 0.001
-        while not try_lock(descriptor):
+        while not _try_lock(descriptor):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NotesError(
                     "another writer holds the lock %s and did not release it within %g s; nothing was "
                     "written. Run the same command again; if the lock stays held, a writer is stopped "
-                    "or hung: end it, or set %s to wait longer" % (self.path, self.wait, LOCK_WAIT_VARIABLE),
-                    EXIT_UNEXPECTED)
+                    "or hung: end it, or set %s to wait longer" % (self.path, self.wait, _LOCK_WAIT_VARIABLE),
+                    _EXIT_UNEXPECTED)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
 
@@ -1556,13 +1556,13 @@ class SessionLock:
         self.descriptor = self.folder_descriptor = None
 
     def __exit__(self, *exc_info):
-        SessionLock.held.discard(self.path)
+        _SessionLock.held.discard(self.path)
         if fcntl is None:
-            unlock(self.descriptor)
+            _unlock(self.descriptor)
         self.close_descriptors()
 
 
-def log_view(folder):
+def _log_view(folder):
     """(size, in_flight): how far a reader reads the log, and whether a writer was at work then.
 
     A writer holds the lock from reading the end of the log to its fsync, so
@@ -1572,60 +1572,60 @@ def log_view(folder):
     read.  Readers never wait for the lock and never create it.  A writer of
     this version is seen by its lock on the folder (SessionLock), one of
     1.1.0 by its lock on the file: the size is taken holding both shared."""
-    log_path, lock_path = os.path.join(folder, LOG_NAME), os.path.join(folder, LOCK_NAME)
-    if lock_path in SessionLock.held:  # read by the writer at work itself: nothing is in flight
-        return log_size(log_path), False
+    log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
+    if lock_path in _SessionLock.held:  # read by the writer at work itself: nothing is in flight
+        return _log_size(log_path), False
     folder_lock = None
     if fcntl is not None:
         try:
-            folder_lock = os.open(folder, os.O_RDONLY | FOLDER_ONLY)
+            folder_lock = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
         except OSError:  # the folder cannot be opened here (permissions): the file lock still tells
             pass
     try:
-        if folder_lock is not None and not try_lock(folder_lock, shared=True):
-            return log_size(log_path), True
-        return log_view_by_lock_file(log_path, lock_path)
+        if folder_lock is not None and not _try_lock(folder_lock, shared=True):
+            return _log_size(log_path), True
+        return _log_view_by_lock_file(log_path, lock_path)
     finally:
         if folder_lock is not None:
             os.close(folder_lock)  # closing releases the shared flock
 
 
-def log_view_by_lock_file(log_path, lock_path):
+def _log_view_by_lock_file(log_path, lock_path):
     """log_view's answer as the lock file tells it (the lock of 1.1.0 writers, and of all on Windows)."""
     try:
-        lock = open_regular_file(lock_path)
+        lock = _open_regular_file(lock_path)
     except FileNotFoundError:
         # No writer has locked this folder yet.  One that starts now creates
         # the lock before it writes: if the lock is there after the size was
         # taken, that size may cut its line.
-        size = log_size(log_path)
+        size = _log_size(log_path)
         return size, os.path.lexists(lock_path)
     except OSError:  # the lock cannot be opened here (permissions): no writer can be seen
-        return log_size(log_path), False
+        return _log_size(log_path), False
     try:
-        if not try_lock(lock, shared=True):
-            return log_size(log_path), True
+        if not _try_lock(lock, shared=True):
+            return _log_size(log_path), True
         try:
-            return log_size(log_path), False
+            return _log_size(log_path), False
         finally:
-            unlock(lock)
+            _unlock(lock)
     finally:
         os.close(lock)
 
 
-def open_log_for_reading(path):
+def _open_log_for_reading(path):
     """A read descriptor on the log, None when there is none yet; refuse a log that is not a regular file."""
     try:
-        return open_regular_file(path)
+        return _open_regular_file(path)
     except FileNotFoundError:
         return None
     except IsADirectoryError:  # readers answer a refusal, never an unexpected error
         raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
 
 
-def log_size(path):
+def _log_size(path):
     """The size of the log (0 when there is none yet); refuse a log that is not a regular file."""
-    descriptor = open_log_for_reading(path)
+    descriptor = _open_log_for_reading(path)
     if descriptor is None:
         return 0
     try:
@@ -1634,7 +1634,7 @@ def log_size(path):
         os.close(descriptor)
 
 
-def create_new_file(stem, suffix, mode=PRIVATE_FILE_MODE):
+def _create_new_file(stem, suffix, mode=_PRIVATE_FILE_MODE):
     """Create stem + suffix, or stem-1 + suffix and so on if taken; return (path, descriptor).
 
     O_EXCL | O_NOFOLLOW: a link planted at any name can neither be followed
@@ -1642,13 +1642,13 @@ def create_new_file(stem, suffix, mode=PRIVATE_FILE_MODE):
     path, attempt = stem + suffix, 0
     while True:
         try:
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, mode)
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY, mode)
         except FileExistsError:
             attempt += 1
             path = "%s-%d%s" % (stem, attempt, suffix)
 
 
-def write_all(descriptor, data):
+def _write_all(descriptor, data):
     """Write every byte, however many calls it takes."""
     view = memoryview(data)
     while view:
@@ -1656,18 +1656,18 @@ def write_all(descriptor, data):
         view = view[written:]
 
 
-def write_file_atomically(path, chunks, refusal=None, mode=PRIVATE_FILE_MODE):
+def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
     """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file.
 
     refusal: a message (formatted with path and reason) to refuse with when the
     file cannot be created; without it the OSError itself is raised.  mode:
     what the new file is created with (the umask narrows it further)."""
     if os.path.islink(path):
-        raise link_error(path)
+        raise _link_error(path)
     folder = os.path.dirname(path)
-    remove_stale_temporary_files(folder, os.path.basename(path))
+    _remove_stale_temporary_files(folder, os.path.basename(path))
     try:  # a temporary file with a fresh random name, in the target's own folder
-        temporary, descriptor = create_new_file(
+        temporary, descriptor = _create_new_file(
             os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp", mode)
     except OSError as error:
         if refusal is None:
@@ -1675,7 +1675,7 @@ def write_file_atomically(path, chunks, refusal=None, mode=PRIVATE_FILE_MODE):
         raise NotesError(refusal % (path, error.strerror)) from None
     try:
         for chunk in chunks:
-            write_all(descriptor, chunk)
+            _write_all(descriptor, chunk)
         os.fsync(descriptor)
         os.close(descriptor)
         descriptor = None
@@ -1692,10 +1692,10 @@ def write_file_atomically(path, chunks, refusal=None, mode=PRIVATE_FILE_MODE):
         except OSError:
             pass
         raise
-    fsync_folder(folder)
+    _fsync_folder(folder)
 
 
-def remove_stale_temporary_files(folder, name, older_than=STALE_TEMPORARY_SECONDS):
+def _remove_stale_temporary_files(folder, name, older_than=_STALE_TEMPORARY_SECONDS):
     """Delete what killed writes of name left: its temporary files (.NAME.<12 hex digits>.tmp) once stale.
 
     Only names of that exact shape, and only when older than any live write
@@ -1709,7 +1709,7 @@ def remove_stale_temporary_files(folder, name, older_than=STALE_TEMPORARY_SECOND
     for entry in entries:
         middle = entry.name[len(prefix):-len(".tmp")].split("-")[0]
         if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp") and len(middle) == 12
-                and HEX_DIGITS.issuperset(middle)):
+                and _HEX_DIGITS.issuperset(middle)):
             continue
         try:
             if (entry.is_file(follow_symlinks=False)
@@ -1719,54 +1719,54 @@ def remove_stale_temporary_files(folder, name, older_than=STALE_TEMPORARY_SECOND
             pass  # gone already, or not ours to remove: it is only clutter
 
 
-def write_meta(folder, session_id, created_at):
+def _write_meta(folder, session_id, created_at):
     """Write the meta file of a session and return it."""
-    meta = {"schema_version": META_SCHEMA, "session_id": session_id, "created_at": created_at,
-            "log_file": os.path.join(folder, LOG_NAME)}
+    meta = {"schema_version": _META_SCHEMA, "session_id": session_id, "created_at": created_at,
+            "log_file": os.path.join(folder, _LOG_NAME)}
     # As v0 writes it: 2-space JSON, non-ASCII as is, a trailing newline.  A
     # folder name that is not UTF-8 holds surrogate escapes (os.fsdecode):
     # they are written as JSON \udcXX escapes, which read back to the same path.
-    text = pretty_json(meta) + "\n"
-    write_file_atomically(os.path.join(folder, META_NAME), [text.encode("utf-8", "backslashreplace")])
+    text = _pretty_json(meta) + "\n"
+    _write_file_atomically(os.path.join(folder, _META_NAME), [text.encode("utf-8", "backslashreplace")])
     return meta
 
 
-def new_session_id():
+def _new_session_id():
     """A random UUID4 string."""
     import uuid  # only a new session needs it
 
     return str(uuid.uuid4())
 
 
-def check_session_folder(folder):
+def _check_session_folder(folder):
     """Refuse a folder a writer must not touch, before anything is written; return its meta."""
-    for name in (META_NAME, LOG_NAME, LOCK_NAME):
+    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
-            raise link_error(os.path.join(folder, name))
-    meta = read_meta(folder)
-    log_path = os.path.join(folder, LOG_NAME)
+            raise _link_error(os.path.join(folder, name))
+    meta = _read_meta(folder)
+    log_path = os.path.join(folder, _LOG_NAME)
     try:
         # Before the lock, so the refusal leaves every file as it was; open_log_for_append looks again under it.
-        refuse_a_hard_linked_log(log_path, os.lstat(log_path))
+        _refuse_a_hard_linked_log(log_path, os.lstat(log_path))
     except OSError:
         pass  # no log yet (or none that can be looked at): whoever opens it answers
     if meta is None and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
         raise NotesError(
             "%s holds notes but %s is missing, so the session id is unknown; nothing was "
             "changed. Bring the session back from its export with restore into another --dir, "
-            "or move the log aside to start a new session" % (log_path, META_NAME))
+            "or move the log aside to start a new session" % (log_path, _META_NAME))
     return meta
 
 
-def prepare_folder(folder):
+def _prepare_folder(folder):
     """Create the session folder of a writer when it does not exist yet."""
     try:
-        make_private_folders(folder)
+        _make_private_folders(folder)
     except OSError as error:
-        raise folder_error(folder, error) from None
+        raise _folder_error(folder, error) from None
 
 
-def make_private_folders(folder):
+def _make_private_folders(folder):
     """Create folder and each missing folder above it, 0700; never touch one that exists.
 
     os.makedirs would give the folders above the umask's mode.  A folder that
@@ -1780,54 +1780,54 @@ def make_private_folders(folder):
         folder = parent
     for path in reversed(missing):
         try:
-            os.mkdir(path, PRIVATE_FOLDER_MODE)
+            os.mkdir(path, _PRIVATE_FOLDER_MODE)
         except FileExistsError:
             if not os.path.isdir(path):  # a file in the way
                 raise
             # else made meanwhile by a concurrent writer: it has its mode already
 
 
-def open_session_for_writing(folder):
+def _open_session_for_writing(folder):
     """The meta of the folder's session; without one, start a session (meta and empty log). Hold the lock."""
     # A second look, under the lock: a concurrent init or restore may have
     # written the meta since the writer first checked the folder.
-    meta = check_session_folder(folder)
+    meta = _check_session_folder(folder)
     if meta is not None:
         return meta
     try:
-        meta = write_meta(folder, new_session_id(), utc_now())
+        meta = _write_meta(folder, _new_session_id(), _utc_now())
         # Crash window: meta without a log is a session with no notes yet; the
         # log is created by the first append as well.
-        descriptor = open_log_for_append(meta["log_file"])
+        descriptor = _open_log_for_append(meta["log_file"])
         os.fsync(descriptor)
         os.close(descriptor)
-        fsync_folder(folder)
+        _fsync_folder(folder)
     except OSError as error:
-        raise folder_error(folder, error) from None
+        raise _folder_error(folder, error) from None
     return meta
 
 
-def open_log_for_append(path):
+def _open_log_for_append(path):
     """Open (or create) the log for appending, refusing a symbolic link or a hard-linked log."""
-    descriptor = open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    descriptor = _open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
-        refuse_a_hard_linked_log(path, os.fstat(descriptor))
+        _refuse_a_hard_linked_log(path, os.fstat(descriptor))
     except BaseException:
         os.close(descriptor)
         raise
     return descriptor
 
 
-def refuse_a_hard_linked_log(path, status):
+def _refuse_a_hard_linked_log(path, status):
     """Refuse a log with another name: notes appended, or a torn tail cut, would change that file too."""
     if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
         raise NotesError(
             "%s has %d hard links: another name elsewhere shares its bytes, and writing here would change "
             "that file as well. Nothing was written. Give the log a file of its own (in its folder: cp %s "
-            "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, LOG_NAME, LOG_NAME))
+            "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
 
 
-def read_lines_backward(handle, size, limit=LINE_LIMIT, count_runs=False):
+def _read_lines_backward(handle, size, limit=_LINE_LIMIT, count_runs=False):
     """Yield (offset, line) from the end of the first size bytes back to the start.
 
     The first is the bytes after the last newline (b"" in a healthy log).  A
@@ -1842,7 +1842,7 @@ def read_lines_backward(handle, size, limit=LINE_LIMIT, count_runs=False):
     of junk lines costs a count of newlines per block, not a parse per line)."""
     pieces, length, position = [], 0, size  # the line being gathered, its pieces from the end
     while position > 0:
-        step = min(BACKWARD_BLOCK, position)
+        step = min(_BACKWARD_BLOCK, position)
         position -= step
         handle.seek(position)
         block = handle.read(step)
@@ -1851,10 +1851,10 @@ def read_lines_backward(handle, size, limit=LINE_LIMIT, count_runs=False):
         run_checked = not count_runs
         while newline >= 0:
             pieces.append(block[newline + 1:end])
-            yield position + newline + 1, joined_line(pieces, length + end - newline - 1, limit)
+            yield position + newline + 1, _joined_line(pieces, length + end - newline - 1, limit)
             pieces, length, end = [], 0, newline
             if not run_checked:  # once per block, after the line that ends in it
-                run_checked, run = True, seq_free_run(block, end)
+                run_checked, run = True, _seq_free_run(block, end)
                 if run is not None:
                     yield position + run[0], run[1]
                     end = run[0] - 1  # the newline before the run; the line before it starts earlier
@@ -1864,13 +1864,13 @@ def read_lines_backward(handle, size, limit=LINE_LIMIT, count_runs=False):
             pieces.append(block[:end])
         else:
             pieces = []
-    yield 0, joined_line(pieces, length, limit)
+    yield 0, _joined_line(pieces, length, limit)
 
 
-COUNTED_RUN = 100  # lines at least in a run that a backward reader counts instead of reading one by one
+_COUNTED_RUN = 100  # lines at least in a run that a backward reader counts instead of reading one by one
 
 
-def seq_free_run(block, end):
+def _seq_free_run(block, end):
     """(start, count) of the complete lines of block[:end] (after its first newline) when none can hold a seq.
 
     A JSON key reads as "seq" only when its bytes are "seq" or use a \\u
@@ -1880,17 +1880,17 @@ def seq_free_run(block, end):
     if first < 0:
         return None
     count = block.count(b"\n", first + 1, end) + 1
-    if count < COUNTED_RUN or any(block.find(marker, first + 1, end) >= 0 for marker in (b'"seq"', b"\\u")):
+    if count < _COUNTED_RUN or any(block.find(marker, first + 1, end) >= 0 for marker in (b'"seq"', b"\\u")):
         return None
     return first + 1, count
 
 
-def joined_line(pieces, length, limit):
+def _joined_line(pieces, length, limit):
     """A line from its pieces, gathered from its end; None when it is longer than limit."""
     return b"".join(reversed(pieces)) if length <= limit else None
 
 
-def read_lines_forward(handle, size, limit=LINE_LIMIT):
+def _read_lines_forward(handle, size, limit=_LINE_LIMIT):
     """Yield (line, terminated) for each line of the first size bytes, without its newline.
 
     A line longer than limit comes as None: it is read past in blocks, never
@@ -1907,12 +1907,12 @@ def read_lines_forward(handle, size, limit=LINE_LIMIT):
             yield line, False  # the last line, without its newline
         else:
             while remaining > 0 and line and not line.endswith(b"\n"):
-                line = handle.readline(min(BACKWARD_BLOCK, remaining))
+                line = handle.readline(min(_BACKWARD_BLOCK, remaining))
                 remaining -= len(line)
             yield None, line.endswith(b"\n")
 
 
-def incomplete_batch_start(handle, size):
+def _incomplete_batch_start(handle, size):
     """The offset where an incomplete batch at the end of the first size bytes starts, or None.
 
     An append --batch writes its N lines with one write; killed during it, it
@@ -1924,11 +1924,11 @@ def incomplete_batch_start(handle, size):
     tail; the next append or restore moves the rest to a side file (the one
     exception, with the torn tail, to "a complete line is never moved")."""
     expected = None  # (K, N): the place the line before must hold
-    for position, (offset, line) in enumerate(read_lines_backward(handle, size)):
-        value = parse_line(line)[0] if line else None
+    for position, (offset, line) in enumerate(_read_lines_backward(handle, size)):
+        value = _parse_line(line)[0] if line else None
         if position == 0 and value is None:
             continue  # the end of a healthy log, or a cut-off line: the batch's lines come before it
-        place = batch_place_of(value)
+        place = _batch_place_of(value)
         if place is None or (expected is None and place[0] == place[1]) or (
                 expected is not None and place != expected):
             return None
@@ -1938,13 +1938,13 @@ def incomplete_batch_start(handle, size):
     return None
 
 
-def end_before_incomplete_batch(handle, size):
+def _end_before_incomplete_batch(handle, size):
     """size, or where an incomplete batch at the end of those bytes starts (incomplete_batch_start)."""
-    start = incomplete_batch_start(handle, size)
+    start = _incomplete_batch_start(handle, size)
     return size if start is None else start
 
 
-class BackwardScan:
+class _BackwardScan:
     """One walk over the log from its end: each line as (offset, record or None, problems), newest first.
 
     The one place for the rules read from the end.  The torn-tail verdict:
@@ -1966,12 +1966,12 @@ class BackwardScan:
 
     def __init__(self, handle, size, session_id=None, in_flight=False):
         self.size = size
-        self.keep_end = end_before_incomplete_batch(handle, size)  # bytes from this offset on are torn
+        self.keep_end = _end_before_incomplete_batch(handle, size)  # bytes from this offset on are torn
         self.incomplete_batch = self.keep_end < size  # what they are: an incomplete batch, perhaps cut off
         self.needs_newline = False   # the last line is a JSON object without its newline
         self.highest_seq = 0         # the highest seq the lines walked so far can have held
         self.certain = False         # no line not walked yet can hold a higher seq
-        self.lines = read_lines_backward(handle, self.keep_end, count_runs=True)
+        self.lines = _read_lines_backward(handle, self.keep_end, count_runs=True)
         self.session_id, self.in_flight = session_id, in_flight
 
     def __iter__(self):
@@ -1985,7 +1985,7 @@ class BackwardScan:
                 damaged += line
                 yield offset, None, [("seq_free_lines", "%d lines in a row that hold no seq, so no note" % line)]
                 continue
-            value, problems = line_problems(line, position > 0, self.session_id)
+            value, problems = _line_problems(line, position > 0, self.session_id)
             if position == 0:
                 self.needs_newline = value is not None
                 if value is None:
@@ -1993,13 +1993,13 @@ class BackwardScan:
                     yield offset, None, problems
                     continue
             seq = value.get("seq") if value is not None else None
-            if not is_seq(seq):
+            if not _is_seq(seq):
                 damaged += 1
                 yield offset, value, problems
                 continue
             self.highest_seq = max(self.highest_seq, seq + damaged)
             self.certain = self.certain or (damaged == 0 and newer_seq == seq + 1)
-            order = seq_order_problem(newer_seq, seq, damaged)  # the newer one, as if read after this
+            order = _seq_order_problem(newer_seq, seq, damaged)  # the newer one, as if read after this
             if order:
                 problems.append((order, None))
             newer_seq, damaged = seq, 0
@@ -2008,16 +2008,16 @@ class BackwardScan:
         self.certain = True
 
 
-class LogTail:
+class _LogTail:
     """What a writer needs from the end of the log, found without reading the rest: the torn tail, the
     next seq and the records of the duplicate window (newest first)."""
 
-    def __init__(self, handle, size, recent_since=None, window_records=DUPLICATE_WINDOW_RECORDS):
-        scan = BackwardScan(handle, size)
+    def __init__(self, handle, size, recent_since=None, window_records=_DUPLICATE_WINDOW_RECORDS):
+        scan = _BackwardScan(handle, size)
         self.recent = []
         window_left = window_records if recent_since is not None else 0
         for _, record, _ in scan:
-            if record is None or not is_seq(record.get("seq")):
+            if record is None or not _is_seq(record.get("seq")):
                 continue
             if window_left:
                 window_left -= 1
@@ -2032,19 +2032,19 @@ class LogTail:
         self.highest_seq, self.incomplete_batch = scan.highest_seq, scan.incomplete_batch
 
 
-def set_aside_torn_tail(folder, descriptor, tail):
+def _set_aside_torn_tail(folder, descriptor, tail):
     """Move the torn bytes (after the last newline, or from an incomplete batch's first line on) to a side
     file, block by block, then cut them from the log."""
-    side_path, side = create_new_file(os.path.join(folder, "%s.torn-%s-%d" % (
-        LOG_NAME, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
+    side_path, side = _create_new_file(os.path.join(folder, "%s.torn-%s-%d" % (
+        _LOG_NAME, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
     try:
         os.lseek(descriptor, tail.keep_end, os.SEEK_SET)
         left = tail.size - tail.keep_end
         while left > 0:
-            block = os.read(descriptor, min(BACKWARD_BLOCK, left))
+            block = os.read(descriptor, min(_BACKWARD_BLOCK, left))
             if not block:
                 raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
-            write_all(side, block)
+            _write_all(side, block)
             left -= len(block)
         os.fsync(side)
     except BaseException:
@@ -2058,25 +2058,25 @@ def set_aside_torn_tail(folder, descriptor, tail):
             pass
         raise
     os.close(side)
-    fsync_folder(folder)
+    _fsync_folder(folder)
     # Crash window: the bytes are now in the side file and still in the log;
     # a crash here makes the next append copy them once more, losing nothing.
     try:
         os.ftruncate(descriptor, tail.keep_end)
     except PermissionError:
-        refuse_an_append_only_log(folder, side_path, tail)
+        _refuse_an_append_only_log(folder, side_path, tail)
     os.fsync(descriptor)
     return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
 
 
-def refuse_an_append_only_log(folder, side_path, tail):
+def _refuse_an_append_only_log(folder, side_path, tail):
     """The log takes appends but cannot be cut (chattr +a): drop the side file just made, and refuse.
 
     The torn bytes are all still in the log, so the side file holds nothing
     of its own; left there, every failed append would add one more."""
     os.unlink(side_path)
-    fsync_folder(folder)
-    log_path = os.path.join(folder, LOG_NAME)
+    _fsync_folder(folder)
+    log_path = os.path.join(folder, _LOG_NAME)
     raise NotesError(
         "%s is append-only (chattr +a, or a mount that forbids cutting files): its cut-off last line "
         "(%d bytes) cannot be set aside, and a note written after it would read as damage. Nothing was "
@@ -2084,10 +2084,10 @@ def refuse_an_append_only_log(folder, side_path, tail):
         "export into a new --dir" % (log_path, tail.size - tail.keep_end, log_path))
 
 
-NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
+_NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
 
 
-def keep_torn_tail_in_place(descriptor, tail, why):
+def _keep_torn_tail_in_place(descriptor, tail, why):
     """End the torn tail with a newline, where it is: it becomes a damaged line, which holds a seq.
 
     Used when the tail cannot be set aside: a tail over LINE_LIMIT (no note
@@ -2100,30 +2100,30 @@ def keep_torn_tail_in_place(descriptor, tail, why):
     next seq.  Cost: one byte, whatever the tail's size.
     Crash window: none beyond append's own; the newline is one write, and a
     crash before it leaves the torn tail for the next append."""
-    append_line(descriptor, b"\n")
+    _append_line(descriptor, b"\n")
     tail.highest_seq += 1
     return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
 
 
-def find_note(handle, size, note_id):
+def _find_note(handle, size, note_id):
     """The record with this id, searched from the end of the log (recent notes come first).
 
     A line readers skip (a missing or malformed field) is no note: a ref to it
     would name a note no reader shows, which verify reports and restore refuses."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
-    for _, line in read_lines_backward(handle, size, count_runs=True):
+    for _, line in _read_lines_backward(handle, size, count_runs=True):
         if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
-            value, _ = parse_line(line)
-            if value is not None and value.get("id") == note_id and is_usable(check_record(value, None)):
+            value, _ = _parse_line(line)
+            if value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None)):
                 return value
     return None
 
 
-def append_line(descriptor, line):
+def _append_line(descriptor, line):
     """Append one whole record and fsync; on failure cut the log back to where it was."""
     start = os.lseek(descriptor, 0, os.SEEK_END)
     try:
-        write_all(descriptor, line)
+        _write_all(descriptor, line)
         os.fsync(descriptor)
     except BaseException:
         # Crash window: a process killed during write_all leaves a cut-off
@@ -2137,7 +2137,7 @@ def append_line(descriptor, line):
         raise
 
 
-def append_chunks(descriptor, chunks):
+def _append_chunks(descriptor, chunks):
     """Append every chunk, then fsync once; on any failure (or a refusal raised by chunks) cut the log back.
 
     Crash window: a process killed mid-way leaves some whole lines and maybe
@@ -2146,7 +2146,7 @@ def append_chunks(descriptor, chunks):
     start = os.lseek(descriptor, 0, os.SEEK_END)
     try:
         for chunk in chunks:
-            write_all(descriptor, chunk)
+            _write_all(descriptor, chunk)
         os.fsync(descriptor)
     except BaseException:
         try:
@@ -2157,45 +2157,45 @@ def append_chunks(descriptor, chunks):
         raise
 
 
-def line_problems(raw, terminated, session_id):
+def _line_problems(raw, terminated, session_id):
     """One line, read either way: (its object or None, the problems of the line taken alone)."""
-    value, kind = parse_line(raw) if raw is not None else (None, "line_too_long")
+    value, kind = _parse_line(raw) if raw is not None else (None, "line_too_long")
     if not terminated:
-        kind = unterminated_line_problem(value)
+        kind = _unterminated_line_problem(value)
     if value is None:
         return None, [(kind, None)]
-    return value, ([(kind, None)] if kind else []) + check_record(value, session_id)
+    return value, ([(kind, None)] if kind else []) + _check_record(value, session_id)
 
 
-class LogReader:
+class _LogReader:
     """Reads the whole log forward, checking each line, without holding it in memory."""
 
     def __init__(self, folder, meta):
-        self.path = os.path.join(folder, LOG_NAME)
+        self.path = os.path.join(folder, _LOG_NAME)
         self.session_id = meta.get("session_id")
         self.problems = []          # the first ones, as verify lists them
         self.problem_count = 0
         self.total = 0
         self.last_record = None
-        self.order = LogOrder()     # of the last pass: its notices are warnings, not problems
-        self.redactions = RedactionsSeen()  # of the last pass
+        self.order = _LogOrder()     # of the last pass: its notices are warnings, not problems
+        self.redactions = _RedactionsSeen()  # of the last pass
         # Every pass reads the same bytes, up to a size taken while no writer
         # was mid-append; lines appended later wait for the next read.
-        self.size, self.in_flight = log_view(folder)
+        self.size, self.in_flight = _log_view(folder)
         self.unterminated_in_flight = False  # whether records() left a line a writer is still writing
         # An incomplete batch at the end is not read: it is a torn tail of
         # several lines, which the next append sets aside.  self.size ends before it.
         self.size_seen = self.size
-        descriptor = open_log_for_reading(self.path) if self.size else None
+        descriptor = _open_log_for_reading(self.path) if self.size else None
         if descriptor is not None:
             with open(descriptor, "rb") as handle:
-                self.size = end_before_incomplete_batch(handle, self.size)
+                self.size = _end_before_incomplete_batch(handle, self.size)
 
     def records(self):
         """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
-        self.order = seen = LogOrder()
-        self.redactions = RedactionsSeen()
+        self.order = seen = _LogOrder()
+        self.redactions = _RedactionsSeen()
         if self.size:
             yield from self.read_records(seen)
         self.note_batch_ends(seen)
@@ -2207,24 +2207,24 @@ class LogReader:
         While a writer is at work, the incomplete batch is its batch in flight, not damage."""
         ends = [seen.unfinished_batch()]
         if self.size < self.size_seen and not self.in_flight:
-            ends.append(problem(seen.line + 1, None, "incomplete_batch"))
+            ends.append(_problem(seen.line + 1, None, "incomplete_batch"))
         self.note_problems(list(filter(None, ends)))
 
     def read_records(self, seen):
         """The forward pass of records(), checking each line with seen (a LogOrder)."""
-        with open(open_regular_file(self.path), "rb") as handle:
-            for number, (raw, terminated) in enumerate(read_lines_forward(handle, self.size), 1):
+        with open(_open_regular_file(self.path), "rb") as handle:
+            for number, (raw, terminated) in enumerate(_read_lines_forward(handle, self.size), 1):
                 if not terminated and self.in_flight:
                     self.unterminated_in_flight = True
                     break  # a writer's note, still being written
-                value, kinds = line_problems(raw, terminated, self.session_id)
+                value, kinds = _line_problems(raw, terminated, self.session_id)
                 kinds += seen.place_problems(value, kinds)
                 # An id is named only when it is a note id: any other could be anything.
-                record_id = value["id"] if kinds and value is not None and is_note_id(value.get("id")) else None
+                record_id = value["id"] if kinds and value is not None and _is_note_id(value.get("id")) else None
                 self.problem_count += len(kinds)
-                for kind, detail in kinds[:PROBLEMS_LISTED - len(self.problems)]:
-                    self.problems.append(problem(number, record_id, kind, detail))
-                if value is not None and is_usable(kinds):
+                for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
+                    self.problems.append(_problem(number, record_id, kind, detail))
+                if value is not None and _is_usable(kinds):
                     self.total += 1
                     self.last_record = value
                     self.redactions.meet(value, number)
@@ -2233,44 +2233,44 @@ class LogReader:
     def note_problems(self, found):
         """Count problems found after the lines were read (verify's entries), keeping the first ones."""
         self.problem_count += len(found)
-        self.problems.extend(found[:PROBLEMS_LISTED - len(self.problems)])
+        self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
 
     def warnings(self):
         """The problems met, as sentences, bounded."""
-        return problem_messages(self.problems, self.problem_count)
+        return _problem_messages(self.problems, self.problem_count)
 
     def notices(self):
         """What the last pass found that append refuses now but an older log may hold, as sentences, bounded."""
-        return problem_messages(self.order.notices, self.order.notice_count)
+        return _problem_messages(self.order.notices, self.order.notice_count)
 
 
-def bounded_warnings(messages, count):
+def _bounded_warnings(messages, count):
     """The first WARNINGS_LISTED of count problems, then how many more there are."""
-    messages = messages[:WARNINGS_LISTED]
+    messages = messages[:_WARNINGS_LISTED]
     if count > len(messages):
         messages.append("%d more problems not listed; run verify for the full list" % (count - len(messages)))
     return messages
 
 
-def problem_messages(problems: list, count: int) -> list:
+def _problem_messages(problems: list, count: int) -> list:
     """Problems (verify's entries) as bounded warnings: where, then what."""
     messages = []
-    for entry in problems[:WARNINGS_LISTED]:
+    for entry in problems[:_WARNINGS_LISTED]:
         where = "" if entry["line"] is None else "line %d" % entry["line"]
         if entry["id"]:
             where += " (%s)" % entry["id"]
         messages.append("%s: %s" % (where, entry["detail"]) if where else entry["detail"])
-    return bounded_warnings(messages, count)
+    return _bounded_warnings(messages, count)
 
 
-def with_warnings(receipt, warnings):
+def _with_warnings(receipt, warnings):
     """Add a warnings key only when there is something to say."""
     if warnings:
         receipt["warnings"] = warnings
     return receipt
 
 
-class RedactionsSeen:
+class _RedactionsSeen:
     """For a forward reader: how many redacted notes it met, and those no later source note explains yet.
 
     Only the ids and line numbers of redacted notes are kept: they are rare."""
@@ -2279,14 +2279,14 @@ class RedactionsSeen:
         self.count, self.pending = 0, {}
 
     def meet(self, record, line):
-        if is_redacted(record):
+        if _is_redacted(record):
             self.count += 1
             self.pending[record["id"]] = line
-        elif is_redaction_note(record):
+        elif _is_redaction_note(record):
             self.pending.pop(record["about"], None)
 
     def problems(self) -> list:
-        return [problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
+        return [_problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
 
 
 # --------------------------------------------------------------------------
@@ -2302,19 +2302,19 @@ class Session:
     Session(None) uses the folder the command line uses without --dir."""
 
     def __init__(self, folder=None):
-        check_dir_argument(folder)
+        _check_dir_argument(folder)
         # Resolved by each method where the command line resolves --dir, so
         # that a bad signal is refused before the folder is looked at.
         self.folder = None if folder is None else os.fspath(folder)
 
     def init(self) -> dict:
         """Start a session in the folder, or report the one already there."""
-        folder = resolve_folder(self.folder)
-        check_session_folder(folder)
-        with SessionLock(folder):
-            meta = open_session_for_writing(folder)
+        folder = _resolve_folder(self.folder)
+        _check_session_folder(folder)
+        with _SessionLock(folder):
+            meta = _open_session_for_writing(folder)
         return {"ok": True, "command": "init", "session_id": meta["session_id"],
-                "path": os.path.join(folder, LOG_NAME)}
+                "path": os.path.join(folder, _LOG_NAME)}
 
     def append(self, *, type=None, text=None, effect=None, ref=None, status=None, provenance=None,
                evidence=None, about=None, by=None, batch=None) -> dict:
@@ -2323,37 +2323,37 @@ class Session:
         batch: instead of one signal, a list of them (dicts keyed by these
         keywords; "@K" in ref, about or by names the K-th), all written or none."""
         if batch is not None:
-            given = [name for name, value in zip(SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
+            given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
                                                                  evidence, about, by)) if value is not None]
-            return append_batch_entries(self.folder, batch, given)
+            return _append_batch_entries(self.folder, batch, given)
         # Validate everything the signal alone can tell before touching any file.
-        signal = clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
-        folder = resolve_folder(self.folder)
-        check_session_folder(folder)
+        signal = _clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
+        folder = _resolve_folder(self.folder)
+        _check_session_folder(folder)
         # The log only grows, so a note found now is still there under the lock.
-        check_links(os.path.join(folder, LOG_NAME), signal)
-        with SessionLock(folder):
-            meta = open_session_for_writing(folder)
-            return append_signal(folder, meta, signal)
+        _check_links(os.path.join(folder, _LOG_NAME), signal)
+        with _SessionLock(folder):
+            meta = _open_session_for_writing(folder)
+            return _append_signal(folder, meta, signal)
 
-    def tail(self, *, limit=TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None) -> dict:
+    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None) -> dict:
         """The last records, oldest first; types, since, until and grep keep only the records they name.
 
         The receipt's superseded lists the ids among its records that a later note superseded."""
-        limit = check_limit(limit)
-        since, until = parse_time_filter(since, "since"), parse_time_filter(until, "until")
+        limit = _check_limit(limit)
+        since, until = _parse_time_filter(since, "since"), _parse_time_filter(until, "until")
         types = set([types] if isinstance(types, str) else types) if types else None
         for note_type in types or ():
-            check_choice("type", note_type, NOTE_TYPES)
-        needle = grep_needle(grep)
-        folder = resolve_folder(self.folder)
-        meta = require_session(folder)
-        log_path = os.path.join(folder, LOG_NAME)
+            _check_choice("type", note_type, NOTE_TYPES)
+        needle = _grep_needle(grep)
+        folder = _resolve_folder(self.folder)
+        meta = _require_session(folder)
+        log_path = os.path.join(folder, _LOG_NAME)
         # Only the warnings listed are kept, the rest counted: a log of a million
         # damaged lines must not make a million messages.
-        records, warnings, warning_count, superseded = [], [], 0, SupersededSeen()
-        size, in_flight = log_view(folder)
-        descriptor = open_log_for_reading(log_path)
+        records, warnings, warning_count, superseded = [], [], 0, _SupersededSeen()
+        size, in_flight = _log_view(folder)
+        descriptor = _open_log_for_reading(log_path)
         if descriptor is None:
             import io  # already loaded by the interpreter itself
 
@@ -2362,21 +2362,21 @@ class Session:
             handle = open(descriptor, "rb")
         end, kept_bytes, cut_short = size, 0, False  # the log bytes of the records kept (each line's span)
         with handle:
-            for offset, value, problems in BackwardScan(handle, size, meta["session_id"], in_flight):
+            for offset, value, problems in _BackwardScan(handle, size, meta["session_id"], in_flight):
                 if len(records) >= limit:
                     break
                 line_bytes, end = end - offset, offset
-                record_id = value["id"] if value is not None and is_note_id(value.get("id")) else "no id"
+                record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
                 for kind, detail in problems:  # an id is named only when it is a note id: never echo another
-                    where = "byte %d" % offset if kind in LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
+                    where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
                     warning_count += 1
-                    if len(warnings) < WARNINGS_LISTED:
-                        warnings.append("%s: %s" % (where, detail or PROBLEM_DETAILS[kind]))
-                if value is None or not is_usable(problems):
+                    if len(warnings) < _WARNINGS_LISTED:
+                        warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
+                if value is None or not _is_usable(problems):
                     continue
                 superseded.meet(value)  # a note filtered out still supersedes the ones it names
-                if tail_keeps(value, types, since, until, needle):
-                    cut_short = bool(records) and kept_bytes + line_bytes > TAIL_BYTES_LIMIT
+                if _tail_keeps(value, types, since, until, needle):
+                    cut_short = bool(records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
                     if cut_short:
                         break
                     kept_bytes += line_bytes
@@ -2384,26 +2384,26 @@ class Session:
         if cut_short:
             warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB of log, "
                                "the most one reply carries; ask for fewer records or a narrower time span"
-                               % (len(records), TAIL_BYTES_LIMIT >> 20))
+                               % (len(records), _TAIL_BYTES_LIMIT >> 20))
         records.reverse()
         receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
         superseded_ids = [record["id"] for record in records if superseded.was_superseded(record)]
         if superseded_ids:
             receipt["superseded"] = superseded_ids
-        return with_warnings(receipt, bounded_warnings(warnings, warning_count))
+        return _with_warnings(receipt, _bounded_warnings(warnings, warning_count))
 
     def show(self, *, note_id) -> dict:
         """One note and its chain: what it replaced and what replaced it, or its gate's updates; the notes about it."""
-        note_id = show_note_id(note_id)
-        folder = resolve_folder(self.folder)
-        return show_note(folder, require_session(folder), note_id)
+        note_id = _show_note_id(note_id)
+        folder = _resolve_folder(self.folder)
+        return _show_note(folder, _require_session(folder), note_id)
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
-        folder = resolve_folder(self.folder)
-        meta = require_session(folder)
-        reader = LogReader(folder, meta)
-        by_type = count_by_type(reader)[0]
+        folder = _resolve_folder(self.folder)
+        meta = _require_session(folder)
+        reader = _LogReader(folder, meta)
+        by_type = _count_by_type(reader)[0]
         last = reader.last_record
         receipt = {
             "ok": True,
@@ -2415,35 +2415,35 @@ class Session:
             "last_note_id": last["id"] if last else None,
             "last_type": last["type"] if last else None,
         }
-        return with_warnings(receipt, reader.warnings())
+        return _with_warnings(receipt, reader.warnings())
 
-    def recap(self, *, limit=RECAP_DEFAULT_LIMIT, format="json", max_bytes=RECAP_DEFAULT_MAX_BYTES) -> dict:
+    def recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_DEFAULT_MAX_BYTES) -> dict:
         """The state of the idea within max_bytes; with format="md", the receipt holds it as markdown text."""
-        check_choice("format", format, ("json", "md"))
-        limit = check_limit(limit)
+        _check_choice("format", format, ("json", "md"))
+        limit = _check_limit(limit)
         if max_bytes < 1:
             raise NotesError("--max-bytes must be 1 or more")
-        folder = resolve_folder(self.folder)
-        meta = require_session(folder)
-        fitted = read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
+        folder = _resolve_folder(self.folder)
+        meta = _require_session(folder)
+        fitted = _read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
         # The markdown is a key of a receipt, never a bare text: the command line prints that text.
         return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
     def verify(self) -> dict:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
-        folder = resolve_folder(self.folder)
-        meta = require_session(folder)
-        reader = LogReader(folder, meta)
+        folder = _resolve_folder(self.folder)
+        meta = _require_session(folder)
+        reader = _LogReader(folder, meta)
         meta_problems = []
         for key in ("schema_version", "session_id", "created_at", "log_file"):
             if not isinstance(meta.get(key), str):
-                meta_problems.append(problem(None, None, "meta_field", "%s lacks %s" % (META_NAME, key)))
-        if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != META_SCHEMA:
-            meta_problems.append(problem(None, None, "meta_schema",
-                                         "%s has an unknown schema_version" % META_NAME))
+                meta_problems.append(_problem(None, None, "meta_field", "%s lacks %s" % (_META_NAME, key)))
+        if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
+            meta_problems.append(_problem(None, None, "meta_schema",
+                                         "%s has an unknown schema_version" % _META_NAME))
         for _ in reader.records():
             pass
-        problems = (meta_problems + reader.problems)[:PROBLEMS_LISTED]
+        problems = (meta_problems + reader.problems)[:_PROBLEMS_LISTED]
         count = len(meta_problems) + reader.problem_count
         receipt = {"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
                    "problems": problems}
@@ -2458,35 +2458,35 @@ class Session:
             warnings.append("the last line has no newline yet and a writer holds the lock: it is being "
                             "written, so it was not checked. Run verify again once that writer has finished")
         # A note a 1.1.0 writer could store but append now refuses: said, not counted as damage.
-        return with_warnings(receipt, warnings + reader.notices())
+        return _with_warnings(receipt, warnings + reader.notices())
 
     def export(self, *, output=None, format="json") -> dict:
         """Write the whole session to one file: JSON (v0's export) or, with format="md", an audit document.
 
         output may be anywhere but over a file that is not an earlier export
         (check_export_output); the MCP server confines it first (mcp_export_path)."""
-        check_choice("format", format, ("json", "md"))
-        folder = resolve_folder(self.folder)
-        meta = require_session(folder)
+        _check_choice("format", format, ("json", "md"))
+        folder = _resolve_folder(self.folder)
+        meta = _require_session(folder)
         markdown = format == "md"
         if output:
             output = os.path.abspath(os.path.expanduser(output))
         else:
-            output = os.path.join(folder, EXPORT_MARKDOWN_NAME if markdown else EXPORT_NAME)
-        check_export_output(folder, output)
-        earlier = earlier_export(output)  # what the operator may have downloaded from this path before
+            output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
+        _check_export_output(folder, output)
+        earlier = _earlier_export(output)  # what the operator may have downloaded from this path before
         output_folder = os.path.dirname(output)
         # Both passes read the same bytes: the size is fixed before the first one,
         # so notes appended meanwhile wait for the next export.
-        reader = LogReader(folder, meta)
-        by_type, first_ts, last_ts = count_by_type(reader)
+        reader = _LogReader(folder, meta)
+        by_type, first_ts, last_ts = _count_by_type(reader)
         count = reader.total
         warnings = reader.warnings()
         if markdown:
-            chunks = markdown_export(reader, meta, count, by_type, first_ts, last_ts, reader.problem_count,
+            chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts, reader.problem_count,
                                      warnings)
         else:
-            chunks = json_export(reader, meta, count)
+            chunks = _json_export(reader, meta, count)
         # A place that cannot take the file is a refusal; a failure while writing
         # it (a full disk, say) is an unexpected error, as it is for append.
         refusal = "cannot write %s (%s); choose another --output"
@@ -2494,123 +2494,123 @@ class Session:
             os.makedirs(output_folder, exist_ok=True)
         except OSError as error:
             raise NotesError(refusal % (output, error.strerror)) from None
-        write_file_atomically(output, chunks, refusal, UMASK_FILE_MODE)  # for the host to download
+        _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
         receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
-        news = export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
+        news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
         if news:
             receipt["tell_operator"] = news
-        return with_warnings(receipt, warnings)
+        return _with_warnings(receipt, warnings)
 
     def restore(self, *, export_file, accept_damaged=False) -> dict:
         """Bring a session back into the folder from an export (ours or v0's)."""
         export_path = os.path.abspath(os.path.expanduser(export_file))
-        export = load_export(export_path, accept_damaged)  # checked, streamed: never held whole
+        export = _load_export(export_path, accept_damaged)  # checked, streamed: never held whole
         try:
-            folder = resolve_folder(self.folder)
-            restored, recovered = restore_export(folder, export)
+            folder = _resolve_folder(self.folder)
+            restored, recovered = _restore_export(folder, export)
         finally:
             export.close()
         receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
                    "record_count": export.record_count, "restored": restored,
-                   "path": os.path.join(folder, LOG_NAME)}
-        gates = recap_history(LogReader(folder, read_meta(folder)))[1]
-        receipt["tell_operator"] = restore_tell_operator(folder, export_path, export.record_count,
+                   "path": os.path.join(folder, _LOG_NAME)}
+        gates = _recap_history(_LogReader(folder, _read_meta(folder)))[1]
+        receipt["tell_operator"] = _restore_tell_operator(folder, export_path, export.record_count,
                                                          export.problem_count, gates)
         # With --accept-damaged: what was restored as it is, record by record; then the notices.
-        with_warnings(receipt, problem_messages(export.problems, export.problem_count) + export.notices)
-        return with_recovered(receipt, recovered)
+        _with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices)
+        return _with_recovered(receipt, recovered)
 
     def redact(self, *, note_id, reason) -> dict:
         """Replace one note's text and effect with the placeholder in place; a source note records why.
 
         The receipt's not_erased says what it cannot reach (earlier exports, side files, copies)."""
-        note_id = redact_note_id(note_id)
-        reason = redact_reason(reason)
-        folder = resolve_folder(self.folder)
-        require_session(folder)
-        check_session_folder(folder)
-        with SessionLock(folder):
-            meta = open_session_for_writing(folder)
-            return redact_note(folder, meta, note_id, reason)
+        note_id = _redact_note_id(note_id)
+        reason = _redact_reason(reason)
+        folder = _resolve_folder(self.folder)
+        _require_session(folder)
+        _check_session_folder(folder)
+        with _SessionLock(folder):
+            meta = _open_session_for_writing(folder)
+            return _redact_note(folder, meta, note_id, reason)
 
 
-def append_signal(folder, meta, signal):
+def _append_signal(folder, meta, signal):
     """Under the lock: recover the log's tail, then store the signal, or answer with its earlier note."""
-    log_path = os.path.join(folder, LOG_NAME)
+    log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
-        duplicate = find_duplicate(tail, signal, meta["session_id"], log_path)
+        duplicate = _find_duplicate(tail, signal, meta["session_id"], log_path)
         if duplicate is not None:
             return duplicate, True
-        record = build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-        append_line(descriptor, record_line(record))
+        record = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+        _append_line(descriptor, _record_line(record))
         return record, False
-    (record, duplicate), recovered = write_at_log_end(folder, DUPLICATE_WINDOW_RECORDS, store)
+    (record, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS, store)
     receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
     if duplicate:
         receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
-    return with_recovered(receipt, recovered)
+    return _with_recovered(receipt, recovered)
 
 
-def write_at_log_end(folder, window_records, store):
+def _write_at_log_end(folder, window_records, store):
     """Under the lock: read the log's end (with a duplicate window of window_records), mend what a crash
     left there, then let store(descriptor, tail) write; return (what store returned, what was mended)."""
-    log_path = os.path.join(folder, LOG_NAME)
+    log_path = os.path.join(folder, _LOG_NAME)
     try:
         created = not os.path.lexists(log_path)
-        descriptor = open_log_for_append(log_path)
+        descriptor = _open_log_for_append(log_path)
     except OSError as error:
-        raise folder_error(folder, error) from None
+        raise _folder_error(folder, error) from None
     try:
         with open(descriptor, "rb", closefd=False) as handle:
-            tail = LogTail(handle, os.fstat(descriptor).st_size, duplicate_window_start(), window_records)
-        refuse_an_absurd_seq(tail)
-        recovered = recover_tail(folder, descriptor, tail)
+            tail = _LogTail(handle, os.fstat(descriptor).st_size, _duplicate_window_start(), window_records)
+        _refuse_an_absurd_seq(tail)
+        recovered = _recover_tail(folder, descriptor, tail)
         stored = store(descriptor, tail)
         if created:
-            fsync_folder(folder)
+            _fsync_folder(folder)
     finally:
         os.close(descriptor)
     return stored, recovered
 
 
-def duplicate_window_start():
+def _duplicate_window_start():
     """The time of the oldest record a retry can repeat, in the log's own format (which sorts as text)."""
-    return time.strftime(TIMESTAMP_FORMAT, time.gmtime(time.time() - DUPLICATE_WINDOW_SECONDS))
+    return time.strftime(_TIMESTAMP_FORMAT, time.gmtime(time.time() - _DUPLICATE_WINDOW_SECONDS))
 
 
-def refuse_an_absurd_seq(tail):
+def _refuse_an_absurd_seq(tail):
     """Refuse, before writing anything, to number a note past SEQ_LIMIT: such a seq is damage."""
-    if tail.highest_seq >= SEQ_LIMIT:
+    if tail.highest_seq >= _SEQ_LIMIT:
         raise NotesError(
             "the last lines of the log hold a seq past %d, beyond any real session: the log was "
             "edited or damaged, and numbering past it would make no sense. Nothing was written; run "
             "verify to find the line, then restore the session from an intact export into a new --dir"
-            % SEQ_LIMIT)
+            % _SEQ_LIMIT)
 
 
-def recover_tail(folder, descriptor, tail):
+def _recover_tail(folder, descriptor, tail):
     """Mend the end of the log a crash left (never a complete line); return what was done, or None."""
     if tail.keep_end < tail.size:
         if tail.incomplete_batch:
-            recovered = set_aside_torn_tail(folder, descriptor, tail)
+            recovered = _set_aside_torn_tail(folder, descriptor, tail)
             recovered["kind"] = "incomplete_batch"  # its whole lines, and a cut-off one after them if any
             return recovered
-        if tail.size - tail.keep_end > LINE_LIMIT:
-            return keep_torn_tail_in_place(descriptor, tail, "longer than any record, so not a note cut off")
+        if tail.size - tail.keep_end > _LINE_LIMIT:
+            return _keep_torn_tail_in_place(descriptor, tail, "longer than any record, so not a note cut off")
         try:
-            return set_aside_torn_tail(folder, descriptor, tail)
+            return _set_aside_torn_tail(folder, descriptor, tail)
         except OSError as error:
-            if error.errno not in NO_ROOM_ERRORS:
+            if error.errno not in _NO_ROOM_ERRORS:
                 raise
-            return keep_torn_tail_in_place(descriptor, tail, "no room for a side file")
+            return _keep_torn_tail_in_place(descriptor, tail, "no room for a side file")
     if tail.needs_newline:
-        append_line(descriptor, b"\n")
+        _append_line(descriptor, b"\n")
         return {"kind": "missing_newline"}
     return None
 
 
-def find_duplicate(tail, signal, session_id, log_path=None):
+def _find_duplicate(tail, signal, session_id, log_path=None):
     """The record of the duplicate window that repeats the signal field for field, or None.
 
     A record with any problem of its own (a checksum that does not match,
@@ -2618,14 +2618,14 @@ def find_duplicate(tail, signal, session_id, log_path=None):
     that is no longer the latest word on its subject (still_the_latest_word):
     a repeat after a later note undid it is a new change of state, not a retry."""
     for place, record in enumerate(tail.recent):
-        if all(record.get(name) == value for name, value in signal.items()) and not check_record(
+        if all(record.get(name) == value for name, value in signal.items()) and not _check_record(
                 record, session_id):
             later = tail.recent[:place]  # newest first; the window holds every record after this one
-            return record if still_the_latest_word(record, later, log_path) else None
+            return record if _still_the_latest_word(record, later, log_path) else None
     return None
 
 
-def still_the_latest_word(record, later, log_path):
+def _still_the_latest_word(record, later, log_path):
     """Whether no later record superseded this one, nor, when it is a gate or gate update, changed its gate."""
     if record["type"] != "gate":
         return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
@@ -2633,24 +2633,24 @@ def still_the_latest_word(record, later, log_path):
     if not updates:
         return True
     window = {other.get("id"): other for other in later}
-    descriptor = open_log_for_reading(log_path) if log_path else None
+    descriptor = _open_log_for_reading(log_path) if log_path else None
     handle = open(descriptor, "rb") if descriptor is not None else None
     known = {}
 
     def lookup(note_id):
         # A note of the window, else one looked up from the end of the log (only here, on a repeat).
         if note_id not in window and note_id not in known:
-            known[note_id] = find_note(handle, os.fstat(descriptor).st_size, note_id) if handle else None
+            known[note_id] = _find_note(handle, os.fstat(descriptor).st_size, note_id) if handle else None
         return window.get(note_id) or known[note_id]
     try:
-        gate = gate_root(record, lookup)
-        return not any(gate_root(update, lookup) == gate for update in updates)
+        gate = _gate_root(record, lookup)
+        return not any(_gate_root(update, lookup) == gate for update in updates)
     finally:
         if handle is not None:
             handle.close()
 
 
-def gate_root(record, lookup):
+def _gate_root(record, lookup):
     """The id of the gate a gate note belongs to: its own for a new gate, else the gate its refs lead back to.
 
     lookup(note_id) gives the record of an id, or None; a ref naming no gate
@@ -2665,21 +2665,21 @@ def gate_root(record, lookup):
     return record["id"] if "ref" not in record else record["ref"]
 
 
-def with_recovered(receipt, recovered):
+def _with_recovered(receipt, recovered):
     """Add a recovered key only when the tail of the log was mended."""
     if recovered:
         receipt["recovered"] = recovered
     return receipt
 
 
-def check_links(log_path, signal, find=None):
+def _check_links(log_path, signal, find=None):
     """Refuse a link (ref, about, by) that names no note of the right kind, or a supersede the labels forbid.
 
     find(log_path, note_id) gives the note an id names (note_in_log unless a batch says otherwise)."""
-    find = find or note_in_log
+    find = find or _note_in_log
     if signal["ref"] is not None:
-        target = check_ref(log_path, signal["type"], signal["ref"], find)
-        check_supersede_rule(signal, target)
+        target = _check_ref(log_path, signal["type"], signal["ref"], find)
+        _check_supersede_rule(signal, target)
     for name in ("about", "by"):
         if signal[name] is None:
             continue
@@ -2692,15 +2692,15 @@ def check_links(log_path, signal, find=None):
                              "source): append that note first, then name it" % signal[name])
 
 
-def check_supersede_rule(signal, target):
+def _check_supersede_rule(signal, target):
     """Refuse a note that supersedes an op or shared note without being labelled op or shared itself.
 
     Leaving the label out is no way around it: a model's guess must not hide
     what the operator stated.  A gate update supersedes nothing, so it is not
     held to this."""
-    if signal["type"] == "gate" or target.get("provenance") not in FIRM_PROVENANCES:
+    if signal["type"] == "gate" or target.get("provenance") not in _FIRM_PROVENANCES:
         return
-    if signal["provenance"] in FIRM_PROVENANCES:
+    if signal["provenance"] in _FIRM_PROVENANCES:
         return
     raise NotesError(
         "--ref %s would supersede a note labelled --provenance %s, and this note is not labelled op or "
@@ -2709,19 +2709,19 @@ def check_supersede_rule(signal, target):
         "--provenance op (or shared)" % (signal["ref"], target["provenance"], signal["ref"]))
 
 
-def note_in_log(log_path, note_id):
+def _note_in_log(log_path, note_id):
     """The usable record with this id in the log at log_path, or None (find_note, from the end)."""
-    descriptor = open_log_for_reading(log_path)
+    descriptor = _open_log_for_reading(log_path)
     if descriptor is None:
         return None
     with open(descriptor, "rb") as handle:
         # A note of an incomplete batch at the end is no note: the next append sets it aside.
-        return find_note(handle, end_before_incomplete_batch(handle, os.fstat(descriptor).st_size), note_id)
+        return _find_note(handle, _end_before_incomplete_batch(handle, os.fstat(descriptor).st_size), note_id)
 
 
-def check_ref(log_path, note_type, ref, find=None):
+def _check_ref(log_path, note_type, ref, find=None):
     """Refuse a --ref that names no note of this log, or a note of the wrong kind; return the note it names."""
-    target = (find or note_in_log)(log_path, ref)
+    target = (find or _note_in_log)(log_path, ref)
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
     if note_type == "gate" and target.get("type") != "gate":
@@ -2737,14 +2737,14 @@ def check_ref(log_path, note_type, ref, find=None):
 
 # append --batch: several signals, checked together, written together or not at all
 
-def refuse_a_long_batch(count):
+def _refuse_a_long_batch(count):
     """Refuse a batch of more than BATCH_LINE_LIMIT lines, before any of them is checked."""
-    if count > BATCH_LINE_LIMIT:
+    if count > _BATCH_LINE_LIMIT:
         raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
-                         % (count, BATCH_LINE_LIMIT))
+                         % (count, _BATCH_LINE_LIMIT))
 
 
-def clean_batch(entries, flags_given=()) -> list:
+def _clean_batch(entries, flags_given=()) -> list:
     """Every line of a batch checked as append checks its flags: the signals, "@K" kept in ref, about, by.
 
     The signals come only from the lines, so flags_given (the names of the
@@ -2757,43 +2757,43 @@ def clean_batch(entries, flags_given=()) -> list:
     if not entries:
         raise NotesError("--batch got no signal; send one JSON object a line, such as {\"type\": "
                          "\"decision\", \"text\": \"...\"}", help_for="append")
-    refuse_a_long_batch(len(entries))
+    _refuse_a_long_batch(len(entries))
     signals = []
     for number, entry in enumerate(entries, 1):
         try:
-            signals.append(clean_batch_line(number, entry))
+            signals.append(_clean_batch_line(number, entry))
         except NotesError as error:
             raise NotesError("line %d: %s" % (number, error.message), help_for=error.help_for) from None
     return signals
 
 
-def clean_batch_line(number, entry) -> dict:
+def _clean_batch_line(number, entry) -> dict:
     """One line of a batch as a signal (clean_signal's), without ever echoing a value of it."""
     if not isinstance(entry, dict):
         raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
-                         % ", ".join(SIGNAL_FIELDS))
-    if any(key not in SIGNAL_FIELDS for key in entry):  # the key itself is not named: it could be anything
+                         % ", ".join(_SIGNAL_FIELDS))
+    if any(key not in _SIGNAL_FIELDS for key in entry):  # the key itself is not named: it could be anything
         raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
-                         "without dashes)" % ", ".join(SIGNAL_FIELDS))
-    values = {name: entry.get(name) for name in SIGNAL_FIELDS}
+                         "without dashes)" % ", ".join(_SIGNAL_FIELDS))
+    values = {name: entry.get(name) for name in _SIGNAL_FIELDS}
     for name, value in values.items():
         if value is not None and not isinstance(value, str):
             raise NotesError("%s is not a string" % name)
     places = {}
-    for name in BATCH_LINK_FIELDS:
+    for name in _BATCH_LINK_FIELDS:
         value = values[name].strip() if values[name] is not None else None
         if value is not None and value.startswith("@"):
-            places[name] = earlier_line(name, value, number)
-            values[name] = note_id_for(1)  # a stand-in, so that clean_signal checks the rest as append does
-        elif value is not None and not (is_note_id(value) and len(value) <= 12):
+            places[name] = _earlier_line(name, value, number)
+            values[name] = _note_id_for(1)  # a stand-in, so that clean_signal checks the rest as append does
+        elif value is not None and not (_is_note_id(value) and len(value) <= 12):
             raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
                              "this batch" % name)
-    signal = clean_signal(*values.values())
+    signal = _clean_signal(*values.values())
     signal.update(places)
     return signal
 
 
-def earlier_line(name, value, number) -> str:
+def _earlier_line(name, value, number) -> str:
     """A link "@K" checked to name an earlier line of the batch (K from 1): returned as "@K"."""
     digits = value[1:]
     if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
@@ -2802,74 +2802,74 @@ def earlier_line(name, value, number) -> str:
     return "@%d" % int(digits)
 
 
-def check_batch_links(log_path, signals):
+def _check_batch_links(log_path, signals):
     """append's link checks on every line; "@K" names line K, seen as if it were in the log already."""
     def find(path, note_id):
         if note_id.startswith("@"):
             earlier = signals[int(note_id[1:]) - 1]
             return {name: value for name, value in earlier.items() if value is not None}
-        return note_in_log(path, note_id)
+        return _note_in_log(path, note_id)
     for number, signal in enumerate(signals, 1):
         try:
-            check_links(log_path, signal, find)
+            _check_links(log_path, signal, find)
         except NotesError as error:
             raise NotesError("line %d: %s" % (number, error.message)) from None
 
 
-def append_batch_entries(folder_option, entries, flags_given=()) -> dict:
+def _append_batch_entries(folder_option, entries, flags_given=()) -> dict:
     """Session.append(batch=...): check every line, then store them all, or answer with the earlier batch."""
-    signals = clean_batch(entries, flags_given)
-    folder = resolve_folder(folder_option)
-    check_session_folder(folder)
+    signals = _clean_batch(entries, flags_given)
+    folder = _resolve_folder(folder_option)
+    _check_session_folder(folder)
     # The log only grows (an incomplete batch at its end is no note), so a
     # note found now is still there under the lock.
-    check_batch_links(os.path.join(folder, LOG_NAME), signals)
-    with SessionLock(folder):
-        meta = open_session_for_writing(folder)
-        return append_batch(folder, meta, signals)
+    _check_batch_links(os.path.join(folder, _LOG_NAME), signals)
+    with _SessionLock(folder):
+        meta = _open_session_for_writing(folder)
+        return _append_batch(folder, meta, signals)
 
 
-def append_batch(folder, meta, signals):
+def _append_batch(folder, meta, signals):
     """Under the lock: mend the log's tail, then write every line of the batch with one write and one fsync.
 
     Crash window: a process killed during that write leaves lines 1/N to K/N
     (K < N) and perhaps a cut-off line; readers take them for a torn tail, and
     the next append or restore moves them to a side file, so the batch is
     either all in the log or not in it at all."""
-    log_path = os.path.join(folder, LOG_NAME)
+    log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
-        earlier = find_duplicate_batch(tail, signals, meta["session_id"], log_path)
+        earlier = _find_duplicate_batch(tail, signals, meta["session_id"], log_path)
         if earlier is not None:
             return earlier, True
-        records = batch_records(meta["session_id"], tail.highest_seq, signals)
-        append_line(descriptor, b"".join(map(record_line, records)))
+        records = _batch_records(meta["session_id"], tail.highest_seq, signals)
+        _append_line(descriptor, b"".join(map(_record_line, records)))
         return records, False
     # The window holds the earlier batch whole, as if it counted as one record.
-    (records, duplicate), recovered = write_at_log_end(folder, DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
+    (records, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
     receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
                "path": log_path, "note_ids": [record["id"] for record in records]}
     if duplicate:
         receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
-    return with_recovered(receipt, recovered)
+    return _with_recovered(receipt, recovered)
 
 
-def batch_records(session_id, highest_seq, signals) -> list:
+def _batch_records(session_id, highest_seq, signals) -> list:
     """The batch's records, numbered after highest_seq, "@K" resolved to line K's id, one time for all."""
-    count, timestamp = len(signals), utc_now()
-    ids = [note_id_for(highest_seq + place) for place in range(1, count + 1)]
-    return [build_record(session_id, highest_seq + place, *resolved_links(signal, ids).values(),
+    count, timestamp = len(signals), _utc_now()
+    ids = [_note_id_for(highest_seq + place) for place in range(1, count + 1)]
+    return [_build_record(session_id, highest_seq + place, *_resolved_links(signal, ids).values(),
                          timestamp=timestamp, batch="%d/%d" % (place, count))
             for place, signal in enumerate(signals, 1)]
 
 
-def resolved_links(signal, ids) -> dict:
+def _resolved_links(signal, ids) -> dict:
     """The signal with each "@K" in ref, about and by replaced by ids[K - 1]."""
-    return {name: ids[int(value[1:]) - 1] if name in BATCH_LINK_FIELDS and isinstance(value, str)
+    return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
             and value.startswith("@") else value for name, value in signal.items()}
 
 
-def find_duplicate_batch(tail, signals, session_id, log_path):
+def _find_duplicate_batch(tail, signals, session_id, log_path):
     """The records of an earlier batch that this one repeats line for line, oldest first; or None.
 
     The earlier batch must be whole (1/N to N/N in a row) and each of its
@@ -2883,18 +2883,18 @@ def find_duplicate_batch(tail, signals, session_id, log_path):
             continue
         earlier = tail.recent[place:place + count][::-1]
         ids = [other.get("id") for other in earlier]
-        if not all(other.get("batch") == "%d/%d" % (line, count) and not check_record(other, session_id)
-                   and all(other.get(name) == value for name, value in resolved_links(signal, ids).items())
+        if not all(other.get("batch") == "%d/%d" % (line, count) and not _check_record(other, session_id)
+                   and all(other.get(name) == value for name, value in _resolved_links(signal, ids).items())
                    for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
             continue
         later = tail.recent[:place]  # newest first: everything written after the earlier batch
-        if all(still_the_latest_word(other, later, log_path) for other in earlier):
+        if all(_still_the_latest_word(other, later, log_path) for other in earlier):
             return earlier
         return None
     return None
 
 
-def grep_needle(text):
+def _grep_needle(text):
     """tail --grep's text, folded for a case-insensitive match (None when not given); a blank one is refused."""
     if text is None:
         return None
@@ -2904,18 +2904,18 @@ def grep_needle(text):
     return text.casefold()
 
 
-def tail_keeps(record, types, since, until, needle) -> bool:
+def _tail_keeps(record, types, since, until, needle) -> bool:
     """Whether tail's filters keep a usable record: its type, its time, its words."""
     return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
-            and (until is None or record["ts"] < until) and (needle is None or holds_needle(record, needle)))
+            and (until is None or record["ts"] < until) and (needle is None or _holds_needle(record, needle)))
 
 
-def holds_needle(record, needle):
+def _holds_needle(record, needle):
     """Whether the record's text or effect holds the folded needle, whatever the case."""
     return needle in record["text"].casefold() or needle in record.get("effect", "").casefold()
 
 
-class SupersededSeen:
+class _SupersededSeen:
     """For a reader walking back from the end: the seqs that the notes met so far supersede.
 
     A note met later in the walk was written earlier, so every note that
@@ -2927,46 +2927,46 @@ class SupersededSeen:
     def meet(self, record) -> None:
         """Remember what a usable record supersedes (a gate update supersedes nothing)."""
         ref = record.get("ref")
-        if record["type"] != "gate" and is_note_id(ref) and len(ref) <= 12:
+        if record["type"] != "gate" and _is_note_id(ref) and len(ref) <= 12:
             self.seqs.add(int(ref[1:]))
 
     def was_superseded(self, record) -> bool:
         return record["seq"] in self.seqs
 
 
-SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept; the rest are counted in not_listed
+_SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept; the rest are counted in not_listed
 
 
-def show_note_id(value) -> str:
+def _show_note_id(value) -> str:
     """show's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
     value = value.strip() if isinstance(value, str) else value  # the Python API may pass anything
-    if not is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
+    if not _is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
         raise NotesError("show takes a note id such as n00012; tail or recap lists them", help_for="show")
     return value
 
 
-def show_note(folder, meta, note_id) -> dict:
+def _show_note(folder, meta, note_id) -> dict:
     """The note and its chain: what it replaced, what replaced it (or its gate and the gate's updates
     with the notes that settled them), and the notes about it.  Records are the log's, as parsed.
 
     Three reads, each holding only the chain: back from the end for the note
     and what its ref leads to, forward for what came after, forward again
     for the notes the updates name in by."""
-    reader = LogReader(folder, meta)
-    back, back_skipped = chain_back(reader, note_id)
+    reader = _LogReader(folder, meta)
+    back, back_skipped = _chain_back(reader, note_id)
     if not back:
         raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists "
                          "the ids" % note_id)
     target, is_gate = back[0], back[0]["type"] == "gate"
     root = back[-1] if is_gate else target
-    found, not_listed, settled_ids = chain_forward(reader, target, root["id"])
+    found, not_listed, settled_ids = _chain_forward(reader, target, root["id"])
     receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
     if is_gate:
         receipt["state"] = found["updates"][-1]["status"] if found["updates"] else root.get("status", "open")
         if root is not target:
             receipt["gate"] = root
         receipt["updates"] = found["updates"]
-        receipt["settled_by"] = notes_named(reader, settled_ids, not_listed)
+        receipt["settled_by"] = _notes_named(reader, settled_ids, not_listed)
     else:
         receipt["state"] = "superseded" if found["replaced_by"] else "live"
         receipt["replaces"] = back[1:]
@@ -2976,10 +2976,10 @@ def show_note(folder, meta, note_id) -> dict:
     receipt["about"] = found["about"]
     if not_listed:
         receipt["not_listed"] = not_listed
-    return with_warnings(receipt, reader.warnings())
+    return _with_warnings(receipt, reader.warnings())
 
 
-def chain_back(reader, note_id):
+def _chain_back(reader, note_id):
     """The note with this id, then the notes its ref leads back to, nearest first: (records, how many left out).
 
     Refs name earlier notes, so one walk back from the end meets each in
@@ -2987,30 +2987,30 @@ def chain_back(reader, note_id):
     note.  At most SHOW_LIST_LIMIT + 1 records are held: the nearest, and the
     last (a gate update's gate)."""
     chain, skipped, wanted = [], 0, note_id
-    descriptor = open_log_for_reading(reader.path)
+    descriptor = _open_log_for_reading(reader.path)
     if descriptor is None:
         return chain, skipped
     with open(descriptor, "rb") as handle:
-        for _, line in read_lines_backward(handle, reader.size):
+        for _, line in _read_lines_backward(handle, reader.size):
             if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
                 continue
-            value, _ = parse_line(line)
-            if value is None or value.get("id") != wanted or not is_usable(check_record(value, None)):
+            value, _ = _parse_line(line)
+            if value is None or value.get("id") != wanted or not _is_usable(_check_record(value, None)):
                 continue
             if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
                 break  # a ref across kinds: damage verify reports; the chain ends here
-            if len(chain) > SHOW_LIST_LIMIT:
+            if len(chain) > _SHOW_LIST_LIMIT:
                 chain[-1], skipped = value, skipped + 1
             else:
                 chain.append(value)
             ref = value.get("ref")
-            if not (is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) < value["seq"]):
+            if not (_is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) < value["seq"]):
                 break
             wanted = ref
     return chain, skipped
 
 
-def chain_forward(reader, target, root_id):
+def _chain_forward(reader, target, root_id):
     """One forward read: a gate's updates (or the notes that replaced the target, transitively) and the notes
     about the target, newest SHOW_LIST_LIMIT each; with what was left out and the ids the updates name in by."""
     is_gate = target["type"] == "gate"
@@ -3022,27 +3022,27 @@ def chain_forward(reader, target, root_id):
         if (record["type"] == "gate") == is_gate and isinstance(ref, str) and ref in family:
             family.add(record["id"])
             found[replacing].append(record)
-            keep_newest(found[replacing], SHOW_LIST_LIMIT, not_listed, replacing)
+            _keep_newest(found[replacing], _SHOW_LIST_LIMIT, not_listed, replacing)
             if is_gate and isinstance(record.get("by"), str):
                 settled_ids.add(record["by"])
         if record.get("about") == target["id"]:
             found["about"].append(record)
-            keep_newest(found["about"], SHOW_LIST_LIMIT, not_listed, "about")
+            _keep_newest(found["about"], _SHOW_LIST_LIMIT, not_listed, "about")
     return found, not_listed, settled_ids
 
 
-def notes_named(reader, note_ids, not_listed):
+def _notes_named(reader, note_ids, not_listed):
     """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept (one more forward read)."""
     named = []
     if note_ids:
         for record in reader.records():
             if record["id"] in note_ids:
                 named.append(record)
-                keep_newest(named, SHOW_LIST_LIMIT, not_listed, "settled_by")
+                _keep_newest(named, _SHOW_LIST_LIMIT, not_listed, "settled_by")
     return named
 
 
-def count_by_type(reader):
+def _count_by_type(reader):
     """Read the whole log: (notes by type, first ts, last ts)."""
     by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
     first_ts = last_ts = None
@@ -3054,7 +3054,7 @@ def count_by_type(reader):
     return by_type, first_ts, last_ts
 
 
-def gates_phrase(gates) -> str:
+def _gates_phrase(gates) -> str:
     """The open and deferred gates of recap_history's map, in the operator's words; "" when none.
 
     The sentence is for the operator, who never sees note ids: it counts the
@@ -3063,31 +3063,31 @@ def gates_phrase(gates) -> str:
     for status in ("open", "deferred"):
         number = sum(1 for gate in gates.values() if gate["status"] == status)
         if number:
-            parts.append("%s %s" % (counted(number, "question"), "still open" if status == "open" else "deferred"))
+            parts.append("%s %s" % (_counted(number, "question"), "still open" if status == "open" else "deferred"))
     return " and ".join(parts)
 
 
-def earlier_export(path):
+def _earlier_export(path):
     """(session id, note count) of the export at path before it is replaced; None when there is none.
 
     Only the head of the file is read: a JSON export states its count near the
     top, a markdown one on its "- Notes:" line.  Either may be None when the
     head does not hold it as it should."""
-    head, _ = read_export_head(path)
+    head, _ = _read_export_head(path)
     if head is not None:
         session, count = head.get("session"), head["record_count"]
         return (session.get("session_id") if isinstance(session, dict) else None,
                 count if isinstance(count, int) and not isinstance(count, bool) else None)
     try:
-        with open(open_regular_file(path), "rb") as handle:
-            top = handle.read(EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
+        with open(_open_regular_file(path), "rb") as handle:
+            top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
     except (NotesError, OSError):  # none there, or no regular file: nothing was downloaded from it
         return None
     found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(", top)
     return (found.group(1), int(found.group(2))) if found else None
 
 
-def export_tell_operator(earlier, output, session_id, count, by_type, reader):
+def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
     """The sentence export's receipt passes on, or None when there is no news beyond v0's receipt.
 
     News is an earlier copy at the same path that this export replaced with
@@ -3099,39 +3099,39 @@ def export_tell_operator(earlier, output, session_id, count, by_type, reader):
     if not stale and not (by_type["gate"] and by_type["artifact"]):
         return None  # neither can say anything: no pass over the log is needed
     # Whether there is a delivery needs no superseded notes; the gates take a pass of their own.
-    delivery = None if stale else synthesis_history(reader.records(), (), 0)[1]
+    delivery = None if stale else _synthesis_history(reader.records(), (), 0)[1]
     if not stale and delivery is None:
         return None
-    gates = recap_history(reader)[1]
-    gates_left = gates_phrase(gates)
+    gates = _recap_history(reader)[1]
+    gates_left = _gates_phrase(gates)
     if stale:
         held = ("another session" if earlier[0] != session_id else
-                counted(earlier[1], "note") if earlier[1] is not None else "no readable note count")
+                _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count")
         return ("This export replaced %s, which held %s; this one holds %s, so a copy downloaded before is out "
-                "of date: download this one%s." % (visible(output, True), held, counted(count, "note"),
+                "of date: download this one%s." % (_visible(output, True), held, _counted(count, "note"),
                                                    "; " + gates_left if gates_left else ""))
     if not any(gate["status"] == "open" for gate in gates.values()):
         return None
     return "The artifact delivered last leaves %s." % gates_left
 
 
-def check_export_output(folder, output):
+def _check_export_output(folder, output):
     """Refuse an --output that is a folder, a special file, or any of the session's own files."""
     if os.path.isdir(output):
         raise NotesError("--output %s is a folder; give a file path, such as %s"
-                         % (output, os.path.join(output, EXPORT_NAME)))
+                         % (output, os.path.join(output, _EXPORT_NAME)))
     if os.path.isfile(os.path.dirname(output)):
         raise NotesError("--output %s is inside a file, not a folder" % output)
     # The same file by name (through any linked folder) or by inode (a hard
     # or symbolic link): writing there would replace the log, the meta or the
     # lock, or a side file holding torn bytes.
     real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
-    for name in (META_NAME, LOG_NAME, LOCK_NAME):
-        if real == os.path.join(folder, name) or same_file(output, os.path.join(folder, name)):
+    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
+        if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name)):
             raise NotesError(
                 "--output %s is the session's own %s; an export never writes over a session file. "
-                "Choose another path, such as %s" % (output, name, os.path.join(folder, EXPORT_NAME)))
-    if os.path.dirname(real) == folder and os.path.basename(real).startswith(LOG_NAME + ".torn-"):
+                "Choose another path, such as %s" % (output, name, os.path.join(folder, _EXPORT_NAME)))
+    if os.path.dirname(real) == folder and os.path.basename(real).startswith(_LOG_NAME + ".torn-"):
         raise NotesError("--output %s is a side file of the session, holding bytes set aside from its "
                          "log; choose another path" % output)
     try:
@@ -3139,30 +3139,30 @@ def check_export_output(folder, output):
     except OSError:
         return
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
-        raise special_file_error(output, mode)
+        raise _special_file_error(output, mode)
     # Whatever else stands there (another session's log, a config, a key
     # file) is the user's, and a mistyped or injected path must not cost it.
-    if stat.S_ISREG(mode) and not is_earlier_export(output):
+    if stat.S_ISREG(mode) and not _is_earlier_export(output):
         raise NotesError(
             "--output %s exists and is not an export of this tool; an export replaces only an earlier "
             "export. Choose another --output, or remove that file first" % output)
 
 
-def is_earlier_export(path):
+def _is_earlier_export(path):
     """Whether the file at path was written by export, judged by its first bytes alone.
 
     A JSON export opens with its schema key, a markdown export with its
     heading; neither is loaded, so a large file costs one small read."""
     try:
-        descriptor = open_regular_file(path)
+        descriptor = _open_regular_file(path)
     except (OSError, NotesError):
         return False
     with open(descriptor, "rb") as handle:
-        head = handle.read(len(EXPORT_JSON_START))
-    return head.startswith(EXPORT_JSON_START) or head.startswith(EXPORT_MARKDOWN_START)
+        head = handle.read(len(_EXPORT_JSON_START))
+    return head.startswith(_EXPORT_JSON_START) or head.startswith(_EXPORT_MARKDOWN_START)
 
 
-def same_file(path, other):
+def _same_file(path, other):
     """Whether both paths name one existing file (os.path.samefile, False when either is missing)."""
     try:
         return os.path.samefile(path, other)
@@ -3170,32 +3170,32 @@ def same_file(path, other):
         return False
 
 
-def json_export(reader, meta, count):
+def _json_export(reader, meta, count):
     """Yield the export as pretty_json(export) would print it, record by record."""
-    head = {"schema_version": EXPORT_SCHEMA, "exported_at": utc_now(), "session": meta,
+    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta,
             "record_count": count}
     # backslashreplace: a log path that is not UTF-8 keeps its \udcXX escapes, as in the meta.
-    yield (pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
+    yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     written = 0
     for record in reader.records():
         if written == count:
             break
         # Indent the record's own lines by one more level; JSON strings hold
         # no raw newline, so every newline here is a line of the layout.
-        text = pretty_json(record).replace("\n", "\n    ")
+        text = _pretty_json(record).replace("\n", "\n    ")
         yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
         written += 1
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
 
-def markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
+def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
     """Yield a readable audit document of the whole session; the figures come from the first pass."""
     created = meta.get("created_at")
     lines = [
-        "# Shaping session %s" % visible(meta["session_id"], True),
+        "# Shaping session %s" % _visible(meta["session_id"], True),
         "",
-        "- Created: %s" % (visible(created, True) if isinstance(created, str) else "unknown"),
-        "- Exported: %s" % utc_now(),
+        "- Created: %s" % (_visible(created, True) if isinstance(created, str) else "unknown"),
+        "- Exported: %s" % _utc_now(),
         "- Notes: %d (%s to %s)" % (count, first_ts or "none", last_ts or "none"),
         "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
         "- Verify: %s" % ("clean" if problem_count == 0 else "%d problems" % problem_count),
@@ -3208,10 +3208,10 @@ def markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_cou
         if written == count:
             break
         written += 1
-        yield ("\n".join(markdown_record(record)) + "\n").encode("utf-8")
+        yield ("\n".join(_markdown_record(record)) + "\n").encode("utf-8")
 
 
-def markdown_record(record):
+def _markdown_record(record):
     """One record of the audit document, as lines; note text cannot forge any structure of the document.
 
     The text is an indented code block: every line of it starts with four
@@ -3222,31 +3222,31 @@ def markdown_record(record):
     CR as well as LF, so both split here."""
     labels = []
     if "effect" in record:
-        first, *rest = markdown_split(record["effect"])
-        labels += (["- Effect: " + visible(markdown_inline(first))]
-                   + ["      " + visible(markdown_inline(line)) for line in rest])
+        first, *rest = _markdown_split(record["effect"])
+        labels += (["- Effect: " + _visible(_markdown_inline(first))]
+                   + ["      " + _visible(_markdown_inline(line)) for line in rest])
     # A note id and words from short lists: checked before any reader sees them.
     for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
             labels.append("- %s: %s" % (key.capitalize(), record[key]))
-    return (["### %s · %s · %s" % (record["id"], record["ts"], visible(record["type"], True)), ""]
-            + ["    " + visible(line) for line in markdown_split(record["text"])] + [""]
+    return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
+            + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
             + (labels + [""] if labels else []))
 
 
-MARKDOWN_INLINE_MARKUP = frozenset("\\`*_[]<>&~|")
+_MARKDOWN_INLINE_MARKUP = frozenset("\\`*_[]<>&~|")
 
 
-def markdown_inline(text):
+def _markdown_inline(text):
     """text with a backslash before each character that could start markup inside a line.
 
     Emphasis, code spans, links, HTML tags and entities, strikethrough and
     table cells: each of their characters, backslash-escaped, shows as typed
     in a renderer (CommonMark escapes any ASCII punctuation that way)."""
-    return "".join("\\" + character if character in MARKDOWN_INLINE_MARKUP else character for character in text)
+    return "".join("\\" + character if character in _MARKDOWN_INLINE_MARKUP else character for character in text)
 
 
-def markdown_line_start(text):
+def _markdown_line_start(text):
     """markdown_inline text that opens no block where it starts a line's content: a heading, quote, list or rule."""
     number = re.match(r"[0-9]{1,9}(?=[.)])", text)
     if number:  # "1." or "1)" opens a numbered list: escape the dot
@@ -3256,23 +3256,23 @@ def markdown_line_start(text):
     return text
 
 
-def markdown_split(text):
+def _markdown_split(text):
     """Text split where markdown ends a line: at CR LF, CR or LF."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def visible(value, one_line=False):
+def _visible(value, one_line=False):
     """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX].
 
     A control character left in a document could steer the terminal that
     shows it, and a bidirectional one reorder the line an operator reads."""
     if value.isprintable():
         return value
-    return "".join("[U+%04X]" % ord(character) if character in FORBIDDEN_CHARACTERS
+    return "".join("[U+%04X]" % ord(character) if character in _FORBIDDEN_CHARACTERS
                    or (one_line and character in "\r\n") else character for character in value)
 
 
-def summarise_record(record):
+def _summarise_record(record):
     """A record as a recap item: id and text, then the effect, the note it replaced and its labels."""
     item = {"id": record["id"], "text": record["text"]}
     if "effect" in record:
@@ -3285,19 +3285,19 @@ def summarise_record(record):
     return item
 
 
-def is_unconfirmed(labels) -> bool:
+def _is_unconfirmed(labels) -> bool:
     """Whether a note's labels say the model proposed it or only inferred it."""
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
-def gate_labels(gate) -> dict:
+def _gate_labels(gate) -> dict:
     """The labels of the note that set a recap gate's status: its latest update, or the gate itself."""
     if "update_id" in gate:
         return {key: gate["update_" + key] for key in ("provenance", "evidence") if "update_" + key in gate}
     return gate
 
 
-def recap_history(reader):
+def _recap_history(reader):
     """First pass: the notes later ones superseded, every gate with its latest update, notes by type.
 
     Only these are held in memory; the lists are gathered in the second pass.
@@ -3328,22 +3328,22 @@ def recap_history(reader):
     return superseded, gates, changed_at, counts
 
 
-def keep_newest(entries, limit, cut, name):
+def _keep_newest(entries, limit, cut, name):
     """Trim a list of (seq, item) to its newest `limit` entries, counting what goes in cut[name]."""
     if len(entries) > limit:
         cut[name] = cut.get(name, 0) + len(entries) - limit
         del entries[:len(entries) - limit]
 
 
-def recap_live_notes(reader, superseded, limit, cut):
+def _recap_live_notes(reader, superseded, limit, cut):
     """Second pass: latest mode and shape, and the live notes of each list as (seq, item), newest kept.
 
     An unconfirmed note is not settled until the operator confirms it, so it
     goes to the unconfirmed list (as (seq, item with its type)) instead of its
     own; the latest mode and shape stay in place and are listed there too."""
     latest = {"mode": None, "shape": None}
-    list_of_type = dict(RECAP_LISTS)
-    kept = {name: [] for _, name in RECAP_LISTS}
+    list_of_type = dict(_RECAP_LISTS)
+    kept = {name: [] for _, name in _RECAP_LISTS}
     unconfirmed = []
     for record in reader.records():
         if record["id"] in superseded:
@@ -3351,27 +3351,27 @@ def recap_live_notes(reader, superseded, limit, cut):
         if record["type"] in latest:
             latest[record["type"]] = record
         elif record["type"] in list_of_type:
-            name, item = list_of_type[record["type"]], summarise_record(record)
+            name, item = list_of_type[record["type"]], _summarise_record(record)
             # A tension names a pull between lenses; there is nothing in it to confirm.
-            if is_unconfirmed(item) and record["type"] != "tension":
+            if _is_unconfirmed(item) and record["type"] != "tension":
                 unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
-                keep_newest(unconfirmed, limit, cut, "unconfirmed")
+                _keep_newest(unconfirmed, limit, cut, "unconfirmed")
             else:
                 kept[name].append((record["seq"], item))
-                keep_newest(kept[name], limit, cut, name)
+                _keep_newest(kept[name], limit, cut, name)
     for note_type, record in latest.items():
         if record is not None:
-            latest[note_type] = summarise_record(record)
-            if is_unconfirmed(latest[note_type]):
+            latest[note_type] = _summarise_record(record)
+            if _is_unconfirmed(latest[note_type]):
                 unconfirmed.append((record["seq"], {"id": record["id"], "type": note_type, **latest[note_type]}))
     return latest, kept, unconfirmed
 
 
 # What a closed gate keeps in the recap: the gate, and the update that closed it.
-CLOSED_GATE_KEYS = ("id", "text", "update_id", "update_text", "update_provenance", "update_evidence")
+_CLOSED_GATE_KEYS = ("id", "text", "update_id", "update_text", "update_provenance", "update_evidence")
 
 
-def recap_gates(gates, changed_at, limit, cut, unconfirmed):
+def _recap_gates(gates, changed_at, limit, cut, unconfirmed):
     """Gates by status as lists of (seq, item), newest `limit` kept; unconfirmed gates join that list.
 
     Open and deferred gates keep the order they were opened in, and stay in
@@ -3384,24 +3384,24 @@ def recap_gates(gates, changed_at, limit, cut, unconfirmed):
             continue
         # An open gate is pending as open whoever raised it; listing it as
         # unconfirmed too would count one question twice.
-        if gate["status"] != "open" and is_unconfirmed(gate_labels(gate)):
+        if gate["status"] != "open" and _is_unconfirmed(_gate_labels(gate)):
             unconfirmed.append((changed_at[gate_id], {"id": gate_id, "type": "gate", **gate}))
             if gate["status"] == "closed":
                 continue
         if gate["status"] == "closed":
-            item = {key: value for key, value in gate.items() if key in CLOSED_GATE_KEYS}
+            item = {key: value for key, value in gate.items() if key in _CLOSED_GATE_KEYS}
             by_status["closed"].append((changed_at[gate_id], item))
         else:
             by_status[gate["status"]].append((changed_at[gate_id], gate))
     by_status["closed"].sort(key=lambda entry: entry[0])
     for status, entries in by_status.items():
-        keep_newest(entries, limit, cut, status + "_gates")
+        _keep_newest(entries, limit, cut, status + "_gates")
     unconfirmed.sort(key=lambda entry: entry[0])
-    keep_newest(unconfirmed, limit, cut, "unconfirmed")
+    _keep_newest(unconfirmed, limit, cut, "unconfirmed")
     return by_status
 
 
-def synthesis_history(records, superseded, limit):
+def _synthesis_history(records, superseded, limit):
     """One pass: the SYNTHESIS history, and the last delivery with the live notes appended after it.
 
     A mode note whose text begins with SYNTHESIS enters synthesis, or keeps it;
@@ -3418,7 +3418,7 @@ def synthesis_history(records, superseded, limit):
     in_synthesis = False
     for record in records:
         if record["type"] == "mode":
-            in_synthesis, was_in = record["text"].startswith(SYNTHESIS_WORD), in_synthesis
+            in_synthesis, was_in = record["text"].startswith(_SYNTHESIS_WORD), in_synthesis
             if in_synthesis:
                 synthesis = {"entered": synthesis["entered"] if was_in else record["id"], "latest": record["id"]}
         if record["type"] == "artifact" and in_synthesis:
@@ -3433,14 +3433,14 @@ def synthesis_history(records, superseded, limit):
     return synthesis, delivery
 
 
-def counted(number, noun) -> str:
+def _counted(number, noun) -> str:
     """A number and its noun, plural when the number is not 1: "1 gate", "2 gates"."""
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
-def pending_next(open_gates, unconfirmed) -> str:
+def _pending_next(open_gates, unconfirmed) -> str:
     """The one sentence recap's pending gives: what to put to the operator before synthesis."""
-    parts = [counted(number, noun) for number, noun in ((open_gates, "open gate"),
+    parts = [_counted(number, noun) for number, noun in ((open_gates, "open gate"),
                                                          (unconfirmed, "unconfirmed note")) if number]
     ways = [way for number, way in ((open_gates, "close or defer each gate"),
                                     (unconfirmed, "confirm, correct or drop each note")) if number]
@@ -3448,7 +3448,7 @@ def pending_next(open_gates, unconfirmed) -> str:
         ", ".join(parts), "it" if open_gates + unconfirmed == 1 else "each", "; ".join(ways)))
 
 
-def recap_progress(records, superseded, open_gates, unconfirmed, limit) -> dict:
+def _recap_progress(records, superseded, open_gates, unconfirmed, limit) -> dict:
     """recap's keys on what is pending and where synthesis stands, each only when it has something to say.
 
     open_gates and unconfirmed are the whole counts, before any list is cut:
@@ -3457,8 +3457,8 @@ def recap_progress(records, superseded, open_gates, unconfirmed, limit) -> dict:
     progress = {}
     if open_gates or unconfirmed:
         progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
-                               "next": pending_next(open_gates, unconfirmed)}
-    synthesis, delivery = synthesis_history(records, superseded, limit)
+                               "next": _pending_next(open_gates, unconfirmed)}
+    synthesis, delivery = _synthesis_history(records, superseded, limit)
     if synthesis is not None:
         progress["synthesis"] = synthesis
     if delivery is not None:
@@ -3466,13 +3466,13 @@ def recap_progress(records, superseded, open_gates, unconfirmed, limit) -> dict:
     return progress
 
 
-def read_export_head(path):
+def _read_export_head(path):
     """The top-level keys of an export before its records, from a bounded prefix: (head, problem).
 
     record_count sits before the records, so the whole file is never loaded.
     (None, None) when there is no export at path."""
     try:
-        descriptor = open_regular_file(path)
+        descriptor = _open_regular_file(path)
     except FileNotFoundError:
         return None, None
     except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
@@ -3480,31 +3480,31 @@ def read_export_head(path):
     except OSError as error:
         return None, "cannot be read (%s)" % error.strerror
     with open(descriptor, "rb") as handle:
-        data = handle.read(EXPORT_HEAD_LIMIT)
+        data = handle.read(_EXPORT_HEAD_LIMIT)
     start = data.find(b'"records"')
     while start != -1:
         before = data[:start].rstrip()
         if before.endswith(b","):
             try:
-                head = parse_json(before[:-1].decode("utf-8") + "}")
+                head = _parse_json(before[:-1].decode("utf-8") + "}")
             except (UnicodeDecodeError, ValueError):
                 head = None
             if isinstance(head, dict) and "record_count" in head:
                 return head, None
         start = data.find(b'"records"', start + 1)
-    return None, "is not a session export with a record_count in its first %d bytes" % EXPORT_HEAD_LIMIT
+    return None, "is not a session export with a record_count in its first %d bytes" % _EXPORT_HEAD_LIMIT
 
 
-def export_lag(folder, session_id, total):
+def _export_lag(folder, session_id, total):
     """How many of the log's notes the folder's default export lacks, by its record count."""
-    path = os.path.join(folder, EXPORT_NAME)
+    path = os.path.join(folder, _EXPORT_NAME)
     lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
-    head, problem = read_export_head(path)
+    head, problem = _read_export_head(path)
     if head is not None:
         count, session = head["record_count"], head.get("session")
-        if (head.get("schema_version") != EXPORT_SCHEMA or not isinstance(count, int)
+        if (head.get("schema_version") != _EXPORT_SCHEMA or not isinstance(count, int)
                 or isinstance(count, bool) or count < 0):
-            problem = "is not a session export (%s with a record_count)" % EXPORT_SCHEMA
+            problem = "is not a session export (%s with a record_count)" % _EXPORT_SCHEMA
         elif not isinstance(session, dict) or session.get("session_id") != session_id:
             problem = "holds another session"
         elif count > total:
@@ -3514,17 +3514,17 @@ def export_lag(folder, session_id, total):
         else:
             lag.update(record_count=count, missing=total - count)
     if problem:
-        lag["problem"] = "%s %s" % (EXPORT_NAME, problem)
+        lag["problem"] = "%s %s" % (_EXPORT_NAME, problem)
     return lag
 
 
-class CompactReceipt(dict):
+class _CompactReceipt(dict):
     """A receipt that main prints as compact JSON on one line: readbacks sized to a byte budget.
 
     Every other receipt keeps v0's 2-space indentation."""
 
 
-def printed_form(result) -> str:
+def _printed_form(result) -> str:
     """The text main prints for a command's result: markdown as is, else JSON and a newline.
 
     A recap in markdown is a receipt whose markdown key holds the text."""
@@ -3532,20 +3532,20 @@ def printed_form(result) -> str:
         return result
     if "markdown" in result:
         return result["markdown"]
-    if isinstance(result, CompactReceipt):
-        return compact_json(result) + "\n"
-    return pretty_json(result) + "\n"
+    if isinstance(result, _CompactReceipt):
+        return _compact_json(result) + "\n"
+    return _pretty_json(result) + "\n"
 
 
-def printed_size(result) -> int:
+def _printed_size(result) -> int:
     """The number of bytes main prints for a result."""
-    return len(printed_form(result).encode("utf-8", "backslashreplace"))
+    return len(_printed_form(result).encode("utf-8", "backslashreplace"))
 
 
-CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in RECAP_LISTS)
+_CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LISTS)
 
 
-class Recap:
+class _Recap:
     """What recap found, before it is fitted to its byte budget; the JSON receipt and the markdown render from it.
 
     The lists are whole (within --limit) and oldest first.  Open and
@@ -3560,20 +3560,20 @@ class Recap:
         self.limit_cut = limit_cut                  # entries --limit left out, by list name
         self.counts = counts                        # notes by type, for the hints
         self.unconfirmed_total = unconfirmed_total  # unconfirmed notes before --limit
-        self.dropped_order = sorted((age, name, index) for name in CUTTABLE_RECAP_LISTS
+        self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS
                                     for index, age in enumerate(ages[name]))
 
     def hints(self, cut):
         """How to see what recap left out: the tail of the types cut, and a wider recap for unconfirmed notes."""
         types = [note_type for note_type in NOTE_TYPES
-                 if any(cut.get(name) for list_type, name in RECAP_LISTS if list_type == note_type)
+                 if any(cut.get(name) for list_type, name in _RECAP_LISTS if list_type == note_type)
                  or note_type == "gate" and any(cut.get(status + "_gates") for status in GATE_STATUSES)]
         hints = []
         if types:
             hints.append("tail %s --limit %d" % (" ".join("--type " + note_type for note_type in types),
-                                                 min(LIMIT_MAX, sum(self.counts[note_type] for note_type in types))))
+                                                 min(_LIMIT_MAX, sum(self.counts[note_type] for note_type in types))))
         if cut.get("unconfirmed"):  # a hint names only a limit the command takes
-            hints.append("recap --limit %d" % min(LIMIT_MAX, self.unconfirmed_total))
+            hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
         return hints
 
     def without(self, count, listed_after=None):
@@ -3583,11 +3583,11 @@ class Recap:
         dropped = {}
         for _, name, _ in self.dropped_order[:count]:
             dropped[name] = dropped.get(name, 0) + 1
-        result = CompactReceipt(self.receipt)
+        result = _CompactReceipt(self.receipt)
         for name, number in dropped.items():
             result[name] = self.receipt[name][number:]
         cut = {name: self.limit_cut.get(name, 0) + dropped.get(name, 0)
-               for name in ("open_gates", "deferred_gates", "unconfirmed") + CUTTABLE_RECAP_LISTS}
+               for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
         truncated = {name: number for name, number in cut.items() if number}
         delivery = result.get("delivery")
         if listed_after is not None and delivery is not None:
@@ -3598,7 +3598,7 @@ class Recap:
         if truncated:
             result["truncated"] = truncated
             result["see_truncated"] = self.hints(truncated)
-        return with_warnings(result, warnings)
+        return _with_warnings(result, warnings)
 
     def rendered(self, count, markdown, listed_after=None):
         """The printed form without the `count` oldest entries: the receipt, or its markdown text."""
@@ -3606,7 +3606,7 @@ class Recap:
         # Lists are kept oldest first while fitting (the oldest go first);
         # closed gates are shown newest first, the closing a reader most needs.
         shown["closed_gates"] = shown["closed_gates"][::-1]
-        return recap_markdown(shown) if markdown else shown
+        return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
         """The printed form with the fewest oldest entries left out that make it fit max_bytes.
@@ -3615,23 +3615,23 @@ class Recap:
         delivery go too, as few as will do; when even that is not enough,
         recap refuses and says the size that would do."""
         whole = self.rendered(0, markdown)
-        if printed_size(whole) <= max_bytes:
+        if _printed_size(whole) <= max_bytes:
             return whole
         every = len(self.dropped_order)
-        if printed_size(self.rendered(every, markdown)) <= max_bytes:
+        if _printed_size(self.rendered(every, markdown)) <= max_bytes:
             # Fewer entries left out means more of the state is shown.
-            return largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
+            return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
         listed = len(self.receipt["delivery"]["after"]) if "delivery" in self.receipt else 0
-        needed = printed_size(self.rendered(every, markdown, 0))
+        needed = _printed_size(self.rendered(every, markdown, 0))
         if needed > max_bytes:
             raise NotesError(
                 "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed "
                 "notes, mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, "
                 "or with a smaller --limit" % (needed, max_bytes, needed))
-        return largest_fit(lambda count: self.rendered(every, markdown, count), 0, listed, max_bytes)
+        return _largest_fit(lambda count: self.rendered(every, markdown, count), 0, listed, max_bytes)
 
 
-def largest_fit(render, fits, fails, max_bytes):
+def _largest_fit(render, fits, fails, max_bytes):
     """render(step) for the step nearest fails whose printed form fits max_bytes, found by bisecting.
 
     render(fits) must fit and render(fails) must not: the printed form grows
@@ -3640,24 +3640,24 @@ def largest_fit(render, fits, fails, max_bytes):
     while abs(fails - fits) > 1:
         middle = (fits + fails) // 2
         candidate = render(middle)
-        if printed_size(candidate) <= max_bytes:
+        if _printed_size(candidate) <= max_bytes:
             fits, best = middle, candidate
         else:
             fails = middle
     return best
 
 
-def read_recap(folder, meta, limit):
+def _read_recap(folder, meta, limit):
     """Read the log three times (history, live notes, then synthesis) and gather the Recap of the session."""
-    reader = LogReader(folder, meta)
-    superseded, gates, changed_at, counts = recap_history(reader)
+    reader = _LogReader(folder, meta)
+    superseded, gates, changed_at, counts = _recap_history(reader)
     warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
-    latest, kept, unconfirmed = recap_live_notes(reader, superseded, limit, limit_cut)
-    by_status = recap_gates(gates, changed_at, limit, limit_cut, unconfirmed)
+    latest, kept, unconfirmed = _recap_live_notes(reader, superseded, limit, limit_cut)
+    by_status = _recap_gates(gates, changed_at, limit, limit_cut, unconfirmed)
     unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
     lists = dict(kept, closed_gates=by_status["closed"])
-    receipt = CompactReceipt(
+    receipt = _CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
         mode=latest["mode"], shape=latest["shape"],
         open_gates=[item for _, item in by_status["open"]],
@@ -3667,22 +3667,22 @@ def read_recap(folder, meta, limit):
     for name, entries in kept.items():
         receipt[name] = [item for _, item in entries]
     receipt["superseded_count"] = len(superseded)
-    receipt["export_lag"] = export_lag(folder, meta["session_id"], reader.total)
+    receipt["export_lag"] = _export_lag(folder, meta["session_id"], reader.total)
     if redacted:
-        receipt["redacted"] = {"count": redacted, "not_erased": REDACT_NOT_ERASED}
+        receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
     open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
-    receipt.update(recap_progress(reader.records(), superseded, open_total, unconfirmed_total, limit))
-    with_warnings(receipt, warnings)
+    receipt.update(_recap_progress(reader.records(), superseded, open_total, unconfirmed_total, limit))
+    _with_warnings(receipt, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
-    return Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
+    return _Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
 
 
-def one_line(value) -> str:
+def _one_line(value) -> str:
     """A field's value on one line, whatever it holds (a damaged log may hold any JSON value)."""
-    return " ".join((value if isinstance(value, str) else compact_json(value)).splitlines())
+    return " ".join((value if isinstance(value, str) else _compact_json(value)).splitlines())
 
 
-def why_unconfirmed(labels) -> str:
+def _why_unconfirmed(labels) -> str:
     """Why a note is not yet confirmed, in the operator's words."""
     reasons = []
     if labels.get("provenance") == "model":
@@ -3692,7 +3692,7 @@ def why_unconfirmed(labels) -> str:
     return ", ".join(reasons)
 
 
-def recap_item_line(item, kind="note", prefix=""):
+def _recap_item_line(item, kind="note", prefix=""):
     """One recap item as one markdown line: its text first, its ids and marks in brackets at the end.
 
     kind is "note", "gate" (open or deferred) or "closed" (a closed gate).  A
@@ -3700,49 +3700,49 @@ def recap_item_line(item, kind="note", prefix=""):
     mark says why the note is unconfirmed; elsewhere it only says that it is.
     What a note holds is escaped (markdown_inline): it shows as typed, never
     as markup, as the markdown export shows it."""
-    text = markdown_inline(one_line(item["text"]))
-    line = "- " + prefix + (text if prefix else markdown_line_start(text))
+    text = _markdown_inline(_one_line(item["text"]))
+    line = "- " + prefix + (text if prefix else _markdown_line_start(text))
     if "effect" in item:
-        line += " Effect: " + markdown_inline(one_line(item["effect"]))
-    marks = [markdown_inline(one_line(item["id"]))]
+        line += " Effect: " + _markdown_inline(_one_line(item["effect"]))
+    marks = [_markdown_inline(_one_line(item["id"]))]
     if "replaces" in item:
-        marks[0] += ", replaces " + markdown_inline(one_line(item["replaces"]))
+        marks[0] += ", replaces " + _markdown_inline(_one_line(item["replaces"]))
     if "update_id" in item:
         line += ((" Closed: " if kind == "closed" else " Latest: ")
-                 + markdown_inline(one_line(item.get("update_text", ""))))
+                 + _markdown_inline(_one_line(item.get("update_text", ""))))
         marks[0] += ((", closed by " if kind == "closed" else ", updated by ")
-                     + markdown_inline(one_line(item["update_id"])))
-    labels = gate_labels(item) if kind != "note" else item
-    if is_unconfirmed(labels):
-        marks.append(why_unconfirmed(labels) if prefix else "not yet confirmed")
+                     + _markdown_inline(_one_line(item["update_id"])))
+    labels = _gate_labels(item) if kind != "note" else item
+    if _is_unconfirmed(labels):
+        marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
     elif "provenance" in labels:  # who a settled point came from, as the JSON's provenance says
-        marks.append(PROVENANCE_WORDS.get(labels["provenance"], "from " + one_line(labels["provenance"])))
+        marks.append(_PROVENANCE_WORDS.get(labels["provenance"], "from " + _one_line(labels["provenance"])))
     return "%s [%s]" % (line, "; ".join(marks))
 
 
 # A settled point's provenance in the markdown recap.
-PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both"}
+_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both"}
 
 
-RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
+_RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
                   ("Not yet confirmed", "unconfirmed", "unconfirmed"), ("Closed gates", "closed_gates", "closed"),
                   ("Decisions", "decisions", "note"), ("Discarded paths", "discards", "note"),
                   ("Tensions", "tensions", "note"), ("Sources", "sources", "note"),
                   ("Artifact boundaries", "artifacts", "note"))
 
 
-def recap_markdown_head(recap):
+def _recap_markdown_head(recap):
     """The opening lines of the markdown recap: counts in words and how far the export lags."""
     lag = recap["export_lag"]
     if "problem" in lag:
         export = "Export: %s." % lag["problem"]
     elif lag["record_count"] is None:
-        export = "Export: no %s yet." % EXPORT_NAME
+        export = "Export: no %s yet." % _EXPORT_NAME
     elif lag["missing"] == 0:
-        export = "Export: %s holds every note." % EXPORT_NAME
+        export = "Export: %s holds every note." % _EXPORT_NAME
     else:
         export = "Export: %s lacks the %s; export again." % (
-            EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
+            _EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
     total = "1 note" if recap["total"] == 1 else "%d notes" % recap["total"]
     lines = ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export]
     if "redacted" in recap:
@@ -3751,7 +3751,7 @@ def recap_markdown_head(recap):
     return lines + [""]
 
 
-def recap_markdown_progress(recap):
+def _recap_markdown_progress(recap):
     """The lines of the markdown recap on what is pending and where synthesis stands; none when nothing is."""
     lines = []
     if "pending" in recap:
@@ -3768,24 +3768,24 @@ def recap_markdown_progress(recap):
         else:
             listed = delivery["after"] + (["%d more" % delivery["more"]] if delivery["more"] else [])
             lines.append("Delivered: %s, out of date: %s after it (%s)." % (
-                delivery["id"], counted(count, "live note"), ", ".join(listed)))
+                delivery["id"], _counted(count, "live note"), ", ".join(listed)))
     return lines + [""] if lines else []
 
 
-def recap_markdown(recap):
+def _recap_markdown(recap):
     """The recap as markdown for the operator: plain headings, one line per item, no receipt keys."""
-    lines = recap_markdown_head(recap) + recap_markdown_progress(recap)
+    lines = _recap_markdown_head(recap) + _recap_markdown_progress(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
-        lines += ["## " + title, "", recap_item_line(recap[key]) if recap[key] else "- none", ""]
-    for title, key, kind in RECAP_SECTIONS:
+        lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
+    for title, key, kind in _RECAP_SECTIONS:
         lines += ["## " + title, ""]
         for item in recap[key]:
             if kind == "unconfirmed":
-                status = " (%s)" % markdown_inline(one_line(item["status"])) if item["type"] == "gate" else ""
+                status = " (%s)" % _markdown_inline(_one_line(item["status"])) if item["type"] == "gate" else ""
                 item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
-                lines.append(recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
+                lines.append(_recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
             else:
-                lines.append(recap_item_line(item, kind))
+                lines.append(_recap_item_line(item, kind))
         if not recap[key]:
             lines.append("- none")
         if recap.get("truncated", {}).get(key):
@@ -3796,16 +3796,16 @@ def recap_markdown(recap):
     return "\n".join(lines)
 
 
-EXPORT_READ_BLOCK = 1 << 16  # characters read at a time from an export
-EXPORT_VALUE_LIMIT = LINE_LIMIT  # characters of one export value at most: a longer record is no log line
-JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_EXPORT_READ_BLOCK = 1 << 16  # characters read at a time from an export
+_EXPORT_VALUE_LIMIT = _LINE_LIMIT  # characters of one export value at most: a longer record is no log line
+_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
-class ExportShapeError(ValueError):
+class _ExportShapeError(ValueError):
     """Why an export file cannot be a session log at all (its reason names no value it holds)."""
 
 
-class JsonStream:
+class _JsonStream:
     """Reads one JSON document from a file a value at a time, never holding more than a value and a block.
 
     The standard library has no streaming JSON parser, but raw_decode parses
@@ -3825,22 +3825,22 @@ class JsonStream:
         """Append one block to the buffer, dropping what was parsed; False at the end of the file."""
         if self.ended:
             return False
-        data = self.handle.read(EXPORT_READ_BLOCK)
+        data = self.handle.read(_EXPORT_READ_BLOCK)
         self.hash.update(data)
         self.bytes_read += len(data)
-        if self.bytes_read > EXPORT_SIZE_LIMIT:
-            raise ExportShapeError("it grew past 256 MiB while it was read")
+        if self.bytes_read > _EXPORT_SIZE_LIMIT:
+            raise _ExportShapeError("it grew past 256 MiB while it was read")
         try:
             more = self.decoder.decode(data, final=not data)
         except UnicodeDecodeError:
-            raise ExportShapeError("it is not valid UTF-8") from None
+            raise _ExportShapeError("it is not valid UTF-8") from None
         self.text, self.position, self.ended = self.text[self.position:] + more, 0, not data
         return True
 
     def peek(self) -> str:
         """The next character that is not JSON white space ("" at the end of the file)."""
         while True:
-            self.position = JSON_WHITESPACE.match(self.text, self.position).end()
+            self.position = _JSON_WHITESPACE.match(self.text, self.position).end()
             if self.position < len(self.text) or not self.fill():
                 return self.text[self.position:self.position + 1]
 
@@ -3848,16 +3848,16 @@ class JsonStream:
         """The next character, which must be one of allowed."""
         character = self.peek()
         if not character or character not in allowed:
-            raise ExportShapeError("it is not JSON of the shape of an export")
+            raise _ExportShapeError("it is not JSON of the shape of an export")
         self.position += 1
         return character
 
-    def value(self, limit=EXPORT_VALUE_LIMIT):
+    def value(self, limit=_EXPORT_VALUE_LIMIT):
         """The next JSON value; one still unparsed past limit characters is refused."""
         self.peek()
         while True:
             try:
-                value, end = DECODER.raw_decode(self.text, self.position)
+                value, end = _DECODER.raw_decode(self.text, self.position)
                 # A value that ends with the buffer may go on (a number): read on to be sure.
                 if end - self.position > limit:
                     break
@@ -3866,12 +3866,12 @@ class JsonStream:
                     return value
             except (ValueError, RecursionError):
                 if self.ended:
-                    raise ExportShapeError("it is not JSON that can be read (broken, a number too big "
+                    raise _ExportShapeError("it is not JSON that can be read (broken, a number too big "
                                            "for a float, or nested too deeply)") from None
             if len(self.text) - self.position > limit:
                 break
             self.fill()
-        raise ExportShapeError("it holds a value over %d characters, larger than any record" % limit)
+        raise _ExportShapeError("it holds a value over %d characters, larger than any record" % limit)
 
     def elements(self):
         """Yield the values of the array that comes next, one at a time."""
@@ -3885,7 +3885,7 @@ class JsonStream:
                 return
 
 
-def export_parts(stream):
+def _export_parts(stream):
     """Yield the export's top-level (key, value, elements) in file order, then check that nothing follows.
 
     When records holds an array, value is None and elements a generator of
@@ -3899,7 +3899,7 @@ def export_parts(stream):
         while True:
             key = stream.value()
             if not isinstance(key, str) or key in seen:
-                raise ExportShapeError("it is not a JSON object with one value per key")
+                raise _ExportShapeError("it is not a JSON object with one value per key")
             seen.add(key)
             stream.take(":")
             if key == "records" and stream.peek() == "[":
@@ -3912,27 +3912,27 @@ def export_parts(stream):
             if stream.take(",}") == "}":
                 break
     if stream.peek():
-        raise ExportShapeError("it holds more than one JSON value")
+        raise _ExportShapeError("it holds more than one JSON value")
 
 
-def open_export(path):
+def _open_export(path):
     """A binary handle on the export at path; refuse what is not a regular file, or is over EXPORT_SIZE_LIMIT."""
     try:
-        descriptor = open_regular_file(path)
+        descriptor = _open_regular_file(path)
     except FileNotFoundError:
         raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
     except IsADirectoryError:
         raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
     except OSError as error:
         raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    if os.fstat(descriptor).st_size > EXPORT_SIZE_LIMIT:
+    if os.fstat(descriptor).st_size > _EXPORT_SIZE_LIMIT:
         os.close(descriptor)
         raise NotesError("%s is over 256 MiB, larger than any session export; nothing was written. Pass the "
                          "path of a session_export.json" % path)
     return open(descriptor, "rb")
 
 
-class Export:
+class _Export:
     """An export checked in one streaming pass, whose records later passes read again from the same open file.
 
     Memory stays bounded whatever the export's size: one record at a time,
@@ -3944,15 +3944,15 @@ class Export:
 
     def __init__(self, path, accept_damaged=False):
         self.path, self.accept_damaged = path, accept_damaged
-        self.handle = open_export(path)
+        self.handle = _open_export(path)
         self.session, self.record_count = None, 0
         self.problems, self.problem_count, self.notices = [], 0, []
         try:
             self.digest = self.check()
-        except ExportShapeError as error:
+        except _ExportShapeError as error:
             self.close()
             raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
-                             "without" % (path, error), EXIT_INTEGRITY) from None
+                             "without" % (path, error), _EXIT_INTEGRITY) from None
         except BaseException:
             self.close()
             raise
@@ -3963,63 +3963,63 @@ class Export:
     def check(self) -> bytes:
         """The first pass: the head's shape, then every record (walked again when records come first)."""
         head, walked = {}, False
-        stream = JsonStream(self.handle)
-        for key, value, elements in export_parts(stream):
+        stream = _JsonStream(self.handle)
+        for key, value, elements in _export_parts(stream):
             if elements is not None:
                 head["records"] = []  # an array: its records are checked one at a time
-                if export_shape_problem(head) is None:  # the session came first, as export writes it
+                if _export_shape_problem(head) is None:  # the session came first, as export writes it
                     self.check_records(head["session"]["session_id"], elements)
                     walked = True
             elif key in self.HEAD_KEYS or key == "records":
                 head[key] = value
-        reason = export_shape_problem(head)
+        reason = _export_shape_problem(head)
         if reason:
-            raise ExportShapeError(reason)
+            raise _ExportShapeError(reason)
         self.session = head["session"]
         if not walked:  # a hand-made export with its records before its session
             self.check_records(self.session["session_id"], self.records(verify=False))
         if head.get("record_count") != self.record_count:
             self.problem_count += 1
-            self.problems.insert(0, problem(None, None, "record_count", "record_count is not %d, the number "
+            self.problems.insert(0, _problem(None, None, "record_count", "record_count is not %d, the number "
                                             "of records the export holds" % self.record_count))
-            del self.problems[PROBLEMS_LISTED:]
+            del self.problems[_PROBLEMS_LISTED:]
         if self.problem_count and not self.accept_damaged:
             raise NotesError(
                 "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
                 "restore --accept-damaged on this one to bring back every record exactly as the export holds "
                 "it, repairing and dropping nothing, so that verify then reports the same problems"
-                % (self.path, self.problem_count), EXIT_INTEGRITY, {"problems": self.problems})
+                % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
         return stream.hash.digest()
 
     def check_records(self, session_id, records):
         """Check each record as verify would: keep the first problems, count the rest."""
-        seen = LogOrder()  # as verify counts them, so that it reports the same problems after a restore
-        redactions = RedactionsSeen()
+        seen = _LogOrder()  # as verify counts them, so that it reports the same problems after a restore
+        redactions = _RedactionsSeen()
         self.record_count = 0
         for number, record in enumerate(records, 1):
             if not isinstance(record, dict):
-                raise ExportShapeError("record %d is not an object" % number)
-            kinds = check_record(record, session_id)
+                raise _ExportShapeError("record %d is not an object" % number)
+            kinds = _check_record(record, session_id)
             kinds += seen.place_problems(record, kinds)
-            if self.accept_damaged and not is_usable(kinds):
+            if self.accept_damaged and not _is_usable(kinds):
                 try:
-                    record_line(record)
+                    _record_line(record)
                 except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
                     raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, "
                                      "or text that is not valid UTF-8); nothing was written" % (self.path, number),
-                                     EXIT_INTEGRITY) from None
-            record_id = record["id"] if is_note_id(record.get("id")) else None
+                                     _EXIT_INTEGRITY) from None
+            record_id = record["id"] if _is_note_id(record.get("id")) else None
             self.problem_count += len(kinds)
-            for kind, detail in kinds[:PROBLEMS_LISTED - len(self.problems)]:
-                self.problems.append(problem(number, record_id, kind, detail))
-            if is_usable(kinds):
+            for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
+                self.problems.append(_problem(number, record_id, kind, detail))
+            if _is_usable(kinds):
                 redactions.meet(record, number)
             self.record_count = number
         # After the last record: a batch cut short at the end of the export, then unexplained redactions.
         found = list(filter(None, [seen.unfinished_batch()])) + redactions.problems()
         self.problem_count += len(found)
-        self.problems.extend(found[:PROBLEMS_LISTED - len(self.problems)])
-        self.notices = problem_messages(seen.notices, seen.notice_count)
+        self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
+        self.notices = _problem_messages(seen.notices, seen.notice_count)
 
     def records(self, verify=True):
         """Yield the records again, read from the start of the same open file.
@@ -4027,32 +4027,32 @@ class Export:
         With verify, a pass read to its end refuses when the bytes are not the
         first pass's: raised from the last step, before the caller commits."""
         self.handle.seek(0)
-        stream = JsonStream(self.handle)
+        stream = _JsonStream(self.handle)
         try:
-            for _, _, elements in export_parts(stream):
+            for _, _, elements in _export_parts(stream):
                 if elements is not None:
                     yield from elements
             changed = verify and stream.hash.digest() != self.digest
-        except ExportShapeError:
+        except _ExportShapeError:
             changed = True
         if changed:
             raise NotesError("%s changed while it was being restored; nothing was written. Run restore "
-                             "again once nothing writes to it" % self.path, EXIT_INTEGRITY)
+                             "again once nothing writes to it" % self.path, _EXIT_INTEGRITY)
 
 
-def load_export(path, accept_damaged=False):
+def _load_export(path, accept_damaged=False):
     """Open and check an export (Export): what cannot be a log at all is always refused; any other
     problem refuses the restore, unless accept_damaged: then the problems are kept in the Export.
     Notices (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
-    return Export(path, accept_damaged)
+    return _Export(path, accept_damaged)
 
 
-def export_shape_problem(export) -> str | None:
+def _export_shape_problem(export) -> str | None:
     """Why an export's head (its top-level values but the records' elements) cannot be a session log at all."""
-    if not isinstance(export, dict) or export.get("schema_version") != EXPORT_SCHEMA:
-        return "not JSON with schema_version %s" % EXPORT_SCHEMA
+    if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
+        return "not JSON with schema_version %s" % _EXPORT_SCHEMA
     session, records = export.get("session"), export.get("records")
-    if not isinstance(session, dict) or not is_session_id(session.get("session_id")):
+    if not isinstance(session, dict) or not _is_session_id(session.get("session_id")):
         return "its session has no usable session_id"
     if not isinstance(session.get("created_at", ""), str):
         return "its session's created_at is not a string"
@@ -4061,18 +4061,18 @@ def export_shape_problem(export) -> str | None:
     return None
 
 
-def notes_kept_by_restore(folder, session, export):
+def _notes_kept_by_restore(folder, session, export):
     """How many export records the folder already holds (None: a fresh start); refuse the rest.
 
     The log and the export are compared record by record (common_prefix), never held whole."""
-    if restore_cut_short(folder, session, export):
+    if _restore_cut_short(folder, session, export):
         return None
-    meta = check_session_folder(folder)
-    log_path = os.path.join(folder, LOG_NAME)
+    meta = _check_session_folder(folder)
+    log_path = os.path.join(folder, _LOG_NAME)
     existing = common = 0
     if meta is not None:
-        reader = LogReader(folder, meta)
-        existing, common = common_prefix(reader.records(), export.records(verify=False))
+        reader = _LogReader(folder, meta)
+        existing, common = _common_prefix(reader.records(), export.records(verify=False))
         # A cut-off last line (a restore killed while adding notes leaves one)
         # is mended under the lock, as append mends it; any other problem refuses.
         mendable = [entry for entry in reader.problems
@@ -4104,7 +4104,7 @@ def notes_kept_by_restore(folder, session, export):
     return existing
 
 
-def common_prefix(log_records, export_records):
+def _common_prefix(log_records, export_records):
     """(how many records the log holds, how many of its first ones equal the export's first ones, in order)."""
     count = common = 0
     matching = True
@@ -4116,99 +4116,99 @@ def common_prefix(log_records, export_records):
     return count, common
 
 
-def restore_cut_short(folder, session, export):
+def _restore_cut_short(folder, session, export):
     """Whether the folder holds what this restore leaves when cut short: a log of the export's first notes, no meta."""
-    log_path = os.path.join(folder, LOG_NAME)
-    for name in (META_NAME, LOG_NAME, LOCK_NAME):
+    log_path = os.path.join(folder, _LOG_NAME)
+    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
             return False  # refused by check_session_folder
-    if read_meta(folder) is not None or log_size(log_path) == 0:
+    if _read_meta(folder) is not None or _log_size(log_path) == 0:
         return False
-    reader = LogReader(folder, {"session_id": session["session_id"]})
-    existing, common = common_prefix(reader.records(), export.records(verify=False))
+    reader = _LogReader(folder, {"session_id": session["session_id"]})
+    existing, common = _common_prefix(reader.records(), export.records(verify=False))
     return reader.problem_count == 0 and common == existing
 
 
-def record_chunks(records):
+def _record_chunks(records):
     """The records as log lines, joined into chunks of about EXPORT_READ_BLOCK bytes.
 
     One write per chunk rather than per line (map(record_line, records) is
     the plain form): a million records are a million write calls otherwise."""
     lines, length = [], 0
     for record in records:
-        lines.append(record_line(record))
+        lines.append(_record_line(record))
         length += len(lines[-1])
-        if length >= EXPORT_READ_BLOCK:
+        if length >= _EXPORT_READ_BLOCK:
             yield b"".join(lines)
             lines, length = [], 0
     if lines:
         yield b"".join(lines)
 
 
-def write_restored_session(folder, session, records):
+def _write_restored_session(folder, session, records):
     """Write the export's log, then its meta last, so that a restore cut short leaves no session to fork."""
-    meta = read_meta(folder)
+    meta = _read_meta(folder)
     if meta is not None and meta["session_id"] != session["session_id"]:
         # Crash window: the meta of a session without notes goes first; cut
         # short here, the folder holds no session, and the same restore run
         # again starts afresh.
-        os.unlink(os.path.join(folder, META_NAME))
-        fsync_folder(folder)
+        os.unlink(os.path.join(folder, _META_NAME))
+        _fsync_folder(folder)
     # Crash window: the log holds the export's notes and the meta is not
     # written yet.  Writers refuse a log without its meta, so no append can
     # start a fork of the session; the same restore run again finds its own
     # notes there and writes the meta.  (records comes from Export.records,
     # which refuses at its end if the export changed: the temporary file is
     # then removed and the log left as it was.)
-    write_file_atomically(os.path.join(folder, LOG_NAME), record_chunks(records))
-    write_meta(folder, session["session_id"], session.get("created_at") or utc_now())
+    _write_file_atomically(os.path.join(folder, _LOG_NAME), _record_chunks(records))
+    _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
 
 
-def restore_export(folder, export):
+def _restore_export(folder, export):
     """Bring the checked export into folder, a whole new log or the notes it lacks: (restored, recovered)."""
-    session, log_path = export.session, os.path.join(folder, LOG_NAME)
+    session, log_path = export.session, os.path.join(folder, _LOG_NAME)
     # Refusals come before the lock, so that they leave the folder untouched;
     # the same check runs again under the lock, where it counts.
-    notes_kept_by_restore(folder, session, export)
-    with SessionLock(folder):
-        kept = notes_kept_by_restore(folder, session, export)
+    _notes_kept_by_restore(folder, session, export)
+    with _SessionLock(folder):
+        kept = _notes_kept_by_restore(folder, session, export)
         if kept is None:
-            write_restored_session(folder, session, export.records())
+            _write_restored_session(folder, session, export.records())
             return export.record_count, None
-        recovered = mend_log_tail(folder)
+        recovered = _mend_log_tail(folder)
         if kept < export.record_count:
             records = export.records()
             for _ in range(kept):  # the notes the log holds already
                 next(records)
-            descriptor = open_log_for_append(log_path)
+            descriptor = _open_log_for_append(log_path)
             try:
-                append_chunks(descriptor, record_chunks(records))
+                _append_chunks(descriptor, _record_chunks(records))
             finally:
                 os.close(descriptor)
     return export.record_count - kept, recovered
 
 
-def restore_tell_operator(folder, export_path, record_count, problem_count, gates) -> str:
+def _restore_tell_operator(folder, export_path, record_count, problem_count, gates) -> str:
     """The sentence restore's receipt passes on: what came back, the gates left, which file to keep from now on."""
-    sentence = "The session is back with %s" % counted(record_count, "note")
+    sentence = "The session is back with %s" % _counted(record_count, "note")
     if problem_count:
-        sentence += ", with %s kept as the export held them (verify lists them)" % counted(problem_count, "problem")
-    sentence += "; " + (gates_phrase(gates) or "no gate is open or deferred")
-    kept = os.path.join(folder, EXPORT_NAME)
-    if same_file(kept, export_path) or kept == export_path:
+        sentence += ", with %s kept as the export held them (verify lists them)" % _counted(problem_count, "problem")
+    sentence += "; " + (_gates_phrase(gates) or "no gate is open or deferred")
+    kept = os.path.join(folder, _EXPORT_NAME)
+    if _same_file(kept, export_path) or kept == export_path:
         # The operator downloads it by its name; the folder is the host's own.
-        return sentence + "; keep %s from now on, and download it again after each export." % EXPORT_NAME
+        return sentence + "; keep %s from now on, and download it again after each export." % _EXPORT_NAME
     return sentence + ("; from now on keep %s, which export writes, in place of %s, which the next note makes "
-                       "out of date." % (visible(kept, True), visible(export_path, True)))
+                       "out of date." % (_visible(kept, True), _visible(export_path, True)))
 
 
-def mend_log_tail(folder):
+def _mend_log_tail(folder):
     """Under the lock, before restore adds notes: mend the end of the log a crash left, as append does."""
-    descriptor = open_log_for_append(os.path.join(folder, LOG_NAME))
+    descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
     try:
         with open(descriptor, "rb", closefd=False) as handle:
-            tail = LogTail(handle, os.fstat(descriptor).st_size)
-        return recover_tail(folder, descriptor, tail)
+            tail = _LogTail(handle, os.fstat(descriptor).st_size)
+        return _recover_tail(folder, descriptor, tail)
     finally:
         os.close(descriptor)
 
@@ -4221,45 +4221,45 @@ def mend_log_tail(folder):
 # verify accepts a placeholder only with such a note after it.
 
 
-def redact_reason(reason) -> str:
+def _redact_reason(reason) -> str:
     """The reason of a redaction, with append's checks on a text (it goes into the source note)."""
     if reason is None or not reason.strip():
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
                          "--reason 'It held a private phone number.'", help_for="redact")
-    return clean_field("reason", reason, REDACT_REASON_LIMIT)
+    return _clean_field("reason", reason, _REDACT_REASON_LIMIT)
 
 
-def find_note_line(handle, size, note_id):
+def _find_note_line(handle, size, note_id):
     """(offset, line, record) of the usable note with this id, searched from the end; None when there is none."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
-    for offset, line in read_lines_backward(handle, size, count_runs=True):
+    for offset, line in _read_lines_backward(handle, size, count_runs=True):
         if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
-            value, _ = parse_line(line)
-            if value is not None and value.get("id") == note_id and is_usable(check_record(value, None)):
+            value, _ = _parse_line(line)
+            if value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None)):
                 return offset, line, value
     return None
 
 
-def redaction_after(handle, size, note_id, seq):
+def _redaction_after(handle, size, note_id, seq):
     """The id of a source note after seq that records the redaction of note_id, or None."""
-    for _, line in read_lines_backward(handle, size, count_runs=True):
-        value = parse_line(line)[0] if type(line) is bytes and line else None
+    for _, line in _read_lines_backward(handle, size, count_runs=True):
+        value = _parse_line(line)[0] if type(line) is bytes and line else None
         if value is None:
             continue
-        if is_seq(value.get("seq")) and value["seq"] <= seq:
+        if _is_seq(value.get("seq")) and value["seq"] <= seq:
             return None
-        if is_redaction_note(value, note_id) and is_usable(check_record(value, None)):
+        if _is_redaction_note(value, note_id) and _is_usable(_check_record(value, None)):
             return value["id"]
     return None
 
 
-def rewritten_log(handle, size, offset, old_length, new_line):
+def _rewritten_log(handle, size, offset, old_length, new_line):
     """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced."""
     for start, end in ((0, offset), (offset + old_length, size)):
         handle.seek(start)
         left = end - start
         while left > 0:
-            block = handle.read(min(BACKWARD_BLOCK, left))
+            block = handle.read(min(_BACKWARD_BLOCK, left))
             if not block:
                 raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
             yield block
@@ -4268,15 +4268,15 @@ def rewritten_log(handle, size, offset, old_length, new_line):
             yield new_line
 
 
-def redact_note_id(value) -> str:
+def _redact_note_id(value) -> str:
     """redact's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
     value = (value or "").strip()
-    if not is_note_id(value):
+    if not _is_note_id(value):
         raise NotesError("redact takes a note id such as n00012; tail or recap lists them", help_for="redact")
     return value
 
 
-def redact_note(folder, meta, note_id, reason) -> dict:
+def _redact_note(folder, meta, note_id, reason) -> dict:
     """Under the lock: rewrite the note's line with the placeholder, then append the source note that says why.
 
     The line is replaced through write_file_atomically: the whole log is
@@ -4286,60 +4286,60 @@ def redact_note(folder, meta, note_id, reason) -> dict:
     holds only the redacted copy and is removed once stale); after it and
     before the source note is appended, verify reports the placeholder as
     unexplained, and redact run again on the note appends the note only."""
-    log_path = os.path.join(folder, LOG_NAME)
-    signal = clean_signal("source", "%s%s: %s" % (REDACTION_PREFIX, note_id, reason), None, None, None, None,
+    log_path = os.path.join(folder, _LOG_NAME)
+    signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
                           None, note_id, None)
-    descriptor = open_log_for_reading(log_path)
+    descriptor = _open_log_for_reading(log_path)
     if descriptor is None:
         raise NotesError("redact %s: this session has no notes yet" % note_id)
     with open(descriptor, "rb") as handle:
         status = os.fstat(descriptor)
-        refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
+        _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
         size = status.st_size
-        found = find_note_line(handle, size, note_id)
+        found = _find_note_line(handle, size, note_id)
         if found is None:
             raise NotesError("%s names no note in this session that can be read; check the id with tail or "
                              "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
         offset, line, record = found
-        if is_redaction_note(record):
+        if _is_redaction_note(record):
             raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
                              "was changed" % note_id)
-        if is_redacted(record):
-            earlier = redaction_after(handle, size, note_id, record["seq"])
+        if _is_redacted(record):
+            earlier = _redaction_after(handle, size, note_id, record["seq"])
             if earlier is not None:
                 raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
         else:
-            new_line = record_line(redacted_record(record))[:-1]
-            write_file_atomically(log_path, rewritten_log(handle, size, offset, len(line), new_line))
-    appended = append_signal(folder, meta, signal)
+            new_line = _record_line(_redacted_record(record))[:-1]
+            _write_file_atomically(log_path, _rewritten_log(handle, size, offset, len(line), new_line))
+    appended = _append_signal(folder, meta, signal)
     receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
-               "redaction_note_id": appended["note_id"], "path": log_path, "not_erased": REDACT_NOT_ERASED}
-    still = files_that_may_hold_old_text(folder)
+               "redaction_note_id": appended["note_id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
+    still = _files_that_may_hold_old_text(folder)
     if still:
         receipt["may_still_hold"] = still
-    return with_recovered(receipt, appended.get("recovered"))
+    return _with_recovered(receipt, appended.get("recovered"))
 
 
-def files_that_may_hold_old_text(folder) -> list:
+def _files_that_may_hold_old_text(folder) -> list:
     """The files of the session folder that redact does not rewrite and that may hold a note's old text."""
-    torn_prefix = LOG_NAME + ".torn-"
+    torn_prefix = _LOG_NAME + ".torn-"
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
     return [os.path.join(folder, name) for name in names
-            if name in (EXPORT_NAME, EXPORT_MARKDOWN_NAME) or name.startswith(torn_prefix)]
+            if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(torn_prefix)]
 
 
 # --------------------------------------------------------------------------
 # Command line: one table of commands and options, the parser built from it
 
-PROGRAM_DESCRIPTION = (
+_PROGRAM_DESCRIPTION = (
     "Append-only memory log for Memory-Assisted Shaping: stamps, numbers and checksums each "
     "memory signal, and reads the session back.")
 
 
-class Option:
+class _Option:
     """One option of a command: its flag, the keyword of the Session method it fills, and how argparse reads it.
 
     A flag without a leading dash is a positional argument.  settings are
@@ -4359,11 +4359,11 @@ class Option:
         """The settings argparse takes: choices become a type that suggests the nearest word for a typo."""
         settings = dict(self.settings)
         if "choices" in settings:
-            settings["type"] = one_of(self.flag.lstrip("-"), settings.pop("choices"))
+            settings["type"] = _one_of(self.flag.lstrip("-"), settings.pop("choices"))
         return settings
 
 
-class Command:
+class _Command:
     """One command: what it does, its options, an example for --help, and the Session method it runs.
 
     method is None for mcp, which serves the Session methods instead of running one; mcp_purpose
@@ -4375,42 +4375,42 @@ class Command:
 
 
 # The one table: the parser, its --help, and the MCP tool schemas are built from it.
-COMMANDS = {
-    "init": Command("Start a session in the folder, or report the one already there.", [],
+_COMMANDS = {
+    "init": _Command("Start a session in the folder, or report the one already there.", [],
                     "python3 -S notes.py init", "init"),
-    "append": Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
+    "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
                       "with SYNTHESIS enters synthesis (any other mode note leaves it); an artifact note appended "
                       "in synthesis is a delivery, which ends it and which recap names with the live notes "
                       "appended after it.", [
         # --type and --text are required, but checked by clean_signal rather
         # than argparse: a misspelt option is then named as the mistake,
         # instead of hidden behind "--text is required".
-        Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
+        _Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                choices=NOTE_TYPES),
-        Option("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
-               "standard input" % TEXT_LIMIT, mcp_help="what to keep, at most %d characters" % TEXT_LIMIT,
-               schema={"maxLength": TEXT_LIMIT}),
-        Option("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
-               "standard input" % EFFECT_LIMIT, mcp_help="optional consequence, at most %d characters"
-               % EFFECT_LIMIT, schema={"maxLength": EFFECT_LIMIT}),
-        Option("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
+        _Option("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
+               "standard input" % _TEXT_LIMIT, mcp_help="what to keep, at most %d characters" % _TEXT_LIMIT,
+               schema={"maxLength": _TEXT_LIMIT}),
+        _Option("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
+               "standard input" % _EFFECT_LIMIT, mcp_help="optional consequence, at most %d characters"
+               % _EFFECT_LIMIT, schema={"maxLength": _EFFECT_LIMIT}),
+        _Option("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
                "type; superseding an op or shared note takes --provenance op or shared)"),
-        Option("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
+        _Option("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
                choices=GATE_STATUSES),
-        Option("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
+        _Option("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
                choices=PROVENANCES),
-        Option("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
+        _Option("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
                choices=EVIDENCE_LEVELS),
-        Option("--about", "about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both "
+        _Option("--about", "about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both "
                "stay live (example: --about n00004)", mcp_help="an earlier note this one answers, refines or "
                "comments on; both stay live (example: n00004)"),
-        Option("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
+        _Option("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
                "(example: --ref n00002 --status closed --by n00005)", mcp_help="on a gate update: the earlier "
                "note that settles the gate, not a gate (example: ref n00002, status closed, by n00005)"),
-        Option("--batch", "batch", "-", "read up to %d signals from standard input (at most %d KiB), one JSON "
+        _Option("--batch", "batch", "-", "read up to %d signals from standard input (at most %d KiB), one JSON "
                "object a line with the keys above without dashes; a line names an earlier one as \"@K\" (K from "
                "1) in ref, about or by. Every line is checked first, then all are written at once or none "
-               "(example below)" % (BATCH_LINE_LIMIT, BATCH_BYTE_LIMIT // 1024)),
+               "(example below)" % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024)),
     ], "python3 -S notes.py append --type decision --provenance op --evidence declared "
        "--text 'The log stays append-only.'\n"
        "  python3 -S notes.py append --batch - <<'EOF'\n"
@@ -4418,87 +4418,87 @@ COMMANDS = {
        '  {"type": "gate", "ref": "n00002", "status": "closed", "by": "@1", "text": "Closed: email.", '
        '"provenance": "op", "evidence": "declared"}\n'
        "  EOF", "append"),
-    "tail": Command("Print the last records, oldest first, optionally filtered.", [
-        Option("--limit", "limit", "N", "how many records to print, at most %d (default %d)"
-               % (LIMIT_MAX, TAIL_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": LIMIT_MAX},
-               type=int, default=TAIL_DEFAULT_LIMIT),
-        Option("--type", "types", "TYPE", "keep only this type; repeat for several",
+    "tail": _Command("Print the last records, oldest first, optionally filtered.", [
+        _Option("--limit", "limit", "N", "how many records to print, at most %d (default %d)"
+               % (_LIMIT_MAX, _TAIL_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
+               type=int, default=_TAIL_DEFAULT_LIMIT),
+        _Option("--type", "types", "TYPE", "keep only this type; repeat for several",
                mcp_help="keep only these types (a list; one type alone may be given as a string)",
                action="append", choices=NOTE_TYPES),
-        Option("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)",
+        _Option("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)",
                mcp_help="keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
-        Option("--until", "until", "TS", "keep records before TS (same forms)",
+        _Option("--until", "until", "TS", "keep records before TS (same forms)",
                mcp_help="keep records before this time (same forms as since)"),
-        Option("--grep", "grep", "TEXT", "keep records whose text or effect holds TEXT, whatever the case "
+        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds TEXT, whatever the case "
                "(example: --grep 'email')", mcp_help="keep records whose text or effect holds this text, "
                "whatever the case (example: email)"),
     ], "python3 -S notes.py tail --limit 3 --type gate", "tail"),
-    "show": Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
+    "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
                     "notes that settled them, the notes about it.", [
-        Option("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003"),
+        _Option("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003"),
     ], "python3 -S notes.py show n00003", "show"),
-    "summary": Command("Print the number of records by type and the last note.", [],
+    "summary": _Command("Print the number of records by type and the last note.", [],
                        "python3 -S notes.py summary", "summary"),
-    "recap": Command("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
+    "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
                      "discards and more, within a size budget. pending: what to put to the operator before "
                      "synthesis; synthesis: the mode note that entered it and the latest one beginning with "
                      "SYNTHESIS (a later mode note that leaves synthesis changes neither); delivery: the last "
                      "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
-        Option("--limit", "limit", "N", "items kept per list, newest first, at most %d (default %d)"
-               % (LIMIT_MAX, RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": LIMIT_MAX},
-               type=int, default=RECAP_DEFAULT_LIMIT),
-        Option("--format", "format", "FORMAT", "json (default) or md", mcp_help="json (default), or md: the "
+        _Option("--limit", "limit", "N", "items kept per list, newest first, at most %d (default %d)"
+               % (_LIMIT_MAX, _RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
+               type=int, default=_RECAP_DEFAULT_LIMIT),
+        _Option("--format", "format", "FORMAT", "json (default) or md", mcp_help="json (default), or md: the "
                "receipt's markdown holds the recap as a markdown text", choices=("json", "md"), default="json"),
-        Option("--max-bytes", "max_bytes", "N", "print at most N bytes, leaving out the oldest entries that can "
-               "go (default %d)" % RECAP_DEFAULT_MAX_BYTES, mcp_help="at most this many bytes of receipt, "
-               "leaving out the oldest entries that can go (default %d)" % RECAP_DEFAULT_MAX_BYTES,
-               schema={"minimum": 1}, type=int, default=RECAP_DEFAULT_MAX_BYTES),
+        _Option("--max-bytes", "max_bytes", "N", "print at most N bytes, leaving out the oldest entries that can "
+               "go (default %d)" % _RECAP_DEFAULT_MAX_BYTES, mcp_help="at most this many bytes of receipt, "
+               "leaving out the oldest entries that can go (default %d)" % _RECAP_DEFAULT_MAX_BYTES,
+               schema={"minimum": 1}, type=int, default=_RECAP_DEFAULT_MAX_BYTES),
     ], "python3 -S notes.py recap --format md", "recap"),
-    "verify": Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
+    "verify": _Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
                       "python3 -S notes.py verify", "verify",
                       mcp_purpose="Check the meta and every line of the log. Problems found are a result, not "
                                   "an error: the receipt's ok is false and problems lists them."),
-    "export": Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
+    "export": _Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
                       "tell_operator appears when there is news: an earlier copy at the same path that held "
                       "other notes was replaced, or gates are open after a delivery.", [
-        Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
-               "folder)" % (EXPORT_NAME, EXPORT_MARKDOWN_NAME), mcp_help="the file to write, inside the session "
-               "folder and relative to it (default %s, or %s with format md)" % (EXPORT_NAME, EXPORT_MARKDOWN_NAME)),
-        Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
+        _Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
+               "folder)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="the file to write, inside the session "
+               "folder and relative to it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
+        _Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
     ], "python3 -S notes.py export --output /mnt/data/session_export.json", "export"),
-    "restore": Command("Bring a session back into the folder from a session_export.json; tell_operator says "
+    "restore": _Command("Bring a session back into the folder from a session_export.json; tell_operator says "
                        "which gates are open or deferred and which file to keep from now on.", [
-        Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)"),
-        Option("--accept-damaged", "accept_damaged", None,
+        _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)"),
+        _Option("--accept-damaged", "accept_damaged", None,
                "restore a damaged export anyway: every record exactly as the export holds it, nothing "
                "repaired or dropped (verify then reports the same problems)",
                action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json", "restore"),
-    "redact": Command("Replace one note's text and effect with %s in place, and append a source note that "
+    "redact": _Command("Replace one note's text and effect with %s in place, and append a source note that "
                       "says which note was redacted and why. Earlier exports and side files keep the old text."
-                      % REDACTED_TEXT, [
-        Option("note_id", "note_id", "NOTE_ID", "the note to redact, such as n00004"),
-        Option("--reason", "reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
-               "characters; - reads it from standard input" % REDACT_REASON_LIMIT),
+                      % _REDACTED_TEXT, [
+        _Option("note_id", "note_id", "NOTE_ID", "the note to redact, such as n00004"),
+        _Option("--reason", "reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
+               "characters; - reads it from standard input" % _REDACT_REASON_LIMIT),
     ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
-    "mcp": Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify and export "
+    "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify and export "
                    "as MCP tools over stdio, until the end of input.", [
-        Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
+        _Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
                "off unless given)", action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
 }
 # The data folder is named as this user's, so the help says where an installed
 # copy's notes are (%% doubled: argparse formats help texts).
-DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
-            "installed as a package)" % (DIR_VARIABLE, user_data_folder().replace("%", "%%")))
+_DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
+            "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 
 
 # Options people reach for by habit, and the option that does that job here.
-HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
+_HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
                     "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
-def closest(word, choices):
+def _closest(word, choices):
     """The choice nearest to a misspelt word, or None."""
     import difflib  # only a mistake needs it
 
@@ -4506,25 +4506,25 @@ def closest(word, choices):
     return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
 
 
-def see_help(command=None):
+def _see_help(command=None):
     """Where the help of the command that was used lives."""
-    return "(see: %s %s--help)" % (invoked_as(), command + " " if command else "")
+    return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
 
 
-def one_of(name, allowed):
+def _one_of(name, allowed):
     """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
     import argparse
 
     def check(value):
         if value in allowed:
             return value
-        guess = closest(value, allowed)  # the suggestion is one of ours; the value is never echoed
+        guess = _closest(value, allowed)  # the suggestion is one of ours; the value is never echoed
         raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
             name, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
     return check
 
 
-def without_values(message: str) -> str:
+def _without_values(message: str) -> str:
     """An argparse usage message with every value it quotes taken out.
 
     argparse quotes what was typed ("invalid int value: 'x'", "ambiguous
@@ -4535,7 +4535,7 @@ def without_values(message: str) -> str:
     return re.sub(r"(ambiguous option: -[^\s]*) could match", r"\1 could be", message)
 
 
-def build_parser():
+def _build_parser():
     """The one argument parser: every command, its options, help texts and usage errors."""
     import argparse
 
@@ -4544,26 +4544,26 @@ def build_parser():
             command = self.prog.split(" ", 1)[1] if " " in self.prog else None
             if command is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
-                guess = closest(word, list(COMMANDS))
+                guess = _closest(word, list(_COMMANDS))
                 message = "unknown command (the first word after the options); %scommands: %s" % (
-                    "did you mean %s? " % guess if guess else "", ", ".join(COMMANDS))
-            raise NotesError("%s %s" % (without_values(message), see_help(command)))
+                    "did you mean %s? " % guess if guess else "", ", ".join(_COMMANDS))
+            raise NotesError("%s %s" % (_without_values(message), _see_help(command)))
 
-    program = invoked_as()
-    parser = Parser(prog=CONSOLE_COMMAND if program == CONSOLE_COMMAND else "notes.py",
-                    description=PROGRAM_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    program = _invoked_as()
+    parser = Parser(prog=_CONSOLE_COMMAND if program == _CONSOLE_COMMAND else "notes.py",
+                    description=_PROGRAM_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
                     epilog="example:\n  %s append --type gate --provenance op --evidence declared "
                            "--text 'Host runtime is undecided.'\n\n"
                            "run '%s COMMAND --help' for a command's options" % (program, program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
-    parser.add_argument("--dir", help=DIR_HELP)
+    parser.add_argument("--dir", help=_DIR_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
-    for name, command in COMMANDS.items():
+    for name, command in _COMMANDS.items():
         sub = commands.add_parser(name, help=command.purpose, description=command.purpose,
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                  epilog="example:\n  " + command.example.replace(SCRIPT_COMMAND, program))
-        sub.add_argument("--dir", default=argparse.SUPPRESS, help=DIR_HELP)
+                                  epilog="example:\n  " + command.example.replace(_SCRIPT_COMMAND, program))
+        sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         for option in command.options:
             settings = option.parser_settings()
             if option.flag.startswith("-"):
@@ -4574,7 +4574,7 @@ def build_parser():
     return parser
 
 
-def argument_position(argv, word, command) -> int:
+def _argument_position(argv, word, command) -> int:
     """The 1-based place in argv of a stray word, looked for after the command's name."""
     start = argv.index(command) + 1 if command in argv else 0
     for index in range(start, len(argv)):
@@ -4583,32 +4583,32 @@ def argument_position(argv, word, command) -> int:
     return argv.index(word) + 1 if word in argv else len(argv)
 
 
-def parse_arguments(argv):
+def _parse_arguments(argv):
     """Parse argv with the one parser; name an unknown option as the mistake it is."""
-    arguments, unknown = build_parser().parse_known_args(argv)
+    arguments, unknown = _build_parser().parse_known_args(argv)
     if unknown:
         word = unknown[0]
         if not word.startswith("-"):
             # Named by its place, never by its value: an unquoted text may hold a secret.
             raise NotesError("unexpected argument %d (a word after %s that no option takes); put quotes around "
-                             "a text that holds spaces %s" % (argument_position(argv, word, arguments.command),
-                                                              arguments.command, see_help(arguments.command)))
+                             "a text that holds spaces %s" % (_argument_position(argv, word, arguments.command),
+                                                              arguments.command, _see_help(arguments.command)))
         flag = word.split("=", 1)[0]
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
                              "value that starts with a dash as --text=VALUE %s" % (
-                                 argument_position(argv, word, arguments.command), arguments.command,
-                                 see_help(arguments.command)))
-        flags = ["--dir"] + [option.flag for option in COMMANDS[arguments.command].options
+                                 _argument_position(argv, word, arguments.command), arguments.command,
+                                 _see_help(arguments.command)))
+        flags = ["--dir"] + [option.flag for option in _COMMANDS[arguments.command].options
                              if option.flag.startswith("-")]
-        guess = HABITUAL_OPTIONS.get(flag) if HABITUAL_OPTIONS.get(flag) in flags else closest(flag, flags)
+        guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
         raise NotesError("%s has no option %s; %s%s" % (
-            arguments.command, flag, "use %s instead " % guess if guess else "", see_help(arguments.command)))
-    check_dir_argument(arguments.dir)
+            arguments.command, flag, "use %s instead " % guess if guess else "", _see_help(arguments.command)))
+    _check_dir_argument(arguments.dir)
     return arguments
 
 
-def value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
+def _value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
     """(text, effect), with the one given as "-" read from standard input as UTF-8, byte for byte.
 
     A shell expands $ and runs backticks inside double quotes; a quoted
@@ -4624,11 +4624,11 @@ def value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("--%s - reads standard input, but there is none; pipe the value in or pass it "
                          "as an argument" % name)
-    data = getattr(sys.stdin, "buffer", sys.stdin).read(STDIN_LIMIT + 1)
-    if len(data) > STDIN_LIMIT:
+    data = getattr(sys.stdin, "buffer", sys.stdin).read(_STDIN_LIMIT + 1)
+    if len(data) > _STDIN_LIMIT:
         raise NotesError("standard input for --%s holds more than %d bytes; a memory signal is a minimal "
-                         "pointer of at most %d characters" % (name, STDIN_LIMIT,
-                                                               EFFECT_LIMIT if name == "effect" else TEXT_LIMIT))
+                         "pointer of at most %d characters" % (name, _STDIN_LIMIT,
+                                                               _EFFECT_LIMIT if name == "effect" else _TEXT_LIMIT))
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -4638,7 +4638,7 @@ def value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
     return (data, effect) if name == names[0] else (text, data)
 
 
-def batch_from_stdin(source) -> list:
+def _batch_from_stdin(source) -> list:
     """The JSON values of append --batch -, one a line, read from standard input as UTF-8 (bounded).
 
     Blank lines at the end are left out; a blank line before a signal is
@@ -4649,10 +4649,10 @@ def batch_from_stdin(source) -> list:
     if sys.stdin is None:
         raise NotesError("--batch - reads standard input, but there is none; send the lines with a quoted "
                          "here-document <<'EOF' or a pipe")
-    data = getattr(sys.stdin, "buffer", sys.stdin).read(BATCH_BYTE_LIMIT + 1)
-    if len(data) > BATCH_BYTE_LIMIT:
+    data = getattr(sys.stdin, "buffer", sys.stdin).read(_BATCH_BYTE_LIMIT + 1)
+    if len(data) > _BATCH_BYTE_LIMIT:
         raise NotesError("standard input for --batch holds more than %d bytes; send at most %d signals of "
-                         "minimal size, or split them into several batches" % (BATCH_BYTE_LIMIT, BATCH_LINE_LIMIT))
+                         "minimal size, or split them into several batches" % (_BATCH_BYTE_LIMIT, _BATCH_LINE_LIMIT))
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -4662,14 +4662,14 @@ def batch_from_stdin(source) -> list:
     lines = data.split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
-    refuse_a_long_batch(len(lines))
+    _refuse_a_long_batch(len(lines))
     entries = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             raise NotesError("line %d: the line is blank; each line holds one JSON object, with no blank line "
                              "between them" % number)
         try:
-            entries.append(parse_json(line))
+            entries.append(_parse_json(line))
         except ValueError:
             raise NotesError("line %d is not one JSON object (broken JSON, or an object spread over several "
                              "lines); put each signal on one line, such as {\"type\": \"decision\", \"text\": "
@@ -4677,22 +4677,22 @@ def batch_from_stdin(source) -> list:
     return entries
 
 
-def cli_keywords(arguments) -> dict:
+def _cli_keywords(arguments) -> dict:
     """The keyword arguments of the command's Session method, from the parsed command line."""
-    keywords = {option.name: getattr(arguments, option.name) for option in COMMANDS[arguments.command].options}
+    keywords = {option.name: getattr(arguments, option.name) for option in _COMMANDS[arguments.command].options}
     if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
-        keywords["batch"] = batch_from_stdin(keywords["batch"])
+        keywords["batch"] = _batch_from_stdin(keywords["batch"])
     elif "text" in keywords:  # "-" reads standard input, which only the command line has
-        keywords["text"], keywords["effect"] = value_from_stdin(keywords["text"], keywords["effect"])
+        keywords["text"], keywords["effect"] = _value_from_stdin(keywords["text"], keywords["effect"])
     if "reason" in keywords:
-        keywords["reason"] = value_from_stdin(keywords["reason"], None, names=("reason", "effect"))[0]
+        keywords["reason"] = _value_from_stdin(keywords["reason"], None, names=("reason", "effect"))[0]
     return keywords
 
 
-def error_receipt(error):
+def _error_receipt(error):
     """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
     if isinstance(error, NotesError):
-        message = error.message if error.help_for is None else "%s %s" % (error.message, see_help(error.help_for))
+        message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
         return {"ok": False, "error": message, **error.details}
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
 
@@ -4709,22 +4709,22 @@ def error_receipt(error):
 # the session lock as one CLI run does.  One line is one request and one
 # reply (batches are refused), and no reply holds more than LIMIT_MAX records.
 
-MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+_MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 # The stateless revision: no handshake, the version rides in each request's _meta.
-MCP_STATELESS_VERSIONS = ("2026-07-28",)
-MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
-MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
-MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
+_MCP_STATELESS_VERSIONS = ("2026-07-28",)
+_MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+_MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+_MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
 # Results a stateless client may cache: the tools and contracts do not change
 # while a server runs, and hold nothing private to one user.
-MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
-MCP_CACHE_TTL_MS = 300000
+_MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
+_MCP_CACHE_TTL_MS = 300000
 
-RPC_PARSE_ERROR, RPC_INVALID_REQUEST, RPC_METHOD_NOT_FOUND, RPC_INVALID_PARAMS, RPC_INTERNAL_ERROR = (
+_RPC_PARSE_ERROR, _RPC_INVALID_REQUEST, _RPC_METHOD_NOT_FOUND, _RPC_INVALID_PARAMS, _RPC_INTERNAL_ERROR = (
     -32700, -32600, -32601, -32602, -32603)
-RPC_UNSUPPORTED_VERSION = -32022  # the stateless revision's answer to a version it does not know
+_RPC_UNSUPPORTED_VERSION = -32022  # the stateless revision's answer to a version it does not know
 
-MCP_INSTRUCTIONS = (
+_MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
     "Call append when losing a fact would hurt continuity: a decision the operator confirmed, a gate "
     "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
@@ -4735,15 +4735,15 @@ MCP_INSTRUCTIONS = (
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
 # Added to the instructions only when the server has the contracts to serve.
-MCP_CONTRACTS_INSTRUCTION = ("Read the note-io.md and protocol.md resources before the first append: they "
+_MCP_CONTRACTS_INSTRUCTION = ("Read the note-io.md and protocol.md resources before the first append: they "
                              "are the full contract.")
 
 # The contracts offered as resources when they sit beside notes.py: (file, description).
-MCP_CONTRACTS = (
+_MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+_MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
                     "openWorldHint": False}
 # Each tool runs the Session method of its command, as the command line
 # does.  Here: the options of that command it takes (names in COMMANDS),
@@ -4752,19 +4752,19 @@ MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentH
 # An identical append retried at once is answered as a duplicate, hence
 # idempotent; an export may replace the file at its output path, hence
 # destructive.
-MCP_TOOLS = {
-    "append": (SIGNAL_FIELDS, ("type", "text"),
+_MCP_TOOLS = {
+    "append": (_SIGNAL_FIELDS, ("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
     # append's batch as a tool of its own, so that append keeps type and text required.
     "append_batch": (("batch",), ("batch",),
                      {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                       "openWorldHint": False}),
-    "recap": (("limit", "format", "max_bytes"), (), MCP_READER_HINTS),
-    "tail": (("limit", "types", "since", "until", "grep"), (), MCP_READER_HINTS),
-    "show": (("note_id",), ("note_id",), MCP_READER_HINTS),
-    "summary": ((), (), MCP_READER_HINTS),
-    "verify": ((), (), MCP_READER_HINTS),
+    "recap": (("limit", "format", "max_bytes"), (), _MCP_READER_HINTS),
+    "tail": (("limit", "types", "since", "until", "grep"), (), _MCP_READER_HINTS),
+    "show": (("note_id",), ("note_id",), _MCP_READER_HINTS),
+    "summary": ((), (), _MCP_READER_HINTS),
+    "verify": ((), (), _MCP_READER_HINTS),
     "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
                                           "idempotentHint": True, "openWorldHint": False}),
 }
@@ -4772,12 +4772,12 @@ MCP_TOOLS = {
 # Served only by `mcp --allow-redact` (serve_mcp_allowing adds it to MCP_TOOLS
 # for the server's lifetime): a tool call may come from a prompt injected into
 # a document, and redact rewrites the log, so the operator opts in.
-MCP_REDACT_TOOL = (("note_id", "reason"), ("note_id", "reason"),
+_MCP_REDACT_TOOL = (("note_id", "reason"), ("note_id", "reason"),
                    {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
                     "openWorldHint": False})
 
 
-class ProtocolError(Exception):
+class _ProtocolError(Exception):
     """A JSON-RPC error: the request itself is wrong, not the note it carries."""
 
     def __init__(self, code, message, data=None):
@@ -4785,83 +4785,83 @@ class ProtocolError(Exception):
         self.code, self.message, self.data = code, message, data
 
 
-def mcp_options(command):
+def _mcp_options(command):
     """The options of a command its tool takes: name -> Option."""
-    taken, _, _ = MCP_TOOLS[command]
-    return {option.name: option for option in COMMANDS[command].options if option.name in taken}
+    taken, _, _ = _MCP_TOOLS[command]
+    return {option.name: option for option in _COMMANDS[command].options if option.name in taken}
 
 
 # The schema of every argument that takes a note id (an option whose metavar is
 # NOTE_ID): n and five to eleven digits (no seq reaches more, SEQ_LIMIT), with
 # the blanks around it that the tools strip.
-MCP_NOTE_ID_SCHEMA = {"pattern": "^\\s*n[0-9]{5,11}\\s*$"}
+_MCP_NOTE_ID_SCHEMA = {"pattern": "^\\s*n[0-9]{5,11}\\s*$"}
 
 
 # A tool that is one mode of a command: its refusals are worded from that command's options.
-TOOL_COMMANDS = {"append_batch": "append"}
+_TOOL_COMMANDS = {"append_batch": "append"}
 
 
-def mcp_wording(command, text):
+def _mcp_wording(command, text):
     """A command-line text in the tool's words: each flag of the command named as the tool's argument.
 
     The one rewrite for both descriptions and refusals, so that a refusal over
     MCP is the command line's text with --text read as text, --type as type
     (as types for tail, whose argument takes a list), --max-bytes as max_bytes."""
-    for option in COMMANDS[TOOL_COMMANDS.get(command, command)].options:
+    for option in _COMMANDS[_TOOL_COMMANDS.get(command, command)].options:
         if option.flag.startswith("--"):
             text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
     return text
 
 
-def mcp_description(command, text):
+def _mcp_description(command, text):
     """A --help text as a tool's description: flags named as arguments, and a tool returns what a command prints."""
     return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
-                  + found.group(2), mcp_wording(command, text))
+                  + found.group(2), _mcp_wording(command, text))
 
 
-def mcp_argument_schema(command, option):
+def _mcp_argument_schema(command, option):
     """The JSON Schema of one tool argument, from its Option: type, enum, description, default, limits."""
     extra = option.settings
     schema = {"type": "integer" if extra.get("type") is int else "string"}
     if "choices" in extra:
         schema["enum"] = list(extra["choices"])
     if option.metavar == "NOTE_ID":
-        schema.update(MCP_NOTE_ID_SCHEMA)
+        schema.update(_MCP_NOTE_ID_SCHEMA)
     schema.update(option.schema)
     if extra.get("action") == "append":
         schema = {"type": "array", "items": schema}
-    schema["description"] = option.mcp_help or mcp_description(command, option.help_text)
+    schema["description"] = option.mcp_help or _mcp_description(command, option.help_text)
     if extra.get("default") is not None:
         schema["default"] = extra["default"]
     return schema
 
 
-def mcp_tool_listing(command):
+def _mcp_tool_listing(command):
     """A tool as tools/list shows it; the schema comes from the options COMMANDS declares.
 
     An option the command line does not declare is left out of the schema, so
     a tool never offers what the parser would refuse."""
     if command == "append_batch":
-        return mcp_batch_listing()
-    _, marked_required, hints = MCP_TOOLS[command]
+        return _mcp_batch_listing()
+    _, marked_required, hints = _MCP_TOOLS[command]
     properties, required = {}, []
-    for name, option in mcp_options(command).items():
-        properties[name] = mcp_argument_schema(command, option)
+    for name, option in _mcp_options(command).items():
+        properties[name] = _mcp_argument_schema(command, option)
         if option.settings.get("required") or name in marked_required:
             required.append(name)
     input_schema = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         input_schema["required"] = required
     return {"name": command, "title": command.capitalize(),
-            "description": COMMANDS[command].mcp_purpose or mcp_description(command, COMMANDS[command].purpose),
+            "description": _COMMANDS[command].mcp_purpose or _mcp_description(command, _COMMANDS[command].purpose),
             "inputSchema": input_schema, "annotations": hints}
 
 
-def mcp_batch_listing():
+def _mcp_batch_listing():
     """The append_batch tool: a list of signals, each an object with append's arguments."""
-    signal = mcp_tool_listing("append")["inputSchema"]
-    _, _, hints = MCP_TOOLS["append_batch"]
-    batch = {"type": "array", "minItems": 1, "maxItems": BATCH_LINE_LIMIT, "items": signal,
+    signal = _mcp_tool_listing("append")["inputSchema"]
+    _, _, hints = _MCP_TOOLS["append_batch"]
+    batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": signal,
              "description": "the signals in order, each with append's arguments; ref, about or by may name an "
                             "earlier signal of the list as \"@K\" (K from 1), such as a decision and the gate "
                             "update it settles with \"by\": \"@1\""}
@@ -4874,7 +4874,7 @@ def mcp_batch_listing():
             "annotations": hints}
 
 
-def mcp_append_batch(folder, arguments) -> dict:
+def _mcp_append_batch(folder, arguments) -> dict:
     """The append_batch tool: its batch argument is the list of signal objects a batch's lines hold."""
     if set(arguments) - {"batch"}:
         raise NotesError("append_batch takes only the argument batch, a list of signal objects; call append "
@@ -4886,12 +4886,12 @@ def mcp_append_batch(folder, arguments) -> dict:
     return Session(folder).append(batch=entries)
 
 
-def mcp_keywords(command, arguments):
+def _mcp_keywords(command, arguments):
     """The keyword arguments of the tool's Session method: each option it takes, as given or its default.
 
     What no flag could carry is refused first, for every argument; then each
     value is read as argparse reads its option, in the same order and words."""
-    options = mcp_options(command)
+    options = _mcp_options(command)
     for name, value in arguments.items():
         if name not in options:
             raise NotesError("%s takes no argument %r; its arguments are: %s"
@@ -4909,13 +4909,13 @@ def mcp_keywords(command, arguments):
     keywords = {name: option.settings.get("default") for name, option in options.items()}
     for name, value in arguments.items():
         if value is not None:
-            items = [mcp_value(command, options[name], item) for item in
+            items = [_mcp_value(command, options[name], item) for item in
                      (value if isinstance(value, list) else [value])]
             keywords[name] = items if options[name].settings.get("action") == "append" else items[0]
     return keywords
 
 
-def mcp_value(command, option, item):
+def _mcp_value(command, option, item):
     """One tool argument read as argparse reads the option's value from the command line, refused in its words."""
     import argparse
 
@@ -4931,7 +4931,7 @@ def mcp_value(command, option, item):
     raise NotesError("argument %s: %s" % (option.flag, message), help_for=command)
 
 
-def mcp_export_path(folder, output):
+def _mcp_export_path(folder, output):
     """The file inside the session folder that an MCP client's export output names.
 
     Whoever writes the tool call may be a prompt injected into a document the
@@ -4942,7 +4942,7 @@ def mcp_export_path(folder, output):
     (Between this check and the write, another process of the same user
     could swap a folder for a link; that user could write the file anyway.)"""
     way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
-               % (EXPORT_NAME, os.path.join(folder, EXPORT_NAME)))
+               % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
     if os.path.isabs(output) or output.startswith("~") or os.path.splitdrive(output)[0]:
         raise NotesError("export over MCP writes only inside the session folder: output is an absolute "
                          "path" + way_out)
@@ -4961,53 +4961,53 @@ def mcp_export_path(folder, output):
     return path
 
 
-def mcp_call_tool(folder, params):
+def _mcp_call_tool(folder, params):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
-    if not isinstance(name, str) or name not in MCP_TOOLS:
-        raise ProtocolError(RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
-                            % (compact_json(name), ", ".join(MCP_TOOLS)))
+    if not isinstance(name, str) or name not in _MCP_TOOLS:
+        raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
+                            % (_compact_json(name), ", ".join(_MCP_TOOLS)))
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        raise ProtocolError(RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
+        raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
         if name == "append_batch":  # its signals are objects, which no command line option carries
-            receipt = mcp_append_batch(folder, arguments)
+            receipt = _mcp_append_batch(folder, arguments)
         else:
-            keywords = mcp_keywords(name, arguments)
+            keywords = _mcp_keywords(name, arguments)
             if name == "export" and keywords["output"]:
                 # MCP only: a tool call may come from a prompt injected into what the model read.
-                keywords["output"] = mcp_export_path(resolve_folder(folder), keywords["output"])
-            receipt = getattr(Session(folder), COMMANDS[name].method)(**keywords)
+                keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
+            receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
         failed = False
     except Exception as error:  # noqa: BLE001 - a NotesError or MemoryError too: reported, and the server goes on
-        receipt, failed = mcp_refusal(name, error), True
+        receipt, failed = _mcp_refusal(name, error), True
     # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
-    return {"content": [{"type": "text", "text": printed_form(receipt)}], "structuredContent": receipt,
+    return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
 
-def mcp_refusal(command, error):
+def _mcp_refusal(command, error):
     """The receipt of a refused tool call: the command line's, in the tool's words (SPEC section 5).
 
     Where the command line points at its --help, the tool points at its schema."""
     if not isinstance(error, NotesError):
-        return error_receipt(error)
+        return _error_receipt(error)
     message = error.message
     if error.help_for is not None:
         message += " (see the input schema of the %s tool in tools/list)" % error.help_for
-    return {"ok": False, "error": mcp_wording(command, message), **error.details}
+    return {"ok": False, "error": _mcp_wording(command, message), **error.details}
 
 
 # Where pip puts the contracts of an installed copy, below the install's prefix
 # (data-files in pyproject.toml): a wheel of one module carries no package
 # data.  Not share/shaping-notes: under pip --user that is ~/.local/share/
 # shaping-notes, the user data folder that holds the notes themselves.
-INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
+_INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
 
 
-def installed_contract_paths() -> dict:
+def _installed_contract_paths() -> dict:
     """file name -> path of the contracts installed with this very copy of notes.py; {} when none.
 
     The installer's record lists every file it wrote: the contracts count
@@ -5016,109 +5016,109 @@ def installed_contract_paths() -> dict:
     import importlib.metadata  # here, not at the top: only a server with no contracts beside it pays for it
 
     try:
-        files = importlib.metadata.distribution(CONSOLE_COMMAND).files or []
+        files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
     except importlib.metadata.PackageNotFoundError:
         return {}
     this_file = os.path.realpath(__file__)
     if not any(file.name == "notes.py" and os.path.realpath(str(file.locate())) == this_file for file in files):
         return {}
     return {file.name: os.path.realpath(str(file.locate())) for file in files
-            if str(file).replace("\\", "/").endswith(INSTALLED_CONTRACTS_FOLDER + file.name)}
+            if str(file).replace("\\", "/").endswith(_INSTALLED_CONTRACTS_FOLDER + file.name)}
 
 
-def mcp_contracts():
+def _mcp_contracts():
     """(uri, path, file name, description) of each contract: beside notes.py, else installed with it."""
     import pathlib
 
     here = os.path.dirname(os.path.realpath(__file__))
     installed = None
     found = []
-    for name, description in MCP_CONTRACTS:
+    for name, description in _MCP_CONTRACTS:
         path = os.path.join(here, name)
-        if not os.path.isfile(path) and is_installed_package_folder(here):
+        if not os.path.isfile(path) and _is_installed_package_folder(here):
             if installed is None:
-                installed = installed_contract_paths()
+                installed = _installed_contract_paths()
             path = installed.get(name, path)
         if os.path.isfile(path):
             found.append((pathlib.Path(path).as_uri(), path, name, description))
     return found
 
 
-def mcp_read_resource(params):
+def _mcp_read_resource(params):
     """The text of one contract, named by the uri resources/list gave."""
-    for uri, path, _, _ in mcp_contracts():
+    for uri, path, _, _ in _mcp_contracts():
         if uri == params.get("uri"):
             try:
                 with open(path, "rb") as handle:
                     text = handle.read().decode("utf-8", "replace")
             except OSError as error:
-                raise ProtocolError(RPC_INTERNAL_ERROR,
+                raise _ProtocolError(_RPC_INTERNAL_ERROR,
                                     "cannot read %s (%s)" % (path, error.strerror)) from None
             return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
-    raise ProtocolError(RPC_INVALID_PARAMS, "Unknown resource: %s" % compact_json(params.get("uri")))
+    raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown resource: %s" % _compact_json(params.get("uri")))
 
 
-def mcp_capabilities():
+def _mcp_capabilities():
     capabilities = {"tools": {}}
-    if mcp_contracts():
+    if _mcp_contracts():
         capabilities["resources"] = {}
     return capabilities
 
 
-def mcp_instructions():
+def _mcp_instructions():
     """The server's instructions; they name the contracts only when this copy serves them as resources."""
-    if not mcp_contracts():  # a copy of the script alone: no resource to point at
-        return MCP_INSTRUCTIONS
-    return MCP_INSTRUCTIONS + "\n" + MCP_CONTRACTS_INSTRUCTION
+    if not _mcp_contracts():  # a copy of the script alone: no resource to point at
+        return _MCP_INSTRUCTIONS
+    return _MCP_INSTRUCTIONS + "\n" + _MCP_CONTRACTS_INSTRUCTION
 
 
-def mcp_result(folder, method, params):
+def _mcp_result(folder, method, params):
     """The result of one request, whatever the revision (the caller adds the stateless fields)."""
     if method == "initialize":
         requested = params.get("protocolVersion")
-        if requested not in MCP_HANDSHAKE_VERSIONS:
-            requested = MCP_HANDSHAKE_VERSIONS[-1]  # the newest we speak; the client may then leave
+        if requested not in _MCP_HANDSHAKE_VERSIONS:
+            requested = _MCP_HANDSHAKE_VERSIONS[-1]  # the newest we speak; the client may then leave
         return {"protocolVersion": requested,
-                "capabilities": mcp_capabilities(), "serverInfo": MCP_SERVER_INFO,
-                "instructions": mcp_instructions()}
+                "capabilities": _mcp_capabilities(), "serverInfo": _MCP_SERVER_INFO,
+                "instructions": _mcp_instructions()}
     if method == "server/discover":
-        return {"supportedVersions": list(MCP_STATELESS_VERSIONS), "capabilities": mcp_capabilities(),
-                "instructions": mcp_instructions()}
+        return {"supportedVersions": list(_MCP_STATELESS_VERSIONS), "capabilities": _mcp_capabilities(),
+                "instructions": _mcp_instructions()}
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": [mcp_tool_listing(name) for name in MCP_TOOLS]}
+        return {"tools": [_mcp_tool_listing(name) for name in _MCP_TOOLS]}
     if method == "tools/call":
-        return mcp_call_tool(folder, params)
+        return _mcp_call_tool(folder, params)
     if method == "resources/list":
         return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
-                               "mimeType": "text/markdown"} for uri, _, name, description in mcp_contracts()]}
+                               "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
     if method == "resources/read":
-        return mcp_read_resource(params)
-    raise ProtocolError(RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
+        return _mcp_read_resource(params)
+    raise _ProtocolError(_RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
 
 
-def mcp_stateless_version(method, params):
+def _mcp_stateless_version(method, params):
     """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
     meta = params.get("_meta")
     meta = meta if isinstance(meta, dict) else {}
     # initialize belongs to the handshake even when a client stamps _meta on it.
-    if method == "initialize" or (MCP_VERSION_KEY not in meta and method != "server/discover"):
+    if method == "initialize" or (_MCP_VERSION_KEY not in meta and method != "server/discover"):
         return None
-    version = meta.get(MCP_VERSION_KEY, MCP_STATELESS_VERSIONS[-1])
+    version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
     if not isinstance(version, str):
-        raise ProtocolError(RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
-    if version not in MCP_STATELESS_VERSIONS:
+        raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
+    if version not in _MCP_STATELESS_VERSIONS:
         # The handshake versions are reached through initialize, never through _meta.
-        raise ProtocolError(RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
-                            {"supported": list(MCP_STATELESS_VERSIONS), "requested": version})
+        raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
+                            {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
     return version
 
 
-def mcp_answer(folder, message):
+def _mcp_answer(folder, message):
     """The response to one JSON-RPC message; None for a notification or a client's response."""
     if not isinstance(message, dict):
-        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
     request_id = message.get("id")
     has_id = "id" in message
     if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
@@ -5127,7 +5127,7 @@ def mcp_answer(folder, message):
         return None  # a response: this server sends no requests, so nothing waits for one
     method, params = message.get("method"), message.get("params")
     if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
-        return mcp_error(request_id, RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
+        return _mcp_error(request_id, _RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
                          'a string "method" and a string or integer "id"')
     if not has_id:
         return None  # a notification (initialized, cancelled...): nothing to answer
@@ -5135,32 +5135,32 @@ def mcp_answer(folder, message):
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            raise ProtocolError(RPC_INVALID_PARAMS, "params must be an object")
-        stateless = mcp_stateless_version(method, params)
-        result = mcp_result(folder, method, params)
-    except ProtocolError as error:
-        return mcp_error(request_id, error.code, error.message, error.data)
+            raise _ProtocolError(_RPC_INVALID_PARAMS, "params must be an object")
+        stateless = _mcp_stateless_version(method, params)
+        result = _mcp_result(folder, method, params)
+    except _ProtocolError as error:
+        return _mcp_error(request_id, error.code, error.message, error.data)
     except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
-        return mcp_error(request_id, RPC_INTERNAL_ERROR,
+        return _mcp_error(request_id, _RPC_INTERNAL_ERROR,
                          "Internal error: %s: %s" % (type(error).__name__, error))
     if stateless:
         result["resultType"] = "complete"
-        if method in MCP_CACHEABLE:
-            result.update(ttlMs=MCP_CACHE_TTL_MS, cacheScope="public")
-        result["_meta"] = {MCP_SERVER_INFO_KEY: MCP_SERVER_INFO}
+        if method in _MCP_CACHEABLE:
+            result.update(ttlMs=_MCP_CACHE_TTL_MS, cacheScope="public")
+        result["_meta"] = {_MCP_SERVER_INFO_KEY: _MCP_SERVER_INFO}
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def mcp_error(request_id, code, message, data=None):
+def _mcp_error(request_id, code, message, data=None):
     """A JSON-RPC error response; also said on stderr, where a host keeps its server's log."""
     error = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    mcp_log("error %d: %s" % (code, message))
+    _mcp_log("error %d: %s" % (code, message))
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-def mcp_log(message):
+def _mcp_log(message):
     try:
         sys.stderr.write("notes.py mcp: %s\n" % message)
         sys.stderr.flush()
@@ -5168,7 +5168,7 @@ def mcp_log(message):
         pass
 
 
-def mcp_answer_line(folder, line):
+def _mcp_answer_line(folder, line):
     """The response to one line of input: a message, or an error for a batch or bytes that are not JSON.
 
     A JSON-RPC batch (an array of requests) is refused whole: only the
@@ -5177,16 +5177,16 @@ def mcp_answer_line(folder, line):
     replies held in memory at once; refused, each line is one request and
     one reply, whose size the tools bound."""
     try:
-        message = parse_json(line.decode("utf-8"))
+        message = _parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too
-        return mcp_error(None, RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
+        return _mcp_error(None, _RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
     if isinstance(message, list):
-        return mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
+        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
                          "not served; send one request per line")
-    return mcp_answer(folder, message)
+    return _mcp_answer(folder, message)
 
 
-def serve_mcp(folder) -> None:
+def _serve_mcp(folder) -> None:
     """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
 
     The server keeps only the folder it was given: no lock, no open file, no
@@ -5199,69 +5199,69 @@ def serve_mcp(folder) -> None:
         # loop has already ended (a read cut short by the signal returns as if
         # at end of input), where main would print an error receipt; SystemExit(0)
         # is answered by main with nothing on stdout wherever it surfaces.
-        mcp_log("interrupted; stopping")
+        _mcp_log("interrupted; stopping")
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
     if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
         return None
     try:
-        mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer)
+        _mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer)
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
     except Exception as error:  # noqa: BLE001 - a MemoryError reading a line, say
         # main would print an error receipt to stdout, which is not JSON-RPC: say it
         # where the host keeps the log, and end with the unexpected error's code.
-        mcp_log("stopped: %s" % type(error).__name__)
-        raise SystemExit(EXIT_UNEXPECTED) from None
+        _mcp_log("stopped: %s" % type(error).__name__)
+        raise SystemExit(_EXIT_UNEXPECTED) from None
     return None  # main prints nothing: stdout carried only JSON-RPC
 
 
-def mcp_serve_lines(folder, source, sink):
+def _mcp_serve_lines(folder, source, sink):
     """Answer each line of source on sink until the end of input; a fault in one answer is a JSON-RPC error."""
     # A message is read up to LINE_LIMIT bytes, far above any real request,
     # so a client that never sends a newline cannot make the server hold
     # more than that; the rest of such a line is read and dropped in pieces.
-    for line in iter(lambda: source.readline(LINE_LIMIT + 1), b""):
-        if len(line) > LINE_LIMIT and not line.endswith(b"\n"):
+    for line in iter(lambda: source.readline(_LINE_LIMIT + 1), b""):
+        if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
             while line and not line.endswith(b"\n"):
-                line = source.readline(LINE_LIMIT)
-            answer = mcp_error(None, RPC_INVALID_REQUEST, "Invalid Request: a message over 1 MiB")
+                line = source.readline(_LINE_LIMIT)
+            answer = _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message over 1 MiB")
         elif not line.strip():
             continue
         else:
             try:
-                answer = mcp_answer_line(folder, line)
+                answer = _mcp_answer_line(folder, line)
             except Exception as error:  # noqa: BLE001 - a MemoryError, say: answered, and the server goes on
-                answer = mcp_error(None, RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
+                answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
         if answer is not None:
-            mcp_send(sink, answer)
+            _mcp_send(sink, answer)
 
 
-def serve_mcp_allowing(folder, allow_redact):
+def _serve_mcp_allowing(folder, allow_redact):
     """serve_mcp, with the redact tool in MCP_TOOLS for the server's lifetime when the operator allowed it."""
     if allow_redact:
-        MCP_TOOLS["redact"] = MCP_REDACT_TOOL
+        _MCP_TOOLS["redact"] = _MCP_REDACT_TOOL
     try:
-        return serve_mcp(folder)
+        return _serve_mcp(folder)
     finally:
-        MCP_TOOLS.pop("redact", None)
+        _MCP_TOOLS.pop("redact", None)
 
 
-def mcp_send(sink, answer):
+def _mcp_send(sink, answer):
     """Write one answer to the MCP stream: the one place that writes there.
 
     An answer too large to encode in the memory left (a MemoryError) is
     replaced by a short JSON-RPC error for the same id: the stream never
     carries anything but whole JSON-RPC lines, and the server goes on."""
     try:
-        data = (compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
+        data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
     except MemoryError:
         data = None
     if data is None:  # outside the except block, so that the traceback's memory is freed first
-        error = mcp_error(answer.get("id"), RPC_INTERNAL_ERROR, "Internal error: the answer did not fit in "
+        error = _mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer did not fit in "
                           "the memory left; ask for less (a smaller limit or max_bytes)")
-        data = (compact_json(error) + "\n").encode("utf-8")
+        data = (_compact_json(error) + "\n").encode("utf-8")
     sink.write(data)
     sink.flush()
 
@@ -5269,7 +5269,7 @@ def mcp_send(sink, answer):
 # --------------------------------------------------------------------------
 # Entry: main, the one place that prints for the command line, and the dispatch
 
-def silence_stdout():
+def _silence_stdout():
     """Point stdout at the null device once it cannot be written to.
 
     Python flushes stdout again at exit; without this, that flush would fail
@@ -5282,14 +5282,14 @@ def silence_stdout():
         pass
 
 
-def print_result(result):
+def _print_result(result):
     """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
     if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
         return
     if result is None:  # argparse wrote help or the version, or mcp wrote JSON-RPC: make sure it got out
         sys.stdout.flush()
         return
-    text = printed_form(result)
+    text = _printed_form(result)
     stream = getattr(sys.stdout, "buffer", None)
     if stream is None:  # a replaced stdout, such as a test's capture
         sys.stdout.write(text)
@@ -5299,16 +5299,16 @@ def print_result(result):
     sys.stdout.flush()
 
 
-def dispatch(arguments):
+def _dispatch(arguments):
     """Run the parsed command: serve MCP, or call the command's Session method; return what to print."""
-    command = COMMANDS[arguments.command]
+    command = _COMMANDS[arguments.command]
     if command.method is None:
-        return serve_mcp_allowing(arguments.dir, arguments.allow_redact)
-    keywords = cli_keywords(arguments)
+        return _serve_mcp_allowing(arguments.dir, arguments.allow_redact)
+    keywords = _cli_keywords(arguments)
     return getattr(Session(arguments.dir), command.method)(**keywords)
 
 
-def parse_arguments_or_help(argv):
+def _parse_arguments_or_help(argv):
     """(arguments, None), or (None, the text) when argparse answered --help or --version.
 
     argparse drops an error writing that text (a full disk) and exits 0, so it
@@ -5318,7 +5318,7 @@ def parse_arguments_or_help(argv):
     printed, stdout = io.StringIO(), sys.stdout
     sys.stdout = printed
     try:
-        return parse_arguments(argv), None
+        return _parse_arguments(argv), None
     except SystemExit as request:
         if request.code:
             raise
@@ -5327,46 +5327,46 @@ def parse_arguments_or_help(argv):
         sys.stdout = stdout
 
 
-def run_command(argv):
+def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
-        arguments, printed = parse_arguments_or_help(argv)
+        arguments, printed = _parse_arguments_or_help(argv)
         if arguments is None:  # --help or --version: printed by main, so a failed write is reported
-            return printed, EXIT_OK
-        result = dispatch(arguments)
+            return printed, _EXIT_OK
+        result = _dispatch(arguments)
         ok = not (isinstance(result, dict) and result.get("ok") is False)
-        return result, EXIT_OK if ok else EXIT_INTEGRITY
+        return result, _EXIT_OK if ok else _EXIT_INTEGRITY
     except SystemExit as request:  # --help or --version, printed by argparse
         return None, request.code or 0
     except NotesError as error:
-        return error_receipt(error), error.exit_code
+        return _error_receipt(error), error.exit_code
     except KeyboardInterrupt:
-        return {"ok": False, "error": "interrupted"}, EXIT_UNEXPECTED
+        return {"ok": False, "error": "interrupted"}, _EXIT_UNEXPECTED
     except BrokenPipeError:
         raise  # argparse printing help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
-        return error_receipt(error), EXIT_UNEXPECTED
+        return _error_receipt(error), _EXIT_UNEXPECTED
 
 
 def main(argv=None) -> int:
     """Run one command; print its receipt or error as JSON; return the exit code."""
-    code = EXIT_OK
+    code = _EXIT_OK
     try:
-        result, code = run_command(sys.argv[1:] if argv is None else argv)
-        print_result(result)
+        result, code = _run_command(sys.argv[1:] if argv is None else argv)
+        _print_result(result)
     except BrokenPipeError:
         # The reader has gone (notes.py ... | head -c 0): the command has run
         # and its files are safe; there is no one left to tell.
-        silence_stdout()
+        _silence_stdout()
     except OSError as error:  # stdout on a full disk, say: the result is lost, so say that where we can
-        silence_stdout()
+        _silence_stdout()
         try:
-            sys.stderr.write(compact_json({"ok": False, "error": "cannot print the result (%s)"
+            sys.stderr.write(_compact_json({"ok": False, "error": "cannot print the result (%s)"
                                                                  % error.strerror}) + "\n")
             sys.stderr.flush()
         except (OSError, AttributeError):
             pass
-        return EXIT_UNEXPECTED
+        return _EXIT_UNEXPECTED
     return code
 
 

@@ -57,18 +57,18 @@ def build_session(folder: str, count: int) -> None:
     """A session of count records of every type, written directly (no CLI)."""
     os.makedirs(folder)
     session_id = "00000000-0000-4000-8000-000000000000"
-    meta = {"schema_version": notes.META_SCHEMA, "session_id": session_id,
-            "created_at": "2026-01-01T00:00:00Z", "log_file": os.path.join(folder, notes.LOG_NAME)}
-    with open(os.path.join(folder, notes.META_NAME), "wb") as handle:
-        handle.write((notes.pretty_json(meta) + "\n").encode("utf-8"))
-    with open(os.path.join(folder, notes.LOG_NAME), "wb") as handle:
+    meta = {"schema_version": notes._META_SCHEMA, "session_id": session_id,
+            "created_at": "2026-01-01T00:00:00Z", "log_file": os.path.join(folder, notes._LOG_NAME)}
+    with open(os.path.join(folder, notes._META_NAME), "wb") as handle:
+        handle.write((notes._pretty_json(meta) + "\n").encode("utf-8"))
+    with open(os.path.join(folder, notes._LOG_NAME), "wb") as handle:
         for seq in range(1, count + 1):
             note_type = notes.NOTE_TYPES[seq % len(notes.NOTE_TYPES)]
             effect = "Keep the record small; audit via export." if seq % 3 == 0 else None
-            record = notes.build_record(session_id, seq, note_type,
+            record = notes._build_record(session_id, seq, note_type,
                                         "Signal %d: a decision about the persistence model, café." % seq,
                                         effect, timestamp="2026-01-01T00:00:00Z")
-            handle.write(notes.record_line(record))
+            handle.write(notes._record_line(record))
 
 
 def run_once(command: list) -> float:
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
             build_session(os.path.join(workspace, "log-%d" % size), size)
         large_folder = os.path.join(workspace, "log-%d" % large)
         middle_folder = os.path.join(workspace, "log-%d" % middle)
-        large_log = os.path.join(large_folder, notes.LOG_NAME)
+        large_log = os.path.join(large_folder, notes._LOG_NAME)
 
         def append_to(folder, script=NOTES):
             return lambda run: notes_command(folder, "append", "--type", "decision",

@@ -171,7 +171,7 @@ def log_holding_a_split_key(session) -> tuple:
     [record] = read_records(session)
     record.update(text=text, effect=effect)
     del record["checksum"]
-    record["checksum"] = notes.record_checksum(record)
+    record["checksum"] = notes._record_checksum(record)
     (session / "session_notes.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
     return text, effect
 

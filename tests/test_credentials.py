@@ -263,9 +263,9 @@ def test_near_miss_is_accepted_as_is(session, text):
 def test_the_first_look_for_markers_misses_none():
     # may_hold_credential writes the marker look out by hand, for speed: it must
     # answer yes to every marker of every kind, alone or inside prose.
-    for marker in notes.CREDENTIAL_MARKERS:
-        assert notes.may_hold_credential(marker) and notes.may_hold_credential("a %s b" % marker), marker
-    assert not notes.may_hold_credential("The reminder goes out by SMS 48 hours ahead.")
+    for marker in notes._CREDENTIAL_MARKERS:
+        assert notes._may_hold_credential(marker) and notes._may_hold_credential("a %s b" % marker), marker
+    assert not notes._may_hold_credential("The reminder goes out by SMS 48 hours ahead.")
 
 
 def test_fake_credentials_are_distinct_from_near_misses():

@@ -57,7 +57,7 @@ def inline_commands(text: str, prefix: str) -> list:
     """Commands in `backticks` that start with prefix and name a notes.py command."""
     found = []
     for span in re.findall(r"`([^`\n]+)`", text):
-        if span.startswith(prefix) and set(shlex.split(span)) & set(notes.COMMANDS):
+        if span.startswith(prefix) and set(shlex.split(span)) & set(notes._COMMANDS):
             found.append(span)
     return found
 

@@ -163,7 +163,7 @@ if sys.argv[2] == "darwin":
     sys.platform = "darwin"
 elif sys.argv[2] == "windows":
     os.name, os.path = "nt", ntpath
-print(notes.user_data_folder())
+print(notes._user_data_folder())
 """
 
 

@@ -102,11 +102,11 @@ def test_the_record_rules_do_no_io():
 def test_the_checker_sees_a_planted_upward_reference():
     # The test above must be able to fail: a rule that calls the parser is caught.
     source, _, _, _ = layout()
-    planted = source.replace('def is_note_id(value) -> bool:\n',
-                             'def is_note_id(value) -> bool:\n    build_parser()\n', 1)
+    planted = source.replace('def _is_note_id(value) -> bool:\n',
+                             'def _is_note_id(value) -> bool:\n    _build_parser()\n', 1)
     assert planted != source
     tree = ast.parse(planted)
     starts = section_starts(planted)
-    node = next(node for node in tree.body if getattr(node, "name", None) == "is_note_id")
+    node = next(node for node in tree.body if getattr(node, "name", None) == "_is_note_id")
     home = {name: section_of(n.lineno, starts) for n in tree.body for name in defined_names(n)}
-    assert home["build_parser"] > section_of(node.lineno, starts) and "build_parser" in used_names(node)
+    assert home["_build_parser"] > section_of(node.lineno, starts) and "_build_parser" in used_names(node)

@@ -99,7 +99,7 @@ def test_no_document_double_quotes_user_text(path):
 
 def test_no_help_text_double_quotes_user_text(tmp_path):
     assert not DOUBLE_QUOTED_TEXT.search(notes.__doc__)
-    for command in [[]] + [[name] for name in notes.COMMANDS]:
+    for command in [[]] + [[name] for name in notes._COMMANDS]:
         result = run_notes(*command, "--help", folder=tmp_path / "unused")
         assert result.code == 0 and "usage:" in result.stdout, result
         assert not DOUBLE_QUOTED_TEXT.search(result.stdout), (command, result.stdout)

@@ -742,7 +742,7 @@ def test_lines_appended_after_a_reader_took_the_size_are_left_for_the_next_read(
             "created_at": "2026-03-14T09:00:00Z", "log_file": str(folder / LOG)}
     (folder / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     write_log(folder, line_of(make_record(session_id, 1)) + b'{"id":"n00002","seq":2}\n')
-    reader = notes.LogReader(str(folder), meta)
+    reader = notes._LogReader(str(folder), meta)
     with open(folder / LOG, "ab") as handle:
         handle.write(line_of(make_record(session_id, 3)))
     records = list(reader.records())

@@ -249,9 +249,9 @@ def test_restore_refuses_the_same_session_when_the_logs_differ(tmp_path):
     restored_ok(target, export_path, 7, 7, session_id)
     # Same session, same length, but its last note is another one (still a valid log).
     records = read_records(target)
-    replacement = notes.build_record(session_id, 7, "artifact", "Another boundary.", timestamp=records[6]["ts"])
+    replacement = notes._build_record(session_id, 7, "artifact", "Another boundary.", timestamp=records[6]["ts"])
     with open(str(target / "session_notes.jsonl"), "wb") as handle:
-        handle.write(log_bytes_of(records[:6]) + notes.record_line(replacement))
+        handle.write(log_bytes_of(records[:6]) + notes._record_line(replacement))
     assert run_notes("verify", folder=target).code == 0
     assert_restore_refused(target, export_path)
 

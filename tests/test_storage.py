@@ -465,7 +465,7 @@ def test_a_line_longer_than_any_record_is_reported_without_being_held(tmp_path):
 def test_reading_back_gives_every_line_across_block_edges():
     # Lines of every length around the block size and the line cap, read from the end of
     # the file, come back whole, in order, with their offsets; a line over the cap as None.
-    block, cap = notes.BACKWARD_BLOCK, notes.LINE_LIMIT
+    block, cap = notes._BACKWARD_BLOCK, notes._LINE_LIMIT
     lengths = [0, 1, block - 1, block, block + 1, 2 * block + 7, 0, 10, cap, cap + 1, 3 * block, 3]
     lines = [bytes([65 + index % 26]) * length for index, length in enumerate(lengths)]
     for last in (b"", b"cut", b"x" * (cap + 5)):
@@ -474,10 +474,10 @@ def test_reading_back_gives_every_line_across_block_edges():
         for line in lines + [last]:
             expected.append((offset, line if len(line) <= cap else None))
             offset += len(line) + 1
-        assert list(notes.read_lines_backward(io.BytesIO(data), len(data))) == expected[::-1]
+        assert list(notes._read_lines_backward(io.BytesIO(data), len(data))) == expected[::-1]
         # Read up to a size short of the end: the bytes past it are not seen.
         size = len(data) - len(last) - 1
-        assert list(notes.read_lines_backward(io.BytesIO(data), size))[1:] == expected[-3::-1]
+        assert list(notes._read_lines_backward(io.BytesIO(data), size))[1:] == expected[-3::-1]
 
 
 # --------------------------------------------------------------------------

@@ -150,8 +150,8 @@ def test_replay_with_v0_clock_and_session_id_is_byte_identical(tmp_path, monkeyp
     source_records = fixture_records()
     source_meta = fixture_meta()
     clock = {"now": source_meta["created_at"]}
-    monkeypatch.setattr(notes, "utc_now", lambda: clock["now"])
-    monkeypatch.setattr(notes, "new_session_id", lambda: source_meta["session_id"])
+    monkeypatch.setattr(notes, "_utc_now", lambda: clock["now"])
+    monkeypatch.setattr(notes, "_new_session_id", lambda: source_meta["session_id"])
     folder = tmp_path / "replay"
     log_path = os.path.join(os.path.realpath(str(folder)), "session_notes.jsonl")
 
