@@ -28,10 +28,10 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
+
+from tail_bench import run_measured  # one way of timing a whole process, beside this script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NOTES = os.path.join(os.path.dirname(HERE), "notes.py")
@@ -58,16 +58,6 @@ def write_export(path: str, records, count: int) -> None:
         for number, record in enumerate(records):
             handle.write(("," if number else "") + "\n    " + json.dumps(record, ensure_ascii=False))
         handle.write("\n  ]\n}\n")
-
-
-def run_measured(command: list) -> tuple:
-    """Run command; return (seconds, peak RSS in MiB, exit code)."""
-    started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    return seconds, usage.ru_maxrss * scale / (1 << 20), os.waitstatus_to_exitcode(status)
 
 
 def main() -> int:
