@@ -140,7 +140,7 @@ _BATCH_LINK_FIELDS = ("ref", "about", "by")  # where a batch line may name an ea
 # the same file once it is this old (no live write takes that long).
 _STALE_TEMPORARY_SECONDS = 600
 
-__version__ = "1.1.0"  # the one place the version is kept; pyproject.toml reads it
+__version__ = "1.2.0"  # the one place the version is kept; pyproject.toml reads it
 
 # Where the session folder comes from when --dir is not given.
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
