@@ -5350,11 +5350,30 @@ def _run_command(argv):
         return _error_receipt(error), _EXIT_UNEXPECTED
 
 
+def _serves_mcp(argv) -> bool:
+    """Whether argv asks for the MCP server, whose stdout carries JSON-RPC and nothing else."""
+    words = iter(argv)
+    for word in words:
+        if word == "--dir":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word == "mcp"
+    return False
+
+
 def main(argv=None) -> int:
     """Run one command; print its receipt or error as JSON; return the exit code."""
     code = _EXIT_OK
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        result, code = _run_command(sys.argv[1:] if argv is None else argv)
+        result, code = _run_command(argv)
+        if result is not None and code != _EXIT_OK and _serves_mcp(argv):
+            # The server could not start or went down (a usage error, memory
+            # running out before its loop): a host reads stdout as JSON-RPC,
+            # so the refusal goes to stderr, where hosts show server logs.
+            sys.stderr.write(_compact_json(result) + "\n")
+            sys.stderr.flush()
+            return code
         _print_result(result)
     except BrokenPipeError:
         # The reader has gone (notes.py ... | head -c 0): the command has run

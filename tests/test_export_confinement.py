@@ -64,6 +64,7 @@ def outside_targets(tmp_path):
     ]
 
 
+@pytest.mark.mcp_sdk
 def test_mcp_export_refuses_every_way_out_and_changes_nothing(tmp_path):
     folder, passwd, targets = outside_targets(tmp_path)
     before = tree_digest(tmp_path)
@@ -78,6 +79,7 @@ def test_mcp_export_refuses_every_way_out_and_changes_nothing(tmp_path):
     assert not (tmp_path / "escape.json").exists()
 
 
+@pytest.mark.mcp_sdk
 def test_mcp_export_takes_a_relative_path_inside_the_session(tmp_path, monkeypatch):
     folder = tmp_path / "session"
     assert run_notes("append", "--type", "decision", "--text", "Kept.", folder=folder).code == 0

@@ -350,3 +350,15 @@ def test_a_tail_of_outsize_records_is_cut_short_and_says_so(tmp_path):
                                    "the most one reply carries; ask for fewer records or a narrower time span"]
     cli = run_notes("tail", "--limit", "20", folder=folder)
     assert cli.code == 0 and cli.receipt == dict(receipt, path=cli.receipt["path"])
+
+
+def test_a_server_that_cannot_start_writes_its_refusal_to_stderr_not_to_the_stream(tmp_path):
+    # A host reads the server's stdout as JSON-RPC: a refusal before the loop
+    # (a usage error here; memory running out is the same path) goes to stderr.
+    completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(tmp_path / "s"), "mcp",
+                                "--allow-redacted"], input=b"", capture_output=True, timeout=60)
+    assert completed.returncode == 2
+    assert completed.stdout == b""
+    refusal = json.loads(completed.stderr.decode("utf-8"))
+    assert refusal["ok"] is False and "--allow-redacted" in refusal["error"]
+    assert not (tmp_path / "s").exists()
