@@ -4769,14 +4769,18 @@ _MCP_TOOLS = {
     "verify": ((), (), _MCP_READER_HINTS),
     "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
                                           "idempotentHint": True, "openWorldHint": False}),
+    # Served only by `mcp --allow-redact` (see mcp_served_tools): a tool call
+    # may come from a prompt injected into a document, and redact rewrites
+    # the log, so the operator opts in.
+    "redact": (("note_id", "reason"), ("note_id", "reason"),
+               {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
+                "openWorldHint": False}),
 }
 
-# Served only by `mcp --allow-redact` (serve_mcp_allowing adds it to MCP_TOOLS
-# for the server's lifetime): a tool call may come from a prompt injected into
-# a document, and redact rewrites the log, so the operator opts in.
-_MCP_REDACT_TOOL = (("note_id", "reason"), ("note_id", "reason"),
-                   {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
-                    "openWorldHint": False})
+
+def _mcp_served_tools(allow_redact) -> tuple:
+    """The names of the tools one server offers, in the order tools/list gives them."""
+    return tuple(name for name in _MCP_TOOLS if allow_redact or name != "redact")
 
 
 class _ProtocolError(Exception):
@@ -4963,12 +4967,12 @@ def _mcp_export_path(folder, output):
     return path
 
 
-def _mcp_call_tool(folder, params):
+def _mcp_call_tool(folder, params, tools):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
-    if not isinstance(name, str) or name not in _MCP_TOOLS:
+    if not isinstance(name, str) or name not in tools:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
-                            % (_compact_json(name), ", ".join(_MCP_TOOLS)))
+                            % (_compact_json(name), ", ".join(tools)))
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
@@ -5074,7 +5078,7 @@ def _mcp_instructions():
     return _MCP_INSTRUCTIONS + "\n" + _MCP_CONTRACTS_INSTRUCTION
 
 
-def _mcp_result(folder, method, params):
+def _mcp_result(folder, method, params, tools):
     """The result of one request, whatever the revision (the caller adds the stateless fields)."""
     if method == "initialize":
         requested = params.get("protocolVersion")
@@ -5089,9 +5093,9 @@ def _mcp_result(folder, method, params):
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": [_mcp_tool_listing(name) for name in _MCP_TOOLS]}
+        return {"tools": [_mcp_tool_listing(name) for name in tools]}
     if method == "tools/call":
-        return _mcp_call_tool(folder, params)
+        return _mcp_call_tool(folder, params, tools)
     if method == "resources/list":
         return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
                                "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
@@ -5117,7 +5121,7 @@ def _mcp_stateless_version(method, params):
     return version
 
 
-def _mcp_answer(folder, message):
+def _mcp_answer(folder, message, tools):
     """The response to one JSON-RPC message; None for a notification or a client's response."""
     if not isinstance(message, dict):
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
@@ -5139,7 +5143,7 @@ def _mcp_answer(folder, message):
         if not isinstance(params, dict):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "params must be an object")
         stateless = _mcp_stateless_version(method, params)
-        result = _mcp_result(folder, method, params)
+        result = _mcp_result(folder, method, params, tools)
     except _ProtocolError as error:
         return _mcp_error(request_id, error.code, error.message, error.data)
     except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
@@ -5170,7 +5174,7 @@ def _mcp_log(message):
         pass
 
 
-def _mcp_answer_line(folder, line):
+def _mcp_answer_line(folder, line, tools):
     """The response to one line of input: a message, or an error for a batch or bytes that are not JSON.
 
     A JSON-RPC batch (an array of requests) is refused whole: only the
@@ -5185,10 +5189,10 @@ def _mcp_answer_line(folder, line):
     if isinstance(message, list):
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
                          "not served; send one request per line")
-    return _mcp_answer(folder, message)
+    return _mcp_answer(folder, message, tools)
 
 
-def _serve_mcp(folder) -> None:
+def _serve_mcp(folder, tools) -> None:
     """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
 
     The server keeps only the folder it was given: no lock, no open file, no
@@ -5208,7 +5212,7 @@ def _serve_mcp(folder) -> None:
     if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
         return None
     try:
-        _mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer)
+        _mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer, tools)
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
     except Exception as error:  # noqa: BLE001 - a MemoryError reading a line, say
@@ -5219,7 +5223,7 @@ def _serve_mcp(folder) -> None:
     return None  # main prints nothing: stdout carried only JSON-RPC
 
 
-def _mcp_serve_lines(folder, source, sink):
+def _mcp_serve_lines(folder, source, sink, tools):
     """Answer each line of source on sink until the end of input; a fault in one answer is a JSON-RPC error."""
     # A message is read up to LINE_LIMIT bytes, far above any real request,
     # so a client that never sends a newline cannot make the server hold
@@ -5233,21 +5237,11 @@ def _mcp_serve_lines(folder, source, sink):
             continue
         else:
             try:
-                answer = _mcp_answer_line(folder, line)
+                answer = _mcp_answer_line(folder, line, tools)
             except Exception as error:  # noqa: BLE001 - a MemoryError, say: answered, and the server goes on
                 answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
         if answer is not None:
             _mcp_send(sink, answer)
-
-
-def _serve_mcp_allowing(folder, allow_redact):
-    """serve_mcp, with the redact tool in MCP_TOOLS for the server's lifetime when the operator allowed it."""
-    if allow_redact:
-        _MCP_TOOLS["redact"] = _MCP_REDACT_TOOL
-    try:
-        return _serve_mcp(folder)
-    finally:
-        _MCP_TOOLS.pop("redact", None)
 
 
 def _mcp_send(sink, answer):
@@ -5305,7 +5299,7 @@ def _dispatch(arguments):
     """Run the parsed command: serve MCP, or call the command's Session method; return what to print."""
     command = _COMMANDS[arguments.command]
     if command.method is None:
-        return _serve_mcp_allowing(arguments.dir, arguments.allow_redact)
+        return _serve_mcp(arguments.dir, _mcp_served_tools(arguments.allow_redact))
     keywords = _cli_keywords(arguments)
     return getattr(Session(arguments.dir), command.method)(**keywords)
 
