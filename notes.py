@@ -749,11 +749,9 @@ def _clean_link(name: str, value: str | None) -> str | None:
     if value is None:
         return None
     value = value.strip() if isinstance(value, str) else value  # the Python API may pass anything
-    if not _is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
+    if not _is_note_id(value):  # its length is bounded there (NOTE_ID_LIMIT)
         raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
     return value
-
-
 
 
 def _is_note_id(value) -> bool:
@@ -2396,7 +2394,7 @@ class Session:
 
     def show(self, *, note_id) -> dict:
         """One note and its chain: what it replaced and what replaced it, or its gate's updates; the notes about it."""
-        note_id = _show_note_id(note_id)
+        note_id = _command_note_id("show", note_id)
         folder = _resolve_folder(self.folder)
         return _show_note(folder, _require_session(folder), note_id)
 
@@ -2526,7 +2524,7 @@ class Session:
         """Replace one note's text and effect with the placeholder in place; a source note records why.
 
         The receipt's not_erased says what it cannot reach (earlier exports, side files, copies)."""
-        note_id = _redact_note_id(note_id)
+        note_id = _command_note_id("redact", note_id)
         reason = _redact_reason(reason)
         folder = _resolve_folder(self.folder)
         _require_session(folder)
@@ -2939,11 +2937,12 @@ class _SupersededSeen:
 _SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept; the rest are counted in not_listed
 
 
-def _show_note_id(value) -> str:
-    """show's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
+def _command_note_id(command, value) -> str:
+    """The NOTE_ID of show or redact, stripped and checked to be a note id (its value is never echoed)."""
     value = value.strip() if isinstance(value, str) else value  # the Python API may pass anything
-    if not _is_note_id(value) or len(value) > 12:  # no seq reaches 12 characters (SEQ_LIMIT)
-        raise NotesError("show takes a note id such as n00012; tail or recap lists them", help_for="show")
+    if not _is_note_id(value):  # its length is bounded there (NOTE_ID_LIMIT)
+        raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command,
+                         help_for=command)
     return value
 
 
@@ -4268,14 +4267,6 @@ def _rewritten_log(handle, size, offset, old_length, new_line):
             left -= len(block)
         if start == 0:
             yield new_line
-
-
-def _redact_note_id(value) -> str:
-    """redact's NOTE_ID, stripped and checked to be a note id (its value is never echoed)."""
-    value = (value or "").strip()
-    if not _is_note_id(value):
-        raise NotesError("redact takes a note id such as n00012; tail or recap lists them", help_for="redact")
-    return value
 
 
 def _redact_note(folder, meta, note_id, reason) -> dict:
