@@ -76,6 +76,7 @@ except ImportError:  # Windows
 
 _META_NAME = "session_meta.json"
 _LOG_NAME = "session_notes.jsonl"
+_TORN_PREFIX = _LOG_NAME + ".torn-"  # side files of set-aside torn tails: session_notes.jsonl.torn-*
 _LOCK_NAME = "session_notes.lock"
 _EXPORT_NAME = "session_export.json"
 _EXPORT_MARKDOWN_NAME = "session_export.md"
@@ -2035,8 +2036,8 @@ class _LogTail:
 def _set_aside_torn_tail(folder, descriptor, tail):
     """Move the torn bytes (after the last newline, or from an incomplete batch's first line on) to a side
     file, block by block, then cut them from the log."""
-    side_path, side = _create_new_file(os.path.join(folder, "%s.torn-%s-%d" % (
-        _LOG_NAME, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
+    side_path, side = _create_new_file(os.path.join(folder, "%s%s-%d" % (
+        _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
     try:
         os.lseek(descriptor, tail.keep_end, os.SEEK_SET)
         left = tail.size - tail.keep_end
@@ -2120,21 +2121,11 @@ def _find_note(handle, size, note_id):
 
 
 def _append_line(descriptor, line):
-    """Append one whole record and fsync; on failure cut the log back to where it was."""
-    start = os.lseek(descriptor, 0, os.SEEK_END)
-    try:
-        _write_all(descriptor, line)
-        os.fsync(descriptor)
-    except BaseException:
-        # Crash window: a process killed during write_all leaves a cut-off
-        # line, which the next append sets aside.  Here we are still alive:
-        # take the partial bytes back so the log stays as it was.
-        try:
-            os.ftruncate(descriptor, start)
-            os.fsync(descriptor)
-        except OSError:
-            pass
-        raise
+    """Append one whole record and fsync; on failure cut the log back to where it was.
+
+    Crash window: a process killed during the write leaves a cut-off line,
+    which the next append sets aside."""
+    _append_chunks(descriptor, (line,))
 
 
 def _append_chunks(descriptor, chunks):
@@ -2504,7 +2495,7 @@ class Session:
     def restore(self, *, export_file, accept_damaged=False) -> dict:
         """Bring a session back into the folder from an export (ours or v0's)."""
         export_path = os.path.abspath(os.path.expanduser(export_file))
-        export = _load_export(export_path, accept_damaged)  # checked, streamed: never held whole
+        export = _Export(export_path, accept_damaged)  # checked, streamed: never held whole
         try:
             folder = _resolve_folder(self.folder)
             restored, recovered = _restore_export(folder, export)
@@ -3132,7 +3123,7 @@ def _check_export_output(folder, output):
             raise NotesError(
                 "--output %s is the session's own %s; an export never writes over a session file. "
                 "Choose another path, such as %s" % (output, name, os.path.join(folder, _EXPORT_NAME)))
-    if os.path.dirname(real) == folder and os.path.basename(real).startswith(_LOG_NAME + ".torn-"):
+    if os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
         raise NotesError("--output %s is a side file of the session, holding bytes set aside from its "
                          "log; choose another path" % output)
     try:
@@ -3853,8 +3844,9 @@ class _JsonStream:
         self.position += 1
         return character
 
-    def value(self, limit=_EXPORT_VALUE_LIMIT):
-        """The next JSON value; one still unparsed past limit characters is refused."""
+    def value(self):
+        """The next JSON value; one still unparsed past EXPORT_VALUE_LIMIT characters is refused."""
+        limit = _EXPORT_VALUE_LIMIT
         self.peek()
         while True:
             try:
@@ -3939,7 +3931,10 @@ class _Export:
     Memory stays bounded whatever the export's size: one record at a time,
     the first problems, and LogOrder's sets of ints.  The first pass keeps a
     digest of the bytes; a later pass that reads to the end refuses when they
-    changed meanwhile, before its caller commits, so no record is written unchecked."""
+    changed meanwhile, before its caller commits, so no record is written unchecked.
+    What cannot be a log at all is always refused; any other problem refuses
+    the restore, unless accept_damaged: then the problems are kept.  Notices
+    (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
 
     HEAD_KEYS = ("schema_version", "session", "record_count")  # the only top-level values kept
 
@@ -4039,13 +4034,6 @@ class _Export:
         if changed:
             raise NotesError("%s changed while it was being restored; nothing was written. Run restore "
                              "again once nothing writes to it" % self.path, _EXIT_INTEGRITY)
-
-
-def _load_export(path, accept_damaged=False):
-    """Open and check an export (Export): what cannot be a log at all is always refused; any other
-    problem refuses the restore, unless accept_damaged: then the problems are kept in the Export.
-    Notices (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
-    return _Export(path, accept_damaged)
 
 
 def _export_shape_problem(export) -> str | None:
@@ -4315,13 +4303,12 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
 
 def _files_that_may_hold_old_text(folder) -> list:
     """The files of the session folder that redact does not rewrite and that may hold a note's old text."""
-    torn_prefix = _LOG_NAME + ".torn-"
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
     return [os.path.join(folder, name) for name in names
-            if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(torn_prefix)]
+            if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
 
 
 # --------------------------------------------------------------------------
