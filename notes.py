@@ -1016,9 +1016,7 @@ class _LogOrder:
             link = record.get(name)
             if not _is_seq(seq) or not _is_note_id(link):
                 continue
-            if len(link) > 12:  # a longer id cannot name an earlier note, and is not echoed
-                found.append("the %s field names no earlier note (an id far too long)" % name)
-            elif not 1 <= int(link[1:]) < seq:
+            if not 1 <= int(link[1:]) < seq:  # is_note_id bounds its length (NOTE_ID_LIMIT)
                 found.append("the %s %s names no earlier note" % (name, link))
             elif name == "by" and int(link[1:]) in self.seqs:
                 found.append("the by %s names a gate; a gate is settled by a decision or another note" % link)
@@ -1062,7 +1060,7 @@ class _LogOrder:
             return
         if labelled:
             self.firm.add(seq)
-        if not labelled and _is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) in self.firm:
+        if not labelled and _is_note_id(ref) and int(ref[1:]) in self.firm:
             self.notice_count += 1
             if len(self.notices) < _PROBLEMS_LISTED:
                 self.notices.append(_problem(self.line, record.get("id"), "supersede_rule"))
@@ -1076,7 +1074,7 @@ class _LogOrder:
             self.seqs.add(seq)
         if not _is_note_id(ref):
             return None
-        target = int(ref[1:]) if len(ref) <= 12 else seq  # a longer id cannot name an earlier note
+        target = int(ref[1:])
         if not 1 <= target < seq:
             return "the ref %s names no earlier note" % ref
         if is_gate and target not in self.seqs:
@@ -2776,7 +2774,7 @@ def _clean_batch_line(number, entry) -> dict:
         if value is not None and value.startswith("@"):
             places[name] = _earlier_line(name, value, number)
             values[name] = _note_id_for(1)  # a stand-in, so that clean_signal checks the rest as append does
-        elif value is not None and not (_is_note_id(value) and len(value) <= 12):
+        elif value is not None and not _is_note_id(value):
             raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
                              "this batch" % name)
     signal = _clean_signal(*values.values())
@@ -2918,7 +2916,7 @@ class _SupersededSeen:
     def meet(self, record) -> None:
         """Remember what a usable record supersedes (a gate update supersedes nothing)."""
         ref = record.get("ref")
-        if record["type"] != "gate" and _is_note_id(ref) and len(ref) <= 12:
+        if record["type"] != "gate" and _is_note_id(ref):
             self.seqs.add(int(ref[1:]))
 
     def was_superseded(self, record) -> bool:
@@ -2996,7 +2994,7 @@ def _chain_back(reader, note_id):
             else:
                 chain.append(value)
             ref = value.get("ref")
-            if not (_is_note_id(ref) and len(ref) <= 12 and int(ref[1:]) < value["seq"]):
+            if not (_is_note_id(ref) and int(ref[1:]) < value["seq"]):
                 break
             wanted = ref
     return chain, skipped
