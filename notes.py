@@ -199,6 +199,7 @@ _INVISIBLE_CHARACTERS = dict.fromkeys([
     *range(0xe0000, 0xe0080),    # tag characters
     *range(0xe0100, 0xe01f0),    # variation selectors supplement
 ])
+_INVISIBLE_SET = frozenset(map(chr, _INVISIBLE_CHARACTERS))  # the same characters, to test a text for any of them
 
 _SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
 _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")  # ASCII digits only
@@ -336,8 +337,6 @@ _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "
 # characters that the generic rule meets score 3.53 to 5.56 (median 4.69); the
 # near-misses that reach this test score 2.32 and 2.57 (1111222233334444aaaa).
 _GENERIC_ENTROPY_THRESHOLD = 3.0
-# One search for every marker, in the lower-cased text (see may_hold_credential).
-_CREDENTIAL_MARKER_SEARCH = re.compile("|".join(re.escape(marker.lower()) for marker in _CREDENTIAL_MARKERS)).search
 
 
 _NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
@@ -485,14 +484,34 @@ def _record_line(record: dict) -> bytes:
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
+def _marker_alternation(markers) -> str:
+    """A regular expression that finds any of the markers (lower case), written as a tree of their beginnings.
+
+    A marker that holds another is dropped first: where it is, the shorter one
+    is too.  Python's re tries each branch of a flat alternation in turn at
+    every position; grouped by first letter, it tries about one.  The plain
+    flat form, "|".join(map(re.escape, markers)), finds the same."""
+    kept = [marker for marker in markers if not any(other != marker and other in marker for other in markers)]
+    by_first = {}
+    for marker in kept:
+        by_first.setdefault(marker[0], []).append(marker[1:])
+    branches = [re.escape(first) + (_marker_alternation(rests) if rests != [""] else "")
+                for first, rests in sorted(by_first.items())]
+    return branches[0] if len(branches) == 1 else "(?:%s)" % "|".join(branches)
+
+
+# One search for every marker, in the lower-cased text (see may_hold_credential).
+_CREDENTIAL_MARKER_SEARCH = re.compile(_marker_alternation(_CREDENTIAL_MARKERS)).search
+
+
 def _may_hold_credential(text: str) -> bool:
     """Whether the text holds one of CREDENTIAL_MARKERS, in any case; most texts hold none, and stop here.
 
-    Every line a reader reads passes here, so verify's time on a long log is
-    mostly this.  One search of the lower-cased text for all 81 markers took
-    4 us on a typical note, where the plain form, any(marker in text.lower()
-    for marker in CREDENTIAL_MARKERS), took 17 us and the same search with
-    re.IGNORECASE 29 us; all three answer the same."""
+    Every line a reader reads passes here, so on a long log verify's time
+    once went mostly to this.  On a typical note this search of the
+    lower-cased text took 1.1 us; the plain form, any(marker in text.lower()
+    for marker in CREDENTIAL_MARKERS), 19 us; one flat alternation of the
+    markers 4.1 us, and 31 us with re.IGNORECASE.  All of them answer the same."""
     return _CREDENTIAL_MARKER_SEARCH(text.lower()) is not None
 
 
@@ -611,7 +630,9 @@ def _find_credential(text: str) -> str | None:
 
 def _visible_text(value: str) -> str:
     """The value without INVISIBLE_CHARACTERS, as the credential check reads it; ASCII has none to remove."""
-    return value if value.isascii() else value.translate(_INVISIBLE_CHARACTERS)
+    # Most non-ASCII text (café, names, emoji) holds none of them either; the
+    # test costs a sixth of the translate it saves (plain form: translate always).
+    return value if value.isascii() or _INVISIBLE_SET.isdisjoint(value) else value.translate(_INVISIBLE_CHARACTERS)
 
 
 def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
@@ -643,11 +664,13 @@ def _character_name(character: str) -> str:
     return "U+%04X (%s)" % (code, kind)
 
 
-def _signal_problem(value: str, limit: int) -> tuple | None:
+def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | None:
     """What append refuses in a text or effect, as (kind, detail), or None.
 
     The one set of checks: append refuses with it, and verify, the readers and
-    restore report with it.  The detail never holds the value itself."""
+    restore report with it.  The detail never holds the value itself.
+    suspect False says the caller already found no credential marker in it
+    (record_text_problems), so the credential patterns are not tried."""
     if not value.isprintable():  # every character below is unprintable: plain text skips the search
         try:
             value.encode("utf-8")
@@ -660,7 +683,7 @@ def _signal_problem(value: str, limit: int) -> tuple | None:
     if len(value) > limit:
         return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
     # Some invisible characters (U+034F, U+FE0F) are printable, so all non-ASCII text is cleaned.
-    kind = _find_credential(_visible_text(value))  # a key split by invisible characters is still a key
+    kind = suspect and _find_credential(_visible_text(value))  # a key split by invisible characters is still a key
     if kind:
         return "credential", "seems to hold a credential (%s)" % kind
     return None
@@ -920,14 +943,7 @@ def _check_record(record: dict, session_id: str | None) -> list:
     problems = _field_problems(record)
     if problems:
         return problems
-    for key, limit in (("text", _TEXT_LIMIT), ("effect", _EFFECT_LIMIT)):
-        found = _signal_problem(record[key], limit) if key in record else None
-        if found:
-            problems.append((found[0], "the %s %s" % (key, found[1])))
-    if not problems:
-        split = _split_credential_problem(record["text"], record.get("effect"))
-        if split:
-            problems.append((split[0], "the text %s" % split[1]))
+    problems = _record_text_problems(record["text"], record.get("effect"))
     if not record["text"] or record["text"].isspace():
         problems.append(("empty_text", None))
     try:
@@ -946,6 +962,26 @@ def _check_record(record: dict, session_id: str | None) -> list:
     rule = _gate_rule_problem(record)
     if rule:
         problems.append(("gate_rule", rule))
+    return problems
+
+
+def _record_text_problems(text: str, effect: str | None) -> list:
+    """What append would refuse in a stored text and effect, as (kind, detail) pairs: each alone, then both.
+
+    Readers check every line, so the two are looked at for a credential
+    marker once, joined: a marker in either is a marker in the two together,
+    and a note with none skips every pattern.  The plain form, signal_problem
+    on each and then split_credential_problem, searches three times and finds the same."""
+    suspect = _may_hold_credential(_visible_text(text + effect if effect else text))
+    problems = []
+    for key, value, limit in (("text", text, _TEXT_LIMIT), ("effect", effect, _EFFECT_LIMIT)):
+        found = _signal_problem(value, limit, suspect) if value is not None else None
+        if found:
+            problems.append((found[0], "the %s %s" % (key, found[1])))
+    if suspect and not problems:
+        split = _split_credential_problem(text, effect)
+        if split:
+            problems.append((split[0], "the text %s" % split[1]))
     return problems
 
 
@@ -1002,25 +1038,50 @@ class _LogOrder:
         found.extend(self.batch_problems(value))
         if value is None or not _is_usable(kinds):
             return found
-        wrong_ref = self.ref_problem(value)
-        if wrong_ref:
-            found.append(("ref_target", wrong_ref))
-        found.extend(("link_target", detail) for detail in self.link_problems(value))
-        self.note_supersede_rule(value)
+        if "ref" in value or "about" in value or "by" in value:  # most notes link to none
+            found.extend(self.link_problems(value))
+        if value["type"] == "gate":
+            self.seqs.add(value["seq"])
+        elif value.get("provenance") in _FIRM_PROVENANCES:
+            self.firm.add(value["seq"])
         return found
 
     def link_problems(self, record: dict) -> list:
-        """What is wrong with the record's about and by: each must name an earlier note; a by, no gate."""
-        seq, found = record.get("seq"), []
+        """What is wrong with a usable record's ref, about and by (each a note id), from the notes before it."""
+        seq, found = record["seq"], []
+        if "ref" in record:
+            wrong = self.ref_problem(record, int(record["ref"][1:]))
+            if wrong:
+                found.append(("ref_target", wrong))
         for name in ("about", "by"):
             link = record.get(name)
-            if not _is_seq(seq) or not _is_note_id(link):
+            if link is None:
                 continue
-            if not 1 <= int(link[1:]) < seq:  # is_note_id bounds its length (NOTE_ID_LIMIT)
-                found.append("the %s %s names no earlier note" % (name, link))
+            if not 1 <= int(link[1:]) < seq:
+                found.append(("link_target", "the %s %s names no earlier note" % (name, link)))
             elif name == "by" and int(link[1:]) in self.seqs:
-                found.append("the by %s names a gate; a gate is settled by a decision or another note" % link)
+                found.append(("link_target", "the by %s names a gate; a gate is settled by a decision or "
+                                             "another note" % link))
         return found
+
+    def ref_problem(self, record: dict, target: int) -> str | None:
+        """What is wrong with the record's ref, whose seq is target (None when nothing is).
+
+        It must name an earlier note, a gate exactly when the record is a gate
+        update.  A note not labelled op or shared that supersedes one so
+        labelled is kept as a notice."""
+        ref, is_gate = record["ref"], record["type"] == "gate"
+        if not 1 <= target < record["seq"]:
+            return "the ref %s names no earlier note" % ref
+        if is_gate and target not in self.seqs:
+            return "the gate update's ref %s names a note that is not a gate" % ref
+        if not is_gate and target in self.seqs:
+            return "the ref %s names a gate, which changes only through gate updates" % ref
+        if target in self.firm and record.get("provenance") not in _FIRM_PROVENANCES:
+            self.notice_count += 1
+            if len(self.notices) < _PROBLEMS_LISTED:
+                self.notices.append(_problem(self.line, record["id"], "supersede_rule"))
+        return None
 
     def batch_problems(self, value) -> list:
         """Whether this line keeps batches whole: inside one it holds the next place, outside one a 1/N."""
@@ -1053,40 +1114,10 @@ class _LogOrder:
             return None
         return _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
-    def note_supersede_rule(self, record: dict):
-        """Remember an op or shared note; keep a notice when a note not so labelled supersedes one."""
-        seq, ref, labelled = record.get("seq"), record.get("ref"), record.get("provenance") in _FIRM_PROVENANCES
-        if record.get("type") == "gate" or not _is_seq(seq):
-            return
-        if labelled:
-            self.firm.add(seq)
-        if not labelled and _is_note_id(ref) and int(ref[1:]) in self.firm:
-            self.notice_count += 1
-            if len(self.notices) < _PROBLEMS_LISTED:
-                self.notices.append(_problem(self.line, record.get("id"), "supersede_rule"))
-
-    def ref_problem(self, record: dict) -> str | None:
-        """What is wrong with the record's ref (None when nothing is); then remember a gate."""
-        ref, seq, is_gate = record.get("ref"), record.get("seq"), record.get("type") == "gate"
-        if not _is_seq(seq):
-            return None
-        if is_gate:
-            self.seqs.add(seq)
-        if not _is_note_id(ref):
-            return None
-        target = int(ref[1:])
-        if not 1 <= target < seq:
-            return "the ref %s names no earlier note" % ref
-        if is_gate and target not in self.seqs:
-            return "the gate update's ref %s names a note that is not a gate" % ref
-        if not is_gate and target in self.seqs:
-            return "the ref %s names a gate, which changes only through gate updates" % ref
-        return None
-
 
 def _is_usable(problems: list) -> bool:
     """Whether readers read a record with these (kind, detail) problems."""
-    return not any(kind in _UNUSABLE for kind, _ in problems)
+    return not problems or not any(kind in _UNUSABLE for kind, _ in problems)  # most lines have none
 
 
 def _seq_order_problem(seq, highest: int, damaged: int) -> str | None:
