@@ -202,8 +202,10 @@ _INVISIBLE_CHARACTERS = dict.fromkeys([
 _INVISIBLE_SET = frozenset(map(chr, _INVISIBLE_CHARACTERS))  # the same characters, to test a text for any of them
 
 _SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
-_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")  # ASCII digits only
 _HEX_DIGITS = frozenset("0123456789abcdef")
+# The shapes of a record's ts and checksum; [0-9] is ASCII digits only.
+_TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+_CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
 # How a credential looks, as (kind, markers, pattern).  The markers are
 # lower-case substrings one of which the lower-cased text must hold before the
@@ -798,7 +800,7 @@ def _is_seq(value) -> bool:
 
 def _is_timestamp(value) -> bool:
     """Whether value has the shape YYYY-MM-DDTHH:MM:SSZ, in ASCII digits."""
-    return type(value) is str and value.translate(_DIGITS_AS_ZERO) == "0000-00-00T00:00:00Z"
+    return type(value) is str and _TIMESTAMP_SHAPE.fullmatch(value) is not None
 
 
 def _is_session_id(value) -> bool:
@@ -809,7 +811,7 @@ def _is_session_id(value) -> bool:
 
 def _is_checksum(value) -> bool:
     """Whether value has the shape of a checksum: 16 lowercase hex digits."""
-    return type(value) is str and len(value) == 16 and _HEX_DIGITS.issuperset(value)
+    return type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None
 
 
 def _batch_place_of(value) -> tuple | None:
