@@ -56,6 +56,7 @@ from __future__ import annotations
 __all__ = ["Session", "NotesError", "main", "__version__", "NOTE_TYPES", "GATE_STATUSES", "PROVENANCES",
            "EVIDENCE_LEVELS"]
 
+import collections
 import errno
 import hashlib
 import json
@@ -3084,7 +3085,7 @@ def _gates_phrase(gates) -> str:
     questions still to settle, and recap names them for the model."""
     parts = []
     for status in ("open", "deferred"):
-        number = sum(1 for gate in gates.values() if gate["status"] == status)
+        number = sum(1 for gate in gates.values() if gate.status == status)
         if number:
             parts.append("%s %s" % (_counted(number, "question"), "still open" if status == "open" else "deferred"))
     return " and ".join(parts)
@@ -3133,7 +3134,7 @@ def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
         return ("This export replaced %s, which held %s; this one holds %s, so a copy downloaded before is out "
                 "of date: download this one%s." % (_visible(output, True), held, _counted(count, "note"),
                                                    "; " + gates_left if gates_left else ""))
-    if not any(gate["status"] == "open" for gate in gates.values()):
+    if not any(gate.status == "open" for gate in gates.values()):
         return None
     return "The artifact delivered last leaves %s." % gates_left
 
@@ -3320,35 +3321,38 @@ def _gate_labels(gate) -> dict:
     return gate
 
 
+# What recap's first pass keeps of a gate: its status now, the seq it last
+# changed at, whether the note that set that status is unconfirmed, and the
+# places (among the notes a reader yields) of the gate and of its latest
+# update.  Texts are not kept: a log of 25,000 gates held 14 MiB of them, and
+# the second pass fetches only those of the gates recap lists.
+_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed gate_index update_index")
+
+
 def _recap_history(reader):
-    """First pass: the notes later ones superseded, every gate with its latest update, notes by type.
+    """First pass: the notes later ones superseded, every gate's state (GateState), notes by type.
 
     Only these are held in memory; the lists are gathered in the second pass.
-    Returns (superseded ids, gates by id, seq of each gate's latest note, counts by type)."""
-    superseded, gates, gate_of_update, changed_at = set(), {}, {}, {}
+    Returns (superseded ids, gate states by id, counts by type)."""
+    superseded, gates, gate_of_update = set(), {}, {}
     counts = dict.fromkeys(NOTE_TYPES, 0)
-    for record in reader.records():
+    for index, record in enumerate(reader.records()):
         if record["type"] in counts:
             counts[record["type"]] += 1
         ref = record.get("ref")
         if record["type"] == "gate":
             if ref is None:
-                gate = {"id": record["id"], "text": record["text"], "status": record.get("status", "open")}
-                gate.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
-                gates[record["id"]], changed_at[record["id"]] = gate, record["seq"]
+                gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"],
+                                                 _is_unconfirmed(record), index, None)
             else:
                 root = gate_of_update.get(ref, ref)
                 if root in gates and record.get("status") in GATE_STATUSES:
-                    gate_of_update[record["id"]], changed_at[root] = root, record["seq"]
-                    gate = gates[root]
-                    gate.update(status=record["status"], update_id=record["id"], update_text=record["text"])
-                    for key in ("provenance", "evidence"):  # the latest update's labels only
-                        gate.pop("update_" + key, None)
-                        if key in record:
-                            gate["update_" + key] = record[key]
+                    gate_of_update[record["id"]] = root
+                    gates[root] = gates[root]._replace(status=record["status"], changed_at=record["seq"],
+                                                       unconfirmed=_is_unconfirmed(record), update_index=index)
         elif isinstance(ref, str):
             superseded.add(ref)
-    return superseded, gates, changed_at, counts
+    return superseded, gates, counts
 
 
 def _keep_newest(entries, limit, cut, name):
@@ -3358,8 +3362,9 @@ def _keep_newest(entries, limit, cut, name):
         del entries[:len(entries) - limit]
 
 
-def _recap_live_notes(reader, superseded, limit, cut):
-    """Second pass: latest mode and shape, and the live notes of each list as (seq, item), newest kept.
+def _recap_live_notes(reader, superseded, limit, cut, wanted):
+    """Second pass: latest mode and shape, the live notes of each list as (seq, item), newest kept, and
+    the records at the places in wanted (the gates recap lists, and their updates) by place.
 
     An unconfirmed note is not settled until the operator confirms it, so it
     goes to the unconfirmed list (as (seq, item with its type)) instead of its
@@ -3367,8 +3372,10 @@ def _recap_live_notes(reader, superseded, limit, cut):
     latest = {"mode": None, "shape": None}
     list_of_type = dict(_RECAP_LISTS)
     kept = {name: [] for _, name in _RECAP_LISTS}
-    unconfirmed = []
-    for record in reader.records():
+    unconfirmed, found = [], {}
+    for index, record in enumerate(reader.records()):
+        if index in wanted:
+            found[index] = record
         if record["id"] in superseded:
             continue
         if record["type"] in latest:
@@ -3387,41 +3394,79 @@ def _recap_live_notes(reader, superseded, limit, cut):
             latest[note_type] = _summarise_record(record)
             if _is_unconfirmed(latest[note_type]):
                 unconfirmed.append((record["seq"], {"id": record["id"], "type": note_type, **latest[note_type]}))
-    return latest, kept, unconfirmed
+    return latest, kept, unconfirmed, found
 
 
 # What a closed gate keeps in the recap: the gate, and the update that closed it.
 _CLOSED_GATE_KEYS = ("id", "text", "update_id", "update_text", "update_provenance", "update_evidence")
 
 
-def _recap_gates(gates, changed_at, limit, cut, unconfirmed):
-    """Gates by status as lists of (seq, item), newest `limit` kept; unconfirmed gates join that list.
+def _recap_gates(gates, limit, cut):
+    """The gates recap lists, as (seq, gate id) lists: by status, newest `limit` kept, and unconfirmed.
 
     Open and deferred gates keep the order they were opened in, and stay in
     their list when unconfirmed too (a gate is open whoever raised it); closed
-    gates the order they were closed in, each with the update that closed it,
-    unless that closing is unconfirmed: then the gate is only in unconfirmed."""
-    by_status = {"open": [], "deferred": [], "closed": []}
+    gates the order they were closed in, unless that closing is unconfirmed:
+    then the gate is only in unconfirmed, whose newest `limit` are kept here
+    and again once the unconfirmed notes join them."""
+    by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
     for gate_id, gate in gates.items():
-        if gate["status"] not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
+        if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
         # An open gate is pending as open whoever raised it; listing it as
         # unconfirmed too would count one question twice.
-        if gate["status"] != "open" and _is_unconfirmed(_gate_labels(gate)):
-            unconfirmed.append((changed_at[gate_id], {"id": gate_id, "type": "gate", **gate}))
-            if gate["status"] == "closed":
+        if gate.status != "open" and gate.unconfirmed:
+            unconfirmed.append((gate.changed_at, gate_id))
+            if gate.status == "closed":
                 continue
-        if gate["status"] == "closed":
-            item = {key: value for key, value in gate.items() if key in _CLOSED_GATE_KEYS}
-            by_status["closed"].append((changed_at[gate_id], item))
-        else:
-            by_status[gate["status"]].append((changed_at[gate_id], gate))
+        by_status[gate.status].append((gate.changed_at, gate_id))
     by_status["closed"].sort(key=lambda entry: entry[0])
-    for status, entries in by_status.items():
-        _keep_newest(entries, limit, cut, status + "_gates")
+    unconfirmed.sort(key=lambda entry: entry[0])
+    for name, entries in (("open_gates", by_status["open"]), ("deferred_gates", by_status["deferred"]),
+                          ("closed_gates", by_status["closed"]), ("unconfirmed", unconfirmed)):
+        _keep_newest(entries, limit, cut, name)
+    return by_status, unconfirmed
+
+
+def _gate_item(gate, found) -> dict:
+    """A listed gate as recap shows it: the gate's own fields, its status now, then its latest update's."""
+    record = found[gate.gate_index]
+    item = {"id": record["id"], "text": record["text"], "status": gate.status}
+    item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
+    if gate.update_index is not None:
+        update = found[gate.update_index]
+        item.update(update_id=update["id"], update_text=update["text"])
+        item.update(("update_" + key, update[key]) for key in ("provenance", "evidence") if key in update)
+    return item
+
+
+def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
+    """The gates of recap_gates' lists as (seq, item) by status; its unconfirmed ones join unconfirmed.
+
+    A closed gate shows only what closed it (CLOSED_GATE_KEYS).  The
+    unconfirmed notes and gates together keep their newest `limit`."""
+    by_status = {}
+    for status, entries in gate_lists.items():
+        items = [(seq, _gate_item(gates[gate_id], found)) for seq, gate_id in entries]
+        if status == "closed":
+            items = [(seq, {key: value for key, value in item.items() if key in _CLOSED_GATE_KEYS})
+                     for seq, item in items]
+        by_status[status] = items
+    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gates[gate_id], found)})
+                       for seq, gate_id in unconfirmed_gates)
     unconfirmed.sort(key=lambda entry: entry[0])
     _keep_newest(unconfirmed, limit, cut, "unconfirmed")
     return by_status
+
+
+def _wanted_places(gates, *lists) -> set:
+    """The places of the records that the gates in these (seq, gate id) lists are built from."""
+    wanted = set()
+    for entries in lists:
+        for _, gate_id in entries:
+            gate = gates[gate_id]
+            wanted.update(place for place in (gate.gate_index, gate.update_index) if place is not None)
+    return wanted
 
 
 def _synthesis_history(records, superseded, limit):
@@ -3673,11 +3718,13 @@ def _largest_fit(render, fits, fails, max_bytes):
 def _read_recap(folder, meta, limit):
     """Read the log three times (history, live notes, then synthesis) and gather the Recap of the session."""
     reader = _LogReader(folder, meta)
-    superseded, gates, changed_at, counts = _recap_history(reader)
+    superseded, gates, counts = _recap_history(reader)
     warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
-    latest, kept, unconfirmed = _recap_live_notes(reader, superseded, limit, limit_cut)
-    by_status = _recap_gates(gates, changed_at, limit, limit_cut, unconfirmed)
+    gate_lists, unconfirmed_gates = _recap_gates(gates, limit, limit_cut)
+    wanted = _wanted_places(gates, unconfirmed_gates, *gate_lists.values())
+    latest, kept, unconfirmed, found = _recap_live_notes(reader, superseded, limit, limit_cut, wanted)
+    by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, limit_cut)
     unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
     lists = dict(kept, closed_gates=by_status["closed"])
     receipt = _CompactReceipt(
