@@ -4666,6 +4666,29 @@ def _parse_arguments(argv):
     return arguments
 
 
+def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
+    """All of standard input for flag (such as --text), as UTF-8 text of at most byte_limit bytes.
+
+    The refusals name the flag and the way out (without: when there is no
+    standard input; too_much: when it holds more; what: what to send as UTF-8)."""
+    if sys.stdin is None:  # started with standard input closed
+        raise NotesError("%s - reads standard input, but there is none; %s" % (flag, without))
+    data = getattr(sys.stdin, "buffer", sys.stdin).read(byte_limit + 1)
+    if len(data) > byte_limit:
+        raise NotesError("standard input for %s holds more than %d bytes; %s" % (flag, byte_limit, too_much))
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise NotesError("standard input for %s is not valid UTF-8 (byte %d); send %s as UTF-8"
+                             % (flag, error.start, what)) from None
+    return data
+
+
+# The characters each value that may come from standard input ("-") holds at most.
+_STDIN_VALUE_LIMITS = {"text": _TEXT_LIMIT, "effect": _EFFECT_LIMIT, "reason": _REDACT_REASON_LIMIT}
+
+
 def _value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
     """(text, effect), with the one given as "-" read from standard input as UTF-8, byte for byte.
 
@@ -4679,20 +4702,10 @@ def _value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
         raise NotesError("--text - and --effect - both ask for standard input, which carries one value; "
                          "read one of them from standard input and pass the other as an argument")
     name = names[0] if text == "-" else names[1]
-    if sys.stdin is None:  # started with standard input closed
-        raise NotesError("--%s - reads standard input, but there is none; pipe the value in or pass it "
-                         "as an argument" % name)
-    data = getattr(sys.stdin, "buffer", sys.stdin).read(_STDIN_LIMIT + 1)
-    if len(data) > _STDIN_LIMIT:
-        raise NotesError("standard input for --%s holds more than %d bytes; a memory signal is a minimal "
-                         "pointer of at most %d characters" % (name, _STDIN_LIMIT,
-                                                               _EFFECT_LIMIT if name == "effect" else _TEXT_LIMIT))
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise NotesError("standard input for --%s is not valid UTF-8 (byte %d); send the text as "
-                             "UTF-8" % (name, error.start)) from None
+    data = _read_stdin("--" + name, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
+                       ("say why in at most %d characters" if name == "reason" else
+                        "a memory signal is a minimal pointer of at most %d characters") % _STDIN_VALUE_LIMITS[name],
+                       "the text")
     return (data, effect) if name == names[0] else (text, data)
 
 
@@ -4704,19 +4717,9 @@ def _batch_from_stdin(source) -> list:
     if source != "-":
         raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line, "
                          "for example from a quoted here-document <<'EOF'", help_for="append")
-    if sys.stdin is None:
-        raise NotesError("--batch - reads standard input, but there is none; send the lines with a quoted "
-                         "here-document <<'EOF' or a pipe")
-    data = getattr(sys.stdin, "buffer", sys.stdin).read(_BATCH_BYTE_LIMIT + 1)
-    if len(data) > _BATCH_BYTE_LIMIT:
-        raise NotesError("standard input for --batch holds more than %d bytes; send at most %d signals of "
-                         "minimal size, or split them into several batches" % (_BATCH_BYTE_LIMIT, _BATCH_LINE_LIMIT))
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise NotesError("standard input for --batch is not valid UTF-8 (byte %d); send the lines as "
-                             "UTF-8" % error.start) from None
+    data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "send the lines with a quoted here-document <<'EOF' or a pipe",
+                       "send at most %d signals of minimal size, or split them into several batches"
+                       % _BATCH_LINE_LIMIT, "the lines")
     lines = data.split("\n")
     while lines and not lines[-1].strip():
         lines.pop()

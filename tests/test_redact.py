@@ -102,6 +102,17 @@ def test_reason_from_standard_input(tmp_path):
     assert source["text"] == "Redacted n00002: It held a $HOME path and `backticks`."
 
 
+def test_a_reason_from_standard_input_too_long_to_read_names_the_reasons_own_limit(tmp_path):
+    folder, _ = seeded(tmp_path)
+    before = folder_digest(folder)
+    completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder), "redact", "n00002",
+                                "--reason", "-"], input=b"x" * 70000, capture_output=True)
+    assert completed.returncode == 2, completed
+    assert json.loads(completed.stdout)["error"] == (
+        "standard input for --reason holds more than 65536 bytes; say why in at most 1977 characters")
+    assert folder_digest(folder) == before
+
+
 def test_refusals_leave_every_file_as_it_was_and_never_echo_the_value(tmp_path):
     folder, _ = seeded(tmp_path)
     secret_reason = "the key was " + "gh" + "p_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
