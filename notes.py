@@ -2633,7 +2633,7 @@ def _recover_tail(folder, descriptor, tail):
     return None
 
 
-def _find_duplicate(tail, signal, session_id, log_path=None):
+def _find_duplicate(tail, signal, session_id, log_path):
     """The record of the duplicate window that repeats the signal field for field, or None.
 
     A record with any problem of its own (a checksum that does not match,
@@ -2656,7 +2656,7 @@ def _still_the_latest_word(record, later, log_path):
     if not updates:
         return True
     window = {other.get("id"): other for other in later}
-    descriptor = _open_log_for_reading(log_path) if log_path else None
+    descriptor = _open_log_for_reading(log_path)
     handle = open(descriptor, "rb") if descriptor is not None else None
     known = {}
 
@@ -2742,9 +2742,9 @@ def _note_in_log(log_path, note_id):
         return _find_note(handle, _end_before_incomplete_batch(handle, os.fstat(descriptor).st_size), note_id)
 
 
-def _check_ref(log_path, note_type, ref, find=None):
+def _check_ref(log_path, note_type, ref, find):
     """Refuse a --ref that names no note of this log, or a note of the wrong kind; return the note it names."""
-    target = (find or _note_in_log)(log_path, ref)
+    target = find(log_path, ref)
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
     if note_type == "gate" and target.get("type") != "gate":
@@ -2767,7 +2767,7 @@ def _refuse_a_long_batch(count):
                          % (count, _BATCH_LINE_LIMIT))
 
 
-def _clean_batch(entries, flags_given=()) -> list:
+def _clean_batch(entries, flags_given) -> list:
     """Every line of a batch checked as append checks its flags: the signals, "@K" kept in ref, about, by.
 
     The signals come only from the lines, so flags_given (the names of the
@@ -2839,7 +2839,7 @@ def _check_batch_links(log_path, signals):
             raise NotesError("line %d: %s" % (number, error.message)) from None
 
 
-def _append_batch_entries(folder_option, entries, flags_given=()) -> dict:
+def _append_batch_entries(folder_option, entries, flags_given) -> dict:
     """Session.append(batch=...): check every line, then store them all, or answer with the earlier batch."""
     signals = _clean_batch(entries, flags_given)
     folder = _resolve_folder(folder_option)
@@ -3323,10 +3323,10 @@ def _gate_labels(gate) -> dict:
 
 # What recap's first pass keeps of a gate: its status now, the seq it last
 # changed at, whether the note that set that status is unconfirmed, and the
-# places (among the notes a reader yields) of the gate and of its latest
-# update.  Texts are not kept: a log of 25,000 gates held 14 MiB of them, and
-# the second pass fetches only those of the gates recap lists.
-_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed gate_index update_index")
+# place (among the notes a reader yields) of its latest update, if any.
+# Texts are not kept: a log of 25,000 gates held 14 MiB of them, and the
+# second pass fetches only those of the gates recap lists.
+_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index")
 
 
 def _recap_history(reader):
@@ -3343,7 +3343,7 @@ def _recap_history(reader):
         if record["type"] == "gate":
             if ref is None:
                 gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"],
-                                                 _is_unconfirmed(record), index, None)
+                                                 _is_unconfirmed(record), None)
             else:
                 root = gate_of_update.get(ref, ref)
                 if root in gates and record.get("status") in GATE_STATUSES:
@@ -3364,7 +3364,7 @@ def _keep_newest(entries, limit, cut, name):
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted):
     """Second pass: latest mode and shape, the live notes of each list as (seq, item), newest kept, and
-    the records at the places in wanted (the gates recap lists, and their updates) by place.
+    the records recap lists gates from (wanted: the gates' ids, the places of their updates).
 
     An unconfirmed note is not settled until the operator confirms it, so it
     goes to the unconfirmed list (as (seq, item with its type)) instead of its
@@ -3373,9 +3373,12 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted):
     list_of_type = dict(_RECAP_LISTS)
     kept = {name: [] for _, name in _RECAP_LISTS}
     unconfirmed, found = [], {}
+    gate_ids, update_places = wanted
     for index, record in enumerate(reader.records()):
-        if index in wanted:
+        if index in update_places:
             found[index] = record
+        elif record["type"] == "gate" and "ref" not in record and record["id"] in gate_ids:
+            found[record["id"]] = record  # the last gate with the id, as recap_history counts it
         if record["id"] in superseded:
             continue
         if record["type"] in latest:
@@ -3428,10 +3431,10 @@ def _recap_gates(gates, limit, cut):
     return by_status, unconfirmed
 
 
-def _gate_item(gate, found) -> dict:
+def _gate_item(gate_id, gate, found) -> dict:
     """A listed gate as recap shows it: the gate's own fields, its status now, then its latest update's."""
-    record = found[gate.gate_index]
-    item = {"id": record["id"], "text": record["text"], "status": gate.status}
+    record = found[gate_id]
+    item = {"id": gate_id, "text": record["text"], "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
     if gate.update_index is not None:
         update = found[gate.update_index]
@@ -3447,26 +3450,22 @@ def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limi
     unconfirmed notes and gates together keep their newest `limit`."""
     by_status = {}
     for status, entries in gate_lists.items():
-        items = [(seq, _gate_item(gates[gate_id], found)) for seq, gate_id in entries]
+        items = [(seq, _gate_item(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
         if status == "closed":
             items = [(seq, {key: value for key, value in item.items() if key in _CLOSED_GATE_KEYS})
                      for seq, item in items]
         by_status[status] = items
-    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gates[gate_id], found)})
+    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates[gate_id], found)})
                        for seq, gate_id in unconfirmed_gates)
     unconfirmed.sort(key=lambda entry: entry[0])
     _keep_newest(unconfirmed, limit, cut, "unconfirmed")
     return by_status
 
 
-def _wanted_places(gates, *lists) -> set:
-    """The places of the records that the gates in these (seq, gate id) lists are built from."""
-    wanted = set()
-    for entries in lists:
-        for _, gate_id in entries:
-            gate = gates[gate_id]
-            wanted.update(place for place in (gate.gate_index, gate.update_index) if place is not None)
-    return wanted
+def _wanted_records(gates, *lists) -> tuple:
+    """What the gates in these (seq, gate id) lists are built from: (their ids, the places of their updates)."""
+    gate_ids = {gate_id for entries in lists for _, gate_id in entries}
+    return gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None}
 
 
 def _synthesis_history(records, superseded, limit):
@@ -3722,7 +3721,7 @@ def _read_recap(folder, meta, limit):
     warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
     gate_lists, unconfirmed_gates = _recap_gates(gates, limit, limit_cut)
-    wanted = _wanted_places(gates, unconfirmed_gates, *gate_lists.values())
+    wanted = _wanted_records(gates, unconfirmed_gates, *gate_lists.values())
     latest, kept, unconfirmed, found = _recap_live_notes(reader, superseded, limit, limit_cut, wanted)
     by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, limit_cut)
     unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
