@@ -2187,7 +2187,8 @@ def _line_problems(raw, terminated, session_id):
         kind = _unterminated_line_problem(value)
     if value is None:
         return None, [(kind, None)]
-    return value, ([(kind, None)] if kind else []) + _check_record(value, session_id)
+    problems = _check_record(value, session_id)
+    return value, [(kind, None)] + problems if kind else problems
 
 
 class _LogReader:
@@ -2242,16 +2243,21 @@ class _LogReader:
                     break  # a writer's note, still being written
                 value, kinds = _line_problems(raw, terminated, self.session_id)
                 kinds += seen.place_problems(value, kinds)
-                # An id is named only when it is a note id: any other could be anything.
-                record_id = value["id"] if kinds and value is not None and _is_note_id(value.get("id")) else None
-                self.problem_count += len(kinds)
-                for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
-                    self.problems.append(_problem(number, record_id, kind, detail))
+                if kinds:
+                    self.note_line_problems(number, value, kinds)
                 if value is not None and _is_usable(kinds):
                     self.total += 1
                     self.last_record = value
                     self.redactions.meet(value, number)
                     yield value
+
+    def note_line_problems(self, number, value, kinds):
+        """Count the problems of line `number`, keeping the first ones as verify lists them."""
+        # An id is named only when it is a note id: any other could be anything.
+        record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else None
+        self.problem_count += len(kinds)
+        for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
+            self.problems.append(_problem(number, record_id, kind, detail))
 
     def note_problems(self, found):
         """Count problems found after the lines were read (verify's entries), keeping the first ones."""
@@ -2302,6 +2308,8 @@ class _RedactionsSeen:
         self.count, self.pending = 0, {}
 
     def meet(self, record, line):
+        if record["type"] != "source" and record["text"] != _REDACTED_TEXT:
+            return  # most notes: neither a redacted note nor one that could record a redaction
         if _is_redacted(record):
             self.count += 1
             self.pending[record["id"]] = line
