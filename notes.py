@@ -685,7 +685,7 @@ def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | Non
                     _character_name(character), position)
     if len(value) > limit:
         return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
-    # Some invisible characters (U+034F, U+FE0F) are printable, so all non-ASCII text is cleaned.
+    # Some invisible characters (U+034F, U+FE0F) are printable, so any non-ASCII text may hold them.
     kind = suspect and _find_credential(_visible_text(value))  # a key split by invisible characters is still a key
     if kind:
         return "credential", "seems to hold a credential (%s)" % kind
