@@ -1595,8 +1595,40 @@ class _SessionLock:
         self.close_descriptors()
 
 
+def _open_log_for_reading(path):
+    """A read descriptor on the log, None when there is none yet; refuse a log that is not a regular file."""
+    try:
+        return _open_regular_file(path)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:  # readers answer a refusal, never an unexpected error
+        raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
+
+
+def _open_log_sized(path):
+    """(a read descriptor on the log, its size), or (None, 0) when there is none yet; refuse a log that is
+    not a regular file."""
+    descriptor = _open_log_for_reading(path)
+    if descriptor is None:
+        return None, 0
+    try:
+        return descriptor, os.fstat(descriptor).st_size
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _log_size(path):
+    """The size of the log (0 when there is none yet); refuse a log that is not a regular file."""
+    descriptor, size = _open_log_sized(path)
+    if descriptor is not None:
+        os.close(descriptor)
+    return size
+
+
 def _log_view(folder):
-    """(size, in_flight): how far a reader reads the log, and whether a writer was at work then.
+    """(descriptor, size, in_flight): the log open for reading (None: no log yet), how far a reader
+    reads it, and whether a writer was at work then.
 
     A writer holds the lock from reading the end of the log to its fsync, so
     a size taken while no writer holds it ends after a whole line (or after
@@ -1604,10 +1636,12 @@ def _log_view(folder):
     writer's note in flight, not damage, and readers leave it for their next
     read.  Readers never wait for the lock and never create it.  A writer of
     this version is seen by its lock on the folder (SessionLock), one of
-    1.1.0 by its lock on the file: the size is taken holding both shared."""
+    1.1.0 by its lock on the file: the log is opened and its size taken
+    holding both shared, so a restore or redact that replaces the log cannot
+    come between the two.  The caller closes the descriptor."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
     if lock_path in _SessionLock.held:  # read by the writer at work itself: nothing is in flight
-        return _log_size(log_path), False
+        return (*_open_log_sized(log_path), False)
     folder_lock = None
     if fcntl is not None:
         try:
@@ -1616,7 +1650,7 @@ def _log_view(folder):
             pass
     try:
         if folder_lock is not None and not _try_lock(folder_lock, shared=True):
-            return _log_size(log_path), True
+            return (*_open_log_sized(log_path), True)
         return _log_view_by_lock_file(log_path, lock_path)
     finally:
         if folder_lock is not None:
@@ -1631,40 +1665,19 @@ def _log_view_by_lock_file(log_path, lock_path):
         # No writer has locked this folder yet.  One that starts now creates
         # the lock before it writes: if the lock is there after the size was
         # taken, that size may cut its line.
-        size = _log_size(log_path)
-        return size, os.path.lexists(lock_path)
+        descriptor, size = _open_log_sized(log_path)
+        return descriptor, size, os.path.lexists(lock_path)
     except OSError:  # the lock cannot be opened here (permissions): no writer can be seen
-        return _log_size(log_path), False
+        return (*_open_log_sized(log_path), False)
     try:
         if not _try_lock(lock, shared=True):
-            return _log_size(log_path), True
+            return (*_open_log_sized(log_path), True)
         try:
-            return _log_size(log_path), False
+            return (*_open_log_sized(log_path), False)
         finally:
             _unlock(lock)
     finally:
         os.close(lock)
-
-
-def _open_log_for_reading(path):
-    """A read descriptor on the log, None when there is none yet; refuse a log that is not a regular file."""
-    try:
-        return _open_regular_file(path)
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:  # readers answer a refusal, never an unexpected error
-        raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
-
-
-def _log_size(path):
-    """The size of the log (0 when there is none yet); refuse a log that is not a regular file."""
-    descriptor = _open_log_for_reading(path)
-    if descriptor is None:
-        return 0
-    try:
-        return os.fstat(descriptor).st_size
-    finally:
-        os.close(descriptor)
 
 
 def _create_new_file(stem, suffix, mode=_PRIVATE_FILE_MODE):
@@ -2192,7 +2205,13 @@ def _line_problems(raw, terminated, session_id):
 
 
 class _LogReader:
-    """Reads the whole log forward, checking each line, without holding it in memory."""
+    """Reads the whole log forward, checking each line, without holding it in memory.
+
+    The log is opened once, when the reader is made, and every pass reads
+    that file: a restore or redact that replaces the log meanwhile leaves a
+    reader of several passes (recap, export, show) reading one log, not the
+    first passes of the old one and the rest of the new.  The passes share
+    the open file, so they run one after another.  Use it in a with block."""
 
     def __init__(self, folder, meta):
         self.path = os.path.join(folder, _LOG_NAME)
@@ -2205,15 +2224,21 @@ class _LogReader:
         self.redactions = _RedactionsSeen()  # of the last pass
         # Every pass reads the same bytes, up to a size taken while no writer
         # was mid-append; lines appended later wait for the next read.
-        self.size, self.in_flight = _log_view(folder)
+        descriptor, self.size, self.in_flight = _log_view(folder)
+        self.handle = open(descriptor, "rb") if descriptor is not None else None
         self.unterminated_in_flight = False  # whether records() left a line a writer is still writing
         # An incomplete batch at the end is not read: it is a torn tail of
         # several lines, which the next append sets aside.  self.size ends before it.
         self.size_seen = self.size
-        descriptor = _open_log_for_reading(self.path) if self.size else None
-        if descriptor is not None:
-            with open(descriptor, "rb") as handle:
-                self.size = _end_before_incomplete_batch(handle, self.size)
+        if self.size:
+            self.size = _end_before_incomplete_batch(self.handle, self.size)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.handle is not None:
+            self.handle.close()
 
     def records(self):
         """Yield every record that can be read; count and keep the problems met."""
@@ -2236,20 +2261,20 @@ class _LogReader:
 
     def read_records(self, seen):
         """The forward pass of records(), checking each line with seen (a LogOrder)."""
-        with open(_open_regular_file(self.path), "rb") as handle:
-            for number, (raw, terminated) in enumerate(_read_lines_forward(handle, self.size), 1):
-                if not terminated and self.in_flight:
-                    self.unterminated_in_flight = True
-                    break  # a writer's note, still being written
-                value, kinds = _line_problems(raw, terminated, self.session_id)
-                kinds += seen.place_problems(value, kinds)
-                if kinds:
-                    self.note_line_problems(number, value, kinds)
-                if value is not None and _is_usable(kinds):
-                    self.total += 1
-                    self.last_record = value
-                    self.redactions.meet(value, number)
-                    yield value
+        self.handle.seek(0)
+        for number, (raw, terminated) in enumerate(_read_lines_forward(self.handle, self.size), 1):
+            if not terminated and self.in_flight:
+                self.unterminated_in_flight = True
+                break  # a writer's note, still being written
+            value, kinds = _line_problems(raw, terminated, self.session_id)
+            kinds += seen.place_problems(value, kinds)
+            if kinds:
+                self.note_line_problems(number, value, kinds)
+            if value is not None and _is_usable(kinds):
+                self.total += 1
+                self.last_record = value
+                self.redactions.meet(value, number)
+                yield value
 
     def note_line_problems(self, number, value, kinds):
         """Count the problems of line `number`, keeping the first ones as verify lists them."""
@@ -2383,8 +2408,7 @@ class Session:
         # Only the warnings listed are kept, the rest counted: a log of a million
         # damaged lines must not make a million messages.
         records, warnings, warning_count, superseded = [], [], 0, _SupersededSeen()
-        size, in_flight = _log_view(folder)
-        descriptor = _open_log_for_reading(log_path)
+        descriptor, size, in_flight = _log_view(folder)
         if descriptor is None:
             import io  # already loaded by the interpreter itself
 
@@ -2433,8 +2457,8 @@ class Session:
         """The number of records by type and the last note."""
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
-        reader = _LogReader(folder, meta)
-        by_type = _count_by_type(reader)[0]
+        with _LogReader(folder, meta) as reader:
+            by_type = _count_by_type(reader)[0]
         last = reader.last_record
         receipt = {
             "ok": True,
@@ -2464,7 +2488,6 @@ class Session:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
-        reader = _LogReader(folder, meta)
         meta_problems = []
         for key in ("schema_version", "session_id", "created_at", "log_file"):
             if not isinstance(meta.get(key), str):
@@ -2472,8 +2495,9 @@ class Session:
         if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
             meta_problems.append(_problem(None, None, "meta_schema",
                                          "%s has an unknown schema_version" % _META_NAME))
-        for _ in reader.records():
-            pass
+        with _LogReader(folder, meta) as reader:
+            for _ in reader.records():
+                pass
         problems = (meta_problems + reader.problems)[:_PROBLEMS_LISTED]
         count = len(meta_problems) + reader.problem_count
         receipt = {"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
@@ -2507,27 +2531,27 @@ class Session:
         _check_export_output(folder, output)
         earlier = _earlier_export(output)  # what the operator may have downloaded from this path before
         output_folder = os.path.dirname(output)
-        # Both passes read the same bytes: the size is fixed before the first one,
-        # so notes appended meanwhile wait for the next export.
-        reader = _LogReader(folder, meta)
-        by_type, first_ts, last_ts = _count_by_type(reader)
-        count = reader.total
-        warnings = reader.warnings()
-        if markdown:
-            chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts, reader.problem_count,
-                                     warnings)
-        else:
-            chunks = _json_export(reader, meta, count)
-        # A place that cannot take the file is a refusal; a failure while writing
-        # it (a full disk, say) is an unexpected error, as it is for append.
-        refusal = "cannot write %s (%s); choose another --output"
-        try:
-            os.makedirs(output_folder, exist_ok=True)
-        except OSError as error:
-            raise NotesError(refusal % (output, error.strerror)) from None
-        _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
-        receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
-        news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
+        # Every pass reads the same bytes (LogReader): the size is fixed before
+        # the first one, so notes appended meanwhile wait for the next export.
+        with _LogReader(folder, meta) as reader:
+            by_type, first_ts, last_ts = _count_by_type(reader)
+            count = reader.total
+            warnings = reader.warnings()
+            if markdown:
+                chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts,
+                                          reader.problem_count, warnings)
+            else:
+                chunks = _json_export(reader, meta, count)
+            # A place that cannot take the file is a refusal; a failure while writing
+            # it (a full disk, say) is an unexpected error, as it is for append.
+            refusal = "cannot write %s (%s); choose another --output"
+            try:
+                os.makedirs(output_folder, exist_ok=True)
+            except OSError as error:
+                raise NotesError(refusal % (output, error.strerror)) from None
+            _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
+            receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
+            news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
         if news:
             receipt["tell_operator"] = news
         return _with_warnings(receipt, warnings)
@@ -2544,7 +2568,8 @@ class Session:
         receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
                    "record_count": export.record_count, "restored": restored,
                    "path": os.path.join(folder, _LOG_NAME)}
-        gates = _recap_history(_LogReader(folder, _read_meta(folder)))[1]
+        with _LogReader(folder, _read_meta(folder)) as reader:
+            gates = _recap_history(reader)[1]
         receipt["tell_operator"] = _restore_tell_operator(folder, export_path, export.record_count,
                                                          export.problem_count, gates)
         # With --accept-damaged: what was restored as it is, record by record; then the notices.
@@ -2984,7 +3009,12 @@ def _show_note(folder, meta, note_id) -> dict:
     Three reads, each holding only the chain: back from the end for the note
     and what its ref leads to, forward for what came after, forward again
     for the notes the updates name in by."""
-    reader = _LogReader(folder, meta)
+    with _LogReader(folder, meta) as reader:
+        return _show_chain(reader, note_id)
+
+
+def _show_chain(reader, note_id) -> dict:
+    """show's receipt, from the three reads of one reader."""
     back, back_skipped = _chain_back(reader, note_id)
     if not back:
         raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists "
@@ -3019,26 +3049,24 @@ def _chain_back(reader, note_id):
     note.  At most SHOW_LIST_LIMIT + 1 records are held: the nearest, and the
     last (a gate update's gate)."""
     chain, skipped, wanted = [], 0, note_id
-    descriptor = _open_log_for_reading(reader.path)
-    if descriptor is None:
+    if reader.handle is None:
         return chain, skipped
-    with open(descriptor, "rb") as handle:
-        for _, line in _read_lines_backward(handle, reader.size):
-            if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
-                continue
-            value, _ = _parse_line(line)
-            if value is None or value.get("id") != wanted or not _is_usable(_check_record(value, None)):
-                continue
-            if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
-                break  # a ref across kinds: damage verify reports; the chain ends here
-            if len(chain) > _SHOW_LIST_LIMIT:
-                chain[-1], skipped = value, skipped + 1
-            else:
-                chain.append(value)
-            ref = value.get("ref")
-            if not (_is_note_id(ref) and int(ref[1:]) < value["seq"]):
-                break
-            wanted = ref
+    for _, line in _read_lines_backward(reader.handle, reader.size):
+        if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
+            continue
+        value, _ = _parse_line(line)
+        if value is None or value.get("id") != wanted or not _is_usable(_check_record(value, None)):
+            continue
+        if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
+            break  # a ref across kinds: damage verify reports; the chain ends here
+        if len(chain) > _SHOW_LIST_LIMIT:
+            chain[-1], skipped = value, skipped + 1
+        else:
+            chain.append(value)
+        ref = value.get("ref")
+        if not (_is_note_id(ref) and int(ref[1:]) < value["seq"]):
+            break
+        wanted = ref
     return chain, skipped
 
 
@@ -3724,7 +3752,12 @@ def _largest_fit(render, fits, fails, max_bytes):
 
 def _read_recap(folder, meta, limit):
     """Read the log three times (history, live notes, then synthesis) and gather the Recap of the session."""
-    reader = _LogReader(folder, meta)
+    with _LogReader(folder, meta) as reader:
+        return _recap_of(folder, meta, limit, reader)
+
+
+def _recap_of(folder, meta, limit, reader):
+    """The Recap, from the three passes of one reader."""
     superseded, gates, counts = _recap_history(reader)
     warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
@@ -4145,8 +4178,8 @@ def _notes_kept_by_restore(folder, session, export):
     log_path = os.path.join(folder, _LOG_NAME)
     existing = common = 0
     if meta is not None:
-        reader = _LogReader(folder, meta)
-        existing, common = _common_prefix(reader.records(), export.records(verify=False))
+        with _LogReader(folder, meta) as reader:
+            existing, common = _common_prefix(reader.records(), export.records(verify=False))
         # A cut-off last line (a restore killed while adding notes leaves one)
         # is mended under the lock, as append mends it; any other problem refuses.
         mendable = [entry for entry in reader.problems
@@ -4198,8 +4231,8 @@ def _restore_cut_short(folder, session, export):
             return False  # refused by check_session_folder
     if _read_meta(folder) is not None or _log_size(log_path) == 0:
         return False
-    reader = _LogReader(folder, {"session_id": session["session_id"]})
-    existing, common = _common_prefix(reader.records(), export.records(verify=False))
+    with _LogReader(folder, {"session_id": session["session_id"]}) as reader:
+        existing, common = _common_prefix(reader.records(), export.records(verify=False))
     return reader.problem_count == 0 and common == existing
 
 

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from conftest import HOLDER_SCRIPT, NOTES, REPO, assert_no_traceback, read_records, run_notes
+from conftest import (HOLDER_SCRIPT, NOTES, REPO, assert_no_traceback, log_bytes, read_records, run_notes,
+                      write_log, write_session)
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -221,3 +222,73 @@ def test_append_proceeds_after_a_killed_lock_holder(session):
     again = run_notes("append", "--type", "gate", "--text", "Right after.", folder=session, timeout=60)
     assert again.code == 0 and again.receipt["seq"] == 2
     assert run_notes("verify", folder=session).code == 0
+
+
+# --------------------------------------------------------------------------
+# A reader of several passes while the log is replaced
+
+def gates_with_updates(count: int, stride: int, word: str) -> list:
+    """count signals: a gate every stride notes, the note after it a decision, the one after that
+    closing the gate; other notes are decisions.  word tells one log's texts from another's."""
+    signals = []
+    for seq in range(1, count + 1):
+        if seq % stride == 1:
+            signals.append(("gate", "%s question %d?" % (word, seq)))
+        elif seq % stride == 3:
+            signals.append(("gate", "%s answered %d." % (word, seq), {"ref": "n%05d" % (seq - 2),
+                                                                      "status": "closed"}))
+        else:
+            signals.append(("decision", "%s decision %d." % (word, seq)))
+    return signals
+
+
+def exported_notes(path) -> dict:
+    """An export as JSON, without the moment it was made."""
+    export = json.loads(path.read_text(encoding="utf-8"))
+    del export["exported_at"]
+    return export
+
+
+def test_recap_and_export_read_one_log_while_another_replaces_it(tmp_path):
+    # A restore or redact replaces the log with a new file at any moment.  A
+    # reader that reads the log several times must read one file throughout:
+    # its answer is the answer for the log before, or for the log after.
+    folder = tmp_path / "session"
+    write_session(folder, gates_with_updates(4000, 4, "First"))
+    first = log_bytes(folder)
+    write_session(folder, gates_with_updates(3000, 7, "Second"))
+    second = log_bytes(folder)
+    answers = {}
+    for name, data in (("first", first), ("second", second)):
+        write_log(folder, data)
+        answers[name] = (run_notes("recap", folder=folder).stdout,
+                         run_notes("export", "--output", str(tmp_path / name), folder=folder).code)
+        answers[name] += (exported_notes(tmp_path / name),)
+    assert answers["first"][0] != answers["second"][0]
+
+    stop = threading.Event()
+
+    def replace_again_and_again():
+        swap, which = tmp_path / "swap", 0
+        while not stop.is_set():
+            swap.write_bytes((first, second)[which])
+            os.replace(str(swap), str(folder / LOG))
+            which = 1 - which
+
+    replacer = threading.Thread(target=replace_again_and_again)
+    replacer.start()
+    try:
+        results = []
+        for number in range(6):
+            recap = run_notes("recap", folder=folder)
+            output = tmp_path / ("export-%d" % number)
+            export = run_notes("export", "--output", str(output), folder=folder)
+            results.append((recap, export, exported_notes(output) if export.code == 0 else None))
+    finally:
+        stop.set()
+        replacer.join()
+    for recap, export, exported in results:
+        assert_no_traceback(recap)
+        assert_no_traceback(export)
+        assert recap.code == 0 and recap.stdout in (answers["first"][0], answers["second"][0]), recap
+        assert export.code == 0 and exported in (answers["first"][2], answers["second"][2]), export
