@@ -1071,19 +1071,19 @@ class _LogOrder:
         """What is wrong with the record's ref, whose seq is target (None when nothing is).
 
         It must name an earlier note, a gate exactly when the record is a gate
-        update.  A note not labelled op or shared that supersedes one so
-        labelled is kept as a notice."""
+        update.  A note (not a gate update) not labelled op or shared that
+        supersedes one so labelled is kept as a notice, whatever else is wrong with its ref."""
         ref, is_gate = record["ref"], record["type"] == "gate"
+        if not is_gate and target in self.firm and record.get("provenance") not in _FIRM_PROVENANCES:
+            self.notice_count += 1
+            if len(self.notices) < _PROBLEMS_LISTED:
+                self.notices.append(_problem(self.line, record["id"], "supersede_rule"))
         if not 1 <= target < record["seq"]:
             return "the ref %s names no earlier note" % ref
         if is_gate and target not in self.seqs:
             return "the gate update's ref %s names a note that is not a gate" % ref
         if not is_gate and target in self.seqs:
             return "the ref %s names a gate, which changes only through gate updates" % ref
-        if target in self.firm and record.get("provenance") not in _FIRM_PROVENANCES:
-            self.notice_count += 1
-            if len(self.notices) < _PROBLEMS_LISTED:
-                self.notices.append(_problem(self.line, record["id"], "supersede_rule"))
         return None
 
     def batch_problems(self, value) -> list:

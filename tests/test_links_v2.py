@@ -156,6 +156,27 @@ def test_a_log_of_1_1_0_that_breaks_the_supersede_rule_verifies_with_a_warning(t
     assert log_bytes(tmp_path / "back") == log_bytes(folder)
 
 
+def test_the_supersede_notice_stands_beside_whatever_else_is_wrong_with_the_ref(tmp_path):
+    folder = tmp_path / "damaged"
+    assert run_notes("init", folder=folder).code == 0
+    session_id = session_id_of(folder)
+    # Seqs out of order: the operator's note comes first with seq 2, and a
+    # model's note (seq 1) supersedes it.  Its ref names no earlier note, and it
+    # still supersedes a note labelled op; a gate update is never held to that.
+    write_log(folder, line_of(make_record(session_id, 2, text="Reminders go by email.", provenance="op"))
+              + line_of(make_record(session_id, 1, text="SMS instead.", ref="n00002"))
+              + line_of(make_record(session_id, 3, "gate", "Host?", provenance="op"))
+              + line_of(make_record(session_id, 4, "gate", "Host: local.", ref="n00003", status="closed")))
+
+    verified = run_notes("verify", folder=folder)
+    assert verified.code == 3, verified
+    assert [(entry["line"], entry["kind"]) for entry in verified.receipt["problems"]] == [
+        (1, "seq_gap"), (2, "seq_repeated"), (2, "ref_target")]
+    assert len(verified.receipt["warnings"]) == 1
+    assert verified.receipt["warnings"][0].startswith("line 2 (n00001): the record supersedes (ref) a note "
+                                                      "labelled op or shared")
+
+
 def test_verify_and_restore_check_the_links_as_append_does(tmp_path):
     folder = tmp_path / "bad"
     assert run_notes("init", folder=folder).code == 0
