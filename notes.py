@@ -4446,11 +4446,13 @@ class _Option:
     mcp_help replaces help_text in the tool schema where the command line's
     wording does not fit MCP (standard input, an example with flags); schema
     holds JSON Schema keywords for the tool's argument (maxLength, minimum).
-    Neither goes to argparse."""
+    from_stdin: on the command line, the value "-" reads the value from
+    standard input (MCP refuses it: there the stream carries the protocol).
+    None of these goes to argparse."""
 
-    def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, **settings):
+    def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, from_stdin=False, **settings):
         self.flag, self.name, self.metavar, self.help_text = flag, name, metavar, help_text
-        self.mcp_help, self.schema = mcp_help, schema or {}
+        self.mcp_help, self.schema, self.from_stdin = mcp_help, schema or {}, from_stdin
         self.settings = settings
 
     def parser_settings(self) -> dict:
@@ -4487,10 +4489,10 @@ _COMMANDS = {
                choices=NOTE_TYPES),
         _Option("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
                "standard input" % _TEXT_LIMIT, mcp_help="what to keep, at most %d characters" % _TEXT_LIMIT,
-               schema={"maxLength": _TEXT_LIMIT}),
+               schema={"maxLength": _TEXT_LIMIT}, from_stdin=True),
         _Option("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
                "standard input" % _EFFECT_LIMIT, mcp_help="optional consequence, at most %d characters"
-               % _EFFECT_LIMIT, schema={"maxLength": _EFFECT_LIMIT}),
+               % _EFFECT_LIMIT, schema={"maxLength": _EFFECT_LIMIT}, from_stdin=True),
         _Option("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
                "type; superseding an op or shared note takes --provenance op or shared)"),
         _Option("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
@@ -4577,7 +4579,9 @@ _COMMANDS = {
                       % _REDACTED_TEXT, [
         _Option("note_id", "note_id", "NOTE_ID", "the note to redact, such as n00004"),
         _Option("--reason", "reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
-               "characters; - reads it from standard input" % _REDACT_REASON_LIMIT),
+               "characters; - reads it from standard input" % _REDACT_REASON_LIMIT,
+               mcp_help="why it is redacted (required; never the secret itself), at most %d characters"
+               % _REDACT_REASON_LIMIT, from_stdin=True),
     ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
     "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify and export "
                    "as MCP tools over stdio, until the end of input.", [
@@ -4729,24 +4733,21 @@ def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
 _STDIN_VALUE_LIMITS = {"text": _TEXT_LIMIT, "effect": _EFFECT_LIMIT, "reason": _REDACT_REASON_LIMIT}
 
 
-def _value_from_stdin(text, effect, names=("text", "effect")) -> tuple:
-    """(text, effect), with the one given as "-" read from standard input as UTF-8, byte for byte.
+def _value_from_stdin(names) -> str:
+    """The value of the one option of names (each given as "-") read from standard input as UTF-8, byte for byte.
 
     A shell expands $ and runs backticks inside double quotes; a quoted
     here-document or a pipe hands the bytes over untouched.  The stream holds
-    one value, so only one of the two may ask for it.  names: the flags the
-    two values came from (redact passes its --reason as the first)."""
-    if text != "-" and effect != "-":
-        return text, effect
-    if text == "-" and effect == "-":
-        raise NotesError("--text - and --effect - both ask for standard input, which carries one value; "
-                         "read one of them from standard input and pass the other as an argument")
-    name = names[0] if text == "-" else names[1]
-    data = _read_stdin("--" + name, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
+    one value, so only one option may ask for it."""
+    if len(names) > 1:
+        raise NotesError("%s both ask for standard input, which carries one value; read one of them from "
+                         "standard input and pass the other as an argument" % " and ".join("--%s -" % name
+                                                                                           for name in names))
+    name = names[0]
+    return _read_stdin("--" + name, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
                        ("say why in at most %d characters" if name == "reason" else
                         "a memory signal is a minimal pointer of at most %d characters") % _STDIN_VALUE_LIMITS[name],
                        "the text")
-    return (data, effect) if name == names[0] else (text, data)
 
 
 def _batch_from_stdin(source) -> list:
@@ -4780,13 +4781,14 @@ def _batch_from_stdin(source) -> list:
 
 def _cli_keywords(arguments) -> dict:
     """The keyword arguments of the command's Session method, from the parsed command line."""
-    keywords = {option.name: getattr(arguments, option.name) for option in _COMMANDS[arguments.command].options}
+    options = _COMMANDS[arguments.command].options
+    keywords = {option.name: getattr(arguments, option.name) for option in options}
     if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
         keywords["batch"] = _batch_from_stdin(keywords["batch"])
-    elif "text" in keywords:  # "-" reads standard input, which only the command line has
-        keywords["text"], keywords["effect"] = _value_from_stdin(keywords["text"], keywords["effect"])
-    if "reason" in keywords:
-        keywords["reason"] = _value_from_stdin(keywords["reason"], None, names=("reason", "effect"))[0]
+        return keywords
+    asking = [option.name for option in options if option.from_stdin and keywords[option.name] == "-"]
+    if asking:  # "-" reads standard input, which only the command line has
+        keywords[asking[0]] = _value_from_stdin(asking)
     return keywords
 
 
@@ -5001,7 +5003,7 @@ def _mcp_keywords(command, arguments):
         if name not in options:
             raise NotesError("%s takes no argument %r; its arguments are: %s"
                              % (command, name, ", ".join(options) or "none"))
-        if value == "-" and name in ("text", "effect", "reason"):
+        if value == "-" and options[name].from_stdin:
             # On the command line "-" reads standard input, which here carries the protocol itself.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))

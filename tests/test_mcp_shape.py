@@ -115,11 +115,13 @@ def test_schemas_say_what_each_argument_takes(tmp_path):
                 assert not wording.search(text), (name, text)
 
 
-def test_raw_listing_has_no_command_line_wording(tmp_path):
-    completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(tmp_path / "s"), "mcp"],
+@pytest.mark.parametrize("served", [[], ["--allow-redact"]], ids=["default", "with-redact"])
+def test_raw_listing_has_no_command_line_wording(tmp_path, served):
+    completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(tmp_path / "s"), "mcp"] + served,
                                input=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n', capture_output=True,
                                timeout=60)
     (answer,) = jsonrpc_lines(completed.stdout)
+    assert ("redact" in [tool["name"] for tool in answer["result"]["tools"]]) == bool(served)
     listing = json.dumps(answer["result"]["tools"])
     for wording in CLI_WORDING:
         assert not wording.search(listing), wording.pattern
