@@ -3360,8 +3360,8 @@ def _gate_labels(gate) -> dict:
 # What recap's first pass keeps of a gate: its status now, the seq it last
 # changed at, whether the note that set that status is unconfirmed, and the
 # place (among the notes a reader yields) of its latest update, if any.
-# Texts are not kept: a log of 25,000 gates held 14 MiB of them, and the
-# second pass fetches only those of the gates recap lists.
+# No gate is kept whole (a log of 25,000 gates held 14 MiB of them): the
+# second pass fetches the texts of only the gates recap lists.
 _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index")
 
 
