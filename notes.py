@@ -752,8 +752,8 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
     if status is not None and note_type != "gate":
         raise NotesError("--status applies only to --type gate; drop it, or record a gate")
     if ref is not None:
-        ref = ref.strip()
-        if not _is_note_id(ref):
+        ref = _as_note_id(ref)
+        if ref is None:
             # The value is not echoed: a refusal must never repeat what may be a pasted secret.
             raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
                              "(tail lists the ids)")
@@ -775,10 +775,10 @@ def _clean_link(name: str, value: str | None) -> str | None:
     """An --about or --by value stripped and checked to be a note id; its value is never echoed."""
     if value is None:
         return None
-    value = value.strip() if isinstance(value, str) else value  # the Python API may pass anything
-    if not _is_note_id(value):  # its length is bounded there (NOTE_ID_LIMIT)
+    cleaned = _as_note_id(value)
+    if cleaned is None:
         raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
-    return value
+    return cleaned
 
 
 def _is_note_id(value) -> bool:
@@ -789,6 +789,12 @@ def _is_note_id(value) -> bool:
     swell a readback past its budget."""
     return (isinstance(value, str) and 6 <= len(value) <= _NOTE_ID_LIMIT and value[0] == "n"
             and value[1:].isdigit() and value[1:].isascii())
+
+
+def _as_note_id(value) -> str | None:
+    """A note id a caller gave, stripped; None when it is not one (the Python API may pass anything)."""
+    value = value.strip() if isinstance(value, str) else value
+    return value if _is_note_id(value) else None  # is_note_id bounds its length (NOTE_ID_LIMIT)
 
 
 def _is_seq(value) -> bool:
@@ -2995,11 +3001,11 @@ _SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept; th
 
 def _command_note_id(command, value) -> str:
     """The NOTE_ID of show or redact, stripped and checked to be a note id (its value is never echoed)."""
-    value = value.strip() if isinstance(value, str) else value  # the Python API may pass anything
-    if not _is_note_id(value):  # its length is bounded there (NOTE_ID_LIMIT)
+    cleaned = _as_note_id(value)
+    if cleaned is None:
         raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command,
                          help_for=command)
-    return value
+    return cleaned
 
 
 def _show_note(folder, meta, note_id) -> dict:

@@ -158,6 +158,17 @@ def test_the_api_checks_the_words_the_parser_checks(tmp_path):
     assert not (tmp_path / "s").exists()
 
 
+def test_a_note_id_that_is_not_a_string_is_a_refusal_not_a_crash(tmp_path):
+    session = notes.Session(tmp_path / "s")
+    for name in ("ref", "about", "by"):
+        with pytest.raises(notes.NotesError, match="--%s is not a note id" % name):
+            session.append(**dict({"type": "gate", "text": "x", "status": "closed", "ref": "n00001"}, **{name: 12}))
+    for call in (lambda: session.show(note_id=12), lambda: session.redact(note_id=12, reason="x")):
+        with pytest.raises(notes.NotesError, match="takes a note id such as n00012"):
+            call()
+    assert not (tmp_path / "s").exists()
+
+
 def test_text_is_taken_as_given_never_read_from_stdin(tmp_path, monkeypatch):
     import io
 
