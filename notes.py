@@ -1129,6 +1129,12 @@ def _is_usable(problems: list) -> bool:
     return not problems or not any(kind in _UNUSABLE for kind, _ in problems)  # most lines have none
 
 
+def _is_the_note(value, note_id: str) -> bool:
+    """Whether a parsed line (None: unreadable) is the note with this id that readers read (it has no
+    missing or malformed field)."""
+    return value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None))
+
+
 def _seq_order_problem(seq, highest: int, damaged: int) -> str | None:
     """The problem of a seq read forward: repeated, gap, or None.
 
@@ -2157,18 +2163,25 @@ def _keep_torn_tail_in_place(descriptor, tail, why):
     return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
 
 
-def _find_note(handle, size, note_id):
-    """The record with this id, searched from the end of the log (recent notes come first).
+def _find_note_line(handle, size, note_id):
+    """(offset, line, record) of the note with this id, searched from the end of the log (recent notes come
+    first); None when there is none.
 
     A line readers skip (a missing or malformed field) is no note: a ref to it
     would name a note no reader shows, which verify reports and restore refuses."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
-    for _, line in _read_lines_backward(handle, size, count_runs=True):
+    for offset, line in _read_lines_backward(handle, size, count_runs=True):
         if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
             value, _ = _parse_line(line)
-            if value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None)):
-                return value
+            if _is_the_note(value, note_id):
+                return offset, line, value
     return None
+
+
+def _find_note(handle, size, note_id):
+    """The record of the note with this id, searched from the end of the log (find_note_line); None when none."""
+    found = _find_note_line(handle, size, note_id)
+    return found[2] if found else None
 
 
 def _append_line(descriptor, line):
@@ -3061,7 +3074,7 @@ def _chain_back(reader, note_id):
         if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
             continue
         value, _ = _parse_line(line)
-        if value is None or value.get("id") != wanted or not _is_usable(_check_record(value, None)):
+        if not _is_the_note(value, wanted):
             continue
         if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
             break  # a ref across kinds: damage verify reports; the chain ends here
@@ -4340,17 +4353,6 @@ def _redact_reason(reason) -> str:
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
                          "--reason 'It held a private phone number.'", help_for="redact")
     return _clean_field("reason", reason, _REDACT_REASON_LIMIT)
-
-
-def _find_note_line(handle, size, note_id):
-    """(offset, line, record) of the usable note with this id, searched from the end; None when there is none."""
-    needle = ('"id":"%s"' % note_id).encode("ascii")
-    for offset, line in _read_lines_backward(handle, size, count_runs=True):
-        if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
-            value, _ = _parse_line(line)
-            if value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None)):
-                return offset, line, value
-    return None
 
 
 def _redaction_after(handle, size, note_id, seq):
