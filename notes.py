@@ -1160,6 +1160,26 @@ def _problem(line, record_id, kind: str, detail: str | None = None) -> dict:
     return {"line": line, "id": record_id, "kind": kind, "detail": detail or _PROBLEM_DETAILS[kind]}
 
 
+class _ProblemTally:
+    """The problems a reader meets: the first PROBLEMS_LISTED as verify's entries, and how many there are."""
+
+    def __init__(self):
+        self.problems, self.problem_count = [], 0
+
+    def note_line_problems(self, number, value, kinds):
+        """Count the problems of line (or record) `number`, keeping the first ones as verify lists them."""
+        # An id is named only when it is a note id: any other could be anything.
+        record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else None
+        self.problem_count += len(kinds)
+        for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
+            self.problems.append(_problem(number, record_id, kind, detail))
+
+    def note_problems(self, found):
+        """Count problems found after the lines were read (verify's entries), keeping the first ones."""
+        self.problem_count += len(found)
+        self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
+
+
 def _parse_time_filter(value: str | None, name: str) -> str | None:
     """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ (None when not given).
 
@@ -2223,7 +2243,7 @@ def _line_problems(raw, terminated, session_id):
     return value, [(kind, None)] + problems if kind else problems
 
 
-class _LogReader:
+class _LogReader(_ProblemTally):
     """Reads the whole log forward, checking each line, without holding it in memory.
 
     The log is opened once, when the reader is made, and every pass reads
@@ -2235,8 +2255,7 @@ class _LogReader:
     def __init__(self, folder, meta):
         self.path = os.path.join(folder, _LOG_NAME)
         self.session_id = meta.get("session_id")
-        self.problems = []          # the first ones, as verify lists them
-        self.problem_count = 0
+        _ProblemTally.__init__(self)  # of the last pass
         self.total = 0
         self.last_record = None
         self.order = _LogOrder()     # of the last pass: its notices are warnings, not problems
@@ -2294,19 +2313,6 @@ class _LogReader:
                 self.last_record = value
                 self.redactions.meet(value, number)
                 yield value
-
-    def note_line_problems(self, number, value, kinds):
-        """Count the problems of line `number`, keeping the first ones as verify lists them."""
-        # An id is named only when it is a note id: any other could be anything.
-        record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else None
-        self.problem_count += len(kinds)
-        for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
-            self.problems.append(_problem(number, record_id, kind, detail))
-
-    def note_problems(self, found):
-        """Count problems found after the lines were read (verify's entries), keeping the first ones."""
-        self.problem_count += len(found)
-        self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
 
     def warnings(self):
         """The problems met, as sentences, bounded."""
@@ -4062,7 +4068,7 @@ def _open_export(path):
     return open(descriptor, "rb")
 
 
-class _Export:
+class _Export(_ProblemTally):
     """An export checked in one streaming pass, whose records later passes read again from the same open file.
 
     Memory stays bounded whatever the export's size: one record at a time,
@@ -4078,8 +4084,8 @@ class _Export:
     def __init__(self, path, accept_damaged=False):
         self.path, self.accept_damaged = path, accept_damaged
         self.handle = _open_export(path)
-        self.session, self.record_count = None, 0
-        self.problems, self.problem_count, self.notices = [], 0, []
+        self.session, self.record_count, self.notices = None, 0, []
+        _ProblemTally.__init__(self)
         try:
             self.digest = self.check()
         except _ExportShapeError as error:
@@ -4141,17 +4147,12 @@ class _Export:
                     raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, "
                                      "or text that is not valid UTF-8); nothing was written" % (self.path, number),
                                      _EXIT_INTEGRITY) from None
-            record_id = record["id"] if _is_note_id(record.get("id")) else None
-            self.problem_count += len(kinds)
-            for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
-                self.problems.append(_problem(number, record_id, kind, detail))
+            self.note_line_problems(number, record, kinds)
             if _is_usable(kinds):
                 redactions.meet(record, number)
             self.record_count = number
         # After the last record: a batch cut short at the end of the export, then unexplained redactions.
-        found = list(filter(None, [seen.unfinished_batch()])) + redactions.problems()
-        self.problem_count += len(found)
-        self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
+        self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
         self.notices = _problem_messages(seen.notices, seen.notice_count)
 
     def records(self, verify=True):
