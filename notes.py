@@ -1905,13 +1905,13 @@ def _refuse_a_hard_linked_log(path, status):
             "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
 
 
-def _read_lines_backward(handle, size, limit=_LINE_LIMIT, count_runs=False):
+def _read_lines_backward(handle, size, count_runs=False):
     """Yield (offset, line) from the end of the first size bytes back to the start.
 
     The first is the bytes after the last newline (b"" in a healthy log).  A
-    line longer than limit comes as None: its bytes are passed over, never
+    line longer than LINE_LIMIT comes as None: its bytes are passed over, never
     held.  Each block is read once and each line joined once, so the cost is
-    linear in the bytes read and the memory bounded by limit.
+    linear in the bytes read and the memory bounded by LINE_LIMIT.
 
     With count_runs, a run of complete lines inside one block that none can
     hold a seq (seq_free_run) comes as one (offset, count) pair, count an int:
@@ -1929,7 +1929,7 @@ def _read_lines_backward(handle, size, limit=_LINE_LIMIT, count_runs=False):
         run_checked = not count_runs
         while newline >= 0:
             pieces.append(block[newline + 1:end])
-            yield position + newline + 1, _joined_line(pieces, length + end - newline - 1, limit)
+            yield position + newline + 1, _joined_line(pieces, length + end - newline - 1)
             pieces, length, end = [], 0, newline
             if not run_checked:  # once per block, after the line that ends in it
                 run_checked, run = True, _seq_free_run(block, end)
@@ -1938,11 +1938,11 @@ def _read_lines_backward(handle, size, limit=_LINE_LIMIT, count_runs=False):
                     end = run[0] - 1  # the newline before the run; the line before it starts earlier
             newline = block.rfind(b"\n", 0, end)
         length += end
-        if length <= limit:
+        if length <= _LINE_LIMIT:
             pieces.append(block[:end])
         else:
             pieces = []
-    yield 0, _joined_line(pieces, length, limit)
+    yield 0, _joined_line(pieces, length)
 
 
 _COUNTED_RUN = 100  # lines at least in a run that a backward reader counts instead of reading one by one
@@ -1963,25 +1963,25 @@ def _seq_free_run(block, end):
     return first + 1, count
 
 
-def _joined_line(pieces, length, limit):
-    """A line from its pieces, gathered from its end; None when it is longer than limit."""
-    return b"".join(reversed(pieces)) if length <= limit else None
+def _joined_line(pieces, length):
+    """A line from its pieces, gathered from its end; None when it is longer than LINE_LIMIT."""
+    return b"".join(reversed(pieces)) if length <= _LINE_LIMIT else None
 
 
-def _read_lines_forward(handle, size, limit=_LINE_LIMIT):
+def _read_lines_forward(handle, size):
     """Yield (line, terminated) for each line of the first size bytes, without its newline.
 
-    A line longer than limit comes as None: it is read past in blocks, never
+    A line longer than LINE_LIMIT comes as None: it is read past in blocks, never
     held whole."""
     remaining = size
     while remaining > 0:
-        line = handle.readline(min(limit + 1, remaining))
+        line = handle.readline(min(_LINE_LIMIT + 1, remaining))
         if not line:
             return  # the file is shorter than size: it was cut meanwhile
         remaining -= len(line)
         if line.endswith(b"\n"):
             yield line[:-1], True
-        elif len(line) <= limit:
+        elif len(line) <= _LINE_LIMIT:
             yield line, False  # the last line, without its newline
         else:
             while remaining > 0 and line and not line.endswith(b"\n"):
@@ -2043,7 +2043,6 @@ class _BackwardScan:
     last line, or the incomplete batch, is that writer's, not damage, and is passed over."""
 
     def __init__(self, handle, size, session_id=None, in_flight=False):
-        self.size = size
         self.keep_end = _end_before_incomplete_batch(handle, size)  # bytes from this offset on are torn
         self.incomplete_batch = self.keep_end < size  # what they are: an incomplete batch, perhaps cut off
         self.needs_newline = False   # the last line is a JSON object without its newline
@@ -3417,7 +3416,7 @@ def _recap_history(reader):
 
 
 def _keep_newest(entries, limit, cut, name):
-    """Trim a list of (seq, item) to its newest `limit` entries, counting what goes in cut[name]."""
+    """Trim a list kept oldest first to its newest `limit` entries, counting what goes in cut[name]."""
     if len(entries) > limit:
         cut[name] = cut.get(name, 0) + len(entries) - limit
         del entries[:len(entries) - limit]
