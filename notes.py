@@ -4589,7 +4589,7 @@ _COMMANDS = {
         _Option("--reason", "reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
                "characters; - reads it from standard input" % _REDACT_REASON_LIMIT,
                mcp_help="why it is redacted (required; never the secret itself), at most %d characters"
-               % _REDACT_REASON_LIMIT, from_stdin=True),
+               % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True),
     ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
     "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify and export "
                    "as MCP tools over stdio, until the end of input.", [
@@ -4737,24 +4737,20 @@ def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
     return data
 
 
-# The characters each value that may come from standard input ("-") holds at most.
-_STDIN_VALUE_LIMITS = {"text": _TEXT_LIMIT, "effect": _EFFECT_LIMIT, "reason": _REDACT_REASON_LIMIT}
-
-
-def _value_from_stdin(names) -> str:
-    """The value of the one option of names (each given as "-") read from standard input as UTF-8, byte for byte.
+def _value_from_stdin(asking) -> str:
+    """The value of the one Option of asking (each given as "-") read from standard input as UTF-8, byte for byte.
 
     A shell expands $ and runs backticks inside double quotes; a quoted
     here-document or a pipe hands the bytes over untouched.  The stream holds
     one value, so only one option may ask for it."""
-    if len(names) > 1:
+    if len(asking) > 1:
         raise NotesError("%s both ask for standard input, which carries one value; read one of them from "
-                         "standard input and pass the other as an argument" % " and ".join("--%s -" % name
-                                                                                           for name in names))
-    name = names[0]
-    return _read_stdin("--" + name, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
-                       ("say why in at most %d characters" if name == "reason" else
-                        "a memory signal is a minimal pointer of at most %d characters") % _STDIN_VALUE_LIMITS[name],
+                         "standard input and pass the other as an argument" % " and ".join("%s -" % option.flag
+                                                                                           for option in asking))
+    option = asking[0]
+    return _read_stdin(option.flag, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
+                       ("say why in at most %d characters" if option.name == "reason" else
+                        "a memory signal is a minimal pointer of at most %d characters") % option.schema["maxLength"],
                        "the text")
 
 
@@ -4794,9 +4790,9 @@ def _cli_keywords(arguments) -> dict:
     if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
         keywords["batch"] = _batch_from_stdin(keywords["batch"])
         return keywords
-    asking = [option.name for option in options if option.from_stdin and keywords[option.name] == "-"]
+    asking = [option for option in options if option.from_stdin and keywords[option.name] == "-"]
     if asking:  # "-" reads standard input, which only the command line has
-        keywords[asking[0]] = _value_from_stdin(asking)
+        keywords[asking[0].name] = _value_from_stdin(asking)
     return keywords
 
 
