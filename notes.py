@@ -821,9 +821,8 @@ def _is_checksum(value) -> bool:
     return type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None
 
 
-def _batch_place_of(value) -> tuple | None:
-    """(K, N) from a record's batch field "K/N" (1 <= K <= N, plain digits, no leading zero), else None."""
-    place = value.get("batch") if isinstance(value, dict) else None
+def _batch_place(place) -> tuple | None:
+    """(K, N) from a batch field "K/N" (1 <= K <= N, plain digits, no leading zero), else None."""
     if type(place) is not str or place.count("/") != 1:
         return None
     numbers = place.split("/")
@@ -834,9 +833,14 @@ def _batch_place_of(value) -> tuple | None:
     return (line, count) if line <= count else None
 
 
+def _batch_place_of(value) -> tuple | None:
+    """(K, N) from a record's batch field, else None (value: a parsed line, which may be anything)."""
+    return _batch_place(value.get("batch")) if isinstance(value, dict) else None
+
+
 def _is_batch_place(value) -> bool:
     """Whether value is a batch field: "K/N", line K of an N-line batch."""
-    return _batch_place_of({"batch": value}) is not None
+    return _batch_place(value) is not None
 
 
 def _is_string(value) -> bool:
