@@ -3881,7 +3881,7 @@ def _recap_markdown_head(recap):
     else:
         export = "Export: %s lacks the %s; export again." % (
             _EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
-    total = "1 note" if recap["total"] == 1 else "%d notes" % recap["total"]
+    total = _counted(recap["total"], "note")
     lines = ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export]
     if "redacted" in recap:
         not_erased = recap["redacted"]["not_erased"]
@@ -5441,7 +5441,7 @@ def _run_command(argv):
         result = _dispatch(arguments)
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, _EXIT_OK if ok else _EXIT_INTEGRITY
-    except SystemExit as request:  # --help or --version, printed by argparse
+    except SystemExit as request:  # the MCP server's end (serve_mcp), with nothing left to print
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code
