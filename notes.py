@@ -2207,6 +2207,34 @@ def _find_note(handle, size, note_id):
     return found[2] if found else None
 
 
+class _NotesById:
+    """The notes of the log at log_path, looked up by id from its end: the log is opened at the first
+    lookup, once, and each id is looked up once (append's link checks, a retry's gate walk).
+
+    A note of an incomplete batch at the end is no note: the next append sets it aside."""
+
+    def __init__(self, log_path):
+        self.log_path, self.handle, self.size, self.found = log_path, None, 0, {}
+
+    def __call__(self, note_id):
+        if note_id not in self.found:
+            if self.handle is None:
+                descriptor = _open_log_for_reading(self.log_path)
+                if descriptor is None:
+                    return None  # no log yet: no note
+                self.handle = open(descriptor, "rb")
+                self.size = _end_before_incomplete_batch(self.handle, os.fstat(descriptor).st_size)
+            self.found[note_id] = _find_note(self.handle, self.size, note_id)
+        return self.found[note_id]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.handle is not None:
+            self.handle.close()
+
+
 def _append_line(descriptor, line):
     """Append one whole record and fsync; on failure cut the log back to where it was.
 
@@ -2415,7 +2443,8 @@ class Session:
         folder = _resolve_folder(self.folder)
         _check_session_folder(folder)
         # The log only grows, so a note found now is still there under the lock.
-        _check_links(os.path.join(folder, _LOG_NAME), signal)
+        with _NotesById(os.path.join(folder, _LOG_NAME)) as in_log:
+            _check_links(signal, in_log)
         with _SessionLock(folder):
             meta = _open_session_for_writing(folder)
             return _append_signal(folder, meta, signal)
@@ -2705,33 +2734,27 @@ def _find_duplicate(tail, signal, session_id, log_path):
         if all(record.get(name) == value for name, value in signal.items()) and not _check_record(
                 record, session_id):
             later = tail.recent[:place]  # newest first; the window holds every record after this one
-            return record if _still_the_latest_word(record, later, log_path) else None
+            with _NotesById(log_path) as in_log:
+                return record if _still_the_latest_word(record, later, in_log) else None
     return None
 
 
-def _still_the_latest_word(record, later, log_path):
-    """Whether no later record superseded this one, nor, when it is a gate or gate update, changed its gate."""
+def _still_the_latest_word(record, later, in_log):
+    """Whether no later record superseded this one, nor, when it is a gate or gate update, changed its gate.
+
+    later: the records after it, newest first; in_log: a NotesById for the notes before the window."""
     if record["type"] != "gate":
         return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
     updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
     if not updates:
         return True
     window = {other.get("id"): other for other in later}
-    descriptor = _open_log_for_reading(log_path)
-    handle = open(descriptor, "rb") if descriptor is not None else None
-    known = {}
 
     def lookup(note_id):
         # A note of the window, else one looked up from the end of the log (only here, on a repeat).
-        if note_id not in window and note_id not in known:
-            known[note_id] = _find_note(handle, os.fstat(descriptor).st_size, note_id) if handle else None
-        return window.get(note_id) or known[note_id]
-    try:
-        gate = _gate_root(record, lookup)
-        return not any(_gate_root(update, lookup) == gate for update in updates)
-    finally:
-        if handle is not None:
-            handle.close()
+        return window.get(note_id) or in_log(note_id)
+    gate = _gate_root(record, lookup)
+    return not any(_gate_root(update, lookup) == gate for update in updates)
 
 
 def _gate_root(record, lookup):
@@ -2756,18 +2779,17 @@ def _with_recovered(receipt, recovered):
     return receipt
 
 
-def _check_links(log_path, signal, find=None):
+def _check_links(signal, find):
     """Refuse a link (ref, about, by) that names no note of the right kind, or a supersede the labels forbid.
 
-    find(log_path, note_id) gives the note an id names (note_in_log unless a batch says otherwise)."""
-    find = find or _note_in_log
+    find(note_id) gives the note an id names (a NotesById, unless a batch says otherwise)."""
     if signal["ref"] is not None:
-        target = _check_ref(log_path, signal["type"], signal["ref"], find)
+        target = _check_ref(signal["type"], signal["ref"], find)
         _check_supersede_rule(signal, target)
     for name in ("about", "by"):
         if signal[name] is None:
             continue
-        target = find(log_path, signal[name])
+        target = find(signal[name])
         if target is None:
             raise NotesError("--%s %s names no note in this session; check the id with tail or recap"
                              % (name, signal[name]))
@@ -2793,19 +2815,9 @@ def _check_supersede_rule(signal, target):
         "--provenance op (or shared)" % (signal["ref"], target["provenance"], signal["ref"]))
 
 
-def _note_in_log(log_path, note_id):
-    """The usable record with this id in the log at log_path, or None (find_note, from the end)."""
-    descriptor = _open_log_for_reading(log_path)
-    if descriptor is None:
-        return None
-    with open(descriptor, "rb") as handle:
-        # A note of an incomplete batch at the end is no note: the next append sets it aside.
-        return _find_note(handle, _end_before_incomplete_batch(handle, os.fstat(descriptor).st_size), note_id)
-
-
-def _check_ref(log_path, note_type, ref, find):
+def _check_ref(note_type, ref, find):
     """Refuse a --ref that names no note of this log, or a note of the wrong kind; return the note it names."""
-    target = find(log_path, ref)
+    target = find(ref)
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
     if note_type == "gate" and target.get("type") != "gate":
@@ -2888,16 +2900,17 @@ def _earlier_line(name, value, number) -> str:
 
 def _check_batch_links(log_path, signals):
     """append's link checks on every line; "@K" names line K, seen as if it were in the log already."""
-    def find(path, note_id):
-        if note_id.startswith("@"):
-            earlier = signals[int(note_id[1:]) - 1]
-            return {name: value for name, value in earlier.items() if value is not None}
-        return _note_in_log(path, note_id)
-    for number, signal in enumerate(signals, 1):
-        try:
-            _check_links(log_path, signal, find)
-        except NotesError as error:
-            raise NotesError("line %d: %s" % (number, error.message)) from None
+    with _NotesById(log_path) as in_log:
+        def find(note_id):
+            if note_id.startswith("@"):
+                earlier = signals[int(note_id[1:]) - 1]
+                return {name: value for name, value in earlier.items() if value is not None}
+            return in_log(note_id)
+        for number, signal in enumerate(signals, 1):
+            try:
+                _check_links(signal, find)
+            except NotesError as error:
+                raise NotesError("line %d: %s" % (number, error.message)) from None
 
 
 def _append_batch_entries(folder_option, entries, flags_given) -> dict:
@@ -2972,9 +2985,8 @@ def _find_duplicate_batch(tail, signals, session_id, log_path):
                    for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
             continue
         later = tail.recent[:place]  # newest first: everything written after the earlier batch
-        if all(_still_the_latest_word(other, later, log_path) for other in earlier):
-            return earlier
-        return None
+        with _NotesById(log_path) as in_log:
+            return earlier if all(_still_the_latest_word(other, later, in_log) for other in earlier) else None
     return None
 
 
