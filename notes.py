@@ -4472,11 +4472,13 @@ class _Option:
     holds JSON Schema keywords for the tool's argument (maxLength, minimum).
     from_stdin: on the command line, the value "-" reads the value from
     standard input (MCP refuses it: there the stream carries the protocol).
-    None of these goes to argparse."""
+    mcp False: the command's tool does not take it (append's --batch is a
+    tool of its own).  None of these goes to argparse."""
 
-    def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, from_stdin=False, **settings):
+    def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, from_stdin=False, mcp=True,
+                 **settings):
         self.flag, self.name, self.metavar, self.help_text = flag, name, metavar, help_text
-        self.mcp_help, self.schema, self.from_stdin = mcp_help, schema or {}, from_stdin
+        self.mcp_help, self.schema, self.from_stdin, self.mcp = mcp_help, schema or {}, from_stdin, mcp
         self.settings = settings
 
     def parser_settings(self) -> dict:
@@ -4534,7 +4536,7 @@ _COMMANDS = {
         _Option("--batch", "batch", "-", "read up to %d signals from standard input (at most %d KiB), one JSON "
                "object a line with the keys above without dashes; a line names an earlier one as \"@K\" (K from "
                "1) in ref, about or by. Every line is checked first, then all are written at once or none "
-               "(example below)" % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024)),
+               "(example below)" % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024), mcp=False),
     ], "python3 -S notes.py append --type decision --provenance op --evidence declared "
        "--text 'The log stays append-only.'\n"
        "  python3 -S notes.py append --batch - <<'EOF'\n"
@@ -4876,24 +4878,24 @@ _MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotent
 # idempotent; an export may replace the file at its output path, hence
 # destructive.
 _MCP_TOOLS = {
-    "append": (_SIGNAL_FIELDS, ("type", "text"),
+    "append": (("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
     # append's batch as a tool of its own, so that append keeps type and text required.
-    "append_batch": (("batch",), ("batch",),
+    "append_batch": (("batch",),
                      {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                       "openWorldHint": False}),
-    "recap": (("limit", "format", "max_bytes"), (), _MCP_READER_HINTS),
-    "tail": (("limit", "types", "since", "until", "grep"), (), _MCP_READER_HINTS),
-    "show": (("note_id",), ("note_id",), _MCP_READER_HINTS),
-    "summary": ((), (), _MCP_READER_HINTS),
-    "verify": ((), (), _MCP_READER_HINTS),
-    "export": (("output", "format"), (), {"readOnlyHint": False, "destructiveHint": True,
-                                          "idempotentHint": True, "openWorldHint": False}),
+    "recap": ((), _MCP_READER_HINTS),
+    "tail": ((), _MCP_READER_HINTS),
+    "show": (("note_id",), _MCP_READER_HINTS),
+    "summary": ((), _MCP_READER_HINTS),
+    "verify": ((), _MCP_READER_HINTS),
+    "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
+                    "openWorldHint": False}),
     # Served only by `mcp --allow-redact` (see mcp_served_tools): a tool call
     # may come from a prompt injected into a document, and redact rewrites
     # the log, so the operator opts in.
-    "redact": (("note_id", "reason"), ("note_id", "reason"),
+    "redact": (("note_id", "reason"),
                {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
                 "openWorldHint": False}),
 }
@@ -4913,9 +4915,8 @@ class _ProtocolError(Exception):
 
 
 def _mcp_options(command):
-    """The options of a command its tool takes: name -> Option."""
-    taken, _, _ = _MCP_TOOLS[command]
-    return {option.name: option for option in _COMMANDS[command].options if option.name in taken}
+    """The options of a command its tool takes: name -> Option (all but those only the command line has)."""
+    return {option.name: option for option in _COMMANDS[command].options if option.mcp}
 
 
 # The schema of every argument that takes a note id (an option whose metavar is
@@ -4970,7 +4971,7 @@ def _mcp_tool_listing(command):
     a tool never offers what the parser would refuse."""
     if command == "append_batch":
         return _mcp_batch_listing()
-    _, marked_required, hints = _MCP_TOOLS[command]
+    marked_required, hints = _MCP_TOOLS[command]
     properties, required = {}, []
     for name, option in _mcp_options(command).items():
         properties[name] = _mcp_argument_schema(command, option)
@@ -4987,7 +4988,7 @@ def _mcp_tool_listing(command):
 def _mcp_batch_listing():
     """The append_batch tool: a list of signals, each an object with append's arguments."""
     signal = _mcp_tool_listing("append")["inputSchema"]
-    _, _, hints = _MCP_TOOLS["append_batch"]
+    _, hints = _MCP_TOOLS["append_batch"]
     batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": signal,
              "description": "the signals in order, each with append's arguments; ref, about or by may name an "
                             "earlier signal of the list as \"@K\" (K from 1), such as a decision and the gate "
