@@ -1590,8 +1590,7 @@ class _SessionLock:
             # The log and the meta are only ever written under this lock: a
             # temporary copy of either found now is a killed writer's (a restore
             # or init), however fresh.  Gone, it can no longer pile up.
-            for name in (_LOG_NAME, _META_NAME):
-                _remove_stale_temporary_files(folder, name, older_than=0)
+            _remove_stale_temporary_files(folder, (_LOG_NAME, _META_NAME), older_than=0)
         except BaseException:
             self.close_descriptors()
             raise
@@ -1747,7 +1746,7 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
     if os.path.islink(path):
         raise _link_error(path)
     folder = os.path.dirname(path)
-    _remove_stale_temporary_files(folder, os.path.basename(path))
+    _remove_stale_temporary_files(folder, (os.path.basename(path),))
     try:  # a temporary file with a fresh random name, in the target's own folder
         temporary, descriptor = _create_new_file(
             os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp", mode)
@@ -1777,21 +1776,24 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
     _fsync_folder(folder)
 
 
-def _remove_stale_temporary_files(folder, name, older_than=_STALE_TEMPORARY_SECONDS):
-    """Delete what killed writes of name left: its temporary files (.NAME.<12 hex digits>.tmp) once stale.
+def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
+    """Delete what killed writes of the files names left: their temporary files (.NAME.<12 hex digits>.tmp)
+    once stale.
 
     Only names of that exact shape, and only when older than any live write
     could be (older_than seconds), so a concurrent write of the same file
-    keeps its own."""
-    prefix = "." + name + "."
+    keeps its own.  The folder is listed once for all the names."""
+    prefixes = tuple("." + name + "." for name in names)
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return
     for entry in entries:
+        prefix = next((prefix for prefix in prefixes if entry.name.startswith(prefix)), None)
+        if prefix is None or not entry.name.endswith(".tmp"):
+            continue
         middle = entry.name[len(prefix):-len(".tmp")].split("-")[0]
-        if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp") and len(middle) == 12
-                and _HEX_DIGITS.issuperset(middle)):
+        if len(middle) != 12 or not _HEX_DIGITS.issuperset(middle):
             continue
         try:
             if (entry.is_file(follow_symlinks=False)
