@@ -3201,7 +3201,12 @@ def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
     if not stale and not (by_type["gate"] and by_type["artifact"]):
         return None  # neither can say anything: no pass over the log is needed
     # Whether there is a delivery needs no superseded notes; the gates take a pass of their own.
-    delivery = None if stale else _synthesis_history(reader.records(), (), 0)[1]
+    delivery = None
+    if not stale:
+        seen = _SynthesisSeen((), 0)
+        for record in reader.records():
+            seen.meet(record)
+        delivery = seen.delivery
     if not stale and delivery is None:
         return None
     gates = _recap_history(reader)[1]
@@ -3440,9 +3445,10 @@ def _keep_newest(entries, limit, cut, name):
         del entries[:len(entries) - limit]
 
 
-def _recap_live_notes(reader, superseded, limit, cut, wanted):
+def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
     """Second pass: latest mode and shape, the live notes of each list as (seq, item), newest kept, and
-    the records recap lists gates from (wanted: the gates' ids, the places of their updates).
+    the records recap lists gates from (wanted: the gates' ids, the places of their updates); every
+    record also goes to synthesis (a SynthesisSeen).
 
     An unconfirmed note is not settled until the operator confirms it, so it
     goes to the unconfirmed list (as (seq, item with its type)) instead of its
@@ -3453,6 +3459,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted):
     unconfirmed, found = [], {}
     gate_ids, update_places = wanted
     for index, record in enumerate(reader.records()):
+        synthesis.meet(record)
         if index in update_places:
             found[index] = record
         elif record["type"] == "gate" and "ref" not in record and record["id"] in gate_ids:
@@ -3546,8 +3553,8 @@ def _wanted_records(gates, *lists) -> tuple:
     return gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None}
 
 
-def _synthesis_history(records, superseded, limit):
-    """One pass: the SYNTHESIS history, and the last delivery with the live notes appended after it.
+class _SynthesisSeen:
+    """For a forward pass: the SYNTHESIS history, and the last delivery with the live notes appended after it.
 
     A mode note whose text begins with SYNTHESIS enters synthesis, or keeps it;
     any other mode note leaves it. `entered` is the note that began the latest
@@ -3557,25 +3564,30 @@ def _synthesis_history(records, superseded, limit):
     that stretch (`ended` names it); each live note after the last delivery may
     make it out of date, except a mode note: a change of state (the one that
     ends synthesis after delivering, say) changes nothing the artifact says.
-    Returns (synthesis or None, delivery or None): delivery's `after` holds the
-    ids of the newest `limit` of those notes, `more` counts the others."""
-    synthesis = delivery = None
-    in_synthesis = False
-    for record in records:
+    synthesis and delivery stay None until there is one: delivery's `after`
+    holds the ids of the newest `limit` of those notes, `more` counts the others."""
+
+    def __init__(self, superseded, limit):
+        self.superseded, self.limit = superseded, limit
+        self.synthesis = self.delivery = None
+        self.in_synthesis = False
+
+    def meet(self, record):
+        """Take in the next record (superseded ones too: they may end or begin synthesis)."""
         if record["type"] == "mode":
-            in_synthesis, was_in = record["text"].startswith(_SYNTHESIS_WORD), in_synthesis
-            if in_synthesis:
-                synthesis = {"entered": synthesis["entered"] if was_in else record["id"], "latest": record["id"]}
-        if record["type"] == "artifact" and in_synthesis:
+            self.in_synthesis, was_in = record["text"].startswith(_SYNTHESIS_WORD), self.in_synthesis
+            if self.in_synthesis:
+                self.synthesis = {"entered": self.synthesis["entered"] if was_in else record["id"],
+                                  "latest": record["id"]}
+        if record["type"] == "artifact" and self.in_synthesis:
             # Delivering ends synthesis, as the protocol says: writing again takes a new SYNTHESIS note.
-            delivery, in_synthesis = {"id": record["id"], "after": [], "more": 0}, False
-            synthesis["ended"] = record["id"]
-        elif delivery is not None and record["type"] != "mode" and record["id"] not in superseded:
-            delivery["after"].append(record["id"])
-            if len(delivery["after"]) > limit:
-                del delivery["after"][0]
-                delivery["more"] += 1
-    return synthesis, delivery
+            self.delivery, self.in_synthesis = {"id": record["id"], "after": [], "more": 0}, False
+            self.synthesis["ended"] = record["id"]
+        elif self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
+            self.delivery["after"].append(record["id"])
+            if len(self.delivery["after"]) > self.limit:
+                del self.delivery["after"][0]
+                self.delivery["more"] += 1
 
 
 def _counted(number, noun) -> str:
@@ -3593,21 +3605,21 @@ def _pending_next(open_gates, unconfirmed) -> str:
         ", ".join(parts), "it" if open_gates + unconfirmed == 1 else "each", "; ".join(ways)))
 
 
-def _recap_progress(records, superseded, open_gates, unconfirmed, limit) -> dict:
+def _recap_progress(seen, open_gates, unconfirmed) -> dict:
     """recap's keys on what is pending and where synthesis stands, each only when it has something to say.
 
     open_gates and unconfirmed are the whole counts, before any list is cut:
     pending's unconfirmed is the number of entries of recap's unconfirmed
-    list; an open gate counts once, as open, whoever raised it."""
+    list; an open gate counts once, as open, whoever raised it.  seen: the
+    SynthesisSeen of a whole pass."""
     progress = {}
     if open_gates or unconfirmed:
         progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
                                "next": _pending_next(open_gates, unconfirmed)}
-    synthesis, delivery = _synthesis_history(records, superseded, limit)
-    if synthesis is not None:
-        progress["synthesis"] = synthesis
-    if delivery is not None:
-        progress["delivery"] = delivery
+    if seen.synthesis is not None:
+        progress["synthesis"] = seen.synthesis
+    if seen.delivery is not None:
+        progress["delivery"] = seen.delivery
     return progress
 
 
@@ -3793,19 +3805,20 @@ def _largest_fit(render, fits, fails, max_bytes):
 
 
 def _read_recap(folder, meta, limit):
-    """Read the log three times (history, live notes, then synthesis) and gather the Recap of the session."""
+    """Read the log twice (history, then live notes and synthesis) and gather the Recap of the session."""
     with _LogReader(folder, meta) as reader:
         return _recap_of(folder, meta, limit, reader)
 
 
 def _recap_of(folder, meta, limit, reader):
-    """The Recap, from the three passes of one reader."""
+    """The Recap, from the two passes of one reader."""
     superseded, gates, counts = _recap_history(reader)
     warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
     gate_lists, unconfirmed_gates = _recap_gates(gates, limit, limit_cut)
     wanted = _wanted_records(gates, unconfirmed_gates, *gate_lists.values())
-    latest, kept, unconfirmed, found = _recap_live_notes(reader, superseded, limit, limit_cut, wanted)
+    synthesis = _SynthesisSeen(superseded, limit)
+    latest, kept, unconfirmed, found = _recap_live_notes(reader, superseded, limit, limit_cut, wanted, synthesis)
     by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, limit_cut)
     unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
     lists = dict(kept, closed_gates=by_status["closed"])
@@ -3823,7 +3836,7 @@ def _recap_of(folder, meta, limit, reader):
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
     open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
-    receipt.update(_recap_progress(reader.records(), superseded, open_total, unconfirmed_total, limit))
+    receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total))
     _with_warnings(receipt, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
     return _Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
