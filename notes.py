@@ -391,6 +391,7 @@ def _finite_float(text: str) -> float:
 # json.loads(text, parse_constant=..., parse_float=...) builds this same
 # decoder on every call; readers parse every line, so it is built once.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+_JSON_SPACES = " \t\n\r"  # the only characters JSON allows between its tokens
 
 
 def _parse_json(text: str):
@@ -399,10 +400,18 @@ def _parse_json(text: str):
     Stricter than json.loads alone: NaN and Infinity are refused, so is a
     number too big for a float, and a value nested too deeply to parse is an
     ordinary ValueError, not a RecursionError."""
+    # JSON allows whitespace around the document.  JSONDecoder.decode skips
+    # it with two regular-expression matches, a fifth of what parsing a log
+    # line costs; str.strip and raw_decode give the same answer for less.
+    # The plain form: return _DECODER.decode(text).
+    body = text.strip(_JSON_SPACES)
     try:
-        return _DECODER.decode(text)
+        value, end = _DECODER.raw_decode(body)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+    if end != len(body):
+        raise ValueError("more than one JSON document")
+    return value
 
 
 # json.dumps(value, separators=..., ...) builds the same encoder on every call;
@@ -3963,7 +3972,7 @@ def _recap_markdown(recap):
 
 _EXPORT_READ_BLOCK = 1 << 16  # characters read at a time from an export
 _EXPORT_VALUE_LIMIT = _LINE_LIMIT  # characters of one export value at most: a longer record is no log line
-_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_JSON_WHITESPACE = re.compile("[%s]*" % _JSON_SPACES)
 
 
 class _ExportShapeError(ValueError):
