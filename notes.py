@@ -797,7 +797,7 @@ def _is_note_id(value) -> bool:
     readers skip its record with a warning that does not echo it, so it cannot
     swell a readback past its budget."""
     return (isinstance(value, str) and 6 <= len(value) <= _NOTE_ID_LIMIT and value[0] == "n"
-            and value[1:].isdigit() and value[1:].isascii())
+            and value[1:].isdigit() and value.isascii())
 
 
 def _as_note_id(value) -> str | None:
@@ -1057,7 +1057,8 @@ class _LogOrder:
         else:
             self.damaged += 1
         self.line += 1
-        found.extend(self.batch_problems(value))
+        if self.batch_next is not None or (value is not None and "batch" in value):  # most lines are in no batch
+            found.extend(self.batch_problems(value))
         if value is None or not _is_usable(kinds):
             return found
         if "ref" in value or "about" in value or "by" in value:  # most notes link to none
