@@ -200,7 +200,6 @@ _INVISIBLE_CHARACTERS = dict.fromkeys([
     *range(0xe0000, 0xe0080),    # tag characters
     *range(0xe0100, 0xe01f0),    # variation selectors supplement
 ])
-_INVISIBLE_SET = frozenset(map(chr, _INVISIBLE_CHARACTERS))  # the same characters, to test a text for any of them
 
 _SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
 _HEX_DIGITS = frozenset("0123456789abcdef")
@@ -640,11 +639,31 @@ def _find_credential(text: str) -> str | None:
     return _credential_kind_in(joined, generic=False) if joined != text else None
 
 
+def _character_class(codes) -> str:
+    """A regular-expression class of the code points, each run of neighbours written as one range.
+
+    re tests a character against a class of ranges quickly; against the 400
+    single characters of INVISIBLE_CHARACTERS, it took forty times as long."""
+    runs = []
+    for code in sorted(codes):
+        if runs and runs[-1][1] == code - 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    return "[%s]" % "".join(re.escape(chr(low)) + ("-" + re.escape(chr(high)) if high > low else "")
+                            for low, high in runs)
+
+
+_INVISIBLE_SEARCH = re.compile(_character_class(_INVISIBLE_CHARACTERS)).search
+
+
 def _visible_text(value: str) -> str:
     """The value without INVISIBLE_CHARACTERS, as the credential check reads it; ASCII has none to remove."""
-    # Most non-ASCII text (café, names, emoji) holds none of them either; the
-    # test costs a sixth of the translate it saves (plain form: translate always).
-    return value if value.isascii() or _INVISIBLE_SET.isdisjoint(value) else value.translate(_INVISIBLE_CHARACTERS)
+    # Most non-ASCII text (café, names, emoji) holds none of them either, and
+    # every line a reader reads passes here.  On a typical note the search
+    # costs a sixth of the translate it saves (the plain form: translate
+    # always), and three quarters of frozenset(...).isdisjoint(value).
+    return value if value.isascii() or not _INVISIBLE_SEARCH(value) else value.translate(_INVISIBLE_CHARACTERS)
 
 
 def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
