@@ -415,9 +415,12 @@ def _parse_json(text: str):
 
 # json.dumps(value, separators=..., ...) builds the same encoder on every call;
 # readers take the checksum of every line, so each is built once.  The plain
-# form, json.dumps with these arguments, gives the same text.
+# form, json.dumps with these arguments, gives the same text.  The checksum's
+# encoder skips the test for a value that holds itself, a dict of ids kept per
+# call: what it encodes is a parsed line or a record build_record made, never circular.
 _COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True)
+_CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True,
+                                      check_circular=False)
 
 
 def _compact_json(value) -> str:
