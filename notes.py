@@ -2255,11 +2255,11 @@ class _NotesById:
     def __call__(self, note_id):
         if note_id not in self.found:
             if self.handle is None:
-                descriptor = _open_log_for_reading(self.log_path)
+                descriptor, size = _open_log_sized(self.log_path)
                 if descriptor is None:
                     return None  # no log yet: no note
                 self.handle = open(descriptor, "rb")
-                self.size = _end_before_incomplete_batch(self.handle, os.fstat(descriptor).st_size)
+                self.size = _end_before_incomplete_batch(self.handle, size)
             self.found[note_id] = _find_note(self.handle, self.size, note_id)
         return self.found[note_id]
 
