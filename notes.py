@@ -1273,26 +1273,17 @@ def _redacted_record(record) -> dict:
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
 def _invoked_as() -> str:
-    """The command that started this run, for errors and hints to repeat."""
     started = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    if os.path.splitext(started)[0] == _CONSOLE_COMMAND:  # the script pip wrote (.exe on Windows)
+    if os.path.splitext(started)[0] == _CONSOLE_COMMAND:
         return _CONSOLE_COMMAND
-    # python -m notes runs this file as __main__ with a module spec; a script
-    # run (even under python -m cProfile) has none.
+    # python -m notes has a module spec; a script run has none.
     if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
         return _MODULE_COMMAND
     return _SCRIPT_COMMAND
 
 
 def _is_installed_package_folder(folder) -> bool:
-    """Whether folder is where an installer put notes.py, which a reinstall or upgrade replaces.
-
-    Two marks, both cheap: the folder's name, whatever interpreter runs this
-    file; and the record every installer writes beside the module it installs
-    (shaping_notes-VERSION.dist-info), which also marks a pip --target or
-    --prefix folder of any name.  Asking sysconfig instead would cost several
-    milliseconds on every run that uses the default folder, and would only
-    know the running interpreter's own folders."""
+    """Whether folder is where an installer put notes.py (a reinstall replaces it)."""
     if os.path.basename(folder).lower() in _INSTALLED_FOLDER_NAMES:
         return True
     try:
@@ -1304,17 +1295,12 @@ def _is_installed_package_folder(folder) -> bool:
 
 
 def _check_dir_argument(folder):
-    """Refuse a session folder given as an empty or blank path (None is no folder given: the default)."""
     if folder is not None and not os.fspath(folder).strip():
         raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
 
 
 def _user_data_folder() -> str:
-    """Where an installed copy keeps its notes: this platform's folder for a user's application data.
-
-    Standard library only, so the rules are written out: XDG on Linux and
-    other Unix (an XDG_DATA_HOME that is not absolute is to be ignored, the
-    XDG spec says), Application Support on macOS, LOCALAPPDATA on Windows."""
+    """The user's data folder for this platform."""
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA", "")
         if not os.path.isabs(base):
@@ -1329,24 +1315,19 @@ def _user_data_folder() -> str:
 
 
 def _default_folder() -> str:
-    """The session folder when neither --dir nor SHAPING_NOTES_DIR is given.
-
-    A copy run as a file keeps v0's default, the folder that holds it.  An
-    installed copy's folder is replaced by the next reinstall or upgrade, so
-    it keeps its notes in the user's data folder instead, created on first use."""
+    """This file's folder; for an installed copy, the user's data folder."""
     here = os.path.dirname(os.path.realpath(__file__))
     if not _is_installed_package_folder(here):
         return here
     folder = _user_data_folder()
-    if not os.path.isabs(folder):  # no home folder to be found: "~" stayed as it was
+    if not os.path.isabs(folder):  # no home: "~" stayed
         raise NotesError(
             "notes.py is installed as a package and cannot tell your home folder, so it has no data "
             "folder for the notes. Pass the session folder with --dir (for example: %s --dir "
             "/absolute/path/to/shaping init) or set %s" % (_invoked_as(), _DIR_VARIABLE))
-    # A run stopped between two mkdir calls leaves some folders made: the next
-    # run finds them and makes the rest.
+    # Crash window: mkdirs left undone by a stop are done by the next run.
     try:
-        _make_private_folders(folder)  # 0700 each, as XDG asks of data folders
+        _make_private_folders(folder)  # 0700, as XDG asks
     except OSError as error:
         raise NotesError(
             "notes.py is installed as a package, so it keeps its notes in %s, but cannot create that "
@@ -1357,11 +1338,10 @@ def _default_folder() -> str:
 
 
 def _resolve_folder(folder):
-    """The session folder: --dir, else $SHAPING_NOTES_DIR, else default_folder()."""
+    """--dir, else $SHAPING_NOTES_DIR, else the default folder."""
     if folder is None:
         folder = os.environ.get(_DIR_VARIABLE)
-        # Set but empty is a mistake (an unset variable expanded in a config),
-        # not a request for the default: refuse rather than guess.
+        # set but empty: a mistake, not the default
         if folder is not None and not folder.strip():
             raise NotesError(
                 "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
@@ -1372,7 +1352,6 @@ def _resolve_folder(folder):
 
 
 def _folder_error(folder, error):
-    """The refusal of a writer that cannot create its files in the folder."""
     return NotesError(
         "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
         "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
@@ -1380,14 +1359,12 @@ def _folder_error(folder, error):
 
 
 def _link_error(path):
-    """The refusal to write through a symbolic link."""
     return NotesError(
         "%s is a symbolic link; notes.py does not write through links, since a planted link "
         "could send the session anywhere. Replace it with the real file, or use another --dir" % path)
 
 
 def _special_file_error(path, mode):
-    """The refusal of a FIFO, socket or device where a regular file should be."""
     if stat.S_ISFIFO(mode):
         kind = "a FIFO (named pipe)"
     elif stat.S_ISSOCK(mode):
@@ -1402,11 +1379,7 @@ def _special_file_error(path, mode):
 
 
 def _open_regular_file(path, flags=os.O_RDONLY):
-    """os.open that refuses whatever is not a regular file, before a byte is read or written.
-
-    O_NONBLOCK makes the open itself return at once on a FIFO (opening one
-    normally waits for a writer); os.fstat then tells what was opened.  A
-    folder raises IsADirectoryError, as open() does."""
+    """os.open that refuses all but a regular file (O_NONBLOCK: a FIFO does not block)."""
     try:
         descriptor = os.open(path, flags | _NON_BLOCKING | _BINARY, _PRIVATE_FILE_MODE)
     except OSError as error:
@@ -1426,7 +1399,7 @@ def _open_regular_file(path, flags=os.O_RDONLY):
 
 
 def _read_regular_file(path, limit, too_large):
-    """The bytes of a regular file; refuse, with the message too_large, one over limit bytes before reading it."""
+    """The file's bytes; refuse one over limit bytes with too_large."""
     descriptor = _open_regular_file(path)
     with open(descriptor, "rb") as handle:
         if os.fstat(descriptor).st_size > limit:
@@ -1438,14 +1411,14 @@ def _read_regular_file(path, limit, too_large):
 
 
 def _read_meta(folder):
-    """The session's meta object, None when the folder has none; refuse a damaged one."""
+    """The meta, None when there is none; refuse a damaged one."""
     path = os.path.join(folder, _META_NAME)
     try:
         raw = _read_regular_file(path, _META_SIZE_LIMIT, "%s is over 1 MiB, far larger than a session meta; "
                                 "move it aside" % path)
     except FileNotFoundError:
         return None
-    except NotADirectoryError:  # --dir names a file, or a path below one
+    except NotADirectoryError:  # --dir names a file
         raise NotesError("--dir %s is a file, not a folder; pass the session folder" % folder) from None
     except IsADirectoryError:
         raise NotesError("%s is a folder, not the session meta; move it aside" % path) from None
@@ -1464,7 +1437,6 @@ def _read_meta(folder):
 
 
 def _require_session(folder):
-    """The meta of the session a reader was pointed at; refuse when there is none."""
     meta = _read_meta(folder)
     if meta is None:
         raise NotesError(
@@ -1475,42 +1447,37 @@ def _require_session(folder):
 
 
 def _fsync_folder(folder):
-    """Make a creation or rename in the folder durable."""
-    if os.name == "nt":  # Windows cannot open a folder; NTFS journals names itself
+    if os.name == "nt":  # Windows cannot open a folder
         return
     descriptor = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     except OSError as error:
-        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # the filesystem cannot sync folders
+        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
             raise
     finally:
         os.close(descriptor)
 
 
 def _tighten_mode(descriptor):
-    """Make a session file this user owns private when it is wider (v0 wrote its files 0644).
-
-    The log holds what a conversation decided, sometimes personal details.
-    A file another user owns keeps its mode: it is not ours to change."""
-    if os.name == "nt":  # no POSIX modes there
+    """Make a session file this user owns private when it is wider."""
+    if os.name == "nt":
         return
     status = os.fstat(descriptor)
     mode = stat.S_IMODE(status.st_mode)
-    # A hard-linked log is refused, not tightened: its other name is not ours.
+    # A hard-linked file's other name is not ours.
     if status.st_uid == os.geteuid() and mode & 0o077 and status.st_nlink == 1:
         try:
             os.fchmod(descriptor, mode & 0o700)
-        except OSError:  # a filesystem without modes (FAT, some network mounts): nothing to tighten
+        except OSError:  # no modes (FAT)
             pass
 
 
 def _tighten_session_files(folder):
-    """Under the lock: make the meta and the log private, if this user owns them and they are wider."""
     for name in (_META_NAME, _LOG_NAME):
         try:
             descriptor = _open_refusing_links(os.path.join(folder, name), os.O_RDONLY)
-        except (OSError, NotesError):  # missing, or refused where it is used: nothing to tighten here
+        except (OSError, NotesError):
             continue
         try:
             _tighten_mode(descriptor)
@@ -1519,7 +1486,6 @@ def _tighten_session_files(folder):
 
 
 def _open_refusing_links(path, flags):
-    """open_regular_file that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
     if not _NO_FOLLOW and os.path.islink(path):
         raise _link_error(path)
     try:
@@ -1531,7 +1497,6 @@ def _open_refusing_links(path, flags):
 
 
 def _lock_wait_seconds():
-    """How long a writer waits for the lock: LOCK_WAIT_SECONDS, or what the environment variable says."""
     value = os.environ.get(_LOCK_WAIT_VARIABLE, "").strip()
     if not value:
         return _LOCK_WAIT_SECONDS
@@ -1548,12 +1513,12 @@ def _lock_wait_seconds():
 
 
 def _try_lock(descriptor, shared=False):
-    """Take the lock on descriptor without waiting; False when another process holds it."""
+    """Lock without waiting; False when another process holds it."""
     try:
         if fcntl is not None:
             fcntl.flock(descriptor, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         else:
-            import msvcrt  # no shared lock there: a reader holds the exclusive one for an instant
+            import msvcrt  # no shared lock on Windows
 
             msvcrt.locking(descriptor, msvcrt.LK_NBLCK, 1)
     except OSError as error:
@@ -1564,7 +1529,6 @@ def _try_lock(descriptor, shared=False):
 
 
 def _unlock(descriptor):
-    """Release a lock taken by try_lock (closing the descriptor releases a flock as well)."""
     if fcntl is not None:
         fcntl.flock(descriptor, fcntl.LOCK_UN)
         return
@@ -1577,24 +1541,13 @@ def _unlock(descriptor):
 
 
 class _SessionLock:
-    """Exclusive lock held by every writer from read to fsync: on the session folder, and on session_notes.lock.
+    """The writers' lock, from read to fsync: on the folder, then on session_notes.lock."""
 
-    The folder's own descriptor is what excludes writers on POSIX: a folder
-    cannot be deleted while it holds the session, whereas the lock file can
-    (a cleaner, git clean -X, a user taking the empty file for litter), and a
-    writer that then creates a fresh one locks another inode than the writer
-    at work.  The file is still taken, after the folder, so that a 1.1.0
-    writer, which takes only the file, is excluded too.  The order cannot
-    deadlock: every writer of this version takes the folder first, and a
-    1.1.0 writer holds the file without ever waiting for the folder.  Windows
-    cannot lock a folder, and there an open file cannot be deleted: the file
-    alone does it."""
-
-    held = set()  # paths of the locks this process holds: its own readers see no writer at work
+    held = set()  # lock paths held by this process
 
     def __init__(self, folder):
         self.path = os.path.join(folder, _LOCK_NAME)
-        self.wait = _lock_wait_seconds()  # a bad setting is refused before anything is created
+        self.wait = _lock_wait_seconds()  # refused before anything is created
         self.descriptor = None
         self.folder_descriptor = None
 
@@ -1611,7 +1564,7 @@ class _SessionLock:
         except OSError as error:
             self.close_descriptors()
             raise _folder_error(folder, error) from None
-        except BaseException:  # a refusal (a link planted at the lock): nothing stays open in a long-lived server
+        except BaseException:  # a refusal: leave nothing open
             self.close_descriptors()
             raise
         try:
@@ -1621,9 +1574,7 @@ class _SessionLock:
             self.wait_for_lock(self.descriptor, deadline)
             _tighten_mode(self.descriptor)
             _tighten_session_files(folder)
-            # The log and the meta are only ever written under this lock: a
-            # temporary copy of either found now is a killed writer's (a restore
-            # or init), however fresh.  Gone, it can no longer pile up.
+            # Under the lock, any temporary log or meta is a killed writer's.
             _remove_stale_temporary_files(folder, (_LOG_NAME, _META_NAME), older_than=0)
         except BaseException:
             self.close_descriptors()
@@ -1632,12 +1583,7 @@ class _SessionLock:
         return self
 
     def wait_for_lock(self, descriptor, deadline):
-        """Try the lock on descriptor until the deadline, the same way on every platform.
-
-        The kernel releases a flock when its holder dies, so a writer killed
-        mid-append frees the lock at once; only a holder that lives on without
-        finishing (stopped, hung) makes the wait run out.  Polling, with a
-        pause that grows to 25 ms, is what gives the wait its bound."""
+        """Poll until the deadline (a dead holder's flock is freed at once)."""
         pause = 0.001
         while not _try_lock(descriptor):
             left = deadline - time.monotonic()
@@ -1651,7 +1597,6 @@ class _SessionLock:
             pause = min(pause * 2, 0.025)
 
     def close_descriptors(self):
-        """Close what __enter__ opened (closing releases a flock)."""
         for descriptor in (self.descriptor, self.folder_descriptor):
             if descriptor is not None:
                 os.close(descriptor)
@@ -1665,18 +1610,16 @@ class _SessionLock:
 
 
 def _open_log_for_reading(path):
-    """A read descriptor on the log, None when there is none yet; refuse a log that is not a regular file."""
     try:
         return _open_regular_file(path)
     except FileNotFoundError:
         return None
-    except IsADirectoryError:  # readers answer a refusal, never an unexpected error
+    except IsADirectoryError:
         raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
 
 
 def _open_log_sized(path):
-    """(a read descriptor on the log, its size), or (None, 0) when there is none yet; refuse a log that is
-    not a regular file."""
+    """(read descriptor, size), or (None, 0) when there is no log yet."""
     descriptor = _open_log_for_reading(path)
     if descriptor is None:
         return None, 0
@@ -1688,7 +1631,6 @@ def _open_log_sized(path):
 
 
 def _log_size(path):
-    """The size of the log (0 when there is none yet); refuse a log that is not a regular file."""
     descriptor, size = _open_log_sized(path)
     if descriptor is not None:
         os.close(descriptor)
@@ -1696,26 +1638,15 @@ def _log_size(path):
 
 
 def _log_view(folder):
-    """(descriptor, size, in_flight): the log open for reading (None: no log yet), how far a reader
-    reads it, and whether a writer was at work then.
-
-    A writer holds the lock from reading the end of the log to its fsync, so
-    a size taken while no writer holds it ends after a whole line (or after
-    real damage).  Taken while one does, an unterminated last line is that
-    writer's note in flight, not damage, and readers leave it for their next
-    read.  Readers never wait for the lock and never create it.  A writer of
-    this version is seen by its lock on the folder (SessionLock), one of
-    1.1.0 by its lock on the file: the log is opened and its size taken
-    holding both shared, so a restore or redact that replaces the log cannot
-    come between the two.  The caller closes the descriptor."""
+    """(descriptor, size, in_flight: a writer is at work) of the log, for a reader."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
-    if lock_path in _SessionLock.held:  # read by the writer at work itself: nothing is in flight
+    if lock_path in _SessionLock.held:  # the writer itself reads
         return (*_open_log_sized(log_path), False)
     folder_lock = None
     if fcntl is not None:
         try:
             folder_lock = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
-        except OSError:  # the folder cannot be opened here (permissions): the file lock still tells
+        except OSError:  # the lock file still tells
             pass
     try:
         if folder_lock is not None and not _try_lock(folder_lock, shared=True):
@@ -1723,20 +1654,18 @@ def _log_view(folder):
         return _log_view_by_lock_file(log_path, lock_path)
     finally:
         if folder_lock is not None:
-            os.close(folder_lock)  # closing releases the shared flock
+            os.close(folder_lock)
 
 
 def _log_view_by_lock_file(log_path, lock_path):
-    """log_view's answer as the lock file tells it (the lock of 1.1.0 writers, and of all on Windows)."""
+    """_log_view's answer from the lock file (older writers, and Windows)."""
     try:
         lock = _open_regular_file(lock_path)
     except FileNotFoundError:
-        # No writer has locked this folder yet.  One that starts now creates
-        # the lock before it writes: if the lock is there after the size was
-        # taken, that size may cut its line.
+        # a lock made since: the size may cut a writer's line
         descriptor, size = _open_log_sized(log_path)
         return descriptor, size, os.path.lexists(lock_path)
-    except OSError:  # the lock cannot be opened here (permissions): no writer can be seen
+    except OSError:  # unreadable: no writer can be seen
         return (*_open_log_sized(log_path), False)
     try:
         if not _try_lock(lock, shared=True):
@@ -1750,10 +1679,7 @@ def _log_view_by_lock_file(log_path, lock_path):
 
 
 def _create_new_file(stem, suffix, mode=_PRIVATE_FILE_MODE):
-    """Create stem + suffix, or stem-1 + suffix and so on if taken; return (path, descriptor).
-
-    O_EXCL | O_NOFOLLOW: a link planted at any name can neither be followed
-    nor be the name we pick."""
+    """Create stem + suffix, or stem-1 + suffix...; return (path, descriptor)."""
     path, attempt = stem + suffix, 0
     while True:
         try:
@@ -1764,7 +1690,6 @@ def _create_new_file(stem, suffix, mode=_PRIVATE_FILE_MODE):
 
 
 def _write_all(descriptor, data):
-    """Write every byte, however many calls it takes."""
     view = memoryview(data)
     while view:
         written = os.write(descriptor, view)
@@ -1772,16 +1697,12 @@ def _write_all(descriptor, data):
 
 
 def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
-    """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file.
-
-    refusal: a message (formatted with path and reason) to refuse with when the
-    file cannot be created; without it the OSError itself is raised.  mode:
-    what the new file is created with (the umask narrows it further)."""
+    """Replace path with the bytes of chunks: a crash leaves the old file or the new."""
     if os.path.islink(path):
         raise _link_error(path)
     folder = os.path.dirname(path)
     _remove_stale_temporary_files(folder, (os.path.basename(path),))
-    try:  # a temporary file with a fresh random name, in the target's own folder
+    try:
         temporary, descriptor = _create_new_file(
             os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp", mode)
     except OSError as error:
@@ -1794,10 +1715,7 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
         os.fsync(descriptor)
         os.close(descriptor)
         descriptor = None
-        # Crash window: until os.replace the target keeps its old content and
-        # the temporary file is left behind under a dot-name (a later write of
-        # the same file removes it once stale); after it, the rename is made
-        # durable by the folder fsync.
+        # Crash window: before the replace, the old file stays (its temporary is removed later).
         os.replace(temporary, path)
     except BaseException:
         if descriptor is not None:
@@ -1811,12 +1729,7 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
 
 
 def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
-    """Delete what killed writes of the files names left: their temporary files (.NAME.<12 hex digits>.tmp)
-    once stale.
-
-    Only names of that exact shape, and only when older than any live write
-    could be (older_than seconds), so a concurrent write of the same file
-    keeps its own.  The folder is listed once for all the names."""
+    """Delete killed writes' .NAME.<12 hex>.tmp files once older_than seconds old."""
     prefixes = tuple("." + name + "." for name in names)
     try:
         entries = list(os.scandir(folder))
@@ -1834,40 +1747,36 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
                 os.unlink(entry.path)
         except OSError:
-            pass  # gone already, or not ours to remove: it is only clutter
+            pass  # only clutter
 
 
 def _write_meta(folder, session_id, created_at):
-    """Write the meta file of a session and return it."""
     meta = {"schema_version": _META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, _LOG_NAME)}
-    # As v0 writes it: 2-space JSON, non-ASCII as is, a trailing newline.  A
-    # folder name that is not UTF-8 holds surrogate escapes (os.fsdecode):
-    # they are written as JSON \udcXX escapes, which read back to the same path.
+    # surrogates of a non-UTF-8 folder name become \udcXX
     text = _pretty_json(meta) + "\n"
     _write_file_atomically(os.path.join(folder, _META_NAME), [text.encode("utf-8", "backslashreplace")])
     return meta
 
 
 def _new_session_id():
-    """A random UUID4 string."""
     import uuid  # only a new session needs it
 
     return str(uuid.uuid4())
 
 
 def _check_session_folder(folder):
-    """Refuse a folder a writer must not touch, before anything is written; return its meta."""
+    """Refuse a folder a writer must not touch; return its meta."""
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
             raise _link_error(os.path.join(folder, name))
     meta = _read_meta(folder)
     log_path = os.path.join(folder, _LOG_NAME)
     try:
-        # Before the lock, so the refusal leaves every file as it was; open_log_for_append looks again under it.
+        # before the lock: a refusal changes nothing
         _refuse_a_hard_linked_log(log_path, os.lstat(log_path))
     except OSError:
-        pass  # no log yet (or none that can be looked at): whoever opens it answers
+        pass  # no log yet
     if meta is None and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
         raise NotesError(
             "%s holds notes but %s is missing, so the session id is unknown; nothing was "
@@ -1877,7 +1786,6 @@ def _check_session_folder(folder):
 
 
 def _prepare_folder(folder):
-    """Create the session folder of a writer when it does not exist yet."""
     try:
         _make_private_folders(folder)
     except OSError as error:
@@ -1885,10 +1793,7 @@ def _prepare_folder(folder):
 
 
 def _make_private_folders(folder):
-    """Create folder and each missing folder above it, 0700; never touch one that exists.
-
-    os.makedirs would give the folders above the umask's mode.  A folder that
-    was there (in a hosted sandbox /mnt/data belongs to the host) keeps its own."""
+    """Create folder and missing parents 0700 (os.makedirs would use the umask)."""
     missing = []
     while not os.path.isdir(folder):
         missing.append(folder)
@@ -1902,20 +1807,18 @@ def _make_private_folders(folder):
         except FileExistsError:
             if not os.path.isdir(path):  # a file in the way
                 raise
-            # else made meanwhile by a concurrent writer: it has its mode already
+            # else a concurrent writer made it
 
 
 def _open_session_for_writing(folder):
-    """The meta of the folder's session; without one, start a session (meta and empty log). Hold the lock."""
-    # A second look, under the lock: a concurrent init or restore may have
-    # written the meta since the writer first checked the folder.
+    """Under the lock: the meta, starting a session when there is none."""
+    # under the lock, again: an init or restore may have come first
     meta = _check_session_folder(folder)
     if meta is not None:
         return meta
     try:
         meta = _write_meta(folder, _new_session_id(), _utc_now())
-        # Crash window: meta without a log is a session with no notes yet; the
-        # log is created by the first append as well.
+        # Crash window: a meta without a log is a session with no notes yet.
         descriptor = _open_log_for_append(meta["log_file"])
         os.fsync(descriptor)
         os.close(descriptor)
@@ -1926,7 +1829,7 @@ def _open_session_for_writing(folder):
 
 
 def _open_log_for_append(path):
-    """Open (or create) the log for appending, refusing a symbolic link or a hard-linked log."""
+    """Open the log to append; refuse a link or a hard link."""
     descriptor = _open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         _refuse_a_hard_linked_log(path, os.fstat(descriptor))
@@ -1937,7 +1840,7 @@ def _open_log_for_append(path):
 
 
 def _refuse_a_hard_linked_log(path, status):
-    """Refuse a log with another name: notes appended, or a torn tail cut, would change that file too."""
+    """Writing to a log with another name would change that file too."""
     if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
         raise NotesError(
             "%s has %d hard links: another name elsewhere shares its bytes, and writing here would change "
@@ -1946,19 +1849,9 @@ def _refuse_a_hard_linked_log(path, status):
 
 
 def _read_lines_backward(handle, size, count_runs=False):
-    """Yield (offset, line) from the end of the first size bytes back to the start.
-
-    The first is the bytes after the last newline (b"" in a healthy log).  A
-    line longer than LINE_LIMIT comes as None: its bytes are passed over, never
-    held.  Each block is read once and each line joined once, so the cost is
-    linear in the bytes read and the memory bounded by LINE_LIMIT.
-
-    With count_runs, a run of complete lines inside one block that none can
-    hold a seq (seq_free_run) comes as one (offset, count) pair, count an int:
-    such lines are damage to every reader, and each counts as having held a
-    seq, so the caller needs only how many there are (a log ending in millions
-    of junk lines costs a count of newlines per block, not a parse per line)."""
-    pieces, length, position = [], 0, size  # the line being gathered, its pieces from the end
+    """Yield (offset, line) from size back; a line over _LINE_LIMIT is None, and with
+    count_runs a run of seq-free lines is (offset, count)."""
+    pieces, length, position = [], 0, size  # pieces of the current line
     while position > 0:
         step = min(_BACKWARD_BLOCK, position)
         position -= step
@@ -1971,11 +1864,11 @@ def _read_lines_backward(handle, size, count_runs=False):
             pieces.append(block[newline + 1:end])
             yield position + newline + 1, _joined_line(pieces, length + end - newline - 1)
             pieces, length, end = [], 0, newline
-            if not run_checked:  # once per block, after the line that ends in it
+            if not run_checked:
                 run_checked, run = True, _seq_free_run(block, end)
                 if run is not None:
                     yield position + run[0], run[1]
-                    end = run[0] - 1  # the newline before the run; the line before it starts earlier
+                    end = run[0] - 1  # the newline before the run
             newline = block.rfind(b"\n", 0, end)
         length += end
         if length <= _LINE_LIMIT:
@@ -1985,15 +1878,11 @@ def _read_lines_backward(handle, size, count_runs=False):
     yield 0, _joined_line(pieces, length)
 
 
-_COUNTED_RUN = 100  # lines at least in a run that a backward reader counts instead of reading one by one
+_COUNTED_RUN = 100  # seq-free lines in a row worth counting, not parsing
 
 
 def _seq_free_run(block, end):
-    """(start, count) of the complete lines of block[:end] (after its first newline) when none can hold a seq.
-
-    A JSON key reads as "seq" only when its bytes are "seq" or use a \\u
-    escape, so lines without either hold no seq whatever else they hold.
-    None when there are fewer than COUNTED_RUN lines, or one may hold a seq."""
+    """(start, count) of block[:end]'s lines if _COUNTED_RUN or more and none can hold a seq."""
     first = block.find(b"\n", 0, end)
     if first < 0:
         return None
@@ -2004,25 +1893,21 @@ def _seq_free_run(block, end):
 
 
 def _joined_line(pieces, length):
-    """A line from its pieces, gathered from its end; None when it is longer than LINE_LIMIT."""
     return b"".join(reversed(pieces)) if length <= _LINE_LIMIT else None
 
 
 def _read_lines_forward(handle, size):
-    """Yield (line, terminated) for each line of the first size bytes, without its newline.
-
-    A line longer than LINE_LIMIT comes as None: it is read past in blocks, never
-    held whole."""
+    """Yield (line, terminated) for the first size bytes; None: a line over _LINE_LIMIT."""
     remaining = size
     while remaining > 0:
         line = handle.readline(min(_LINE_LIMIT + 1, remaining))
         if not line:
-            return  # the file is shorter than size: it was cut meanwhile
+            return  # cut meanwhile
         remaining -= len(line)
         if line.endswith(b"\n"):
             yield line[:-1], True
         elif len(line) <= _LINE_LIMIT:
-            yield line, False  # the last line, without its newline
+            yield line, False
         else:
             while remaining > 0 and line and not line.endswith(b"\n"):
                 line = handle.readline(min(_BACKWARD_BLOCK, remaining))
@@ -2031,21 +1916,14 @@ def _read_lines_forward(handle, size):
 
 
 def _incomplete_batch_start(handle, size):
-    """The offset where an incomplete batch at the end of the first size bytes starts, or None.
+    """Offset of an incomplete --batch at the end, or None.
 
-    An append --batch writes its N lines with one write; killed during it, it
-    leaves lines 1/N to K/N whole (K < N), perhaps followed by a cut-off line.
-    Walking back from the end: a cut-off last piece is passed over, then the
-    lines must count down from K/N (K < N) to 1/N, one after the other.
-    Only those lines are read: a log that ends otherwise costs one block.
-    Readers read up to this offset and warn about the rest, as about a torn
-    tail; the next append or restore moves the rest to a side file (the one
-    exception, with the torn tail, to "a complete line is never moved")."""
-    expected = None  # (K, N): the place the line before must hold
+    Crash window: a batch killed mid-write leaves lines 1/N to K/N (K < N)."""
+    expected = None  # (K, N) the line before must hold
     for position, (offset, line) in enumerate(_read_lines_backward(handle, size)):
         value = _parse_line(line)[0] if line else None
         if position == 0 and value is None:
-            continue  # the end of a healthy log, or a cut-off line: the batch's lines come before it
+            continue  # a healthy end, or a cut-off line
         place = _batch_place_of(value)
         if place is None or (expected is None and place[0] == place[1]) or (
                 expected is not None and place != expected):
@@ -2057,48 +1935,30 @@ def _incomplete_batch_start(handle, size):
 
 
 def _end_before_incomplete_batch(handle, size):
-    """size, or where an incomplete batch at the end of those bytes starts (incomplete_batch_start)."""
     start = _incomplete_batch_start(handle, size)
     return size if start is None else start
 
 
 class _BackwardScan:
-    """One walk over the log from its end: each line as (offset, record or None, problems), newest first.
-
-    The one place for the rules read from the end.  The torn-tail verdict:
-    only the bytes after the last newline can be torn (a complete line stays,
-    whatever it holds), and they are torn unless they hold a JSON object,
-    which only lacks its newline.  The next seq: a line that is not a record
-    with a seq counts as having held one, so that no seq is ever issued twice;
-    the highest is certain once two records in a row have consecutive seqs
-    (two records in a healthy log), so that a late or repeated seq at the end
-    cannot hide a higher one.  Seq order: each record's seq is checked against
-    the record after it, as if that one were read after it (seq_order_problem).
-
-    An incomplete batch at the end (incomplete_batch_start) is torn too, whole:
-    the walk starts before it, yields it first as one problem with no record,
-    and its seqs are issued again, as a cut-off line's is.
-
-    in_flight (a reader's view while a writer is at work): the unterminated
-    last line, or the incomplete batch, is that writer's, not damage, and is passed over."""
+    """One walk back from the end: (offset, record or None, problems); finds torn tail, next seq."""
 
     def __init__(self, handle, size, session_id=None, in_flight=False):
-        self.keep_end = _end_before_incomplete_batch(handle, size)  # bytes from this offset on are torn
-        self.incomplete_batch = self.keep_end < size  # what they are: an incomplete batch, perhaps cut off
-        self.needs_newline = False   # the last line is a JSON object without its newline
-        self.highest_seq = 0         # the highest seq the lines walked so far can have held
-        self.certain = False         # no line not walked yet can hold a higher seq
+        self.keep_end = _end_before_incomplete_batch(handle, size)  # torn from here on
+        self.incomplete_batch = self.keep_end < size
+        self.needs_newline = False   # the last line is an object lacking its newline
+        self.highest_seq = 0         # highest seq the lines walked can have held
+        self.certain = False         # no line left can hold a higher one
         self.lines = _read_lines_backward(handle, self.keep_end, count_runs=True)
         self.session_id, self.in_flight = session_id, in_flight
 
     def __iter__(self):
-        newer_seq, damaged = None, 0  # the seq of the newer record; lines since it that hold no seq
+        newer_seq, damaged = None, 0  # newer record's seq; seq-free lines since
         if self.incomplete_batch and not self.in_flight:
             yield self.keep_end, None, [("incomplete_batch", None)]
         for position, (offset, line) in enumerate(self.lines):
             if position == 0 and (line == b"" or self.in_flight):
-                continue  # the log ends with a newline, as it should; or a writer's note is in flight
-            if type(line) is int:  # a run of lines that cannot hold a seq: counted, never parsed one by one
+                continue  # a healthy end, or a note in flight
+            if type(line) is int:  # a counted run of seq-free lines
                 damaged += line
                 yield offset, None, [("seq_free_lines", "%d lines in a row that hold no seq, so no note" % line)]
                 continue
@@ -2106,7 +1966,7 @@ class _BackwardScan:
             if position == 0:
                 self.needs_newline = value is not None
                 if value is None:
-                    self.keep_end = offset  # cut off by a crash mid-write: it held no seq
+                    self.keep_end = offset  # cut off mid-write: it held no seq
                     yield offset, None, problems
                     continue
             seq = value.get("seq") if value is not None else None
@@ -2116,7 +1976,7 @@ class _BackwardScan:
                 continue
             self.highest_seq = max(self.highest_seq, seq + damaged)
             self.certain = self.certain or (damaged == 0 and newer_seq == seq + 1)
-            order = _seq_order_problem(newer_seq, seq, damaged)  # the newer one, as if read after this
+            order = _seq_order_problem(newer_seq, seq, damaged)
             if order:
                 problems.append((order, None))
             newer_seq, damaged = seq, 0
@@ -2126,8 +1986,7 @@ class _BackwardScan:
 
 
 class _LogTail:
-    """What a writer needs from the end of the log, found without reading the rest: the torn tail, the
-    next seq and the records of the duplicate window (newest first)."""
+    """The log's end, as a writer needs it: torn tail, next seq, recent records."""
 
     def __init__(self, handle, size, recent_since=None, window_records=_DUPLICATE_WINDOW_RECORDS):
         scan = _BackwardScan(handle, size)
@@ -2140,7 +1999,7 @@ class _LogTail:
                 window_left -= 1
                 timestamp = record.get("ts")
                 if not isinstance(timestamp, str) or timestamp < recent_since:
-                    window_left = 0  # records are in time order: every earlier one is older still
+                    window_left = 0  # in time order: the rest are older
                 else:
                     self.recent.append(record)
             if scan.certain and not window_left:
@@ -2150,8 +2009,7 @@ class _LogTail:
 
 
 def _set_aside_torn_tail(folder, descriptor, tail):
-    """Move the torn bytes (after the last newline, or from an incomplete batch's first line on) to a side
-    file, block by block, then cut them from the log."""
+    """Copy the torn bytes to a side file, then cut them from the log."""
     side_path, side = _create_new_file(os.path.join(folder, "%s%s-%d" % (
         _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
     try:
@@ -2165,9 +2023,7 @@ def _set_aside_torn_tail(folder, descriptor, tail):
             left -= len(block)
         os.fsync(side)
     except BaseException:
-        # The torn bytes are all still in the log, and this side file holds
-        # only part of them: remove it, so failed attempts leave nothing to
-        # pile up, and the next append tries again.
+        # the log still holds every torn byte
         os.close(side)
         try:
             os.unlink(side_path)
@@ -2176,8 +2032,7 @@ def _set_aside_torn_tail(folder, descriptor, tail):
         raise
     os.close(side)
     _fsync_folder(folder)
-    # Crash window: the bytes are now in the side file and still in the log;
-    # a crash here makes the next append copy them once more, losing nothing.
+    # Crash window: the bytes are in both files; the next append copies them again.
     try:
         os.ftruncate(descriptor, tail.keep_end)
     except PermissionError:
@@ -2187,10 +2042,7 @@ def _set_aside_torn_tail(folder, descriptor, tail):
 
 
 def _refuse_an_append_only_log(folder, side_path, tail):
-    """The log takes appends but cannot be cut (chattr +a): drop the side file just made, and refuse.
-
-    The torn bytes are all still in the log, so the side file holds nothing
-    of its own; left there, every failed append would add one more."""
+    """The log cannot be cut (chattr +a): remove the new side file, and refuse."""
     os.unlink(side_path)
     _fsync_folder(folder)
     log_path = os.path.join(folder, _LOG_NAME)
@@ -2205,32 +2057,19 @@ _NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "E
 
 
 def _keep_torn_tail_in_place(descriptor, tail, why):
-    """End the torn tail with a newline, where it is: it becomes a damaged line, which holds a seq.
+    """End the torn tail with a newline, making it a damaged line (which holds a seq).
 
-    Used when the tail cannot be set aside: a tail over LINE_LIMIT (no note
-    is that long, so the bytes are not a cut-off note but something appended
-    by another hand, and copying them could need more disk than is free), or
-    a disk with no room for the side file.  Torn bytes are never deleted, and
-    the session must never be left unable to append, so they stay in the log
-    as one complete damaged line: readers pass over it with a warning (verify
-    names its line), and, as every damaged line, it counts as having held the
-    next seq.  Cost: one byte, whatever the tail's size.
-    Crash window: none beyond append's own; the newline is one write, and a
-    crash before it leaves the torn tail for the next append."""
+    Crash window: one write; until it, the tail waits for the next append."""
     _append_line(descriptor, b"\n")
     tail.highest_seq += 1
     return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
 
 
 def _find_note_line(handle, size, note_id):
-    """(offset, line, record) of the note with this id, searched from the end of the log (recent notes come
-    first); None when there is none.
-
-    A line readers skip (a missing or malformed field) is no note: a ref to it
-    would name a note no reader shows, which verify reports and restore refuses."""
+    """(offset, line, record) of the note with this id, searched from the end, or None."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for offset, line in _read_lines_backward(handle, size, count_runs=True):
-        if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
+        if type(line) is bytes and needle in line:  # a counted run holds no note
             value, _ = _parse_line(line)
             if _is_the_note(value, note_id):
                 return offset, line, value
@@ -2238,16 +2077,12 @@ def _find_note_line(handle, size, note_id):
 
 
 def _find_note(handle, size, note_id):
-    """The record of the note with this id, searched from the end of the log (find_note_line); None when none."""
     found = _find_note_line(handle, size, note_id)
     return found[2] if found else None
 
 
 class _NotesById:
-    """The notes of the log at log_path, looked up by id from its end: the log is opened at the first
-    lookup, once, and each id is looked up once (append's link checks, a retry's gate walk).
-
-    A note of an incomplete batch at the end is no note: the next append sets it aside."""
+    """Notes by id, each searched once from the log's end, opened at the first lookup."""
 
     def __init__(self, log_path):
         self.log_path, self.handle, self.size, self.found = log_path, None, 0, {}
@@ -2272,19 +2107,16 @@ class _NotesById:
 
 
 def _append_line(descriptor, line):
-    """Append one whole record and fsync; on failure cut the log back to where it was.
+    """Append one record, fsync; on failure cut it off.
 
-    Crash window: a process killed during the write leaves a cut-off line,
-    which the next append sets aside."""
+    Crash window: a kill mid-write leaves a torn tail, set aside by the next append."""
     _append_chunks(descriptor, (line,))
 
 
 def _append_chunks(descriptor, chunks):
-    """Append every chunk, then fsync once; on any failure (or a refusal raised by chunks) cut the log back.
+    """Append the chunks, fsync once; on any failure cut them off.
 
-    Crash window: a process killed mid-way leaves some whole lines and maybe
-    a cut-off one; restore run again finds the whole ones as its own first
-    notes, and the cut-off one is set aside as any torn tail."""
+    Crash window: a kill leaves whole lines, perhaps a cut-off one: a torn tail."""
     start = os.lseek(descriptor, 0, os.SEEK_END)
     try:
         for chunk in chunks:
@@ -2300,7 +2132,7 @@ def _append_chunks(descriptor, chunks):
 
 
 def _line_problems(raw, terminated, session_id):
-    """One line, read either way: (its object or None, the problems of the line taken alone)."""
+    """(object or None, the problems of this line alone)."""
     value, kind = _parse_line(raw) if raw is not None else (None, "line_too_long")
     if not terminated:
         kind = _unterminated_line_problem(value)
@@ -2311,13 +2143,7 @@ def _line_problems(raw, terminated, session_id):
 
 
 class _LogReader(_ProblemTally):
-    """Reads the whole log forward, checking each line, without holding it in memory.
-
-    The log is opened once, when the reader is made, and every pass reads
-    that file: a restore or redact that replaces the log meanwhile leaves a
-    reader of several passes (recap, export, show) reading one log, not the
-    first passes of the old one and the rest of the new.  The passes share
-    the open file, so they run one after another.  Use it in a with block."""
+    """Reads the log forward, checking each line; all passes read the file opened first."""
 
     def __init__(self, folder, meta):
         self.path = os.path.join(folder, _LOG_NAME)
@@ -2325,15 +2151,12 @@ class _LogReader(_ProblemTally):
         _ProblemTally.__init__(self)  # of the last pass
         self.total = 0
         self.last_record = None
-        self.order = _LogOrder()     # of the last pass: its notices are warnings, not problems
-        self.redactions = _RedactionsSeen()  # of the last pass
-        # Every pass reads the same bytes, up to a size taken while no writer
-        # was mid-append; lines appended later wait for the next read.
+        self.order = _LogOrder()
+        self.redactions = _RedactionsSeen()
         descriptor, self.size, self.in_flight = _log_view(folder)
         self.handle = open(descriptor, "rb") if descriptor is not None else None
-        self.unterminated_in_flight = False  # whether records() left a line a writer is still writing
-        # An incomplete batch at the end is not read: it is a torn tail of
-        # several lines, which the next append sets aside.  self.size ends before it.
+        self.unterminated_in_flight = False
+        # not read: an incomplete batch at the end
         self.size_seen = self.size
         if self.size:
             self.size = _end_before_incomplete_batch(self.handle, self.size)
@@ -2346,7 +2169,6 @@ class _LogReader(_ProblemTally):
             self.handle.close()
 
     def records(self):
-        """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         self.order = seen = _LogOrder()
         self.redactions = _RedactionsSeen()
@@ -2356,21 +2178,18 @@ class _LogReader(_ProblemTally):
         self.note_problems(self.redactions.problems())
 
     def note_batch_ends(self, seen):
-        """After the last line read: a batch left unfinished before it, then the incomplete batch after it.
-
-        While a writer is at work, the incomplete batch is its batch in flight, not damage."""
+        """A batch left unfinished, then an incomplete batch at the end unless in flight."""
         ends = [seen.unfinished_batch()]
         if self.size < self.size_seen and not self.in_flight:
             ends.append(_problem(seen.line + 1, None, "incomplete_batch"))
         self.note_problems(list(filter(None, ends)))
 
     def read_records(self, seen):
-        """The forward pass of records(), checking each line with seen (a LogOrder)."""
         self.handle.seek(0)
         for number, (raw, terminated) in enumerate(_read_lines_forward(self.handle, self.size), 1):
             if not terminated and self.in_flight:
                 self.unterminated_in_flight = True
-                break  # a writer's note, still being written
+                break
             value, kinds = _line_problems(raw, terminated, self.session_id)
             kinds += seen.place_problems(value, kinds)
             if kinds:
@@ -2382,16 +2201,15 @@ class _LogReader(_ProblemTally):
                 yield value
 
     def warnings(self):
-        """The problems met, as sentences, bounded."""
         return _problem_messages(self.problems, self.problem_count)
 
     def notices(self):
-        """What the last pass found that append refuses now but an older log may hold, as sentences, bounded."""
+        """What append now refuses but an older log may hold, as sentences."""
         return _problem_messages(self.order.notices, self.order.notice_count)
 
 
 def _bounded_warnings(messages, count):
-    """The first WARNINGS_LISTED of count problems, then how many more there are."""
+    """The first _WARNINGS_LISTED messages, then how many more."""
     messages = messages[:_WARNINGS_LISTED]
     if count > len(messages):
         messages.append("%d more problems not listed; run verify for the full list" % (count - len(messages)))
@@ -2399,7 +2217,6 @@ def _bounded_warnings(messages, count):
 
 
 def _problem_messages(problems: list, count: int) -> list:
-    """Problems (verify's entries) as bounded warnings: where, then what."""
     messages = []
     for entry in problems[:_WARNINGS_LISTED]:
         where = "" if entry["line"] is None else "line %d" % entry["line"]
@@ -2410,23 +2227,20 @@ def _problem_messages(problems: list, count: int) -> list:
 
 
 def _with_warnings(receipt, warnings):
-    """Add a warnings key only when there is something to say."""
     if warnings:
         receipt["warnings"] = warnings
     return receipt
 
 
 class _RedactionsSeen:
-    """For a forward reader: how many redacted notes it met, and those no later source note explains yet.
-
-    Only the ids and line numbers of redacted notes are kept: they are rare."""
+    """Redacted notes met, and those no source note explains yet."""
 
     def __init__(self):
         self.count, self.pending = 0, {}
 
     def meet(self, record, line):
         if record["type"] != "source" and record["text"] != _REDACTED_TEXT:
-            return  # most notes: neither a redacted note nor one that could record a redaction
+            return  # most notes
         if _is_redacted(record):
             self.count += 1
             self.pending[record["id"]] = line
