@@ -3946,7 +3946,7 @@ def _recap_markdown(recap):
     return "\n".join(lines)
 
 
-_EXPORT_READ_BLOCK = 1 << 16  # characters read at a time from an export
+_EXPORT_READ_BLOCK = 1 << 16  # bytes read at a time from an export
 _EXPORT_VALUE_LIMIT = _LINE_LIMIT  # characters of one value at most: a longer one is no record
 _JSON_WHITESPACE = re.compile("[%s]*" % _JSON_SPACES)
 
