@@ -3402,18 +3402,7 @@ def _wanted_records(gates, *lists) -> tuple:
 
 
 class _SynthesisSeen:
-    """For a forward pass: the SYNTHESIS history, and the last delivery with the live notes appended after it.
-
-    A mode note whose text begins with SYNTHESIS enters synthesis, or keeps it;
-    any other mode note leaves it. `entered` is the note that began the latest
-    stretch of synthesis and `latest` the latest note beginning with SYNTHESIS,
-    so a later mode note that leaves synthesis changes neither (recap's `mode`
-    shows it). An artifact note written in synthesis is a delivery, and ends
-    that stretch (`ended` names it); each live note after the last delivery may
-    make it out of date, except a mode note: a change of state (the one that
-    ends synthesis after delivering, say) changes nothing the artifact says.
-    synthesis and delivery stay None until there is one: delivery's `after`
-    holds the ids of the newest `limit` of those notes, `more` counts the others."""
+    """The SYNTHESIS history and the last delivery, with the live non-mode notes after it."""
 
     def __init__(self, superseded, limit):
         self.superseded, self.limit = superseded, limit
@@ -3421,14 +3410,14 @@ class _SynthesisSeen:
         self.in_synthesis = False
 
     def meet(self, record):
-        """Take in the next record (superseded ones too: they may end or begin synthesis)."""
+        """Take in the next record (superseded too: it may begin or end synthesis)."""
         if record["type"] == "mode":
             self.in_synthesis, was_in = record["text"].startswith(_SYNTHESIS_WORD), self.in_synthesis
             if self.in_synthesis:
                 self.synthesis = {"entered": self.synthesis["entered"] if was_in else record["id"],
                                   "latest": record["id"]}
         if record["type"] == "artifact" and self.in_synthesis:
-            # Delivering ends synthesis, as the protocol says: writing again takes a new SYNTHESIS note.
+            # Delivering ends synthesis: writing again takes a new SYNTHESIS note.
             self.delivery, self.in_synthesis = {"id": record["id"], "after": [], "more": 0}, False
             self.synthesis["ended"] = record["id"]
         elif self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
@@ -3439,12 +3428,12 @@ class _SynthesisSeen:
 
 
 def _counted(number, noun) -> str:
-    """A number and its noun, plural when the number is not 1: "1 gate", "2 gates"."""
+    """The number and its noun, plural unless 1."""
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
 def _pending_next(open_gates, unconfirmed) -> str:
-    """The one sentence recap's pending gives: what to put to the operator before synthesis."""
+    """What recap's pending says to put to the operator before synthesis."""
     parts = [_counted(number, noun) for number, noun in ((open_gates, "open gate"),
                                                          (unconfirmed, "unconfirmed note")) if number]
     ways = [way for number, way in ((open_gates, "close or defer each gate"),
@@ -3454,12 +3443,7 @@ def _pending_next(open_gates, unconfirmed) -> str:
 
 
 def _recap_progress(seen, open_gates, unconfirmed) -> dict:
-    """recap's keys on what is pending and where synthesis stands, each only when it has something to say.
-
-    open_gates and unconfirmed are the whole counts, before any list is cut:
-    pending's unconfirmed is the number of entries of recap's unconfirmed
-    list; an open gate counts once, as open, whoever raised it.  seen: the
-    SynthesisSeen of a whole pass."""
+    """recap's pending, synthesis and delivery keys, those with something to say."""
     progress = {}
     if open_gates or unconfirmed:
         progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
@@ -3472,10 +3456,7 @@ def _recap_progress(seen, open_gates, unconfirmed) -> dict:
 
 
 def _read_export_head(path):
-    """The top-level keys of an export before its records, from a bounded prefix: (head, problem).
-
-    record_count sits before the records, so the whole file is never loaded.
-    (None, None) when there is no export at path."""
+    """(head, problem) from the export's bounded prefix before "records"; (None, None) if absent."""
     try:
         descriptor = _open_regular_file(path)
     except FileNotFoundError:
@@ -3501,7 +3482,7 @@ def _read_export_head(path):
 
 
 def _export_lag(folder, session_id, total):
-    """How many of the log's notes the folder's default export lacks, by its record count."""
+    """How many of the log's notes the default export lacks, by its record count."""
     path = os.path.join(folder, _EXPORT_NAME)
     lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
     head, problem = _read_export_head(path)
@@ -3524,15 +3505,11 @@ def _export_lag(folder, session_id, total):
 
 
 class _CompactReceipt(dict):
-    """A receipt that main prints as compact JSON on one line: readbacks sized to a byte budget.
-
-    Every other receipt keeps v0's 2-space indentation."""
+    """A receipt printed as one line of compact JSON."""
 
 
 def _printed_form(result) -> str:
-    """The text main prints for a command's result: markdown as is, else JSON and a newline.
-
-    A recap in markdown is a receipt whose markdown key holds the text."""
+    """The text main prints for a result: markdown as is, else JSON and a newline."""
     if isinstance(result, str):
         return result
     if "markdown" in result:
@@ -3543,7 +3520,6 @@ def _printed_form(result) -> str:
 
 
 def _printed_size(result) -> int:
-    """The number of bytes main prints for a result."""
     return len(_printed_form(result).encode("utf-8", "backslashreplace"))
 
 
@@ -3551,17 +3527,10 @@ _CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LIS
 
 
 class _Recap:
-    """What recap found, before it is fitted to its byte budget; the JSON receipt and the markdown render from it.
-
-    The lists are whole (within --limit) and oldest first.  Open and
-    deferred gates, unconfirmed notes, mode, shape and warnings are never
-    left out; the entries of CUTTABLE_RECAP_LISTS go oldest first (by the seq
-    each was last changed at) until the printed form fits.  When even what
-    is never left out is over the budget, the ids a delivery lists after it
-    go next, oldest first, joining its `more` count: they are detail."""
+    """What recap found, lists whole and oldest first, before fitting to the byte budget."""
 
     def __init__(self, receipt, ages, limit_cut, counts, unconfirmed_total):
-        self.receipt = receipt                      # a CompactReceipt with every list
+        self.receipt = receipt
         self.limit_cut = limit_cut                  # entries --limit left out, by list name
         self.counts = counts                        # notes by type, for the hints
         self.unconfirmed_total = unconfirmed_total  # unconfirmed notes before --limit
@@ -3569,7 +3538,7 @@ class _Recap:
                                     for index, age in enumerate(ages[name]))
 
     def hints(self, cut):
-        """How to see what recap left out: the tail of the types cut, and a wider recap for unconfirmed notes."""
+        """How to see what was cut: a tail of the types cut, a wider recap for unconfirmed notes."""
         types = [note_type for note_type in NOTE_TYPES
                  if any(cut.get(name) for list_type, name in _RECAP_LISTS if list_type == note_type)
                  or note_type == "gate" and any(cut.get(status + "_gates") for status in GATE_STATUSES)]
@@ -3582,9 +3551,7 @@ class _Recap:
         return hints
 
     def without(self, count, listed_after=None):
-        """The receipt without the `count` oldest entries that may go, saying what was cut and how to see it.
-
-        listed_after: how many of the newest ids after a delivery stay listed (None: all of them)."""
+        """The receipt without the `count` oldest cuttable entries (and all but `listed_after` delivery ids)."""
         dropped = {}
         for _, name, _ in self.dropped_order[:count]:
             dropped[name] = dropped.get(name, 0) + 1
@@ -3606,25 +3573,19 @@ class _Recap:
         return _with_warnings(result, warnings)
 
     def rendered(self, count, markdown, listed_after=None):
-        """The printed form without the `count` oldest entries: the receipt, or its markdown text."""
+        """The printed form without the `count` oldest entries: receipt or markdown."""
         shown = self.without(count, listed_after)
-        # Lists are kept oldest first while fitting (the oldest go first);
-        # closed gates are shown newest first, the closing a reader most needs.
+        # Fitting keeps lists oldest first; closed gates are shown newest first.
         shown["closed_gates"] = shown["closed_gates"][::-1]
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
-        """The printed form with the fewest oldest entries left out that make it fit max_bytes.
-
-        When what is never left out exceeds the budget alone, the ids after a
-        delivery go too, as few as will do; when even that is not enough,
-        recap refuses and says the size that would do."""
+        """The printed form that fits max_bytes with the fewest oldest entries, then delivery ids, left out."""
         whole = self.rendered(0, markdown)
         if _printed_size(whole) <= max_bytes:
             return whole
         every = len(self.dropped_order)
         if _printed_size(self.rendered(every, markdown)) <= max_bytes:
-            # Fewer entries left out means more of the state is shown.
             return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
         listed = len(self.receipt["delivery"]["after"]) if "delivery" in self.receipt else 0
         needed = _printed_size(self.rendered(every, markdown, 0))
@@ -3637,10 +3598,7 @@ class _Recap:
 
 
 def _largest_fit(render, fits, fails, max_bytes):
-    """render(step) for the step nearest fails whose printed form fits max_bytes, found by bisecting.
-
-    render(fits) must fit and render(fails) must not: the printed form grows
-    as the step moves from fits toward fails."""
+    """By bisection, render(step) for the step nearest `fails` that still fits max_bytes."""
     best = render(fits)
     while abs(fails - fits) > 1:
         middle = (fits + fails) // 2
@@ -3653,13 +3611,12 @@ def _largest_fit(render, fits, fails, max_bytes):
 
 
 def _read_recap(folder, meta, limit):
-    """Read the log twice (history, then live notes and synthesis) and gather the Recap of the session."""
+    """The Recap, from two passes over the log: history, then live notes."""
     with _LogReader(folder, meta) as reader:
         return _recap_of(folder, meta, limit, reader)
 
 
 def _recap_of(folder, meta, limit, reader):
-    """The Recap, from the two passes of one reader."""
     superseded, gates, counts = _recap_history(reader)
     warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
@@ -3691,12 +3648,12 @@ def _recap_of(folder, meta, limit, reader):
 
 
 def _one_line(value) -> str:
-    """A field's value on one line, whatever it holds (a damaged log may hold any JSON value)."""
+    """A value on one line (a damaged log may hold any JSON value)."""
     return " ".join((value if isinstance(value, str) else _compact_json(value)).splitlines())
 
 
 def _why_unconfirmed(labels) -> str:
-    """Why a note is not yet confirmed, in the operator's words."""
+    """Why a note is unconfirmed, in the operator's words."""
     reasons = []
     if labels.get("provenance") == "model":
         reasons.append("proposed by the model")
@@ -3706,13 +3663,7 @@ def _why_unconfirmed(labels) -> str:
 
 
 def _recap_item_line(item, kind="note", prefix=""):
-    """One recap item as one markdown line: its text first, its ids and marks in brackets at the end.
-
-    kind is "note", "gate" (open or deferred) or "closed" (a closed gate).  A
-    prefix names the note's type in the "Not yet confirmed" section, where the
-    mark says why the note is unconfirmed; elsewhere it only says that it is.
-    What a note holds is escaped (markdown_inline): it shows as typed, never
-    as markup, as the markdown export shows it."""
+    """One recap item as an escaped markdown line; kind: "note", "gate" or "closed"."""
     text = _markdown_inline(_one_line(item["text"]))
     line = "- " + prefix + (text if prefix else _markdown_line_start(text))
     if "effect" in item:
@@ -3728,7 +3679,7 @@ def _recap_item_line(item, kind="note", prefix=""):
     labels = _gate_labels(item) if kind != "note" else item
     if _is_unconfirmed(labels):
         marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
-    elif "provenance" in labels:  # who a settled point came from, as the JSON's provenance says
+    elif "provenance" in labels:  # who a settled point came from
         marks.append(_PROVENANCE_WORDS.get(labels["provenance"], "from " + _one_line(labels["provenance"])))
     return "%s [%s]" % (line, "; ".join(marks))
 
@@ -3745,7 +3696,7 @@ _RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "def
 
 
 def _recap_markdown_head(recap):
-    """The opening lines of the markdown recap: counts in words and how far the export lags."""
+    """The markdown recap's opening: counts in words and the export's lag."""
     lag = recap["export_lag"]
     if "problem" in lag:
         export = "Export: %s." % lag["problem"]
@@ -3765,7 +3716,7 @@ def _recap_markdown_head(recap):
 
 
 def _recap_markdown_progress(recap):
-    """The lines of the markdown recap on what is pending and where synthesis stands; none when nothing is."""
+    """The markdown recap's lines on pending work and synthesis, if any."""
     lines = []
     if "pending" in recap:
         lines.append("Pending: " + recap["pending"]["next"])
@@ -3786,7 +3737,7 @@ def _recap_markdown_progress(recap):
 
 
 def _recap_markdown(recap):
-    """The recap as markdown for the operator: plain headings, one line per item, no receipt keys."""
+    """The recap as markdown for the operator."""
     lines = _recap_markdown_head(recap) + _recap_markdown_progress(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
         lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
@@ -3809,23 +3760,17 @@ def _recap_markdown(recap):
     return "\n".join(lines)
 
 
-_EXPORT_READ_BLOCK = 1 << 16  # characters read at a time from an export
-_EXPORT_VALUE_LIMIT = _LINE_LIMIT  # characters of one export value at most: a longer record is no log line
+_EXPORT_READ_BLOCK = 1 << 16  # bytes read at a time from an export
+_EXPORT_VALUE_LIMIT = _LINE_LIMIT  # characters of one value at most: a longer one is no record
 _JSON_WHITESPACE = re.compile("[%s]*" % _JSON_SPACES)
 
 
 class _ExportShapeError(ValueError):
-    """Why an export file cannot be a session log at all (its reason names no value it holds)."""
+    """Why an export cannot be a session log (the reason names no value it holds)."""
 
 
 class _JsonStream:
-    """Reads one JSON document from a file a value at a time, never holding more than a value and a block.
-
-    The standard library has no streaming JSON parser, but raw_decode parses
-    one value at an offset of a string: values are parsed from a buffer that
-    gains a block whenever the value in it is cut off at the buffer's end.
-    The bytes read are hashed as they go, so that a second pass can tell
-    whether the file changed in between (digest)."""
+    """Reads a JSON document a value at a time (raw_decode on a growing buffer), hashing its bytes."""
 
     def __init__(self, handle):
         import codecs  # only restore needs it
@@ -3835,7 +3780,7 @@ class _JsonStream:
         self.text, self.position, self.ended, self.bytes_read = "", 0, False, 0
 
     def fill(self) -> bool:
-        """Append one block to the buffer, dropping what was parsed; False at the end of the file."""
+        """Add a block to the buffer, dropping what was parsed; False at the end of the file."""
         if self.ended:
             return False
         data = self.handle.read(_EXPORT_READ_BLOCK)
@@ -3851,14 +3796,13 @@ class _JsonStream:
         return True
 
     def peek(self) -> str:
-        """The next character that is not JSON white space ("" at the end of the file)."""
+        """The next non-whitespace character ("" at the end)."""
         while True:
             self.position = _JSON_WHITESPACE.match(self.text, self.position).end()
             if self.position < len(self.text) or not self.fill():
                 return self.text[self.position:self.position + 1]
 
     def take(self, allowed: str) -> str:
-        """The next character, which must be one of allowed."""
         character = self.peek()
         if not character or character not in allowed:
             raise _ExportShapeError("it is not JSON of the shape of an export")
@@ -3866,7 +3810,7 @@ class _JsonStream:
         return character
 
     def value(self):
-        """The next JSON value; one still unparsed past EXPORT_VALUE_LIMIT characters is refused."""
+        """The next JSON value, refused past EXPORT_VALUE_LIMIT characters."""
         limit = _EXPORT_VALUE_LIMIT
         self.peek()
         while True:
@@ -3888,7 +3832,7 @@ class _JsonStream:
         raise _ExportShapeError("it holds a value over %d characters, larger than any record" % limit)
 
     def elements(self):
-        """Yield the values of the array that comes next, one at a time."""
+        """Yield the values of the next array."""
         self.take("[")
         if self.peek() == "]":
             self.position += 1
@@ -3900,11 +3844,7 @@ class _JsonStream:
 
 
 def _export_parts(stream):
-    """Yield the export's top-level (key, value, elements) in file order, then check that nothing follows.
-
-    When records holds an array, value is None and elements a generator of
-    its values (else elements is None); what the caller leaves of it is read
-    past before the next key."""
+    """Yield (key, value, None), or (key, None, elements) for records' array; refuse what follows."""
     stream.take("{")
     seen = set()
     if stream.peek() == "}":
@@ -3930,7 +3870,7 @@ def _export_parts(stream):
 
 
 def _open_export(path):
-    """A binary handle on the export at path; refuse what is not a regular file, or is over EXPORT_SIZE_LIMIT."""
+    """A binary handle on the export: a regular file within EXPORT_SIZE_LIMIT."""
     try:
         descriptor = _open_regular_file(path)
     except FileNotFoundError:
@@ -3947,15 +3887,7 @@ def _open_export(path):
 
 
 class _Export(_ProblemTally):
-    """An export checked in one streaming pass, whose records later passes read again from the same open file.
-
-    Memory stays bounded whatever the export's size: one record at a time,
-    the first problems, and LogOrder's sets of ints.  The first pass keeps a
-    digest of the bytes; a later pass that reads to the end refuses when they
-    changed meanwhile, before its caller commits, so no record is written unchecked.
-    What cannot be a log at all is always refused; any other problem refuses
-    the restore, unless accept_damaged: then the problems are kept.  Notices
-    (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
+    """An export checked in one streaming pass; later passes read its records again."""
 
     HEAD_KEYS = ("schema_version", "session", "record_count")  # the only top-level values kept
 
@@ -3978,7 +3910,7 @@ class _Export(_ProblemTally):
         self.handle.close()
 
     def check(self) -> bytes:
-        """The first pass: the head's shape, then every record (walked again when records come first)."""
+        """The first pass, returning the digest: the head's shape, then every record."""
         head, walked = {}, False
         stream = _JsonStream(self.handle)
         for key, value, elements in _export_parts(stream):
@@ -4010,7 +3942,7 @@ class _Export(_ProblemTally):
 
     def check_records(self, session_id, records):
         """Check each record as verify would: keep the first problems, count the rest."""
-        seen = _LogOrder()  # as verify counts them, so that it reports the same problems after a restore
+        seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
         redactions = _RedactionsSeen()
         self.record_count = 0
         for number, record in enumerate(records, 1):
@@ -4029,15 +3961,12 @@ class _Export(_ProblemTally):
             if _is_usable(kinds):
                 redactions.meet(record, number)
             self.record_count = number
-        # After the last record: a batch cut short at the end of the export, then unexplained redactions.
+        # At the end: a batch cut short, then unexplained redactions.
         self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
         self.notices = _problem_messages(seen.notices, seen.notice_count)
 
     def records(self, verify=True):
-        """Yield the records again, read from the start of the same open file.
-
-        With verify, a pass read to its end refuses when the bytes are not the
-        first pass's: raised from the last step, before the caller commits."""
+        """Yield the records again; with verify, refuse at the end when the bytes differ from the first pass's."""
         self.handle.seek(0)
         stream = _JsonStream(self.handle)
         try:
@@ -4053,7 +3982,7 @@ class _Export(_ProblemTally):
 
 
 def _export_shape_problem(export) -> str | None:
-    """Why an export's head (its top-level values but the records' elements) cannot be a session log at all."""
+    """Why an export's head cannot be a session log, or None."""
     if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
         return "not JSON with schema_version %s" % _EXPORT_SCHEMA
     session, records = export.get("session"), export.get("records")
@@ -4067,9 +3996,7 @@ def _export_shape_problem(export) -> str | None:
 
 
 def _notes_kept_by_restore(folder, session, export):
-    """How many export records the folder already holds (None: a fresh start); refuse the rest.
-
-    The log and the export are compared record by record (common_prefix), never held whole."""
+    """How many export records the folder already holds (None: a fresh start); refuse anything else."""
     if _restore_cut_short(folder, session, export):
         return None
     meta = _check_session_folder(folder)
@@ -4078,8 +4005,7 @@ def _notes_kept_by_restore(folder, session, export):
     if meta is not None:
         with _LogReader(folder, meta) as reader:
             existing, common = _common_prefix(reader.records(), export.records(verify=False))
-        # A cut-off last line (a restore killed while adding notes leaves one)
-        # is mended under the lock, as append mends it; any other problem refuses.
+        # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
         mendable = [entry for entry in reader.problems
                     if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
         if reader.problem_count > len(mendable):
@@ -4096,7 +4022,7 @@ def _notes_kept_by_restore(folder, session, export):
             "%s holds another session (%s) with notes; nothing was changed. Restore into an "
             "empty --dir instead" % (folder, meta["session_id"]))
     if existing > export.record_count and common == export.record_count:
-        # An older export of this very log: restoring it elsewhere would fork the session.
+        # An older export of this log: restoring it elsewhere would fork the session.
         raise NotesError(
             "%s already holds session %s with %d notes, more than the %d of this export, which is an "
             "older copy of the same log: there is nothing to restore, and nothing was changed. Carry on "
@@ -4110,7 +4036,7 @@ def _notes_kept_by_restore(folder, session, export):
 
 
 def _common_prefix(log_records, export_records):
-    """(how many records the log holds, how many of its first ones equal the export's first ones, in order)."""
+    """(records in the log, how many of its first ones equal the export's first ones)."""
     count = common = 0
     matching = True
     for record in log_records:
@@ -4122,7 +4048,7 @@ def _common_prefix(log_records, export_records):
 
 
 def _restore_cut_short(folder, session, export):
-    """Whether the folder holds what this restore leaves when cut short: a log of the export's first notes, no meta."""
+    """Whether the folder holds a restore cut short: the export's first notes, no meta."""
     log_path = os.path.join(folder, _LOG_NAME)
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
@@ -4135,10 +4061,7 @@ def _restore_cut_short(folder, session, export):
 
 
 def _record_chunks(records):
-    """The records as log lines, joined into chunks of about EXPORT_READ_BLOCK bytes.
-
-    One write per chunk rather than per line (map(record_line, records) is
-    the plain form): a million records are a million write calls otherwise."""
+    """The records as log lines, in chunks of about EXPORT_READ_BLOCK bytes (one write each)."""
     lines, length = [], 0
     for record in records:
         lines.append(_record_line(record))
@@ -4151,29 +4074,21 @@ def _record_chunks(records):
 
 
 def _write_restored_session(folder, session, records):
-    """Write the export's log, then its meta last, so that a restore cut short leaves no session to fork."""
+    """Write the log, then the meta last: a restore cut short leaves no session to fork."""
     meta = _read_meta(folder)
     if meta is not None and meta["session_id"] != session["session_id"]:
-        # Crash window: the meta of a session without notes goes first; cut
-        # short here, the folder holds no session, and the same restore run
-        # again starts afresh.
+        # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
         os.unlink(os.path.join(folder, _META_NAME))
         _fsync_folder(folder)
-    # Crash window: the log holds the export's notes and the meta is not
-    # written yet.  Writers refuse a log without its meta, so no append can
-    # start a fork of the session; the same restore run again finds its own
-    # notes there and writes the meta.  (records comes from Export.records,
-    # which refuses at its end if the export changed: the temporary file is
-    # then removed and the log left as it was.)
+    # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
     _write_file_atomically(os.path.join(folder, _LOG_NAME), _record_chunks(records))
     _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
 
 
 def _restore_export(folder, export):
-    """Bring the checked export into folder, a whole new log or the notes it lacks: (restored, recovered)."""
+    """Bring the checked export into folder, whole or the notes it lacks: (restored, recovered)."""
     session, log_path = export.session, os.path.join(folder, _LOG_NAME)
-    # Refusals come before the lock, so that they leave the folder untouched;
-    # the same check runs again under the lock, where it counts.
+    # Refused before the lock too, leaving the folder untouched; the check under it counts.
     _notes_kept_by_restore(folder, session, export)
     with _SessionLock(folder):
         kept = _notes_kept_by_restore(folder, session, export)
@@ -4194,7 +4109,7 @@ def _restore_export(folder, export):
 
 
 def _restore_tell_operator(folder, export_path, record_count, problem_count, gates) -> str:
-    """The sentence restore's receipt passes on: what came back, the gates left, which file to keep from now on."""
+    """restore's sentence for the operator: what came back, gates left, which file to keep."""
     sentence = "The session is back with %s" % _counted(record_count, "note")
     if problem_count:
         sentence += ", with %s kept as the export held them (verify lists them)" % _counted(problem_count, "problem")
@@ -4208,7 +4123,7 @@ def _restore_tell_operator(folder, export_path, record_count, problem_count, gat
 
 
 def _mend_log_tail(folder):
-    """Under the lock, before restore adds notes: mend the end of the log a crash left, as append does."""
+    """Under the lock: mend the end of the log a crash left, as append does."""
     descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
     try:
         with open(descriptor, "rb", closefd=False) as handle:
@@ -4219,15 +4134,10 @@ def _mend_log_tail(folder):
 
 
 # redact: the one audited rewrite of a complete line (SPEC section 5), the Session.redact method's parts
-#
-# A note's text and effect are replaced by REDACTED_TEXT; every other field
-# stays, the checksum is taken anew, and a later source note records which
-# note was redacted and why (about = its id, text "Redacted <id>: <reason>").
-# verify accepts a placeholder only with such a note after it.
 
 
 def _redact_reason(reason) -> str:
-    """The reason of a redaction, with append's checks on a text (it goes into the source note)."""
+    """The reason, checked as append checks a text (it goes into the source note)."""
     if reason is None or not reason.strip():
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
                          "--reason 'It held a private phone number.'", help_for="redact")
@@ -4248,7 +4158,7 @@ def _redaction_after(handle, size, note_id, seq):
 
 
 def _rewritten_log(handle, size, offset, old_length, new_line):
-    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced."""
+    """The log's bytes with the line at offset (old_length bytes without newline) replaced."""
     for start, end in ((0, offset), (offset + old_length, size)):
         handle.seek(start)
         left = end - start
@@ -4263,15 +4173,7 @@ def _rewritten_log(handle, size, offset, old_length, new_line):
 
 
 def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: rewrite the note's line with the placeholder, then append the source note that says why.
-
-    The line is replaced through write_file_atomically: the whole log is
-    copied, block by block, to a temporary file with the one line changed,
-    fsynced and renamed over the log, so every other byte stays as it was.
-    Crash windows: before the rename the log is untouched (the temporary file
-    holds only the redacted copy and is removed once stale); after it and
-    before the source note is appended, verify reports the placeholder as
-    unexplained, and redact run again on the note appends the note only."""
+    """Under the lock: put the placeholder in the note's line, then append the source note saying why."""
     log_path = os.path.join(folder, _LOG_NAME)
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
                           None, note_id, None)
@@ -4296,6 +4198,8 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
                 raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
         else:
             new_line = _record_line(_redacted_record(record))[:-1]
+            # Crash window: after the rename and before the source note, verify calls the placeholder
+            # unexplained; redact run again appends only the note.
             _write_file_atomically(log_path, _rewritten_log(handle, size, offset, len(line), new_line))
     appended = _append_signal(folder, meta, signal)
     receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
@@ -4307,7 +4211,7 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
 
 
 def _files_that_may_hold_old_text(folder) -> list:
-    """The files of the session folder that redact does not rewrite and that may hold a note's old text."""
+    """Session files that redact does not rewrite and that may hold old text."""
     try:
         names = sorted(os.listdir(folder))
     except OSError:
