@@ -1,54 +1,21 @@
 #!/usr/bin/env python3
 """notes.py: the persistence tool of Memory-Assisted Shaping.
 
-A model that shapes an idea over a long conversation runs
-
     python3 -S notes.py append --type decision --text 'The log stays append-only.'
 
-whenever losing a decision, a gate, a discarded path or an artifact boundary
-would hurt continuity.  This tool owns everything about that signal once it
-arrives: it stamps it with a time, a session id, a sequence number and a
-checksum, appends it as one line of JSON to session_notes.jsonl, and later
-hands the state back (tail, show, summary, recap, export, verify, restore).
+stamps a signal with a time, a session id, a seq and a checksum, and appends it
+as one JSON line to session_notes.jsonl; tail, show, summary, recap, export,
+verify and restore hand the state back.  Notes are never reordered or dropped,
+a torn last line is set aside in a side file, and credentials and control
+characters are refused (docs/guarantees.md lists every promise).  The formats
+are v0's, byte for byte.  Standard library only; runs under ``python3 -S`` on
+CPython 3.9 to 3.13 and PyPy.
 
-What it owns:
-  * the files of one session folder: session_meta.json, session_notes.jsonl,
-    session_notes.lock, and the exports it is asked to write;
-  * the numbering: seq grows by one per note, with no repeat and no gap, even
-    with many writers at once (they queue on an exclusive lock);
-  * the integrity of every line: a crash can cut the last line short, and the
-    next append sets the cut bytes aside in a side file, never deleting them.
-
-What it refuses to do:
-  * rewrite, reorder or drop a note already in the log, or move a complete
-    line, whatever it holds (only bytes after the last newline are torn);
-  * write through a symbolic link, or into a folder it was not pointed at;
-  * store credentials, control characters, or text beyond the size of a
-    minimal signal: the log is plain text that gets uploaded and shared;
-  * write anything at all when only asked to read;
-  * read or write a FIFO, socket or device (it could block or never end),
-    or wait for another writer's lock without bound.
-
-Contents, top to bottom; each section builds only on those above it
-(tests/test_layout.py holds this):
-  * Constants: file names, limits, exit codes, the credential patterns;
-  * Errors: NotesError, the refusal every entry point reports;
-  * Record rules: pure functions (no I/O) for JSON, the checksum, building a
-    record, checking a signal before it is stored and a line after it was read;
-  * Storage: the folder and its meta, the writers' lock, one backward scanner
-    of the log (what append and tail need) and one forward reader (what
-    verify, summary, recap and export need), appending, atomic writes;
-  * Session: the Python API, ``Session(folder)`` with one method per command
-    taking keyword arguments and returning the receipt, and what they share;
-  * Command line: the one table of commands and options, the parser built
-    from it, and reading ``-`` from standard input;
-  * MCP: ``notes.py mcp``, the same Session methods as tools over stdio;
-  * Entry: ``main``, the one place that prints for the command line, and the
-    dispatch to a Session method or the MCP server.
-
-The formats are those of the public v0 tool, byte for byte; a log written
-here stays readable by v0.  Standard library only, public API only; runs
-under ``python3 -S`` on CPython 3.9 to 3.13 and on PyPy.
+Sections, each building only on those above it (tests/test_layout.py):
+Constants; Errors (NotesError); Record rules (pure: JSON, checksum, checks);
+Storage (folder, lock, log readers, appends, atomic writes); Session (the
+Python API, one method per command); Command line (the parser); MCP
+(``notes.py mcp``); Entry (``main``).
 """
 
 from __future__ import annotations
@@ -77,25 +44,23 @@ except ImportError:  # Windows
 
 _META_NAME = "session_meta.json"
 _LOG_NAME = "session_notes.jsonl"
-_TORN_PREFIX = _LOG_NAME + ".torn-"  # side files of set-aside torn tails: session_notes.jsonl.torn-*
+_TORN_PREFIX = _LOG_NAME + ".torn-"  # side files holding set-aside torn tails
 _LOCK_NAME = "session_notes.lock"
 _EXPORT_NAME = "session_export.json"
 _EXPORT_MARKDOWN_NAME = "session_export.md"
 
 _META_SCHEMA = "shaping-memory-session-meta.v0"
 _EXPORT_SCHEMA = "shaping-memory-export.v0"
-# How every export this tool (or v0) writes begins: how export recognises a
-# file it may replace.
+# How every export (ours or v0's) begins: export replaces only such a file.
 _EXPORT_JSON_START = b'{\n  "schema_version": "' + _EXPORT_SCHEMA.encode("ascii") + b'"'
 _EXPORT_MARKDOWN_START = b"# Shaping session "
 
 NOTE_TYPES = ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact")
 GATE_STATUSES = ("open", "deferred", "closed")
-# Who a signal comes from, and how well it is known (the protocol's own words).
 PROVENANCES = ("op", "model", "shared")
-_FIRM_PROVENANCES = ("op", "shared")  # a note so labelled is superseded only by a note so labelled
+_FIRM_PROVENANCES = ("op", "shared")  # superseded only by a note so labelled
 EVIDENCE_LEVELS = ("declared", "inferred", "observed", "validated")
-# Lists of the recap, by the note type each one gathers.
+# recap's lists: (note type, list name).
 _RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
                ("source", "sources"), ("artifact", "artifacts"))
 
@@ -103,54 +68,44 @@ _TEXT_LIMIT = 2000
 _EFFECT_LIMIT = 1000
 _TAIL_DEFAULT_LIMIT = 5
 _RECAP_DEFAULT_LIMIT = 20
-# The most records tail returns, and items recap keeps per list: a reply is held
-# whole in memory, so a limit of 10**9 over a large log must not hold the log.
+# The most records tail returns and items recap keeps per list: a reply is held in memory.
 _LIMIT_MAX = 1000
-# The log bytes of the records one tail returns at most.  The tool writes notes
-# of a few KB, so 1000 fit; a hand-made log of 1 MiB lines is cut short, said.
+# The log bytes one tail returns at most; more is cut short, and said.
 _TAIL_BYTES_LIMIT = 8 << 20
-_RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
-# A mode note whose text begins with this word enters synthesis; an artifact
-# note written in synthesis is a delivery (recap's synthesis and delivery).
+_RECAP_DEFAULT_MAX_BYTES = 12288  # printed UTF-8 bytes
+# A mode note beginning with this word enters synthesis; an artifact then is a delivery.
 _SYNTHESIS_WORD = "SYNTHESIS"
-_STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
-_BATCH_LINE_LIMIT = 100    # signals in one append --batch: a turn's worth, far below what a model sends at once
-_BATCH_BYTE_LIMIT = 262144  # bytes of standard input append --batch reads at most (256 KiB)
-_EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
+_STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -
+_BATCH_LINE_LIMIT = 100    # signals in one append --batch
+_BATCH_BYTE_LIMIT = 262144  # bytes of standard input append --batch reads at most
+_EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count
 _WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
 _PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
 _BACKWARD_BLOCK = 65536    # bytes read at a time when the log is read in blocks
-# A line longer than this is no record of ours (a full signal is a few KiB):
-# readers report it as too long instead of holding it in memory.
+# A longer line is no record of ours: readers report it instead of holding it.
 _LINE_LIMIT = 1 << 20
 _EXPORT_SIZE_LIMIT = 256 << 20   # an export larger than this is refused before it is read
 _META_SIZE_LIMIT = 1 << 20
 _SEQ_LIMIT = 999999999           # no real session reaches it; a seq past it is damage
-# How long a writer waits for the lock before it gives up (a stopped or hung
-# holder); the environment variable overrides it, up to a day.
+# How long a writer waits for the lock (the variable overrides it, up to a day).
 _LOCK_WAIT_SECONDS = 30.0
 _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
-# A retry is an append identical to one of this many last records, written
-# within this many seconds: it is answered with that note, not stored again.
+# An append identical to one of the last N records, written within S seconds, is a retry.
 _DUPLICATE_WINDOW_RECORDS = 20
 _DUPLICATE_WINDOW_SECONDS = 600
-# The fields of a signal, in build_record's order: what a retry must repeat.
+# A signal's fields in build_record's order: what a retry must repeat.
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
-_BATCH_LINK_FIELDS = ("ref", "about", "by")  # where a batch line may name an earlier line of its batch as "@K"
-# A temporary file of a killed whole-file write is removed by a later write of
-# the same file once it is this old (no live write takes that long).
+_BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier line of the batch as "@K"
+# A killed write's temporary file this old is removed by a later write of the same file.
 _STALE_TEMPORARY_SECONDS = 600
 
-__version__ = "1.2.0"  # the one place the version is kept; pyproject.toml reads it
+__version__ = "1.2.0"  # pyproject.toml reads it
 
-# Where the session folder comes from when --dir is not given.
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
-# Folder names an installer puts modules in (dist-packages is Debian's).
+# Folders an installer puts modules in.
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
-# The ways to start this tool, as errors and hints repeat them: the script,
-# the console command pip installs ([project.scripts] in pyproject.toml), and
-# the module run with python -m.
+# The ways to start this tool, as errors and hints name them.
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
 _MODULE_COMMAND = "python3 -m notes"
@@ -160,31 +115,22 @@ _EXIT_UNEXPECTED = 1
 _EXIT_USAGE = 2
 _EXIT_INTEGRITY = 3
 
-# O_NOFOLLOW makes open() fail on a symbolic link instead of following it.
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
-# O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
-_NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
-_FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
-# The session's files and the folders the tool creates are its user's alone:
-# the log holds what a conversation decided, sometimes personal details.  An
-# export is made for the host to download, maybe as another user: 0o666 lets
-# the umask decide, as for any file a program writes.
+_NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
+_FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
+# Session files and folders are private (the log may hold personal details);
+# an export, made for the host to download, gets the umask's mode.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
 _UMASK_FILE_MODE = 0o666
 
-# Characters a signal may not hold: C0 controls other than tab, newline and
-# carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
-# obey; and the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
-# U+2066-U+2069), which reorder what an operator reads.  The marks U+200E and
-# U+200F stay: right-to-left scripts need them, and they reorder nothing.
+# Refused in a signal: C0 controls but tab, newline and CR; DEL and C1; bidirectional
+# embeddings, overrides and isolates, which reorder what an operator reads.
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
-# Invisible characters removed before looking for a credential, so that a key
-# split by them is still found.  They are kept in the note: U+200D joins emoji,
-# U+200C shapes Persian and Indic words, U+200E and U+200F mark the direction
-# of right-to-left text, and variation selectors pick an emoji's look.
+# Removed before the credential check, so a key split by them is still found;
+# the note keeps them (emoji, Persian and Indic words, right-to-left text need them).
 _INVISIBLE_CHARACTERS = dict.fromkeys([
     0x00ad,                      # soft hyphen
     0x034f,                      # combining grapheme joiner
@@ -201,9 +147,9 @@ _INVISIBLE_CHARACTERS = dict.fromkeys([
     *range(0xe0100, 0xe01f0),    # variation selectors supplement
 ])
 
-_SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
+_SESSION_ID_LIMIT = 100    # characters of a session id
 _HEX_DIGITS = frozenset("0123456789abcdef")
-# The shapes of a record's ts and checksum; [0-9] is ASCII digits only.
+# [0-9], unlike \d, is ASCII digits only.
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
@@ -364,8 +310,7 @@ class NotesError(Exception):
         self.message = message
         self.exit_code = exit_code
         self.details = details or {}
-        # A command whose --help the command line and MCP name after the
-        # message; the rules that refuse cannot know how the tool was started.
+        # The command whose --help the entry points name after the message.
         self.help_for = help_for
 
 
