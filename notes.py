@@ -323,33 +323,21 @@ def _refuse_constant(name: str):
 
 
 def _finite_float(text: str) -> float:
-    """json.loads calls this for every number with a fraction or exponent: refuse
-    one too big for a float (1e999), which would become infinity, a value no
-    JSON writer may write back."""
+    """A JSON float; one too big (1e999) would become infinity, which JSON cannot hold."""
     value = float(text)
-    if value - value != 0:  # inf - inf is nan, and nan differs from everything
+    if value - value != 0:  # infinite
         raise ValueError("%s... is too big for a float" % text[:20])
     return value
 
 
-# json.loads(text, parse_constant=..., parse_float=...) builds this same
-# decoder on every call; readers parse every line, so it is built once.
+# Built once: json.loads(text, parse_constant=..., parse_float=...) builds it per call.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 _JSON_SPACES = " \t\n\r"  # the only characters JSON allows between its tokens
 
 
 def _parse_json(text: str):
-    """Parse one JSON document; raise ValueError when it is not one.
-
-    Stricter than json.loads alone: NaN and Infinity are refused, so is a
-    number too big for a float, and a value nested too deeply to parse is an
-    ordinary ValueError, not a RecursionError."""
-    # JSON allows whitespace around the document.  JSONDecoder.decode skips
-    # it with two regular-expression matches, a fifth of what parsing a log
-    # line costs; str.strip and raw_decode give the same answer for less
-    # (one frame fewer, so on CPython 3.9 to 3.11, where the parser's depth
-    # limit counts Python frames, a document one level deeper parses).
-    # The plain form: return _DECODER.decode(text).
+    """One JSON document, without NaN, Infinity or floats too big; ValueError otherwise (deep nesting too)."""
+    # Faster than the plain _DECODER.decode(text), which strips with two regex matches.
     body = text.strip(_JSON_SPACES)
     try:
         value, end = _DECODER.raw_decode(body)
@@ -360,11 +348,8 @@ def _parse_json(text: str):
     return value
 
 
-# json.dumps(value, separators=..., ...) builds the same encoder on every call;
-# readers take the checksum of every line, so each is built once.  The plain
-# form, json.dumps with these arguments, gives the same text.  The checksum's
-# encoder skips the test for a value that holds itself, a dict of ids kept per
-# call: what it encodes is a parsed line or a record build_record made, never circular.
+# Built once (plain form: json.dumps with these arguments).  The checksum's input
+# is a parsed line or a built record, never circular, so the check is skipped.
 _COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True,
                                       check_circular=False)
@@ -381,7 +366,7 @@ def _canonical_json(value) -> str:
 
 
 def _pretty_json(value) -> str:
-    """JSON as v0 prints receipts and writes the meta and exports: 2-space indent, non-ASCII as is."""
+    """JSON as v0 prints receipts and writes meta and exports: 2-space indent, non-ASCII as is."""
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
@@ -409,9 +394,7 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
                  ref: str | None = None, status: str | None = None, provenance: str | None = None,
                  evidence: str | None = None, about: str | None = None, by: str | None = None,
                  timestamp: str | None = None, batch: str | None = None) -> dict:
-    """A record with v0's keys in v0's order, then the optional links and labels, checksum last.
-
-    batch ("K/N") marks line K of an N-line append --batch."""
+    """A record: v0's keys in v0's order, then the optional fields, checksum last; batch "K/N" marks line K of N."""
     record = {
         "id": _note_id_for(seq),
         "ts": timestamp or _utc_now(),
@@ -702,17 +685,13 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None,
                  provenance: str | None = None, evidence: str | None = None,
                  about: str | None = None, by: str | None = None) -> dict:
-    """Validate a signal before anything is touched; return it as field name -> value, in SIGNAL_FIELDS order.
-
-    provenance and evidence are stored as given, so they are only checked.
-    What the links name is checked against the log later (check_links)."""
+    """The signal checked before anything is touched, as field -> value in SIGNAL_FIELDS order."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
         raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
                          "append-only.'", help_for="append")
-    # The parser already keeps these to their words; the checks stay here so
-    # that the signal is whole whoever calls this.
+    # The parser checks these too, but the Python API does not go through it.
     _check_choice("type", note_type, NOTE_TYPES)
     for name, value, allowed in (("provenance", provenance, PROVENANCES),
                                  ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
@@ -750,7 +729,7 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
 
 
 def _clean_link(name: str, value: str | None) -> str | None:
-    """An --about or --by value stripped and checked to be a note id; its value is never echoed."""
+    """An --about or --by value stripped and checked to be a note id."""
     if value is None:
         return None
     cleaned = _as_note_id(value)
@@ -760,11 +739,7 @@ def _clean_link(name: str, value: str | None) -> str | None:
 
 
 def _is_note_id(value) -> bool:
-    """Whether value has the shape of a note id (n followed by five to eleven digits).
-
-    The bound makes an id or ref of thousands of digits damage, never a note:
-    readers skip its record with a warning that does not echo it, so it cannot
-    swell a readback past its budget."""
+    """Whether value is n and five to eleven digits; a longer id is damage, skipped unechoed."""
     return (isinstance(value, str) and 6 <= len(value) <= _NOTE_ID_LIMIT and value[0] == "n"
             and value[1:].isdigit() and value.isascii())
 
@@ -772,19 +747,15 @@ def _is_note_id(value) -> bool:
 def _as_note_id(value) -> str | None:
     """A note id a caller gave, stripped; None when it is not one (the Python API may pass anything)."""
     value = value.strip() if isinstance(value, str) else value
-    return value if _is_note_id(value) else None  # is_note_id bounds its length (NOTE_ID_LIMIT)
+    return value if _is_note_id(value) else None
 
 
 def _is_seq(value) -> bool:
-    """Whether value is a usable seq: a positive int (not a bool) up to SEQ_LIMIT.
-
-    A line whose seq is past the limit holds no usable seq: readers skip it,
-    and append counts it as a damaged line, numbering past it sanely."""
-    return type(value) is int and 1 <= value <= _SEQ_LIMIT  # type(True) is bool, not int
+    """Whether value is an int (not a bool) from 1 to SEQ_LIMIT; past it, the line is damage."""
+    return type(value) is int and 1 <= value <= _SEQ_LIMIT
 
 
 def _is_timestamp(value) -> bool:
-    """Whether value has the shape YYYY-MM-DDTHH:MM:SSZ, in ASCII digits."""
     return type(value) is str and _TIMESTAMP_SHAPE.fullmatch(value) is not None
 
 
@@ -795,7 +766,6 @@ def _is_session_id(value) -> bool:
 
 
 def _is_checksum(value) -> bool:
-    """Whether value has the shape of a checksum: 16 lowercase hex digits."""
     return type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None
 
 
@@ -822,7 +792,6 @@ def _is_batch_place(value) -> bool:
 
 
 def _is_string(value) -> bool:
-    """Whether value is a string."""
     return type(value) is str
 
 
@@ -885,14 +854,11 @@ _PROBLEM_DETAILS = {
                              "was redacted: it was edited by hand, or redact was cut short (run redact on it "
                              "again to record why)",
 }
-# A record with one of these is skipped by every reader (with a warning): its
-# fields are not what they claim to be, and code that trusts them would fail.
-# A record with any other problem is still read, and the problem reported.
+# Readers skip a record with one of these (its fields cannot be trusted); other problems are reported.
 _UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))
 
 _REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
-# What each field of a record must hold: (test, what it is).  A field not named
-# here must hold a plain value (is_plain_value).
+# What each field must hold: (test, what it is); any other field, PLAIN_RULE.
 _FIELD_RULES = {
     "id": (_is_note_id, "a note id (n and five to eleven digits)"),
     "ts": (_is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
@@ -928,9 +894,7 @@ def _field_problems(record: dict) -> list:
 
 
 def _check_record(record: dict, session_id: str | None) -> list:
-    """Problems of one parsed record taken alone (not its place in the sequence), as (kind, detail) pairs.
-
-    The detail is None where PROBLEM_DETAILS says it all; it never holds a value of the record."""
+    """Problems of one parsed record alone, as (kind, detail); detail never holds a value of the record."""
     problems = _field_problems(record)
     if problems:
         return problems
@@ -990,23 +954,10 @@ def _gate_rule_problem(record: dict) -> str | None:
 
 
 class _LogOrder:
-    """What a forward reader remembers of the lines before this one, to check its place in the log.
-
-    The seq must follow the highest before it (damaged lines since may each
-    have held one), and the ref must name an earlier note of the right kind,
-    as append's check_ref asks.  A ref is checked by its seq (the id n00012 names seq 12): it must be below
-    the note's own, and it names a gate exactly when the note is a gate update.
-    about and by are checked the same way (check_links): earlier, and a by never a gate.
-    Only the seqs of gates and of notes labelled op or shared are kept, so a
-    whole log's worth costs two sets of ints.  A batch ("batch": "K/N") must
-    be whole: lines 1/N to N/N in a row; only the batch under way is kept.
-
-    A note that supersedes an op or shared note without being labelled op or
-    shared itself breaks a rule append now keeps; a log written by 1.1.0
-    may hold such a note, so it is a notice (a warning), never damage."""
+    """What a forward reader keeps of earlier lines to check each line's place: seq order, links, batches."""
 
     def __init__(self):
-        self.seqs = set()
+        self.seqs = set()                # seqs of gates
         self.firm = set()                # seqs of non-gate notes labelled op or shared
         self.highest = self.damaged = 0  # highest seq so far; lines since it that hold no seq
         self.line = 0                    # lines (or export records) met so far
@@ -1015,7 +966,7 @@ class _LogOrder:
         self.notices, self.notice_count = [], 0  # the first notices, as verify's problem entries
 
     def place_problems(self, value, kinds: list) -> list:
-        """The problems of a record (None: an unreadable line) from its place in the log: seq order, ref target."""
+        """The problems of a record (None: an unreadable line) from its place in the log."""
         seq = value.get("seq") if value is not None else None
         found = []
         order = _seq_order_problem(seq, self.highest, self.damaged)
@@ -1057,11 +1008,7 @@ class _LogOrder:
         return found
 
     def ref_problem(self, record: dict, target: int) -> str | None:
-        """What is wrong with the record's ref, whose seq is target (None when nothing is).
-
-        It must name an earlier note, a gate exactly when the record is a gate
-        update.  A note (not a gate update) not labelled op or shared that
-        supersedes one so labelled is kept as a notice, whatever else is wrong with its ref."""
+        """What is wrong with the record's ref to seq target, or None; counts a supersede_rule notice."""
         ref, is_gate = record["ref"], record["type"] == "gate"
         if not is_gate and target in self.firm and record.get("provenance") not in _FIRM_PROVENANCES:
             self.notice_count += 1
@@ -1113,16 +1060,12 @@ def _is_usable(problems: list) -> bool:
 
 
 def _is_the_note(value, note_id: str) -> bool:
-    """Whether a parsed line (None: unreadable) is the note with this id that readers read (it has no
-    missing or malformed field)."""
+    """Whether a parsed line (None: unreadable) is the usable note with this id."""
     return value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None))
 
 
 def _seq_order_problem(seq, highest: int, damaged: int) -> str | None:
-    """The problem of a seq read forward: repeated, gap, or None.
-
-    highest is the highest seq before it; damaged, the lines since that one
-    that hold no seq (each may have held one, so they leave no gap)."""
+    """seq_repeated, seq_gap or None; each of the damaged lines since highest may have held a seq."""
     if not _is_seq(seq) or highest < seq <= highest + 1 + damaged:
         return None
     return "seq_repeated" if seq <= highest else "seq_gap"
@@ -1164,17 +1107,14 @@ class _ProblemTally:
 
 
 def _parse_time_filter(value: str | None, name: str) -> str | None:
-    """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ (None when not given).
-
-    The time is compared as a string with each record's ts, so it keeps its
-    four-digit year: strftime would write the year 999 as "999", after "2026"."""
+    """A --since/--until time as YYYY-MM-DDTHH:MM:SSZ, compared as text with each ts (None when not given)."""
     if value is None:
         return None
     stamp = value + "T00:00:00Z" if len(value) == 10 else value
     try:
         if not _is_timestamp(stamp):
-            raise ValueError(value)  # strptime would also take "2026-1-01", a lower-case t, or other digits
-        time.strptime(stamp, _TIMESTAMP_FORMAT)  # the ranges: month 13, February 30, year 0
+            raise ValueError(value)  # strptime alone takes "2026-1-01" and other digits
+        time.strptime(stamp, _TIMESTAMP_FORMAT)  # month 13, February 30, year 0
     except ValueError:
         raise NotesError(
             "--%s is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
@@ -1183,7 +1123,7 @@ def _parse_time_filter(value: str | None, name: str) -> str | None:
 
 
 def _check_limit(value: int) -> int:
-    """Refuse a --limit below 1 or above LIMIT_MAX (each record asked for is held in memory until printed)."""
+    """Refuse a --limit below 1 or above LIMIT_MAX."""
     if value < 1:
         raise NotesError("--limit must be 1 or more")
     if value > _LIMIT_MAX:
