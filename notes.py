@@ -1,21 +1,11 @@
 #!/usr/bin/env python3
 """notes.py: the persistence tool of Memory-Assisted Shaping.
 
-    python3 -S notes.py append --type decision --text 'The log stays append-only.'
+Appends each signal as one checksummed JSON line to session_notes.jsonl and
+reads the state back; docs/guarantees.md lists its promises.  Standard library only.
 
-stamps a signal with a time, a session id, a seq and a checksum, and appends it
-as one JSON line to session_notes.jsonl; tail, show, summary, recap, export,
-verify and restore hand the state back.  Notes are never reordered or dropped,
-a torn last line is set aside in a side file, and credentials and control
-characters are refused (docs/guarantees.md lists every promise).  The formats
-are v0's, byte for byte.  Standard library only; runs under ``python3 -S`` on
-CPython 3.9 to 3.13 and PyPy.
-
-Sections, each building only on those above it (tests/test_layout.py):
-Constants; Errors (NotesError); Record rules (pure: JSON, checksum, checks);
-Storage (folder, lock, log readers, appends, atomic writes); Session (the
-Python API, one method per command); Command line (the parser); MCP
-(``notes.py mcp``); Entry (``main``).
+Sections, each using only those above it: Constants; Errors; Record rules
+(pure); Storage; Session (the Python API); Command line; MCP; Entry (main).
 """
 
 from __future__ import annotations
@@ -44,14 +34,14 @@ except ImportError:  # Windows
 
 _META_NAME = "session_meta.json"
 _LOG_NAME = "session_notes.jsonl"
-_TORN_PREFIX = _LOG_NAME + ".torn-"  # side files holding set-aside torn tails
+_TORN_PREFIX = _LOG_NAME + ".torn-"  # side files of torn tails
 _LOCK_NAME = "session_notes.lock"
 _EXPORT_NAME = "session_export.json"
 _EXPORT_MARKDOWN_NAME = "session_export.md"
 
 _META_SCHEMA = "shaping-memory-session-meta.v0"
 _EXPORT_SCHEMA = "shaping-memory-export.v0"
-# How every export (ours or v0's) begins: export replaces only such a file.
+# export replaces only a file that begins so
 _EXPORT_JSON_START = b'{\n  "schema_version": "' + _EXPORT_SCHEMA.encode("ascii") + b'"'
 _EXPORT_MARKDOWN_START = b"# Shaping session "
 
@@ -60,7 +50,6 @@ GATE_STATUSES = ("open", "deferred", "closed")
 PROVENANCES = ("op", "model", "shared")
 _FIRM_PROVENANCES = ("op", "shared")  # superseded only by a note so labelled
 EVIDENCE_LEVELS = ("declared", "inferred", "observed", "validated")
-# recap's lists: (note type, list name).
 _RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
                ("source", "sources"), ("artifact", "artifacts"))
 
@@ -68,44 +57,37 @@ _TEXT_LIMIT = 2000
 _EFFECT_LIMIT = 1000
 _TAIL_DEFAULT_LIMIT = 5
 _RECAP_DEFAULT_LIMIT = 20
-# The most records tail returns and items recap keeps per list: a reply is held in memory.
-_LIMIT_MAX = 1000
-# The log bytes one tail returns at most; more is cut short, and said.
-_TAIL_BYTES_LIMIT = 8 << 20
+_LIMIT_MAX = 1000  # records per tail or recap list: a reply is held in memory
+_TAIL_BYTES_LIMIT = 8 << 20  # log bytes one tail returns at most
 _RECAP_DEFAULT_MAX_BYTES = 12288  # printed UTF-8 bytes
-# A mode note beginning with this word enters synthesis; an artifact then is a delivery.
-_SYNTHESIS_WORD = "SYNTHESIS"
-_STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -
+_SYNTHESIS_WORD = "SYNTHESIS"  # a mode note beginning so starts synthesis
+_STDIN_LIMIT = 65536       # bytes of --text - or --effect -
 _BATCH_LINE_LIMIT = 100    # signals in one append --batch
-_BATCH_BYTE_LIMIT = 262144  # bytes of standard input append --batch reads at most
-_EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count
-_WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
-_PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
-_BACKWARD_BLOCK = 65536    # bytes read at a time when the log is read in blocks
-# A longer line is no record of ours: readers report it instead of holding it.
+_BATCH_BYTE_LIMIT = 262144  # bytes of append --batch's input
+_EXPORT_HEAD_LIMIT = 65536  # bytes read to find record_count
+_WARNINGS_LISTED = 20      # problems readers name, then count
+_PROBLEMS_LISTED = 100     # problems verify names, then counts
+_BACKWARD_BLOCK = 65536    # bytes per block read
+# A longer line is no record: reported, never held.
 _LINE_LIMIT = 1 << 20
-_EXPORT_SIZE_LIMIT = 256 << 20   # an export larger than this is refused before it is read
+_EXPORT_SIZE_LIMIT = 256 << 20   # refused before it is read
 _META_SIZE_LIMIT = 1 << 20
-_SEQ_LIMIT = 999999999           # no real session reaches it; a seq past it is damage
-# How long a writer waits for the lock (the variable overrides it, up to a day).
+_SEQ_LIMIT = 999999999           # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
 _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
-# An append identical to one of the last N records, written within S seconds, is a retry.
+# A repeat of one of the last N records within S seconds is a retry.
 _DUPLICATE_WINDOW_RECORDS = 20
 _DUPLICATE_WINDOW_SECONDS = 600
-# A signal's fields in build_record's order: what a retry must repeat.
+# build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
 _BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier line of the batch as "@K"
-# A killed write's temporary file this old is removed by a later write of the same file.
-_STALE_TEMPORARY_SECONDS = 600
+_STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary file this old is removed
 
 __version__ = "1.2.0"  # pyproject.toml reads it
 
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
-# Folders an installer puts modules in.
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
-# The ways to start this tool, as errors and hints name them.
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
 _MODULE_COMMAND = "python3 -m notes"
@@ -119,35 +101,32 @@ _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
 _FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
-# Session files and folders are private (the log may hold personal details);
-# an export, made for the host to download, gets the umask's mode.
+# Private: the log may hold personal details; an export gets the umask's mode.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
 _UMASK_FILE_MODE = 0o666
 
-# Refused in a signal: C0 controls but tab, newline and CR; DEL and C1; bidirectional
-# embeddings, overrides and isolates, which reorder what an operator reads.
+# C0 (but tab, LF, CR), DEL, C1 and bidirectional controls.
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
-# Removed before the credential check, so a key split by them is still found;
-# the note keeps them (emoji, Persian and Indic words, right-to-left text need them).
+# Kept in a note; the credential check skips them, so a key split by them is found.
 _INVISIBLE_CHARACTERS = dict.fromkeys([
     0x00ad,                      # soft hyphen
     0x034f,                      # combining grapheme joiner
     0x061c,                      # Arabic letter mark
-    0x115f, 0x1160, 0x3164, 0xffa0,  # Hangul fillers, drawn as nothing
-    0x17b4, 0x17b5,              # Khmer inherent vowels, drawn as nothing
-    *range(0x180b, 0x1810),      # Mongolian variation selectors and vowel separator
-    *range(0x200b, 0x2010),      # zero-width space, non-joiner, joiner, direction marks
-    *range(0x2060, 0x2065),      # word joiner and the invisible operators
+    0x115f, 0x1160, 0x3164, 0xffa0,  # Hangul fillers
+    0x17b4, 0x17b5,              # Khmer inherent vowels
+    *range(0x180b, 0x1810),      # Mongolian selectors, vowel separator
+    *range(0x200b, 0x2010),      # zero-width characters, direction marks
+    *range(0x2060, 0x2065),      # word joiner, invisible operators
     *range(0x206a, 0x2070),      # deprecated format characters
     *range(0xfe00, 0xfe10),      # variation selectors
-    0xfeff,                      # zero-width no-break space (byte order mark)
+    0xfeff,                      # byte order mark
     *range(0xe0000, 0xe0080),    # tag characters
     *range(0xe0100, 0xe01f0),    # variation selectors supplement
 ])
 
-_SESSION_ID_LIMIT = 100    # characters of a session id
+_SESSION_ID_LIMIT = 100
 _HEX_DIGITS = frozenset("0123456789abcdef")
 # [0-9], unlike \d, is ASCII digits only.
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
@@ -310,7 +289,7 @@ class NotesError(Exception):
         self.message = message
         self.exit_code = exit_code
         self.details = details or {}
-        # The command whose --help the entry points name after the message.
+        # the command whose --help the message points to
         self.help_for = help_for
 
 
@@ -318,26 +297,24 @@ class NotesError(Exception):
 # Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
 
 def _refuse_constant(name: str):
-    """json.loads calls this for NaN, Infinity and -Infinity, which are not JSON."""
     raise ValueError("%s is not a JSON number" % name)
 
 
 def _finite_float(text: str) -> float:
-    """A JSON float; one too big (1e999) would become infinity, which JSON cannot hold."""
+    """Refuse a float too big (1e999 would be infinity)."""
     value = float(text)
     if value - value != 0:  # infinite
         raise ValueError("%s... is too big for a float" % text[:20])
     return value
 
 
-# Built once: json.loads(text, parse_constant=..., parse_float=...) builds it per call.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
-_JSON_SPACES = " \t\n\r"  # the only characters JSON allows between its tokens
+_JSON_SPACES = " \t\n\r"  # JSON's whitespace
 
 
 def _parse_json(text: str):
-    """One JSON document, without NaN, Infinity or floats too big; ValueError otherwise (deep nesting too)."""
-    # Faster than the plain _DECODER.decode(text), which strips with two regex matches.
+    """One JSON document, or ValueError (also for NaN, huge floats, deep nesting)."""
+    # Plain form: _DECODER.decode(text); stripping here is faster.
     body = text.strip(_JSON_SPACES)
     try:
         value, end = _DECODER.raw_decode(body)
@@ -348,43 +325,38 @@ def _parse_json(text: str):
     return value
 
 
-# Built once (plain form: json.dumps with these arguments).  The checksum's input
-# is a parsed line or a built record, never circular, so the check is skipped.
+# Built once (plain form: json.dumps); checksummed values are never circular.
 _COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True,
                                       check_circular=False)
 
 
 def _compact_json(value) -> str:
-    """One line of JSON as the log holds it: no spaces, non-ASCII as is."""
     return _COMPACT_ENCODER.encode(value)
 
 
 def _canonical_json(value) -> str:
-    """Compact JSON with sorted keys: the form the checksum is taken of."""
+    """The form the checksum is taken of."""
     return _CANONICAL_ENCODER.encode(value)
 
 
 def _pretty_json(value) -> str:
-    """JSON as v0 prints receipts and writes meta and exports: 2-space indent, non-ASCII as is."""
+    """JSON as v0 indents it (receipts, meta, exports)."""
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
-_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # the ts of a record; as text it sorts in time order
+_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as text in time order
 
 
 def _utc_now() -> str:
-    """The current UTC time as YYYY-MM-DDTHH:MM:SSZ."""
     return time.strftime(_TIMESTAMP_FORMAT, time.gmtime())
 
 
 def _note_id_for(seq: int) -> str:
-    """The id of the note numbered seq: n00001, ..., n99999, n100000."""
     return "n%05d" % seq
 
 
 def _record_checksum(record: dict) -> str:
-    """First 16 hex digits of SHA-256 over the canonical JSON of the record without its checksum."""
     body = dict(record)
     body.pop("checksum", None)
     return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()[:16]
@@ -394,7 +366,7 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
                  ref: str | None = None, status: str | None = None, provenance: str | None = None,
                  evidence: str | None = None, about: str | None = None, by: str | None = None,
                  timestamp: str | None = None, batch: str | None = None) -> dict:
-    """A record: v0's keys in v0's order, then the optional fields, checksum last; batch "K/N" marks line K of N."""
+    """v0's keys in v0's order, the optional fields after, checksum last."""
     record = {
         "id": _note_id_for(seq),
         "ts": timestamp or _utc_now(),
@@ -424,7 +396,6 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
 
 
 def _record_line(record: dict) -> bytes:
-    """One record as the bytes of one log line, newline included."""
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
@@ -621,7 +592,6 @@ def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
 
 
 def _character_name(character: str) -> str:
-    """A forbidden character as U+XXXX with its class, for a message."""
     code = ord(character)
     kind = ("C0 control" if code < 0x7f else "DEL" if code == 0x7f else "C1 control" if code < 0xa0
             else "bidirectional override" if code < 0x2066 else "bidirectional isolate")
@@ -653,7 +623,6 @@ def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | Non
     return None
 
 
-# What append adds to a refusal of each kind: the way out.
 _REFUSAL_ADVICE = {
     "invalid_unicode": "; the shell passed undecodable bytes: re-send it as plain UTF-8 text",
     "control_character": "; remove it (tab, newline and carriage return are the only control characters "
@@ -666,7 +635,6 @@ _REFUSAL_ADVICE = {
 
 
 def _clean_field(name: str, value: str | None, limit: int) -> str:
-    """Strip a signal field and refuse what must not enter the log."""
     value = (value or "").strip()
     found = _signal_problem(value, limit)
     if found:
@@ -676,7 +644,6 @@ def _clean_field(name: str, value: str | None, limit: int) -> str:
 
 
 def _check_choice(name: str, value, allowed) -> None:
-    """Refuse a value that is not one of the allowed words of option --name, without repeating it."""
     if value not in allowed:
         raise NotesError("unknown --%s; use one of: %s" % (name, ", ".join(allowed)))
 
@@ -685,13 +652,13 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None,
                  provenance: str | None = None, evidence: str | None = None,
                  about: str | None = None, by: str | None = None) -> dict:
-    """The signal checked before anything is touched, as field -> value in SIGNAL_FIELDS order."""
+    """The signal checked, as field -> value in SIGNAL_FIELDS order."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
         raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
                          "append-only.'", help_for="append")
-    # The parser checks these too, but the Python API does not go through it.
+    # The Python API bypasses the parser's checks.
     _check_choice("type", note_type, NOTE_TYPES)
     for name, value, allowed in (("provenance", provenance, PROVENANCES),
                                  ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
@@ -711,7 +678,7 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
     if ref is not None:
         ref = _as_note_id(ref)
         if ref is None:
-            # The value is not echoed: a refusal must never repeat what may be a pasted secret.
+            # Not echoed: it may be a pasted secret.
             raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
                              "(tail lists the ids)")
         if note_type == "gate" and status is None:
@@ -729,7 +696,6 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
 
 
 def _clean_link(name: str, value: str | None) -> str | None:
-    """An --about or --by value stripped and checked to be a note id."""
     if value is None:
         return None
     cleaned = _as_note_id(value)
@@ -739,19 +705,17 @@ def _clean_link(name: str, value: str | None) -> str | None:
 
 
 def _is_note_id(value) -> bool:
-    """Whether value is n and five to eleven digits; a longer id is damage, skipped unechoed."""
+    """n and five to eleven digits; a longer one is damage."""
     return (isinstance(value, str) and 6 <= len(value) <= _NOTE_ID_LIMIT and value[0] == "n"
             and value[1:].isdigit() and value.isascii())
 
 
 def _as_note_id(value) -> str | None:
-    """A note id a caller gave, stripped; None when it is not one (the Python API may pass anything)."""
     value = value.strip() if isinstance(value, str) else value
     return value if _is_note_id(value) else None
 
 
 def _is_seq(value) -> bool:
-    """Whether value is an int (not a bool) from 1 to SEQ_LIMIT; past it, the line is damage."""
     return type(value) is int and 1 <= value <= _SEQ_LIMIT
 
 
@@ -760,7 +724,6 @@ def _is_timestamp(value) -> bool:
 
 
 def _is_session_id(value) -> bool:
-    """Whether value can be a session id: a short printable string, not blank."""
     return (isinstance(value, str) and 0 < len(value) <= _SESSION_ID_LIMIT and value.isprintable()
             and not value.isspace())
 
@@ -770,7 +733,7 @@ def _is_checksum(value) -> bool:
 
 
 def _batch_place(place) -> tuple | None:
-    """(K, N) from a batch field "K/N" (1 <= K <= N, plain digits, no leading zero), else None."""
+    """(K, N) from "K/N" (1 <= K <= N, no leading zero), else None."""
     if type(place) is not str or place.count("/") != 1:
         return None
     numbers = place.split("/")
@@ -782,12 +745,10 @@ def _batch_place(place) -> tuple | None:
 
 
 def _batch_place_of(value) -> tuple | None:
-    """(K, N) from a record's batch field, else None (value: a parsed line, which may be anything)."""
     return _batch_place(value.get("batch")) if isinstance(value, dict) else None
 
 
 def _is_batch_place(value) -> bool:
-    """Whether value is a batch field: "K/N", line K of an N-line batch."""
     return _batch_place(value) is not None
 
 
@@ -796,14 +757,13 @@ def _is_string(value) -> bool:
 
 
 def _is_plain_value(value) -> bool:
-    """Whether value is a string, a finite number, true, false or null: what a field beyond v0's may hold."""
     if isinstance(value, float):
         return value - value == 0  # not infinite, not NaN
     return value is None or isinstance(value, (str, int))
 
 
 def _parse_line(raw: bytes) -> tuple:
-    """Decode one log line (without its newline): (object or None, problem kind or None)."""
+    """(object, None) or (None, problem kind) for one line."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -817,7 +777,6 @@ def _parse_line(raw: bytes) -> tuple:
     return value, None
 
 
-# Kinds of problem, and what each means; verify and the readers' warnings use them.
 _PROBLEM_DETAILS = {
     "not_utf8": "the line is not valid UTF-8",
     "not_json": "the line is not JSON that can be read (broken, a number too big for a float, or nested "
@@ -854,15 +813,14 @@ _PROBLEM_DETAILS = {
                              "was redacted: it was edited by hand, or redact was cut short (run redact on it "
                              "again to record why)",
 }
-# Readers skip a record with one of these (its fields cannot be trusted); other problems are reported.
+# Readers skip a record with these: its fields cannot be trusted.
 _UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))
 
 _REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
-# What each field must hold: (test, what it is); any other field, PLAIN_RULE.
 _FIELD_RULES = {
     "id": (_is_note_id, "a note id (n and five to eleven digits)"),
     "ts": (_is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
-    "session_id": (_is_string, "a string"),  # one not the session's own is a foreign_session
+    "session_id": (_is_string, "a string"),
     "seq": (_is_seq, "a whole number from 1 to %d" % _SEQ_LIMIT),
     "type": (_is_string, "a string"),
     "text": (_is_string, "a string"),
@@ -880,21 +838,21 @@ _PLAIN_RULE = (_is_plain_value, "a string, a number, true, false or null")
 
 
 def _field_problems(record: dict) -> list:
-    """The record's fields checked for kind and range: [] or one (kind, detail) naming every bad field."""
+    """[] or one (kind, detail) naming every field of the wrong kind."""
     for key in _REQUIRED_FIELDS:
         if key not in record:
             return [("missing_field", "the record lacks its %s field" % key)]
     wrong = [key for key, value in record.items() if not _FIELD_RULES.get(key, _PLAIN_RULE)[0](value)]
     if not wrong:
         return []
-    # The name of a field beyond v0's is not echoed: it could be anything.
+    # an unknown field's name is not echoed
     return [("bad_field", "; ".join("the %s field is not %s" % (key, _FIELD_RULES[key][1]) if key in _FIELD_RULES
                                     else "another field holds a list, an object or a number too big"
                                     for key in wrong))]
 
 
 def _check_record(record: dict, session_id: str | None) -> list:
-    """Problems of one parsed record alone, as (kind, detail); detail never holds a value of the record."""
+    """Problems of one record alone, as (kind, detail)."""
     problems = _field_problems(record)
     if problems:
         return problems
@@ -903,7 +861,7 @@ def _check_record(record: dict, session_id: str | None) -> list:
         problems.append(("empty_text", None))
     try:
         checksum = _record_checksum(record)
-    except UnicodeEncodeError:  # a lone surrogate: in text, or in a field or key of its own
+    except UnicodeEncodeError:  # a lone surrogate anywhere
         return [(kind, detail) for kind, detail in problems if kind != "invalid_unicode"] + [
             ("invalid_unicode", None)]
     if checksum != record["checksum"]:
@@ -941,7 +899,7 @@ def _record_text_problems(text: str, effect: str | None) -> list:
 
 
 def _gate_rule_problem(record: dict) -> str | None:
-    """Which of append's rules for status and ref the record breaks (clean_signal refuses each), or None."""
+    """Which gate rule of clean_signal the record breaks, or None."""
     if "by" in record and (record["type"] != "gate" or "ref" not in record):
         return "the record has a by, which only a gate update has"
     if record["type"] != "gate":
@@ -954,19 +912,19 @@ def _gate_rule_problem(record: dict) -> str | None:
 
 
 class _LogOrder:
-    """What a forward reader keeps of earlier lines to check each line's place: seq order, links, batches."""
+    """What a forward reader keeps to check each line's place."""
 
     def __init__(self):
         self.seqs = set()                # seqs of gates
         self.firm = set()                # seqs of non-gate notes labelled op or shared
-        self.highest = self.damaged = 0  # highest seq so far; lines since it that hold no seq
-        self.line = 0                    # lines (or export records) met so far
-        self.batch_next = None           # (K, N): the place the next line must hold, inside a batch
-        self.batch_line = 0              # the line the batch under way started at
-        self.notices, self.notice_count = [], 0  # the first notices, as verify's problem entries
+        self.highest = self.damaged = 0  # highest seq; lines since it with none
+        self.line = 0                    # lines (or export records) so far
+        self.batch_next = None           # (K, N) the next line must hold
+        self.batch_line = 0              # where the batch under way started
+        self.notices, self.notice_count = [], 0  # as verify's entries
 
     def place_problems(self, value, kinds: list) -> list:
-        """The problems of a record (None: an unreadable line) from its place in the log."""
+        """Problems of a record (None: unreadable) from its place."""
         seq = value.get("seq") if value is not None else None
         found = []
         order = _seq_order_problem(seq, self.highest, self.damaged)
@@ -977,11 +935,11 @@ class _LogOrder:
         else:
             self.damaged += 1
         self.line += 1
-        if self.batch_next is not None or (value is not None and "batch" in value):  # most lines are in no batch
+        if self.batch_next is not None or (value is not None and "batch" in value):
             found.extend(self.batch_problems(value))
         if value is None or not _is_usable(kinds):
             return found
-        if "ref" in value or "about" in value or "by" in value:  # most notes link to none
+        if "ref" in value or "about" in value or "by" in value:
             found.extend(self.link_problems(value))
         if value["type"] == "gate":
             self.seqs.add(value["seq"])
@@ -990,7 +948,6 @@ class _LogOrder:
         return found
 
     def link_problems(self, record: dict) -> list:
-        """What is wrong with a usable record's ref, about and by (each a note id), from the notes before it."""
         seq, found = record["seq"], []
         if "ref" in record:
             wrong = self.ref_problem(record, int(record["ref"][1:]))
@@ -1008,7 +965,7 @@ class _LogOrder:
         return found
 
     def ref_problem(self, record: dict, target: int) -> str | None:
-        """What is wrong with the record's ref to seq target, or None; counts a supersede_rule notice."""
+        """The ref's problem, or None; counts supersede notices."""
         ref, is_gate = record["ref"], record["type"] == "gate"
         if not is_gate and target in self.firm and record.get("provenance") not in _FIRM_PROVENANCES:
             self.notice_count += 1
@@ -1023,7 +980,6 @@ class _LogOrder:
         return None
 
     def batch_problems(self, value) -> list:
-        """Whether this line keeps batches whole: inside one it holds the next place, outside one a 1/N."""
         place, found = _batch_place_of(value), []
         if self.batch_next is not None:
             if value is None:
@@ -1043,40 +999,36 @@ class _LogOrder:
         return found
 
     def unfinished_detail(self) -> str:
-        """What is wrong with the batch under way when it stops here."""
         return "the batch that starts at line %d stops after %d of its %d lines" % (
             self.batch_line, self.batch_next[0] - 1, self.batch_next[1])
 
     def unfinished_batch(self) -> dict | None:
-        """After the last line: the problem of a batch still under way (verify's entry), or None."""
+        """verify's entry for a batch left unfinished, or None."""
         if self.batch_next is None:
             return None
         return _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
 
 def _is_usable(problems: list) -> bool:
-    """Whether readers read a record with these (kind, detail) problems."""
-    return not problems or not any(kind in _UNUSABLE for kind, _ in problems)  # most lines have none
+    return not problems or not any(kind in _UNUSABLE for kind, _ in problems)
 
 
 def _is_the_note(value, note_id: str) -> bool:
-    """Whether a parsed line (None: unreadable) is the usable note with this id."""
     return value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None))
 
 
 def _seq_order_problem(seq, highest: int, damaged: int) -> str | None:
-    """seq_repeated, seq_gap or None; each of the damaged lines since highest may have held a seq."""
+    """seq_repeated, seq_gap or None; each damaged line may have held a seq."""
     if not _is_seq(seq) or highest < seq <= highest + 1 + damaged:
         return None
     return "seq_repeated" if seq <= highest else "seq_gap"
 
 
 def _unterminated_line_problem(value) -> str:
-    """The verdict on a last line without its newline: a JSON object only lacks it; anything else was torn."""
     return "torn_tail" if value is None else "missing_newline"
 
 
-# Problems of a line as bytes, not of the record it holds: tail names them by offset alone.
+# tail names these by offset alone
 _LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
                            "seq_free_lines", "incomplete_batch"))
 
@@ -1087,27 +1039,25 @@ def _problem(line, record_id, kind: str, detail: str | None = None) -> dict:
 
 
 class _ProblemTally:
-    """The problems a reader meets: the first PROBLEMS_LISTED as verify's entries, and how many there are."""
+    """verify's first PROBLEMS_LISTED problems, and a count."""
 
     def __init__(self):
         self.problems, self.problem_count = [], 0
 
     def note_line_problems(self, number, value, kinds):
-        """Count the problems of line (or record) `number`, keeping the first ones as verify lists them."""
-        # An id is named only when it is a note id: any other could be anything.
+        # Only a note id is named: any other could be anything.
         record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else None
         self.problem_count += len(kinds)
         for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
             self.problems.append(_problem(number, record_id, kind, detail))
 
     def note_problems(self, found):
-        """Count problems found after the lines were read (verify's entries), keeping the first ones."""
         self.problem_count += len(found)
         self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
 
 
 def _parse_time_filter(value: str | None, name: str) -> str | None:
-    """A --since/--until time as YYYY-MM-DDTHH:MM:SSZ, compared as text with each ts (None when not given)."""
+    """A --since/--until time as YYYY-MM-DDTHH:MM:SSZ, or None."""
     if value is None:
         return None
     stamp = value + "T00:00:00Z" if len(value) == 10 else value
@@ -1123,7 +1073,6 @@ def _parse_time_filter(value: str | None, name: str) -> str | None:
 
 
 def _check_limit(value: int) -> int:
-    """Refuse a --limit below 1 or above LIMIT_MAX."""
     if value < 1:
         raise NotesError("--limit must be 1 or more")
     if value > _LIMIT_MAX:
@@ -1133,19 +1082,18 @@ def _check_limit(value: int) -> int:
 
 
 def _is_redacted(record) -> bool:
-    """Whether a record holds redact's placeholder as its text."""
     return record.get("text") == _REDACTED_TEXT
 
 
 def _is_redaction_note(record, note_id=None) -> bool:
-    """Whether a record is the source note that records a redaction (of note_id, when given)."""
+    """Whether record is the source note of a redaction (of note_id)."""
     return (record.get("type") == "source" and _is_note_id(record.get("about"))
             and isinstance(record.get("text"), str) and record["text"].startswith(_REDACTION_PREFIX)
             and (note_id is None or record["about"] == note_id))
 
 
 def _redacted_record(record) -> dict:
-    """The record with its text and effect replaced by the placeholder, same fields in the same order."""
+    """The record as redact leaves it."""
     redacted = dict(record)
     redacted["text"] = _REDACTED_TEXT
     if "effect" in redacted:
