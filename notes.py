@@ -1,54 +1,11 @@
 #!/usr/bin/env python3
 """notes.py: the persistence tool of Memory-Assisted Shaping.
 
-A model that shapes an idea over a long conversation runs
+Appends each signal as one checksummed JSON line to session_notes.jsonl and
+reads the state back; docs/guarantees.md lists its promises.  Standard library only.
 
-    python3 -S notes.py append --type decision --text 'The log stays append-only.'
-
-whenever losing a decision, a gate, a discarded path or an artifact boundary
-would hurt continuity.  This tool owns everything about that signal once it
-arrives: it stamps it with a time, a session id, a sequence number and a
-checksum, appends it as one line of JSON to session_notes.jsonl, and later
-hands the state back (tail, show, summary, recap, export, verify, restore).
-
-What it owns:
-  * the files of one session folder: session_meta.json, session_notes.jsonl,
-    session_notes.lock, and the exports it is asked to write;
-  * the numbering: seq grows by one per note, with no repeat and no gap, even
-    with many writers at once (they queue on an exclusive lock);
-  * the integrity of every line: a crash can cut the last line short, and the
-    next append sets the cut bytes aside in a side file, never deleting them.
-
-What it refuses to do:
-  * rewrite, reorder or drop a note already in the log, or move a complete
-    line, whatever it holds (only bytes after the last newline are torn);
-  * write through a symbolic link, or into a folder it was not pointed at;
-  * store credentials, control characters, or text beyond the size of a
-    minimal signal: the log is plain text that gets uploaded and shared;
-  * write anything at all when only asked to read;
-  * read or write a FIFO, socket or device (it could block or never end),
-    or wait for another writer's lock without bound.
-
-Contents, top to bottom; each section builds only on those above it
-(tests/test_layout.py holds this):
-  * Constants: file names, limits, exit codes, the credential patterns;
-  * Errors: NotesError, the refusal every entry point reports;
-  * Record rules: pure functions (no I/O) for JSON, the checksum, building a
-    record, checking a signal before it is stored and a line after it was read;
-  * Storage: the folder and its meta, the writers' lock, one backward scanner
-    of the log (what append and tail need) and one forward reader (what
-    verify, summary, recap and export need), appending, atomic writes;
-  * Session: the Python API, ``Session(folder)`` with one method per command
-    taking keyword arguments and returning the receipt, and what they share;
-  * Command line: the one table of commands and options, the parser built
-    from it, and reading ``-`` from standard input;
-  * MCP: ``notes.py mcp``, the same Session methods as tools over stdio;
-  * Entry: ``main``, the one place that prints for the command line, and the
-    dispatch to a Session method or the MCP server.
-
-The formats are those of the public v0 tool, byte for byte; a log written
-here stays readable by v0.  Standard library only, public API only; runs
-under ``python3 -S`` on CPython 3.9 to 3.13 and on PyPy.
+Sections, each using only those above it: Constants; Errors; Record rules
+(pure); Storage; Session (the Python API); Command line; MCP; Entry (main).
 """
 
 from __future__ import annotations
@@ -77,25 +34,22 @@ except ImportError:  # Windows
 
 _META_NAME = "session_meta.json"
 _LOG_NAME = "session_notes.jsonl"
-_TORN_PREFIX = _LOG_NAME + ".torn-"  # side files of set-aside torn tails: session_notes.jsonl.torn-*
+_TORN_PREFIX = _LOG_NAME + ".torn-"  # side files of torn tails
 _LOCK_NAME = "session_notes.lock"
 _EXPORT_NAME = "session_export.json"
 _EXPORT_MARKDOWN_NAME = "session_export.md"
 
 _META_SCHEMA = "shaping-memory-session-meta.v0"
 _EXPORT_SCHEMA = "shaping-memory-export.v0"
-# How every export this tool (or v0) writes begins: how export recognises a
-# file it may replace.
+# export replaces only a file that begins so
 _EXPORT_JSON_START = b'{\n  "schema_version": "' + _EXPORT_SCHEMA.encode("ascii") + b'"'
 _EXPORT_MARKDOWN_START = b"# Shaping session "
 
 NOTE_TYPES = ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact")
 GATE_STATUSES = ("open", "deferred", "closed")
-# Who a signal comes from, and how well it is known (the protocol's own words).
 PROVENANCES = ("op", "model", "shared")
-_FIRM_PROVENANCES = ("op", "shared")  # a note so labelled is superseded only by a note so labelled
+_FIRM_PROVENANCES = ("op", "shared")  # superseded only by a note so labelled
 EVIDENCE_LEVELS = ("declared", "inferred", "observed", "validated")
-# Lists of the recap, by the note type each one gathers.
 _RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
                ("source", "sources"), ("artifact", "artifacts"))
 
@@ -103,54 +57,37 @@ _TEXT_LIMIT = 2000
 _EFFECT_LIMIT = 1000
 _TAIL_DEFAULT_LIMIT = 5
 _RECAP_DEFAULT_LIMIT = 20
-# The most records tail returns, and items recap keeps per list: a reply is held
-# whole in memory, so a limit of 10**9 over a large log must not hold the log.
-_LIMIT_MAX = 1000
-# The log bytes of the records one tail returns at most.  The tool writes notes
-# of a few KB, so 1000 fit; a hand-made log of 1 MiB lines is cut short, said.
-_TAIL_BYTES_LIMIT = 8 << 20
-_RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
-# A mode note whose text begins with this word enters synthesis; an artifact
-# note written in synthesis is a delivery (recap's synthesis and delivery).
-_SYNTHESIS_WORD = "SYNTHESIS"
-_STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
-_BATCH_LINE_LIMIT = 100    # signals in one append --batch: a turn's worth, far below what a model sends at once
-_BATCH_BYTE_LIMIT = 262144  # bytes of standard input append --batch reads at most (256 KiB)
-_EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
-_WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
-_PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
-_BACKWARD_BLOCK = 65536    # bytes read at a time when the log is read in blocks
-# A line longer than this is no record of ours (a full signal is a few KiB):
-# readers report it as too long instead of holding it in memory.
+_LIMIT_MAX = 1000  # records per tail or recap list: a reply is held in memory
+_TAIL_BYTES_LIMIT = 8 << 20  # log bytes one tail returns at most
+_RECAP_DEFAULT_MAX_BYTES = 12288  # printed UTF-8 bytes
+_SYNTHESIS_WORD = "SYNTHESIS"  # a mode note beginning so starts synthesis
+_STDIN_LIMIT = 65536       # bytes of --text - or --effect -
+_BATCH_LINE_LIMIT = 100    # signals in one append --batch
+_BATCH_BYTE_LIMIT = 262144  # bytes of append --batch's input
+_EXPORT_HEAD_LIMIT = 65536  # bytes read to find record_count
+_WARNINGS_LISTED = 20      # problems readers name, then count
+_PROBLEMS_LISTED = 100     # problems verify names, then counts
+_BACKWARD_BLOCK = 65536    # bytes per block read
+# A longer line is no record: reported, never held.
 _LINE_LIMIT = 1 << 20
-_EXPORT_SIZE_LIMIT = 256 << 20   # an export larger than this is refused before it is read
+_EXPORT_SIZE_LIMIT = 256 << 20   # refused before it is read
 _META_SIZE_LIMIT = 1 << 20
-_SEQ_LIMIT = 999999999           # no real session reaches it; a seq past it is damage
-# How long a writer waits for the lock before it gives up (a stopped or hung
-# holder); the environment variable overrides it, up to a day.
+_SEQ_LIMIT = 999999999           # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
 _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
-# A retry is an append identical to one of this many last records, written
-# within this many seconds: it is answered with that note, not stored again.
+# A repeat of one of the last N records within S seconds is a retry.
 _DUPLICATE_WINDOW_RECORDS = 20
 _DUPLICATE_WINDOW_SECONDS = 600
-# The fields of a signal, in build_record's order: what a retry must repeat.
+# build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
-_BATCH_LINK_FIELDS = ("ref", "about", "by")  # where a batch line may name an earlier line of its batch as "@K"
-# A temporary file of a killed whole-file write is removed by a later write of
-# the same file once it is this old (no live write takes that long).
-_STALE_TEMPORARY_SECONDS = 600
+_BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier line of the batch as "@K"
+_STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary file this old is removed
 
-__version__ = "1.2.0"  # the one place the version is kept; pyproject.toml reads it
+__version__ = "1.2.0"  # pyproject.toml reads it
 
-# Where the session folder comes from when --dir is not given.
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
-# Folder names an installer puts modules in (dist-packages is Debian's).
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
-# The ways to start this tool, as errors and hints repeat them: the script,
-# the console command pip installs ([project.scripts] in pyproject.toml), and
-# the module run with python -m.
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
 _MODULE_COMMAND = "python3 -m notes"
@@ -160,50 +97,38 @@ _EXIT_UNEXPECTED = 1
 _EXIT_USAGE = 2
 _EXIT_INTEGRITY = 3
 
-# O_NOFOLLOW makes open() fail on a symbolic link instead of following it.
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
-# O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
-_NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
-_FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
-# The session's files and the folders the tool creates are its user's alone:
-# the log holds what a conversation decided, sometimes personal details.  An
-# export is made for the host to download, maybe as another user: 0o666 lets
-# the umask decide, as for any file a program writes.
+_NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
+_FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
+# Private: the log may hold personal details; an export gets the umask's mode.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
 _UMASK_FILE_MODE = 0o666
 
-# Characters a signal may not hold: C0 controls other than tab, newline and
-# carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
-# obey; and the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
-# U+2066-U+2069), which reorder what an operator reads.  The marks U+200E and
-# U+200F stay: right-to-left scripts need them, and they reorder nothing.
+# C0 (but tab, LF, CR), DEL, C1 and bidirectional controls.
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
-# Invisible characters removed before looking for a credential, so that a key
-# split by them is still found.  They are kept in the note: U+200D joins emoji,
-# U+200C shapes Persian and Indic words, U+200E and U+200F mark the direction
-# of right-to-left text, and variation selectors pick an emoji's look.
+# Kept in a note; the credential check skips them, so a key split by them is found.
 _INVISIBLE_CHARACTERS = dict.fromkeys([
     0x00ad,                      # soft hyphen
     0x034f,                      # combining grapheme joiner
     0x061c,                      # Arabic letter mark
-    0x115f, 0x1160, 0x3164, 0xffa0,  # Hangul fillers, drawn as nothing
-    0x17b4, 0x17b5,              # Khmer inherent vowels, drawn as nothing
-    *range(0x180b, 0x1810),      # Mongolian variation selectors and vowel separator
-    *range(0x200b, 0x2010),      # zero-width space, non-joiner, joiner, direction marks
-    *range(0x2060, 0x2065),      # word joiner and the invisible operators
+    0x115f, 0x1160, 0x3164, 0xffa0,  # Hangul fillers
+    0x17b4, 0x17b5,              # Khmer inherent vowels
+    *range(0x180b, 0x1810),      # Mongolian selectors, vowel separator
+    *range(0x200b, 0x2010),      # zero-width characters, direction marks
+    *range(0x2060, 0x2065),      # word joiner, invisible operators
     *range(0x206a, 0x2070),      # deprecated format characters
     *range(0xfe00, 0xfe10),      # variation selectors
-    0xfeff,                      # zero-width no-break space (byte order mark)
+    0xfeff,                      # byte order mark
     *range(0xe0000, 0xe0080),    # tag characters
     *range(0xe0100, 0xe01f0),    # variation selectors supplement
 ])
 
-_SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
+_SESSION_ID_LIMIT = 100
 _HEX_DIGITS = frozenset("0123456789abcdef")
-# The shapes of a record's ts and checksum; [0-9] is ASCII digits only.
+# [0-9], unlike \d, is ASCII digits only.
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
@@ -364,8 +289,7 @@ class NotesError(Exception):
         self.message = message
         self.exit_code = exit_code
         self.details = details or {}
-        # A command whose --help the command line and MCP name after the
-        # message; the rules that refuse cannot know how the tool was started.
+        # the command whose --help the message points to
         self.help_for = help_for
 
 
@@ -373,38 +297,24 @@ class NotesError(Exception):
 # Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
 
 def _refuse_constant(name: str):
-    """json.loads calls this for NaN, Infinity and -Infinity, which are not JSON."""
     raise ValueError("%s is not a JSON number" % name)
 
 
 def _finite_float(text: str) -> float:
-    """json.loads calls this for every number with a fraction or exponent: refuse
-    one too big for a float (1e999), which would become infinity, a value no
-    JSON writer may write back."""
+    """Refuse a float too big (1e999 would be infinity)."""
     value = float(text)
-    if value - value != 0:  # inf - inf is nan, and nan differs from everything
+    if value - value != 0:  # infinite
         raise ValueError("%s... is too big for a float" % text[:20])
     return value
 
 
-# json.loads(text, parse_constant=..., parse_float=...) builds this same
-# decoder on every call; readers parse every line, so it is built once.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
-_JSON_SPACES = " \t\n\r"  # the only characters JSON allows between its tokens
+_JSON_SPACES = " \t\n\r"  # JSON's whitespace
 
 
 def _parse_json(text: str):
-    """Parse one JSON document; raise ValueError when it is not one.
-
-    Stricter than json.loads alone: NaN and Infinity are refused, so is a
-    number too big for a float, and a value nested too deeply to parse is an
-    ordinary ValueError, not a RecursionError."""
-    # JSON allows whitespace around the document.  JSONDecoder.decode skips
-    # it with two regular-expression matches, a fifth of what parsing a log
-    # line costs; str.strip and raw_decode give the same answer for less
-    # (one frame fewer, so on CPython 3.9 to 3.11, where the parser's depth
-    # limit counts Python frames, a document one level deeper parses).
-    # The plain form: return _DECODER.decode(text).
+    """One JSON document, or ValueError (also for NaN, huge floats, deep nesting)."""
+    # Plain form: _DECODER.decode(text); stripping here is faster.
     body = text.strip(_JSON_SPACES)
     try:
         value, end = _DECODER.raw_decode(body)
@@ -415,46 +325,38 @@ def _parse_json(text: str):
     return value
 
 
-# json.dumps(value, separators=..., ...) builds the same encoder on every call;
-# readers take the checksum of every line, so each is built once.  The plain
-# form, json.dumps with these arguments, gives the same text.  The checksum's
-# encoder skips the test for a value that holds itself, a dict of ids kept per
-# call: what it encodes is a parsed line or a record build_record made, never circular.
+# Built once (plain form: json.dumps); checksummed values are never circular.
 _COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True,
                                       check_circular=False)
 
 
 def _compact_json(value) -> str:
-    """One line of JSON as the log holds it: no spaces, non-ASCII as is."""
     return _COMPACT_ENCODER.encode(value)
 
 
 def _canonical_json(value) -> str:
-    """Compact JSON with sorted keys: the form the checksum is taken of."""
+    """The form the checksum is taken of."""
     return _CANONICAL_ENCODER.encode(value)
 
 
 def _pretty_json(value) -> str:
-    """JSON as v0 prints receipts and writes the meta and exports: 2-space indent, non-ASCII as is."""
+    """JSON as v0 indents it (receipts, meta, exports)."""
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
-_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # the ts of a record; as text it sorts in time order
+_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as text in time order
 
 
 def _utc_now() -> str:
-    """The current UTC time as YYYY-MM-DDTHH:MM:SSZ."""
     return time.strftime(_TIMESTAMP_FORMAT, time.gmtime())
 
 
 def _note_id_for(seq: int) -> str:
-    """The id of the note numbered seq: n00001, ..., n99999, n100000."""
     return "n%05d" % seq
 
 
 def _record_checksum(record: dict) -> str:
-    """First 16 hex digits of SHA-256 over the canonical JSON of the record without its checksum."""
     body = dict(record)
     body.pop("checksum", None)
     return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()[:16]
@@ -464,9 +366,7 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
                  ref: str | None = None, status: str | None = None, provenance: str | None = None,
                  evidence: str | None = None, about: str | None = None, by: str | None = None,
                  timestamp: str | None = None, batch: str | None = None) -> dict:
-    """A record with v0's keys in v0's order, then the optional links and labels, checksum last.
-
-    batch ("K/N") marks line K of an N-line append --batch."""
+    """v0's keys in v0's order, the optional fields after, checksum last."""
     record = {
         "id": _note_id_for(seq),
         "ts": timestamp or _utc_now(),
@@ -496,7 +396,6 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
 
 
 def _record_line(record: dict) -> bytes:
-    """One record as the bytes of one log line, newline included."""
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
@@ -693,7 +592,6 @@ def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
 
 
 def _character_name(character: str) -> str:
-    """A forbidden character as U+XXXX with its class, for a message."""
     code = ord(character)
     kind = ("C0 control" if code < 0x7f else "DEL" if code == 0x7f else "C1 control" if code < 0xa0
             else "bidirectional override" if code < 0x2066 else "bidirectional isolate")
@@ -725,7 +623,6 @@ def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | Non
     return None
 
 
-# What append adds to a refusal of each kind: the way out.
 _REFUSAL_ADVICE = {
     "invalid_unicode": "; the shell passed undecodable bytes: re-send it as plain UTF-8 text",
     "control_character": "; remove it (tab, newline and carriage return are the only control characters "
@@ -738,7 +635,6 @@ _REFUSAL_ADVICE = {
 
 
 def _clean_field(name: str, value: str | None, limit: int) -> str:
-    """Strip a signal field and refuse what must not enter the log."""
     value = (value or "").strip()
     found = _signal_problem(value, limit)
     if found:
@@ -748,7 +644,6 @@ def _clean_field(name: str, value: str | None, limit: int) -> str:
 
 
 def _check_choice(name: str, value, allowed) -> None:
-    """Refuse a value that is not one of the allowed words of option --name, without repeating it."""
     if value not in allowed:
         raise NotesError("unknown --%s; use one of: %s" % (name, ", ".join(allowed)))
 
@@ -757,17 +652,13 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None,
                  provenance: str | None = None, evidence: str | None = None,
                  about: str | None = None, by: str | None = None) -> dict:
-    """Validate a signal before anything is touched; return it as field name -> value, in SIGNAL_FIELDS order.
-
-    provenance and evidence are stored as given, so they are only checked.
-    What the links name is checked against the log later (check_links)."""
+    """The signal checked, as field -> value in SIGNAL_FIELDS order."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
         raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
                          "append-only.'", help_for="append")
-    # The parser already keeps these to their words; the checks stay here so
-    # that the signal is whole whoever calls this.
+    # The Python API bypasses the parser's checks.
     _check_choice("type", note_type, NOTE_TYPES)
     for name, value, allowed in (("provenance", provenance, PROVENANCES),
                                  ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
@@ -787,7 +678,7 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
     if ref is not None:
         ref = _as_note_id(ref)
         if ref is None:
-            # The value is not echoed: a refusal must never repeat what may be a pasted secret.
+            # Not echoed: it may be a pasted secret.
             raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
                              "(tail lists the ids)")
         if note_type == "gate" and status is None:
@@ -805,7 +696,6 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
 
 
 def _clean_link(name: str, value: str | None) -> str | None:
-    """An --about or --by value stripped and checked to be a note id; its value is never echoed."""
     if value is None:
         return None
     cleaned = _as_note_id(value)
@@ -815,47 +705,35 @@ def _clean_link(name: str, value: str | None) -> str | None:
 
 
 def _is_note_id(value) -> bool:
-    """Whether value has the shape of a note id (n followed by five to eleven digits).
-
-    The bound makes an id or ref of thousands of digits damage, never a note:
-    readers skip its record with a warning that does not echo it, so it cannot
-    swell a readback past its budget."""
+    """n and five to eleven digits; a longer one is damage."""
     return (isinstance(value, str) and 6 <= len(value) <= _NOTE_ID_LIMIT and value[0] == "n"
             and value[1:].isdigit() and value.isascii())
 
 
 def _as_note_id(value) -> str | None:
-    """A note id a caller gave, stripped; None when it is not one (the Python API may pass anything)."""
     value = value.strip() if isinstance(value, str) else value
-    return value if _is_note_id(value) else None  # is_note_id bounds its length (NOTE_ID_LIMIT)
+    return value if _is_note_id(value) else None
 
 
 def _is_seq(value) -> bool:
-    """Whether value is a usable seq: a positive int (not a bool) up to SEQ_LIMIT.
-
-    A line whose seq is past the limit holds no usable seq: readers skip it,
-    and append counts it as a damaged line, numbering past it sanely."""
-    return type(value) is int and 1 <= value <= _SEQ_LIMIT  # type(True) is bool, not int
+    return type(value) is int and 1 <= value <= _SEQ_LIMIT
 
 
 def _is_timestamp(value) -> bool:
-    """Whether value has the shape YYYY-MM-DDTHH:MM:SSZ, in ASCII digits."""
     return type(value) is str and _TIMESTAMP_SHAPE.fullmatch(value) is not None
 
 
 def _is_session_id(value) -> bool:
-    """Whether value can be a session id: a short printable string, not blank."""
     return (isinstance(value, str) and 0 < len(value) <= _SESSION_ID_LIMIT and value.isprintable()
             and not value.isspace())
 
 
 def _is_checksum(value) -> bool:
-    """Whether value has the shape of a checksum: 16 lowercase hex digits."""
     return type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None
 
 
 def _batch_place(place) -> tuple | None:
-    """(K, N) from a batch field "K/N" (1 <= K <= N, plain digits, no leading zero), else None."""
+    """(K, N) from "K/N" (1 <= K <= N, no leading zero), else None."""
     if type(place) is not str or place.count("/") != 1:
         return None
     numbers = place.split("/")
@@ -867,29 +745,25 @@ def _batch_place(place) -> tuple | None:
 
 
 def _batch_place_of(value) -> tuple | None:
-    """(K, N) from a record's batch field, else None (value: a parsed line, which may be anything)."""
     return _batch_place(value.get("batch")) if isinstance(value, dict) else None
 
 
 def _is_batch_place(value) -> bool:
-    """Whether value is a batch field: "K/N", line K of an N-line batch."""
     return _batch_place(value) is not None
 
 
 def _is_string(value) -> bool:
-    """Whether value is a string."""
     return type(value) is str
 
 
 def _is_plain_value(value) -> bool:
-    """Whether value is a string, a finite number, true, false or null: what a field beyond v0's may hold."""
     if isinstance(value, float):
         return value - value == 0  # not infinite, not NaN
     return value is None or isinstance(value, (str, int))
 
 
 def _parse_line(raw: bytes) -> tuple:
-    """Decode one log line (without its newline): (object or None, problem kind or None)."""
+    """(object, None) or (None, problem kind) for one line."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -903,7 +777,6 @@ def _parse_line(raw: bytes) -> tuple:
     return value, None
 
 
-# Kinds of problem, and what each means; verify and the readers' warnings use them.
 _PROBLEM_DETAILS = {
     "not_utf8": "the line is not valid UTF-8",
     "not_json": "the line is not JSON that can be read (broken, a number too big for a float, or nested "
@@ -940,18 +813,14 @@ _PROBLEM_DETAILS = {
                              "was redacted: it was edited by hand, or redact was cut short (run redact on it "
                              "again to record why)",
 }
-# A record with one of these is skipped by every reader (with a warning): its
-# fields are not what they claim to be, and code that trusts them would fail.
-# A record with any other problem is still read, and the problem reported.
+# Readers skip a record with these: its fields cannot be trusted.
 _UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))
 
 _REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
-# What each field of a record must hold: (test, what it is).  A field not named
-# here must hold a plain value (is_plain_value).
 _FIELD_RULES = {
     "id": (_is_note_id, "a note id (n and five to eleven digits)"),
     "ts": (_is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
-    "session_id": (_is_string, "a string"),  # one not the session's own is a foreign_session
+    "session_id": (_is_string, "a string"),
     "seq": (_is_seq, "a whole number from 1 to %d" % _SEQ_LIMIT),
     "type": (_is_string, "a string"),
     "text": (_is_string, "a string"),
@@ -969,23 +838,21 @@ _PLAIN_RULE = (_is_plain_value, "a string, a number, true, false or null")
 
 
 def _field_problems(record: dict) -> list:
-    """The record's fields checked for kind and range: [] or one (kind, detail) naming every bad field."""
+    """[] or one (kind, detail) naming every field of the wrong kind."""
     for key in _REQUIRED_FIELDS:
         if key not in record:
             return [("missing_field", "the record lacks its %s field" % key)]
     wrong = [key for key, value in record.items() if not _FIELD_RULES.get(key, _PLAIN_RULE)[0](value)]
     if not wrong:
         return []
-    # The name of a field beyond v0's is not echoed: it could be anything.
+    # an unknown field's name is not echoed
     return [("bad_field", "; ".join("the %s field is not %s" % (key, _FIELD_RULES[key][1]) if key in _FIELD_RULES
                                     else "another field holds a list, an object or a number too big"
                                     for key in wrong))]
 
 
 def _check_record(record: dict, session_id: str | None) -> list:
-    """Problems of one parsed record taken alone (not its place in the sequence), as (kind, detail) pairs.
-
-    The detail is None where PROBLEM_DETAILS says it all; it never holds a value of the record."""
+    """Problems of one record alone, as (kind, detail)."""
     problems = _field_problems(record)
     if problems:
         return problems
@@ -994,7 +861,7 @@ def _check_record(record: dict, session_id: str | None) -> list:
         problems.append(("empty_text", None))
     try:
         checksum = _record_checksum(record)
-    except UnicodeEncodeError:  # a lone surrogate: in text, or in a field or key of its own
+    except UnicodeEncodeError:  # a lone surrogate anywhere
         return [(kind, detail) for kind, detail in problems if kind != "invalid_unicode"] + [
             ("invalid_unicode", None)]
     if checksum != record["checksum"]:
@@ -1032,7 +899,7 @@ def _record_text_problems(text: str, effect: str | None) -> list:
 
 
 def _gate_rule_problem(record: dict) -> str | None:
-    """Which of append's rules for status and ref the record breaks (clean_signal refuses each), or None."""
+    """Which gate rule of clean_signal the record breaks, or None."""
     if "by" in record and (record["type"] != "gate" or "ref" not in record):
         return "the record has a by, which only a gate update has"
     if record["type"] != "gate":
@@ -1045,32 +912,19 @@ def _gate_rule_problem(record: dict) -> str | None:
 
 
 class _LogOrder:
-    """What a forward reader remembers of the lines before this one, to check its place in the log.
-
-    The seq must follow the highest before it (damaged lines since may each
-    have held one), and the ref must name an earlier note of the right kind,
-    as append's check_ref asks.  A ref is checked by its seq (the id n00012 names seq 12): it must be below
-    the note's own, and it names a gate exactly when the note is a gate update.
-    about and by are checked the same way (check_links): earlier, and a by never a gate.
-    Only the seqs of gates and of notes labelled op or shared are kept, so a
-    whole log's worth costs two sets of ints.  A batch ("batch": "K/N") must
-    be whole: lines 1/N to N/N in a row; only the batch under way is kept.
-
-    A note that supersedes an op or shared note without being labelled op or
-    shared itself breaks a rule append now keeps; a log written by 1.1.0
-    may hold such a note, so it is a notice (a warning), never damage."""
+    """What a forward reader keeps to check each line's place."""
 
     def __init__(self):
-        self.seqs = set()
+        self.seqs = set()                # seqs of gates
         self.firm = set()                # seqs of non-gate notes labelled op or shared
-        self.highest = self.damaged = 0  # highest seq so far; lines since it that hold no seq
-        self.line = 0                    # lines (or export records) met so far
-        self.batch_next = None           # (K, N): the place the next line must hold, inside a batch
-        self.batch_line = 0              # the line the batch under way started at
-        self.notices, self.notice_count = [], 0  # the first notices, as verify's problem entries
+        self.highest = self.damaged = 0  # highest seq; lines since it with none
+        self.line = 0                    # lines (or export records) so far
+        self.batch_next = None           # (K, N) the next line must hold
+        self.batch_line = 0              # where the batch under way started
+        self.notices, self.notice_count = [], 0  # as verify's entries
 
     def place_problems(self, value, kinds: list) -> list:
-        """The problems of a record (None: an unreadable line) from its place in the log: seq order, ref target."""
+        """Problems of a record (None: unreadable) from its place."""
         seq = value.get("seq") if value is not None else None
         found = []
         order = _seq_order_problem(seq, self.highest, self.damaged)
@@ -1081,11 +935,11 @@ class _LogOrder:
         else:
             self.damaged += 1
         self.line += 1
-        if self.batch_next is not None or (value is not None and "batch" in value):  # most lines are in no batch
+        if self.batch_next is not None or (value is not None and "batch" in value):
             found.extend(self.batch_problems(value))
         if value is None or not _is_usable(kinds):
             return found
-        if "ref" in value or "about" in value or "by" in value:  # most notes link to none
+        if "ref" in value or "about" in value or "by" in value:
             found.extend(self.link_problems(value))
         if value["type"] == "gate":
             self.seqs.add(value["seq"])
@@ -1094,7 +948,6 @@ class _LogOrder:
         return found
 
     def link_problems(self, record: dict) -> list:
-        """What is wrong with a usable record's ref, about and by (each a note id), from the notes before it."""
         seq, found = record["seq"], []
         if "ref" in record:
             wrong = self.ref_problem(record, int(record["ref"][1:]))
@@ -1112,11 +965,7 @@ class _LogOrder:
         return found
 
     def ref_problem(self, record: dict, target: int) -> str | None:
-        """What is wrong with the record's ref, whose seq is target (None when nothing is).
-
-        It must name an earlier note, a gate exactly when the record is a gate
-        update.  A note (not a gate update) not labelled op or shared that
-        supersedes one so labelled is kept as a notice, whatever else is wrong with its ref."""
+        """The ref's problem, or None; counts supersede notices."""
         ref, is_gate = record["ref"], record["type"] == "gate"
         if not is_gate and target in self.firm and record.get("provenance") not in _FIRM_PROVENANCES:
             self.notice_count += 1
@@ -1131,7 +980,6 @@ class _LogOrder:
         return None
 
     def batch_problems(self, value) -> list:
-        """Whether this line keeps batches whole: inside one it holds the next place, outside one a 1/N."""
         place, found = _batch_place_of(value), []
         if self.batch_next is not None:
             if value is None:
@@ -1151,44 +999,36 @@ class _LogOrder:
         return found
 
     def unfinished_detail(self) -> str:
-        """What is wrong with the batch under way when it stops here."""
         return "the batch that starts at line %d stops after %d of its %d lines" % (
             self.batch_line, self.batch_next[0] - 1, self.batch_next[1])
 
     def unfinished_batch(self) -> dict | None:
-        """After the last line: the problem of a batch still under way (verify's entry), or None."""
+        """verify's entry for a batch left unfinished, or None."""
         if self.batch_next is None:
             return None
         return _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
 
 def _is_usable(problems: list) -> bool:
-    """Whether readers read a record with these (kind, detail) problems."""
-    return not problems or not any(kind in _UNUSABLE for kind, _ in problems)  # most lines have none
+    return not problems or not any(kind in _UNUSABLE for kind, _ in problems)
 
 
 def _is_the_note(value, note_id: str) -> bool:
-    """Whether a parsed line (None: unreadable) is the note with this id that readers read (it has no
-    missing or malformed field)."""
     return value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None))
 
 
 def _seq_order_problem(seq, highest: int, damaged: int) -> str | None:
-    """The problem of a seq read forward: repeated, gap, or None.
-
-    highest is the highest seq before it; damaged, the lines since that one
-    that hold no seq (each may have held one, so they leave no gap)."""
+    """seq_repeated, seq_gap or None; each damaged line may have held a seq."""
     if not _is_seq(seq) or highest < seq <= highest + 1 + damaged:
         return None
     return "seq_repeated" if seq <= highest else "seq_gap"
 
 
 def _unterminated_line_problem(value) -> str:
-    """The verdict on a last line without its newline: a JSON object only lacks it; anything else was torn."""
     return "torn_tail" if value is None else "missing_newline"
 
 
-# Problems of a line as bytes, not of the record it holds: tail names them by offset alone.
+# tail names these by offset alone
 _LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
                            "seq_free_lines", "incomplete_batch"))
 
@@ -1199,37 +1039,32 @@ def _problem(line, record_id, kind: str, detail: str | None = None) -> dict:
 
 
 class _ProblemTally:
-    """The problems a reader meets: the first PROBLEMS_LISTED as verify's entries, and how many there are."""
+    """verify's first PROBLEMS_LISTED problems, and a count."""
 
     def __init__(self):
         self.problems, self.problem_count = [], 0
 
     def note_line_problems(self, number, value, kinds):
-        """Count the problems of line (or record) `number`, keeping the first ones as verify lists them."""
-        # An id is named only when it is a note id: any other could be anything.
+        # Only a note id is named: any other could be anything.
         record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else None
         self.problem_count += len(kinds)
         for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
             self.problems.append(_problem(number, record_id, kind, detail))
 
     def note_problems(self, found):
-        """Count problems found after the lines were read (verify's entries), keeping the first ones."""
         self.problem_count += len(found)
         self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
 
 
 def _parse_time_filter(value: str | None, name: str) -> str | None:
-    """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ (None when not given).
-
-    The time is compared as a string with each record's ts, so it keeps its
-    four-digit year: strftime would write the year 999 as "999", after "2026"."""
+    """A --since/--until time as YYYY-MM-DDTHH:MM:SSZ, or None."""
     if value is None:
         return None
     stamp = value + "T00:00:00Z" if len(value) == 10 else value
     try:
         if not _is_timestamp(stamp):
-            raise ValueError(value)  # strptime would also take "2026-1-01", a lower-case t, or other digits
-        time.strptime(stamp, _TIMESTAMP_FORMAT)  # the ranges: month 13, February 30, year 0
+            raise ValueError(value)  # strptime alone takes "2026-1-01" and other digits
+        time.strptime(stamp, _TIMESTAMP_FORMAT)  # month 13, February 30, year 0
     except ValueError:
         raise NotesError(
             "--%s is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
@@ -1238,7 +1073,6 @@ def _parse_time_filter(value: str | None, name: str) -> str | None:
 
 
 def _check_limit(value: int) -> int:
-    """Refuse a --limit below 1 or above LIMIT_MAX (each record asked for is held in memory until printed)."""
     if value < 1:
         raise NotesError("--limit must be 1 or more")
     if value > _LIMIT_MAX:
@@ -1248,19 +1082,18 @@ def _check_limit(value: int) -> int:
 
 
 def _is_redacted(record) -> bool:
-    """Whether a record holds redact's placeholder as its text."""
     return record.get("text") == _REDACTED_TEXT
 
 
 def _is_redaction_note(record, note_id=None) -> bool:
-    """Whether a record is the source note that records a redaction (of note_id, when given)."""
+    """Whether record is the source note of a redaction (of note_id)."""
     return (record.get("type") == "source" and _is_note_id(record.get("about"))
             and isinstance(record.get("text"), str) and record["text"].startswith(_REDACTION_PREFIX)
             and (note_id is None or record["about"] == note_id))
 
 
 def _redacted_record(record) -> dict:
-    """The record with its text and effect replaced by the placeholder, same fields in the same order."""
+    """The record as redact leaves it."""
     redacted = dict(record)
     redacted["text"] = _REDACTED_TEXT
     if "effect" in redacted:
