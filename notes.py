@@ -2443,13 +2443,12 @@ class _RedactionsSeen:
 class Session:
     """The Python API: one session folder, one method per command, each returning the receipt as a dict.
 
-    The command line and the MCP server call these methods.  Arguments are
-    keyword-only; a refusal raises NotesError with the command line's message.
+    Arguments are keyword-only; a refusal raises NotesError with the command line's message.
     Session(None) uses the folder the command line uses without --dir."""
 
     def __init__(self, folder=None):
         _check_dir_argument(folder)
-        # Resolved by each method, so that a bad signal is refused before the folder is looked at.
+        # Resolved by each method: a bad signal is refused first.
         self.folder = None if folder is None else os.fspath(folder)
 
     def init(self) -> dict:
@@ -2499,7 +2498,7 @@ class Session:
         if descriptor is None:
             import io  # already loaded by the interpreter itself
 
-            handle = io.BytesIO()  # no log yet: an empty one to tail
+            handle = io.BytesIO()  # no log yet
         else:
             handle = open(descriptor, "rb")
         end, kept_bytes, cut_short = size, 0, False
@@ -2535,7 +2534,7 @@ class Session:
         return _with_warnings(receipt, _bounded_warnings(warnings, warning_count))
 
     def show(self, *, note_id) -> dict:
-        """One note and its chain: what it replaced and what replaced it, or its gate's updates; the notes about it."""
+        """One note and its chain, or its gate's updates; the notes about it."""
         note_id = _command_note_id("show", note_id)
         folder = _resolve_folder(self.folder)
         return _show_note(folder, _require_session(folder), note_id)
@@ -2594,10 +2593,9 @@ class Session:
             receipt["redacted"] = reader.redactions.count
         warnings = []
         if reader.unterminated_in_flight:
-            # Not a problem (a writer has such a line for an instant), but ok must not vouch for it.
+            # A writer's line in flight: not a problem, but not checked.
             warnings.append("the last line has no newline yet and a writer holds the lock: it is being "
                             "written, so it was not checked. Run verify again once that writer has finished")
-        # notices: notes that append now refuses, said but not counted as damage.
         return _with_warnings(receipt, warnings + reader.notices())
 
     def export(self, *, output=None, format="json") -> dict:
@@ -2613,9 +2611,9 @@ class Session:
         else:
             output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
         _check_export_output(folder, output)
-        earlier = _earlier_export(output)  # what may have been downloaded from there
+        earlier = _earlier_export(output)
         output_folder = os.path.dirname(output)
-        # Every pass reads the same bytes: notes appended meanwhile wait for the next export.
+        # Every pass reads the same bytes (LogReader).
         with _LogReader(folder, meta) as reader:
             by_type, first_ts, last_ts = _count_by_type(reader)
             count = reader.total
@@ -2625,7 +2623,6 @@ class Session:
                                           reader.problem_count, warnings)
             else:
                 chunks = _json_export(reader, meta, count)
-            # A place that cannot take the file is a refusal; a failure while writing it is an error.
             refusal = "cannot write %s (%s); choose another --output"
             try:
                 os.makedirs(output_folder, exist_ok=True)
@@ -2672,7 +2669,7 @@ class Session:
 
 
 def _append_signal(folder, meta, signal):
-    """Under the lock: mend the log's tail, then store the signal, or return its earlier note."""
+    """Under the lock: store the signal, or return the earlier note it repeats."""
     log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
@@ -2690,7 +2687,7 @@ def _append_signal(folder, meta, signal):
 
 
 def _write_at_log_end(folder, window_records, store):
-    """Under the lock: mend the log's end, then return (store(descriptor, tail), what was mended)."""
+    """Under the lock: mend the log's end; return (store(descriptor, tail), what was mended)."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         created = not os.path.lexists(log_path)
@@ -2711,7 +2708,6 @@ def _write_at_log_end(folder, window_records, store):
 
 
 def _duplicate_window_start():
-    """The ts of the oldest record a retry can repeat (ts sorts as text)."""
     return time.strftime(_TIMESTAMP_FORMAT, time.gmtime(time.time() - _DUPLICATE_WINDOW_SECONDS))
 
 
@@ -2725,7 +2721,7 @@ def _refuse_an_absurd_seq(tail):
 
 
 def _recover_tail(folder, descriptor, tail):
-    """Mend the end a crash left (never a complete line); return what was done, or None."""
+    """Mend the end a crash left; return what was done, or None."""
     if tail.keep_end < tail.size:
         if tail.incomplete_batch:
             recovered = _set_aside_torn_tail(folder, descriptor, tail)
@@ -2746,7 +2742,7 @@ def _recover_tail(folder, descriptor, tail):
 
 
 def _find_duplicate(tail, signal, session_id, log_path):
-    """The intact record of the window that the signal repeats and that is still the latest word, or None."""
+    """The window's intact record the signal repeats, if still the latest word; else None."""
     for place, record in enumerate(tail.recent):
         if all(record.get(name) == value for name, value in signal.items()) and not _check_record(
                 record, session_id):
@@ -2757,7 +2753,7 @@ def _find_duplicate(tail, signal, session_id, log_path):
 
 
 def _still_the_latest_word(record, later, in_log):
-    """Whether no later record (newest first) superseded this one or, for a gate note, changed its gate."""
+    """Whether no later record (newest first) superseded this one or changed its gate."""
     if record["type"] != "gate":
         return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
     updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
@@ -2772,7 +2768,7 @@ def _still_the_latest_word(record, later, in_log):
 
 
 def _gate_root(record, lookup):
-    """The id of the gate a gate note belongs to; a ref to no gate, or a loop (damage), ends the walk."""
+    """The id of the gate a gate note belongs to; a loop (damage) ends the walk."""
     visited = set()
     while isinstance(record.get("ref"), str) and record["ref"] not in visited:
         visited.add(record["ref"])
@@ -2790,7 +2786,7 @@ def _with_recovered(receipt, recovered):
 
 
 def _check_links(signal, find):
-    """Refuse a ref, about or by naming no note of the right kind, or a supersede the labels forbid."""
+    """Refuse a link naming no note of the right kind, or a forbidden supersede."""
     if signal["ref"] is not None:
         target = _check_ref(signal["type"], signal["ref"], find)
         _check_supersede_rule(signal, target)
@@ -2835,7 +2831,7 @@ def _check_ref(note_type, ref, find):
     return target
 
 
-# append --batch: several signals, checked together, written together or not at all
+# append --batch: several signals, written together or not at all
 
 def _refuse_a_long_batch(count):
     if count > _BATCH_LINE_LIMIT:
@@ -2844,7 +2840,7 @@ def _refuse_a_long_batch(count):
 
 
 def _clean_batch(entries, flags_given) -> list:
-    """Every line of a batch as a signal, "@K" links kept; signal fields given beside the batch are refused."""
+    """Every line of a batch as a signal, "@K" links kept."""
     if flags_given:
         raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
                          % ", ".join("--" + name for name in flags_given))
@@ -2890,7 +2886,7 @@ def _clean_batch_line(number, entry) -> dict:
 
 
 def _earlier_line(name, value, number) -> str:
-    """The link "@K", refused unless K (from 1) names an earlier line of the batch."""
+    """The link "@K"; refused unless K (from 1) names an earlier line."""
     digits = value[1:]
     if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
         raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and only "
@@ -2899,7 +2895,7 @@ def _earlier_line(name, value, number) -> str:
 
 
 def _check_batch_links(log_path, signals):
-    """append's link checks on every line; "@K" names line K as if it were in the log."""
+    """append's link checks on every line; "@K" names line K."""
     with _NotesById(log_path) as in_log:
         def find(note_id):
             if note_id.startswith("@"):
@@ -2914,7 +2910,7 @@ def _check_batch_links(log_path, signals):
 
 
 def _append_batch_entries(folder_option, entries, flags_given) -> dict:
-    """Session.append(batch=...): check every line, then store them all, or return the earlier batch."""
+    """Session.append(batch=...): check every line, then store them all."""
     signals = _clean_batch(entries, flags_given)
     folder = _resolve_folder(folder_option)
     _check_session_folder(folder)
@@ -2926,7 +2922,7 @@ def _append_batch_entries(folder_option, entries, flags_given) -> dict:
 
 
 def _append_batch(folder, meta, signals):
-    """Under the lock: mend the log's tail, then write the whole batch with one write and one fsync."""
+    """Under the lock: write the whole batch with one write and one fsync."""
     log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
@@ -2957,13 +2953,13 @@ def _batch_records(session_id, highest_seq, signals) -> list:
 
 
 def _resolved_links(signal, ids) -> dict:
-    """The signal with each "@K" in ref, about and by replaced by ids[K - 1]."""
+    """The signal with each "@K" link replaced by ids[K - 1]."""
     return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
             and value.startswith("@") else value for name, value in signal.items()}
 
 
 def _find_duplicate_batch(tail, signals, session_id, log_path):
-    """The records of a whole earlier batch that this one repeats line for line (find_duplicate's rules), or None."""
+    """The records of a whole earlier batch this one repeats line for line, or None."""
     count = len(signals)
     for place, record in enumerate(tail.recent):
         if record.get("batch") != "%d/%d" % (count, count) or place + count > len(tail.recent):
@@ -2991,7 +2987,6 @@ def _grep_needle(text):
 
 
 def _tail_keeps(record, types, since, until, needle) -> bool:
-    """Whether tail's filters keep a usable record."""
     return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
             and (until is None or record["ts"] < until) and (needle is None or _holds_needle(record, needle)))
 
@@ -3020,7 +3015,7 @@ _SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
 
 
 def _command_note_id(command, value) -> str:
-    """The NOTE_ID of show or redact, checked (its value is never echoed)."""
+    """show's or redact's note id, checked, never echoed."""
     cleaned = _as_note_id(value)
     if cleaned is None:
         raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command,
@@ -3029,7 +3024,7 @@ def _command_note_id(command, value) -> str:
 
 
 def _show_note(folder, meta, note_id) -> dict:
-    """show's receipt: the note, its chain (or its gate's updates and what settled them), the notes about it."""
+    """show's receipt: the note, its chain or its gate's updates, the notes about it."""
     with _LogReader(folder, meta) as reader:
         return _show_chain(reader, note_id)
 
@@ -3062,7 +3057,7 @@ def _show_chain(reader, note_id) -> dict:
 
 
 def _chain_back(reader, note_id):
-    """(the note and the notes its ref leads back to, nearest first; how many were left out)."""
+    """(the note, then the notes its ref leads back to; how many were left out)."""
     chain, skipped, wanted = [], 0, note_id
     if reader.handle is None:
         return chain, skipped
@@ -3073,7 +3068,7 @@ def _chain_back(reader, note_id):
         if not _is_the_note(value, wanted):
             continue
         if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
-            break  # a ref across kinds is damage: the chain ends here
+            break  # a ref across kinds is damage
         if len(chain) > _SHOW_LIST_LIMIT:
             chain[-1], skipped = value, skipped + 1
         else:
@@ -3086,7 +3081,7 @@ def _chain_back(reader, note_id):
 
 
 def _chain_forward(reader, target, root_id):
-    """One forward read: the updates or replacements, the notes about the target, what was left out, the by ids."""
+    """One forward read: (updates or replacements, and notes about; left-out counts; by ids)."""
     is_gate = target["type"] == "gate"
     replacing = "updates" if is_gate else "replaced_by"
     family = {root_id if is_gate else target["id"]}
@@ -3117,7 +3112,7 @@ def _notes_named(reader, note_ids, not_listed):
 
 
 def _count_by_type(reader):
-    """Read the whole log: (notes by type, first ts, last ts)."""
+    """(notes by type, first ts, last ts), from the whole log."""
     by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
     first_ts = last_ts = None
     for record in reader.records():
@@ -3129,7 +3124,7 @@ def _count_by_type(reader):
 
 
 def _gates_phrase(gates) -> str:
-    """The open and deferred gates counted in the operator's words (no ids); "" when none."""
+    """The open and deferred gates counted for the operator; "" when none."""
     parts = []
     for status in ("open", "deferred"):
         number = sum(1 for gate in gates.values() if gate.status == status)
@@ -3139,7 +3134,7 @@ def _gates_phrase(gates) -> str:
 
 
 def _earlier_export(path):
-    """(session id, note count) from the head of the export at path, either may be None; None if no file."""
+    """(session id, note count) from the head of an export at path, or None."""
     head, _ = _read_export_head(path)
     if head is not None:
         session, count = head.get("session"), head["record_count"]
@@ -3148,14 +3143,14 @@ def _earlier_export(path):
     try:
         with open(_open_regular_file(path), "rb") as handle:
             top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
-    except (NotesError, OSError):  # none there, or no regular file: nothing was downloaded from it
+    except (NotesError, OSError):  # nothing was downloaded from there
         return None
     found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(", top)
     return (found.group(1), int(found.group(2))) if found else None
 
 
 def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
-    """The news for the operator: a replaced copy now out of date, or a delivery with gates open; else None."""
+    """News for the operator: a replaced copy out of date, or a delivery with gates open; else None."""
     stale = earlier is not None and earlier != (session_id, count)
     if not stale and not (by_type["gate"] and by_type["artifact"]):
         return None  # no news possible: skip the passes
@@ -3181,13 +3176,13 @@ def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
 
 
 def _check_export_output(folder, output):
-    """Refuse an --output that is a folder, a special file, or any of the session's own files."""
+    """Refuse an --output that is a folder, a special file, or a session file."""
     if os.path.isdir(output):
         raise NotesError("--output %s is a folder; give a file path, such as %s"
                          % (output, os.path.join(output, _EXPORT_NAME)))
     if os.path.isfile(os.path.dirname(output)):
         raise NotesError("--output %s is inside a file, not a folder" % output)
-    # The same file by name (through linked folders) or by inode (a link).
+    # The same file by name or by inode (a link).
     real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name)):
@@ -3211,7 +3206,7 @@ def _check_export_output(folder, output):
 
 
 def _is_earlier_export(path):
-    """Whether the file at path was written by export, judged by its first bytes."""
+    """Whether the file at path starts as an export does."""
     try:
         descriptor = _open_regular_file(path)
     except (OSError, NotesError):
@@ -3222,7 +3217,6 @@ def _is_earlier_export(path):
 
 
 def _same_file(path, other):
-    """os.path.samefile, False when either is missing."""
     try:
         return os.path.samefile(path, other)
     except OSError:
@@ -3233,13 +3227,13 @@ def _json_export(reader, meta, count):
     """Yield the export as pretty_json(export) would print it, record by record."""
     head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta,
             "record_count": count}
-    # backslashreplace: a log path that is not UTF-8 keeps its \udcXX escapes, as in the meta.
+    # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     written = 0
     for record in reader.records():
         if written == count:
             break
-        # JSON strings hold no raw newline: each newline here is layout, indented one more level.
+        # JSON strings hold no raw newline: every newline is layout.
         text = _pretty_json(record).replace("\n", "\n    ")
         yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
         written += 1
@@ -3247,7 +3241,7 @@ def _json_export(reader, meta, count):
 
 
 def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
-    """Yield a readable audit document of the whole session; the figures come from the first pass."""
+    """Yield the audit document; the figures come from the first pass."""
     created = meta.get("created_at")
     lines = [
         "# Shaping session %s" % _visible(meta["session_id"], True),
@@ -3276,7 +3270,7 @@ def _markdown_record(record):
         first, *rest = _markdown_split(record["effect"])
         labels += (["- Effect: " + _visible(_markdown_inline(first))]
                    + ["      " + _visible(_markdown_inline(line)) for line in rest])
-    # Checked values: a note id and words from short lists.
+    # Checked values: nothing to escape.
     for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
             labels.append("- %s: %s" % (key.capitalize(), record[key]))
@@ -3294,7 +3288,7 @@ def _markdown_inline(text):
 
 
 def _markdown_line_start(text):
-    """markdown_inline text that opens no block where it starts a line's content: a heading, quote, list or rule."""
+    """markdown_inline text that opens no block (heading, quote, list, rule) at a line's start."""
     number = re.match(r"[0-9]{1,9}(?=[.)])", text)
     if number:  # "1." or "1)" opens a numbered list: escape the dot
         return text[:number.end()] + "\\" + text[number.end():]
@@ -3304,7 +3298,6 @@ def _markdown_line_start(text):
 
 
 def _markdown_split(text):
-    """Text split where markdown ends a line: at CR LF, CR or LF."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
@@ -3317,7 +3310,7 @@ def _visible(value, one_line=False):
 
 
 def _summarise_record(record):
-    """A record as a recap item: id and text, then the effect, the note it replaced and its labels."""
+    """A record as a recap item."""
     item = {"id": record["id"], "text": record["text"]}
     if "effect" in record:
         item["effect"] = record["effect"]
@@ -3330,18 +3323,17 @@ def _summarise_record(record):
 
 
 def _is_unconfirmed(labels) -> bool:
-    """Whether a note's labels say the model proposed it or only inferred it."""
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
 def _gate_labels(gate) -> dict:
-    """The labels of the note that set a recap gate's status: its latest update, or the gate itself."""
+    """The labels of the note that set a recap gate's status."""
     if "update_id" in gate:
         return {key: gate["update_" + key] for key in ("provenance", "evidence") if "update_" + key in gate}
     return gate
 
 
-# What recap's first pass keeps of a gate; the second pass fetches the texts of the gates listed.
+# recap's first pass keeps this of a gate, not the gate itself.
 _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index")
 
 
@@ -3369,16 +3361,14 @@ def _recap_history(reader):
 
 
 def _keep_newest(entries, limit, cut, name):
-    """Keep the newest `limit` entries of a list, counting the rest in cut[name]."""
+    """Keep the newest `limit` entries, counting the rest in cut[name]."""
     if len(entries) > limit:
         cut[name] = cut.get(name, 0) + len(entries) - limit
         del entries[:len(entries) - limit]
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, the wanted gate records).
-
-    Every record also meets synthesis; an unconfirmed note goes to unconfirmed, not its own list."""
+    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, wanted gate records)."""
     latest = {"mode": None, "shape": None}
     list_of_type = dict(_RECAP_LISTS)
     kept = {name: [] for _, name in _RECAP_LISTS}
@@ -3396,7 +3386,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             latest[record["type"]] = record
         elif record["type"] in list_of_type:
             name, item = list_of_type[record["type"]], _summarise_record(record)
-            # A tension names a pull between lenses; there is nothing in it to confirm.
+            # A tension holds nothing to confirm.
             if _is_unconfirmed(item) and record["type"] != "tension":
                 unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
                 _keep_newest(unconfirmed, limit, cut, "unconfirmed")
@@ -3411,12 +3401,12 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
     return latest, kept, unconfirmed, found
 
 
-# What a closed gate keeps in the recap: the gate, and the update that closed it.
+# A closed gate's recap keys: the gate, and the update that closed it.
 _CLOSED_GATE_KEYS = ("id", "text", "update_id", "update_text", "update_provenance", "update_evidence")
 
 
 def _recap_gates(gates, limit, cut):
-    """The gates recap lists, as (seq, gate id) lists by status and unconfirmed, newest `limit` kept."""
+    """The gates recap lists: (seq, gate id) lists by status, and unconfirmed."""
     by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
@@ -3436,7 +3426,7 @@ def _recap_gates(gates, limit, cut):
 
 
 def _gate_item(gate_id, gate, found) -> dict:
-    """A listed gate: its own fields, its status now, then its latest update's."""
+    """A listed gate: its fields, its status, its latest update's."""
     record = found[gate_id]
     item = {"id": gate_id, "text": record["text"], "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
@@ -3448,7 +3438,7 @@ def _gate_item(gate_id, gate, found) -> dict:
 
 
 def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
-    """recap_gates' lists as (seq, item) by status (closed ones trimmed); its unconfirmed join unconfirmed."""
+    """recap_gates' lists as (seq, item) by status; the unconfirmed gates join unconfirmed."""
     by_status = {}
     for status, entries in gate_lists.items():
         items = [(seq, _gate_item(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
@@ -3464,7 +3454,7 @@ def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limi
 
 
 def _wanted_records(gates, *lists) -> tuple:
-    """What the gates in these (seq, gate id) lists are built from: (their ids, the places of their updates)."""
+    """(gate ids, places of their updates) of the gates in these lists."""
     gate_ids = {gate_id for entries in lists for _, gate_id in entries}
     return gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None}
 
