@@ -2090,16 +2090,12 @@ class _RedactionsSeen:
 class Session:
     """The Python API: one session folder, one method per command, each returning the receipt as a dict.
 
-    The command line and the MCP server call these same methods, so every
-    check, lock and receipt is theirs.  Arguments are keyword-only plain
-    values (no "-" for standard input: that belongs to the command line); a
-    refusal raises NotesError with the message the command line prints.
+    Arguments are keyword-only; a refusal raises NotesError with the command line's message.
     Session(None) uses the folder the command line uses without --dir."""
 
     def __init__(self, folder=None):
         _check_dir_argument(folder)
-        # Resolved by each method where the command line resolves --dir, so
-        # that a bad signal is refused before the folder is looked at.
+        # Resolved by each method: a bad signal is refused first.
         self.folder = None if folder is None else os.fspath(folder)
 
     def init(self) -> dict:
@@ -2115,13 +2111,11 @@ class Session:
                evidence=None, about=None, by=None, batch=None) -> dict:
         """Append one memory signal; the receipt names its note (or the earlier one a retry repeats).
 
-        batch: instead of one signal, a list of them (dicts keyed by these
-        keywords; "@K" in ref, about or by names the K-th), all written or none."""
+        batch: a list of signals (dicts of these keywords; "@K" names the K-th), all written or none."""
         if batch is not None:
             given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
                                                                  evidence, about, by)) if value is not None]
             return _append_batch_entries(self.folder, batch, given)
-        # Validate everything the signal alone can tell before touching any file.
         signal = _clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
         folder = _resolve_folder(self.folder)
         _check_session_folder(folder)
@@ -2133,9 +2127,9 @@ class Session:
             return _append_signal(folder, meta, signal)
 
     def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None) -> dict:
-        """The last records, oldest first; types, since, until and grep keep only the records they name.
+        """The last records, oldest first, filtered by types, since, until and grep.
 
-        The receipt's superseded lists the ids among its records that a later note superseded."""
+        The receipt's superseded lists the ids a later note superseded."""
         limit = _check_limit(limit)
         since, until = _parse_time_filter(since, "since"), _parse_time_filter(until, "until")
         types = set([types] if isinstance(types, str) else types) if types else None
@@ -2145,31 +2139,30 @@ class Session:
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
         log_path = os.path.join(folder, _LOG_NAME)
-        # Only the warnings listed are kept, the rest counted: a log of a million
-        # damaged lines must not make a million messages.
+        # Warnings past the listed ones are only counted.
         records, warnings, warning_count, superseded = [], [], 0, _SupersededSeen()
         descriptor, size, in_flight = _log_view(folder)
         if descriptor is None:
             import io  # already loaded by the interpreter itself
 
-            handle = io.BytesIO()  # no log yet: an empty one to tail
+            handle = io.BytesIO()  # no log yet
         else:
             handle = open(descriptor, "rb")
-        end, kept_bytes, cut_short = size, 0, False  # the log bytes of the records kept (each line's span)
+        end, kept_bytes, cut_short = size, 0, False
         with handle:
             for offset, value, problems in _BackwardScan(handle, size, meta["session_id"], in_flight):
                 if len(records) >= limit:
                     break
                 line_bytes, end = end - offset, offset
                 record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
-                for kind, detail in problems:  # an id is named only when it is a note id: never echo another
+                for kind, detail in problems:  # never echo an id that is no note id
                     where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
                     warning_count += 1
                     if len(warnings) < _WARNINGS_LISTED:
                         warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
                 if value is None or not _is_usable(problems):
                     continue
-                superseded.meet(value)  # a note filtered out still supersedes the ones it names
+                superseded.meet(value)  # a note filtered out still supersedes
                 if _tail_keeps(value, types, since, until, needle):
                     cut_short = bool(records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
                     if cut_short:
@@ -2188,7 +2181,7 @@ class Session:
         return _with_warnings(receipt, _bounded_warnings(warnings, warning_count))
 
     def show(self, *, note_id) -> dict:
-        """One note and its chain: what it replaced and what replaced it, or its gate's updates; the notes about it."""
+        """One note and its chain, or its gate's updates; the notes about it."""
         note_id = _command_note_id("show", note_id)
         folder = _resolve_folder(self.folder)
         return _show_note(folder, _require_session(folder), note_id)
@@ -2221,7 +2214,6 @@ class Session:
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
         fitted = _read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
-        # The markdown is a key of a receipt, never a bare text: the command line prints that text.
         return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
     def verify(self) -> dict:
@@ -2248,18 +2240,15 @@ class Session:
             receipt["redacted"] = reader.redactions.count
         warnings = []
         if reader.unterminated_in_flight:
-            # Not counted as a problem: a writer at work always has such a line
-            # for an instant.  Said, so that ok never vouches for a line unread.
+            # A writer's line in flight: not a problem, but not checked.
             warnings.append("the last line has no newline yet and a writer holds the lock: it is being "
                             "written, so it was not checked. Run verify again once that writer has finished")
-        # A note a 1.1.0 writer could store but append now refuses: said, not counted as damage.
         return _with_warnings(receipt, warnings + reader.notices())
 
     def export(self, *, output=None, format="json") -> dict:
-        """Write the whole session to one file: JSON (v0's export) or, with format="md", an audit document.
+        """Write the whole session to one file: JSON or, with format="md", an audit document.
 
-        output may be anywhere but over a file that is not an earlier export
-        (check_export_output); the MCP server confines it first (mcp_export_path)."""
+        output may replace an earlier export, never any other file."""
         _check_choice("format", format, ("json", "md"))
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
@@ -2269,10 +2258,9 @@ class Session:
         else:
             output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
         _check_export_output(folder, output)
-        earlier = _earlier_export(output)  # what the operator may have downloaded from this path before
+        earlier = _earlier_export(output)
         output_folder = os.path.dirname(output)
-        # Every pass reads the same bytes (LogReader): the size is fixed before
-        # the first one, so notes appended meanwhile wait for the next export.
+        # Every pass reads the same bytes (LogReader).
         with _LogReader(folder, meta) as reader:
             by_type, first_ts, last_ts = _count_by_type(reader)
             count = reader.total
@@ -2282,8 +2270,6 @@ class Session:
                                           reader.problem_count, warnings)
             else:
                 chunks = _json_export(reader, meta, count)
-            # A place that cannot take the file is a refusal; a failure while writing
-            # it (a full disk, say) is an unexpected error, as it is for append.
             refusal = "cannot write %s (%s); choose another --output"
             try:
                 os.makedirs(output_folder, exist_ok=True)
@@ -2312,14 +2298,13 @@ class Session:
             gates = _recap_history(reader)[1]
         receipt["tell_operator"] = _restore_tell_operator(folder, export_path, export.record_count,
                                                          export.problem_count, gates)
-        # With --accept-damaged: what was restored as it is, record by record; then the notices.
         _with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices)
         return _with_recovered(receipt, recovered)
 
     def redact(self, *, note_id, reason) -> dict:
-        """Replace one note's text and effect with the placeholder in place; a source note records why.
+        """Replace one note's text and effect with the placeholder; a source note records why.
 
-        The receipt's not_erased says what it cannot reach (earlier exports, side files, copies)."""
+        The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
         note_id = _command_note_id("redact", note_id)
         reason = _redact_reason(reason)
         folder = _resolve_folder(self.folder)
@@ -2331,7 +2316,7 @@ class Session:
 
 
 def _append_signal(folder, meta, signal):
-    """Under the lock: recover the log's tail, then store the signal, or answer with its earlier note."""
+    """Under the lock: store the signal, or return the earlier note it repeats."""
     log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
@@ -2344,13 +2329,12 @@ def _append_signal(folder, meta, signal):
     (record, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS, store)
     receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
     if duplicate:
-        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
+        receipt["duplicate"] = True  # a retry: nothing new was written
     return _with_recovered(receipt, recovered)
 
 
 def _write_at_log_end(folder, window_records, store):
-    """Under the lock: read the log's end (with a duplicate window of window_records), mend what a crash
-    left there, then let store(descriptor, tail) write; return (what store returned, what was mended)."""
+    """Under the lock: mend the log's end; return (store(descriptor, tail), what was mended)."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         created = not os.path.lexists(log_path)
@@ -2371,12 +2355,10 @@ def _write_at_log_end(folder, window_records, store):
 
 
 def _duplicate_window_start():
-    """The time of the oldest record a retry can repeat, in the log's own format (which sorts as text)."""
     return time.strftime(_TIMESTAMP_FORMAT, time.gmtime(time.time() - _DUPLICATE_WINDOW_SECONDS))
 
 
 def _refuse_an_absurd_seq(tail):
-    """Refuse, before writing anything, to number a note past SEQ_LIMIT: such a seq is damage."""
     if tail.highest_seq >= _SEQ_LIMIT:
         raise NotesError(
             "the last lines of the log hold a seq past %d, beyond any real session: the log was "
@@ -2386,11 +2368,11 @@ def _refuse_an_absurd_seq(tail):
 
 
 def _recover_tail(folder, descriptor, tail):
-    """Mend the end of the log a crash left (never a complete line); return what was done, or None."""
+    """Mend the end a crash left; return what was done, or None."""
     if tail.keep_end < tail.size:
         if tail.incomplete_batch:
             recovered = _set_aside_torn_tail(folder, descriptor, tail)
-            recovered["kind"] = "incomplete_batch"  # its whole lines, and a cut-off one after them if any
+            recovered["kind"] = "incomplete_batch"
             return recovered
         if tail.size - tail.keep_end > _LINE_LIMIT:
             return _keep_torn_tail_in_place(descriptor, tail, "longer than any record, so not a note cut off")
@@ -2407,25 +2389,18 @@ def _recover_tail(folder, descriptor, tail):
 
 
 def _find_duplicate(tail, signal, session_id, log_path):
-    """The record of the duplicate window that repeats the signal field for field, or None.
-
-    A record with any problem of its own (a checksum that does not match,
-    say) is never the answer: the signal is then stored anew.  Nor is one
-    that is no longer the latest word on its subject (still_the_latest_word):
-    a repeat after a later note undid it is a new change of state, not a retry."""
+    """The window's intact record the signal repeats, if still the latest word; else None."""
     for place, record in enumerate(tail.recent):
         if all(record.get(name) == value for name, value in signal.items()) and not _check_record(
                 record, session_id):
-            later = tail.recent[:place]  # newest first; the window holds every record after this one
+            later = tail.recent[:place]  # newest first
             with _NotesById(log_path) as in_log:
                 return record if _still_the_latest_word(record, later, in_log) else None
     return None
 
 
 def _still_the_latest_word(record, later, in_log):
-    """Whether no later record superseded this one, nor, when it is a gate or gate update, changed its gate.
-
-    later: the records after it, newest first; in_log: a NotesById for the notes before the window."""
+    """Whether no later record (newest first) superseded this one or changed its gate."""
     if record["type"] != "gate":
         return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
     updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
@@ -2434,17 +2409,13 @@ def _still_the_latest_word(record, later, in_log):
     window = {other.get("id"): other for other in later}
 
     def lookup(note_id):
-        # A note of the window, else one looked up from the end of the log (only here, on a repeat).
         return window.get(note_id) or in_log(note_id)
     gate = _gate_root(record, lookup)
     return not any(_gate_root(update, lookup) == gate for update in updates)
 
 
 def _gate_root(record, lookup):
-    """The id of the gate a gate note belongs to: its own for a new gate, else the gate its refs lead back to.
-
-    lookup(note_id) gives the record of an id, or None; a ref naming no gate
-    ends the walk there, and a loop (only a damaged log holds one) ends it too."""
+    """The id of the gate a gate note belongs to; a loop (damage) ends the walk."""
     visited = set()
     while isinstance(record.get("ref"), str) and record["ref"] not in visited:
         visited.add(record["ref"])
@@ -2456,16 +2427,13 @@ def _gate_root(record, lookup):
 
 
 def _with_recovered(receipt, recovered):
-    """Add a recovered key only when the tail of the log was mended."""
     if recovered:
         receipt["recovered"] = recovered
     return receipt
 
 
 def _check_links(signal, find):
-    """Refuse a link (ref, about, by) that names no note of the right kind, or a supersede the labels forbid.
-
-    find(note_id) gives the note an id names (a NotesById, unless a batch says otherwise)."""
+    """Refuse a link naming no note of the right kind, or a forbidden supersede."""
     if signal["ref"] is not None:
         target = _check_ref(signal["type"], signal["ref"], find)
         _check_supersede_rule(signal, target)
@@ -2482,11 +2450,7 @@ def _check_links(signal, find):
 
 
 def _check_supersede_rule(signal, target):
-    """Refuse a note that supersedes an op or shared note without being labelled op or shared itself.
-
-    Leaving the label out is no way around it: a model's guess must not hide
-    what the operator stated.  A gate update supersedes nothing, so it is not
-    held to this."""
+    """Refuse superseding an op or shared note unless this note is labelled op or shared too."""
     if signal["type"] == "gate" or target.get("provenance") not in _FIRM_PROVENANCES:
         return
     if signal["provenance"] in _FIRM_PROVENANCES:
@@ -2499,7 +2463,7 @@ def _check_supersede_rule(signal, target):
 
 
 def _check_ref(note_type, ref, find):
-    """Refuse a --ref that names no note of this log, or a note of the wrong kind; return the note it names."""
+    """The note a --ref names; refuses a missing one or one of the wrong kind."""
     target = find(ref)
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
@@ -2514,20 +2478,16 @@ def _check_ref(note_type, ref, find):
     return target
 
 
-# append --batch: several signals, checked together, written together or not at all
+# append --batch: several signals, written together or not at all
 
 def _refuse_a_long_batch(count):
-    """Refuse a batch of more than BATCH_LINE_LIMIT lines, before any of them is checked."""
     if count > _BATCH_LINE_LIMIT:
         raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
                          % (count, _BATCH_LINE_LIMIT))
 
 
 def _clean_batch(entries, flags_given) -> list:
-    """Every line of a batch checked as append checks its flags: the signals, "@K" kept in ref, about, by.
-
-    The signals come only from the lines, so flags_given (the names of the
-    signal fields also passed on their own) must be empty."""
+    """Every line of a batch as a signal, "@K" links kept."""
     if flags_given:
         raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
                          % ", ".join("--" + name for name in flags_given))
@@ -2547,11 +2507,11 @@ def _clean_batch(entries, flags_given) -> list:
 
 
 def _clean_batch_line(number, entry) -> dict:
-    """One line of a batch as a signal (clean_signal's), without ever echoing a value of it."""
+    """One line of a batch as a signal, without ever echoing a value of it."""
     if not isinstance(entry, dict):
         raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
                          % ", ".join(_SIGNAL_FIELDS))
-    if any(key not in _SIGNAL_FIELDS for key in entry):  # the key itself is not named: it could be anything
+    if any(key not in _SIGNAL_FIELDS for key in entry):  # the key is not echoed either
         raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
                          "without dashes)" % ", ".join(_SIGNAL_FIELDS))
     values = {name: entry.get(name) for name in _SIGNAL_FIELDS}
@@ -2563,7 +2523,7 @@ def _clean_batch_line(number, entry) -> dict:
         value = values[name].strip() if values[name] is not None else None
         if value is not None and value.startswith("@"):
             places[name] = _earlier_line(name, value, number)
-            values[name] = _note_id_for(1)  # a stand-in, so that clean_signal checks the rest as append does
+            values[name] = _note_id_for(1)  # a stand-in for clean_signal
         elif value is not None and not _is_note_id(value):
             raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
                              "this batch" % name)
@@ -2573,7 +2533,7 @@ def _clean_batch_line(number, entry) -> dict:
 
 
 def _earlier_line(name, value, number) -> str:
-    """A link "@K" checked to name an earlier line of the batch (K from 1): returned as "@K"."""
+    """The link "@K"; refused unless K (from 1) names an earlier line."""
     digits = value[1:]
     if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
         raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and only "
@@ -2582,7 +2542,7 @@ def _earlier_line(name, value, number) -> str:
 
 
 def _check_batch_links(log_path, signals):
-    """append's link checks on every line; "@K" names line K, seen as if it were in the log already."""
+    """append's link checks on every line; "@K" names line K."""
     with _NotesById(log_path) as in_log:
         def find(note_id):
             if note_id.startswith("@"):
@@ -2597,12 +2557,11 @@ def _check_batch_links(log_path, signals):
 
 
 def _append_batch_entries(folder_option, entries, flags_given) -> dict:
-    """Session.append(batch=...): check every line, then store them all, or answer with the earlier batch."""
+    """Session.append(batch=...): check every line, then store them all."""
     signals = _clean_batch(entries, flags_given)
     folder = _resolve_folder(folder_option)
     _check_session_folder(folder)
-    # The log only grows (an incomplete batch at its end is no note), so a
-    # note found now is still there under the lock.
+    # The log only grows, so a note found now is still there under the lock.
     _check_batch_links(os.path.join(folder, _LOG_NAME), signals)
     with _SessionLock(folder):
         meta = _open_session_for_writing(folder)
@@ -2610,12 +2569,7 @@ def _append_batch_entries(folder_option, entries, flags_given) -> dict:
 
 
 def _append_batch(folder, meta, signals):
-    """Under the lock: mend the log's tail, then write every line of the batch with one write and one fsync.
-
-    Crash window: a process killed during that write leaves lines 1/N to K/N
-    (K < N) and perhaps a cut-off line; readers take them for a torn tail, and
-    the next append or restore moves them to a side file, so the batch is
-    either all in the log or not in it at all."""
+    """Under the lock: write the whole batch with one write and one fsync."""
     log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
@@ -2623,19 +2577,21 @@ def _append_batch(folder, meta, signals):
         if earlier is not None:
             return earlier, True
         records = _batch_records(meta["session_id"], tail.highest_seq, signals)
+        # Crash window: a kill mid-write leaves lines 1/N to K/N, a torn tail to readers,
+        # which the next append or restore sets aside: the batch is all in the log or none.
         _append_line(descriptor, b"".join(map(_record_line, records)))
         return records, False
-    # The window holds the earlier batch whole, as if it counted as one record.
+    # The window holds an earlier batch whole.
     (records, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
     receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
                "path": log_path, "note_ids": [record["id"] for record in records]}
     if duplicate:
-        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
+        receipt["duplicate"] = True  # a retry: nothing new was written
     return _with_recovered(receipt, recovered)
 
 
 def _batch_records(session_id, highest_seq, signals) -> list:
-    """The batch's records, numbered after highest_seq, "@K" resolved to line K's id, one time for all."""
+    """The batch's records, numbered after highest_seq, "@K" resolved, one timestamp for all."""
     count, timestamp = len(signals), _utc_now()
     ids = [_note_id_for(highest_seq + place) for place in range(1, count + 1)]
     return [_build_record(session_id, highest_seq + place, *_resolved_links(signal, ids).values(),
@@ -2644,19 +2600,13 @@ def _batch_records(session_id, highest_seq, signals) -> list:
 
 
 def _resolved_links(signal, ids) -> dict:
-    """The signal with each "@K" in ref, about and by replaced by ids[K - 1]."""
+    """The signal with each "@K" link replaced by ids[K - 1]."""
     return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
             and value.startswith("@") else value for name, value in signal.items()}
 
 
 def _find_duplicate_batch(tail, signals, session_id, log_path):
-    """The records of an earlier batch that this one repeats line for line, oldest first; or None.
-
-    The earlier batch must be whole (1/N to N/N in a row) and each of its
-    lines a duplicate by find_duplicate's rules: field for field (its "@K"
-    resolved to that batch's ids), no problem of its own, still the latest
-    word after everything written since the batch.  Anything less, and the
-    batch is written anew, whole."""
+    """The records of a whole earlier batch this one repeats line for line, or None."""
     count = len(signals)
     for place, record in enumerate(tail.recent):
         if record.get("batch") != "%d/%d" % (count, count) or place + count > len(tail.recent):
@@ -2667,14 +2617,14 @@ def _find_duplicate_batch(tail, signals, session_id, log_path):
                    and all(other.get(name) == value for name, value in _resolved_links(signal, ids).items())
                    for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
             continue
-        later = tail.recent[:place]  # newest first: everything written after the earlier batch
+        later = tail.recent[:place]  # newest first
         with _NotesById(log_path) as in_log:
             return earlier if all(_still_the_latest_word(other, later, in_log) for other in earlier) else None
     return None
 
 
 def _grep_needle(text):
-    """tail --grep's text, folded for a case-insensitive match (None when not given); a blank one is refused."""
+    """tail's grep text casefolded, or None; a blank one is refused."""
     if text is None:
         return None
     if not text.strip():
@@ -2684,27 +2634,22 @@ def _grep_needle(text):
 
 
 def _tail_keeps(record, types, since, until, needle) -> bool:
-    """Whether tail's filters keep a usable record: its type, its time, its words."""
     return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
             and (until is None or record["ts"] < until) and (needle is None or _holds_needle(record, needle)))
 
 
 def _holds_needle(record, needle):
-    """Whether the record's text or effect holds the folded needle, whatever the case."""
     return needle in record["text"].casefold() or needle in record.get("effect", "").casefold()
 
 
 class _SupersededSeen:
-    """For a reader walking back from the end: the seqs that the notes met so far supersede.
-
-    A note met later in the walk was written earlier, so every note that
-    could supersede it has already been met.  Only ints are kept."""
+    """For a walk back from the end: the seqs superseded by the notes met so far."""
 
     def __init__(self):
         self.seqs = set()
 
     def meet(self, record) -> None:
-        """Remember what a usable record supersedes (a gate update supersedes nothing)."""
+        """Note what a usable record supersedes (a gate update supersedes nothing)."""
         ref = record.get("ref")
         if record["type"] != "gate" and _is_note_id(ref):
             self.seqs.add(int(ref[1:]))
@@ -2713,11 +2658,11 @@ class _SupersededSeen:
         return record["seq"] in self.seqs
 
 
-_SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept; the rest are counted in not_listed
+_SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
 
 
 def _command_note_id(command, value) -> str:
-    """The NOTE_ID of show or redact, stripped and checked to be a note id (its value is never echoed)."""
+    """show's or redact's note id, checked, never echoed."""
     cleaned = _as_note_id(value)
     if cleaned is None:
         raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command,
@@ -2726,18 +2671,12 @@ def _command_note_id(command, value) -> str:
 
 
 def _show_note(folder, meta, note_id) -> dict:
-    """The note and its chain: what it replaced, what replaced it (or its gate and the gate's updates
-    with the notes that settled them), and the notes about it.  Records are the log's, as parsed.
-
-    Three reads, each holding only the chain: back from the end for the note
-    and what its ref leads to, forward for what came after, forward again
-    for the notes the updates name in by."""
+    """show's receipt: the note, its chain or its gate's updates, the notes about it."""
     with _LogReader(folder, meta) as reader:
         return _show_chain(reader, note_id)
 
 
 def _show_chain(reader, note_id) -> dict:
-    """show's receipt, from the three reads of one reader."""
     back, back_skipped = _chain_back(reader, note_id)
     if not back:
         raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists "
@@ -2765,12 +2704,7 @@ def _show_chain(reader, note_id) -> dict:
 
 
 def _chain_back(reader, note_id):
-    """The note with this id, then the notes its ref leads back to, nearest first: (records, how many left out).
-
-    Refs name earlier notes, so one walk back from the end meets each in
-    turn.  The walk follows gates from a gate, other notes from any other
-    note.  At most SHOW_LIST_LIMIT + 1 records are held: the nearest, and the
-    last (a gate update's gate)."""
+    """(the note, then the notes its ref leads back to; how many were left out)."""
     chain, skipped, wanted = [], 0, note_id
     if reader.handle is None:
         return chain, skipped
@@ -2781,7 +2715,7 @@ def _chain_back(reader, note_id):
         if not _is_the_note(value, wanted):
             continue
         if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
-            break  # a ref across kinds: damage verify reports; the chain ends here
+            break  # a ref across kinds is damage
         if len(chain) > _SHOW_LIST_LIMIT:
             chain[-1], skipped = value, skipped + 1
         else:
@@ -2794,8 +2728,7 @@ def _chain_back(reader, note_id):
 
 
 def _chain_forward(reader, target, root_id):
-    """One forward read: a gate's updates (or the notes that replaced the target, transitively) and the notes
-    about the target, newest SHOW_LIST_LIMIT each; with what was left out and the ids the updates name in by."""
+    """One forward read: (updates or replacements, and notes about; left-out counts; by ids)."""
     is_gate = target["type"] == "gate"
     replacing = "updates" if is_gate else "replaced_by"
     family = {root_id if is_gate else target["id"]}
@@ -2815,7 +2748,7 @@ def _chain_forward(reader, target, root_id):
 
 
 def _notes_named(reader, note_ids, not_listed):
-    """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept (one more forward read)."""
+    """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept."""
     named = []
     if note_ids:
         for record in reader.records():
@@ -2826,7 +2759,7 @@ def _notes_named(reader, note_ids, not_listed):
 
 
 def _count_by_type(reader):
-    """Read the whole log: (notes by type, first ts, last ts)."""
+    """(notes by type, first ts, last ts), from the whole log."""
     by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
     first_ts = last_ts = None
     for record in reader.records():
@@ -2838,10 +2771,7 @@ def _count_by_type(reader):
 
 
 def _gates_phrase(gates) -> str:
-    """The open and deferred gates of recap_history's map, in the operator's words; "" when none.
-
-    The sentence is for the operator, who never sees note ids: it counts the
-    questions still to settle, and recap names them for the model."""
+    """The open and deferred gates counted for the operator; "" when none."""
     parts = []
     for status in ("open", "deferred"):
         number = sum(1 for gate in gates.values() if gate.status == status)
@@ -2851,11 +2781,7 @@ def _gates_phrase(gates) -> str:
 
 
 def _earlier_export(path):
-    """(session id, note count) of the export at path before it is replaced; None when there is none.
-
-    Only the head of the file is read: a JSON export states its count near the
-    top, a markdown one on its "- Notes:" line.  Either may be None when the
-    head does not hold it as it should."""
+    """(session id, note count) from the head of an export at path, or None."""
     head, _ = _read_export_head(path)
     if head is not None:
         session, count = head.get("session"), head["record_count"]
@@ -2864,24 +2790,17 @@ def _earlier_export(path):
     try:
         with open(_open_regular_file(path), "rb") as handle:
             top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
-    except (NotesError, OSError):  # none there, or no regular file: nothing was downloaded from it
+    except (NotesError, OSError):  # nothing was downloaded from there
         return None
     found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(", top)
     return (found.group(1), int(found.group(2))) if found else None
 
 
 def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
-    """The sentence export's receipt passes on, or None when there is no news beyond v0's receipt.
-
-    News is an earlier copy at the same path that this export replaced with
-    other content (another session, or another number of notes): what the
-    operator downloaded before is out of date.  Or an artifact delivered in
-    synthesis while gates are still open.  Open gates alone are not news:
-    recap states them, and v0's receipt for the same session had no such key."""
+    """News for the operator: a replaced copy out of date, or a delivery with gates open; else None."""
     stale = earlier is not None and earlier != (session_id, count)
     if not stale and not (by_type["gate"] and by_type["artifact"]):
-        return None  # neither can say anything: no pass over the log is needed
-    # Whether there is a delivery needs no superseded notes; the gates take a pass of their own.
+        return None  # no news possible: skip the passes
     delivery = None
     if not stale:
         seen = _SynthesisSeen((), 0)
@@ -2904,15 +2823,13 @@ def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
 
 
 def _check_export_output(folder, output):
-    """Refuse an --output that is a folder, a special file, or any of the session's own files."""
+    """Refuse an --output that is a folder, a special file, or a session file."""
     if os.path.isdir(output):
         raise NotesError("--output %s is a folder; give a file path, such as %s"
                          % (output, os.path.join(output, _EXPORT_NAME)))
     if os.path.isfile(os.path.dirname(output)):
         raise NotesError("--output %s is inside a file, not a folder" % output)
-    # The same file by name (through any linked folder) or by inode (a hard
-    # or symbolic link): writing there would replace the log, the meta or the
-    # lock, or a side file holding torn bytes.
+    # The same file by name or by inode (a link).
     real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name)):
@@ -2928,8 +2845,7 @@ def _check_export_output(folder, output):
         return
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
         raise _special_file_error(output, mode)
-    # Whatever else stands there (another session's log, a config, a key
-    # file) is the user's, and a mistyped or injected path must not cost it.
+    # Anything else there is the user's: a mistyped or injected path must not cost it.
     if stat.S_ISREG(mode) and not _is_earlier_export(output):
         raise NotesError(
             "--output %s exists and is not an export of this tool; an export replaces only an earlier "
@@ -2937,10 +2853,7 @@ def _check_export_output(folder, output):
 
 
 def _is_earlier_export(path):
-    """Whether the file at path was written by export, judged by its first bytes alone.
-
-    A JSON export opens with its schema key, a markdown export with its
-    heading; neither is loaded, so a large file costs one small read."""
+    """Whether the file at path starts as an export does."""
     try:
         descriptor = _open_regular_file(path)
     except (OSError, NotesError):
@@ -2951,7 +2864,6 @@ def _is_earlier_export(path):
 
 
 def _same_file(path, other):
-    """Whether both paths name one existing file (os.path.samefile, False when either is missing)."""
     try:
         return os.path.samefile(path, other)
     except OSError:
@@ -2962,14 +2874,13 @@ def _json_export(reader, meta, count):
     """Yield the export as pretty_json(export) would print it, record by record."""
     head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta,
             "record_count": count}
-    # backslashreplace: a log path that is not UTF-8 keeps its \udcXX escapes, as in the meta.
+    # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     written = 0
     for record in reader.records():
         if written == count:
             break
-        # Indent the record's own lines by one more level; JSON strings hold
-        # no raw newline, so every newline here is a line of the layout.
+        # JSON strings hold no raw newline: every newline is layout.
         text = _pretty_json(record).replace("\n", "\n    ")
         yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
         written += 1
@@ -2977,7 +2888,7 @@ def _json_export(reader, meta, count):
 
 
 def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
-    """Yield a readable audit document of the whole session; the figures come from the first pass."""
+    """Yield the audit document; the figures come from the first pass."""
     created = meta.get("created_at")
     lines = [
         "# Shaping session %s" % _visible(meta["session_id"], True),
@@ -3000,20 +2911,13 @@ def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_co
 
 
 def _markdown_record(record):
-    """One record of the audit document, as lines; note text cannot forge any structure of the document.
-
-    The text is an indented code block: every line of it starts with four
-    spaces, so none can open a heading, list item, table row or quote.  An
-    effect's later lines are indented six spaces, deep enough inside its list
-    item to continue it and start nothing, and inline markup in it is escaped
-    (markdown_inline), so a <style> shows as typed.  Markdown breaks lines at
-    CR as well as LF, so both split here."""
+    """One record of the audit document, as lines; its text cannot forge the document's structure."""
     labels = []
     if "effect" in record:
         first, *rest = _markdown_split(record["effect"])
         labels += (["- Effect: " + _visible(_markdown_inline(first))]
                    + ["      " + _visible(_markdown_inline(line)) for line in rest])
-    # A note id and words from short lists: checked before any reader sees them.
+    # Checked values: nothing to escape.
     for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
             labels.append("- %s: %s" % (key.capitalize(), record[key]))
@@ -3026,16 +2930,12 @@ _MARKDOWN_INLINE_MARKUP = frozenset("\\`*_[]<>&~|")
 
 
 def _markdown_inline(text):
-    """text with a backslash before each character that could start markup inside a line.
-
-    Emphasis, code spans, links, HTML tags and entities, strikethrough and
-    table cells: each of their characters, backslash-escaped, shows as typed
-    in a renderer (CommonMark escapes any ASCII punctuation that way)."""
+    """text with a backslash before each character that could start markup inside a line."""
     return "".join("\\" + character if character in _MARKDOWN_INLINE_MARKUP else character for character in text)
 
 
 def _markdown_line_start(text):
-    """markdown_inline text that opens no block where it starts a line's content: a heading, quote, list or rule."""
+    """markdown_inline text that opens no block (heading, quote, list, rule) at a line's start."""
     number = re.match(r"[0-9]{1,9}(?=[.)])", text)
     if number:  # "1." or "1)" opens a numbered list: escape the dot
         return text[:number.end()] + "\\" + text[number.end():]
@@ -3045,15 +2945,11 @@ def _markdown_line_start(text):
 
 
 def _markdown_split(text):
-    """Text split where markdown ends a line: at CR LF, CR or LF."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
 def _visible(value, one_line=False):
-    """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX].
-
-    A control character left in a document could steer the terminal that
-    shows it, and a bidirectional one reorder the line an operator reads."""
+    """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX]."""
     if value.isprintable():
         return value
     return "".join("[U+%04X]" % ord(character) if character in _FORBIDDEN_CHARACTERS
@@ -3061,7 +2957,7 @@ def _visible(value, one_line=False):
 
 
 def _summarise_record(record):
-    """A record as a recap item: id and text, then the effect, the note it replaced and its labels."""
+    """A record as a recap item."""
     item = {"id": record["id"], "text": record["text"]}
     if "effect" in record:
         item["effect"] = record["effect"]
@@ -3074,30 +2970,22 @@ def _summarise_record(record):
 
 
 def _is_unconfirmed(labels) -> bool:
-    """Whether a note's labels say the model proposed it or only inferred it."""
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
 def _gate_labels(gate) -> dict:
-    """The labels of the note that set a recap gate's status: its latest update, or the gate itself."""
+    """The labels of the note that set a recap gate's status."""
     if "update_id" in gate:
         return {key: gate["update_" + key] for key in ("provenance", "evidence") if "update_" + key in gate}
     return gate
 
 
-# What recap's first pass keeps of a gate: its status now, the seq it last
-# changed at, whether the note that set that status is unconfirmed, and the
-# place (among the notes a reader yields) of its latest update, if any.
-# No gate is kept whole (a log of 25,000 gates held 14 MiB of them): the
-# second pass fetches the texts of only the gates recap lists.
+# recap's first pass keeps this of a gate, not the gate itself.
 _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index")
 
 
 def _recap_history(reader):
-    """First pass: the notes later ones superseded, every gate's state (GateState), notes by type.
-
-    Only these are held in memory; the lists are gathered in the second pass.
-    Returns (superseded ids, gate states by id, counts by type)."""
+    """First pass: (superseded ids, GateState by gate id, counts by type)."""
     superseded, gates, gate_of_update = set(), {}, {}
     counts = dict.fromkeys(NOTE_TYPES, 0)
     for index, record in enumerate(reader.records()):
@@ -3120,20 +3008,14 @@ def _recap_history(reader):
 
 
 def _keep_newest(entries, limit, cut, name):
-    """Trim a list kept oldest first to its newest `limit` entries, counting what goes in cut[name]."""
+    """Keep the newest `limit` entries, counting the rest in cut[name]."""
     if len(entries) > limit:
         cut[name] = cut.get(name, 0) + len(entries) - limit
         del entries[:len(entries) - limit]
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: latest mode and shape, the live notes of each list as (seq, item), newest kept, and
-    the records recap lists gates from (wanted: the gates' ids, the places of their updates); every
-    record also goes to synthesis (a SynthesisSeen).
-
-    An unconfirmed note is not settled until the operator confirms it, so it
-    goes to the unconfirmed list (as (seq, item with its type)) instead of its
-    own; the latest mode and shape stay in place and are listed there too."""
+    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, wanted gate records)."""
     latest = {"mode": None, "shape": None}
     list_of_type = dict(_RECAP_LISTS)
     kept = {name: [] for _, name in _RECAP_LISTS}
@@ -3151,7 +3033,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             latest[record["type"]] = record
         elif record["type"] in list_of_type:
             name, item = list_of_type[record["type"]], _summarise_record(record)
-            # A tension names a pull between lenses; there is nothing in it to confirm.
+            # A tension holds nothing to confirm.
             if _is_unconfirmed(item) and record["type"] != "tension":
                 unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
                 _keep_newest(unconfirmed, limit, cut, "unconfirmed")
@@ -3166,24 +3048,17 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
     return latest, kept, unconfirmed, found
 
 
-# What a closed gate keeps in the recap: the gate, and the update that closed it.
+# A closed gate's recap keys: the gate, and the update that closed it.
 _CLOSED_GATE_KEYS = ("id", "text", "update_id", "update_text", "update_provenance", "update_evidence")
 
 
 def _recap_gates(gates, limit, cut):
-    """The gates recap lists, as (seq, gate id) lists: by status, newest `limit` kept, and unconfirmed.
-
-    Open and deferred gates keep the order they were opened in, and stay in
-    their list when unconfirmed too (a gate is open whoever raised it); closed
-    gates the order they were closed in, unless that closing is unconfirmed:
-    then the gate is only in unconfirmed, whose newest `limit` are kept here
-    and again once the unconfirmed notes join them."""
+    """The gates recap lists: (seq, gate id) lists by status, and unconfirmed."""
     by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
-        # An open gate is pending as open whoever raised it; listing it as
-        # unconfirmed too would count one question twice.
+        # An open gate is listed once, as open, whoever raised it.
         if gate.status != "open" and gate.unconfirmed:
             unconfirmed.append((gate.changed_at, gate_id))
             if gate.status == "closed":
@@ -3198,7 +3073,7 @@ def _recap_gates(gates, limit, cut):
 
 
 def _gate_item(gate_id, gate, found) -> dict:
-    """A listed gate as recap shows it: the gate's own fields, its status now, then its latest update's."""
+    """A listed gate: its fields, its status, its latest update's."""
     record = found[gate_id]
     item = {"id": gate_id, "text": record["text"], "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
@@ -3210,10 +3085,7 @@ def _gate_item(gate_id, gate, found) -> dict:
 
 
 def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
-    """The gates of recap_gates' lists as (seq, item) by status; its unconfirmed ones join unconfirmed.
-
-    A closed gate shows only what closed it (CLOSED_GATE_KEYS).  The
-    unconfirmed notes and gates together keep their newest `limit`."""
+    """recap_gates' lists as (seq, item) by status; the unconfirmed gates join unconfirmed."""
     by_status = {}
     for status, entries in gate_lists.items():
         items = [(seq, _gate_item(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
@@ -3229,7 +3101,7 @@ def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limi
 
 
 def _wanted_records(gates, *lists) -> tuple:
-    """What the gates in these (seq, gate id) lists are built from: (their ids, the places of their updates)."""
+    """(gate ids, places of their updates) of the gates in these lists."""
     gate_ids = {gate_id for entries in lists for _, gate_id in entries}
     return gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None}
 
