@@ -4535,7 +4535,7 @@ class _Command:
         self.mcp_purpose = mcp_purpose
 
 
-# The one table: the parser, its --help, and the MCP tool schemas are built from it.
+# The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
                     "python3 -S notes.py init", "init"),
@@ -4653,13 +4653,12 @@ _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py,
             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 
 
-# Flags people reach for by habit -> the option that does that job here.
+# Flags people type by habit -> ours.
 _HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
                     "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
 def _closest(word, choices):
-    """The choice nearest to a misspelt word, or None."""
     import difflib  # only a mistake needs it
 
     matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
@@ -4667,12 +4666,11 @@ def _closest(word, choices):
 
 
 def _see_help(command=None):
-    """Where the help of the command that was used lives."""
     return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
 
 
 def _one_of(name, allowed):
-    """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
+    """An argparse type taking only the allowed words, suggesting the nearest for a typo."""
     import argparse
 
     def check(value):
@@ -4692,7 +4690,7 @@ def _without_values(message: str) -> str:
 
 
 def _build_parser():
-    """The one argument parser: every command, its options, help texts and usage errors."""
+    """The parser built from COMMANDS."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -4765,7 +4763,7 @@ def _parse_arguments(argv):
 
 
 def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
-    """All of standard input for flag, as UTF-8 text of at most byte_limit bytes; refusals name the way out."""
+    """All of standard input for flag, as UTF-8 text of at most byte_limit bytes."""
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("%s - reads standard input, but there is none; %s" % (flag, without))
     data = getattr(sys.stdin, "buffer", sys.stdin).read(byte_limit + 1)
@@ -4820,7 +4818,7 @@ def _batch_from_stdin(source) -> list:
 
 
 def _cli_keywords(arguments) -> dict:
-    """The keyword arguments of the command's Session method, from the parsed command line."""
+    """The Session method's keyword arguments, from the parsed command line."""
     options = _COMMANDS[arguments.command].options
     keywords = {option.name: getattr(arguments, option.name) for option in options}
     if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
@@ -4833,7 +4831,7 @@ def _cli_keywords(arguments) -> dict:
 
 
 def _error_receipt(error):
-    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    """The receipt of a command stopped by an exception."""
     if isinstance(error, NotesError):
         message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
         return {"ok": False, "error": message, **error.details}
@@ -4845,7 +4843,7 @@ def _error_receipt(error):
 # Newline-delimited JSON-RPC 2.0; arguments checked with the command line's table; nothing held between calls.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-# The stateless revision: no handshake, the version rides in each request's _meta.
+# No handshake: the version rides in each request's _meta.
 _MCP_STATELESS_VERSIONS = ("2026-07-28",)
 _MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 _MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
@@ -4868,11 +4866,11 @@ _MCP_INSTRUCTIONS = (
     "an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
-# Added to the instructions only when the server has the contracts to serve.
+# Only when the contracts are served.
 _MCP_CONTRACTS_INSTRUCTION = ("Read the note-io.md and protocol.md resources before the first append: they "
                              "are the full contract.")
 
-# The contracts offered as resources when they sit beside notes.py: (file, description).
+# (file, description) of the contracts served as resources.
 _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
@@ -4903,12 +4901,11 @@ _MCP_TOOLS = {
 
 
 def _mcp_served_tools(allow_redact) -> tuple:
-    """The names of the tools one server offers, in the order tools/list gives them."""
     return tuple(name for name in _MCP_TOOLS if allow_redact or name != "redact")
 
 
 class _ProtocolError(Exception):
-    """A JSON-RPC error: the request itself is wrong, not the note it carries."""
+    """A JSON-RPC error: the request is wrong, not the note."""
 
     def __init__(self, code, message, data=None):
         super().__init__(message)
@@ -4916,7 +4913,7 @@ class _ProtocolError(Exception):
 
 
 def _mcp_options(command):
-    """The options of a command its tool takes: name -> Option (all but those only the command line has)."""
+    """name -> Option for each option the command's tool takes."""
     return {option.name: option for option in _COMMANDS[command].options if option.mcp}
 
 
@@ -4924,7 +4921,7 @@ def _mcp_options(command):
 _MCP_NOTE_ID_SCHEMA = {"pattern": "^\\s*n[0-9]{5,11}\\s*$"}
 
 
-# A tool that is one mode of a command: its refusals are worded from that command's options.
+# A tool that is one mode of a command -> that command.
 _TOOL_COMMANDS = {"append_batch": "append"}
 
 
@@ -4943,7 +4940,7 @@ def _mcp_description(command, text):
 
 
 def _mcp_argument_schema(command, option):
-    """The JSON Schema of one tool argument, from its Option: type, enum, description, default, limits."""
+    """The JSON Schema of one tool argument, from its Option."""
     extra = option.settings
     schema = {"type": "integer" if extra.get("type") is int else "string"}
     if "choices" in extra:
@@ -4960,7 +4957,7 @@ def _mcp_argument_schema(command, option):
 
 
 def _mcp_tool_listing(command):
-    """A tool as tools/list shows it, its schema built from the command's options."""
+    """A tool as tools/list shows it."""
     if command == "append_batch":
         return _mcp_batch_listing()
     marked_required, hints = _MCP_TOOLS[command]
@@ -4978,7 +4975,7 @@ def _mcp_tool_listing(command):
 
 
 def _mcp_batch_listing():
-    """The append_batch tool: a list of signals, each an object with append's arguments."""
+    """The append_batch tool as tools/list shows it."""
     signal = _mcp_tool_listing("append")["inputSchema"]
     _, hints = _MCP_TOOLS["append_batch"]
     batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": signal,
@@ -4995,7 +4992,7 @@ def _mcp_batch_listing():
 
 
 def _mcp_append_batch(folder, arguments) -> dict:
-    """The append_batch tool: its batch argument is the list of signal objects a batch's lines hold."""
+    """Run append_batch: its batch is a list of signal objects."""
     if set(arguments) - {"batch"}:
         raise NotesError("append_batch takes only the argument batch, a list of signal objects; call append "
                          "for one signal")
@@ -5033,7 +5030,7 @@ def _mcp_keywords(command, arguments):
 
 
 def _mcp_value(command, option, item):
-    """One tool argument read as argparse reads the option's value from the command line, refused in its words."""
+    """One tool argument converted as argparse converts its option, refused in its words."""
     import argparse
 
     convert = option.parser_settings().get("type")
@@ -5083,7 +5080,7 @@ def _mcp_call_tool(folder, params, tools):
     if not isinstance(arguments, dict):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        if name == "append_batch":  # its signals are objects, which no command line option carries
+        if name == "append_batch":  # signal objects: no option carries them
             receipt = _mcp_append_batch(folder, arguments)
         else:
             keywords = _mcp_keywords(name, arguments)
@@ -5092,7 +5089,7 @@ def _mcp_call_tool(folder, params, tools):
                 keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
             receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
         failed = False
-    except Exception as error:  # noqa: BLE001 - a NotesError or MemoryError too: reported, and the server goes on
+    except Exception as error:  # noqa: BLE001 - reported; the server goes on
         receipt, failed = _mcp_refusal(name, error), True
     # A verify that finds problems ran fine: its receipt says ok false.
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
@@ -5148,7 +5145,6 @@ def _mcp_contracts():
 
 
 def _mcp_read_resource(params):
-    """The text of one contract, named by the uri resources/list gave."""
     for uri, path, _, _ in _mcp_contracts():
         if uri == params.get("uri"):
             try:
@@ -5169,14 +5165,14 @@ def _mcp_capabilities():
 
 
 def _mcp_instructions():
-    """The server's instructions; they name the contracts only when this copy serves them as resources."""
+    """The instructions, naming the contracts only when this copy serves them."""
     if not _mcp_contracts():
         return _MCP_INSTRUCTIONS
     return _MCP_INSTRUCTIONS + "\n" + _MCP_CONTRACTS_INSTRUCTION
 
 
 def _mcp_result(folder, method, params, tools):
-    """The result of one request, whatever the revision (the caller adds the stateless fields)."""
+    """The result of one request, whatever the revision."""
     if method == "initialize":
         requested = params.get("protocolVersion")
         if requested not in _MCP_HANDSHAKE_VERSIONS:
@@ -5205,14 +5201,14 @@ def _mcp_stateless_version(method, params):
     """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
     meta = params.get("_meta")
     meta = meta if isinstance(meta, dict) else {}
-    # initialize belongs to the handshake even when a client stamps _meta on it.
+    # initialize is the handshake's, even with _meta.
     if method == "initialize" or (_MCP_VERSION_KEY not in meta and method != "server/discover"):
         return None
     version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
     if not isinstance(version, str):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
     if version not in _MCP_STATELESS_VERSIONS:
-        # The handshake versions are reached through initialize, never through _meta.
+        # handshake versions come only through initialize
         raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
                             {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
     return version
@@ -5227,7 +5223,7 @@ def _mcp_answer(folder, message, tools):
     if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
         request_id = None  # MCP ids are strings or integers, never null
     if "method" not in message and ("result" in message or "error" in message):
-        return None  # a response: this server sends no requests, so nothing waits for one
+        return None  # a response: we send no requests
     method, params = message.get("method"), message.get("params")
     if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
         return _mcp_error(request_id, _RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
@@ -5255,7 +5251,7 @@ def _mcp_answer(folder, message, tools):
 
 
 def _mcp_error(request_id, code, message, data=None):
-    """A JSON-RPC error response; also said on stderr, where a host keeps its server's log."""
+    """A JSON-RPC error response, also logged on stderr."""
     error = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
@@ -5267,7 +5263,7 @@ def _mcp_log(message):
     try:
         sys.stderr.write("notes.py mcp: %s\n" % message)
         sys.stderr.flush()
-    except (OSError, ValueError):  # no one reads stderr any more: the log is only a courtesy
+    except (OSError, ValueError):  # the log is only a courtesy
         pass
 
 
@@ -5293,7 +5289,7 @@ def _serve_mcp(folder, tools) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
-    if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
+    if sys.stdin is None:  # standard input closed: at its end already
         return None
     try:
         _mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer, tools)
@@ -5303,11 +5299,11 @@ def _serve_mcp(folder, tools) -> None:
         # main would print a receipt to stdout, which is not JSON-RPC: log it instead.
         _mcp_log("stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
-    return None  # main prints nothing: stdout carried only JSON-RPC
+    return None  # stdout carried only JSON-RPC
 
 
 def _mcp_serve_lines(folder, source, sink, tools):
-    """Answer each line of source on sink until the end of input; a fault in one answer is a JSON-RPC error."""
+    """Answer each line of source on sink until the end of input."""
     # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
     for line in iter(lambda: source.readline(_LINE_LIMIT + 1), b""):
         if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
@@ -5319,7 +5315,7 @@ def _mcp_serve_lines(folder, source, sink, tools):
         else:
             try:
                 answer = _mcp_answer_line(folder, line, tools)
-            except Exception as error:  # noqa: BLE001 - a MemoryError, say: answered, and the server goes on
+            except Exception as error:  # noqa: BLE001 - a MemoryError, say
                 answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
         if answer is not None:
             _mcp_send(sink, answer)
@@ -5356,7 +5352,7 @@ def _print_result(result):
     """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
     if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
         return
-    if result is None:  # argparse wrote help or the version, or mcp wrote JSON-RPC: make sure it got out
+    if result is None:  # help, version or JSON-RPC already written: flush it
         sys.stdout.flush()
         return
     text = _printed_form(result)
@@ -5370,7 +5366,7 @@ def _print_result(result):
 
 
 def _dispatch(arguments):
-    """Run the parsed command: serve MCP, or call the command's Session method; return what to print."""
+    """Serve MCP, or run the command's Session method; return what to print."""
     command = _COMMANDS[arguments.command]
     if command.method is None:
         return _serve_mcp(arguments.dir, _mcp_served_tools(arguments.allow_redact))
@@ -5379,7 +5375,7 @@ def _dispatch(arguments):
 
 
 def _parse_arguments_or_help(argv):
-    """(arguments, None), or (None, the text) for --help or --version, captured so a failed write is reported."""
+    """(arguments, None), or (None, the text) of --help or --version, for main to print."""
     import io
 
     printed, stdout = io.StringIO(), sys.stdout
@@ -5398,25 +5394,25 @@ def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
         arguments, printed = _parse_arguments_or_help(argv)
-        if arguments is None:  # --help or --version: printed by main, so a failed write is reported
+        if arguments is None:  # --help or --version
             return printed, _EXIT_OK
         result = _dispatch(arguments)
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, _EXIT_OK if ok else _EXIT_INTEGRITY
-    except SystemExit as request:  # the MCP server's end (serve_mcp), with nothing left to print
+    except SystemExit as request:  # the MCP server's end
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code
     except KeyboardInterrupt:
         return {"ok": False, "error": "interrupted"}, _EXIT_UNEXPECTED
     except BrokenPipeError:
-        raise  # argparse printing help to a reader that has gone: main handles it
+        raise  # help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
         return _error_receipt(error), _EXIT_UNEXPECTED
 
 
 def _serves_mcp(argv) -> bool:
-    """Whether argv asks for the MCP server, whose stdout carries JSON-RPC and nothing else."""
+    """Whether argv asks for the MCP server."""
     words = iter(argv)
     for word in words:
         if word == "--dir":
@@ -5441,7 +5437,7 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         # The reader has gone: the command has run and there is no one left to tell.
         _silence_stdout()
-    except OSError as error:  # stdout on a full disk, say: the result is lost, so say that where we can
+    except OSError as error:  # stdout on a full disk, say
         _silence_stdout()
         try:
             sys.stderr.write(_compact_json({"ok": False, "error": "cannot print the result (%s)"
