@@ -3934,18 +3934,7 @@ _PROGRAM_DESCRIPTION = (
 
 
 class _Option:
-    """One option of a command: its flag, the keyword of the Session method it fills, and how argparse reads it.
-
-    A flag without a leading dash is a positional argument.  settings are
-    argparse's (type, default, action, const), and choices: the words the
-    option takes, which the parser and MCP check with the same words.
-    mcp_help replaces help_text in the tool schema where the command line's
-    wording does not fit MCP (standard input, an example with flags); schema
-    holds JSON Schema keywords for the tool's argument (maxLength, minimum).
-    from_stdin: on the command line, the value "-" reads the value from
-    standard input (MCP refuses it: there the stream carries the protocol).
-    mcp False: the command's tool does not take it (append's --batch is a
-    tool of its own).  None of these goes to argparse."""
+    """One option of a command: its flag, the Session keyword it fills, and how argparse and MCP read it."""
 
     def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, from_stdin=False, mcp=True,
                  **settings):
@@ -3954,7 +3943,7 @@ class _Option:
         self.settings = settings
 
     def parser_settings(self) -> dict:
-        """The settings argparse takes: choices become a type that suggests the nearest word for a typo."""
+        """argparse's settings, choices made a type that suggests the nearest word for a typo."""
         settings = dict(self.settings)
         if "choices" in settings:
             settings["type"] = _one_of(self.flag.lstrip("-"), settings.pop("choices"))
@@ -3962,17 +3951,14 @@ class _Option:
 
 
 class _Command:
-    """One command: what it does, its options, an example for --help, and the Session method it runs.
-
-    method is None for mcp, which serves the Session methods instead of running one; mcp_purpose
-    replaces purpose as the tool's description where the command line's wording does not fit MCP."""
+    """One command: its purpose, options, --help example, and the Session method it runs (None for mcp)."""
 
     def __init__(self, purpose, options, example, method, mcp_purpose=None):
         self.purpose, self.options, self.example, self.method = purpose, options, example, method
         self.mcp_purpose = mcp_purpose
 
 
-# The one table: the parser, its --help, and the MCP tool schemas are built from it.
+# The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
                     "python3 -S notes.py init", "init"),
@@ -3980,9 +3966,7 @@ _COMMANDS = {
                       "with SYNTHESIS enters synthesis (any other mode note leaves it); an artifact note appended "
                       "in synthesis is a delivery, which ends it and which recap names with the live notes "
                       "appended after it.", [
-        # --type and --text are required, but checked by clean_signal rather
-        # than argparse: a misspelt option is then named as the mistake,
-        # instead of hidden behind "--text is required".
+        # Required, but checked by clean_signal, so that a misspelt option is named as the mistake.
         _Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                choices=NOTE_TYPES),
         _Option("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
@@ -4087,19 +4071,17 @@ _COMMANDS = {
                "off unless given)", action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
 }
-# The data folder is named as this user's, so the help says where an installed
-# copy's notes are (%% doubled: argparse formats help texts).
+# %% doubled: argparse formats help texts.
 _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 
 
-# Options people reach for by habit, and the option that does that job here.
+# Flags people type by habit -> ours.
 _HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
                     "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
 def _closest(word, choices):
-    """The choice nearest to a misspelt word, or None."""
     import difflib  # only a mistake needs it
 
     matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
@@ -4107,36 +4089,31 @@ def _closest(word, choices):
 
 
 def _see_help(command=None):
-    """Where the help of the command that was used lives."""
     return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
 
 
 def _one_of(name, allowed):
-    """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
+    """An argparse type taking only the allowed words, suggesting the nearest for a typo."""
     import argparse
 
     def check(value):
         if value in allowed:
             return value
-        guess = _closest(value, allowed)  # the suggestion is one of ours; the value is never echoed
+        guess = _closest(value, allowed)  # the value itself is never echoed
         raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
             name, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
     return check
 
 
 def _without_values(message: str) -> str:
-    """An argparse usage message with every value it quotes taken out.
-
-    argparse quotes what was typed ("invalid int value: 'x'", "ambiguous
-    option: --t=VALUE could match ..."); a refusal must never repeat what
-    may be a pasted secret, so the quoted part and an option's =value go."""
+    """An argparse message without the values it quotes: a refusal never repeats a possibly pasted secret."""
     message = re.sub(r": '[^']*'|: \"[^\"]*\"", "", message)
     message = re.sub(r"(ambiguous option: )(-[^\s=]*)=\S*", r"\1\2", message)
     return re.sub(r"(ambiguous option: -[^\s]*) could match", r"\1 could be", message)
 
 
 def _build_parser():
-    """The one argument parser: every command, its options, help texts and usage errors."""
+    """The parser built from COMMANDS."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -4209,10 +4186,7 @@ def _parse_arguments(argv):
 
 
 def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
-    """All of standard input for flag (such as --text), as UTF-8 text of at most byte_limit bytes.
-
-    The refusals name the flag and the way out (without: when there is no
-    standard input; too_much: when it holds more; what: what to send as UTF-8)."""
+    """All of standard input for flag, as UTF-8 text of at most byte_limit bytes."""
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("%s - reads standard input, but there is none; %s" % (flag, without))
     data = getattr(sys.stdin, "buffer", sys.stdin).read(byte_limit + 1)
@@ -4228,11 +4202,7 @@ def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
 
 
 def _value_from_stdin(asking) -> str:
-    """The value of the one Option of asking (each given as "-") read from standard input as UTF-8, byte for byte.
-
-    A shell expands $ and runs backticks inside double quotes; a quoted
-    here-document or a pipe hands the bytes over untouched.  The stream holds
-    one value, so only one option may ask for it."""
+    """The value of the one option in asking (given as "-"), read from standard input."""
     if len(asking) > 1:
         raise NotesError("%s both ask for standard input, which carries one value; read one of them from "
                          "standard input and pass the other as an argument" % " and ".join("%s -" % option.flag
@@ -4245,10 +4215,7 @@ def _value_from_stdin(asking) -> str:
 
 
 def _batch_from_stdin(source) -> list:
-    """The JSON values of append --batch -, one a line, read from standard input as UTF-8 (bounded).
-
-    Blank lines at the end are left out; a blank line before a signal is
-    refused, so that "line K" always means the K-th signal."""
+    """The JSON values of append --batch -, one a line; a blank line is refused, so line K is signal K."""
     if source != "-":
         raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line, "
                          "for example from a quoted here-document <<'EOF'", help_for="append")
@@ -4274,7 +4241,7 @@ def _batch_from_stdin(source) -> list:
 
 
 def _cli_keywords(arguments) -> dict:
-    """The keyword arguments of the command's Session method, from the parsed command line."""
+    """The Session method's keyword arguments, from the parsed command line."""
     options = _COMMANDS[arguments.command].options
     keywords = {option.name: getattr(arguments, option.name) for option in options}
     if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
@@ -4287,7 +4254,7 @@ def _cli_keywords(arguments) -> dict:
 
 
 def _error_receipt(error):
-    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    """The receipt of a command stopped by an exception."""
     if isinstance(error, NotesError):
         message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
         return {"ok": False, "error": message, **error.details}
@@ -4296,24 +4263,15 @@ def _error_receipt(error):
 
 # --------------------------------------------------------------------------
 # MCP: the same Session methods as tools over stdio
-#
-# `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
-# A tool call's arguments go to the Session method of its name as keyword
-# arguments, each checked as the command line checks it (the same option table
-# and conversions), so every check, lock and receipt is the command line's; a
-# refusal names the tool's argument where the command line names its flag
-# (mcp_wording).  Nothing is held between calls: each call takes and releases
-# the session lock as one CLI run does.  One line is one request and one
-# reply (batches are refused), and no reply holds more than LIMIT_MAX records.
+# Newline-delimited JSON-RPC 2.0; arguments checked with the command line's table; nothing held between calls.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-# The stateless revision: no handshake, the version rides in each request's _meta.
+# No handshake: the version rides in each request's _meta.
 _MCP_STATELESS_VERSIONS = ("2026-07-28",)
 _MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 _MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 _MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
-# Results a stateless client may cache: the tools and contracts do not change
-# while a server runs, and hold nothing private to one user.
+# Cacheable: fixed while a server runs, and private to no user.
 _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
 _MCP_CACHE_TTL_MS = 300000
 
@@ -4331,29 +4289,23 @@ _MCP_INSTRUCTIONS = (
     "an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
-# Added to the instructions only when the server has the contracts to serve.
+# Only when the contracts are served.
 _MCP_CONTRACTS_INSTRUCTION = ("Read the note-io.md and protocol.md resources before the first append: they "
                              "are the full contract.")
 
-# The contracts offered as resources when they sit beside notes.py: (file, description).
+# (file, description) of the contracts served as resources.
 _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
 _MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
                     "openWorldHint": False}
-# Each tool runs the Session method of its command, as the command line
-# does.  Here: the options of that command it takes (names in COMMANDS),
-# those its schema marks required (append's are checked by
-# clean_signal, not argparse, so COMMANDS does not say), and its annotations.
-# An identical append retried at once is answered as a duplicate, hence
-# idempotent; an export may replace the file at its output path, hence
-# destructive.
+# tool -> (arguments its schema requires, annotations). An append retried is a duplicate: idempotent.
 _MCP_TOOLS = {
     "append": (("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
-    # append's batch as a tool of its own, so that append keeps type and text required.
+    # A tool of its own, so that append keeps type and text required.
     "append_batch": (("batch",),
                      {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                       "openWorldHint": False}),
@@ -4364,9 +4316,7 @@ _MCP_TOOLS = {
     "verify": ((), _MCP_READER_HINTS),
     "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
                     "openWorldHint": False}),
-    # Served only by `mcp --allow-redact` (see mcp_served_tools): a tool call
-    # may come from a prompt injected into a document, and redact rewrites
-    # the log, so the operator opts in.
+    # Only with mcp --allow-redact: a call may come from an injected prompt, and redact rewrites the log.
     "redact": (("note_id", "reason"),
                {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
                 "openWorldHint": False}),
@@ -4374,12 +4324,11 @@ _MCP_TOOLS = {
 
 
 def _mcp_served_tools(allow_redact) -> tuple:
-    """The names of the tools one server offers, in the order tools/list gives them."""
     return tuple(name for name in _MCP_TOOLS if allow_redact or name != "redact")
 
 
 class _ProtocolError(Exception):
-    """A JSON-RPC error: the request itself is wrong, not the note it carries."""
+    """A JSON-RPC error: the request is wrong, not the note."""
 
     def __init__(self, code, message, data=None):
         super().__init__(message)
@@ -4387,26 +4336,20 @@ class _ProtocolError(Exception):
 
 
 def _mcp_options(command):
-    """The options of a command its tool takes: name -> Option (all but those only the command line has)."""
+    """name -> Option for each option the command's tool takes."""
     return {option.name: option for option in _COMMANDS[command].options if option.mcp}
 
 
-# The schema of every argument that takes a note id (an option whose metavar is
-# NOTE_ID): n and five to eleven digits (no seq reaches more, SEQ_LIMIT), with
-# the blanks around it that the tools strip.
+# A NOTE_ID argument: n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed.
 _MCP_NOTE_ID_SCHEMA = {"pattern": "^\\s*n[0-9]{5,11}\\s*$"}
 
 
-# A tool that is one mode of a command: its refusals are worded from that command's options.
+# A tool that is one mode of a command -> that command.
 _TOOL_COMMANDS = {"append_batch": "append"}
 
 
 def _mcp_wording(command, text):
-    """A command-line text in the tool's words: each flag of the command named as the tool's argument.
-
-    The one rewrite for both descriptions and refusals, so that a refusal over
-    MCP is the command line's text with --text read as text, --type as type
-    (as types for tail, whose argument takes a list), --max-bytes as max_bytes."""
+    """A command-line text in the tool's words: each --flag of the command named as its argument."""
     for option in _COMMANDS[_TOOL_COMMANDS.get(command, command)].options:
         if option.flag.startswith("--"):
             text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
@@ -4414,13 +4357,13 @@ def _mcp_wording(command, text):
 
 
 def _mcp_description(command, text):
-    """A --help text as a tool's description: flags named as arguments, and a tool returns what a command prints."""
+    """A --help text as a tool's description: flags named as arguments, "print" as "return"."""
     return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
                   + found.group(2), _mcp_wording(command, text))
 
 
 def _mcp_argument_schema(command, option):
-    """The JSON Schema of one tool argument, from its Option: type, enum, description, default, limits."""
+    """The JSON Schema of one tool argument, from its Option."""
     extra = option.settings
     schema = {"type": "integer" if extra.get("type") is int else "string"}
     if "choices" in extra:
@@ -4437,10 +4380,7 @@ def _mcp_argument_schema(command, option):
 
 
 def _mcp_tool_listing(command):
-    """A tool as tools/list shows it; the schema comes from the options COMMANDS declares.
-
-    An option the command line does not declare is left out of the schema, so
-    a tool never offers what the parser would refuse."""
+    """A tool as tools/list shows it."""
     if command == "append_batch":
         return _mcp_batch_listing()
     marked_required, hints = _MCP_TOOLS[command]
@@ -4458,7 +4398,7 @@ def _mcp_tool_listing(command):
 
 
 def _mcp_batch_listing():
-    """The append_batch tool: a list of signals, each an object with append's arguments."""
+    """The append_batch tool as tools/list shows it."""
     signal = _mcp_tool_listing("append")["inputSchema"]
     _, hints = _MCP_TOOLS["append_batch"]
     batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": signal,
@@ -4475,7 +4415,7 @@ def _mcp_batch_listing():
 
 
 def _mcp_append_batch(folder, arguments) -> dict:
-    """The append_batch tool: its batch argument is the list of signal objects a batch's lines hold."""
+    """Run append_batch: its batch is a list of signal objects."""
     if set(arguments) - {"batch"}:
         raise NotesError("append_batch takes only the argument batch, a list of signal objects; call append "
                          "for one signal")
@@ -4487,17 +4427,14 @@ def _mcp_append_batch(folder, arguments) -> dict:
 
 
 def _mcp_keywords(command, arguments):
-    """The keyword arguments of the tool's Session method: each option it takes, as given or its default.
-
-    What no flag could carry is refused first, for every argument; then each
-    value is read as argparse reads its option, in the same order and words."""
+    """The keyword arguments of the tool's Session method, each read as argparse reads its option."""
     options = _mcp_options(command)
     for name, value in arguments.items():
         if name not in options:
             raise NotesError("%s takes no argument %r; its arguments are: %s"
                              % (command, name, ", ".join(options) or "none"))
         if value == "-" and options[name].from_stdin:
-            # On the command line "-" reads standard input, which here carries the protocol itself.
+            # Here standard input carries the protocol.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
         many = options[name].settings.get("action") == "append"
@@ -4516,7 +4453,7 @@ def _mcp_keywords(command, arguments):
 
 
 def _mcp_value(command, option, item):
-    """One tool argument read as argparse reads the option's value from the command line, refused in its words."""
+    """One tool argument converted as argparse converts its option, refused in its words."""
     import argparse
 
     convert = option.parser_settings().get("type")
@@ -4532,15 +4469,9 @@ def _mcp_value(command, option, item):
 
 
 def _mcp_export_path(folder, output):
-    """The file inside the session folder that an MCP client's export output names.
+    """The file inside the session folder that export's output names; any way out of the folder is refused.
 
-    Whoever writes the tool call may be a prompt injected into a document the
-    model read, so the server writes nowhere the operator did not point it:
-    the path is taken relative to the session folder, and one that is
-    absolute, climbs with .., or passes through a link that leads out of the
-    folder is refused.  The real parent folder is compared, not the string.
-    (Between this check and the write, another process of the same user
-    could swap a folder for a link; that user could write the file anyway.)"""
+    A same-user process could still swap a folder for a link before the write; it could write the file anyway."""
     way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
                % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
     if os.path.isabs(output) or output.startswith("~") or os.path.splitdrive(output)[0]:
@@ -4572,26 +4503,24 @@ def _mcp_call_tool(folder, params, tools):
     if not isinstance(arguments, dict):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        if name == "append_batch":  # its signals are objects, which no command line option carries
+        if name == "append_batch":  # signal objects: no option carries them
             receipt = _mcp_append_batch(folder, arguments)
         else:
             keywords = _mcp_keywords(name, arguments)
             if name == "export" and keywords["output"]:
-                # MCP only: a tool call may come from a prompt injected into what the model read.
+                # A tool call may come from an injected prompt.
                 keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
             receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
         failed = False
-    except Exception as error:  # noqa: BLE001 - a NotesError or MemoryError too: reported, and the server goes on
+    except Exception as error:  # noqa: BLE001 - reported; the server goes on
         receipt, failed = _mcp_refusal(name, error), True
-    # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
+    # A verify that finds problems ran fine: its receipt says ok false.
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
 
 def _mcp_refusal(command, error):
-    """The receipt of a refused tool call: the command line's, in the tool's words (SPEC section 5).
-
-    Where the command line points at its --help, the tool points at its schema."""
+    """The receipt of a refused tool call: the command line's, in the tool's words, pointing at its schema."""
     if not isinstance(error, NotesError):
         return _error_receipt(error)
     message = error.message
@@ -4600,20 +4529,14 @@ def _mcp_refusal(command, error):
     return {"ok": False, "error": _mcp_wording(command, message), **error.details}
 
 
-# Where pip puts the contracts of an installed copy, below the install's prefix
-# (data-files in pyproject.toml): a wheel of one module carries no package
-# data.  Not share/shaping-notes: under pip --user that is ~/.local/share/
-# shaping-notes, the user data folder that holds the notes themselves.
+# Where pip puts an installed copy's contracts (data-files in pyproject.toml); not share/shaping-notes,
+# which under pip --user is the user data folder.
 _INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
 
 
 def _installed_contract_paths() -> dict:
-    """file name -> path of the contracts installed with this very copy of notes.py; {} when none.
-
-    The installer's record lists every file it wrote: the contracts count
-    only when the same record holds this notes.py, so another version
-    installed elsewhere on sys.path is never served."""
-    import importlib.metadata  # here, not at the top: only a server with no contracts beside it pays for it
+    """file name -> path of the contracts whose installer's record holds this very notes.py; {} when none."""
+    import importlib.metadata  # only a server without contracts beside it needs it
 
     try:
         files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
@@ -4645,7 +4568,6 @@ def _mcp_contracts():
 
 
 def _mcp_read_resource(params):
-    """The text of one contract, named by the uri resources/list gave."""
     for uri, path, _, _ in _mcp_contracts():
         if uri == params.get("uri"):
             try:
@@ -4666,14 +4588,14 @@ def _mcp_capabilities():
 
 
 def _mcp_instructions():
-    """The server's instructions; they name the contracts only when this copy serves them as resources."""
-    if not _mcp_contracts():  # a copy of the script alone: no resource to point at
+    """The instructions, naming the contracts only when this copy serves them."""
+    if not _mcp_contracts():
         return _MCP_INSTRUCTIONS
     return _MCP_INSTRUCTIONS + "\n" + _MCP_CONTRACTS_INSTRUCTION
 
 
 def _mcp_result(folder, method, params, tools):
-    """The result of one request, whatever the revision (the caller adds the stateless fields)."""
+    """The result of one request, whatever the revision."""
     if method == "initialize":
         requested = params.get("protocolVersion")
         if requested not in _MCP_HANDSHAKE_VERSIONS:
@@ -4702,14 +4624,14 @@ def _mcp_stateless_version(method, params):
     """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
     meta = params.get("_meta")
     meta = meta if isinstance(meta, dict) else {}
-    # initialize belongs to the handshake even when a client stamps _meta on it.
+    # initialize is the handshake's, even with _meta.
     if method == "initialize" or (_MCP_VERSION_KEY not in meta and method != "server/discover"):
         return None
     version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
     if not isinstance(version, str):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
     if version not in _MCP_STATELESS_VERSIONS:
-        # The handshake versions are reached through initialize, never through _meta.
+        # handshake versions come only through initialize
         raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
                             {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
     return version
@@ -4724,7 +4646,7 @@ def _mcp_answer(folder, message, tools):
     if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
         request_id = None  # MCP ids are strings or integers, never null
     if "method" not in message and ("result" in message or "error" in message):
-        return None  # a response: this server sends no requests, so nothing waits for one
+        return None  # a response: we send no requests
     method, params = message.get("method"), message.get("params")
     if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
         return _mcp_error(request_id, _RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
@@ -4752,7 +4674,7 @@ def _mcp_answer(folder, message, tools):
 
 
 def _mcp_error(request_id, code, message, data=None):
-    """A JSON-RPC error response; also said on stderr, where a host keeps its server's log."""
+    """A JSON-RPC error response, also logged on stderr."""
     error = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
@@ -4764,18 +4686,12 @@ def _mcp_log(message):
     try:
         sys.stderr.write("notes.py mcp: %s\n" % message)
         sys.stderr.flush()
-    except (OSError, ValueError):  # no one reads stderr any more: the log is only a courtesy
+    except (OSError, ValueError):  # the log is only a courtesy
         pass
 
 
 def _mcp_answer_line(folder, line, tools):
-    """The response to one line of input: a message, or an error for a batch or bytes that are not JSON.
-
-    A JSON-RPC batch (an array of requests) is refused whole: only the
-    2025-03-26 revision allowed them, 2025-06-18 removed them, and the
-    official SDK never sends one.  Served, one 4.5 KB line could ask for 40
-    replies held in memory at once; refused, each line is one request and
-    one reply, whose size the tools bound."""
+    """The response to one line of input; a JSON-RPC batch is refused, so that one line is one bounded reply."""
     try:
         message = _parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too
@@ -4787,41 +4703,31 @@ def _mcp_answer_line(folder, line, tools):
 
 
 def _serve_mcp(folder, tools) -> None:
-    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
-
-    The server keeps only the folder it was given: no lock, no open file, no
-    parsed state between calls.  A client that closes its end raises
-    BrokenPipeError, which main handles as for any command."""
+    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
     import signal
 
     def stop_quietly(signum, frame):
-        # Ctrl-C from the host.  A KeyboardInterrupt can surface after the read
-        # loop has already ended (a read cut short by the signal returns as if
-        # at end of input), where main would print an error receipt; SystemExit(0)
-        # is answered by main with nothing on stdout wherever it surfaces.
+        # Not KeyboardInterrupt: main prints nothing for SystemExit(0), wherever it surfaces.
         _mcp_log("interrupted; stopping")
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
-    if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
+    if sys.stdin is None:  # standard input closed: at its end already
         return None
     try:
         _mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer, tools)
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
     except Exception as error:  # noqa: BLE001 - a MemoryError reading a line, say
-        # main would print an error receipt to stdout, which is not JSON-RPC: say it
-        # where the host keeps the log, and end with the unexpected error's code.
+        # main would print a receipt to stdout, which is not JSON-RPC: log it instead.
         _mcp_log("stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
-    return None  # main prints nothing: stdout carried only JSON-RPC
+    return None  # stdout carried only JSON-RPC
 
 
 def _mcp_serve_lines(folder, source, sink, tools):
-    """Answer each line of source on sink until the end of input; a fault in one answer is a JSON-RPC error."""
-    # A message is read up to LINE_LIMIT bytes, far above any real request,
-    # so a client that never sends a newline cannot make the server hold
-    # more than that; the rest of such a line is read and dropped in pieces.
+    """Answer each line of source on sink until the end of input."""
+    # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
     for line in iter(lambda: source.readline(_LINE_LIMIT + 1), b""):
         if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
             while line and not line.endswith(b"\n"):
@@ -4832,23 +4738,19 @@ def _mcp_serve_lines(folder, source, sink, tools):
         else:
             try:
                 answer = _mcp_answer_line(folder, line, tools)
-            except Exception as error:  # noqa: BLE001 - a MemoryError, say: answered, and the server goes on
+            except Exception as error:  # noqa: BLE001 - a MemoryError, say
                 answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
         if answer is not None:
             _mcp_send(sink, answer)
 
 
 def _mcp_send(sink, answer):
-    """Write one answer to the MCP stream: the one place that writes there.
-
-    An answer too large to encode in the memory left (a MemoryError) is
-    replaced by a short JSON-RPC error for the same id: the stream never
-    carries anything but whole JSON-RPC lines, and the server goes on."""
+    """Write one answer to the MCP stream, or a short error for its id when memory runs out encoding it."""
     try:
         data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
     except MemoryError:
         data = None
-    if data is None:  # outside the except block, so that the traceback's memory is freed first
+    if data is None:  # outside the except block, so the traceback's memory is freed first
         error = _mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer did not fit in "
                           "the memory left; ask for less (a smaller limit or max_bytes)")
         data = (_compact_json(error) + "\n").encode("utf-8")
@@ -4860,10 +4762,7 @@ def _mcp_send(sink, answer):
 # Entry: main, the one place that prints for the command line, and the dispatch
 
 def _silence_stdout():
-    """Point stdout at the null device once it cannot be written to.
-
-    Python flushes stdout again at exit; without this, that flush would fail
-    a second time and print "Exception ignored" with exit code 120."""
+    """Point stdout at the null device, so that Python's flush at exit does not fail again (exit 120)."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
@@ -4876,7 +4775,7 @@ def _print_result(result):
     """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
     if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
         return
-    if result is None:  # argparse wrote help or the version, or mcp wrote JSON-RPC: make sure it got out
+    if result is None:  # help, version or JSON-RPC already written: flush it
         sys.stdout.flush()
         return
     text = _printed_form(result)
@@ -4890,7 +4789,7 @@ def _print_result(result):
 
 
 def _dispatch(arguments):
-    """Run the parsed command: serve MCP, or call the command's Session method; return what to print."""
+    """Serve MCP, or run the command's Session method; return what to print."""
     command = _COMMANDS[arguments.command]
     if command.method is None:
         return _serve_mcp(arguments.dir, _mcp_served_tools(arguments.allow_redact))
@@ -4899,10 +4798,7 @@ def _dispatch(arguments):
 
 
 def _parse_arguments_or_help(argv):
-    """(arguments, None), or (None, the text) when argparse answered --help or --version.
-
-    argparse drops an error writing that text (a full disk) and exits 0, so it
-    writes into a buffer here and main prints the text as it prints a receipt."""
+    """(arguments, None), or (None, the text) of --help or --version, for main to print."""
     import io
 
     printed, stdout = io.StringIO(), sys.stdout
@@ -4921,25 +4817,25 @@ def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
         arguments, printed = _parse_arguments_or_help(argv)
-        if arguments is None:  # --help or --version: printed by main, so a failed write is reported
+        if arguments is None:  # --help or --version
             return printed, _EXIT_OK
         result = _dispatch(arguments)
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, _EXIT_OK if ok else _EXIT_INTEGRITY
-    except SystemExit as request:  # the MCP server's end (serve_mcp), with nothing left to print
+    except SystemExit as request:  # the MCP server's end
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code
     except KeyboardInterrupt:
         return {"ok": False, "error": "interrupted"}, _EXIT_UNEXPECTED
     except BrokenPipeError:
-        raise  # argparse printing help to a reader that has gone: main handles it
+        raise  # help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
         return _error_receipt(error), _EXIT_UNEXPECTED
 
 
 def _serves_mcp(argv) -> bool:
-    """Whether argv asks for the MCP server, whose stdout carries JSON-RPC and nothing else."""
+    """Whether argv asks for the MCP server."""
     words = iter(argv)
     for word in words:
         if word == "--dir":
@@ -4956,18 +4852,15 @@ def main(argv=None) -> int:
     try:
         result, code = _run_command(argv)
         if result is not None and code != _EXIT_OK and _serves_mcp(argv):
-            # The server could not start or went down (a usage error, memory
-            # running out before its loop): a host reads stdout as JSON-RPC,
-            # so the refusal goes to stderr, where hosts show server logs.
+            # The server could not start or went down: stdout is JSON-RPC, so the refusal goes to stderr.
             sys.stderr.write(_compact_json(result) + "\n")
             sys.stderr.flush()
             return code
         _print_result(result)
     except BrokenPipeError:
-        # The reader has gone (notes.py ... | head -c 0): the command has run
-        # and its files are safe; there is no one left to tell.
+        # The reader has gone: the command has run and there is no one left to tell.
         _silence_stdout()
-    except OSError as error:  # stdout on a full disk, say: the result is lost, so say that where we can
+    except OSError as error:  # stdout on a full disk, say
         _silence_stdout()
         try:
             sys.stderr.write(_compact_json({"ok": False, "error": "cannot print the result (%s)"
