@@ -166,6 +166,14 @@ _BINARY = getattr(os, "O_BINARY", 0)
 # O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
 _FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
+# chattr's immutable and append-only flags (FS_IMMUTABLE_FL, FS_APPEND_FL) and the ioctl that reads them,
+# FS_IOC_GETFLAGS = _IOR('f', 1, long); that encoding holds on the machines named, and others are not asked.
+_LINUX_PROTECTED_FLAGS = 0x10 | 0x20
+_LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
+_LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
+                             "armv8l", "riscv64", "s390x", "loongarch64")
+# A replace of the log failing with one of these: the log or its folder is protected.
+_PROTECTED_ERRORS = (errno.EPERM, errno.EACCES, errno.EROFS)
 # The session's files and the folders the tool creates are its user's alone:
 # the log holds what a conversation decided, sometimes personal details.  An
 # export is made for the host to download, maybe as another user: 0o666 lets
@@ -1802,12 +1810,20 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
     except BaseException:
         if descriptor is not None:
             os.close(descriptor)
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        _discard_temporary(temporary)
         raise
     _fsync_folder(folder)
+
+
+def _discard_temporary(path):
+    """Remove a temporary file; one its folder will not let go (chattr +a) is at least emptied of its copy."""
+    try:
+        os.unlink(path)
+    except OSError:
+        try:
+            os.truncate(path, 0)  # the name is still ours: an append-only folder lets no one replace it
+        except OSError:
+            pass
 
 
 def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
@@ -1835,6 +1851,82 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
                 os.unlink(entry.path)
         except OSError:
             pass  # gone already, or not ours to remove: it is only clutter
+
+
+def _is_protected_inode(descriptor):
+    """Whether the file or folder open at descriptor is immutable or append-only (chattr +i or +a, chflags)."""
+    flags = getattr(os.fstat(descriptor), "st_flags", None)
+    if flags is not None:  # BSD and macOS give them with the status
+        return bool(flags & (stat.UF_IMMUTABLE | stat.UF_APPEND | stat.SF_IMMUTABLE | stat.SF_APPEND))
+    if fcntl is None or not sys.platform.startswith("linux") or os.uname().machine not in _LINUX_GET_FLAGS_MACHINES:
+        return False  # not known here: a replace that fails says so instead
+    try:
+        answer = fcntl.ioctl(descriptor, _LINUX_GET_FLAGS, bytes(8))
+    except OSError:  # a filesystem without these flags
+        return False
+    return bool(int.from_bytes(answer[:4], sys.byteorder) & _LINUX_PROTECTED_FLAGS)
+
+
+def _protected_folder(folder):
+    """(what, way out) when the user protected the folder against new names and renames, else None."""
+    if os.name == "nt":  # a folder cannot be opened there, and its read-only mark does not stop writes
+        return None
+    descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    try:
+        mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
+        if not mode & stat.S_IWUSR:
+            return "the folder %s is read-only (mode %04o)" % (folder, mode), "chmod u+w %s" % folder
+        if _is_protected_inode(descriptor):
+            return "the folder %s is immutable or append-only (chattr +i or +a)" % folder, "chattr -ia %s" % folder
+    finally:
+        os.close(descriptor)
+    return None
+
+
+def _refuse_a_protected_log(folder, descriptor=None):
+    """Refuse to replace the log (open at descriptor; None: there is none) when the user protected it or its
+    folder; else return the mode its copy gets, its own owner bits.
+
+    The mode bits are read, not tried: root writes past them."""
+    log_path = os.path.join(folder, _LOG_NAME)
+    mode = stat.S_IMODE(os.fstat(descriptor).st_mode) if descriptor is not None else _PRIVATE_FILE_MODE
+    if not mode & stat.S_IWUSR:
+        found = "%s is read-only (mode %04o)" % (log_path, mode), "chmod u+w %s" % log_path
+    elif descriptor is not None and _is_protected_inode(descriptor):
+        found = "%s is immutable or append-only (chattr +i or +a)" % log_path, "chattr -ia %s" % log_path
+    else:
+        found = _protected_folder(folder)
+    if found:
+        raise NotesError("%s, so the log is not rewritten: nothing was changed, and the protection stays. To go "
+                         "on, lift it (%s) and run the command again" % found)
+    return mode & 0o700
+
+
+def _replace_log(folder, chunks):
+    """Under the lock: replace the log with the bytes chunks yields, in one rename, so that every reader
+    reads the old log or the new one, whole; refuse a log or folder the user protected, changing nothing.
+
+    Crash window: before os.replace the log is untouched (the temporary file is removed, or by a later
+    rewrite once stale); after it the new log is whole, made durable by the folder fsync."""
+    log_path = os.path.join(folder, _LOG_NAME)
+    try:
+        descriptor = _open_refusing_links(log_path, os.O_RDONLY)
+    except FileNotFoundError:
+        descriptor = None
+    try:
+        mode = _refuse_a_protected_log(folder, descriptor)
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+    try:
+        _write_file_atomically(log_path, chunks, mode=mode)
+    except OSError as error:
+        if error.errno not in _PROTECTED_ERRORS:
+            raise
+        raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable or "
+                         "append-only, or on a read-only filesystem), so the log is not rewritten: nothing was "
+                         "changed. To go on, lift the protection and run the command again"
+                         % (log_path, error.strerror)) from None
 
 
 def _write_meta(folder, session_id, created_at):
