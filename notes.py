@@ -4499,9 +4499,13 @@ def _mend_log_tail(folder):
 # redact: the one audited rewrite of a complete line (SPEC section 5), the Session.redact method's parts
 #
 # A note's text and effect are replaced by REDACTED_TEXT; every other field
-# stays, the checksum is taken anew, and a later source note records which
+# stays, the checksum is taken anew, and a source note at the end of the log records which
 # note was redacted and why (about = its id, text "Redacted <id>: <reason>").
+# Both come in one rewrite of the log (replace_log): a reader sees both or neither.
 # verify accepts a placeholder only with such a note after it.
+
+# Problems a note may have and still be redacted: those of its text and effect, which the placeholder ends.
+_REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
 
 
 def _redact_reason(reason) -> str:
@@ -4525,8 +4529,50 @@ def _redaction_after(handle, size, note_id, seq):
     return None
 
 
-def _rewritten_log(handle, size, offset, old_length, new_line):
-    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced."""
+def _torn_lines_name(handle, tail, note_id) -> bool:
+    """Whether a line from tail.keep_end on (an incomplete batch, a cut-off line) names note_id."""
+    needle = ('"id":"%s"' % note_id).encode("ascii")
+    for offset, line in _read_lines_backward(handle, tail.size):
+        if offset < tail.keep_end:
+            return False
+        if line and needle in line:
+            return True
+    return False
+
+
+def _note_to_redact(handle, tail, note_id, session_id):
+    """(offset, line, record) of the note to redact; refuse what redact cannot explain: a line readers do not
+    count as a note, a record that does not verify (damage stays for verify to report), a redaction."""
+    found = _find_note_line(handle, tail.keep_end, note_id)
+    if found is None and _torn_lines_name(handle, tail, note_id):
+        raise NotesError(
+            "%s is in the last lines of the log, which a crash cut short (an incomplete batch or a cut-off line): "
+            "readers do not count them as notes, so there is no note to redact; nothing was changed. The next "
+            "append moves those lines to a side file (%s*): delete that file to remove their text" % (
+                note_id, _TORN_PREFIX))
+    if found is None:
+        raise NotesError("%s names no note in this session that can be read; check the id with tail or "
+                         "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
+    record = found[2]
+    damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
+    if damage:
+        raise NotesError(
+            "%s does not verify (%s): it was changed after it was written, or damaged, and redact leaves damage "
+            "as it is, for verify to keep reporting; nothing was changed. Run verify, and restore the session "
+            "from an intact export into a new --dir" % (note_id, ", ".join(damage)))
+    if _is_redaction_note(record):
+        raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
+                         "was changed" % note_id)
+    if _is_redacted(record):
+        earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"])
+        if earlier is not None:
+            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+    return found
+
+
+def _rewritten_log(handle, size, offset, old_length, new_line, last_line):
+    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced by
+    new_line, then last_line."""
     for start, end in ((0, offset), (offset + old_length, size)):
         handle.seek(start)
         left = end - start
@@ -4536,20 +4582,17 @@ def _rewritten_log(handle, size, offset, old_length, new_line):
                 raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
             yield block
             left -= len(block)
-        if start == 0:
-            yield new_line
+        yield new_line if start == 0 else last_line
 
 
 def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: rewrite the note's line with the placeholder, then append the source note that says why.
+    """Under the lock: rewrite the log once, the note's line holding the placeholder and the source note
+    that says why at the end, so that every reader sees both or neither.
 
-    The line is replaced through write_file_atomically: the whole log is
-    copied, block by block, to a temporary file with the one line changed,
-    fsynced and renamed over the log, so every other byte stays as it was.
-    Crash windows: before the rename the log is untouched (the temporary file
-    holds only the redacted copy and is removed once stale); after it and
-    before the source note is appended, verify reports the placeholder as
-    unexplained, and redact run again on the note appends the note only."""
+    A cut-off end of the log is mended first, as append mends it, and the
+    source note numbered after the highest seq, as append numbers.
+    Crash windows: before the rename the log is untouched (but for that
+    mending); after it, the placeholder and its source note are both there."""
     log_path = os.path.join(folder, _LOG_NAME)
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
                           None, note_id, None)
@@ -4559,29 +4602,23 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
     with open(descriptor, "rb") as handle:
         status = os.fstat(descriptor)
         _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
-        size = status.st_size
-        found = _find_note_line(handle, size, note_id)
-        if found is None:
-            raise NotesError("%s names no note in this session that can be read; check the id with tail or "
-                             "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
-        offset, line, record = found
-        if _is_redaction_note(record):
-            raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
-                             "was changed" % note_id)
-        if _is_redacted(record):
-            earlier = _redaction_after(handle, size, note_id, record["seq"])
-            if earlier is not None:
-                raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
-        else:
-            new_line = _record_line(_redacted_record(record))[:-1]
-            _write_file_atomically(log_path, _rewritten_log(handle, size, offset, len(line), new_line))
-    appended = _append_signal(folder, meta, signal)
+        _refuse_a_protected_log(folder, descriptor)
+        tail = _LogTail(handle, status.st_size)
+        _refuse_an_absurd_seq(tail)
+        offset, line, record = _note_to_redact(handle, tail, note_id, meta["session_id"])
+        new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
+        recovered = None
+        if tail.keep_end < tail.size or tail.needs_newline:
+            recovered = _mend_log_tail(folder)
+            tail = _LogTail(handle, os.fstat(descriptor).st_size)
+        source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+        _replace_log(folder, _rewritten_log(handle, tail.size, offset, len(line), new_line, _record_line(source)))
     receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
-               "redaction_note_id": appended["note_id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
+               "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
     still = _files_that_may_hold_old_text(folder)
     if still:
         receipt["may_still_hold"] = still
-    return _with_recovered(receipt, appended.get("recovered"))
+    return _with_recovered(receipt, recovered)
 
 
 def _files_that_may_hold_old_text(folder) -> list:
