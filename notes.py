@@ -1871,7 +1871,10 @@ def _protected_folder(folder):
     """(what, way out) when the user protected the folder against new names and renames, else None."""
     if os.name == "nt":  # a folder cannot be opened there, and its read-only mark does not stop writes
         return None
-    descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    except OSError:  # not readable by us: a replace that fails says what is wrong
+        return None
     try:
         mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
         if not mode & stat.S_IWUSR:
