@@ -254,14 +254,18 @@ def test_redact_refuses_a_hard_linked_log_whose_other_name_would_keep_the_text(t
 # --------------------------------------------------------------------------
 # One step for every reader (issue 29, point 1): the placeholder and its source note come together
 
-# Redacts the notes n00001, n00002, ... of a folder one after another, in one process, until told to stop.
+# Redacts the notes n00001, n00002, ... of a folder one after another, in one process, until told to stop
+# (then says how many), waiting for that once every note is redacted.
 REDACT_LOOP = r"""
-import os, sys
+import os, sys, time
 sys.path.insert(0, sys.argv[1])
 import notes
 folder, stop, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
 done = 0
-while done < count and not os.path.exists(stop):
+while not os.path.exists(stop):
+    if done == count:
+        time.sleep(0.01)
+        continue
     done += 1
     notes.Session(folder).redact(note_id="n%05d" % done, reason="It held a private detail.")
     if done == 1:
@@ -279,12 +283,13 @@ def readers_beside_a_redact_loop(tmp_path, seconds, notes_count, python=sys.exec
     stop = tmp_path / "stop"
     redacter = subprocess.Popen([python, "-S", "-c", REDACT_LOOP, str(REPO), str(folder), str(stop),
                                  str(notes_count)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert redacter.stdout.readline() == b"under way\n"  # a slow start must not eat the time readers have
+    # The clock starts once the redacter is under way: a slow start must not eat the time readers have.
+    assert redacter.stdout.readline() == b"under way\n", redacter.communicate()
     failures, runs = [], []
 
     def read(kind):
         number = 0
-        while not stop.exists() and redacter.poll() is None:
+        while not stop.exists():
             number += 1
             if kind == "export":
                 result = run_notes("export", "--output", exports / ("%d.json" % number), folder=folder,
