@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import stat
 import subprocess
 import sys
@@ -503,3 +504,41 @@ def test_a_rename_the_system_refuses_is_a_guided_refusal_and_the_copy_is_removed
     assert code == 2 and "the log or its folder is protected" in receipt["error"]
     left = [name for name in os.listdir(str(folder)) if name.endswith(".tmp")]
     assert len(left) == 1 and os.path.getsize(str(folder / left[0])) == 0
+
+
+# Redacts n00002 once it has said it is ready, so that a kill lands inside the redact, not the start-up.
+REDACT_ONCE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import notes
+print("ready", flush=True)
+notes.Session(sys.argv[2]).redact(note_id="n00002", reason="It held a private detail.")
+"""
+
+
+def test_a_redact_killed_at_any_moment_leaves_the_log_before_or_after(tmp_path):
+    # SIGKILL at a random moment: the log is the old one byte for byte, or the new one whole.
+    folder = tmp_path / "session"
+    write_session(folder, [("decision", "Private detail %d stays." % seq) for seq in range(1, 3001)])
+    before = log_bytes(folder)
+    lines = before.splitlines(keepends=True)
+    after_head = lines[0] + line_of(placeholder_of(json.loads(lines[1]))) + b"".join(lines[2:])
+    chance = random.Random(29)
+    outcomes = []
+    for _ in range(5):
+        write_log(folder, before)
+        killed = subprocess.Popen([sys.executable, "-S", "-c", REDACT_ONCE, str(REPO), str(folder)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert killed.stdout.readline() == b"ready\n"
+        time.sleep(chance.uniform(0, 0.15))
+        killed.kill()
+        killed.wait()
+        killed.stdout.close()
+        log = log_bytes(folder)
+        outcomes.append("before" if log == before else "after")
+        if log != before:
+            assert log.startswith(after_head) and len(log.splitlines()) == 3001, "a log part-way"
+            source = json.loads(log.splitlines()[-1])
+            assert (source["id"], source["about"]) == ("n03001", "n00002")
+        assert notes.Session(str(folder)).verify()["problems"] == []
+    assert outcomes  # which of the two each kill leaves depends on the machine's speed; both are whole
