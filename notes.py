@@ -101,6 +101,14 @@ _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
 _FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
+# chattr's immutable and append-only flags (FS_IMMUTABLE_FL, FS_APPEND_FL) and the ioctl that reads them,
+# FS_IOC_GETFLAGS = _IOR('f', 1, long); that encoding holds on the machines named, and others are not asked.
+_LINUX_PROTECTED_FLAGS = 0x10 | 0x20
+_LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
+_LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
+                             "armv8l", "riscv64", "s390x", "loongarch64")
+# A replace of the log failing with one of these: the log or its folder is protected.
+_PROTECTED_ERRORS = (errno.EPERM, errno.EACCES, errno.EROFS)
 # Private: the log may hold personal details; an export gets the umask's mode.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
@@ -1553,12 +1561,20 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
     except BaseException:
         if descriptor is not None:
             os.close(descriptor)
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        _discard_temporary(temporary)
         raise
     _fsync_folder(folder)
+
+
+def _discard_temporary(path):
+    """Remove a temporary file; one its folder will not let go (chattr +a) is at least emptied of its copy."""
+    try:
+        os.unlink(path)
+    except OSError:
+        try:
+            os.truncate(path, 0)  # the name is still ours: an append-only folder lets no one replace it
+        except OSError:
+            pass
 
 
 def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
@@ -1581,6 +1597,85 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
                 os.unlink(entry.path)
         except OSError:
             pass  # only clutter
+
+
+def _is_protected_inode(descriptor):
+    """Whether the file or folder open at descriptor is immutable or append-only (chattr +i or +a, chflags)."""
+    flags = getattr(os.fstat(descriptor), "st_flags", None)
+    if flags is not None:  # BSD and macOS give them with the status
+        return bool(flags & (stat.UF_IMMUTABLE | stat.UF_APPEND | stat.SF_IMMUTABLE | stat.SF_APPEND))
+    if fcntl is None or not sys.platform.startswith("linux") or os.uname().machine not in _LINUX_GET_FLAGS_MACHINES:
+        return False  # not known here: a replace that fails says so instead
+    try:
+        answer = fcntl.ioctl(descriptor, _LINUX_GET_FLAGS, bytes(8))
+    except OSError:  # a filesystem without these flags
+        return False
+    return bool(int.from_bytes(answer[:4], sys.byteorder) & _LINUX_PROTECTED_FLAGS)
+
+
+def _protected_folder(folder):
+    """(what, way out) when the user protected the folder against new names and renames, else None."""
+    if os.name == "nt":  # a folder cannot be opened there, and its read-only mark does not stop writes
+        return None
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    except OSError:  # not readable by us: a replace that fails says what is wrong
+        return None
+    try:
+        mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
+        if not mode & stat.S_IWUSR:
+            return "the folder %s is read-only (mode %04o)" % (folder, mode), "chmod u+w %s" % folder
+        if _is_protected_inode(descriptor):
+            return "the folder %s is immutable or append-only (chattr +i or +a)" % folder, "chattr -ia %s" % folder
+    finally:
+        os.close(descriptor)
+    return None
+
+
+def _refuse_a_protected_log(folder, descriptor=None):
+    """Refuse to replace the log (open at descriptor; None: there is none) when the user protected it or its
+    folder; else return the mode its copy gets, its own owner bits.
+
+    The mode bits are read, not tried: root writes past them."""
+    log_path = os.path.join(folder, _LOG_NAME)
+    mode = stat.S_IMODE(os.fstat(descriptor).st_mode) if descriptor is not None else _PRIVATE_FILE_MODE
+    if not mode & stat.S_IWUSR:
+        found = "%s is read-only (mode %04o)" % (log_path, mode), "chmod u+w %s" % log_path
+    elif descriptor is not None and _is_protected_inode(descriptor):
+        found = "%s is immutable or append-only (chattr +i or +a)" % log_path, "chattr -ia %s" % log_path
+    else:
+        found = _protected_folder(folder)
+    if found:
+        raise NotesError("%s, so the log is not rewritten: nothing was changed, and the protection stays. To go "
+                         "on, lift it (%s) and run the command again" % found)
+    return mode & 0o700
+
+
+def _replace_log(folder, chunks):
+    """Under the lock: replace the log with the bytes chunks yields, in one rename, so that every reader
+    reads the old log or the new one, whole; refuse a log or folder the user protected, changing nothing.
+
+    Crash window: before os.replace the log is untouched (the temporary file is removed, or by a later
+    rewrite once stale); after it the new log is whole, made durable by the folder fsync."""
+    log_path = os.path.join(folder, _LOG_NAME)
+    try:
+        descriptor = _open_refusing_links(log_path, os.O_RDONLY)
+    except FileNotFoundError:
+        descriptor = None
+    try:
+        mode = _refuse_a_protected_log(folder, descriptor)
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+    try:
+        _write_file_atomically(log_path, chunks, mode=mode)
+    except OSError as error:
+        if error.errno not in _PROTECTED_ERRORS:
+            raise
+        raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable or "
+                         "append-only, or on a read-only filesystem), so the log is not rewritten: nothing was "
+                         "changed. To go on, lift the protection and run the command again"
+                         % (log_path, error.strerror)) from None
 
 
 def _write_meta(folder, session_id, created_at):
@@ -3841,6 +3936,10 @@ def _mend_log_tail(folder):
 # redact: the one audited rewrite of a complete line (SPEC section 5), the Session.redact method's parts
 
 
+# Problems a note may have and still be redacted: those of its text and effect, which the placeholder ends.
+_REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
+
+
 def _redact_reason(reason) -> str:
     """The reason, checked as append checks a text (it goes into the source note)."""
     if reason is None or not reason.strip():
@@ -3862,8 +3961,50 @@ def _redaction_after(handle, size, note_id, seq):
     return None
 
 
-def _rewritten_log(handle, size, offset, old_length, new_line):
-    """The log's bytes with the line at offset (old_length bytes without newline) replaced."""
+def _torn_lines_name(handle, tail, note_id) -> bool:
+    """Whether a line from tail.keep_end on (an incomplete batch, a cut-off line) names note_id."""
+    needle = ('"id":"%s"' % note_id).encode("ascii")
+    for offset, line in _read_lines_backward(handle, tail.size):
+        if offset < tail.keep_end:
+            return False
+        if line and needle in line:
+            return True
+    return False
+
+
+def _note_to_redact(handle, tail, note_id, session_id):
+    """(offset, line, record) of the note to redact; refuse what redact cannot explain: a line readers do not
+    count as a note, a record that does not verify (damage stays for verify to report), a redaction."""
+    found = _find_note_line(handle, tail.keep_end, note_id)
+    if found is None and _torn_lines_name(handle, tail, note_id):
+        raise NotesError(
+            "%s is in the last lines of the log, which a crash cut short (an incomplete batch or a cut-off line): "
+            "readers do not count them as notes, so there is no note to redact; nothing was changed. The next "
+            "append moves those lines to a side file (%s*): delete that file to remove their text" % (
+                note_id, _TORN_PREFIX))
+    if found is None:
+        raise NotesError("%s names no note in this session that can be read; check the id with tail or "
+                         "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
+    record = found[2]
+    damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
+    if damage:
+        raise NotesError(
+            "%s does not verify (%s): it was changed after it was written, or damaged, and redact leaves damage "
+            "as it is, for verify to keep reporting; nothing was changed. Run verify, and restore the session "
+            "from an intact export into a new --dir" % (note_id, ", ".join(damage)))
+    if _is_redaction_note(record):
+        raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
+                         "was changed" % note_id)
+    if _is_redacted(record):
+        earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"])
+        if earlier is not None:
+            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+    return found
+
+
+def _rewritten_log(handle, size, offset, old_length, new_line, last_line):
+    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced by
+    new_line, then last_line."""
     for start, end in ((0, offset), (offset + old_length, size)):
         handle.seek(start)
         left = end - start
@@ -3873,12 +4014,12 @@ def _rewritten_log(handle, size, offset, old_length, new_line):
                 raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
             yield block
             left -= len(block)
-        if start == 0:
-            yield new_line
+        yield new_line if start == 0 else last_line
 
 
 def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: put the placeholder in the note's line, then append the source note saying why."""
+    """Under the lock: one rewrite holding the placeholder and, at the end, the source note that says why."""
+    # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
     log_path = os.path.join(folder, _LOG_NAME)
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
                           None, note_id, None)
@@ -3888,31 +4029,23 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
     with open(descriptor, "rb") as handle:
         status = os.fstat(descriptor)
         _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
-        size = status.st_size
-        found = _find_note_line(handle, size, note_id)
-        if found is None:
-            raise NotesError("%s names no note in this session that can be read; check the id with tail or "
-                             "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
-        offset, line, record = found
-        if _is_redaction_note(record):
-            raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
-                             "was changed" % note_id)
-        if _is_redacted(record):
-            earlier = _redaction_after(handle, size, note_id, record["seq"])
-            if earlier is not None:
-                raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
-        else:
-            new_line = _record_line(_redacted_record(record))[:-1]
-            # Crash window: after the rename and before the source note, verify calls the placeholder
-            # unexplained; redact run again appends only the note.
-            _write_file_atomically(log_path, _rewritten_log(handle, size, offset, len(line), new_line))
-    appended = _append_signal(folder, meta, signal)
+        _refuse_a_protected_log(folder, descriptor)
+        tail = _LogTail(handle, status.st_size)
+        _refuse_an_absurd_seq(tail)
+        offset, line, record = _note_to_redact(handle, tail, note_id, meta["session_id"])
+        new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
+        recovered = None
+        if tail.keep_end < tail.size or tail.needs_newline:
+            recovered = _mend_log_tail(folder)
+            tail = _LogTail(handle, os.fstat(descriptor).st_size)
+        source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+        _replace_log(folder, _rewritten_log(handle, tail.size, offset, len(line), new_line, _record_line(source)))
     receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
-               "redaction_note_id": appended["note_id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
+               "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
     still = _files_that_may_hold_old_text(folder)
     if still:
         receipt["may_still_hold"] = still
-    return _with_recovered(receipt, appended.get("recovered"))
+    return _with_recovered(receipt, recovered)
 
 
 def _files_that_may_hold_old_text(folder) -> list:
