@@ -1373,10 +1373,20 @@ def _resolve_folder(folder):
 
 def _folder_error(folder, error):
     """The refusal of a writer that cannot create its files in the folder."""
+    if error.errno in _NO_ROOM_ERRORS:
+        return _write_error(folder, error, "")
     return NotesError(
         "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
         "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
         % (folder, error.strerror or error))
+
+
+def _write_error(path, error, way_out):
+    """The refusal of a write that failed; on a full disk another folder on it would not help, so say so."""
+    if error.errno in _NO_ROOM_ERRORS:
+        return NotesError("no room left on the disk that holds %s (%s); nothing was written. Free some space "
+                          "on that disk, then run the same command again" % (path, error.strerror or error))
+    return NotesError("cannot write %s (%s); %s" % (path, error.strerror or error, way_out))
 
 
 def _link_error(path):
@@ -1832,9 +1842,179 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
         try:
             if (entry.is_file(follow_symlinks=False)
                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
-                os.unlink(entry.path)
+                os.unlink(entry.name, dir_fd=folder) if isinstance(folder, int) else os.unlink(entry.path)
         except OSError:
             pass  # gone already, or not ours to remove: it is only clutter
+
+
+
+# open_inside walks a path below a folder one component at a time, by
+# descriptor (dir_fd), following no link: where the platform cannot
+# (Windows), callers keep checking the resolved path instead.
+_CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
+                    and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
+_INSIDE_PATH_LIMIT = 1024   # characters of a path below a folder: far more than an export name needs
+_INSIDE_DEPTH_LIMIT = 32    # components of such a path
+_INSIDE_WAY_OUT = "; give the path of a file inside the folder"
+
+
+def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
+    """The components of a path that must stay below a folder; refuse one that could lead out, or that
+    no file system takes (a NUL, an empty component, over INSIDE_PATH_LIMIT or INSIDE_DEPTH_LIMIT)."""
+    def refuse(problem):
+        return NotesError("%s %s%s" % (what, problem, way_out))
+    text = os.fspath(relative)
+    if "\0" in text:
+        raise refuse("holds a NUL character")
+    if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]:
+        raise refuse("is an absolute path")
+    parts = [part for part in text.split("/") if part != "."]
+    if ".." in text.replace("\\", "/").split("/"):
+        raise refuse("climbs out with ..")
+    if not parts or "" in parts:
+        raise refuse("is empty, ends with / or holds an empty component (//)")
+    if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT:
+        raise refuse("is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT))
+    return parts
+
+
+def _inside_error(error, what, way_out):
+    """The refusal of an OSError met while walking below a folder (the path is not repeated: a client wrote it)."""
+    if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        problem = "passes through a link or a file where a folder should be"
+    elif error.errno == errno.ENOENT:
+        problem = "names a folder that does not exist"
+    else:
+        problem = "cannot be opened (%s)" % (error.strerror or error)
+    return NotesError("%s %s%s" % (what, problem, way_out))
+
+
+def _walk_inside(folder, parts, make_folder=None):
+    """A descriptor on the folder that holds the last of parts, reached from folder by descriptor.
+
+    Each folder is opened relative to the one above with O_NOFOLLOW and
+    O_DIRECTORY: a link swapped in at any moment is refused, never followed.
+    make_folder(): called before a missing folder is made; None refuses it."""
+    descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    try:
+        for part in parts[:-1]:
+            flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
+            try:
+                child = os.open(part, flags, dir_fd=descriptor)
+            except FileNotFoundError:
+                if make_folder is None:
+                    raise
+                make_folder()
+                try:
+                    os.mkdir(part, 0o777, dir_fd=descriptor)  # the umask decides, as for os.makedirs
+                except FileExistsError:  # made meanwhile: opened below like any other
+                    pass
+                child = os.open(part, flags, dir_fd=descriptor)
+            os.close(descriptor)
+            descriptor = child
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
+    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere.
+
+    The reader for what a client names inside the session folder (an export
+    to restore, an artifact to check); the caller closes it."""
+    parts = _inside_parts(relative, what, way_out)
+    try:
+        parent = _walk_inside(folder, parts)
+        try:
+            descriptor = os.open(parts[-1], os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+        finally:
+            os.close(parent)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise _inside_error(error, what, way_out) from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise _special_file_error(relative, mode)
+    return descriptor
+
+
+
+def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
+    """Write mode: replace or create the file at relative below folder with chunks, no link followed.
+
+    may_replace(descriptor) decides whether an existing regular file may be
+    replaced; make_new() is called before a folder or the file is created
+    (a bound may refuse).  A temporary file beside the target is renamed
+    over it by descriptor (renameat), so a crash leaves the old file or the
+    new one.  Return the path written, as folder joined with relative."""
+    parts = _inside_parts(relative, what, way_out)
+    path = os.path.join(folder, *parts)
+    try:
+        parent = _walk_inside(folder, parts, make_new)
+    except OSError as error:
+        raise _inside_error(error, what, way_out) from None
+    try:
+        _check_inside_target(parent, parts[-1], path, may_replace, make_new)
+        _remove_stale_temporary_files(parent, (parts[-1],))
+        _replace_inside(parent, parts[-1], chunks)
+    finally:
+        os.close(parent)
+    return path
+
+
+def _check_inside_target(parent, name, path, may_replace, make_new):
+    """Refuse a target below parent that is a link, a folder, a special file, or a file may_replace refuses."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+    except FileNotFoundError:
+        make_new()
+        return
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK):
+            raise _link_error(path) from None
+        raise _special_file_error(path, os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode) from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise NotesError("%s is a folder; give a file path" % path)
+        if not stat.S_ISREG(mode):
+            raise _special_file_error(path, mode)
+        may_replace(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _replace_inside(parent, name, chunks):
+    """Write chunks to a fresh temporary file in parent and rename it over name, both by descriptor."""
+    temporary = ".%s.%s.tmp" % (name, os.urandom(6).hex())
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY,
+                         _UMASK_FILE_MODE, dir_fd=parent)
+    try:
+        for chunk in chunks:
+            _write_all(descriptor, chunk)
+        os.fsync(descriptor)
+        os.close(descriptor)
+        descriptor = None
+        # Crash window: until the rename the target keeps its old content and
+        # the temporary file stays under a dot-name (the next write of the
+        # same file removes it once stale); the folder fsync makes it durable.
+        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        if descriptor is not None:
+            os.close(descriptor)
+        try:
+            os.unlink(temporary, dir_fd=parent)
+        except OSError:
+            pass
+        raise
+    try:
+        os.fsync(parent)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # the filesystem cannot sync folders
+            raise
 
 
 def _write_meta(folder, session_id, created_at):
@@ -2623,31 +2803,18 @@ class Session:
             output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
         _check_export_output(folder, output)
         earlier = _earlier_export(output)  # what the operator may have downloaded from this path before
-        output_folder = os.path.dirname(output)
-        # Every pass reads the same bytes (LogReader): the size is fixed before
-        # the first one, so notes appended meanwhile wait for the next export.
-        with _LogReader(folder, meta) as reader:
-            by_type, first_ts, last_ts = _count_by_type(reader)
-            count = reader.total
-            warnings = reader.warnings()
-            if markdown:
-                chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts,
-                                          reader.problem_count, warnings)
-            else:
-                chunks = _json_export(reader, meta, count)
+
+        def write(chunks):
             # A place that cannot take the file is a refusal; a failure while writing
             # it (a full disk, say) is an unexpected error, as it is for append.
             refusal = "cannot write %s (%s); choose another --output"
             try:
-                os.makedirs(output_folder, exist_ok=True)
+                os.makedirs(os.path.dirname(output), exist_ok=True)
             except OSError as error:
                 raise NotesError(refusal % (output, error.strerror)) from None
             _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
-            receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
-            news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
-        if news:
-            receipt["tell_operator"] = news
-        return _with_warnings(receipt, warnings)
+            return output
+        return _export_session(folder, meta, markdown, earlier, write)
 
     def restore(self, *, export_file, accept_damaged=False) -> dict:
         """Bring a session back into the folder from an export (ours or v0's)."""
@@ -2681,6 +2848,42 @@ class Session:
         with _SessionLock(folder):
             meta = _open_session_for_writing(folder)
             return _redact_note(folder, meta, note_id, reason)
+
+
+
+def _export_session(folder, meta, markdown, earlier, write):
+    """Export's passes over the log; write(chunks) writes the file and returns its path."""
+    # Every pass reads the same bytes (LogReader): the size is fixed before
+    # the first one, so notes appended meanwhile wait for the next export.
+    with _LogReader(folder, meta) as reader:
+        by_type, first_ts, last_ts = _count_by_type(reader)
+        count = reader.total
+        warnings = reader.warnings()
+        if markdown:
+            chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts,
+                                      reader.problem_count, warnings)
+        else:
+            chunks = _restorable_size(_json_export(reader, meta, count), folder)
+        output = write(chunks)
+        receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
+        news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
+    if news:
+        receipt["tell_operator"] = news
+    return _with_warnings(receipt, warnings)
+
+
+def _restorable_size(chunks, folder):
+    """Pass chunks on, refusing once they pass EXPORT_SIZE_LIMIT: restore would refuse the file."""
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > _EXPORT_SIZE_LIMIT:
+            raise NotesError(
+                "the export would be over %d MiB, the most restore reads, so no export was written (an earlier "
+                "one stays as it was). The session itself is whole: to carry it elsewhere, copy %s and %s from "
+                "%s together; export --format md still writes a readable copy"
+                % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
+        yield chunk
 
 
 def _append_signal(folder, meta, signal):
@@ -3203,19 +3406,21 @@ def _gates_phrase(gates) -> str:
     return " and ".join(parts)
 
 
-def _earlier_export(path):
+def _earlier_export(path, opener=None):
     """(session id, note count) of the export at path before it is replaced; None when there is none.
 
     Only the head of the file is read: a JSON export states its count near the
     top, a markdown one on its "- Notes:" line.  Either may be None when the
-    head does not hold it as it should."""
-    head, _ = _read_export_head(path)
+    head does not hold it as it should.  opener(path) opens it for reading
+    (open_regular_file when None)."""
+    opener = opener or _open_regular_file
+    head, _ = _read_export_head(path, opener)
     if head is not None:
         session, count = head.get("session"), head["record_count"]
         return (session.get("session_id") if isinstance(session, dict) else None,
                 count if isinstance(count, int) and not isinstance(count, bool) else None)
     try:
-        with open(_open_regular_file(path), "rb") as handle:
+        with open(opener(path), "rb") as handle:
             top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
     except (NotesError, OSError):  # none there, or no regular file: nothing was downloaded from it
         return None
@@ -3299,7 +3504,13 @@ def _is_earlier_export(path):
     except (OSError, NotesError):
         return False
     with open(descriptor, "rb") as handle:
-        head = handle.read(len(_EXPORT_JSON_START))
+        return _starts_as_export(handle.fileno())
+
+
+def _starts_as_export(descriptor):
+    """Whether the open file begins as an export of this tool (or v0) does; read from its start."""
+    head = os.pread(descriptor, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread") else os.read(
+        descriptor, len(_EXPORT_JSON_START))
     return head.startswith(_EXPORT_JSON_START) or head.startswith(_EXPORT_MARKDOWN_START)
 
 
@@ -3657,13 +3868,13 @@ def _recap_progress(seen, open_gates, unconfirmed) -> dict:
     return progress
 
 
-def _read_export_head(path):
+def _read_export_head(path, opener=None):
     """The top-level keys of an export before its records, from a bounded prefix: (head, problem).
 
     record_count sits before the records, so the whole file is never loaded.
-    (None, None) when there is no export at path."""
+    (None, None) when there is no export at path; opener(path) opens it (open_regular_file when None)."""
     try:
-        descriptor = _open_regular_file(path)
+        descriptor = (opener or _open_regular_file)(path)
     except FileNotFoundError:
         return None, None
     except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
@@ -5138,6 +5349,49 @@ def _mcp_export_path(folder, output):
     return path
 
 
+
+# The most files and folders export creates over MCP in one server's run, per
+# session folder: a tool call may come from injected text, which must not fill
+# the folder.  Replacing an earlier export creates nothing and is not counted.
+_MCP_EXPORT_CREATE_LIMIT = 20
+_mcp_export_created = collections.Counter()
+
+
+def _mcp_export(folder, output, format):
+    """The export tool: written by descriptor below the session folder (write_inside), within the bound."""
+    _check_choice("format", format, ("json", "md"))
+    folder = _resolve_folder(folder)
+    meta = _require_session(folder)
+    relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
+    what = "export over MCP writes only inside the session folder: output"
+    way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
+               % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
+    parts = _inside_parts(relative, what, way_out)
+    if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
+        raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)
+
+    def may_replace(descriptor):
+        if not _starts_as_export(descriptor):
+            raise NotesError("output names a file that exists and is not an export of this tool; an export "
+                             "replaces only an earlier export. Choose another output name")
+
+    def make_new():
+        if _mcp_export_created[folder] >= _MCP_EXPORT_CREATE_LIMIT:
+            raise NotesError(
+                "export over MCP creates at most %d new files and folders per server run, and this server has "
+                "made them; nothing was written. Export to a name written before (such as %s, which is "
+                "replaced), or run export on the command line" % (_MCP_EXPORT_CREATE_LIMIT, _EXPORT_NAME))
+        _mcp_export_created[folder] += 1
+
+    def write(chunks):
+        try:
+            return _write_inside(folder, relative, chunks, may_replace, make_new, what, way_out)
+        except OSError as error:
+            raise _write_error(os.path.join(folder, relative), error, "choose another output") from None
+    earlier = _earlier_export(relative, lambda path: _open_inside(folder, path, what, way_out))
+    return _export_session(folder, meta, format == "md", earlier, write)
+
+
 def _mcp_call_tool(folder, params, tools):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
@@ -5153,10 +5407,13 @@ def _mcp_call_tool(folder, params, tools):
             receipt = _mcp_append_batch(folder, arguments)
         else:
             keywords = _mcp_keywords(name, arguments)
-            if name == "export" and keywords["output"]:
-                # MCP only: a tool call may come from a prompt injected into what the model read.
-                keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
-            receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
+            # MCP only: a tool call may come from a prompt injected into what the model read.
+            if name == "export" and _CAN_WALK_INSIDE:
+                receipt = _mcp_export(folder, keywords["output"], keywords["format"])
+            else:
+                if name == "export" and keywords["output"]:  # no dir_fd here (Windows): the path is checked
+                    keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
+                receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
         failed = False
     except Exception as error:  # noqa: BLE001 - a NotesError or MemoryError too: reported, and the server goes on
         receipt, failed = _mcp_refusal(name, error), True
