@@ -1366,9 +1366,42 @@ def _resolve_folder(folder):
             raise NotesError(
                 "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
                 "unset it, or pass --dir" % (_DIR_VARIABLE, _DIR_VARIABLE))
-    if folder is not None:
-        return os.path.realpath(os.path.expanduser(folder))
-    return _default_folder()
+    folder = _default_folder() if folder is None else os.path.realpath(os.path.expanduser(folder))
+    _check_folder_is_private(folder)
+    return folder
+
+
+def _check_folder_is_private(folder):
+    """Refuse a session folder, or a session file in it, that another user could read or swap (check_owner)."""
+    for path, kind in ((folder, "the session folder"), (os.path.join(folder, _META_NAME), "the session meta"),
+                       (os.path.join(folder, _LOG_NAME), "the session log"),
+                       (os.path.join(folder, _LOCK_NAME), "the session lock")):
+        try:
+            status = os.lstat(path)
+        except OSError:  # missing (made later, by this user), or refused where it is used
+            continue
+        _check_owner(path, status, kind)
+
+
+def _check_owner(path, status, kind):
+    """Refuse what another user owns (root aside), and a folder everyone may write without the sticky bit.
+
+    Either lets that user read the notes, or swap the log for one of their
+    own that then verifies as ok.  Root's own view is no exception: run as
+    root, a folder of another user is still refused.  Group-writable stays
+    (a common umask).  Windows gives no owner here: nothing is checked."""
+    if os.name == "nt" or not hasattr(os, "geteuid"):
+        return
+    if status.st_uid not in (0, os.geteuid()):
+        raise NotesError(
+            "%s %s belongs to another user (uid %d), who could read the notes or swap the log for their own; "
+            "nothing was read or written. %s --dir with a folder of your own, for example --dir ~/shaping"
+            % (kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else "Move it aside, or pass"))
+    if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
+        raise NotesError(
+            "%s %s is writable by every user without the sticky bit, so anyone could swap its log for their "
+            "own; nothing was read or written. Make it private (chmod 700 %s), or pass --dir with a folder of "
+            "your own, for example --dir ~/shaping" % (kind, path, path))
 
 
 def _folder_error(folder, error):
@@ -1615,6 +1648,8 @@ class _SessionLock:
         try:
             if fcntl is not None:
                 self.folder_descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+                # Again on the folder now held: it may have been swapped since it was resolved.
+                _check_owner(folder, os.fstat(self.folder_descriptor), "the session folder")
             self.descriptor = _open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
             if created:
                 _fsync_folder(folder)
