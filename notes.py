@@ -2077,6 +2077,7 @@ def _check_session_folder(folder):
         if os.path.islink(os.path.join(folder, name)):
             raise _link_error(os.path.join(folder, name))
     meta = _read_meta(folder)
+    _check_meta_session_id(folder, meta)
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         # Before the lock, so the refusal leaves every file as it was; open_log_for_append looks again under it.
@@ -2089,6 +2090,17 @@ def _check_session_folder(folder):
             "changed. Bring the session back from its export with restore into another --dir, "
             "or move the log aside to start a new session" % (log_path, _META_NAME))
     return meta
+
+
+def _check_meta_session_id(folder, meta):
+    """Refuse to write with a meta whose session_id is no plain id: every record and export would carry it,
+    and restore refuses such an export (is_session_id)."""
+    if meta is not None and not _is_session_id(meta["session_id"]):
+        raise NotesError(
+            "%s holds a session_id that is not a plain id (1 to %d printable characters: no tab, newline, NUL "
+            "or lone surrogate), so no export of it could be restored; nothing was written. Bring the session "
+            "back from an earlier export into a new --dir, or move the folder aside and run init"
+            % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
 
 
 def _prepare_folder(folder):
@@ -2800,6 +2812,9 @@ class Session:
         for key in ("schema_version", "session_id", "created_at", "log_file"):
             if not isinstance(meta.get(key), str):
                 meta_problems.append(_problem(None, None, "meta_field", "%s lacks %s" % (_META_NAME, key)))
+        if not _is_session_id(meta["session_id"]):
+            meta_problems.append(_problem(None, None, "meta_field", "%s has a session_id that is not a plain id "
+                                                                    "(writers refuse it)" % _META_NAME))
         if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
             meta_problems.append(_problem(None, None, "meta_schema",
                                          "%s has an unknown schema_version" % _META_NAME))
@@ -2831,6 +2846,7 @@ class Session:
         _check_choice("format", format, ("json", "md"))
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
+        _check_meta_session_id(folder, meta)
         markdown = format == "md"
         if output:
             output = os.path.abspath(os.path.expanduser(output))
@@ -5397,6 +5413,7 @@ def _mcp_export(folder, output, format):
     _check_choice("format", format, ("json", "md"))
     folder = _resolve_folder(folder)
     meta = _require_session(folder)
+    _check_meta_session_id(folder, meta)
     relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
     what = "export over MCP writes only inside the session folder: output"
     way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
