@@ -53,6 +53,17 @@ under ``python3 -S`` on CPython 3.9 to 3.13 and on PyPy.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # Ctrl-C while this file loads, before main answers it: JSON, not a traceback.
+    # (Python compiles the file before any line runs; Ctrl-C then prints its bare KeyboardInterrupt.)
+    import os
+    import signal
+    import sys
+
+    # The MCP server's stdout carries JSON-RPC alone: its answer goes to stderr.
+    signal.signal(signal.SIGINT, lambda signum, frame: (os.write(2 if "mcp" in sys.argv else 1, (
+        b'{\n  "ok": false,\n  "error": "interrupted (Ctrl-C) before the command began; nothing was written. '
+        b'Run it again"\n}\n')), os._exit(130)))
+
 __all__ = ["Session", "NotesError", "main", "__version__", "NOTE_TYPES", "GATE_STATUSES", "PROVENANCES",
            "EVIDENCE_LEVELS"]
 
@@ -146,6 +157,8 @@ __version__ = "1.2.0"  # the one place the version is kept; pyproject.toml reads
 
 # Where the session folder comes from when --dir is not given.
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
+_PATH_LIMIT = 4096        # characters of a path given on the command line (Linux's PATH_MAX)
+_PATH_DEPTH_LIMIT = 256   # its folders: os.makedirs recurses once per missing one
 # Folder names an installer puts modules in (dist-packages is Debian's).
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 # The ways to start this tool, as errors and hints repeat them: the script,
@@ -159,6 +172,7 @@ _EXIT_OK = 0
 _EXIT_UNEXPECTED = 1
 _EXIT_USAGE = 2
 _EXIT_INTEGRITY = 3
+_EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
 
 # O_NOFOLLOW makes open() fail on a symbolic link instead of following it.
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -1307,6 +1321,25 @@ def _check_dir_argument(folder):
     """Refuse a session folder given as an empty or blank path (None is no folder given: the default)."""
     if folder is not None and not os.fspath(folder).strip():
         raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
+    _check_path_text("--dir", folder)
+
+
+def _check_path_text(name, path):
+    """Refuse a path no file system takes, which os calls would end in an unexpected ValueError (a NUL) or
+    RecursionError (os.makedirs, a folder per level)."""
+    text = None if path is None else os.fsdecode(path)
+    if text is not None and "\0" in text:
+        raise NotesError("%s holds a NUL character, which no file name can; pass the path without it" % name)
+    if text is not None and (len(text) > _PATH_LIMIT or text.replace(os.sep, "/").count("/") > _PATH_DEPTH_LIMIT):
+        raise NotesError("%s is over %d characters or %d folders deep, more than a file system takes; pass a "
+                         "shorter path" % (name, _PATH_LIMIT, _PATH_DEPTH_LIMIT))
+
+
+def _home_folder() -> str:
+    """The home folder, as expanduser finds it; "~" when HOME is set but empty (expanduser would give "/")."""
+    if os.name != "nt" and os.environ.get("HOME") is not None and not os.environ["HOME"].strip():
+        return "~"
+    return os.path.expanduser("~")
 
 
 def _user_data_folder() -> str:
@@ -1318,13 +1351,13 @@ def _user_data_folder() -> str:
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA", "")
         if not os.path.isabs(base):
-            base = os.path.join(os.path.expanduser("~"), "AppData", "Local")
+            base = os.path.join(_home_folder(), "AppData", "Local")
     elif sys.platform == "darwin":
-        base = os.path.join(os.path.expanduser("~"), "Library", "Application Support")
+        base = os.path.join(_home_folder(), "Library", "Application Support")
     else:
         base = os.environ.get("XDG_DATA_HOME", "")
         if not os.path.isabs(base):
-            base = os.path.join(os.path.expanduser("~"), ".local", "share")
+            base = os.path.join(_home_folder(), ".local", "share")
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
@@ -1584,9 +1617,8 @@ def _lock_wait_seconds():
         seconds = -1.0
     if not 0 <= seconds <= _LOCK_WAIT_LIMIT:  # NaN fails this too
         raise NotesError(
-            "%s=%r is not a number of seconds from 0 to %d; set it to how long a writer may wait "
-            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, value, _LOCK_WAIT_LIMIT,
-                                                        _LOCK_WAIT_SECONDS))
+            "%s is not a number of seconds from 0 to %d; set it to how long a writer may wait "
+            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT, _LOCK_WAIT_SECONDS))
     return seconds
 
 
@@ -1688,12 +1720,22 @@ class _SessionLock:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NotesError(
-                    "another writer holds the lock %s and did not release it within %g s; nothing was "
-                    "written. Run the same command again; if the lock stays held, a writer is stopped "
-                    "or hung: end it, or set %s to wait longer" % (self.path, self.wait, _LOCK_WAIT_VARIABLE),
-                    _EXIT_UNEXPECTED)
+                    "%s holds the lock %s and did not release it within %g s; nothing was written. Run the "
+                    "same command again; if the lock stays held, that command is stopped or hung (Ctrl-Z "
+                    "stops one): resume or end it, or set %s to wait longer"
+                    % (self.holder(descriptor), self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
+
+    @staticmethod
+    def holder(descriptor):
+        """Who holds the lock, as far as flock tells: readers hold it shared, a writer alone."""
+        if fcntl is None:
+            return "another notes.py command"
+        if _try_lock(descriptor, shared=True):  # only readers hold it: a shared lock is still free
+            _unlock(descriptor)
+            return "a notes.py command reading the log"
+        return "another writer"
 
     def close_descriptors(self):
         """Close what __enter__ opened (closing releases a flock)."""
@@ -2848,6 +2890,7 @@ class Session:
         meta = _require_session(folder)
         _check_meta_session_id(folder, meta)
         markdown = format == "md"
+        _check_path_text("--output", output)
         if output:
             output = os.path.abspath(os.path.expanduser(output))
         else:
@@ -2869,6 +2912,7 @@ class Session:
 
     def restore(self, *, export_file, accept_damaged=False) -> dict:
         """Bring a session back into the folder from an export (ours or v0's)."""
+        _check_path_text("the export file's path", export_file)
         export_path = os.path.abspath(os.path.expanduser(export_file))
         export = _Export(export_path, accept_damaged)  # checked, streamed: never held whole
         try:
@@ -5029,9 +5073,11 @@ def _parse_arguments(argv):
         word = unknown[0]
         if not word.startswith("-"):
             # Named by its place, never by its value: an unquoted text may hold a secret.
-            raise NotesError("unexpected argument %d (a word after %s that no option takes); put quotes around "
-                             "a text that holds spaces %s" % (_argument_position(argv, word, arguments.command),
-                                                              arguments.command, _see_help(arguments.command)))
+            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
+                    else "put quotes around a text that holds spaces")
+            raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
+                _argument_position(argv, word, arguments.command), arguments.command, hint,
+                _see_help(arguments.command)))
         flag = word.split("=", 1)[0]
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
@@ -5127,10 +5173,18 @@ def _cli_keywords(arguments) -> dict:
 
 def _error_receipt(error):
     """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    if isinstance(error, PermissionError):
+        error = _permission_refusal(error)
     if isinstance(error, NotesError):
         message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
         return {"ok": False, "error": message, **error.details}
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+
+
+def _permission_refusal(error):
+    """A file or folder this user may not open, wherever it was met: a refusal with the way out."""
+    return NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
+                      "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
 
 
 # --------------------------------------------------------------------------
@@ -5332,9 +5386,9 @@ def _mcp_keywords(command, arguments):
     value is read as argparse reads its option, in the same order and words."""
     options = _mcp_options(command)
     for name, value in arguments.items():
-        if name not in options:
-            raise NotesError("%s takes no argument %r; its arguments are: %s"
-                             % (command, name, ", ".join(options) or "none"))
+        if name not in options:  # named by its place, never by its name: a client wrote it
+            raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
+                             "are: %s" % (command, list(arguments).index(name) + 1, ", ".join(options) or "none"))
         if value == "-" and options[name].from_stdin:
             # On the command line "-" reads standard input, which here carries the protocol itself.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
@@ -5803,6 +5857,12 @@ def _parse_arguments_or_help(argv):
         sys.stdout = stdout
 
 
+# A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
+_INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writes may have saved its note before it "
+                                      "stopped: run it again, and a note already saved is answered as a duplicate "
+                                      "(\"duplicate\": true), never stored twice"}
+
+
 def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
@@ -5816,8 +5876,10 @@ def _run_command(argv):
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code
+    except PermissionError as error:
+        return _error_receipt(error), _EXIT_USAGE
     except KeyboardInterrupt:
-        return {"ok": False, "error": "interrupted"}, _EXIT_UNEXPECTED
+        return _INTERRUPTED, _EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # argparse printing help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
@@ -5849,6 +5911,12 @@ def main(argv=None) -> int:
             sys.stderr.flush()
             return code
         _print_result(result)
+    except KeyboardInterrupt:  # while printing: the command had run
+        try:
+            _print_result(_INTERRUPTED)
+        except (OSError, KeyboardInterrupt):
+            pass
+        return _EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader has gone (notes.py ... | head -c 0): the command has run
         # and its files are safe; there is no one left to tell.
@@ -5866,4 +5934,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # start-up is over: main answers Ctrl-C
     sys.exit(main())
