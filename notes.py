@@ -1924,7 +1924,6 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
             pass  # gone already, or not ours to remove: it is only clutter
 
 
-
 # open_inside walks a path below a folder one component at a time, by
 # descriptor (dir_fd), following no link: where the platform cannot
 # (Windows), callers keep checking the resolved path instead.
@@ -2018,7 +2017,6 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
     return descriptor
 
 
-
 def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
     """Write mode: replace or create the file at relative below folder with chunks, no link followed.
 
@@ -2052,7 +2050,9 @@ def _check_inside_target(parent, name, path, may_replace, make_new):
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.EMLINK):
             raise _link_error(path) from None
-        raise _special_file_error(path, os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode) from None
+        if error.errno == errno.ENXIO:  # a socket cannot be opened at all
+            raise _special_file_error(path, os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode) from None
+        raise
     try:
         mode = os.fstat(descriptor).st_mode
         if stat.S_ISDIR(mode):
@@ -2943,7 +2943,6 @@ class Session:
         with _SessionLock(folder):
             meta = _open_session_for_writing(folder)
             return _redact_note(folder, meta, note_id, reason)
-
 
 
 def _export_session(folder, meta, markdown, earlier, write):
@@ -5452,7 +5451,6 @@ def _mcp_export_path(folder, output):
         raise NotesError("export over MCP writes only inside the session folder: output is a link"
                          + way_out)
     return path
-
 
 
 # The most files and folders export creates over MCP in one server's run, per
