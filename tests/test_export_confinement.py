@@ -250,14 +250,16 @@ while time.monotonic() < stop:
         os.symlink(outside, sub)
         os.unlink(sub)
         os.rename(moved, sub)
-    except OSError:  # the server made a folder in the gap: move it aside, keep swapping
-        for name in (sub,):
-            if os.path.isdir(name) and not os.path.islink(name):
-                os.rename(name, os.path.join(folder, "stray-%d" % time.monotonic_ns()))
-        if os.path.islink(sub):
-            os.unlink(sub)
-        if os.path.isdir(moved):
-            os.rename(moved, sub)
+    except OSError:  # the server made a folder "sub" in the gap: move it aside, put the real one back
+        try:
+            if os.path.islink(sub):
+                os.unlink(sub)
+            elif os.path.isdir(sub) and os.path.isdir(moved):
+                os.rename(sub, os.path.join(folder, "stray-%d" % time.monotonic_ns()))
+            if os.path.isdir(moved) and not os.path.lexists(sub):
+                os.rename(moved, sub)
+        except OSError:
+            pass
 """
 
 
