@@ -285,3 +285,22 @@ def test_mcp_exports_beside_a_link_swapping_loop_land_nothing_outside(tmp_path):
     answers = [json.loads(line) for line in server.stdout.splitlines()]
     assert len(answers) == 2000 and b"Traceback" not in server.stderr
     assert tree_digest(outside) == before
+
+
+@pytest.mark.long
+def test_a_storm_of_mcp_exports_to_new_names_creates_at_most_20_files(tmp_path):
+    import json
+    import subprocess
+
+    folder, _ = kept_session(tmp_path)
+    before = set(os.listdir(folder))
+    calls = b"".join(json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {
+        "name": "export", "arguments": {"output": "storm/%d/e.json" % number if number % 2 else "e%d.json" % number}}
+    }).encode() + b"\n" for number in range(1000))
+    server = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder), "mcp"], input=calls,
+                            capture_output=True, timeout=300)
+    answers = [json.loads(line) for line in server.stdout.splitlines()]
+    assert len(answers) == 1000 and b"Traceback" not in server.stderr
+    assert sum(not answer["result"]["isError"] for answer in answers) <= 20
+    made = [os.path.join(root, name) for root, folders, files in os.walk(folder) for name in folders + files]
+    assert 0 < len(made) - len(before) <= 20

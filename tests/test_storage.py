@@ -818,3 +818,25 @@ def lock_waiter_started(pid) -> bool:
         return any(os.readlink("/proc/%d/fd/%s" % (pid, fd)).endswith(LOCK) for fd in os.listdir("/proc/%d/fd" % pid))
     except OSError:
         return False
+
+
+# Ctrl-C while notes.py still loads (its imports), before main runs: sent by an import hook at that moment.
+STARTUP_INTERRUPT = r"""
+import os, runpy, signal, sys
+class Trip:
+    def find_spec(self, name, path=None, target=None):
+        if name == "hashlib":  # imported by notes.py after its first lines, before main
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Trip())
+sys.argv = [sys.argv[1], "--dir", sys.argv[2], "tail"]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_ctrl_c_while_notes_py_loads_is_answered_in_json(tmp_path):
+    completed = subprocess.run([sys.executable, "-S", "-c", STARTUP_INTERRUPT, str(NOTES), str(tmp_path)],
+                               capture_output=True, timeout=60)
+    assert (completed.returncode, completed.stderr) == (130, b"")
+    assert json.loads(completed.stdout) == {"ok": False, "error": (
+        "interrupted (Ctrl-C) before the command began; nothing was written. Run it again")}
