@@ -10,6 +10,17 @@ Sections, each using only those above it: Constants; Errors; Record rules
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # Ctrl-C while this file loads, before main answers it: JSON, not a traceback.
+    # (Python compiles the file before any line runs; Ctrl-C then prints its bare KeyboardInterrupt.)
+    import os
+    import signal
+    import sys
+
+    # The MCP server's stdout carries JSON-RPC alone: its answer goes to stderr.
+    signal.signal(signal.SIGINT, lambda signum, frame: (os.write(2 if "mcp" in sys.argv else 1, (
+        b'{\n  "ok": false,\n  "error": "interrupted (Ctrl-C) before the command began; nothing was written. '
+        b'Run it again"\n}\n')), os._exit(130)))
+
 __all__ = ["Session", "NotesError", "main", "__version__", "NOTE_TYPES", "GATE_STATUSES", "PROVENANCES",
            "EVIDENCE_LEVELS"]
 
@@ -87,6 +98,9 @@ _STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary file this old is re
 __version__ = "1.2.0"  # pyproject.toml reads it
 
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
+_PATH_LIMIT = 4096        # characters of a path given on the command line (Linux's PATH_MAX)
+_PATH_DEPTH_LIMIT = 256   # its folders: os.makedirs recurses once per missing one
+# Folder names an installer puts modules in (dist-packages is Debian's).
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
@@ -96,6 +110,7 @@ _EXIT_OK = 0
 _EXIT_UNEXPECTED = 1
 _EXIT_USAGE = 2
 _EXIT_INTEGRITY = 3
+_EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
 
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
@@ -1138,6 +1153,25 @@ def _is_installed_package_folder(folder) -> bool:
 def _check_dir_argument(folder):
     if folder is not None and not os.fspath(folder).strip():
         raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
+    _check_path_text("--dir", folder)
+
+
+def _check_path_text(name, path):
+    """Refuse a path no file system takes, which os calls would end in an unexpected ValueError (a NUL) or
+    RecursionError (os.makedirs, a folder per level)."""
+    text = None if path is None else os.fsdecode(path)
+    if text is not None and "\0" in text:
+        raise NotesError("%s holds a NUL character, which no file name can; pass the path without it" % name)
+    if text is not None and (len(text) > _PATH_LIMIT or text.replace(os.sep, "/").count("/") > _PATH_DEPTH_LIMIT):
+        raise NotesError("%s is over %d characters or %d folders deep, more than a file system takes; pass a "
+                         "shorter path" % (name, _PATH_LIMIT, _PATH_DEPTH_LIMIT))
+
+
+def _home_folder() -> str:
+    """The home folder, as expanduser finds it; "~" when HOME is set but empty (expanduser would give "/")."""
+    if os.name != "nt" and os.environ.get("HOME") is not None and not os.environ["HOME"].strip():
+        return "~"
+    return os.path.expanduser("~")
 
 
 def _user_data_folder() -> str:
@@ -1145,13 +1179,13 @@ def _user_data_folder() -> str:
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA", "")
         if not os.path.isabs(base):
-            base = os.path.join(os.path.expanduser("~"), "AppData", "Local")
+            base = os.path.join(_home_folder(), "AppData", "Local")
     elif sys.platform == "darwin":
-        base = os.path.join(os.path.expanduser("~"), "Library", "Application Support")
+        base = os.path.join(_home_folder(), "Library", "Application Support")
     else:
         base = os.environ.get("XDG_DATA_HOME", "")
         if not os.path.isabs(base):
-            base = os.path.join(os.path.expanduser("~"), ".local", "share")
+            base = os.path.join(_home_folder(), ".local", "share")
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
@@ -1187,16 +1221,60 @@ def _resolve_folder(folder):
             raise NotesError(
                 "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
                 "unset it, or pass --dir" % (_DIR_VARIABLE, _DIR_VARIABLE))
-    if folder is not None:
-        return os.path.realpath(os.path.expanduser(folder))
-    return _default_folder()
+    folder = _default_folder() if folder is None else os.path.realpath(os.path.expanduser(folder))
+    _check_folder_is_private(folder)
+    return folder
+
+
+def _check_folder_is_private(folder):
+    """Refuse a session folder, or a session file in it, that another user could read or swap (check_owner)."""
+    for path, kind in ((folder, "the session folder"), (os.path.join(folder, _META_NAME), "the session meta"),
+                       (os.path.join(folder, _LOG_NAME), "the session log"),
+                       (os.path.join(folder, _LOCK_NAME), "the session lock")):
+        try:
+            status = os.lstat(path)
+        except OSError:  # missing (made later, by this user), or refused where it is used
+            continue
+        _check_owner(path, status, kind)
+
+
+def _check_owner(path, status, kind):
+    """Refuse what another user owns (root aside), and a folder everyone may write without the sticky bit.
+
+    Either lets that user read the notes, or swap the log for one of their
+    own that then verifies as ok.  Root's own view is no exception: run as
+    root, a folder of another user is still refused.  Group-writable stays
+    (a common umask).  Windows gives no owner here: nothing is checked."""
+    if os.name == "nt" or not hasattr(os, "geteuid"):
+        return
+    if status.st_uid not in (0, os.geteuid()):
+        raise NotesError(
+            "%s %s belongs to another user (uid %d), who could read the notes or swap the log for their own; "
+            "nothing was read or written. %s --dir with a folder of your own, for example --dir ~/shaping"
+            % (kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else "Move it aside, or pass"))
+    if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
+        raise NotesError(
+            "%s %s is writable by every user without the sticky bit, so anyone could swap its log for their "
+            "own; nothing was read or written. Make it private (chmod 700 %s), or pass --dir with a folder of "
+            "your own, for example --dir ~/shaping" % (kind, path, path))
 
 
 def _folder_error(folder, error):
+    """The refusal of a writer that cannot create its files in the folder."""
+    if error.errno in _NO_ROOM_ERRORS:
+        return _write_error(folder, error, "")
     return NotesError(
         "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
         "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
         % (folder, error.strerror or error))
+
+
+def _write_error(path, error, way_out):
+    """The refusal of a write that failed; on a full disk another folder on it would not help, so say so."""
+    if error.errno in _NO_ROOM_ERRORS:
+        return NotesError("no room left on the disk that holds %s (%s); nothing was written. Free some space "
+                          "on that disk, then run the same command again" % (path, error.strerror or error))
+    return NotesError("cannot write %s (%s); %s" % (path, error.strerror or error, way_out))
 
 
 def _link_error(path):
@@ -1347,9 +1425,8 @@ def _lock_wait_seconds():
         seconds = -1.0
     if not 0 <= seconds <= _LOCK_WAIT_LIMIT:  # NaN fails this too
         raise NotesError(
-            "%s=%r is not a number of seconds from 0 to %d; set it to how long a writer may wait "
-            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, value, _LOCK_WAIT_LIMIT,
-                                                        _LOCK_WAIT_SECONDS))
+            "%s is not a number of seconds from 0 to %d; set it to how long a writer may wait "
+            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT, _LOCK_WAIT_SECONDS))
     return seconds
 
 
@@ -1399,6 +1476,8 @@ class _SessionLock:
         try:
             if fcntl is not None:
                 self.folder_descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+                # Again on the folder now held: it may have been swapped since it was resolved.
+                _check_owner(folder, os.fstat(self.folder_descriptor), "the session folder")
             self.descriptor = _open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
             if created:
                 _fsync_folder(folder)
@@ -1430,12 +1509,22 @@ class _SessionLock:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NotesError(
-                    "another writer holds the lock %s and did not release it within %g s; nothing was "
-                    "written. Run the same command again; if the lock stays held, a writer is stopped "
-                    "or hung: end it, or set %s to wait longer" % (self.path, self.wait, _LOCK_WAIT_VARIABLE),
-                    _EXIT_UNEXPECTED)
+                    "%s holds the lock %s and did not release it within %g s; nothing was written. Run the "
+                    "same command again; if the lock stays held, that command is stopped or hung (Ctrl-Z "
+                    "stops one): resume or end it, or set %s to wait longer"
+                    % (self.holder(descriptor), self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
+
+    @staticmethod
+    def holder(descriptor):
+        """Who holds the lock, as far as flock tells: readers hold it shared, a writer alone."""
+        if fcntl is None:
+            return "another notes.py command"
+        if _try_lock(descriptor, shared=True):  # only readers hold it: a shared lock is still free
+            _unlock(descriptor)
+            return "a notes.py command reading the log"
+        return "another writer"
 
     def close_descriptors(self):
         for descriptor in (self.descriptor, self.folder_descriptor):
@@ -1594,7 +1683,7 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
         try:
             if (entry.is_file(follow_symlinks=False)
                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
-                os.unlink(entry.path)
+                os.unlink(entry.name, dir_fd=folder) if isinstance(folder, int) else os.unlink(entry.path)
         except OSError:
             pass  # only clutter
 
@@ -1678,6 +1767,176 @@ def _replace_log(folder, chunks):
                          % (log_path, error.strerror)) from None
 
 
+# open_inside walks a path below a folder one component at a time, by
+# descriptor (dir_fd), following no link: where the platform cannot
+# (Windows), callers keep checking the resolved path instead.
+_CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
+                    and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
+_INSIDE_PATH_LIMIT = 1024   # characters of a path below a folder: far more than an export name needs
+_INSIDE_DEPTH_LIMIT = 32    # components of such a path
+_INSIDE_WAY_OUT = "; give the path of a file inside the folder"
+
+
+def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
+    """The components of a path that must stay below a folder; refuse one that could lead out, or that
+    no file system takes (a NUL, an empty component, over INSIDE_PATH_LIMIT or INSIDE_DEPTH_LIMIT)."""
+    def refuse(problem):
+        return NotesError("%s %s%s" % (what, problem, way_out))
+    text = os.fspath(relative)
+    if "\0" in text:
+        raise refuse("holds a NUL character")
+    if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]:
+        raise refuse("is an absolute path")
+    parts = [part for part in text.split("/") if part != "."]
+    if ".." in text.replace("\\", "/").split("/"):
+        raise refuse("climbs out with ..")
+    if not parts or "" in parts:
+        raise refuse("is empty, ends with / or holds an empty component (//)")
+    if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT:
+        raise refuse("is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT))
+    return parts
+
+
+def _inside_error(error, what, way_out):
+    """The refusal of an OSError met while walking below a folder (the path is not repeated: a client wrote it)."""
+    if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        problem = "passes through a link or a file where a folder should be"
+    elif error.errno == errno.ENOENT:
+        problem = "names a folder that does not exist"
+    else:
+        problem = "cannot be opened (%s)" % (error.strerror or error)
+    return NotesError("%s %s%s" % (what, problem, way_out))
+
+
+def _walk_inside(folder, parts, make_folder=None):
+    """A descriptor on the folder that holds the last of parts, reached from folder by descriptor.
+
+    Each folder is opened relative to the one above with O_NOFOLLOW and
+    O_DIRECTORY: a link swapped in at any moment is refused, never followed.
+    make_folder(): called before a missing folder is made; None refuses it."""
+    descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    try:
+        for part in parts[:-1]:
+            flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
+            try:
+                child = os.open(part, flags, dir_fd=descriptor)
+            except FileNotFoundError:
+                if make_folder is None:
+                    raise
+                make_folder()
+                try:
+                    os.mkdir(part, 0o777, dir_fd=descriptor)  # the umask decides, as for os.makedirs
+                except FileExistsError:  # made meanwhile: opened below like any other
+                    pass
+                child = os.open(part, flags, dir_fd=descriptor)
+            os.close(descriptor)
+            descriptor = child
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
+    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere.
+
+    The reader for what a client names inside the session folder (an export
+    to restore, an artifact to check); the caller closes it."""
+    parts = _inside_parts(relative, what, way_out)
+    try:
+        parent = _walk_inside(folder, parts)
+        try:
+            descriptor = os.open(parts[-1], os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+        finally:
+            os.close(parent)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise _inside_error(error, what, way_out) from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise _special_file_error(relative, mode)
+    return descriptor
+
+
+def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
+    """Write mode: replace or create the file at relative below folder with chunks, no link followed.
+
+    may_replace(descriptor) decides whether an existing regular file may be
+    replaced; make_new() is called before a folder or the file is created
+    (a bound may refuse).  A temporary file beside the target is renamed
+    over it by descriptor (renameat), so a crash leaves the old file or the
+    new one.  Return the path written, as folder joined with relative."""
+    parts = _inside_parts(relative, what, way_out)
+    path = os.path.join(folder, *parts)
+    try:
+        parent = _walk_inside(folder, parts, make_new)
+    except OSError as error:
+        raise _inside_error(error, what, way_out) from None
+    try:
+        _check_inside_target(parent, parts[-1], path, may_replace, make_new)
+        _remove_stale_temporary_files(parent, (parts[-1],))
+        _replace_inside(parent, parts[-1], chunks)
+    finally:
+        os.close(parent)
+    return path
+
+
+def _check_inside_target(parent, name, path, may_replace, make_new):
+    """Refuse a target below parent that is a link, a folder, a special file, or a file may_replace refuses."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+    except FileNotFoundError:
+        make_new()
+        return
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK):
+            raise _link_error(path) from None
+        if error.errno == errno.ENXIO:  # a socket cannot be opened at all
+            raise _special_file_error(path, os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode) from None
+        raise
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise NotesError("%s is a folder; give a file path" % path)
+        if not stat.S_ISREG(mode):
+            raise _special_file_error(path, mode)
+        may_replace(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _replace_inside(parent, name, chunks):
+    """Write chunks to a fresh temporary file in parent and rename it over name, both by descriptor."""
+    temporary = ".%s.%s.tmp" % (name, os.urandom(6).hex())
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY,
+                         _UMASK_FILE_MODE, dir_fd=parent)
+    try:
+        for chunk in chunks:
+            _write_all(descriptor, chunk)
+        os.fsync(descriptor)
+        os.close(descriptor)
+        descriptor = None
+        # Crash window: until the rename the target keeps its old content and
+        # the temporary file stays under a dot-name (the next write of the
+        # same file removes it once stale); the folder fsync makes it durable.
+        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        if descriptor is not None:
+            os.close(descriptor)
+        try:
+            os.unlink(temporary, dir_fd=parent)
+        except OSError:
+            pass
+        raise
+    try:
+        os.fsync(parent)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # the filesystem cannot sync folders
+            raise
+
+
 def _write_meta(folder, session_id, created_at):
     meta = {"schema_version": _META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, _LOG_NAME)}
@@ -1699,6 +1958,7 @@ def _check_session_folder(folder):
         if os.path.islink(os.path.join(folder, name)):
             raise _link_error(os.path.join(folder, name))
     meta = _read_meta(folder)
+    _check_meta_session_id(folder, meta)
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         # before the lock: a refusal changes nothing
@@ -1711,6 +1971,17 @@ def _check_session_folder(folder):
             "changed. Bring the session back from its export with restore into another --dir, "
             "or move the log aside to start a new session" % (log_path, _META_NAME))
     return meta
+
+
+def _check_meta_session_id(folder, meta):
+    """Refuse to write with a meta whose session_id is no plain id: every record and export would carry it,
+    and restore refuses such an export (is_session_id)."""
+    if meta is not None and not _is_session_id(meta["session_id"]):
+        raise NotesError(
+            "%s holds a session_id that is not a plain id (1 to %d printable characters: no tab, newline, NUL "
+            "or lone surrogate), so no export of it could be restored; nothing was written. Bring the session "
+            "back from an earlier export into a new --dir, or move the folder aside and run init"
+            % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
 
 
 def _prepare_folder(folder):
@@ -2319,6 +2590,9 @@ class Session:
         for key in ("schema_version", "session_id", "created_at", "log_file"):
             if not isinstance(meta.get(key), str):
                 meta_problems.append(_problem(None, None, "meta_field", "%s lacks %s" % (_META_NAME, key)))
+        if not _is_session_id(meta["session_id"]):
+            meta_problems.append(_problem(None, None, "meta_field", "%s has a session_id that is not a plain id "
+                                                                    "(writers refuse it)" % _META_NAME))
         if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
             meta_problems.append(_problem(None, None, "meta_schema",
                                          "%s has an unknown schema_version" % _META_NAME))
@@ -2347,38 +2621,31 @@ class Session:
         _check_choice("format", format, ("json", "md"))
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
+        _check_meta_session_id(folder, meta)
         markdown = format == "md"
+        _check_path_text("--output", output)
         if output:
             output = os.path.abspath(os.path.expanduser(output))
         else:
             output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
         _check_export_output(folder, output)
         earlier = _earlier_export(output)
-        output_folder = os.path.dirname(output)
-        # Every pass reads the same bytes (LogReader).
-        with _LogReader(folder, meta) as reader:
-            by_type, first_ts, last_ts = _count_by_type(reader)
-            count = reader.total
-            warnings = reader.warnings()
-            if markdown:
-                chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts,
-                                          reader.problem_count, warnings)
-            else:
-                chunks = _json_export(reader, meta, count)
+
+        def write(chunks):
+            # A place that cannot take the file is a refusal; a failure while writing
+            # it (a full disk, say) is an unexpected error, as it is for append.
             refusal = "cannot write %s (%s); choose another --output"
             try:
-                os.makedirs(output_folder, exist_ok=True)
+                os.makedirs(os.path.dirname(output), exist_ok=True)
             except OSError as error:
                 raise NotesError(refusal % (output, error.strerror)) from None
             _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
-            receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
-            news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
-        if news:
-            receipt["tell_operator"] = news
-        return _with_warnings(receipt, warnings)
+            return output
+        return _export_session(folder, meta, markdown, earlier, write)
 
     def restore(self, *, export_file, accept_damaged=False) -> dict:
         """Bring a session back into the folder from an export (ours or v0's)."""
+        _check_path_text("the export file's path", export_file)
         export_path = os.path.abspath(os.path.expanduser(export_file))
         export = _Export(export_path, accept_damaged)  # checked, streamed: never held whole
         try:
@@ -2408,6 +2675,41 @@ class Session:
         with _SessionLock(folder):
             meta = _open_session_for_writing(folder)
             return _redact_note(folder, meta, note_id, reason)
+
+
+def _export_session(folder, meta, markdown, earlier, write):
+    """Export's passes over the log; write(chunks) writes the file and returns its path."""
+    # Every pass reads the same bytes (LogReader): the size is fixed before
+    # the first one, so notes appended meanwhile wait for the next export.
+    with _LogReader(folder, meta) as reader:
+        by_type, first_ts, last_ts = _count_by_type(reader)
+        count = reader.total
+        warnings = reader.warnings()
+        if markdown:
+            chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts,
+                                      reader.problem_count, warnings)
+        else:
+            chunks = _restorable_size(_json_export(reader, meta, count), folder)
+        output = write(chunks)
+        receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
+        news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
+    if news:
+        receipt["tell_operator"] = news
+    return _with_warnings(receipt, warnings)
+
+
+def _restorable_size(chunks, folder):
+    """Pass chunks on, refusing once they pass EXPORT_SIZE_LIMIT: restore would refuse the file."""
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > _EXPORT_SIZE_LIMIT:
+            raise NotesError(
+                "the export would be over %d MiB, the most restore reads, so no export was written (an earlier "
+                "one stays as it was). The session itself is whole: to carry it elsewhere, copy %s and %s from "
+                "%s together; export --format md still writes a readable copy"
+                % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
+        yield chunk
 
 
 def _append_signal(folder, meta, signal):
@@ -2875,15 +3177,16 @@ def _gates_phrase(gates) -> str:
     return " and ".join(parts)
 
 
-def _earlier_export(path):
-    """(session id, note count) from the head of an export at path, or None."""
-    head, _ = _read_export_head(path)
+def _earlier_export(path, opener=None):
+    """(session id, note count) from the head of an export at path, or None; opener(path) opens it."""
+    opener = opener or _open_regular_file
+    head, _ = _read_export_head(path, opener)
     if head is not None:
         session, count = head.get("session"), head["record_count"]
         return (session.get("session_id") if isinstance(session, dict) else None,
                 count if isinstance(count, int) and not isinstance(count, bool) else None)
     try:
-        with open(_open_regular_file(path), "rb") as handle:
+        with open(opener(path), "rb") as handle:
             top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
     except (NotesError, OSError):  # nothing was downloaded from there
         return None
@@ -2954,7 +3257,13 @@ def _is_earlier_export(path):
     except (OSError, NotesError):
         return False
     with open(descriptor, "rb") as handle:
-        head = handle.read(len(_EXPORT_JSON_START))
+        return _starts_as_export(handle.fileno())
+
+
+def _starts_as_export(descriptor):
+    """Whether the open file begins as an export of this tool (or v0) does; read from its start."""
+    head = os.pread(descriptor, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread") else os.read(
+        descriptor, len(_EXPORT_JSON_START))
     return head.startswith(_EXPORT_JSON_START) or head.startswith(_EXPORT_MARKDOWN_START)
 
 
@@ -3255,10 +3564,10 @@ def _recap_progress(seen, open_gates, unconfirmed) -> dict:
     return progress
 
 
-def _read_export_head(path):
+def _read_export_head(path, opener=None):
     """(head, problem) from the export's bounded prefix before "records"; (None, None) if absent."""
     try:
-        descriptor = _open_regular_file(path)
+        descriptor = (opener or _open_regular_file)(path)
     except FileNotFoundError:
         return None, None
     except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
@@ -4300,9 +4609,11 @@ def _parse_arguments(argv):
         word = unknown[0]
         if not word.startswith("-"):
             # Named by its place, never by its value: an unquoted text may hold a secret.
-            raise NotesError("unexpected argument %d (a word after %s that no option takes); put quotes around "
-                             "a text that holds spaces %s" % (_argument_position(argv, word, arguments.command),
-                                                              arguments.command, _see_help(arguments.command)))
+            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
+                    else "put quotes around a text that holds spaces")
+            raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
+                _argument_position(argv, word, arguments.command), arguments.command, hint,
+                _see_help(arguments.command)))
         flag = word.split("=", 1)[0]
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
@@ -4387,11 +4698,19 @@ def _cli_keywords(arguments) -> dict:
 
 
 def _error_receipt(error):
-    """The receipt of a command stopped by an exception."""
+    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    if isinstance(error, PermissionError):
+        error = _permission_refusal(error)
     if isinstance(error, NotesError):
         message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
         return {"ok": False, "error": message, **error.details}
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+
+
+def _permission_refusal(error):
+    """A file or folder this user may not open, wherever it was met: a refusal with the way out."""
+    return NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
+                      "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
 
 
 # --------------------------------------------------------------------------
@@ -4563,9 +4882,9 @@ def _mcp_keywords(command, arguments):
     """The keyword arguments of the tool's Session method, each read as argparse reads its option."""
     options = _mcp_options(command)
     for name, value in arguments.items():
-        if name not in options:
-            raise NotesError("%s takes no argument %r; its arguments are: %s"
-                             % (command, name, ", ".join(options) or "none"))
+        if name not in options:  # named by its place, never by its name: a client wrote it
+            raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
+                             "are: %s" % (command, list(arguments).index(name) + 1, ", ".join(options) or "none"))
         if value == "-" and options[name].from_stdin:
             # Here standard input carries the protocol.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
@@ -4625,6 +4944,49 @@ def _mcp_export_path(folder, output):
     return path
 
 
+# The most files and folders export creates over MCP in one server's run, per
+# session folder: a tool call may come from injected text, which must not fill
+# the folder.  Replacing an earlier export creates nothing and is not counted.
+_MCP_EXPORT_CREATE_LIMIT = 20
+_mcp_export_created = collections.Counter()
+
+
+def _mcp_export(folder, output, format):
+    """The export tool: written by descriptor below the session folder (write_inside), within the bound."""
+    _check_choice("format", format, ("json", "md"))
+    folder = _resolve_folder(folder)
+    meta = _require_session(folder)
+    _check_meta_session_id(folder, meta)
+    relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
+    what = "export over MCP writes only inside the session folder: output"
+    way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
+               % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
+    parts = _inside_parts(relative, what, way_out)
+    if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
+        raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)
+
+    def may_replace(descriptor):
+        if not _starts_as_export(descriptor):
+            raise NotesError("output names a file that exists and is not an export of this tool; an export "
+                             "replaces only an earlier export. Choose another output name")
+
+    def make_new():
+        if _mcp_export_created[folder] >= _MCP_EXPORT_CREATE_LIMIT:
+            raise NotesError(
+                "export over MCP creates at most %d new files and folders per server run, and this server has "
+                "made them; nothing was written. Export to a name written before (such as %s, which is "
+                "replaced), or run export on the command line" % (_MCP_EXPORT_CREATE_LIMIT, _EXPORT_NAME))
+        _mcp_export_created[folder] += 1
+
+    def write(chunks):
+        try:
+            return _write_inside(folder, relative, chunks, may_replace, make_new, what, way_out)
+        except OSError as error:
+            raise _write_error(os.path.join(folder, relative), error, "choose another output") from None
+    earlier = _earlier_export(relative, lambda path: _open_inside(folder, path, what, way_out))
+    return _export_session(folder, meta, format == "md", earlier, write)
+
+
 def _mcp_call_tool(folder, params, tools):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
@@ -4640,10 +5002,13 @@ def _mcp_call_tool(folder, params, tools):
             receipt = _mcp_append_batch(folder, arguments)
         else:
             keywords = _mcp_keywords(name, arguments)
-            if name == "export" and keywords["output"]:
-                # A tool call may come from an injected prompt.
-                keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
-            receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
+            # A tool call may come from an injected prompt.
+            if name == "export" and _CAN_WALK_INSIDE:
+                receipt = _mcp_export(folder, keywords["output"], keywords["format"])
+            else:
+                if name == "export" and keywords["output"]:  # no dir_fd here (Windows): the path is checked
+                    keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
+                receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
         failed = False
     except Exception as error:  # noqa: BLE001 - reported; the server goes on
         receipt, failed = _mcp_refusal(name, error), True
@@ -4946,6 +5311,12 @@ def _parse_arguments_or_help(argv):
         sys.stdout = stdout
 
 
+# A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
+_INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writes may have saved its note before it "
+                                      "stopped: run it again, and a note already saved is answered as a duplicate "
+                                      "(\"duplicate\": true), never stored twice"}
+
+
 def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
@@ -4959,8 +5330,10 @@ def _run_command(argv):
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code
+    except PermissionError as error:
+        return _error_receipt(error), _EXIT_USAGE
     except KeyboardInterrupt:
-        return {"ok": False, "error": "interrupted"}, _EXIT_UNEXPECTED
+        return _INTERRUPTED, _EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
@@ -4990,6 +5363,12 @@ def main(argv=None) -> int:
             sys.stderr.flush()
             return code
         _print_result(result)
+    except KeyboardInterrupt:  # while printing: the command had run
+        try:
+            _print_result(_INTERRUPTED)
+        except (OSError, KeyboardInterrupt):
+            pass
+        return _EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader has gone: the command has run and there is no one left to tell.
         _silence_stdout()
@@ -5006,4 +5385,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # start-up is over: main answers Ctrl-C
     sys.exit(main())

@@ -402,8 +402,9 @@ def test_refusal_is_a_tool_error_with_the_cli_text(tmp_path, arguments):
 @pytest.mark.parametrize("arguments, words", [
     ({"type": "decision", "text": 5}, ["'text'", "a string"]),
     ({"type": "decision", "text": ["a", "b"]}, ["'text'", "a string"]),
-    ({"type": "decision", "text": "x", "dir": "/tmp"}, ["'dir'", "type, text, effect"]),
-    ({"type": "decision", "text": "x", "seq": 4}, ["'seq'"]),
+    # An unknown argument is named by its place, never by its name (a client wrote it).
+    ({"type": "decision", "text": "x", "dir": "/tmp"}, ["argument 3 of this call", "type, text, effect"]),
+    ({"type": "decision", "text": "x", "seq": 4}, ["argument 3 of this call"]),
 ], ids=["number-text", "list-text", "dir", "seq"])
 def test_arguments_no_flag_could_carry_are_refused(tmp_path, arguments, words):
     folder = tmp_path / "s"
