@@ -379,14 +379,18 @@ _VENDOR_PATTERNS = (
      r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
 )
 # Words for a password, a PIN or a door code in the common languages; the short
-# ones must stand alone (spin, pinned and "pwdx" are not).
+# ones must stand alone (spin, pinned and "pwdx" are not).  A context rule for
+# them is tried only when the lower-cased text holds one of the markers after.
 _PASSWORD_WORDS = (
-    r"(?:[a-z]*passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
+    r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
     r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
     r"密码|密碼|비밀번호|암호|"
     r"(?<![^\W\d_])(?:pwd|pin(?:[ -]?code)?|clave|mdp|senha|has[łl]o|heslo|[şs]ifre|parol[aă]|"
     r"(?:door|gate|alarm|access|entry|unlock|lock|safe|security|keypad) ?code)(?![^\W\d_]))"
 )
+_PASSWORD_MARKERS = ("pass", "pwd", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
+                     "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
+                     "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code")
 # The words that may stand between such a word and its value: "is", a colon,
 # an equals sign, and their counterparts in the same languages.
 _PASSWORD_OPERATOR = (
@@ -396,11 +400,11 @@ _PASSWORD_OPERATOR = (
 _CONTEXT_PATTERNS = (
     # A value after a password word, maybe a few words later ("the password
     # for the shared mailbox is ..."), or right after it with a space.
-    ("secret after a word naming it", (),
+    ("secret after a word naming it", _PASSWORD_MARKERS,
      r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<ident>[\w.-]{0,24}?)"
      r"(?P<operator>(?:[ \t]+[^\s:=：.,;!?()\"'`]{1,24}){0,6}?" + _PASSWORD_OPERATOR + r")"
      r"[\"'`“„«]?(?P<secret>[^\s\"'`<>;()“”«»]{4,64})"),
-    ("secret after a word naming it", (),
+    ("secret after a word naming it", _PASSWORD_MARKERS,
      r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<operator>[ \t]+)(?P<secret>[^\s\"'`<>;()]{4,64})"),
     # user / password: after an e-mail address, or after a login name with a
     # spaced slash (a path has none), or after a common login with a bare one.
@@ -447,17 +451,18 @@ _CONTEXT_PATTERNS = (
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
 # The cheap first look: a text with none of these holds no credential the
-# rules above find, and most notes have none.  A piece of four or more
-# characters mixing letters and digits, a long run of letters, a symbol
-# between letters, a URL, a word for a password, or a PIN or code word before
-# digits.  Each is a substring test, so a text and effect joined hold every
-# one that either holds.
-_FIRST_LOOK = re.compile(
-    r"(?=\S*?[0-9])(?=\S*?[^\W\d_])\S{4}|[A-Za-z]{16}|[^\W\d_][!#$%&*?@^~|][^\W\d_]|://"
-    r"|(?i:passw|passphrase|passcode|pwd|kennwort|contrase|clave|mot de passe|senha|wachtwoord|parol"
-    r"|has[łl]o|heslo|пароль|lösenord|passord|adgangskode|salasana|jelsz|[şs]ifre|κωδικ|パスワード"
-    r"|暗証|密码|密碼|비밀번호|암호)"
-    r"|(?i:pin|code)\D{0,40}?[0-9]{4}")
+# rules above find, and most notes have none.  A digit beside a letter, a
+# lower-case letter followed by a capital, or a symbol between letters, found
+# by one search that starts only at a digit, a capital or a symbol (prose has
+# few); then, in the lower-cased text, "://" or a word for a password, or a
+# PIN or code word a little before four digits.  Each is a substring test, so
+# a text and effect joined hold every one that either holds.
+_FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
+                                r"|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
+_FIRST_LOOK_WORDS = ("://", "pass", "pwd", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
+                     "hasło", "heslo", "adgangsk", "salasana", "jelsz", "sifre", "şifre", "пароль", "lösenord",
+                     "κωδικ", "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호")
+_FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # A key written in groups: runs of three or more short pieces joined by single
 # spaces (also no-break or thin ones) or hyphens ("AKIA IOSF ODNN ..."), and
 # runs of pieces of a key's characters joined by spaces ("sk-p roj- Ab12 ...");
@@ -641,9 +646,33 @@ def _record_line(record: dict) -> bytes:
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
+def _marker_alternation(markers) -> str:
+    """A regular expression that finds any of the markers (lower case), written as a tree of their beginnings.
+
+    A marker that holds another is dropped first: where it is, the shorter one
+    is too.  Python's re tries each branch of a flat alternation in turn at
+    every position; grouped by first letter, it tries about one.  The plain
+    flat form, "|".join(map(re.escape, markers)), finds the same."""
+    kept = [marker for marker in markers if not any(other != marker and other in marker for other in markers)]
+    by_first = {}
+    for marker in kept:
+        by_first.setdefault(marker[0], []).append(marker[1:])
+    branches = [re.escape(first) + (_marker_alternation(rests) if rests != [""] else "")
+                for first, rests in sorted(by_first.items())]
+    return branches[0] if len(branches) == 1 else "(?:%s)" % "|".join(branches)
+
+
+_FIRST_LOOK_WORD_SEARCH = re.compile(_marker_alternation(_FIRST_LOOK_WORDS)).search
+
+
 def _may_hold_credential(text: str) -> bool:
-    """Whether the text passes FIRST_LOOK, the cheap test every line a reader reads goes through first."""
-    return _FIRST_LOOK.search(text) is not None
+    """Whether the text passes the first look (told above FIRST_LOOK_SHAPES), which every line a reader
+    reads goes through before any pattern."""
+    if _FIRST_LOOK_SHAPES(text):
+        return True
+    lowered = text.lower()
+    return (_FIRST_LOOK_WORD_SEARCH(lowered) is not None
+            or (("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered) is not None))
 
 
 def _shannon_entropy(value: str) -> float:
