@@ -258,8 +258,9 @@ _VENDOR_PATTERNS = (
     ("Anthropic API key", ("sk-ant-",), r"sk-ant-[a-z]+[0-9]{2}-(?P<value>[A-Za-z0-9_-]{32,})"),
     # A key's body mixes upper case, lower case and digits; a hex SKU, a URL
     # path segment or a branch slug such as sk-2024-fix-login-redirect does not.
-    ("OpenAI API key", ("sk-",),
-     r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
+    # Its hyphens may be missing where a key split by hyphens was joined.
+    ("OpenAI API key", ("sk",),
+     r"(?<![A-Za-z0-9_-])sk-?(?:(?:proj|svcacct|admin|None)-?)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
      r"(?=[A-Za-z0-9_-]*?(?=[A-Za-z0-9]{20})[A-Za-z]*[0-9])(?P<value>[A-Za-z0-9_-]{32,})"),
     ("Slack token", ("xox",), r"xox[abposr]-(?P<value>[0-9]{8,}-[0-9A-Za-z-]{8,})"),
     ("Slack token", ("xapp-",), r"xapp-[0-9]-[A-Z0-9]+-[0-9]+-(?P<value>[a-z0-9]{16,})"),
@@ -385,10 +386,10 @@ _PASSWORD_WORDS = (
     r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
     r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
     r"密码|密碼|비밀번호|암호|"
-    r"(?<![^\W\d_])(?:pwd|pin(?:[ -]?code)?|clave|mdp|senha|has[łl]o|heslo|[şs]ifre|parol[aă]|"
+    r"(?<![^\W\d_])(?:pwd|pw|pass|pin(?:[ -]?code)?|clave|mdp|senha|has[łl]o|heslo|[şs]ifre|parol[aă]|"
     r"(?:door|gate|alarm|access|entry|unlock|lock|safe|security|keypad) ?code)(?![^\W\d_]))"
 )
-_PASSWORD_MARKERS = ("pass", "pwd", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
+_PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
                      "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
                      "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code")
 # The words that may stand between such a word and its value: "is", a colon,
@@ -410,9 +411,9 @@ _CONTEXT_PATTERNS = (
     # spaced slash (a path has none), or after a common login with a bare one.
     ("user and secret pair", ("@",),
      r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+[ \t]*[/:|,][ \t]*(?P<pair>[^\s,;]{6,64})"),
-    ("user and secret pair", ("/",),
+    ("user and secret pair", ("/", ":"),
      r"(?<![\w/.:-])(?:[A-Za-z][\w.-]{1,30}(?:[ \t]+/[ \t]*|[ \t]*/[ \t]+)"
-     r"|(?i:admin|administrator|root|guest|sa|postgres|pi|ubuntu|operator|superuser)/)(?P<pair>[^\s/,;]{6,64})"),
+     r"|(?i:admin|administrator|root|guest|sa|postgres|pi|ubuntu|operator|superuser)[/:])(?P<pair>[^\s/,;]{6,64})"),
     # A password on a command line: mysql -pSECRET, ldapsearch -w, sshpass -p,
     # redis-cli -a, docker login -p, and any --password or --token option.
     ("secret on a command line", ("mysql", "mariadb"),
@@ -435,8 +436,8 @@ _CONTEXT_PATTERNS = (
      r"(?:[:=]|\b(?i:is)\b)[ \t]*(?P<value>(?=[A-Za-z2-7 ]*[2-7])(?:[A-Z2-7]{16,}|[a-z2-7]{16,}"
      r"|(?:[A-Z2-7]{4} ){3,}[A-Z2-7]{4}))(?![A-Za-z0-9])"),
     ("recovery codes", ("code",),
-     r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)"
-     r"[ \t]*(?P<codes>[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}"
+     r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)?"
+     r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}"
      r"(?:-[A-Za-z0-9]{4,10})?)+)"),
     # The general rule: a secret-like word, at most a few characters of an
     # identifier after it (DB_PASSWORD, api_key_v2), maybe a few words, an
@@ -452,14 +453,15 @@ _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, 
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
 # The cheap first look: a text with none of these holds no credential the
 # rules above find, and most notes have none.  A digit beside a letter, a
-# lower-case letter followed by a capital, or a symbol between letters, found
-# by one search that starts only at a digit, a capital or a symbol (prose has
-# few); then, in the lower-cased text, "://" or a word for a password, or a
-# PIN or code word a little before four digits.  Each is a substring test, so
-# a text and effect joined hold every one that either holds.
+# lower-case letter followed by a capital, sixteen capitals and digits in a
+# row, or a symbol between letters, found by one search that starts only at
+# a digit, a capital or a symbol (prose has few); then, in the lower-cased
+# text, "://" or a word for a password, or a PIN or code word a little before
+# four digits.  Each is a substring test, so a text and effect joined hold
+# every one that either holds.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
-                                r"|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
-_FIRST_LOOK_WORDS = ("://", "pass", "pwd", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
+                                r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
+_FIRST_LOOK_WORDS = ("://", "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
                      "hasło", "heslo", "adgangsk", "salasana", "jelsz", "sifre", "şifre", "пароль", "lösenord",
                      "κωδικ", "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호")
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
@@ -468,7 +470,7 @@ _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # runs of pieces of a key's characters joined by spaces ("sk-p roj- Ab12 ...");
 # find_credential also looks at each such run with its separators taken out.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
-_SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,16}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,16}(?!\S)"
+_SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
 # Words that stand in for a password in documentation (https://user:pass@host).
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
