@@ -403,7 +403,7 @@ _CONTEXT_PATTERNS = (
     # for the shared mailbox is ..."), or right after it with a space.
     ("secret after a word naming it", _PASSWORD_MARKERS,
      r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<ident>[\w.-]{0,24}?)"
-     r"(?P<operator>(?:[ \t]+[^\s:=：.,;!?()\"'`]{1,24}){0,6}?" + _PASSWORD_OPERATOR + r")"
+     r"(?P<operator>(?:[ \t]+[\w'’-]{1,24}){0,6}?" + _PASSWORD_OPERATOR + r")"
      r"[\"'`“„«]?(?P<secret>[^\s\"'`<>;()“”«»]{4,64})"),
     ("secret after a word naming it", _PASSWORD_MARKERS,
      r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<operator>[ \t]+)(?P<secret>[^\s\"'`<>;()]{4,64})"),
@@ -445,8 +445,8 @@ _CONTEXT_PATTERNS = (
     # generic_value_is_secret judges the value.  Public, publishable and site keys are public.
     ("secret after a secret-like word", ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
      r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
-     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key|ssws)[\w.-]{0,24}?"
-     r"(?P<operator>(?:[ \t]+[^\s:=.,;!?()\"'`]{1,24}){0,5}?[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*"
+     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key|ssws)(?P<ident>[\w.-]{0,24}?)"
+     r"(?P<operator>(?:[ \t]+[\w'’-]{1,24}){0,5}?[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*"
      r"|[ \t]+)[\"'`]?(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
@@ -483,6 +483,13 @@ _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 # Names of algorithms and protocols that look like a password with a digit (argon2id, sha256, oauth2).
 _ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
                    r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
+# Keys and tokens that open nothing: a cache key, a page token (before the
+# word), and a value that names, measures or describes one (after it: key id, token type).
+_KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
+                           r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
+                           r"next|design|site)[ _-]?$")
+_KEY_DESCRIPTION = (r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
+                    r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
 # Shannon entropy, in bits per character, below which a value after a
 # secret-like word is taken for a pattern, not a random secret: a repeated
 # short pattern (1111222233334444aaaa) scores below 3, a random key above it.
@@ -707,7 +714,7 @@ def _is_word_like(value: str) -> bool:
     if _is_date_or_uuid(value):
         return True
     pieces = [piece for piece in re.split(r"[-_./#:&=@+,]+", value) if piece]
-    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+"
+    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+[A-Za-z]{0,2}"
     return all(re.fullmatch(word, piece) for piece in pieces)
 
 
@@ -743,8 +750,9 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
     # A stand-in, a name with a scheme (arn:aws:..., sha256:...), a publishable key, an SSH public key's body.
     if (_is_stand_in(value) or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value)
             or re.search(r"(?i)fingerprint|checksum|digest|(?:sha[0-9]*|md5)[:=]\s*$", operator)
-            or value.startswith(("pk_", "pub_")) or re.match(_SSH_PUBLIC_KEY_BODY, value)):
-        return False
+            or value.startswith(("pk_", "pk.", "pub_")) or re.match(_SSH_PUBLIC_KEY_BODY, value)
+            or re.fullmatch(r"6L[A-Za-z0-9_-]{38}", value) and "secret" not in before.lower()):
+        return False  # (a reCAPTCHA key is public unless named its secret)
     if re.fullmatch(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
         return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
     if _is_word_like(value):
@@ -774,16 +782,18 @@ def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
     a name, a date, a path, an algorithm or a stand-in."""
     value = value.rstrip(".,:!?)]}")
     lowered = keyword.lower()
-    if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in
+    if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in, a year after a space
         return (len(value.rstrip("#")) >= (4 if "pin" in lowered or "code" in lowered or not lowered.isascii()
-                                           else 6) and len(set(value.rstrip("#"))) > 1)
+                                           else 6) and len(set(value.rstrip("#"))) > 1
+                and (explicit or not re.fullmatch(r"(?:19|20)[0-9]{2}", value)))
     if _is_stand_in(value) or re.fullmatch(_EMAIL_ADDRESS, value):
         return False
     if "phrase" in lowered and explicit and re.fullmatch(r"(?i)[a-z]{3,}(?:[-_. ][a-z0-9]+){2,}", value):
         return True
     letters = any(c.isalpha() for c in value)
     others = any(not c.isalpha() for c in value)
-    if len(value) < 6 or not letters or _is_date_or_uuid(value) or re.search(_ALGORITHM_NAME, value):
+    if (len(value) < 6 or not letters or _is_date_or_uuid(value) or re.search(_ALGORITHM_NAME, value)
+            or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # a duration or a size: 90days, 16chars
         return False
     if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:", never after a bare space
         return explicit and any(c.isdigit() for c in value) and not value.isupper() and "_" not in value
@@ -818,6 +828,9 @@ def _credential_match_is_real(match) -> bool:
                     or user.lower() == "anonymous" or _is_placeholder(password))
     if groups.get("generic") is not None:
         before = match.string[max(0, match.start() - 40):match.end("keyword")]
+        if (re.search(_KEY_THAT_OPENS_NOTHING, match.string[max(0, match.start() - 24):match.start()])
+                or re.search(_KEY_DESCRIPTION, groups["ident"] + groups["operator"])):
+            return False
         return following != "(" and _generic_value_is_secret(groups["keyword"], groups["operator"],
                                                              groups["generic"], before)
     if groups.get("secret") is not None:
