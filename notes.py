@@ -846,6 +846,32 @@ def _credential_match_is_real(match) -> bool:
     return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
+def _patterns_by_marker() -> dict:
+    """Marker -> the indexes of the CREDENTIAL_PATTERNS that name it."""
+    by_marker = {}
+    for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS):
+        for marker in markers:
+            by_marker.setdefault(marker, []).append(index)
+    return by_marker
+
+
+# Which patterns each marker calls for, and those tried whatever the text holds.
+_PATTERNS_BY_MARKER = _patterns_by_marker()
+_PATTERNS_WITHOUT_MARKERS = tuple(index for index, rule in enumerate(_CREDENTIAL_PATTERNS) if not rule[1])
+
+
+def _patterns_to_try(lowered: str) -> list:
+    """The indexes, in order, of the CREDENTIAL_PATTERNS whose markers the lower-cased text holds.
+
+    Each distinct marker is looked for once (PATTERNS_BY_MARKER), not once
+    for every pattern that names it."""
+    found = set(_PATTERNS_WITHOUT_MARKERS)
+    for marker, indexes in _PATTERNS_BY_MARKER.items():
+        if marker in lowered:
+            found.update(indexes)
+    return sorted(found)
+
+
 def _credential_kind_in(text: str, context: bool = True, across: int | None = None) -> str | None:
     """The kind of the first credential one of CREDENTIAL_PATTERNS finds in the text as it stands, or None.
 
@@ -854,9 +880,9 @@ def _credential_kind_in(text: str, context: bool = True, across: int | None = No
     joined there).  A match that fails its checks is tried again one
     character on, so that a failed "Authorization: Bearer" leaves the word
     Bearer to be found."""
-    lowered = text.lower()
-    for kind, markers, pattern, is_context in _CREDENTIAL_PATTERNS:
-        if (is_context and not context) or (markers and not any(marker in lowered for marker in markers)):
+    for index in _patterns_to_try(text.lower()):
+        kind, _, pattern, is_context = _CREDENTIAL_PATTERNS[index]
+        if is_context and not context:
             continue
         search = re.compile(pattern).search
         match = search(text)
