@@ -451,14 +451,14 @@ _CONTEXT_PATTERNS = (
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
-# The cheap first look: a text with none of these holds no credential the
-# rules above find, and most notes have none.  A digit beside a letter, a
+# The cheap first look: most notes show none of these and stop there, while
+# the secrets the rules above find show one.  A digit beside a letter, a
 # lower-case letter followed by a capital, sixteen capitals and digits in a
-# row, or a symbol between letters, found by one search that starts only at
-# a digit, a capital or a symbol (prose has few); then, in the lower-cased
-# text, "://" or a word for a password, or a PIN or code word a little before
-# four digits.  Each is a substring test, so a text and effect joined hold
-# every one that either holds.
+# row, or a symbol between letters, found by one search that starts only at a
+# digit, a capital or a symbol (prose has few); then, in the lower-cased text,
+# "://" or a word for a password, or a PIN or code word a little before four
+# digits.  Each is a substring test, so a text and effect joined hold every
+# one that either holds.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
                                 r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
 _FIRST_LOOK_WORDS = ("://", "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
