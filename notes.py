@@ -403,7 +403,7 @@ _CONTEXT_PATTERNS = (
     # for the shared mailbox is ..."), or right after it with a space.
     ("secret after a word naming it", _PASSWORD_MARKERS,
      r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<ident>[\w.-]{0,24}?)"
-     r"(?P<operator>(?:[ \t]+[\w'’-]{1,24}){0,6}?" + _PASSWORD_OPERATOR + r")"
+     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,6}?" + _PASSWORD_OPERATOR + r")"
      r"[\"'`“„«]?(?P<secret>[^\s\"'`<>;()“”«»]{4,64})"),
     ("secret after a word naming it", _PASSWORD_MARKERS,
      r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<operator>[ \t]+)(?P<secret>[^\s\"'`<>;()]{4,64})"),
@@ -446,7 +446,7 @@ _CONTEXT_PATTERNS = (
     ("secret after a secret-like word", ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
      r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
      r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key|ssws)(?P<ident>[\w.-]{0,24}?)"
-     r"(?P<operator>(?:[ \t]+[\w'’-]{1,24}){0,5}?[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*"
+     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,5}?[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*"
      r"|[ \t]+)[\"'`]?(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
@@ -796,7 +796,7 @@ def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
             or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # a duration or a size: 90days, 16chars
         return False
     if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:", never after a bare space
-        return explicit and any(c.isdigit() for c in value) and not value.isupper() and "_" not in value
+        return explicit and any(c.isdigit() for c in value) and not value.isupper() and value.count("_") < 2
     case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper())
     return others or (explicit and len(value) >= 8 and case_changes >= 3)
 
