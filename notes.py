@@ -366,6 +366,15 @@ _VENDOR_PATTERNS = (
     ("Typeform token", ("tfp_",), r"tfp_(?P<value>[A-Za-z0-9_=.-]{59})"),
     ("Infracost key", ("ico-",), r"(?<![A-Za-z0-9])ico-(?P<value>[A-Za-z0-9]{32})"),
     ("Prefect key", ("pnu_",), r"pnu_(?P<value>[A-Za-z0-9]{36})"),
+    ("CircleCI token", ("ccipat_",), r"CCIPAT_(?P<value>[A-Za-z0-9]{20,24}_[a-f0-9]{40})"),
+    ("Bitbucket app password", ("atbb",), r"(?<![A-Za-z0-9])ATBB(?P<random>[A-Za-z0-9_=.-]{28,})"),
+    ("Plaid access token", ("access-",),
+     r"access-(?:sandbox|development|production)-(?P<value>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"),
+    ("Google OAuth refresh token", ("1//0",), r"(?<![A-Za-z0-9/])1//0(?P<value>[A-Za-z0-9_-]{40,})"),
+    ("Salesforce session token", ("00d",), r"(?<![A-Za-z0-9])00D[A-Za-z0-9]{12,15}!(?P<value>[A-Za-z0-9_.]{60,})"),
+    ("Amazon MWS key", ("amzn.mws.",), r"amzn\.mws\.(?P<value>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"),
+    ("LaunchDarkly SDK key", ("sdk-",),
+     r"(?<![A-Za-z0-9-])sdk-(?P<value>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"),
     ("SMTP login", ("auth ",), r"\bAUTH[ \t]+(?:PLAIN|LOGIN)[ \t]+(?P<value>[A-Za-z0-9+/]{12,}={0,2})"),
     # An htpasswd line: a user, a colon and a password hash in crypt's $id$ form.
     ("password hash of an htpasswd line", (":$",),
@@ -374,7 +383,7 @@ _VENDOR_PATTERNS = (
      r"otpauth://[th]otp/[^\s?]*\?(?:[^\s#]*&)?secret=(?P<value>[A-Za-z2-7]{16,})"),
     # A token after a vendor's short prefix (hst_, zpk_live_); pk_ and pub_ mark publishable keys.
     ("token with a vendor prefix", ("_",),
-     r"(?<![A-Za-z0-9_.-])(?!pk_|pub_|pubkey_|public_)[a-z][a-z0-9]{1,7}_(?:[a-z]{2,8}_)?"
+     r"(?<![A-Za-z0-9_.-])(?!pk_|pub_|pubkey_|public_)[A-Za-z][A-Za-z0-9]{1,7}_(?:[A-Za-z]{2,8}_)?"
      r"(?P<random>[A-Za-z0-9]{30,})(?![A-Za-z0-9_])"),
     ("token with a vendor prefix", ("-",),
      r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
@@ -387,11 +396,12 @@ _PASSWORD_WORDS = (
     r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
     r"密码|密碼|비밀번호|암호|"
     r"(?<![^\W\d_])(?:pwd|pw|pass|pin(?:[ -]?code)?|clave|mdp|senha|has[łl]o|heslo|[şs]ifre|parol[aă]|"
-    r"(?:door|gate|alarm|access|entry|unlock|lock|safe|security|keypad) ?code)(?![^\W\d_]))"
+    r"(?:door|gate|alarm|access|entry|unlock|lock|safe|security|keypad) ?code|(?:wi-?fi|wlan|network|wpa2?) key|psk)"
+    r"(?![^\W\d_]))"
 )
 _PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
                      "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
-                     "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code")
+                     "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
 # The words that may stand between such a word and its value: "is", a colon,
 # an equals sign, and their counterparts in the same languages.
 _PASSWORD_OPERATOR = (
@@ -411,6 +421,8 @@ _CONTEXT_PATTERNS = (
     # spaced slash (a path has none), or after a common login with a bare one.
     ("user and secret pair", ("@",),
      r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+[ \t]*[/:|,][ \t]*(?P<pair>[^\s,;]{6,64})"),
+    # A .pgpass line: host:port:database:user:password.
+    ("user and secret pair", (":",), r"(?<![\w.:-])[\w.-]+:[0-9]{2,5}:[\w*.-]+:[\w*.@-]+:(?P<pair>[^\s:]{6,64})"),
     ("user and secret pair", ("/", ":"),
      r"(?<![\w/.:-])(?:[A-Za-z][\w.-]{1,30}(?:[ \t]+/[ \t]*|[ \t]*/[ \t]+)"
      r"|(?i:admin|administrator|root|guest|sa|postgres|pi|ubuntu|operator|superuser)[/:])(?P<pair>[^\s/,;]{6,64})"),
@@ -694,10 +706,11 @@ def _shannon_entropy(value: str) -> float:
 
 
 def _is_placeholder(value: str) -> bool:
-    """Whether the value is a stand-in for a secret: it names itself one, repeats a character, or hardly varies."""
+    """Whether the value is a stand-in for a secret: it names itself one, is mostly one character, or hardly varies."""
     lowered = value.lower()
-    return (any(word in lowered for word in _PLACEHOLDER_WORDS) or re.search(r"(.)\1{5}", value) is not None
-            or _shannon_entropy(value) < 2.0)
+    repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
+    return (any(word in lowered for word in _PLACEHOLDER_WORDS) or _shannon_entropy(value) < 2.0
+            or repeated is not None and len(repeated.group()) * 4 >= len(value))
 
 
 def _is_date_or_uuid(value: str) -> bool:
