@@ -223,6 +223,7 @@ _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 # after a user in a URL or on a command line, must not be a stand-in such as
 # user:pass; "generic", after a key word, must look random; "secret", after a
 # password word, or "pair", after a user and a slash, must look like a password.
+_UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _VENDOR_PATTERNS = (
     # A block between its BEGIN and END lines is a key whatever its length
     # (a GCP service-account JSON writes the line breaks as a literal \n); a
@@ -270,7 +271,8 @@ _VENDOR_PATTERNS = (
      r"discord(?:app)?\.com/api/webhooks/[0-9]{15,20}/(?P<value>[A-Za-z0-9_-]{40,})"),
     # A bot token: the base64 of the bot's numeric id, a timestamp, an HMAC.
     ("Discord bot token", ("m", "n", "o"),
-     r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.(?P<random>[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])"),
+     r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\."
+     r"(?P<random>[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])"),
     ("Microsoft Teams webhook URL", ("webhook.office.com",),
      r"webhook\.office\.com/webhookb2/[0-9a-fA-F-]{36}@[0-9a-fA-F-]{36}/IncomingWebhook/(?P<value>[A-Za-z0-9]{32})"),
     ("Google API key", ("aiza",), r"AIza(?P<value>[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])"),
@@ -308,7 +310,8 @@ _VENDOR_PATTERNS = (
     ("Mailgun API key", ("key-",), r"(?<![A-Za-z0-9-])key-(?P<value>[0-9a-f]{32})(?![0-9A-Za-z])"),
     ("Mailchimp API key", ("-us",), r"(?<![0-9A-Za-z])(?P<value>[0-9a-f]{32})-us[0-9]{1,2}(?![0-9A-Za-z])"),
     ("Square token", ("sq0",), r"sq0(?:atp|csp)-(?P<value>[0-9A-Za-z_-]{22,})"),
-    ("Square or Facebook access token", ("eaa",), r"(?<![A-Za-z0-9])EAA(?P<random>[A-Za-z0-9_-]{60,})(?![A-Za-z0-9_-])"),
+    ("Square or Facebook access token", ("eaa",),
+     r"(?<![A-Za-z0-9])EAA(?P<random>[A-Za-z0-9_-]{60,})(?![A-Za-z0-9_-])"),
     ("Braintree access token", ("access_token$",),
      r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$(?P<value>[0-9a-f]{32})"),
     ("PyPI token", ("pypi-ageichlwas5vcmc",), r"pypi-AgEIcHlwaS5vcmc(?P<value>[A-Za-z0-9_-]{50,})"),
@@ -369,12 +372,12 @@ _VENDOR_PATTERNS = (
     ("CircleCI token", ("ccipat_",), r"CCIPAT_(?P<value>[A-Za-z0-9]{20,24}_[a-f0-9]{40})"),
     ("Bitbucket app password", ("atbb",), r"(?<![A-Za-z0-9])ATBB(?P<random>[A-Za-z0-9_=.-]{28,})"),
     ("Plaid access token", ("access-",),
-     r"access-(?:sandbox|development|production)-(?P<value>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"),
+     r"access-(?:sandbox|development|production)-(?P<value>" + _UUID_SHAPE + ")"),
     ("Google OAuth refresh token", ("1//0",), r"(?<![A-Za-z0-9/])1//0(?P<value>[A-Za-z0-9_-]{40,})"),
     ("Salesforce session token", ("00d",), r"(?<![A-Za-z0-9])00D[A-Za-z0-9]{12,15}!(?P<value>[A-Za-z0-9_.]{60,})"),
-    ("Amazon MWS key", ("amzn.mws.",), r"amzn\.mws\.(?P<value>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"),
+    ("Amazon MWS key", ("amzn.mws.",), r"amzn\.mws\.(?P<value>" + _UUID_SHAPE + ")"),
     ("LaunchDarkly SDK key", ("sdk-",),
-     r"(?<![A-Za-z0-9-])sdk-(?P<value>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"),
+     r"(?<![A-Za-z0-9-])sdk-(?P<value>" + _UUID_SHAPE + ")"),
     ("SMTP login", ("auth ",), r"\bAUTH[ \t]+(?:PLAIN|LOGIN)[ \t]+(?P<value>[A-Za-z0-9+/]{12,}={0,2})"),
     # An htpasswd line: a user, a colon and a password hash in crypt's $id$ form.
     ("password hash of an htpasswd line", (":$",),
@@ -420,7 +423,7 @@ _CONTEXT_PATTERNS = (
     # user / password: after an e-mail address, or after a login name with a
     # spaced slash (a path has none), or after a common login with a bare one.
     ("user and secret pair", ("@",),
-     r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+[ \t]*[/:|,][ \t]*(?P<pair>[^\s,;]{6,64})"),
+     r"(?<![\w.+/-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+[ \t]*[/:|,][ \t]*(?![0-9]{1,5}(?:/|\s|$))(?P<pair>[^\s,;]{6,64})"),
     # A .pgpass line: host:port:database:user:password.
     ("user and secret pair", (":",), r"(?<![\w.:-])[\w.-]+:[0-9]{2,5}:[\w*.-]+:[\w*.@-]+:(?P<pair>[^\s:]{6,64})"),
     ("user and secret pair", ("/", ":"),
@@ -449,16 +452,20 @@ _CONTEXT_PATTERNS = (
      r"|(?:[A-Z2-7]{4} ){3,}[A-Z2-7]{4}))(?![A-Za-z0-9])"),
     ("recovery codes", ("code",),
      r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)?"
-     r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}"
-     r"(?:-[A-Za-z0-9]{4,10})?)+)"),
+     r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?"
+     r"(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?)+)"),
     # The general rule: a secret-like word, at most a few characters of an
     # identifier after it (DB_PASSWORD, api_key_v2), maybe a few words, an
     # operator, a colon or "is", or just a space, then a value;
-    # generic_value_is_secret judges the value.  Public, publishable and site keys are public.
-    ("secret after a secret-like word", ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
+    # generic_value_is_secret judges the value.  Public, publishable and site
+    # keys are public.
+    ("secret after a secret-like word",
+     ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
      r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
-     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key|ssws)(?P<ident>[\w.-]{0,24}?)"
-     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,5}?[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*"
+     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key|ssws)"
+     r"(?P<ident>[\w.-]{0,24}?)"
+     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,5}?"
+     r"[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*"
      r"|[ \t]+)[\"'`]?(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
@@ -764,8 +771,9 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
     if (_is_stand_in(value) or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value)
             or re.search(r"(?i)fingerprint|checksum|digest|(?:sha[0-9]*|md5)[:=]\s*$", operator)
             or value.startswith(("pk_", "pk.", "pub_")) or re.match(_SSH_PUBLIC_KEY_BODY, value)
-            or re.fullmatch(r"6L[A-Za-z0-9_-]{38}", value) and "secret" not in before.lower()):
-        return False  # (a reCAPTCHA key is public unless named its secret)
+            or re.fullmatch(r"6L[A-Za-z0-9_-]{38}", value) and "secret" not in before.lower()
+            or re.fullmatch(r"0x(?:[0-9A-Fa-f]{8}){1,2}", value)):
+        return False  # a reCAPTCHA key is public unless named its secret; 0x and 8 or 16 hex digits, a key id
     if re.fullmatch(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
         return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
     if _is_word_like(value):
