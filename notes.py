@@ -406,10 +406,10 @@ _PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha",
                      "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
                      "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
 # The words that may stand between such a word and its value: "is", a colon,
-# an equals sign, and their counterparts in the same languages.
+# an equals sign, an arrow, a table's bar, and their counterparts in the same languages.
 _PASSWORD_OPERATOR = (
-    r"[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|[:=：]|—|–|は|是|为|為|"
-    r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*"
+    r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
+    r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*\*{0,2}[ \t]*"
 )
 _CONTEXT_PATTERNS = (
     # A value after a password word, maybe a few words later ("the password
@@ -465,7 +465,7 @@ _CONTEXT_PATTERNS = (
      r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key|ssws)"
      r"(?P<ident>[\w.-]{0,24}?)"
      r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,5}?"
-     r"[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*"
+     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|\?=|->|→|[:=|]|\bis\b)[ \t]*\*{0,2}[ \t]*"
      r"|[ \t]+)[\"'`]?(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
