@@ -155,21 +155,24 @@ _HEX_DIGITS = frozenset("0123456789abcdef")
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
-# How a credential looks, as (kind, markers, pattern).  The markers are
-# lower-case substrings one of which the lower-cased text must hold before the
-# pattern is tried at all, so that a note skips most patterns (verify looks at
-# every record).  The patterns describe the formats that the secret
-# scanners gitleaks and detect-secrets document; they are written here anew.
+# How a credential looks, in two kinds of rule, as the secret scanners
+# gitleaks and detect-secrets keep them: a vendor's format (its prefix and
+# shape, which those projects document; the patterns are written here anew),
+# and a secret known by its context (a value after a word for password or key,
+# a user / password pair, a password on a command line).
 #
-# A pattern's named group says what its match still has to pass
-# (credential_match_is_real): "value", the random part of a key, must not be a
-# placeholder (AKIAXXXXXXXXXXXXXXXX, AWS's documented AKIAIOSFODNN7EXAMPLE);
-# "password", that of a URL or of curl -u, must not be a stand-in such as
-# user:pass; and
-# "generic", a value after a secret-like word, must look random.
-# A key's fixed prefix may be glued to the word before it ("keyAKIA..."), so
-# only prefixes short enough to occur inside ordinary words keep a boundary.
-_CREDENTIAL_PATTERNS = (
+# Each rule is (kind, markers, pattern, context).  A pattern is tried only
+# when the lower-cased text holds one of its markers (no markers: always).
+# Context rules read a text as it stands, never one with the groups of a key
+# joined.  A pattern's named group says what its match still has to pass
+# (credential_match_is_real): "value", the random part of a key, must not be
+# a placeholder (AKIAXXXXXXXXXXXXXXXX, AWS's documented AKIAIOSFODNN7EXAMPLE);
+# "random" must also mix cases and digits as random text does; "password",
+# after a user in a URL or on a command line, must not be a stand-in such as
+# user:pass; "generic", after a key word, must look random; "secret", after a
+# password word, or "pair", after a user and a slash, must look like a password.
+_UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_VENDOR_PATTERNS = (
     # A block between its BEGIN and END lines is a key whatever its length
     # (a GCP service-account JSON writes the line breaks as a literal \n); a
     # header alone, or with an elided body ("..."), is prose about keys.
@@ -179,10 +182,14 @@ _CREDENTIAL_PATTERNS = (
     ("private key block", ("private key",),
      r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\n)*"
      r"(?:[A-Za-z-]+: [^\n\\]*(?:\n|\\n)(?:\s|\\n)*)*[A-Za-z0-9+/=]{40}"),
+    ("PuTTY private key", ("putty-user-key-file",),
+     r"PuTTY-User-Key-File-[0-9]+:[\s\S]{0,3000}?Private-Lines: *[0-9]+\s+(?P<value>[A-Za-z0-9+/]{16,})"),
     ("Google service account key", ("private_key_id",),
      r"\"private_key_id\"\s*:\s*\"(?P<value>[0-9a-f]{40})\""),
-    ("AWS secret access key", ("access",),
-     r"(?i:secret[ _-]?access[ _-]?key)[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?"
+    # Its name, or AWS and the word secret, a few words, then 40 characters of base64.
+    ("AWS secret access key", ("access", "aws"),
+     r"(?i:secret[ _-]?access[ _-]?key|aws\w{0,3}[ _-](?:[\w-]+ ){0,3}?secret(?:[ _-]?key)?)"
+     r"(?:[ \t]+[\w-]+){0,5}?[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?"
      r"(?P<value>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Za-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
     # scheme://user:password@host, any scheme, the user maybe empty (redis://:pw@host),
     # the password holding any character but @ and space; a port (host:8080/...)
@@ -193,14 +200,16 @@ _CREDENTIAL_PATTERNS = (
     # curl -u user:password (or --user), which sends them as basic authentication.
     ("user and password on a command line", ("-u", "--user"),
      r"(?<!\S)(?:-u|--user)[ =]?[\"']?(?P<user>[^\s:\"']+):(?P<password>(?![$<{*%\[])[^\s\"']{4,})"),
-    ("AWS access key id", ("akia", "asia"), r"(?:AKIA|ASIA)(?P<value>[A-Z0-9]{16})(?![A-Z0-9])"),
+    ("AWS access key id", ("akia", "asia", "abia", "acca"),
+     r"(?:AKIA|ASIA|ABIA|ACCA)(?P<value>[A-Z0-9]{16})(?![A-Z0-9])"),
     ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"gh[pousr]_(?P<value>[A-Za-z0-9]{36,})"),
     ("GitHub token", ("github_pat_",), r"github_pat_(?P<value>[A-Za-z0-9_]{40,})"),
     ("Anthropic API key", ("sk-ant-",), r"sk-ant-[a-z]+[0-9]{2}-(?P<value>[A-Za-z0-9_-]{32,})"),
     # A key's body mixes upper case, lower case and digits; a hex SKU, a URL
     # path segment or a branch slug such as sk-2024-fix-login-redirect does not.
-    ("OpenAI API key", ("sk-",),
-     r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
+    # Its hyphens may be missing where a key split by hyphens was joined.
+    ("OpenAI API key", ("sk",),
+     r"(?<![A-Za-z0-9_-])sk-?(?:(?:proj|svcacct|admin|None)-?)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
      r"(?=[A-Za-z0-9_-]*?(?=[A-Za-z0-9]{20})[A-Za-z]*[0-9])(?P<value>[A-Za-z0-9_-]{32,})"),
     ("Slack token", ("xox",), r"xox[abposr]-(?P<value>[0-9]{8,}-[0-9A-Za-z-]{8,})"),
     ("Slack token", ("xapp-",), r"xapp-[0-9]-[A-Z0-9]+-[0-9]+-(?P<value>[a-z0-9]{16,})"),
@@ -208,9 +217,19 @@ _CREDENTIAL_PATTERNS = (
      r"hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,}/[A-Z0-9]{6,}/(?P<value>[A-Za-z0-9]{16,})"),
     ("Discord webhook URL", ("discord",),
      r"discord(?:app)?\.com/api/webhooks/[0-9]{15,20}/(?P<value>[A-Za-z0-9_-]{40,})"),
+    # A bot token: the base64 of the bot's numeric id, a timestamp, an HMAC.
+    ("Discord bot token", ("m", "n", "o"),
+     r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\."
+     r"(?P<random>[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])"),
+    ("Microsoft Teams webhook URL", ("webhook.office.com",),
+     r"webhook\.office\.com/webhookb2/[0-9a-fA-F-]{36}@[0-9a-fA-F-]{36}/IncomingWebhook/(?P<value>[A-Za-z0-9]{32})"),
     ("Google API key", ("aiza",), r"AIza(?P<value>[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])"),
     ("Google OAuth client secret", ("gocspx-",), r"GOCSPX-(?P<value>[A-Za-z0-9_-]{24,})"),
-    ("Stripe live key", ("_live_",), r"(?:sk|rk)_live_(?P<value>[0-9A-Za-z]{20,})"),
+    ("Google OAuth access token", ("ya29.",), r"ya29\.(?P<value>[A-Za-z0-9_-]{30,})"),
+    ("Firebase Cloud Messaging server key", ("apa91b",), r"AAAA[A-Za-z0-9_-]{7}:APA91b(?P<value>[A-Za-z0-9_-]{100,})"),
+    ("Stripe secret key", ("_live_", "_test_", "_prod_"),
+     r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test|prod)_(?P<value>[0-9A-Za-z]{20,})"),
+    ("Stripe webhook secret", ("whsec_",), r"whsec_(?P<value>[A-Za-z0-9+/=]{24,})"),
     ("JSON Web Token", ("eyj",),
      r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?P<value>[A-Za-z0-9_-]{8,})"),
     ("GitLab token", ("glpat-", "glptt-", "gldt-", "glrt-"),
@@ -228,19 +247,36 @@ _CREDENTIAL_PATTERNS = (
     ("Azure storage key", ("accountkey=", "sharedaccesskey="),
      r"(?:Account|SharedAccess)Key=(?P<value>[A-Za-z0-9+/]{40,}={0,2})"),
     ("Azure shared access signature", ("sig=",), r"(?<![A-Za-z0-9])sig=(?P<value>[A-Za-z0-9%+/]{30,}(?:%3D|=){0,2})"),
+    ("Azure client secret", ("q~",),
+     r"(?<![A-Za-z0-9_~.])[A-Za-z0-9_~.]{3}[0-9]Q~(?P<value>[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_~.-])"),
+    # A personal access token of Azure DevOps: 52 characters of base32, or 84 with AZDO near the end.
+    ("Azure DevOps token", (),
+     r"(?<![A-Za-z0-9])(?:(?=[a-z2-7]*[2-7])(?=[a-z2-7]*[a-z])(?P<value>[a-z2-7]{52})"
+     r"|[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4})(?![A-Za-z0-9])"),
     ("Shopify token", ("shpat_", "shpca_", "shppa_", "shpss_"), r"shp(?:at|ca|pa|ss)_(?P<value>[a-fA-F0-9]{32})"),
     ("DigitalOcean token", ("_v1_",), r"do[opr]_v1_(?P<value>[a-f0-9]{64})"),
     ("Mailgun API key", ("key-",), r"(?<![A-Za-z0-9-])key-(?P<value>[0-9a-f]{32})(?![0-9A-Za-z])"),
     ("Mailchimp API key", ("-us",), r"(?<![0-9A-Za-z])(?P<value>[0-9a-f]{32})-us[0-9]{1,2}(?![0-9A-Za-z])"),
     ("Square token", ("sq0",), r"sq0(?:atp|csp)-(?P<value>[0-9A-Za-z_-]{22,})"),
+    ("Square or Facebook access token", ("eaa",),
+     r"(?<![A-Za-z0-9])EAA(?P<random>[A-Za-z0-9_-]{60,})(?![A-Za-z0-9_-])"),
+    ("Braintree access token", ("access_token$",),
+     r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$(?P<value>[0-9a-f]{32})"),
     ("PyPI token", ("pypi-ageichlwas5vcmc",), r"pypi-AgEIcHlwaS5vcmc(?P<value>[A-Za-z0-9_-]{50,})"),
+    ("NuGet API key", ("oy2",), r"(?<![A-Za-z0-9])oy2(?P<value>[a-z0-9]{43})(?![A-Za-z0-9])"),
+    ("Heroku token", ("hrku-",), r"HRKU-AA(?P<value>[0-9A-Za-z_-]{58})"),
     ("Docker Hub token", ("dckr_pat_",), r"dckr_pat_(?P<value>[A-Za-z0-9_-]{27,})"),
     ("HashiCorp Vault token", ("hvs.", "hvb."), r"(?<![A-Za-z0-9])hv[sb]\.(?P<value>[A-Za-z0-9_-]{24,})"),
+    ("Terraform Cloud token", ("atlasv1",), r"[A-Za-z0-9]{14}\.atlasv1\.(?P<value>[A-Za-z0-9_=-]{60,70})"),
     ("Databricks token", ("dapi",), r"(?<![A-Za-z0-9])dapi(?P<value>[a-f0-9]{32})(?![0-9A-Za-z])"),
     ("Postman API key", ("pmak-",), r"PMAK-(?P<value>[a-f0-9]{24}-[a-f0-9]{34})"),
     ("Linear API key", ("lin_api_",), r"lin_api_(?P<value>[A-Za-z0-9]{40})"),
     ("Atlassian API token", ("atatt3",), r"ATATT3(?P<value>[A-Za-z0-9_=-]{100,})"),
-    ("Doppler token", ("dp.",), r"(?<![A-Za-z0-9])dp\.(?:pt|st|sa|ct|scim|audit)\.(?P<value>[A-Za-z0-9]{40,})"),
+    ("Doppler token", ("dp.",),
+     r"(?<![A-Za-z0-9])dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{2,35}\.)?(?P<value>[A-Za-z0-9]{40,})"),
+    ("Contentful token", ("cfpat-",), r"CFPAT-(?P<value>[A-Za-z0-9_-]{43})"),
+    ("Asana token", (":",), r"(?<![0-9/])[12]/[0-9]{15,17}(?:/[0-9]{15,17})?:(?P<value>[0-9a-f]{32})(?![0-9A-Za-z])"),
+    ("Tavily API key", ("tvly-",), r"tvly-(?:[a-z]{2,4}-)?(?P<value>[A-Za-z0-9]{30,})"),
     ("Grafana token", ("glsa_", "glc_"),
      r"(?:glsa_(?P<value>[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})|glc_[A-Za-z0-9+/]{32,}={0,2})"),
     ("New Relic key", ("nrak-",), r"NRAK-(?P<value>[A-Z0-9]{27})"),
@@ -260,32 +296,170 @@ _CREDENTIAL_PATTERNS = (
     ("PlanetScale token", ("pscale_",), r"pscale_(?:tkn|pw|oauth)_(?P<value>[A-Za-z0-9_.-]{32,})"),
     ("Fly.io token", ("fo1_",), r"fo1_(?P<value>[A-Za-z0-9_-]{40,})"),
     ("Sentry token", ("sntrys_", "sntryu_"), r"sntry[su]_(?P<value>[A-Za-z0-9+/=_-]{40,})"),
-    # The generic rule: a secret-like word, at most a few characters of an
-    # identifier after it (DB_PASSWORD, api_key_v2), an operator, a colon, "is"
-    # or a space, then a value; generic_value_is_secret judges the value.
-    ("secret after a secret-like word", ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential"),
-     r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)"
-     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key)[\w.-]{0,24}?"
-     r"(?P<operator>[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*|[ \t]+)[\"'`]?"
-     r"(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
+    ("Pulumi token", ("pul-",), r"(?<![A-Za-z0-9])pul-(?P<value>[a-f0-9]{40})"),
+    ("1Password service account token", ("ops_eyj",), r"ops_eyJ(?P<value>[A-Za-z0-9+/]{250,}={0,3})"),
+    ("Airtable token", ("pat",), r"(?<![A-Za-z0-9])pat[A-Za-z0-9]{14}\.(?P<value>[a-f0-9]{64})"),
+    ("Dynatrace token", ("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.(?P<value>[A-Za-z0-9]{64})"),
+    ("EasyPost key", ("ezak", "eztk"), r"EZ[AT]K(?P<value>[A-Za-z0-9]{54})"),
+    ("Brevo key", ("xkeysib-",), r"xkeysib-[a-f0-9]{64}-(?P<value>[A-Za-z0-9]{16})"),
+    ("Octopus Deploy key", ("api-",), r"(?<![A-Za-z0-9])API-(?P<value>[A-Z0-9]{26})(?![A-Za-z0-9])"),
+    ("Clojars token", ("clojars_",), r"(?i:CLOJARS_)(?P<value>[a-z0-9]{60})"),
+    ("Artifactory key", ("akcp",), r"(?<![A-Za-z0-9])AKCp(?P<value>[A-Za-z0-9]{69})"),
+    ("Sourcegraph token", ("sgp_",), r"sgp_(?:[a-fA-F0-9]{16}_|local_)?(?P<value>[a-fA-F0-9]{40})"),
+    ("Cloudflare origin CA key", ("v1.0-",), r"v1\.0-[a-f0-9]{24}-(?P<value>[a-f0-9]{146})"),
+    # A base58 private key in wallet import format: 5H, 5J or 5K and 49 more, or K or L and 51.
+    ("Bitcoin private key", ("5h", "5j", "5k", "k", "l"),
+     r"(?<![A-Za-z0-9])(?P<random>5[HJK][1-9A-HJ-NP-Za-km-z]{49}|[KL][1-9A-HJ-NP-Za-km-z]{51})(?![A-Za-z0-9])"),
+    ("Shippo token", ("shippo_",), r"shippo_(?:live|test)_(?P<value>[a-fA-F0-9]{40})"),
+    ("ReadMe key", ("rdme_",), r"rdme_(?P<value>[a-z0-9]{70})"),
+    ("Frame.io token", ("fio-u-",), r"fio-u-(?P<value>[A-Za-z0-9_=-]{64})"),
+    ("Duffel token", ("duffel_",), r"duffel_(?:test|live)_(?P<value>[A-Za-z0-9_=-]{43})"),
+    ("Typeform token", ("tfp_",), r"tfp_(?P<value>[A-Za-z0-9_=.-]{59})"),
+    ("Infracost key", ("ico-",), r"(?<![A-Za-z0-9])ico-(?P<value>[A-Za-z0-9]{32})"),
+    ("Prefect key", ("pnu_",), r"pnu_(?P<value>[A-Za-z0-9]{36})"),
+    ("CircleCI token", ("ccipat_",), r"CCIPAT_(?P<value>[A-Za-z0-9]{20,24}_[a-f0-9]{40})"),
+    ("Bitbucket app password", ("atbb",), r"(?<![A-Za-z0-9])ATBB(?P<random>[A-Za-z0-9_=.-]{28,})"),
+    ("Plaid access token", ("access-",),
+     r"access-(?:sandbox|development|production)-(?P<value>" + _UUID_SHAPE + ")"),
+    ("Google OAuth refresh token", ("1//0",), r"(?<![A-Za-z0-9/])1//0(?P<value>[A-Za-z0-9_-]{40,})"),
+    ("Salesforce session token", ("00d",), r"(?<![A-Za-z0-9])00D[A-Za-z0-9]{12,15}!(?P<value>[A-Za-z0-9_.]{60,})"),
+    ("Amazon MWS key", ("amzn.mws.",), r"amzn\.mws\.(?P<value>" + _UUID_SHAPE + ")"),
+    ("LaunchDarkly SDK key", ("sdk-",),
+     r"(?<![A-Za-z0-9-])sdk-(?P<value>" + _UUID_SHAPE + ")"),
+    ("SMTP login", ("auth ",), r"\bAUTH[ \t]+(?:PLAIN|LOGIN)[ \t]+(?P<value>[A-Za-z0-9+/]{12,}={0,2})"),
+    # An htpasswd line: a user, a colon and a password hash in crypt's $id$ form.
+    ("password hash of an htpasswd line", (":$",),
+     r"(?<![\w$])[\w.@-]{1,64}:(?P<value>\$(?:apr1|2[abxy]?|1|5|6|argon2id?)\$[^\s:]{20,})"),
+    ("TOTP secret", ("otpauth://",),
+     r"otpauth://[th]otp/[^\s?]*\?(?:[^\s#]*&)?secret=(?P<value>[A-Za-z2-7]{16,})"),
+    # A token after a vendor's short prefix (hst_, zpk_live_); pk_ and pub_ mark publishable keys.
+    ("token with a vendor prefix", ("_",),
+     r"(?<![A-Za-z0-9_.-])(?!pk_|pub_|pubkey_|public_)[A-Za-z][A-Za-z0-9]{1,7}_(?:[A-Za-z]{2,8}_)?"
+     r"(?P<random>[A-Za-z0-9]{30,})(?![A-Za-z0-9_])"),
+    ("token with a vendor prefix", ("-",),
+     r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
 )
-_GENERIC_PATTERN = _CREDENTIAL_PATTERNS[-1][2]
-# Every marker once (may_hold_credential looks for each of them).
-_CREDENTIAL_MARKERS = tuple(dict.fromkeys(marker for _, markers, _ in _CREDENTIAL_PATTERNS for marker in markers))
+# Words for a password, a PIN or a door code in the common languages; the short
+# ones must stand alone (spin, pinned and "pwdx" are not).  A context rule for
+# them is tried only when the lower-cased text holds one of the markers after.
+_PASSWORD_WORDS = (
+    r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
+    r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
+    r"密码|密碼|비밀번호|암호|"
+    r"(?<![^\W\d_])(?:pwd|pw|pass|pin(?:[ -]?code)?|clave|mdp|senha|has[łl]o|heslo|[şs]ifre|parol[aă]|"
+    r"(?:door|gate|alarm|access|entry|unlock|lock|safe|security|keypad) ?code|(?:wi-?fi|wlan|network|wpa2?) key|psk)"
+    r"(?![^\W\d_]))"
+)
+_PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
+                     "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
+                     "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
+# The words that may stand between such a word and its value: "is", a colon,
+# an equals sign, an arrow, a table's bar, and their counterparts in the same languages.
+_PASSWORD_OPERATOR = (
+    r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
+    r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*\*{0,2}[ \t]*"
+)
+_CONTEXT_PATTERNS = (
+    # A value after a password word, maybe a few words later ("the password
+    # for the shared mailbox is ..."), or right after it with a space.
+    ("secret after a word naming it", _PASSWORD_MARKERS,
+     r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<ident>[\w.-]{0,24}?)"
+     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,6}?" + _PASSWORD_OPERATOR + r")"
+     r"[\"'`“„«]?(?P<secret>[^\s\"'`<>;()“”«»]{4,64})"),
+    ("secret after a word naming it", _PASSWORD_MARKERS,
+     r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<operator>[ \t]+)(?P<secret>[^\s\"'`<>;()]{4,64})"),
+    # user / password: after an e-mail address, or after a login name with a
+    # spaced slash (a path has none), or after a common login with a bare one.
+    ("user and secret pair", ("@",),
+     r"(?<![\w.+/-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+[ \t]*[/:|,][ \t]*(?![0-9]{1,5}(?:/|\s|$))(?P<pair>[^\s,;]{6,64})"),
+    # A .pgpass line: host:port:database:user:password.
+    ("user and secret pair", (":",), r"(?<![\w.:-])[\w.-]+:[0-9]{2,5}:[\w*.-]+:[\w*.@-]+:(?P<pair>[^\s:]{6,64})"),
+    ("user and secret pair", ("/", ":"),
+     r"(?<![\w/.:-])(?:[A-Za-z][\w.-]{1,30}(?:[ \t]+/[ \t]*|[ \t]*/[ \t]+)"
+     r"|(?i:admin|administrator|root|guest|sa|postgres|pi|ubuntu|operator|superuser)[/:])(?P<pair>[^\s/,;]{6,64})"),
+    # A password on a command line: mysql -pSECRET, ldapsearch -w, sshpass -p,
+    # redis-cli -a, docker login -p, and any --password or --token option.
+    ("secret on a command line", ("mysql", "mariadb"),
+     r"\b(?:mysql|mariadb)[\w-]*[^\n|;&]*?(?<!\S)-p(?P<secret>[^\s\"'-][^\s\"']{3,})"),
+    ("secret on a command line", ("ldap",), r"\bldap\w+[^\n|;&]*?(?<!\S)-w[ \t]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("sshpass",), r"\bsshpass[ \t]+-p[ \t]*[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("redis-cli",),
+     r"\bredis-cli\b[^\n|;&]*?(?<!\S)-a[ \t]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("login",),
+     r"\b(?:docker|podman|helm|buildah|skopeo|oras|nerdctl)\b[^\n|;&]*?\blogin\b[^\n|;&]*?"
+     r"(?<!\S)(?:-p|--password)[ \t=]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("--",),
+     r"(?i)(?<!\S)--(?:password|passwd|pass|pwd|secret|token|api-?key|auth-token|access-token|client-secret)"
+     r"[ \t=]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("HTTP basic authorization", ("basic",),
+     r"(?i:authorization)[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+(?P<value>[A-Za-z0-9+/]{8,}={0,2})"),
+    # A base32 seed after a word for one, and recovery codes after theirs.
+    ("TOTP secret", ("totp", "2fa", "mfa", "otp", "authenticator"),
+     r"(?i:totp|2fa|mfa|otp|authenticator)[\w -]{0,20}?(?i:seed|secret|key)\b[^\n:=]{0,40}?"
+     r"(?:[:=]|\b(?i:is)\b)[ \t]*(?P<value>(?=[A-Za-z2-7 ]*[2-7])(?:[A-Z2-7]{16,}|[a-z2-7]{16,}"
+     r"|(?:[A-Z2-7]{4} ){3,}[A-Z2-7]{4}))(?![A-Za-z0-9])"),
+    ("recovery codes", ("code",),
+     r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)?"
+     r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?"
+     r"(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?)+)"),
+    # The general rule: a secret-like word, at most a few characters of an
+    # identifier after it (DB_PASSWORD, api_key_v2), maybe a few words, an
+    # operator, a colon or "is", or just a space, then a value;
+    # generic_value_is_secret judges the value.  Public, publishable and site
+    # keys are public.
+    ("secret after a secret-like word",
+     ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
+     r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
+     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key|ssws)"
+     r"(?P<ident>[\w.-]{0,24}?)"
+     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,5}?"
+     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|\?=|->|→|[:=|]|\bis\b)[ \t]*\*{0,2}[ \t]*"
+     r"|[ \t]+)[\"'`]?(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
+)
+_CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
+    (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
+# The cheap first look: most notes show none of these and stop there, while
+# the secrets the rules above find show one.  A digit beside a letter, a
+# lower-case letter followed by a capital, sixteen capitals and digits in a
+# row, or a symbol between letters, found by one search that starts only at a
+# digit, a capital or a symbol (prose has few); then, in the lower-cased text,
+# "://" or a word for a password, or a PIN or code word a little before four
+# digits.  Each is a substring test, so a text and effect joined hold every
+# one that either holds.
+_FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
+                                r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
+_FIRST_LOOK_WORDS = ("://", "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
+                     "hasło", "heslo", "adgangsk", "salasana", "jelsz", "sifre", "şifre", "пароль", "lösenord",
+                     "κωδικ", "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호")
+_FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # A key written in groups: runs of three or more short pieces joined by single
-# spaces (also no-break or thin ones) or hyphens ("AKIA IOSF ODNN ..."); find_credential also looks at each
-# such run with its separators taken out.
+# spaces (also no-break or thin ones) or hyphens ("AKIA IOSF ODNN ..."), and
+# runs of pieces of a key's characters joined by spaces ("sk-p roj- Ab12 ...");
+# find_credential also looks at each such run with its separators taken out.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
+_SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
 # Words that stand in for a password in documentation (https://user:pass@host).
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
 # Lower-case pieces that mark a value as a stand-in, not a secret.
 _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
+# The start of an SSH public key's base64 body: the length and name of its
+# type (ssh-..., ecdsa-..., sk-...), which a private key never begins with.
+_SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
+_EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+# Names of algorithms and protocols that look like a password with a digit (argon2id, sha256, oauth2).
+_ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
+                   r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
+# Keys and tokens that open nothing: a cache key, a page token (before the
+# word), and a value that names, measures or describes one (after it: key id, token type).
+_KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
+                           r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
+                           r"next|design|site)[ _-]?$")
+_KEY_DESCRIPTION = (r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
+                    r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
 # Shannon entropy, in bits per character, below which a value after a
-# secret-like word is taken for a pattern, not a random secret.  Chosen from
-# the corpora of tests/fixtures/credentials: the 66 secret values of 16 or more
-# characters that the generic rule meets score 3.53 to 5.56 (median 4.69); the
-# near-misses that reach this test score 2.32 and 2.57 (1111222233334444aaaa).
+# secret-like word is taken for a pattern, not a random secret: a repeated
+# short pattern (1111222233334444aaaa) scores below 3, a random key above it.
 _GENERIC_ENTROPY_THRESHOLD = 3.0
 
 
@@ -438,19 +612,17 @@ def _marker_alternation(markers) -> str:
     return branches[0] if len(branches) == 1 else "(?:%s)" % "|".join(branches)
 
 
-# One search for every marker, in the lower-cased text (see may_hold_credential).
-_CREDENTIAL_MARKER_SEARCH = re.compile(_marker_alternation(_CREDENTIAL_MARKERS)).search
+_FIRST_LOOK_WORD_SEARCH = re.compile(_marker_alternation(_FIRST_LOOK_WORDS)).search
 
 
 def _may_hold_credential(text: str) -> bool:
-    """Whether the text holds one of CREDENTIAL_MARKERS, in any case; most texts hold none, and stop here.
-
-    Every line a reader reads passes here, so on a long log verify's time
-    once went mostly to this.  On a typical note this search of the
-    lower-cased text took 1.1 us; the plain form, any(marker in text.lower()
-    for marker in CREDENTIAL_MARKERS), 19 us; one flat alternation of the
-    markers 4.1 us, and 31 us with re.IGNORECASE.  All of them answer the same."""
-    return _CREDENTIAL_MARKER_SEARCH(text.lower()) is not None
+    """Whether the text passes the first look (told above FIRST_LOOK_SHAPES), which every line a reader
+    reads goes through before any pattern."""
+    if _FIRST_LOOK_SHAPES(text):
+        return True
+    lowered = text.lower()
+    return (_FIRST_LOOK_WORD_SEARCH(lowered) is not None
+            or (("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered) is not None))
 
 
 def _shannon_entropy(value: str) -> float:
@@ -463,10 +635,17 @@ def _shannon_entropy(value: str) -> float:
 
 
 def _is_placeholder(value: str) -> bool:
-    """Whether the value is a stand-in for a secret: it names itself one, repeats a character, or hardly varies."""
+    """Whether the value is a stand-in for a secret: it names itself one, is mostly one character, or hardly varies."""
     lowered = value.lower()
-    return (any(word in lowered for word in _PLACEHOLDER_WORDS) or re.search(r"(.)\1{5}", value) is not None
-            or _shannon_entropy(value) < 2.0)
+    repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
+    return (any(word in lowered for word in _PLACEHOLDER_WORDS) or _shannon_entropy(value) < 2.0
+            or repeated is not None and len(repeated.group()) * 4 >= len(value))
+
+
+def _is_date_or_uuid(value: str) -> bool:
+    """Whether the value is a UUID, a date or a time."""
+    return re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+                        r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value) is not None
 
 
 def _is_word_like(value: str) -> bool:
@@ -474,26 +653,52 @@ def _is_word_like(value: str) -> bool:
     case, capitals or CamelCase, maybe with a short number: oauth2, Ec2Instance) or all digits
     (refresh-token-rotation, DB_PASSWORD_FILE, v2.3.1, customer_id#2026, RefreshTokenPolicy), or a
     UUID, a date or a time."""
-    if re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-                    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value):
-        return True  # a UUID, a date or a time
+    if _is_date_or_uuid(value):
+        return True
     pieces = [piece for piece in re.split(r"[-_./#:&=@+,]+", value) if piece]
-    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+"
+    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+[A-Za-z]{0,2}"
     return all(re.fullmatch(word, piece) for piece in pieces)
+
+
+def _reads_as_words(value: str) -> bool:
+    """Whether the value's runs of letters read as words: each of three or more letters holds a vowel, and
+    at most half are one or two letters long (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
+    runs = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)
+    return (all(re.search("[aeiouyAEIOUY]", run) for run in runs if len(run) >= 3)
+            and sum(len(run) <= 2 for run in runs) * 2 <= len(runs))
+
+
+def _looks_random(value: str) -> bool:
+    """Whether the value mixes upper case, lower case and digits with the spread of random text."""
+    return (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+            and _shannon_entropy(value) >= 3.5 and not _is_placeholder(value))
+
+
+def _is_stand_in(value: str) -> bool:
+    """Whether a value after a key or password word is a stand-in, a reference, a path or a URL, not a secret."""
+    return (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../"))
+            or value.lower() in _PLACEHOLDER_PASSWORDS or _is_placeholder(value))
 
 
 def _generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
     """Whether the value after a secret-like word looks like a secret rather than prose, a path or a stand-in.
 
     A value of 16 characters or more must look random: high entropy, not
-    words, and a digit in it or case changing as often as random text does.
-    A shorter one counts only after a password word and an operator
+    words, and a digit in it or case changing as often as random text does;
+    a UUID counts after a word for a token, a secret or an API key.  A shorter
+    one counts only after a password word and an operator
     (password=Summer2024!), when it holds a digit or a symbol beside letters."""
     value = value.rstrip(".:!?")
-    # A stand-in, a URL, a path, a name with a scheme (arn:aws:..., sha256:...), an SSH public key's body.
-    if (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../", "AAAA"))
-            or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value) or _is_placeholder(value)
-            or _is_word_like(value)):
+    # A stand-in, a name with a scheme (arn:aws:..., sha256:...), a publishable key, an SSH public key's body.
+    if (_is_stand_in(value) or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value)
+            or re.search(r"(?i)fingerprint|checksum|digest|(?:sha[0-9]*|md5)[:=]\s*$", operator)
+            or value.startswith(("pk_", "pk.", "pub_")) or re.match(_SSH_PUBLIC_KEY_BODY, value)
+            or re.fullmatch(r"6L[A-Za-z0-9_-]{38}", value) and "secret" not in before.lower()
+            or re.fullmatch(r"0x(?:[0-9A-Fa-f]{8}){1,2}", value)):
+        return False  # a reCAPTCHA key is public unless named its secret; 0x and 8 or 16 hex digits, a key id
+    if re.fullmatch(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
+        return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
+    if _is_word_like(value):
         return False
     # A digest named as one just before the word (commit key: <40 hex>, the sha256 of the key is ...).
     if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
@@ -511,42 +716,142 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
     return any(character.isdigit() for character in value) or case_changes * 3 >= len(value)
 
 
+def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
+    """Whether the value after a password, PIN or code word (or on a command line) looks like a password.
+
+    explicit says an operator stood between them ("is", ":", "="), not just a
+    space.  Digits count after a PIN or code word; a passphrase may be words
+    joined by hyphens; otherwise letters with a digit or a symbol, not a word,
+    a name, a date, a path, an algorithm or a stand-in."""
+    value = value.rstrip(".,:!?)]}")
+    lowered = keyword.lower()
+    if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in, a year after a space
+        return (len(value.rstrip("#")) >= (4 if "pin" in lowered or "code" in lowered or not lowered.isascii()
+                                           else 6) and len(set(value.rstrip("#"))) > 1
+                and (explicit or not re.fullmatch(r"(?:19|20)[0-9]{2}", value)))
+    if _is_stand_in(value) or re.fullmatch(_EMAIL_ADDRESS, value):
+        return False
+    if "phrase" in lowered and explicit and re.fullmatch(r"(?i)[a-z]{3,}(?:[-_. ][a-z0-9]+){2,}", value):
+        return True
+    letters = any(c.isalpha() for c in value)
+    others = any(not c.isalpha() for c in value)
+    if (len(value) < 6 or not letters or _is_date_or_uuid(value) or re.search(_ALGORITHM_NAME, value)
+            or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # a duration or a size: 90days, 16chars
+        return False
+    if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:", never after a bare space
+        return explicit and any(c.isdigit() for c in value) and not value.isupper() and value.count("_") < 2
+    case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper())
+    return others or (explicit and len(value) >= 8 and case_changes >= 3)
+
+
+def _pair_is_secret(value: str) -> bool:
+    """Whether the value after a user and a slash (or an e-mail address and a colon) looks like a password."""
+    value = value.rstrip(".,:!?)]}")
+    return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
+            and any(c.isalpha() for c in value) and any(not c.isalpha() for c in value)
+            and not (_is_word_like(value) and _reads_as_words(value)) and not re.search(_ALGORITHM_NAME, value))
+
+
+def _codes_are_secret(codes: str) -> bool:
+    """Whether a list after a word for recovery codes holds codes: two or more, with digits, not words."""
+    pieces = [piece for piece in re.split(r"[\s,;]+", codes) if piece]
+    return (len(pieces) >= 2 and sum(any(c.isdigit() for c in piece) for piece in pieces) * 2 >= len(pieces)
+            and not any(piece.isalpha() and piece.islower() for piece in pieces))
+
+
 def _credential_match_is_real(match) -> bool:
     """Whether a pattern's match is a credential, not a documented example or a placeholder.
 
-    What each named group must pass is told above CREDENTIAL_PATTERNS."""
+    What each named group must pass is told above VENDOR_PATTERNS."""
     groups = match.groupdict()
+    following = match.string[match.end():match.end() + 1]
     if groups.get("password") is not None:
         user, password = groups["user"], groups["password"]
         return not (password.lower() in _PLACEHOLDER_PASSWORDS or password == user
                     or user.lower() == "anonymous" or _is_placeholder(password))
     if groups.get("generic") is not None:
-        before = match.string[max(0, match.start() - 24):match.end("keyword")]
-        return _generic_value_is_secret(groups["keyword"], groups["operator"], groups["generic"], before)
+        before = match.string[max(0, match.start() - 40):match.end("keyword")]
+        if (re.search(_KEY_THAT_OPENS_NOTHING, match.string[max(0, match.start() - 24):match.start()])
+                or re.search(_KEY_DESCRIPTION, groups["ident"] + groups["operator"])):
+            return False
+        return following != "(" and _generic_value_is_secret(groups["keyword"], groups["operator"],
+                                                             groups["generic"], before)
+    if groups.get("secret") is not None:
+        explicit = groups.get("operator") is None or not groups["operator"].isspace()
+        return following != "(" and _password_value_is_secret(groups.get("keyword") or "password",
+                                                               groups["secret"], explicit)
+    if groups.get("pair") is not None:
+        return _pair_is_secret(groups["pair"])
+    if groups.get("codes") is not None:
+        return _codes_are_secret(groups["codes"])
+    if groups.get("random") is not None:
+        return _looks_random(groups["random"])
     return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
-def _credential_kind_in(text: str, generic: bool = True, across: int | None = None) -> str | None:
+def _patterns_by_marker() -> dict:
+    """Marker -> the indexes of the CREDENTIAL_PATTERNS that name it."""
+    by_marker = {}
+    for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS):
+        for marker in markers:
+            by_marker.setdefault(marker, []).append(index)
+    return by_marker
+
+
+# Which patterns each marker calls for, and those tried whatever the text holds.
+_PATTERNS_BY_MARKER = _patterns_by_marker()
+_PATTERNS_WITHOUT_MARKERS = tuple(index for index, rule in enumerate(_CREDENTIAL_PATTERNS) if not rule[1])
+
+
+def _patterns_to_try(lowered: str) -> list:
+    """The indexes, in order, of the CREDENTIAL_PATTERNS whose markers the lower-cased text holds.
+
+    Each distinct marker is looked for once (PATTERNS_BY_MARKER), not once
+    for every pattern that names it."""
+    found = set(_PATTERNS_WITHOUT_MARKERS)
+    for marker, indexes in _PATTERNS_BY_MARKER.items():
+        if marker in lowered:
+            found.update(indexes)
+    return sorted(found)
+
+
+def _credential_kind_in(text: str, context: bool = True, across: int | None = None) -> str | None:
     """The kind of the first credential one of CREDENTIAL_PATTERNS finds in the text as it stands, or None.
 
-    With across, only a match that runs over that position counts (a key
-    split between two fields joined there)."""
-    lowered = text.lower()
-    for kind, markers, pattern in _CREDENTIAL_PATTERNS:
-        if not generic and pattern is _GENERIC_PATTERN:
+    context False leaves out the context rules.  With across, only a match
+    that runs over that position counts (a key split between two fields
+    joined there).  A match that fails its checks is tried again one
+    character on, so that a failed "Authorization: Bearer" leaves the word
+    Bearer to be found."""
+    for index in _patterns_to_try(text.lower()):
+        kind, _, pattern, is_context = _CREDENTIAL_PATTERNS[index]
+        if is_context and not context:
             continue
-        if any(marker in lowered for marker in markers):
-            for match in re.finditer(pattern, text):
-                if (across is None or match.start() < across < match.end()) and _credential_match_is_real(match):
-                    return kind
+        search = re.compile(pattern).search
+        match = search(text)
+        while match:
+            if (across is None or match.start() < across < match.end()) and _credential_match_is_real(match):
+                return kind
+            match = search(text, match.start() + 1)
     return None
 
 
 def _join_key_groups(run) -> str:
-    """A GROUPED_RUN match with its spaces and hyphens taken out, unless half its pieces are lower-case words."""
-    pieces = re.split(_GROUP_SEPARATOR, run.group())
+    """A run of groups with its separators taken out, unless half its pieces are lower-case words."""
+    pieces = [piece for piece in re.split(_GROUP_SEPARATOR + "+", run.group()) if piece]
     words = sum(1 for piece in pieces if piece.isalpha() and piece.islower())
-    return run.group() if words * 2 >= len(pieces) else "".join(pieces)
+    return run.group() if words * 2 >= len(pieces) else re.sub(
+        "[ \t\u00a0\u2009\u202f]" if run.re.pattern == _SPACED_RUN else _GROUP_SEPARATOR, "", run.group())
+
+
+def _joined_kind_in(text: str) -> str | None:
+    """The kind of key a run of groups in the text holds once joined (vendor formats only), or None."""
+    for run in (_GROUPED_RUN, _SPACED_RUN):
+        joined = re.sub(run, _join_key_groups, text)
+        kind = _credential_kind_in(joined, context=False) if joined != text else None
+        if kind:
+            return kind
+    return None
 
 
 def _find_credential(text: str) -> str | None:
@@ -557,13 +862,9 @@ def _find_credential(text: str) -> str | None:
     removes invisible characters first, so that a key split by them is still found."""
     if not _may_hold_credential(text):
         return None
-    kind = _credential_kind_in(text)
-    if kind:
-        return kind
-    # The generic rule is left out of the joined text, and a run of mostly
+    # The context rules are left out of the joined text, and a run of mostly
     # lower-case words is prose, left as it is: joining prose makes long words, not secrets.
-    joined = re.sub(_GROUPED_RUN, _join_key_groups, text)
-    return _credential_kind_in(joined, generic=False) if joined != text else None
+    return _credential_kind_in(text) or _joined_kind_in(text)
 
 
 def _character_class(codes) -> str:
@@ -606,9 +907,9 @@ def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
     # Joined as they are and with a space between, a match counting only when
     # it runs over the seam; then with the groups of a key in groups joined
     # (neither field alone holds that key, as signal_problem found before).
-    kind = (_credential_kind_in(text + effect, generic=False, across=len(text))
+    kind = (_credential_kind_in(text + effect, context=False, across=len(text))
             or _credential_kind_in(text + " " + effect, across=len(text))
-            or _credential_kind_in(re.sub(_GROUPED_RUN, _join_key_groups, text + " " + effect), generic=False))
+            or _joined_kind_in(text + " " + effect))
     if kind:
         return "credential", "and effect together seem to hold a credential (%s) split between them" % kind
     return None
