@@ -2126,21 +2126,22 @@ class Session:
             meta = _open_session_for_writing(folder)
             return _append_signal(folder, meta, signal)
 
-    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None) -> dict:
-        """The last records, oldest first, filtered by types, since, until and grep.
+    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
+             compact=False) -> dict:
+        """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
 
-        The receipt's superseded lists the ids a later note superseded."""
+        The receipt's superseded lists the ids a later note superseded; with grep, more (or more_at_least)
+        counts the matches left out; compact gives each record as compact_record does."""
         limit = _check_limit(limit)
         since, until = _parse_time_filter(since, "since"), _parse_time_filter(until, "until")
         types = set([types] if isinstance(types, str) else types) if types else None
         for note_type in types or ():
             _check_choice("type", note_type, NOTE_TYPES)
-        needle = _grep_needle(grep)
+        pattern = _grep_pattern(grep)
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
         log_path = os.path.join(folder, _LOG_NAME)
-        # Warnings past the listed ones are only counted.
-        records, warnings, warning_count, superseded = [], [], 0, _SupersededSeen()
+        walk = _TailWalk(limit, lambda record: _tail_keeps(record, types, since, until, pattern))
         descriptor, size, in_flight = _log_view(folder)
         if descriptor is None:
             import io  # already loaded by the interpreter itself
@@ -2148,43 +2149,36 @@ class Session:
             handle = io.BytesIO()  # no log yet
         else:
             handle = open(descriptor, "rb")
-        end, kept_bytes, cut_short = size, 0, False
         with handle:
-            for offset, value, problems in _BackwardScan(handle, size, meta["session_id"], in_flight):
-                if len(records) >= limit:
-                    break
-                line_bytes, end = end - offset, offset
-                record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
-                for kind, detail in problems:  # never echo an id that is no note id
-                    where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
-                    warning_count += 1
-                    if len(warnings) < _WARNINGS_LISTED:
-                        warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
-                if value is None or not _is_usable(problems):
-                    continue
-                superseded.meet(value)  # a note filtered out still supersedes
-                if _tail_keeps(value, types, since, until, needle):
-                    cut_short = bool(records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
-                    if cut_short:
-                        break
-                    kept_bytes += line_bytes
-                    records.append(value)
-        if cut_short:
-            warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB of log, "
-                               "the most one reply carries; ask for fewer records or a narrower time span"
-                               % (len(records), _TAIL_BYTES_LIMIT >> 20))
-        records.reverse()
-        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
-        superseded_ids = [record["id"] for record in records if superseded.was_superseded(record)]
+            scan = iter(_BackwardScan(handle, size, meta["session_id"], in_flight))
+            walk.take(scan, size)
+            if pattern is not None and not walk.cut_short:
+                walk.count_more(scan)
+        records = walk.records[::-1]
+        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path,
+                   "records": [_compact_record(record) for record in records] if compact else records}
+        superseded_ids = [record["id"] for record in records if walk.superseded.was_superseded(record)]
         if superseded_ids:
             receipt["superseded"] = superseded_ids
-        return _with_warnings(receipt, _bounded_warnings(warnings, warning_count))
+        if walk.more:
+            receipt["more" if walk.more_complete else "more_at_least"] = walk.more
+        receipt = _with_warnings(receipt, _bounded_warnings(walk.warnings, walk.warning_count))
+        return _CompactReceipt(receipt) if compact else receipt
 
-    def show(self, *, note_id) -> dict:
-        """One note and its chain, or its gate's updates; the notes about it."""
+    def show(self, *, note_id, compact=False) -> dict:
+        """One note and its chain, or its gate's updates; the notes about it; compact: each record compacted."""
         note_id = _command_note_id("show", note_id)
         folder = _resolve_folder(self.folder)
-        return _show_note(folder, _require_session(folder), note_id)
+        receipt = _show_note(folder, _require_session(folder), note_id)
+        if not compact:
+            return receipt
+        for key in ("record", "gate"):
+            if key in receipt:
+                receipt[key] = _compact_record(receipt[key])
+        for key in ("updates", "settled_by", "replaces", "replaced_by", "about"):
+            if key in receipt:
+                receipt[key] = [_compact_record(record) for record in receipt[key]]
+        return _CompactReceipt(receipt)
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
@@ -2266,8 +2260,8 @@ class Session:
             count = reader.total
             warnings = reader.warnings()
             if markdown:
-                chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts,
-                                          reader.problem_count, warnings)
+                chunks = _markdown_export(reader, meta, count, (by_type, first_ts, last_ts),
+                                          reader.problem_count, warnings, _recap_history(reader)[3])
             else:
                 chunks = _json_export(reader, meta, count)
             refusal = "cannot write %s (%s); choose another --output"
@@ -2623,23 +2617,79 @@ def _find_duplicate_batch(tail, signals, session_id, log_path):
     return None
 
 
-def _grep_needle(text):
-    """tail's grep text casefolded, or None; a blank one is refused."""
+def _grep_pattern(text):
+    """tail's grep words as a pattern for a casefolded text: each word whole, in order; None without grep."""
     if text is None:
         return None
-    if not text.strip():
+    words = text.casefold().split()
+    if not words:
         raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
                          "--grep 'email'")
-    return text.casefold()
+    return re.compile(r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)")
 
 
-def _tail_keeps(record, types, since, until, needle) -> bool:
+def _tail_keeps(record, types, since, until, pattern) -> bool:
     return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
-            and (until is None or record["ts"] < until) and (needle is None or _holds_needle(record, needle)))
+            and (until is None or record["ts"] < until) and (pattern is None or _holds_words(record, pattern)))
 
 
-def _holds_needle(record, needle):
-    return needle in record["text"].casefold() or needle in record.get("effect", "").casefold()
+def _holds_words(record, pattern):
+    return bool(pattern.search(record["text"].casefold()) or pattern.search(record.get("effect", "").casefold()))
+
+
+# The fields of a record's compact form, after id, type and text: what it says and links, not its stamps.
+_COMPACT_FIELDS = ("effect", "ref", "status", "provenance", "evidence", "about", "by")
+
+
+def _compact_record(record) -> dict:
+    """A record without its time, session, seq, batch place and checksum."""
+    compact = {"id": record["id"], "type": record["type"], "text": record["text"]}
+    compact.update((key, record[key]) for key in _COMPACT_FIELDS if key in record)
+    return compact
+
+
+class _TailWalk:
+    """tail's walk back from the end: the records kept, the warnings of the lines read, the matches left out."""
+
+    def __init__(self, limit, keeps):
+        self.limit, self.keeps = limit, keeps
+        self.records, self.warnings, self.warning_count = [], [], 0
+        self.superseded, self.cut_short, self.more, self.more_complete = _SupersededSeen(), False, 0, True
+
+    def take(self, scan, end):
+        """Read back from `end` until `limit` records are kept, or a reply's byte bound is reached."""
+        kept_bytes = 0
+        for offset, value, problems in scan:
+            line_bytes, end = end - offset, offset
+            record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
+            for kind, detail in problems:  # never echo an id that is no note id
+                where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
+                self.warning_count += 1
+                if len(self.warnings) < _WARNINGS_LISTED:
+                    self.warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
+            if value is None or not _is_usable(problems):
+                continue
+            self.superseded.meet(value)  # a note filtered out still supersedes
+            if self.keeps(value):
+                self.cut_short = bool(self.records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
+                if self.cut_short:
+                    self.warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB "
+                                            "of log, the most one reply carries; ask for fewer records or a "
+                                            "narrower time span" % (len(self.records), _TAIL_BYTES_LIMIT >> 20))
+                    return
+                kept_bytes += line_bytes
+                self.records.append(value)
+                if len(self.records) >= self.limit:
+                    return
+
+    def count_more(self, scan):
+        """Count the further matches, up to LIMIT_MAX; lines read only for this raise no warnings."""
+        for _, value, problems in scan:
+            if value is not None and _is_usable(problems) and self.keeps(value):
+                self.more += 1
+                if self.more >= _LIMIT_MAX:
+                    self.more_complete = False
+                    return
 
 
 class _SupersededSeen:
@@ -2697,6 +2747,9 @@ def _show_chain(reader, note_id) -> dict:
         if back_skipped:
             not_listed["replaces"] = back_skipped
         receipt["replaced_by"] = found["replaced_by"]
+        reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
+        if reopening is not None:  # as recap lists it
+            receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
     receipt["about"] = found["about"]
     if not_listed:
         receipt["not_listed"] = not_listed
@@ -2887,8 +2940,9 @@ def _json_export(reader, meta, count):
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
 
-def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
-    """Yield the audit document; the figures come from the first pass."""
+def _markdown_export(reader, meta, count, figures, problem_count, warnings, reopened):
+    """Yield the audit document; the figures (by type, first and last ts) and reopened come from first passes."""
+    by_type, first_ts, last_ts = figures
     created = meta.get("created_at")
     lines = [
         "# Shaping session %s" % _visible(meta["session_id"], True),
@@ -2907,11 +2961,13 @@ def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_co
         if written == count:
             break
         written += 1
-        yield ("\n".join(_markdown_record(record)) + "\n").encode("utf-8")
+        yield ("\n".join(_markdown_record(record, reopened)) + "\n").encode("utf-8")
 
 
-def _markdown_record(record):
-    """One record of the audit document, as lines; its text cannot forge the document's structure."""
+def _markdown_record(record, reopened):
+    """One record of the audit document, as lines; its text cannot forge the document's structure.
+
+    reopened: the note that took up each discarded path again, by the discard's id."""
     labels = []
     if "effect" in record:
         first, *rest = _markdown_split(record["effect"])
@@ -2921,6 +2977,8 @@ def _markdown_record(record):
     for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
             labels.append("- %s: %s" % (key.capitalize(), record[key]))
+    if record["type"] == "discard" and record["id"] in reopened:
+        labels.append("- Reopened by: %s" % reopened[record["id"]])
     return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
             + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
             + (labels + [""] if labels else []))
@@ -4045,6 +4103,10 @@ class _Command:
         self.mcp_purpose = mcp_purpose
 
 
+_COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, status, provenance, evidence, "
+                 "about and by when present; no time, session, seq or checksum")
+
+
 # The one table: the parser, its --help, and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
@@ -4100,14 +4162,17 @@ _COMMANDS = {
                mcp_help="keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         _Option("--until", "until", "TS", "keep records before TS (same forms)",
                mcp_help="keep records before this time (same forms as since)"),
-        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds TEXT, whatever the case "
-               "(example: --grep 'email')", mcp_help="keep records whose text or effect holds this text, "
-               "whatever the case (example: email)"),
-    ], "python3 -S notes.py tail --limit 3 --type gate", "tail"),
+        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds the words of TEXT, whole and "
+               "in order, whatever the case; more then counts the matches left out (example: --grep 'email')",
+               mcp_help="keep records whose text or effect holds these words, whole and in order, whatever the "
+               "case; more then counts the matches left out (example: email)"),
+        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
+    ], "python3 -S notes.py tail --limit 3 --type gate --compact", "tail"),
     "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
                     "notes that settled them, the notes about it.", [
         _Option("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003"),
-    ], "python3 -S notes.py show n00003", "show"),
+        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
+    ], "python3 -S notes.py show n00003 --compact", "show"),
     "summary": _Command("Print the number of records by type and the last note.", [],
                        "python3 -S notes.py summary", "summary"),
     "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, closed gates with "
@@ -4496,7 +4561,8 @@ def _mcp_description(command, text):
 def _mcp_argument_schema(command, option):
     """The JSON Schema of one tool argument, from its Option: type, enum, description, default, limits."""
     extra = option.settings
-    schema = {"type": "integer" if extra.get("type") is int else "string"}
+    schema = {"type": "boolean" if extra.get("action") == "store_const" else
+              "integer" if extra.get("type") is int else "string"}
     if "choices" in extra:
         schema["enum"] = list(extra["choices"])
     if option.metavar == "NOTE_ID":
@@ -4575,9 +4641,12 @@ def _mcp_keywords(command, arguments):
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
         many = options[name].settings.get("action") == "append"
-        kind = "an integer" if options[name].settings.get("type") is int else "a string"
+        kind = ("true or false" if options[name].settings.get("action") == "store_const" else
+                "an integer" if options[name].settings.get("type") is int else "a string")
         for item in value if many and isinstance(value, list) else [] if value is None else [value]:
-            if not (isinstance(item, str) or kind == "an integer" and type(item) is int):
+            fits = (type(item) is bool if kind == "true or false" else
+                    isinstance(item, str) or kind == "an integer" and type(item) is int)
+            if not fits:
                 raise NotesError("argument %r of %s must be %s%s" % (
                     name, command, "a list of strings or " if many else "", kind))
     keywords = {name: option.settings.get("default") for name, option in options.items()}
