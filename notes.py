@@ -4466,8 +4466,8 @@ _MCP_INSTRUCTIONS = (
     "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
     "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk. "
     "Send a decision and the gate update it settles together, in one append_batch call.\n"
-    "Do not read the log every turn: call recap (then tail) only when the operator asks for a recap or "
-    "an export, on re-entry, or before synthesis.\n"
+    "Do not read the log every turn: call recap (then tail or show, with compact true) only when the "
+    "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
 # Added to the instructions only when the server has the contracts to serve.

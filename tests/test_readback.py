@@ -129,12 +129,17 @@ def test_mcp_tail_and_show_take_compact_as_a_boolean(written):
     lines = [json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call",
                          "params": {"name": name, "arguments": arguments}})
              for number, (name, arguments) in enumerate(calls, 1)]
-    lines.insert(0, json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}))
+    lines[:0] = [json.dumps({"jsonrpc": "2.0", "id": "start", "method": "initialize",
+                             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                        "clientInfo": {"name": "test", "version": "1"}}}),
+                 json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/list"})]
     completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder), "mcp"],
                                input=("\n".join(lines) + "\n").encode("utf-8"), capture_output=True, timeout=60)
 
     assert completed.returncode == 0, completed
-    listing, tail, show, wrong = [json.loads(line)["result"] for line in completed.stdout.decode().splitlines()]
+    started, listing, tail, show, wrong = [json.loads(line)["result"]
+                                           for line in completed.stdout.decode().splitlines()]
+    assert "then tail or show, with compact true" in started["instructions"]
     schemas = {tool["name"]: tool["inputSchema"]["properties"] for tool in listing["tools"]}
     assert schemas["tail"]["compact"]["type"] == schemas["show"]["compact"]["type"] == "boolean"
     assert tail["structuredContent"]["records"] == [compact(records[5])]
