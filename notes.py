@@ -3562,7 +3562,9 @@ def _recap_markdown_delivery(recap):
         return []
     delivery = recap["delivery"]
     lines = ["## Since the delivery", ""]
-    lines += ["- %s: %s [%s]" % (item["type"].capitalize(), _markdown_inline(_one_line(item["text"])), item["id"])
+    # A damaged log may hold any type: escaped as a text is.
+    lines += ["- %s: %s [%s]" % (_markdown_inline(_one_line(item["type"])).capitalize(),
+                                 _markdown_inline(_one_line(item["text"])), item["id"])
               for item in delivery["after"]] or ["- none"]
     if delivery["more"]:
         lines.append("- (%d older not shown)" % delivery["more"])

@@ -426,3 +426,13 @@ def test_help_says_what_enters_and_ends_synthesis_and_what_is_a_delivery():
                   "delivery: the last artifact note appended in synthesis and the live notes after it"):
         assert words in recap_help, words
     assert "put" not in recap_help.split("pending:")[1].split(";")[0]
+
+
+def test_markdown_notes_after_a_delivery_cannot_forge_structure(tmp_path):
+    # A damaged log may hold a note of an unknown type: its type and text stay inside their line.
+    folder = tmp_path / "session"
+    write_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Delivered."),
+                           ("x\n# Forged*", "Line one\n## Forged heading")])
+    lines = recap_md(folder).splitlines()
+    assert lines[lines.index("## Since the delivery") + 2] == "- X # forged\\*: Line one ## Forged heading [n00003]"
+    assert "## Forged heading" not in lines and "# Forged*" not in lines
