@@ -2793,21 +2793,22 @@ class Session:
             meta = _open_session_for_writing(folder)
             return _append_signal(folder, meta, signal)
 
-    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None) -> dict:
-        """The last records, oldest first, filtered by types, since, until and grep.
+    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
+             compact=False) -> dict:
+        """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
 
-        The receipt's superseded lists the ids a later note superseded."""
+        The receipt's superseded lists the ids a later note superseded; with grep, more (or more_at_least)
+        counts the matches left out; compact gives each record as compact_record does."""
         limit = _check_limit(limit)
         since, until = _parse_time_filter(since, "since"), _parse_time_filter(until, "until")
         types = set([types] if isinstance(types, str) else types) if types else None
         for note_type in types or ():
             _check_choice("type", note_type, NOTE_TYPES)
-        needle = _grep_needle(grep)
+        pattern = _grep_pattern(grep)
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
         log_path = os.path.join(folder, _LOG_NAME)
-        # Warnings past the listed ones are only counted.
-        records, warnings, warning_count, superseded = [], [], 0, _SupersededSeen()
+        walk = _TailWalk(limit, lambda record: _tail_keeps(record, types, since, until, pattern))
         descriptor, size, in_flight = _log_view(folder)
         if descriptor is None:
             import io  # already loaded by the interpreter itself
@@ -2815,43 +2816,36 @@ class Session:
             handle = io.BytesIO()  # no log yet
         else:
             handle = open(descriptor, "rb")
-        end, kept_bytes, cut_short = size, 0, False
         with handle:
-            for offset, value, problems in _BackwardScan(handle, size, meta["session_id"], in_flight):
-                if len(records) >= limit:
-                    break
-                line_bytes, end = end - offset, offset
-                record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
-                for kind, detail in problems:  # never echo an id that is no note id
-                    where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
-                    warning_count += 1
-                    if len(warnings) < _WARNINGS_LISTED:
-                        warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
-                if value is None or not _is_usable(problems):
-                    continue
-                superseded.meet(value)  # a note filtered out still supersedes
-                if _tail_keeps(value, types, since, until, needle):
-                    cut_short = bool(records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
-                    if cut_short:
-                        break
-                    kept_bytes += line_bytes
-                    records.append(value)
-        if cut_short:
-            warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB of log, "
-                               "the most one reply carries; ask for fewer records or a narrower time span"
-                               % (len(records), _TAIL_BYTES_LIMIT >> 20))
-        records.reverse()
-        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
-        superseded_ids = [record["id"] for record in records if superseded.was_superseded(record)]
+            scan = iter(_BackwardScan(handle, size, meta["session_id"], in_flight))
+            walk.take(scan, size)
+            if pattern is not None and not walk.cut_short:
+                walk.count_more(scan)
+        records = walk.records[::-1]
+        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path,
+                   "records": [_compact_record(record) for record in records] if compact else records}
+        superseded_ids = [record["id"] for record in records if walk.superseded.was_superseded(record)]
         if superseded_ids:
             receipt["superseded"] = superseded_ids
-        return _with_warnings(receipt, _bounded_warnings(warnings, warning_count))
+        if walk.more:
+            receipt["more" if walk.more_complete else "more_at_least"] = walk.more
+        receipt = _with_warnings(receipt, _bounded_warnings(walk.warnings, walk.warning_count))
+        return _CompactReceipt(receipt) if compact else receipt
 
-    def show(self, *, note_id) -> dict:
-        """One note and its chain, or its gate's updates; the notes about it."""
+    def show(self, *, note_id, compact=False) -> dict:
+        """One note and its chain, or its gate's updates; the notes about it; compact: each record compacted."""
         note_id = _command_note_id("show", note_id)
         folder = _resolve_folder(self.folder)
-        return _show_note(folder, _require_session(folder), note_id)
+        receipt = _show_note(folder, _require_session(folder), note_id)
+        if not compact:
+            return receipt
+        for key in ("record", "gate"):
+            if key in receipt:
+                receipt[key] = _compact_record(receipt[key])
+        for key in ("updates", "settled_by", "replaces", "replaced_by", "about"):
+            if key in receipt:
+                receipt[key] = [_compact_record(record) for record in receipt[key]]
+        return _CompactReceipt(receipt)
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
@@ -2987,8 +2981,8 @@ def _export_session(folder, meta, markdown, earlier, write):
         count = reader.total
         warnings = reader.warnings()
         if markdown:
-            chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts,
-                                      reader.problem_count, warnings)
+            chunks = _markdown_export(reader, meta, count, (by_type, first_ts, last_ts),
+                                      reader.problem_count, warnings, _recap_history(reader)[3])
         else:
             chunks = _restorable_size(_json_export(reader, meta, count), folder)
         output = write(chunks)
@@ -3321,23 +3315,79 @@ def _find_duplicate_batch(tail, signals, session_id, log_path):
     return None
 
 
-def _grep_needle(text):
-    """tail's grep text casefolded, or None; a blank one is refused."""
+def _grep_pattern(text):
+    """tail's grep words as a pattern for a casefolded text: each word whole, in order; None without grep."""
     if text is None:
         return None
-    if not text.strip():
+    words = text.casefold().split()
+    if not words:
         raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
                          "--grep 'email'")
-    return text.casefold()
+    return re.compile(r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)")
 
 
-def _tail_keeps(record, types, since, until, needle) -> bool:
+def _tail_keeps(record, types, since, until, pattern) -> bool:
     return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
-            and (until is None or record["ts"] < until) and (needle is None or _holds_needle(record, needle)))
+            and (until is None or record["ts"] < until) and (pattern is None or _holds_words(record, pattern)))
 
 
-def _holds_needle(record, needle):
-    return needle in record["text"].casefold() or needle in record.get("effect", "").casefold()
+def _holds_words(record, pattern):
+    return bool(pattern.search(record["text"].casefold()) or pattern.search(record.get("effect", "").casefold()))
+
+
+# The fields of a record's compact form, after id, type and text: what it says and links, not its stamps.
+_COMPACT_FIELDS = ("effect", "ref", "status", "provenance", "evidence", "about", "by")
+
+
+def _compact_record(record) -> dict:
+    """A record without its time, session, seq, batch place and checksum."""
+    compact = {"id": record["id"], "type": record["type"], "text": record["text"]}
+    compact.update((key, record[key]) for key in _COMPACT_FIELDS if key in record)
+    return compact
+
+
+class _TailWalk:
+    """tail's walk back from the end: the records kept, the warnings of the lines read, the matches left out."""
+
+    def __init__(self, limit, keeps):
+        self.limit, self.keeps = limit, keeps
+        self.records, self.warnings, self.warning_count = [], [], 0
+        self.superseded, self.cut_short, self.more, self.more_complete = _SupersededSeen(), False, 0, True
+
+    def take(self, scan, end):
+        """Read back from `end` until `limit` records are kept, or a reply's byte bound is reached."""
+        kept_bytes = 0
+        for offset, value, problems in scan:
+            line_bytes, end = end - offset, offset
+            record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
+            for kind, detail in problems:  # never echo an id that is no note id
+                where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
+                self.warning_count += 1
+                if len(self.warnings) < _WARNINGS_LISTED:
+                    self.warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
+            if value is None or not _is_usable(problems):
+                continue
+            self.superseded.meet(value)  # a note filtered out still supersedes
+            if self.keeps(value):
+                self.cut_short = bool(self.records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
+                if self.cut_short:
+                    self.warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB "
+                                            "of log, the most one reply carries; ask for fewer records or a "
+                                            "narrower time span" % (len(self.records), _TAIL_BYTES_LIMIT >> 20))
+                    return
+                kept_bytes += line_bytes
+                self.records.append(value)
+                if len(self.records) >= self.limit:
+                    return
+
+    def count_more(self, scan):
+        """Count the further matches, up to LIMIT_MAX; lines read only for this raise no warnings."""
+        for _, value, problems in scan:
+            if value is not None and _is_usable(problems) and self.keeps(value):
+                self.more += 1
+                if self.more >= _LIMIT_MAX:
+                    self.more_complete = False
+                    return
 
 
 class _SupersededSeen:
@@ -3395,6 +3445,9 @@ def _show_chain(reader, note_id) -> dict:
         if back_skipped:
             not_listed["replaces"] = back_skipped
         receipt["replaced_by"] = found["replaced_by"]
+        reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
+        if reopening is not None:  # as recap lists it
+            receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
     receipt["about"] = found["about"]
     if not_listed:
         receipt["not_listed"] = not_listed
@@ -3592,8 +3645,9 @@ def _json_export(reader, meta, count):
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
 
-def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
-    """Yield the audit document; the figures come from the first pass."""
+def _markdown_export(reader, meta, count, figures, problem_count, warnings, reopened):
+    """Yield the audit document; the figures (by type, first and last ts) and reopened come from first passes."""
+    by_type, first_ts, last_ts = figures
     created = meta.get("created_at")
     lines = [
         "# Shaping session %s" % _visible(meta["session_id"], True),
@@ -3612,11 +3666,13 @@ def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_co
         if written == count:
             break
         written += 1
-        yield ("\n".join(_markdown_record(record)) + "\n").encode("utf-8")
+        yield ("\n".join(_markdown_record(record, reopened)) + "\n").encode("utf-8")
 
 
-def _markdown_record(record):
-    """One record of the audit document, as lines; its text cannot forge the document's structure."""
+def _markdown_record(record, reopened):
+    """One record of the audit document, as lines; its text cannot forge the document's structure.
+
+    reopened: the note that took up each discarded path again, by the discard's id."""
     labels = []
     if "effect" in record:
         first, *rest = _markdown_split(record["effect"])
@@ -3626,6 +3682,8 @@ def _markdown_record(record):
     for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
             labels.append("- %s: %s" % (key.capitalize(), record[key]))
+    if record["type"] == "discard" and record["id"] in reopened:
+        labels.append("- Reopened by: %s" % reopened[record["id"]])
     return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
             + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
             + (labels + [""] if labels else []))
@@ -3685,13 +3743,14 @@ def _gate_labels(gate) -> dict:
     return gate
 
 
-# recap's first pass keeps this of a gate, not the gate itself.
-_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index")
+# recap's first pass keeps this of a gate, not the gate itself; by: the note its latest update names.
+_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
 
 
 def _recap_history(reader):
-    """First pass: (superseded ids, GateState by gate id, counts by type)."""
+    """First pass: (superseded ids, GateState by gate id, counts by type, reopening note id by discard id)."""
     superseded, gates, gate_of_update = set(), {}, {}
+    discards, reopened, asked_about = set(), {}, []
     counts = dict.fromkeys(NOTE_TYPES, 0)
     for index, record in enumerate(reader.records()):
         if record["type"] in counts:
@@ -3700,16 +3759,27 @@ def _recap_history(reader):
         if record["type"] == "gate":
             if ref is None:
                 gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"],
-                                                 _is_unconfirmed(record), None)
+                                                 _is_unconfirmed(record), None, None)
+                if record.get("about") in discards:
+                    asked_about.append((record["id"], record["about"]))
             else:
                 root = gate_of_update.get(ref, ref)
                 if root in gates and record.get("status") in GATE_STATUSES:
                     gate_of_update[record["id"]] = root
                     gates[root] = gates[root]._replace(status=record["status"], changed_at=record["seq"],
-                                                       unconfirmed=_is_unconfirmed(record), update_index=index)
+                                                       unconfirmed=_is_unconfirmed(record), update_index=index,
+                                                       by=record.get("by"))
         elif isinstance(ref, str):
             superseded.add(ref)
-    return superseded, gates, counts
+            # Superseded by another kind of note, a discarded path was taken up again.
+            if ref in discards and record["type"] != "discard":
+                reopened.setdefault(ref, record["id"])
+        if record["type"] == "discard":
+            discards.add(record["id"])
+    for gate_id, discard in asked_about:  # an open gate about a discard asks again
+        if gates[gate_id].status == "open":
+            reopened.setdefault(discard, gate_id)
+    return superseded, gates, counts, reopened
 
 
 def _keep_newest(entries, limit, cut, name):
@@ -3720,45 +3790,71 @@ def _keep_newest(entries, limit, cut, name):
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, wanted gate records)."""
+    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, wanted records, first unconfirmed).
+
+    A delivery is no proposal to confirm, and a discard another kind of note
+    took up again stays listed as reopened."""
     latest = {"mode": None, "shape": None}
     list_of_type = dict(_RECAP_LISTS)
     kept = {name: [] for _, name in _RECAP_LISTS}
-    unconfirmed, found = [], {}
-    gate_ids, update_places = wanted
+    unconfirmed, found, first = [], {}, None
+    gate_ids, update_places, note_ids, reopened = wanted
     for index, record in enumerate(reader.records()):
-        synthesis.meet(record)
+        delivered = synthesis.meet(record)
         if index in update_places:
             found[index] = record
         elif record["type"] == "gate" and "ref" not in record and record["id"] in gate_ids:
             found[record["id"]] = record  # the last gate with the id, as recap_history counts it
-        if record["id"] in superseded:
+        elif record["id"] in note_ids:
+            found[record["id"]] = record
+        if record["id"] in superseded and record["id"] not in reopened:
             continue
         if record["type"] in latest:
             latest[record["type"]] = record
         elif record["type"] in list_of_type:
             name, item = list_of_type[record["type"]], _summarise_record(record)
             # A tension holds nothing to confirm.
-            if _is_unconfirmed(item) and record["type"] != "tension":
+            if (_is_unconfirmed(item) and record["type"] != "tension" and not delivered
+                    and record["id"] not in superseded):
                 unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
+                first = first or (record["seq"], item["id"])
                 _keep_newest(unconfirmed, limit, cut, "unconfirmed")
             else:
                 kept[name].append((record["seq"], item))
                 _keep_newest(kept[name], limit, cut, name)
+    latest = _modes_in_force(latest, synthesis, unconfirmed)
+    first = min(([first] if first else []) + [(seq, item["id"]) for seq, item in unconfirmed
+                                              if item["type"] in latest], default=None)
+    for _, item in kept["discards"] + unconfirmed:
+        if item["id"] in reopened and reopened[item["id"]] in found:
+            item["reopened"] = _named_note(found[reopened[item["id"]]])
+    return latest, kept, unconfirmed, found, first
+
+
+def _modes_in_force(latest, synthesis, unconfirmed) -> dict:
+    """The latest mode and shape as recap items; a mode note a later delivery ended is no longer in force."""
+    if latest["mode"] is not None and synthesis.delivered_at is not None \
+            and latest["mode"]["seq"] < synthesis.delivered_at:
+        latest["mode"] = None
     for note_type, record in latest.items():
         if record is not None:
             latest[note_type] = _summarise_record(record)
             if _is_unconfirmed(latest[note_type]):
                 unconfirmed.append((record["seq"], {"id": record["id"], "type": note_type, **latest[note_type]}))
-    return latest, kept, unconfirmed, found
+    return latest
 
 
-# A closed gate's recap keys: the gate, and the update that closed it.
-_CLOSED_GATE_KEYS = ("id", "text", "update_id", "update_text", "update_provenance", "update_evidence")
+def _named_note(record) -> dict:
+    """Another note named in a recap item: its id, type and text."""
+    return {"id": record["id"], "type": record["type"], "text": record["text"]}
+
+
+# A closed gate's recap keys: the gate, the update that closed it and who wrote that, and what settled it.
+_CLOSED_GATE_KEYS = ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
 
 
 def _recap_gates(gates, limit, cut):
-    """The gates recap lists: (seq, gate id) lists by status, and unconfirmed."""
+    """The gates recap lists: (seq, gate id) lists by status, unconfirmed, and the first pending one."""
     by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
@@ -3771,10 +3867,11 @@ def _recap_gates(gates, limit, cut):
         by_status[gate.status].append((gate.changed_at, gate_id))
     by_status["closed"].sort(key=lambda entry: entry[0])
     unconfirmed.sort(key=lambda entry: entry[0])
+    first = min(by_status["open"] + unconfirmed, default=None)
     for name, entries in (("open_gates", by_status["open"]), ("deferred_gates", by_status["deferred"]),
                           ("closed_gates", by_status["closed"]), ("unconfirmed", unconfirmed)):
         _keep_newest(entries, limit, cut, name)
-    return by_status, unconfirmed
+    return by_status, unconfirmed, first
 
 
 def _gate_item(gate_id, gate, found) -> dict:
@@ -3789,15 +3886,20 @@ def _gate_item(gate_id, gate, found) -> dict:
     return item
 
 
+def _closed_gate_item(gate_id, gate, found) -> dict:
+    """A closed gate: its question, and what closed it (the note its update names, else that update)."""
+    item = _gate_item(gate_id, gate, found)
+    closing = found.get(gate.by) if gate.by is not None else None
+    item["closed_by"] = _named_note(closing or found[gate.update_index])
+    return {key: item[key] for key in _CLOSED_GATE_KEYS if key in item}
+
+
 def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
     """recap_gates' lists as (seq, item) by status; the unconfirmed gates join unconfirmed."""
     by_status = {}
     for status, entries in gate_lists.items():
-        items = [(seq, _gate_item(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
-        if status == "closed":
-            items = [(seq, {key: value for key, value in item.items() if key in _CLOSED_GATE_KEYS})
-                     for seq, item in items]
-        by_status[status] = items
+        item_of = _closed_gate_item if status == "closed" else _gate_item
+        by_status[status] = [(seq, item_of(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
     unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates[gate_id], found)})
                        for seq, gate_id in unconfirmed_gates)
     unconfirmed.sort(key=lambda entry: entry[0])
@@ -3805,36 +3907,45 @@ def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limi
     return by_status
 
 
-def _wanted_records(gates, *lists) -> tuple:
-    """(gate ids, places of their updates) of the gates in these lists."""
+def _wanted_records(gates, reopened, *lists) -> tuple:
+    """What the second pass fetches: the ids of the gates in these lists, the places of their updates, the ids
+    of the notes that settled the closed ones or reopened a discard; and reopened."""
     gate_ids = {gate_id for entries in lists for _, gate_id in entries}
-    return gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None}
+    note_ids = {gates[gate_id].by for gate_id in gate_ids if gates[gate_id].status == "closed"}
+    return (gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None},
+            (note_ids | set(reopened.values())) - {None}, reopened)
 
 
 class _SynthesisSeen:
-    """The SYNTHESIS history and the last delivery, with the live non-mode notes after it."""
+    """Where synthesis stands, and the last delivery with the live non-mode notes appended after it."""
 
     def __init__(self, superseded, limit):
         self.superseded, self.limit = superseded, limit
-        self.synthesis = self.delivery = None
-        self.in_synthesis = False
+        self.synthesis = self.delivery = self.delivered_at = None
+        self.in_synthesis, self.after_seqs = False, []
 
-    def meet(self, record):
-        """Take in the next record (superseded too: it may begin or end synthesis)."""
+    def meet(self, record) -> bool:
+        """Take in the next record (superseded too: it may begin or end synthesis); True for a delivery."""
         if record["type"] == "mode":
-            self.in_synthesis, was_in = record["text"].startswith(_SYNTHESIS_WORD), self.in_synthesis
-            if self.in_synthesis:
-                self.synthesis = {"entered": self.synthesis["entered"] if was_in else record["id"],
-                                  "latest": record["id"]}
+            entering = record["text"].startswith(_SYNTHESIS_WORD)
+            if entering and not self.in_synthesis:
+                self.synthesis = {"state": "entered", "entered": record["id"]}
+            elif self.in_synthesis and not entering:
+                self.synthesis = dict(self.synthesis, state="ended", ended=record["id"])
+            self.in_synthesis = entering
         if record["type"] == "artifact" and self.in_synthesis:
             # Delivering ends synthesis: writing again takes a new SYNTHESIS note.
-            self.delivery, self.in_synthesis = {"id": record["id"], "after": [], "more": 0}, False
-            self.synthesis["ended"] = record["id"]
-        elif self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
-            self.delivery["after"].append(record["id"])
-            if len(self.delivery["after"]) > self.limit:
-                del self.delivery["after"][0]
+            self.in_synthesis, self.delivered_at, self.after_seqs = False, record["seq"], []
+            self.synthesis = dict(self.synthesis, state="delivered", delivered=record["id"])
+            self.delivery = {"id": record["id"], "after": [], "more": 0}
+            return True
+        if self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
+            self.delivery["after"].append(_named_note(record))
+            self.after_seqs.append(record["seq"])
+            if len(self.after_seqs) > self.limit:
+                del self.delivery["after"][0], self.after_seqs[0]
                 self.delivery["more"] += 1
+        return False
 
 
 def _counted(number, noun) -> str:
@@ -3842,22 +3953,17 @@ def _counted(number, noun) -> str:
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
-def _pending_next(open_gates, unconfirmed) -> str:
-    """What recap's pending says to put to the operator before synthesis."""
-    parts = [_counted(number, noun) for number, noun in ((open_gates, "open gate"),
-                                                         (unconfirmed, "unconfirmed note")) if number]
-    ways = [way for number, way in ((open_gates, "close or defer each gate"),
-                                    (unconfirmed, "confirm, correct or drop each note")) if number]
-    return ("%s: put %s to the operator before synthesis (%s)." % (
-        ", ".join(parts), "it" if open_gates + unconfirmed == 1 else "each", "; ".join(ways)))
+def _recap_progress(seen, open_gates, unconfirmed, first, listed) -> dict:
+    """recap's pending, synthesis and delivery keys, those with something to say.
 
-
-def _recap_progress(seen, open_gates, unconfirmed) -> dict:
-    """recap's pending, synthesis and delivery keys, those with something to say."""
+    first: (seq, id) of the pending item raised first; listed: the pending items listed, as (seq, item)."""
     progress = {}
     if open_gates or unconfirmed:
-        progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
-                               "next": _pending_next(open_gates, unconfirmed)}
+        pending = progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
+                                         "raised_since": first[1]}
+        if seen.delivered_at is not None:
+            pending["since_delivery"] = [item["id"] for seq, item in sorted(listed, key=lambda entry: entry[0])
+                                         if seq > seen.delivered_at]
     if seen.synthesis is not None:
         progress["synthesis"] = seen.synthesis
     if seen.delivery is not None:
@@ -3944,8 +4050,9 @@ class _Recap:
         self.limit_cut = limit_cut                  # entries --limit left out, by list name
         self.counts = counts                        # notes by type, for the hints
         self.unconfirmed_total = unconfirmed_total  # unconfirmed notes before --limit
-        self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS
-                                    for index, age in enumerate(ages[name]))
+        # The notes after the delivery go with the other lists, oldest first.
+        self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS + ("delivery",)
+                                    for index, age in enumerate(ages.get(name, ())))
 
     def hints(self, cut):
         """How to see what was cut: a tail of the types cut, a wider recap for unconfirmed notes."""
@@ -3960,51 +4067,47 @@ class _Recap:
             hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
         return hints
 
-    def without(self, count, listed_after=None):
-        """The receipt without the `count` oldest cuttable entries (and all but `listed_after` delivery ids)."""
+    def without(self, count):
+        """The receipt without the `count` oldest cuttable entries (the delivery's counted in its more)."""
         dropped = {}
         for _, name, _ in self.dropped_order[:count]:
             dropped[name] = dropped.get(name, 0) + 1
         result = _CompactReceipt(self.receipt)
         for name, number in dropped.items():
-            result[name] = self.receipt[name][number:]
+            if name == "delivery":
+                delivery = result["delivery"]
+                result["delivery"] = dict(delivery, after=delivery["after"][number:], more=delivery["more"] + number)
+            else:
+                result[name] = self.receipt[name][number:]
         cut = {name: self.limit_cut.get(name, 0) + dropped.get(name, 0)
                for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
         truncated = {name: number for name, number in cut.items() if number}
-        delivery = result.get("delivery")
-        if listed_after is not None and delivery is not None:
-            after = delivery["after"]
-            result["delivery"] = dict(delivery, after=after[len(after) - listed_after:],
-                                      more=delivery["more"] + len(after) - listed_after)
         warnings = result.pop("warnings", None)
         if truncated:
             result["truncated"] = truncated
             result["see_truncated"] = self.hints(truncated)
         return _with_warnings(result, warnings)
 
-    def rendered(self, count, markdown, listed_after=None):
+    def rendered(self, count, markdown):
         """The printed form without the `count` oldest entries: receipt or markdown."""
-        shown = self.without(count, listed_after)
+        shown = self.without(count)
         # Fitting keeps lists oldest first; closed gates are shown newest first.
         shown["closed_gates"] = shown["closed_gates"][::-1]
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
-        """The printed form that fits max_bytes with the fewest oldest entries, then delivery ids, left out."""
+        """The printed form that fits max_bytes with the fewest oldest entries left out."""
         whole = self.rendered(0, markdown)
         if _printed_size(whole) <= max_bytes:
             return whole
         every = len(self.dropped_order)
-        if _printed_size(self.rendered(every, markdown)) <= max_bytes:
-            return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
-        listed = len(self.receipt["delivery"]["after"]) if "delivery" in self.receipt else 0
-        needed = _printed_size(self.rendered(every, markdown, 0))
+        needed = _printed_size(self.rendered(every, markdown))
         if needed > max_bytes:
             raise NotesError(
                 "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed "
                 "notes, mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, "
                 "or with a smaller --limit" % (needed, max_bytes, needed))
-        return _largest_fit(lambda count: self.rendered(every, markdown, count), 0, listed, max_bytes)
+        return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
 
 
 def _largest_fit(render, fits, fails, max_bytes):
@@ -4027,13 +4130,14 @@ def _read_recap(folder, meta, limit):
 
 
 def _recap_of(folder, meta, limit, reader):
-    superseded, gates, counts = _recap_history(reader)
+    superseded, gates, counts, reopened = _recap_history(reader)
     warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
-    gate_lists, unconfirmed_gates = _recap_gates(gates, limit, limit_cut)
-    wanted = _wanted_records(gates, unconfirmed_gates, *gate_lists.values())
+    gate_lists, unconfirmed_gates, first_gate = _recap_gates(gates, limit, limit_cut)
+    wanted = _wanted_records(gates, reopened, unconfirmed_gates, *gate_lists.values())
     synthesis = _SynthesisSeen(superseded, limit)
-    latest, kept, unconfirmed, found = _recap_live_notes(reader, superseded, limit, limit_cut, wanted, synthesis)
+    latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, limit_cut, wanted,
+                                                                     synthesis)
     by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, limit_cut)
     unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
     lists = dict(kept, closed_gates=by_status["closed"])
@@ -4051,9 +4155,12 @@ def _recap_of(folder, meta, limit, reader):
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
     open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
-    receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total))
+    # An open gate counts from the note that last set it open, an unconfirmed note from itself.
+    first = min((entry for entry in (first_gate, first_note) if entry), default=None)
+    receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total, first, by_status["open"] + unconfirmed))
     _with_warnings(receipt, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
+    ages["delivery"] = synthesis.after_seqs
     return _Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
 
 
@@ -4078,14 +4185,14 @@ def _recap_item_line(item, kind="note", prefix=""):
     line = "- " + prefix + (text if prefix else _markdown_line_start(text))
     if "effect" in item:
         line += " Effect: " + _markdown_inline(_one_line(item["effect"]))
+    if "update_id" in item:  # a closed gate reads as its question, then its answer
+        answer = item["closed_by"]["text"] if "closed_by" in item else item.get("update_text", "")
+        line += (" - " if kind == "closed" else " Latest: ") + _markdown_inline(_one_line(answer))
+    if "reopened" in item:
+        again = item["reopened"]
+        line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
+                                      _markdown_inline(_one_line(again["text"])))
     marks = [_markdown_inline(_one_line(item["id"]))]
-    if "replaces" in item:
-        marks[0] += ", replaces " + _markdown_inline(_one_line(item["replaces"]))
-    if "update_id" in item:
-        line += ((" Closed: " if kind == "closed" else " Latest: ")
-                 + _markdown_inline(_one_line(item.get("update_text", ""))))
-        marks[0] += ((", closed by " if kind == "closed" else ", updated by ")
-                     + _markdown_inline(_one_line(item["update_id"])))
     labels = _gate_labels(item) if kind != "note" else item
     if _is_unconfirmed(labels):
         marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
@@ -4095,7 +4202,8 @@ def _recap_item_line(item, kind="note", prefix=""):
 
 
 # A settled point's provenance in the markdown recap.
-_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both"}
+_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
+                     "delivered": "the last delivery"}
 
 
 _RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
@@ -4126,24 +4234,46 @@ def _recap_markdown_head(recap):
 
 
 def _recap_markdown_progress(recap):
-    """The markdown recap's lines on pending work and synthesis, if any."""
+    """The markdown recap's lines on pending work, synthesis and the last delivery, if any."""
     lines = []
     if "pending" in recap:
-        lines.append("Pending: " + recap["pending"]["next"])
-    if "synthesis" in recap:
-        synthesis = recap["synthesis"]
-        lines.append("Synthesis: entered by %(entered)s; latest SYNTHESIS note %(latest)s" % synthesis
-                     + ("; ended by the delivery %s." % synthesis["ended"] if "ended" in synthesis else "."))
+        pending = recap["pending"]
+        parts = [text for number, text in (
+            (pending["open_gates"], _counted(pending["open_gates"], "open gate")),
+            (pending["unconfirmed"], _counted(pending["unconfirmed"], "note") + " not yet confirmed")) if number]
+        line = "Pending: %s, listed below" % " and ".join(parts)
+        if "since_delivery" in pending:
+            line += "; %s since the last delivery" % ("none of them" if not pending["since_delivery"] else
+                                                      "%d of them raised" % len(pending["since_delivery"]))
+        lines.append(line + ".")
+    state = recap.get("synthesis", {}).get("state")
+    if state in ("entered", "ended"):
+        lines.append("Synthesis: approved; the artifact is being written." if state == "entered" else
+                     "Synthesis: stopped before a delivery; shaping goes on.")
     if "delivery" in recap:
         delivery = recap["delivery"]
+        named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
         count = len(delivery["after"]) + delivery["more"]
-        if count == 0:
-            lines.append("Delivered: %s, with no live note after it." % delivery["id"])
-        else:
-            listed = delivery["after"] + (["%d more" % delivery["more"]] if delivery["more"] else [])
-            lines.append("Delivered: %s, out of date: %s after it (%s)." % (
-                delivery["id"], _counted(count, "live note"), ", ".join(listed)))
+        lines.append("Delivered: %s [%s]; %s." % (
+            _markdown_inline(_one_line(named[0])) if named else "the artifact", delivery["id"],
+            "nothing changed since" if count == 0 else
+            "%s since, listed under Since the delivery" % _counted(count, "note")))
     return lines + [""] if lines else []
+
+
+def _recap_markdown_delivery(recap):
+    """The markdown recap's section on the notes after the last delivery, if there was one."""
+    if "delivery" not in recap:
+        return []
+    delivery = recap["delivery"]
+    lines = ["## Since the delivery", ""]
+    # A damaged log may hold any type: escaped as a text is.
+    lines += ["- %s: %s [%s]" % (_markdown_inline(_one_line(item["type"])).capitalize(),
+                                 _markdown_inline(_one_line(item["text"])), item["id"])
+              for item in delivery["after"]] or ["- none"]
+    if delivery["more"]:
+        lines.append("- (%d older not shown)" % delivery["more"])
+    return lines + [""]
 
 
 def _recap_markdown(recap):
@@ -4158,6 +4288,8 @@ def _recap_markdown(recap):
                 status = " (%s)" % _markdown_inline(_one_line(item["status"])) if item["type"] == "gate" else ""
                 item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
                 lines.append(_recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
+            elif item["id"] == recap.get("delivery", {}).get("id"):
+                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None), kind))
             else:
                 lines.append(_recap_item_line(item, kind))
         if not recap[key]:
@@ -4165,6 +4297,7 @@ def _recap_markdown(recap):
         if recap.get("truncated", {}).get(key):
             lines.append("- (%d older not shown)" % recap["truncated"][key])
         lines.append("")
+    lines += _recap_markdown_delivery(recap)
     if recap.get("warnings"):
         lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
     return "\n".join(lines)
@@ -4701,14 +4834,18 @@ class _Command:
         self.mcp_purpose = mcp_purpose
 
 
+_COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, status, provenance, evidence, "
+                 "about and by when present; no time, session, seq or checksum")
+
+
 # The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
                     "python3 -S notes.py init", "init"),
     "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
-                      "with SYNTHESIS enters synthesis (any other mode note leaves it); an artifact note appended "
-                      "in synthesis is a delivery, which ends it and which recap names with the live notes "
-                      "appended after it.", [
+                      "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends "
+                      "one beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which "
+                      "ends it too and which recap names with the live notes appended after it.", [
         # Required, but checked by clean_signal, so that a misspelt option is named as the mistake.
         _Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                choices=NOTE_TYPES),
@@ -4754,21 +4891,25 @@ _COMMANDS = {
                mcp_help="keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         _Option("--until", "until", "TS", "keep records before TS (same forms)",
                mcp_help="keep records before this time (same forms as since)"),
-        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds TEXT, whatever the case "
-               "(example: --grep 'email')", mcp_help="keep records whose text or effect holds this text, "
-               "whatever the case (example: email)"),
-    ], "python3 -S notes.py tail --limit 3 --type gate", "tail"),
+        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds the words of TEXT, whole and "
+               "in order, whatever the case; more then counts the matches left out (example: --grep 'email')",
+               mcp_help="keep records whose text or effect holds these words, whole and in order, whatever the "
+               "case; more then counts the matches left out (example: email)"),
+        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
+    ], "python3 -S notes.py tail --limit 3 --type gate --compact", "tail"),
     "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
                     "notes that settled them, the notes about it.", [
         _Option("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003"),
-    ], "python3 -S notes.py show n00003", "show"),
+        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
+    ], "python3 -S notes.py show n00003 --compact", "show"),
     "summary": _Command("Print the number of records by type and the last note.", [],
                        "python3 -S notes.py summary", "summary"),
-    "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
-                     "discards and more, within a size budget. pending: what to put to the operator before "
-                     "synthesis; synthesis: the mode note that entered it and the latest one beginning with "
-                     "SYNTHESIS (a later mode note that leaves synthesis changes neither); delivery: the last "
-                     "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
+    "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, closed gates with "
+                     "what closed them, live decisions, discards (reopened ones marked) and more, within a size "
+                     "budget. pending: how many gates are open and notes unconfirmed, since when, and which "
+                     "came after the last delivery; synthesis: entered, delivered or ended, and by which notes; "
+                     "delivery: the last artifact note appended in synthesis and the live notes after it, mode "
+                     "notes aside.", [
         _Option("--limit", "limit", "N", "items kept per list, newest first, at most %d (default %d)"
                % (_LIMIT_MAX, _RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
                type=int, default=_RECAP_DEFAULT_LIMIT),
@@ -5038,8 +5179,8 @@ _MCP_INSTRUCTIONS = (
     "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
     "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk. "
     "Send a decision and the gate update it settles together, in one append_batch call.\n"
-    "Do not read the log every turn: call recap (then tail) only when the operator asks for a recap or "
-    "an export, on re-entry, or before synthesis.\n"
+    "Do not read the log every turn: call recap (then tail or show, with compact true) only when the "
+    "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
 # Only when the contracts are served.
@@ -5118,7 +5259,8 @@ def _mcp_description(command, text):
 def _mcp_argument_schema(command, option):
     """The JSON Schema of one tool argument, from its Option."""
     extra = option.settings
-    schema = {"type": "integer" if extra.get("type") is int else "string"}
+    schema = {"type": "boolean" if extra.get("action") == "store_const" else
+              "integer" if extra.get("type") is int else "string"}
     if "choices" in extra:
         schema["enum"] = list(extra["choices"])
     if option.metavar == "NOTE_ID":
@@ -5191,9 +5333,12 @@ def _mcp_keywords(command, arguments):
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
         many = options[name].settings.get("action") == "append"
-        kind = "an integer" if options[name].settings.get("type") is int else "a string"
+        kind = ("true or false" if options[name].settings.get("action") == "store_const" else
+                "an integer" if options[name].settings.get("type") is int else "a string")
         for item in value if many and isinstance(value, list) else [] if value is None else [value]:
-            if not (isinstance(item, str) or kind == "an integer" and type(item) is int):
+            fits = (type(item) is bool if kind == "true or false" else
+                    isinstance(item, str) or kind == "an integer" and type(item) is int)
+            if not fits:
                 raise NotesError("argument %r of %s must be %s%s" % (
                     name, command, "a list of strings or " if many else "", kind))
     keywords = {name: option.settings.get("default") for name, option in options.items()}

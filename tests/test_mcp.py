@@ -104,7 +104,8 @@ def tool_result(answer, request_id=None) -> dict:
 TOOL_ARGUMENTS = {
     "append": {"--type": "type", "--text": "text", "--effect": "effect", "--ref": "ref", "--status": "status",
                "--provenance": "provenance", "--evidence": "evidence", "--about": "about", "--by": "by"},
-    "tail": {"--limit": "limit", "--type": "types", "--since": "since", "--until": "until", "--grep": "grep"},
+    "tail": {"--limit": "limit", "--type": "types", "--since": "since", "--until": "until", "--grep": "grep",
+             "--compact": "compact"},
     "recap": {"--limit": "limit", "--format": "format", "--max-bytes": "max_bytes"},
     "export": {"--output": "output", "--format": "format"},
 }
@@ -303,7 +304,7 @@ def test_tool_schemas_and_annotations(tmp_path):
     assert append["properties"]["status"]["enum"] == ["open", "deferred", "closed"]
     assert {"type", "text", "effect", "ref", "status"} <= set(append["properties"])
     tail = tools["tail"]["inputSchema"]["properties"]
-    assert set(tail) == {"limit", "types", "since", "until", "grep"}
+    assert set(tail) == {"limit", "types", "since", "until", "grep", "compact"}
     assert tail["types"] == {"type": "array", "items": {"type": "string", "enum": types},
                              "description": tail["types"]["description"]}
     assert tail["limit"]["type"] == "integer" and tail["limit"]["default"] == 5
