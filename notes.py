@@ -1,57 +1,25 @@
 #!/usr/bin/env python3
 """notes.py: the persistence tool of Memory-Assisted Shaping.
 
-A model that shapes an idea over a long conversation runs
+Appends each signal as one checksummed JSON line to session_notes.jsonl and
+reads the state back; docs/guarantees.md lists its promises.  Standard library only.
 
-    python3 -S notes.py append --type decision --text 'The log stays append-only.'
-
-whenever losing a decision, a gate, a discarded path or an artifact boundary
-would hurt continuity.  This tool owns everything about that signal once it
-arrives: it stamps it with a time, a session id, a sequence number and a
-checksum, appends it as one line of JSON to session_notes.jsonl, and later
-hands the state back (tail, show, summary, recap, export, verify, restore).
-
-What it owns:
-  * the files of one session folder: session_meta.json, session_notes.jsonl,
-    session_notes.lock, and the exports it is asked to write;
-  * the numbering: seq grows by one per note, with no repeat and no gap, even
-    with many writers at once (they queue on an exclusive lock);
-  * the integrity of every line: a crash can cut the last line short, and the
-    next append sets the cut bytes aside in a side file, never deleting them.
-
-What it refuses to do:
-  * rewrite, reorder or drop a note already in the log, or move a complete
-    line, whatever it holds (only bytes after the last newline are torn);
-  * write through a symbolic link, or into a folder it was not pointed at;
-  * store credentials, control characters, or text beyond the size of a
-    minimal signal: the log is plain text that gets uploaded and shared;
-  * write anything at all when only asked to read;
-  * read or write a FIFO, socket or device (it could block or never end),
-    or wait for another writer's lock without bound.
-
-Contents, top to bottom; each section builds only on those above it
-(tests/test_layout.py holds this):
-  * Constants: file names, limits, exit codes, the credential patterns;
-  * Errors: NotesError, the refusal every entry point reports;
-  * Record rules: pure functions (no I/O) for JSON, the checksum, building a
-    record, checking a signal before it is stored and a line after it was read;
-  * Storage: the folder and its meta, the writers' lock, one backward scanner
-    of the log (what append and tail need) and one forward reader (what
-    verify, summary, recap and export need), appending, atomic writes;
-  * Session: the Python API, ``Session(folder)`` with one method per command
-    taking keyword arguments and returning the receipt, and what they share;
-  * Command line: the one table of commands and options, the parser built
-    from it, and reading ``-`` from standard input;
-  * MCP: ``notes.py mcp``, the same Session methods as tools over stdio;
-  * Entry: ``main``, the one place that prints for the command line, and the
-    dispatch to a Session method or the MCP server.
-
-The formats are those of the public v0 tool, byte for byte; a log written
-here stays readable by v0.  Standard library only, public API only; runs
-under ``python3 -S`` on CPython 3.9 to 3.13 and on PyPy.
+Sections, each using only those above it: Constants; Errors; Record rules
+(pure); Storage; Session (the Python API); Command line; MCP; Entry (main).
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":  # Ctrl-C while this file loads, before main answers it: JSON, not a traceback.
+    # (Python compiles the file before any line runs; Ctrl-C then prints its bare KeyboardInterrupt.)
+    import os
+    import signal
+    import sys
+
+    # The MCP server's stdout carries JSON-RPC alone: its answer goes to stderr.
+    signal.signal(signal.SIGINT, lambda signum, frame: (os.write(2 if "mcp" in sys.argv else 1, (
+        b'{\n  "ok": false,\n  "error": "interrupted (Ctrl-C) before the command began; nothing was written. '
+        b'Run it again"\n}\n')), os._exit(130)))
 
 __all__ = ["Session", "NotesError", "main", "__version__", "NOTE_TYPES", "GATE_STATUSES", "PROVENANCES",
            "EVIDENCE_LEVELS"]
@@ -77,25 +45,22 @@ except ImportError:  # Windows
 
 _META_NAME = "session_meta.json"
 _LOG_NAME = "session_notes.jsonl"
-_TORN_PREFIX = _LOG_NAME + ".torn-"  # side files of set-aside torn tails: session_notes.jsonl.torn-*
+_TORN_PREFIX = _LOG_NAME + ".torn-"  # side files of torn tails
 _LOCK_NAME = "session_notes.lock"
 _EXPORT_NAME = "session_export.json"
 _EXPORT_MARKDOWN_NAME = "session_export.md"
 
 _META_SCHEMA = "shaping-memory-session-meta.v0"
 _EXPORT_SCHEMA = "shaping-memory-export.v0"
-# How every export this tool (or v0) writes begins: how export recognises a
-# file it may replace.
+# export replaces only a file that begins so
 _EXPORT_JSON_START = b'{\n  "schema_version": "' + _EXPORT_SCHEMA.encode("ascii") + b'"'
 _EXPORT_MARKDOWN_START = b"# Shaping session "
 
 NOTE_TYPES = ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact")
 GATE_STATUSES = ("open", "deferred", "closed")
-# Who a signal comes from, and how well it is known (the protocol's own words).
 PROVENANCES = ("op", "model", "shared")
-_FIRM_PROVENANCES = ("op", "shared")  # a note so labelled is superseded only by a note so labelled
+_FIRM_PROVENANCES = ("op", "shared")  # superseded only by a note so labelled
 EVIDENCE_LEVELS = ("declared", "inferred", "observed", "validated")
-# Lists of the recap, by the note type each one gathers.
 _RECAP_LISTS = (("decision", "decisions"), ("discard", "discards"), ("tension", "tensions"),
                ("source", "sources"), ("artifact", "artifacts"))
 
@@ -103,54 +68,40 @@ _TEXT_LIMIT = 2000
 _EFFECT_LIMIT = 1000
 _TAIL_DEFAULT_LIMIT = 5
 _RECAP_DEFAULT_LIMIT = 20
-# The most records tail returns, and items recap keeps per list: a reply is held
-# whole in memory, so a limit of 10**9 over a large log must not hold the log.
-_LIMIT_MAX = 1000
-# The log bytes of the records one tail returns at most.  The tool writes notes
-# of a few KB, so 1000 fit; a hand-made log of 1 MiB lines is cut short, said.
-_TAIL_BYTES_LIMIT = 8 << 20
-_RECAP_DEFAULT_MAX_BYTES = 12288  # 12 KiB of printed UTF-8: about 3,000 tokens of a model's context
-# A mode note whose text begins with this word enters synthesis; an artifact
-# note written in synthesis is a delivery (recap's synthesis and delivery).
-_SYNTHESIS_WORD = "SYNTHESIS"
-_STDIN_LIMIT = 65536       # bytes read at most for --text - or --effect -, far above any allowed text
-_BATCH_LINE_LIMIT = 100    # signals in one append --batch: a turn's worth, far below what a model sends at once
-_BATCH_BYTE_LIMIT = 262144  # bytes of standard input append --batch reads at most (256 KiB)
-_EXPORT_HEAD_LIMIT = 65536  # bytes of an export read to find its record_count, which sits near the top
-_WARNINGS_LISTED = 20      # readers name this many problems, then count the rest
-_PROBLEMS_LISTED = 100     # verify names this many problems, then counts the rest
-_BACKWARD_BLOCK = 65536    # bytes read at a time when the log is read in blocks
-# A line longer than this is no record of ours (a full signal is a few KiB):
-# readers report it as too long instead of holding it in memory.
+_LIMIT_MAX = 1000  # records per tail or recap list: a reply is held in memory
+_TAIL_BYTES_LIMIT = 8 << 20  # log bytes one tail returns at most
+_RECAP_DEFAULT_MAX_BYTES = 12288  # printed UTF-8 bytes
+_SYNTHESIS_WORD = "SYNTHESIS"  # a mode note beginning so starts synthesis
+_STDIN_LIMIT = 65536       # bytes of --text - or --effect -
+_BATCH_LINE_LIMIT = 100    # signals in one append --batch
+_BATCH_BYTE_LIMIT = 262144  # bytes of append --batch's input
+_EXPORT_HEAD_LIMIT = 65536  # bytes read to find record_count
+_WARNINGS_LISTED = 20      # problems readers name, then count
+_PROBLEMS_LISTED = 100     # problems verify names, then counts
+_BACKWARD_BLOCK = 65536    # bytes per block read
+# A longer line is no record: reported, never held.
 _LINE_LIMIT = 1 << 20
-_EXPORT_SIZE_LIMIT = 256 << 20   # an export larger than this is refused before it is read
+_EXPORT_SIZE_LIMIT = 256 << 20   # refused before it is read
 _META_SIZE_LIMIT = 1 << 20
-_SEQ_LIMIT = 999999999           # no real session reaches it; a seq past it is damage
-# How long a writer waits for the lock before it gives up (a stopped or hung
-# holder); the environment variable overrides it, up to a day.
+_SEQ_LIMIT = 999999999           # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
 _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
-# A retry is an append identical to one of this many last records, written
-# within this many seconds: it is answered with that note, not stored again.
+# A repeat of one of the last N records within S seconds is a retry.
 _DUPLICATE_WINDOW_RECORDS = 20
 _DUPLICATE_WINDOW_SECONDS = 600
-# The fields of a signal, in build_record's order: what a retry must repeat.
+# build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
-_BATCH_LINK_FIELDS = ("ref", "about", "by")  # where a batch line may name an earlier line of its batch as "@K"
-# A temporary file of a killed whole-file write is removed by a later write of
-# the same file once it is this old (no live write takes that long).
-_STALE_TEMPORARY_SECONDS = 600
+_BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier line of the batch as "@K"
+_STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary file this old is removed
 
-__version__ = "1.2.0"  # the one place the version is kept; pyproject.toml reads it
+__version__ = "1.2.0"  # pyproject.toml reads it
 
-# Where the session folder comes from when --dir is not given.
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
+_PATH_LIMIT = 4096        # characters of a path given on the command line (Linux's PATH_MAX)
+_PATH_DEPTH_LIMIT = 256   # its folders: os.makedirs recurses once per missing one
 # Folder names an installer puts modules in (dist-packages is Debian's).
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
-# The ways to start this tool, as errors and hints repeat them: the script,
-# the console command pip installs ([project.scripts] in pyproject.toml), and
-# the module run with python -m.
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
 _MODULE_COMMAND = "python3 -m notes"
@@ -159,69 +110,69 @@ _EXIT_OK = 0
 _EXIT_UNEXPECTED = 1
 _EXIT_USAGE = 2
 _EXIT_INTEGRITY = 3
+_EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
 
-# O_NOFOLLOW makes open() fail on a symbolic link instead of following it.
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
-# O_NONBLOCK lets open() return at once on a FIFO, which is then refused.
-_NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)
-_FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)  # opening the session folder to lock it: refuse anything else
-# The session's files and the folders the tool creates are its user's alone:
-# the log holds what a conversation decided, sometimes personal details.  An
-# export is made for the host to download, maybe as another user: 0o666 lets
-# the umask decide, as for any file a program writes.
+_NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
+_FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
+# chattr's immutable and append-only flags (FS_IMMUTABLE_FL, FS_APPEND_FL) and the ioctl that reads them,
+# FS_IOC_GETFLAGS = _IOR('f', 1, long); that encoding holds on the machines named, and others are not asked.
+_LINUX_PROTECTED_FLAGS = 0x10 | 0x20
+_LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
+_LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
+                             "armv8l", "riscv64", "s390x", "loongarch64")
+# A replace of the log failing with one of these: the log or its folder is protected.
+_PROTECTED_ERRORS = (errno.EPERM, errno.EACCES, errno.EROFS)
+# Private: the log may hold personal details; an export gets the umask's mode.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
 _UMASK_FILE_MODE = 0o666
 
-# Characters a signal may not hold: C0 controls other than tab, newline and
-# carriage return; DEL and the C1 controls (U+0080-U+009F), which terminals
-# obey; and the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
-# U+2066-U+2069), which reorder what an operator reads.  The marks U+200E and
-# U+200F stay: right-to-left scripts need them, and they reorder nothing.
+# C0 (but tab, LF, CR), DEL, C1 and bidirectional controls.
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
-# Invisible characters removed before looking for a credential, so that a key
-# split by them is still found.  They are kept in the note: U+200D joins emoji,
-# U+200C shapes Persian and Indic words, U+200E and U+200F mark the direction
-# of right-to-left text, and variation selectors pick an emoji's look.
+# Kept in a note; the credential check skips them, so a key split by them is found.
 _INVISIBLE_CHARACTERS = dict.fromkeys([
     0x00ad,                      # soft hyphen
     0x034f,                      # combining grapheme joiner
     0x061c,                      # Arabic letter mark
-    0x115f, 0x1160, 0x3164, 0xffa0,  # Hangul fillers, drawn as nothing
-    0x17b4, 0x17b5,              # Khmer inherent vowels, drawn as nothing
-    *range(0x180b, 0x1810),      # Mongolian variation selectors and vowel separator
-    *range(0x200b, 0x2010),      # zero-width space, non-joiner, joiner, direction marks
-    *range(0x2060, 0x2065),      # word joiner and the invisible operators
+    0x115f, 0x1160, 0x3164, 0xffa0,  # Hangul fillers
+    0x17b4, 0x17b5,              # Khmer inherent vowels
+    *range(0x180b, 0x1810),      # Mongolian selectors, vowel separator
+    *range(0x200b, 0x2010),      # zero-width characters, direction marks
+    *range(0x2060, 0x2065),      # word joiner, invisible operators
     *range(0x206a, 0x2070),      # deprecated format characters
     *range(0xfe00, 0xfe10),      # variation selectors
-    0xfeff,                      # zero-width no-break space (byte order mark)
+    0xfeff,                      # byte order mark
     *range(0xe0000, 0xe0080),    # tag characters
     *range(0xe0100, 0xe01f0),    # variation selectors supplement
 ])
 
-_SESSION_ID_LIMIT = 100    # characters of a session id (v0 writes a 36-character UUID)
+_SESSION_ID_LIMIT = 100
 _HEX_DIGITS = frozenset("0123456789abcdef")
-# The shapes of a record's ts and checksum; [0-9] is ASCII digits only.
+# [0-9], unlike \d, is ASCII digits only.
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
-# How a credential looks, as (kind, markers, pattern).  The markers are
-# lower-case substrings one of which the lower-cased text must hold before the
-# pattern is tried at all, so that a note skips most patterns (verify looks at
-# every record).  The patterns describe the formats that the secret
-# scanners gitleaks and detect-secrets document; they are written here anew.
+# How a credential looks, in two kinds of rule, as the secret scanners
+# gitleaks and detect-secrets keep them: a vendor's format (its prefix and
+# shape, which those projects document; the patterns are written here anew),
+# and a secret known by its context (a value after a word for password or key,
+# a user / password pair, a password on a command line).
 #
-# A pattern's named group says what its match still has to pass
-# (credential_match_is_real): "value", the random part of a key, must not be a
-# placeholder (AKIAXXXXXXXXXXXXXXXX, AWS's documented AKIAIOSFODNN7EXAMPLE);
-# "password", that of a URL or of curl -u, must not be a stand-in such as
-# user:pass; and
-# "generic", a value after a secret-like word, must look random.
-# A key's fixed prefix may be glued to the word before it ("keyAKIA..."), so
-# only prefixes short enough to occur inside ordinary words keep a boundary.
-_CREDENTIAL_PATTERNS = (
+# Each rule is (kind, markers, pattern, context).  A pattern is tried only
+# when the lower-cased text holds one of its markers (no markers: always).
+# Context rules read a text as it stands, never one with the groups of a key
+# joined.  A pattern's named group says what its match still has to pass
+# (credential_match_is_real): "value", the random part of a key, must not be
+# a placeholder (AKIAXXXXXXXXXXXXXXXX, AWS's documented AKIAIOSFODNN7EXAMPLE);
+# "random" must also mix cases and digits as random text does; "password",
+# after a user in a URL or on a command line, must not be a stand-in such as
+# user:pass; "generic", after a key word, must look random; "secret", after a
+# password word, or "pair", after a user and a slash, must look like a password.
+_UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_VENDOR_PATTERNS = (
     # A block between its BEGIN and END lines is a key whatever its length
     # (a GCP service-account JSON writes the line breaks as a literal \n); a
     # header alone, or with an elided body ("..."), is prose about keys.
@@ -231,10 +182,14 @@ _CREDENTIAL_PATTERNS = (
     ("private key block", ("private key",),
      r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\n)*"
      r"(?:[A-Za-z-]+: [^\n\\]*(?:\n|\\n)(?:\s|\\n)*)*[A-Za-z0-9+/=]{40}"),
+    ("PuTTY private key", ("putty-user-key-file",),
+     r"PuTTY-User-Key-File-[0-9]+:[\s\S]{0,3000}?Private-Lines: *[0-9]+\s+(?P<value>[A-Za-z0-9+/]{16,})"),
     ("Google service account key", ("private_key_id",),
      r"\"private_key_id\"\s*:\s*\"(?P<value>[0-9a-f]{40})\""),
-    ("AWS secret access key", ("access",),
-     r"(?i:secret[ _-]?access[ _-]?key)[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?"
+    # Its name, or AWS and the word secret, a few words, then 40 characters of base64.
+    ("AWS secret access key", ("access", "aws"),
+     r"(?i:secret[ _-]?access[ _-]?key|aws\w{0,3}[ _-](?:[\w-]+ ){0,3}?secret(?:[ _-]?key)?)"
+     r"(?:[ \t]+[\w-]+){0,5}?[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?"
      r"(?P<value>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Za-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
     # scheme://user:password@host, any scheme, the user maybe empty (redis://:pw@host),
     # the password holding any character but @ and space; a port (host:8080/...)
@@ -245,14 +200,16 @@ _CREDENTIAL_PATTERNS = (
     # curl -u user:password (or --user), which sends them as basic authentication.
     ("user and password on a command line", ("-u", "--user"),
      r"(?<!\S)(?:-u|--user)[ =]?[\"']?(?P<user>[^\s:\"']+):(?P<password>(?![$<{*%\[])[^\s\"']{4,})"),
-    ("AWS access key id", ("akia", "asia"), r"(?:AKIA|ASIA)(?P<value>[A-Z0-9]{16})(?![A-Z0-9])"),
+    ("AWS access key id", ("akia", "asia", "abia", "acca"),
+     r"(?:AKIA|ASIA|ABIA|ACCA)(?P<value>[A-Z0-9]{16})(?![A-Z0-9])"),
     ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"gh[pousr]_(?P<value>[A-Za-z0-9]{36,})"),
     ("GitHub token", ("github_pat_",), r"github_pat_(?P<value>[A-Za-z0-9_]{40,})"),
     ("Anthropic API key", ("sk-ant-",), r"sk-ant-[a-z]+[0-9]{2}-(?P<value>[A-Za-z0-9_-]{32,})"),
     # A key's body mixes upper case, lower case and digits; a hex SKU, a URL
     # path segment or a branch slug such as sk-2024-fix-login-redirect does not.
-    ("OpenAI API key", ("sk-",),
-     r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
+    # Its hyphens may be missing where a key split by hyphens was joined.
+    ("OpenAI API key", ("sk",),
+     r"(?<![A-Za-z0-9_-])sk-?(?:(?:proj|svcacct|admin|None)-?)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
      r"(?=[A-Za-z0-9_-]*?(?=[A-Za-z0-9]{20})[A-Za-z]*[0-9])(?P<value>[A-Za-z0-9_-]{32,})"),
     ("Slack token", ("xox",), r"xox[abposr]-(?P<value>[0-9]{8,}-[0-9A-Za-z-]{8,})"),
     ("Slack token", ("xapp-",), r"xapp-[0-9]-[A-Z0-9]+-[0-9]+-(?P<value>[a-z0-9]{16,})"),
@@ -260,9 +217,19 @@ _CREDENTIAL_PATTERNS = (
      r"hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,}/[A-Z0-9]{6,}/(?P<value>[A-Za-z0-9]{16,})"),
     ("Discord webhook URL", ("discord",),
      r"discord(?:app)?\.com/api/webhooks/[0-9]{15,20}/(?P<value>[A-Za-z0-9_-]{40,})"),
+    # A bot token: the base64 of the bot's numeric id, a timestamp, an HMAC.
+    ("Discord bot token", ("m", "n", "o"),
+     r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\."
+     r"(?P<random>[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])"),
+    ("Microsoft Teams webhook URL", ("webhook.office.com",),
+     r"webhook\.office\.com/webhookb2/[0-9a-fA-F-]{36}@[0-9a-fA-F-]{36}/IncomingWebhook/(?P<value>[A-Za-z0-9]{32})"),
     ("Google API key", ("aiza",), r"AIza(?P<value>[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])"),
     ("Google OAuth client secret", ("gocspx-",), r"GOCSPX-(?P<value>[A-Za-z0-9_-]{24,})"),
-    ("Stripe live key", ("_live_",), r"(?:sk|rk)_live_(?P<value>[0-9A-Za-z]{20,})"),
+    ("Google OAuth access token", ("ya29.",), r"ya29\.(?P<value>[A-Za-z0-9_-]{30,})"),
+    ("Firebase Cloud Messaging server key", ("apa91b",), r"AAAA[A-Za-z0-9_-]{7}:APA91b(?P<value>[A-Za-z0-9_-]{100,})"),
+    ("Stripe secret key", ("_live_", "_test_", "_prod_"),
+     r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test|prod)_(?P<value>[0-9A-Za-z]{20,})"),
+    ("Stripe webhook secret", ("whsec_",), r"whsec_(?P<value>[A-Za-z0-9+/=]{24,})"),
     ("JSON Web Token", ("eyj",),
      r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?P<value>[A-Za-z0-9_-]{8,})"),
     ("GitLab token", ("glpat-", "glptt-", "gldt-", "glrt-"),
@@ -280,19 +247,36 @@ _CREDENTIAL_PATTERNS = (
     ("Azure storage key", ("accountkey=", "sharedaccesskey="),
      r"(?:Account|SharedAccess)Key=(?P<value>[A-Za-z0-9+/]{40,}={0,2})"),
     ("Azure shared access signature", ("sig=",), r"(?<![A-Za-z0-9])sig=(?P<value>[A-Za-z0-9%+/]{30,}(?:%3D|=){0,2})"),
+    ("Azure client secret", ("q~",),
+     r"(?<![A-Za-z0-9_~.])[A-Za-z0-9_~.]{3}[0-9]Q~(?P<value>[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_~.-])"),
+    # A personal access token of Azure DevOps: 52 characters of base32, or 84 with AZDO near the end.
+    ("Azure DevOps token", (),
+     r"(?<![A-Za-z0-9])(?:(?=[a-z2-7]*[2-7])(?=[a-z2-7]*[a-z])(?P<value>[a-z2-7]{52})"
+     r"|[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4})(?![A-Za-z0-9])"),
     ("Shopify token", ("shpat_", "shpca_", "shppa_", "shpss_"), r"shp(?:at|ca|pa|ss)_(?P<value>[a-fA-F0-9]{32})"),
     ("DigitalOcean token", ("_v1_",), r"do[opr]_v1_(?P<value>[a-f0-9]{64})"),
     ("Mailgun API key", ("key-",), r"(?<![A-Za-z0-9-])key-(?P<value>[0-9a-f]{32})(?![0-9A-Za-z])"),
     ("Mailchimp API key", ("-us",), r"(?<![0-9A-Za-z])(?P<value>[0-9a-f]{32})-us[0-9]{1,2}(?![0-9A-Za-z])"),
     ("Square token", ("sq0",), r"sq0(?:atp|csp)-(?P<value>[0-9A-Za-z_-]{22,})"),
+    ("Square or Facebook access token", ("eaa",),
+     r"(?<![A-Za-z0-9])EAA(?P<random>[A-Za-z0-9_-]{60,})(?![A-Za-z0-9_-])"),
+    ("Braintree access token", ("access_token$",),
+     r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$(?P<value>[0-9a-f]{32})"),
     ("PyPI token", ("pypi-ageichlwas5vcmc",), r"pypi-AgEIcHlwaS5vcmc(?P<value>[A-Za-z0-9_-]{50,})"),
+    ("NuGet API key", ("oy2",), r"(?<![A-Za-z0-9])oy2(?P<value>[a-z0-9]{43})(?![A-Za-z0-9])"),
+    ("Heroku token", ("hrku-",), r"HRKU-AA(?P<value>[0-9A-Za-z_-]{58})"),
     ("Docker Hub token", ("dckr_pat_",), r"dckr_pat_(?P<value>[A-Za-z0-9_-]{27,})"),
     ("HashiCorp Vault token", ("hvs.", "hvb."), r"(?<![A-Za-z0-9])hv[sb]\.(?P<value>[A-Za-z0-9_-]{24,})"),
+    ("Terraform Cloud token", ("atlasv1",), r"[A-Za-z0-9]{14}\.atlasv1\.(?P<value>[A-Za-z0-9_=-]{60,70})"),
     ("Databricks token", ("dapi",), r"(?<![A-Za-z0-9])dapi(?P<value>[a-f0-9]{32})(?![0-9A-Za-z])"),
     ("Postman API key", ("pmak-",), r"PMAK-(?P<value>[a-f0-9]{24}-[a-f0-9]{34})"),
     ("Linear API key", ("lin_api_",), r"lin_api_(?P<value>[A-Za-z0-9]{40})"),
     ("Atlassian API token", ("atatt3",), r"ATATT3(?P<value>[A-Za-z0-9_=-]{100,})"),
-    ("Doppler token", ("dp.",), r"(?<![A-Za-z0-9])dp\.(?:pt|st|sa|ct|scim|audit)\.(?P<value>[A-Za-z0-9]{40,})"),
+    ("Doppler token", ("dp.",),
+     r"(?<![A-Za-z0-9])dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{2,35}\.)?(?P<value>[A-Za-z0-9]{40,})"),
+    ("Contentful token", ("cfpat-",), r"CFPAT-(?P<value>[A-Za-z0-9_-]{43})"),
+    ("Asana token", (":",), r"(?<![0-9/])[12]/[0-9]{15,17}(?:/[0-9]{15,17})?:(?P<value>[0-9a-f]{32})(?![0-9A-Za-z])"),
+    ("Tavily API key", ("tvly-",), r"tvly-(?:[a-z]{2,4}-)?(?P<value>[A-Za-z0-9]{30,})"),
     ("Grafana token", ("glsa_", "glc_"),
      r"(?:glsa_(?P<value>[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})|glc_[A-Za-z0-9+/]{32,}={0,2})"),
     ("New Relic key", ("nrak-",), r"NRAK-(?P<value>[A-Z0-9]{27})"),
@@ -312,32 +296,170 @@ _CREDENTIAL_PATTERNS = (
     ("PlanetScale token", ("pscale_",), r"pscale_(?:tkn|pw|oauth)_(?P<value>[A-Za-z0-9_.-]{32,})"),
     ("Fly.io token", ("fo1_",), r"fo1_(?P<value>[A-Za-z0-9_-]{40,})"),
     ("Sentry token", ("sntrys_", "sntryu_"), r"sntry[su]_(?P<value>[A-Za-z0-9+/=_-]{40,})"),
-    # The generic rule: a secret-like word, at most a few characters of an
-    # identifier after it (DB_PASSWORD, api_key_v2), an operator, a colon, "is"
-    # or a space, then a value; generic_value_is_secret judges the value.
-    ("secret after a secret-like word", ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential"),
-     r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)"
-     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key)[\w.-]{0,24}?"
-     r"(?P<operator>[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*|[ \t]+)[\"'`]?"
-     r"(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
+    ("Pulumi token", ("pul-",), r"(?<![A-Za-z0-9])pul-(?P<value>[a-f0-9]{40})"),
+    ("1Password service account token", ("ops_eyj",), r"ops_eyJ(?P<value>[A-Za-z0-9+/]{250,}={0,3})"),
+    ("Airtable token", ("pat",), r"(?<![A-Za-z0-9])pat[A-Za-z0-9]{14}\.(?P<value>[a-f0-9]{64})"),
+    ("Dynatrace token", ("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.(?P<value>[A-Za-z0-9]{64})"),
+    ("EasyPost key", ("ezak", "eztk"), r"EZ[AT]K(?P<value>[A-Za-z0-9]{54})"),
+    ("Brevo key", ("xkeysib-",), r"xkeysib-[a-f0-9]{64}-(?P<value>[A-Za-z0-9]{16})"),
+    ("Octopus Deploy key", ("api-",), r"(?<![A-Za-z0-9])API-(?P<value>[A-Z0-9]{26})(?![A-Za-z0-9])"),
+    ("Clojars token", ("clojars_",), r"(?i:CLOJARS_)(?P<value>[a-z0-9]{60})"),
+    ("Artifactory key", ("akcp",), r"(?<![A-Za-z0-9])AKCp(?P<value>[A-Za-z0-9]{69})"),
+    ("Sourcegraph token", ("sgp_",), r"sgp_(?:[a-fA-F0-9]{16}_|local_)?(?P<value>[a-fA-F0-9]{40})"),
+    ("Cloudflare origin CA key", ("v1.0-",), r"v1\.0-[a-f0-9]{24}-(?P<value>[a-f0-9]{146})"),
+    # A base58 private key in wallet import format: 5H, 5J or 5K and 49 more, or K or L and 51.
+    ("Bitcoin private key", ("5h", "5j", "5k", "k", "l"),
+     r"(?<![A-Za-z0-9])(?P<random>5[HJK][1-9A-HJ-NP-Za-km-z]{49}|[KL][1-9A-HJ-NP-Za-km-z]{51})(?![A-Za-z0-9])"),
+    ("Shippo token", ("shippo_",), r"shippo_(?:live|test)_(?P<value>[a-fA-F0-9]{40})"),
+    ("ReadMe key", ("rdme_",), r"rdme_(?P<value>[a-z0-9]{70})"),
+    ("Frame.io token", ("fio-u-",), r"fio-u-(?P<value>[A-Za-z0-9_=-]{64})"),
+    ("Duffel token", ("duffel_",), r"duffel_(?:test|live)_(?P<value>[A-Za-z0-9_=-]{43})"),
+    ("Typeform token", ("tfp_",), r"tfp_(?P<value>[A-Za-z0-9_=.-]{59})"),
+    ("Infracost key", ("ico-",), r"(?<![A-Za-z0-9])ico-(?P<value>[A-Za-z0-9]{32})"),
+    ("Prefect key", ("pnu_",), r"pnu_(?P<value>[A-Za-z0-9]{36})"),
+    ("CircleCI token", ("ccipat_",), r"CCIPAT_(?P<value>[A-Za-z0-9]{20,24}_[a-f0-9]{40})"),
+    ("Bitbucket app password", ("atbb",), r"(?<![A-Za-z0-9])ATBB(?P<random>[A-Za-z0-9_=.-]{28,})"),
+    ("Plaid access token", ("access-",),
+     r"access-(?:sandbox|development|production)-(?P<value>" + _UUID_SHAPE + ")"),
+    ("Google OAuth refresh token", ("1//0",), r"(?<![A-Za-z0-9/])1//0(?P<value>[A-Za-z0-9_-]{40,})"),
+    ("Salesforce session token", ("00d",), r"(?<![A-Za-z0-9])00D[A-Za-z0-9]{12,15}!(?P<value>[A-Za-z0-9_.]{60,})"),
+    ("Amazon MWS key", ("amzn.mws.",), r"amzn\.mws\.(?P<value>" + _UUID_SHAPE + ")"),
+    ("LaunchDarkly SDK key", ("sdk-",),
+     r"(?<![A-Za-z0-9-])sdk-(?P<value>" + _UUID_SHAPE + ")"),
+    ("SMTP login", ("auth ",), r"\bAUTH[ \t]+(?:PLAIN|LOGIN)[ \t]+(?P<value>[A-Za-z0-9+/]{12,}={0,2})"),
+    # An htpasswd line: a user, a colon and a password hash in crypt's $id$ form.
+    ("password hash of an htpasswd line", (":$",),
+     r"(?<![\w$])[\w.@-]{1,64}:(?P<value>\$(?:apr1|2[abxy]?|1|5|6|argon2id?)\$[^\s:]{20,})"),
+    ("TOTP secret", ("otpauth://",),
+     r"otpauth://[th]otp/[^\s?]*\?(?:[^\s#]*&)?secret=(?P<value>[A-Za-z2-7]{16,})"),
+    # A token after a vendor's short prefix (hst_, zpk_live_); pk_ and pub_ mark publishable keys.
+    ("token with a vendor prefix", ("_",),
+     r"(?<![A-Za-z0-9_.-])(?!pk_|pub_|pubkey_|public_)[A-Za-z][A-Za-z0-9]{1,7}_(?:[A-Za-z]{2,8}_)?"
+     r"(?P<random>[A-Za-z0-9]{30,})(?![A-Za-z0-9_])"),
+    ("token with a vendor prefix", ("-",),
+     r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
 )
-_GENERIC_PATTERN = _CREDENTIAL_PATTERNS[-1][2]
-# Every marker once (may_hold_credential looks for each of them).
-_CREDENTIAL_MARKERS = tuple(dict.fromkeys(marker for _, markers, _ in _CREDENTIAL_PATTERNS for marker in markers))
+# Words for a password, a PIN or a door code in the common languages; the short
+# ones must stand alone (spin, pinned and "pwdx" are not).  A context rule for
+# them is tried only when the lower-cased text holds one of the markers after.
+_PASSWORD_WORDS = (
+    r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
+    r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
+    r"密码|密碼|비밀번호|암호|"
+    r"(?<![^\W\d_])(?:pwd|pw|pass|pin(?:[ -]?code)?|clave|mdp|senha|has[łl]o|heslo|[şs]ifre|parol[aă]|"
+    r"(?:door|gate|alarm|access|entry|unlock|lock|safe|security|keypad) ?code|(?:wi-?fi|wlan|network|wpa2?) key|psk)"
+    r"(?![^\W\d_]))"
+)
+_PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
+                     "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
+                     "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
+# The words that may stand between such a word and its value: "is", a colon,
+# an equals sign, an arrow, a table's bar, and their counterparts in the same languages.
+_PASSWORD_OPERATOR = (
+    r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
+    r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*\*{0,2}[ \t]*"
+)
+_CONTEXT_PATTERNS = (
+    # A value after a password word, maybe a few words later ("the password
+    # for the shared mailbox is ..."), or right after it with a space.
+    ("secret after a word naming it", _PASSWORD_MARKERS,
+     r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<ident>[\w.-]{0,24}?)"
+     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,6}?" + _PASSWORD_OPERATOR + r")"
+     r"[\"'`“„«]?(?P<secret>[^\s\"'`<>;()“”«»]{4,64})"),
+    ("secret after a word naming it", _PASSWORD_MARKERS,
+     r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<operator>[ \t]+)(?P<secret>[^\s\"'`<>;()]{4,64})"),
+    # user / password: after an e-mail address, or after a login name with a
+    # spaced slash (a path has none), or after a common login with a bare one.
+    ("user and secret pair", ("@",),
+     r"(?<![\w.+/-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+[ \t]*[/:|,][ \t]*(?![0-9]{1,5}(?:/|\s|$))(?P<pair>[^\s,;]{6,64})"),
+    # A .pgpass line: host:port:database:user:password.
+    ("user and secret pair", (":",), r"(?<![\w.:-])[\w.-]+:[0-9]{2,5}:[\w*.-]+:[\w*.@-]+:(?P<pair>[^\s:]{6,64})"),
+    ("user and secret pair", ("/", ":"),
+     r"(?<![\w/.:-])(?:[A-Za-z][\w.-]{1,30}(?:[ \t]+/[ \t]*|[ \t]*/[ \t]+)"
+     r"|(?i:admin|administrator|root|guest|sa|postgres|pi|ubuntu|operator|superuser)[/:])(?P<pair>[^\s/,;]{6,64})"),
+    # A password on a command line: mysql -pSECRET, ldapsearch -w, sshpass -p,
+    # redis-cli -a, docker login -p, and any --password or --token option.
+    ("secret on a command line", ("mysql", "mariadb"),
+     r"\b(?:mysql|mariadb)[\w-]*[^\n|;&]*?(?<!\S)-p(?P<secret>[^\s\"'-][^\s\"']{3,})"),
+    ("secret on a command line", ("ldap",), r"\bldap\w+[^\n|;&]*?(?<!\S)-w[ \t]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("sshpass",), r"\bsshpass[ \t]+-p[ \t]*[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("redis-cli",),
+     r"\bredis-cli\b[^\n|;&]*?(?<!\S)-a[ \t]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("login",),
+     r"\b(?:docker|podman|helm|buildah|skopeo|oras|nerdctl)\b[^\n|;&]*?\blogin\b[^\n|;&]*?"
+     r"(?<!\S)(?:-p|--password)[ \t=]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("--",),
+     r"(?i)(?<!\S)--(?:password|passwd|pass|pwd|secret|token|api-?key|auth-token|access-token|client-secret)"
+     r"[ \t=]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("HTTP basic authorization", ("basic",),
+     r"(?i:authorization)[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+(?P<value>[A-Za-z0-9+/]{8,}={0,2})"),
+    # A base32 seed after a word for one, and recovery codes after theirs.
+    ("TOTP secret", ("totp", "2fa", "mfa", "otp", "authenticator"),
+     r"(?i:totp|2fa|mfa|otp|authenticator)[\w -]{0,20}?(?i:seed|secret|key)\b[^\n:=]{0,40}?"
+     r"(?:[:=]|\b(?i:is)\b)[ \t]*(?P<value>(?=[A-Za-z2-7 ]*[2-7])(?:[A-Z2-7]{16,}|[a-z2-7]{16,}"
+     r"|(?:[A-Z2-7]{4} ){3,}[A-Z2-7]{4}))(?![A-Za-z0-9])"),
+    ("recovery codes", ("code",),
+     r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)?"
+     r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?"
+     r"(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?)+)"),
+    # The general rule: a secret-like word, at most a few characters of an
+    # identifier after it (DB_PASSWORD, api_key_v2), maybe a few words, an
+    # operator, a colon or "is", or just a space, then a value;
+    # generic_value_is_secret judges the value.  Public, publishable and site
+    # keys are public.
+    ("secret after a secret-like word",
+     ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
+     r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
+     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key|ssws)"
+     r"(?P<ident>[\w.-]{0,24}?)"
+     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,5}?"
+     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|\?=|->|→|[:=|]|\bis\b)[ \t]*\*{0,2}[ \t]*"
+     r"|[ \t]+)[\"'`]?(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
+)
+_CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
+    (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
+# The cheap first look: most notes show none of these and stop there, while
+# the secrets the rules above find show one.  A digit beside a letter, a
+# lower-case letter followed by a capital, sixteen capitals and digits in a
+# row, or a symbol between letters, found by one search that starts only at a
+# digit, a capital or a symbol (prose has few); then, in the lower-cased text,
+# "://" or a word for a password, or a PIN or code word a little before four
+# digits.  Each is a substring test, so a text and effect joined hold every
+# one that either holds.
+_FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
+                                r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
+_FIRST_LOOK_WORDS = ("://", "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
+                     "hasło", "heslo", "adgangsk", "salasana", "jelsz", "sifre", "şifre", "пароль", "lösenord",
+                     "κωδικ", "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호")
+_FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # A key written in groups: runs of three or more short pieces joined by single
-# spaces (also no-break or thin ones) or hyphens ("AKIA IOSF ODNN ..."); find_credential also looks at each
-# such run with its separators taken out.
+# spaces (also no-break or thin ones) or hyphens ("AKIA IOSF ODNN ..."), and
+# runs of pieces of a key's characters joined by spaces ("sk-p roj- Ab12 ...");
+# find_credential also looks at each such run with its separators taken out.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
+_SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
 # Words that stand in for a password in documentation (https://user:pass@host).
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
 # Lower-case pieces that mark a value as a stand-in, not a secret.
 _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
+# The start of an SSH public key's base64 body: the length and name of its
+# type (ssh-..., ecdsa-..., sk-...), which a private key never begins with.
+_SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
+_EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+# Names of algorithms and protocols that look like a password with a digit (argon2id, sha256, oauth2).
+_ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
+                   r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
+# Keys and tokens that open nothing: a cache key, a page token (before the
+# word), and a value that names, measures or describes one (after it: key id, token type).
+_KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
+                           r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
+                           r"next|design|site)[ _-]?$")
+_KEY_DESCRIPTION = (r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
+                    r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
 # Shannon entropy, in bits per character, below which a value after a
-# secret-like word is taken for a pattern, not a random secret.  Chosen from
-# the corpora of tests/fixtures/credentials: the 66 secret values of 16 or more
-# characters that the generic rule meets score 3.53 to 5.56 (median 4.69); the
-# near-misses that reach this test score 2.32 and 2.57 (1111222233334444aaaa).
+# secret-like word is taken for a pattern, not a random secret: a repeated
+# short pattern (1111222233334444aaaa) scores below 3, a random key above it.
 _GENERIC_ENTROPY_THRESHOLD = 3.0
 
 
@@ -364,8 +486,7 @@ class NotesError(Exception):
         self.message = message
         self.exit_code = exit_code
         self.details = details or {}
-        # A command whose --help the command line and MCP name after the
-        # message; the rules that refuse cannot know how the tool was started.
+        # the command whose --help the message points to
         self.help_for = help_for
 
 
@@ -373,38 +494,24 @@ class NotesError(Exception):
 # Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
 
 def _refuse_constant(name: str):
-    """json.loads calls this for NaN, Infinity and -Infinity, which are not JSON."""
     raise ValueError("%s is not a JSON number" % name)
 
 
 def _finite_float(text: str) -> float:
-    """json.loads calls this for every number with a fraction or exponent: refuse
-    one too big for a float (1e999), which would become infinity, a value no
-    JSON writer may write back."""
+    """Refuse a float too big (1e999 would be infinity)."""
     value = float(text)
-    if value - value != 0:  # inf - inf is nan, and nan differs from everything
+    if value - value != 0:  # infinite
         raise ValueError("%s... is too big for a float" % text[:20])
     return value
 
 
-# json.loads(text, parse_constant=..., parse_float=...) builds this same
-# decoder on every call; readers parse every line, so it is built once.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
-_JSON_SPACES = " \t\n\r"  # the only characters JSON allows between its tokens
+_JSON_SPACES = " \t\n\r"  # JSON's whitespace
 
 
 def _parse_json(text: str):
-    """Parse one JSON document; raise ValueError when it is not one.
-
-    Stricter than json.loads alone: NaN and Infinity are refused, so is a
-    number too big for a float, and a value nested too deeply to parse is an
-    ordinary ValueError, not a RecursionError."""
-    # JSON allows whitespace around the document.  JSONDecoder.decode skips
-    # it with two regular-expression matches, a fifth of what parsing a log
-    # line costs; str.strip and raw_decode give the same answer for less
-    # (one frame fewer, so on CPython 3.9 to 3.11, where the parser's depth
-    # limit counts Python frames, a document one level deeper parses).
-    # The plain form: return _DECODER.decode(text).
+    """One JSON document, or ValueError (also for NaN, huge floats, deep nesting)."""
+    # Plain form: _DECODER.decode(text); stripping here is faster.
     body = text.strip(_JSON_SPACES)
     try:
         value, end = _DECODER.raw_decode(body)
@@ -415,46 +522,38 @@ def _parse_json(text: str):
     return value
 
 
-# json.dumps(value, separators=..., ...) builds the same encoder on every call;
-# readers take the checksum of every line, so each is built once.  The plain
-# form, json.dumps with these arguments, gives the same text.  The checksum's
-# encoder skips the test for a value that holds itself, a dict of ids kept per
-# call: what it encodes is a parsed line or a record build_record made, never circular.
+# Built once (plain form: json.dumps); checksummed values are never circular.
 _COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True,
                                       check_circular=False)
 
 
 def _compact_json(value) -> str:
-    """One line of JSON as the log holds it: no spaces, non-ASCII as is."""
     return _COMPACT_ENCODER.encode(value)
 
 
 def _canonical_json(value) -> str:
-    """Compact JSON with sorted keys: the form the checksum is taken of."""
+    """The form the checksum is taken of."""
     return _CANONICAL_ENCODER.encode(value)
 
 
 def _pretty_json(value) -> str:
-    """JSON as v0 prints receipts and writes the meta and exports: 2-space indent, non-ASCII as is."""
+    """JSON as v0 indents it (receipts, meta, exports)."""
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
-_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # the ts of a record; as text it sorts in time order
+_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as text in time order
 
 
 def _utc_now() -> str:
-    """The current UTC time as YYYY-MM-DDTHH:MM:SSZ."""
     return time.strftime(_TIMESTAMP_FORMAT, time.gmtime())
 
 
 def _note_id_for(seq: int) -> str:
-    """The id of the note numbered seq: n00001, ..., n99999, n100000."""
     return "n%05d" % seq
 
 
 def _record_checksum(record: dict) -> str:
-    """First 16 hex digits of SHA-256 over the canonical JSON of the record without its checksum."""
     body = dict(record)
     body.pop("checksum", None)
     return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()[:16]
@@ -464,9 +563,7 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
                  ref: str | None = None, status: str | None = None, provenance: str | None = None,
                  evidence: str | None = None, about: str | None = None, by: str | None = None,
                  timestamp: str | None = None, batch: str | None = None) -> dict:
-    """A record with v0's keys in v0's order, then the optional links and labels, checksum last.
-
-    batch ("K/N") marks line K of an N-line append --batch."""
+    """v0's keys in v0's order, the optional fields after, checksum last."""
     record = {
         "id": _note_id_for(seq),
         "ts": timestamp or _utc_now(),
@@ -496,7 +593,6 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
 
 
 def _record_line(record: dict) -> bytes:
-    """One record as the bytes of one log line, newline included."""
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
@@ -516,19 +612,17 @@ def _marker_alternation(markers) -> str:
     return branches[0] if len(branches) == 1 else "(?:%s)" % "|".join(branches)
 
 
-# One search for every marker, in the lower-cased text (see may_hold_credential).
-_CREDENTIAL_MARKER_SEARCH = re.compile(_marker_alternation(_CREDENTIAL_MARKERS)).search
+_FIRST_LOOK_WORD_SEARCH = re.compile(_marker_alternation(_FIRST_LOOK_WORDS)).search
 
 
 def _may_hold_credential(text: str) -> bool:
-    """Whether the text holds one of CREDENTIAL_MARKERS, in any case; most texts hold none, and stop here.
-
-    Every line a reader reads passes here, so on a long log verify's time
-    once went mostly to this.  On a typical note this search of the
-    lower-cased text took 1.1 us; the plain form, any(marker in text.lower()
-    for marker in CREDENTIAL_MARKERS), 19 us; one flat alternation of the
-    markers 4.1 us, and 31 us with re.IGNORECASE.  All of them answer the same."""
-    return _CREDENTIAL_MARKER_SEARCH(text.lower()) is not None
+    """Whether the text passes the first look (told above FIRST_LOOK_SHAPES), which every line a reader
+    reads goes through before any pattern."""
+    if _FIRST_LOOK_SHAPES(text):
+        return True
+    lowered = text.lower()
+    return (_FIRST_LOOK_WORD_SEARCH(lowered) is not None
+            or (("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered) is not None))
 
 
 def _shannon_entropy(value: str) -> float:
@@ -541,10 +635,17 @@ def _shannon_entropy(value: str) -> float:
 
 
 def _is_placeholder(value: str) -> bool:
-    """Whether the value is a stand-in for a secret: it names itself one, repeats a character, or hardly varies."""
+    """Whether the value is a stand-in for a secret: it names itself one, is mostly one character, or hardly varies."""
     lowered = value.lower()
-    return (any(word in lowered for word in _PLACEHOLDER_WORDS) or re.search(r"(.)\1{5}", value) is not None
-            or _shannon_entropy(value) < 2.0)
+    repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
+    return (any(word in lowered for word in _PLACEHOLDER_WORDS) or _shannon_entropy(value) < 2.0
+            or repeated is not None and len(repeated.group()) * 4 >= len(value))
+
+
+def _is_date_or_uuid(value: str) -> bool:
+    """Whether the value is a UUID, a date or a time."""
+    return re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+                        r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value) is not None
 
 
 def _is_word_like(value: str) -> bool:
@@ -552,26 +653,52 @@ def _is_word_like(value: str) -> bool:
     case, capitals or CamelCase, maybe with a short number: oauth2, Ec2Instance) or all digits
     (refresh-token-rotation, DB_PASSWORD_FILE, v2.3.1, customer_id#2026, RefreshTokenPolicy), or a
     UUID, a date or a time."""
-    if re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-                    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value):
-        return True  # a UUID, a date or a time
+    if _is_date_or_uuid(value):
+        return True
     pieces = [piece for piece in re.split(r"[-_./#:&=@+,]+", value) if piece]
-    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+"
+    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+[A-Za-z]{0,2}"
     return all(re.fullmatch(word, piece) for piece in pieces)
+
+
+def _reads_as_words(value: str) -> bool:
+    """Whether the value's runs of letters read as words: each of three or more letters holds a vowel, and
+    at most half are one or two letters long (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
+    runs = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)
+    return (all(re.search("[aeiouyAEIOUY]", run) for run in runs if len(run) >= 3)
+            and sum(len(run) <= 2 for run in runs) * 2 <= len(runs))
+
+
+def _looks_random(value: str) -> bool:
+    """Whether the value mixes upper case, lower case and digits with the spread of random text."""
+    return (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+            and _shannon_entropy(value) >= 3.5 and not _is_placeholder(value))
+
+
+def _is_stand_in(value: str) -> bool:
+    """Whether a value after a key or password word is a stand-in, a reference, a path or a URL, not a secret."""
+    return (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../"))
+            or value.lower() in _PLACEHOLDER_PASSWORDS or _is_placeholder(value))
 
 
 def _generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
     """Whether the value after a secret-like word looks like a secret rather than prose, a path or a stand-in.
 
     A value of 16 characters or more must look random: high entropy, not
-    words, and a digit in it or case changing as often as random text does.
-    A shorter one counts only after a password word and an operator
+    words, and a digit in it or case changing as often as random text does;
+    a UUID counts after a word for a token, a secret or an API key.  A shorter
+    one counts only after a password word and an operator
     (password=Summer2024!), when it holds a digit or a symbol beside letters."""
     value = value.rstrip(".:!?")
-    # A stand-in, a URL, a path, a name with a scheme (arn:aws:..., sha256:...), an SSH public key's body.
-    if (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../", "AAAA"))
-            or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value) or _is_placeholder(value)
-            or _is_word_like(value)):
+    # A stand-in, a name with a scheme (arn:aws:..., sha256:...), a publishable key, an SSH public key's body.
+    if (_is_stand_in(value) or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value)
+            or re.search(r"(?i)fingerprint|checksum|digest|(?:sha[0-9]*|md5)[:=]\s*$", operator)
+            or value.startswith(("pk_", "pk.", "pub_")) or re.match(_SSH_PUBLIC_KEY_BODY, value)
+            or re.fullmatch(r"6L[A-Za-z0-9_-]{38}", value) and "secret" not in before.lower()
+            or re.fullmatch(r"0x(?:[0-9A-Fa-f]{8}){1,2}", value)):
+        return False  # a reCAPTCHA key is public unless named its secret; 0x and 8 or 16 hex digits, a key id
+    if re.fullmatch(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
+        return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
+    if _is_word_like(value):
         return False
     # A digest named as one just before the word (commit key: <40 hex>, the sha256 of the key is ...).
     if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
@@ -589,42 +716,142 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
     return any(character.isdigit() for character in value) or case_changes * 3 >= len(value)
 
 
+def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
+    """Whether the value after a password, PIN or code word (or on a command line) looks like a password.
+
+    explicit says an operator stood between them ("is", ":", "="), not just a
+    space.  Digits count after a PIN or code word; a passphrase may be words
+    joined by hyphens; otherwise letters with a digit or a symbol, not a word,
+    a name, a date, a path, an algorithm or a stand-in."""
+    value = value.rstrip(".,:!?)]}")
+    lowered = keyword.lower()
+    if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in, a year after a space
+        return (len(value.rstrip("#")) >= (4 if "pin" in lowered or "code" in lowered or not lowered.isascii()
+                                           else 6) and len(set(value.rstrip("#"))) > 1
+                and (explicit or not re.fullmatch(r"(?:19|20)[0-9]{2}", value)))
+    if _is_stand_in(value) or re.fullmatch(_EMAIL_ADDRESS, value):
+        return False
+    if "phrase" in lowered and explicit and re.fullmatch(r"(?i)[a-z]{3,}(?:[-_. ][a-z0-9]+){2,}", value):
+        return True
+    letters = any(c.isalpha() for c in value)
+    others = any(not c.isalpha() for c in value)
+    if (len(value) < 6 or not letters or _is_date_or_uuid(value) or re.search(_ALGORITHM_NAME, value)
+            or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # a duration or a size: 90days, 16chars
+        return False
+    if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:", never after a bare space
+        return explicit and any(c.isdigit() for c in value) and not value.isupper() and value.count("_") < 2
+    case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper())
+    return others or (explicit and len(value) >= 8 and case_changes >= 3)
+
+
+def _pair_is_secret(value: str) -> bool:
+    """Whether the value after a user and a slash (or an e-mail address and a colon) looks like a password."""
+    value = value.rstrip(".,:!?)]}")
+    return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
+            and any(c.isalpha() for c in value) and any(not c.isalpha() for c in value)
+            and not (_is_word_like(value) and _reads_as_words(value)) and not re.search(_ALGORITHM_NAME, value))
+
+
+def _codes_are_secret(codes: str) -> bool:
+    """Whether a list after a word for recovery codes holds codes: two or more, with digits, not words."""
+    pieces = [piece for piece in re.split(r"[\s,;]+", codes) if piece]
+    return (len(pieces) >= 2 and sum(any(c.isdigit() for c in piece) for piece in pieces) * 2 >= len(pieces)
+            and not any(piece.isalpha() and piece.islower() for piece in pieces))
+
+
 def _credential_match_is_real(match) -> bool:
     """Whether a pattern's match is a credential, not a documented example or a placeholder.
 
-    What each named group must pass is told above CREDENTIAL_PATTERNS."""
+    What each named group must pass is told above VENDOR_PATTERNS."""
     groups = match.groupdict()
+    following = match.string[match.end():match.end() + 1]
     if groups.get("password") is not None:
         user, password = groups["user"], groups["password"]
         return not (password.lower() in _PLACEHOLDER_PASSWORDS or password == user
                     or user.lower() == "anonymous" or _is_placeholder(password))
     if groups.get("generic") is not None:
-        before = match.string[max(0, match.start() - 24):match.end("keyword")]
-        return _generic_value_is_secret(groups["keyword"], groups["operator"], groups["generic"], before)
+        before = match.string[max(0, match.start() - 40):match.end("keyword")]
+        if (re.search(_KEY_THAT_OPENS_NOTHING, match.string[max(0, match.start() - 24):match.start()])
+                or re.search(_KEY_DESCRIPTION, groups["ident"] + groups["operator"])):
+            return False
+        return following != "(" and _generic_value_is_secret(groups["keyword"], groups["operator"],
+                                                             groups["generic"], before)
+    if groups.get("secret") is not None:
+        explicit = groups.get("operator") is None or not groups["operator"].isspace()
+        return following != "(" and _password_value_is_secret(groups.get("keyword") or "password",
+                                                               groups["secret"], explicit)
+    if groups.get("pair") is not None:
+        return _pair_is_secret(groups["pair"])
+    if groups.get("codes") is not None:
+        return _codes_are_secret(groups["codes"])
+    if groups.get("random") is not None:
+        return _looks_random(groups["random"])
     return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
-def _credential_kind_in(text: str, generic: bool = True, across: int | None = None) -> str | None:
+def _patterns_by_marker() -> dict:
+    """Marker -> the indexes of the CREDENTIAL_PATTERNS that name it."""
+    by_marker = {}
+    for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS):
+        for marker in markers:
+            by_marker.setdefault(marker, []).append(index)
+    return by_marker
+
+
+# Which patterns each marker calls for, and those tried whatever the text holds.
+_PATTERNS_BY_MARKER = _patterns_by_marker()
+_PATTERNS_WITHOUT_MARKERS = tuple(index for index, rule in enumerate(_CREDENTIAL_PATTERNS) if not rule[1])
+
+
+def _patterns_to_try(lowered: str) -> list:
+    """The indexes, in order, of the CREDENTIAL_PATTERNS whose markers the lower-cased text holds.
+
+    Each distinct marker is looked for once (PATTERNS_BY_MARKER), not once
+    for every pattern that names it."""
+    found = set(_PATTERNS_WITHOUT_MARKERS)
+    for marker, indexes in _PATTERNS_BY_MARKER.items():
+        if marker in lowered:
+            found.update(indexes)
+    return sorted(found)
+
+
+def _credential_kind_in(text: str, context: bool = True, across: int | None = None) -> str | None:
     """The kind of the first credential one of CREDENTIAL_PATTERNS finds in the text as it stands, or None.
 
-    With across, only a match that runs over that position counts (a key
-    split between two fields joined there)."""
-    lowered = text.lower()
-    for kind, markers, pattern in _CREDENTIAL_PATTERNS:
-        if not generic and pattern is _GENERIC_PATTERN:
+    context False leaves out the context rules.  With across, only a match
+    that runs over that position counts (a key split between two fields
+    joined there).  A match that fails its checks is tried again one
+    character on, so that a failed "Authorization: Bearer" leaves the word
+    Bearer to be found."""
+    for index in _patterns_to_try(text.lower()):
+        kind, _, pattern, is_context = _CREDENTIAL_PATTERNS[index]
+        if is_context and not context:
             continue
-        if any(marker in lowered for marker in markers):
-            for match in re.finditer(pattern, text):
-                if (across is None or match.start() < across < match.end()) and _credential_match_is_real(match):
-                    return kind
+        search = re.compile(pattern).search
+        match = search(text)
+        while match:
+            if (across is None or match.start() < across < match.end()) and _credential_match_is_real(match):
+                return kind
+            match = search(text, match.start() + 1)
     return None
 
 
 def _join_key_groups(run) -> str:
-    """A GROUPED_RUN match with its spaces and hyphens taken out, unless half its pieces are lower-case words."""
-    pieces = re.split(_GROUP_SEPARATOR, run.group())
+    """A run of groups with its separators taken out, unless half its pieces are lower-case words."""
+    pieces = [piece for piece in re.split(_GROUP_SEPARATOR + "+", run.group()) if piece]
     words = sum(1 for piece in pieces if piece.isalpha() and piece.islower())
-    return run.group() if words * 2 >= len(pieces) else "".join(pieces)
+    return run.group() if words * 2 >= len(pieces) else re.sub(
+        "[ \t\u00a0\u2009\u202f]" if run.re.pattern == _SPACED_RUN else _GROUP_SEPARATOR, "", run.group())
+
+
+def _joined_kind_in(text: str) -> str | None:
+    """The kind of key a run of groups in the text holds once joined (vendor formats only), or None."""
+    for run in (_GROUPED_RUN, _SPACED_RUN):
+        joined = re.sub(run, _join_key_groups, text)
+        kind = _credential_kind_in(joined, context=False) if joined != text else None
+        if kind:
+            return kind
+    return None
 
 
 def _find_credential(text: str) -> str | None:
@@ -635,13 +862,9 @@ def _find_credential(text: str) -> str | None:
     removes invisible characters first, so that a key split by them is still found."""
     if not _may_hold_credential(text):
         return None
-    kind = _credential_kind_in(text)
-    if kind:
-        return kind
-    # The generic rule is left out of the joined text, and a run of mostly
+    # The context rules are left out of the joined text, and a run of mostly
     # lower-case words is prose, left as it is: joining prose makes long words, not secrets.
-    joined = re.sub(_GROUPED_RUN, _join_key_groups, text)
-    return _credential_kind_in(joined, generic=False) if joined != text else None
+    return _credential_kind_in(text) or _joined_kind_in(text)
 
 
 def _character_class(codes) -> str:
@@ -684,16 +907,15 @@ def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
     # Joined as they are and with a space between, a match counting only when
     # it runs over the seam; then with the groups of a key in groups joined
     # (neither field alone holds that key, as signal_problem found before).
-    kind = (_credential_kind_in(text + effect, generic=False, across=len(text))
+    kind = (_credential_kind_in(text + effect, context=False, across=len(text))
             or _credential_kind_in(text + " " + effect, across=len(text))
-            or _credential_kind_in(re.sub(_GROUPED_RUN, _join_key_groups, text + " " + effect), generic=False))
+            or _joined_kind_in(text + " " + effect))
     if kind:
         return "credential", "and effect together seem to hold a credential (%s) split between them" % kind
     return None
 
 
 def _character_name(character: str) -> str:
-    """A forbidden character as U+XXXX with its class, for a message."""
     code = ord(character)
     kind = ("C0 control" if code < 0x7f else "DEL" if code == 0x7f else "C1 control" if code < 0xa0
             else "bidirectional override" if code < 0x2066 else "bidirectional isolate")
@@ -725,7 +947,6 @@ def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | Non
     return None
 
 
-# What append adds to a refusal of each kind: the way out.
 _REFUSAL_ADVICE = {
     "invalid_unicode": "; the shell passed undecodable bytes: re-send it as plain UTF-8 text",
     "control_character": "; remove it (tab, newline and carriage return are the only control characters "
@@ -738,7 +959,6 @@ _REFUSAL_ADVICE = {
 
 
 def _clean_field(name: str, value: str | None, limit: int) -> str:
-    """Strip a signal field and refuse what must not enter the log."""
     value = (value or "").strip()
     found = _signal_problem(value, limit)
     if found:
@@ -748,7 +968,6 @@ def _clean_field(name: str, value: str | None, limit: int) -> str:
 
 
 def _check_choice(name: str, value, allowed) -> None:
-    """Refuse a value that is not one of the allowed words of option --name, without repeating it."""
     if value not in allowed:
         raise NotesError("unknown --%s; use one of: %s" % (name, ", ".join(allowed)))
 
@@ -757,17 +976,13 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
                  ref: str | None, status: str | None,
                  provenance: str | None = None, evidence: str | None = None,
                  about: str | None = None, by: str | None = None) -> dict:
-    """Validate a signal before anything is touched; return it as field name -> value, in SIGNAL_FIELDS order.
-
-    provenance and evidence are stored as given, so they are only checked.
-    What the links name is checked against the log later (check_links)."""
+    """The signal checked, as field -> value in SIGNAL_FIELDS order."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
         raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
                          "append-only.'", help_for="append")
-    # The parser already keeps these to their words; the checks stay here so
-    # that the signal is whole whoever calls this.
+    # The Python API bypasses the parser's checks.
     _check_choice("type", note_type, NOTE_TYPES)
     for name, value, allowed in (("provenance", provenance, PROVENANCES),
                                  ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
@@ -787,7 +1002,7 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
     if ref is not None:
         ref = _as_note_id(ref)
         if ref is None:
-            # The value is not echoed: a refusal must never repeat what may be a pasted secret.
+            # Not echoed: it may be a pasted secret.
             raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
                              "(tail lists the ids)")
         if note_type == "gate" and status is None:
@@ -805,7 +1020,6 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
 
 
 def _clean_link(name: str, value: str | None) -> str | None:
-    """An --about or --by value stripped and checked to be a note id; its value is never echoed."""
     if value is None:
         return None
     cleaned = _as_note_id(value)
@@ -815,47 +1029,35 @@ def _clean_link(name: str, value: str | None) -> str | None:
 
 
 def _is_note_id(value) -> bool:
-    """Whether value has the shape of a note id (n followed by five to eleven digits).
-
-    The bound makes an id or ref of thousands of digits damage, never a note:
-    readers skip its record with a warning that does not echo it, so it cannot
-    swell a readback past its budget."""
+    """n and five to eleven digits; a longer one is damage."""
     return (isinstance(value, str) and 6 <= len(value) <= _NOTE_ID_LIMIT and value[0] == "n"
             and value[1:].isdigit() and value.isascii())
 
 
 def _as_note_id(value) -> str | None:
-    """A note id a caller gave, stripped; None when it is not one (the Python API may pass anything)."""
     value = value.strip() if isinstance(value, str) else value
-    return value if _is_note_id(value) else None  # is_note_id bounds its length (NOTE_ID_LIMIT)
+    return value if _is_note_id(value) else None
 
 
 def _is_seq(value) -> bool:
-    """Whether value is a usable seq: a positive int (not a bool) up to SEQ_LIMIT.
-
-    A line whose seq is past the limit holds no usable seq: readers skip it,
-    and append counts it as a damaged line, numbering past it sanely."""
-    return type(value) is int and 1 <= value <= _SEQ_LIMIT  # type(True) is bool, not int
+    return type(value) is int and 1 <= value <= _SEQ_LIMIT
 
 
 def _is_timestamp(value) -> bool:
-    """Whether value has the shape YYYY-MM-DDTHH:MM:SSZ, in ASCII digits."""
     return type(value) is str and _TIMESTAMP_SHAPE.fullmatch(value) is not None
 
 
 def _is_session_id(value) -> bool:
-    """Whether value can be a session id: a short printable string, not blank."""
     return (isinstance(value, str) and 0 < len(value) <= _SESSION_ID_LIMIT and value.isprintable()
             and not value.isspace())
 
 
 def _is_checksum(value) -> bool:
-    """Whether value has the shape of a checksum: 16 lowercase hex digits."""
     return type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None
 
 
 def _batch_place(place) -> tuple | None:
-    """(K, N) from a batch field "K/N" (1 <= K <= N, plain digits, no leading zero), else None."""
+    """(K, N) from "K/N" (1 <= K <= N, no leading zero), else None."""
     if type(place) is not str or place.count("/") != 1:
         return None
     numbers = place.split("/")
@@ -867,29 +1069,25 @@ def _batch_place(place) -> tuple | None:
 
 
 def _batch_place_of(value) -> tuple | None:
-    """(K, N) from a record's batch field, else None (value: a parsed line, which may be anything)."""
     return _batch_place(value.get("batch")) if isinstance(value, dict) else None
 
 
 def _is_batch_place(value) -> bool:
-    """Whether value is a batch field: "K/N", line K of an N-line batch."""
     return _batch_place(value) is not None
 
 
 def _is_string(value) -> bool:
-    """Whether value is a string."""
     return type(value) is str
 
 
 def _is_plain_value(value) -> bool:
-    """Whether value is a string, a finite number, true, false or null: what a field beyond v0's may hold."""
     if isinstance(value, float):
         return value - value == 0  # not infinite, not NaN
     return value is None or isinstance(value, (str, int))
 
 
 def _parse_line(raw: bytes) -> tuple:
-    """Decode one log line (without its newline): (object or None, problem kind or None)."""
+    """(object, None) or (None, problem kind) for one line."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -903,7 +1101,6 @@ def _parse_line(raw: bytes) -> tuple:
     return value, None
 
 
-# Kinds of problem, and what each means; verify and the readers' warnings use them.
 _PROBLEM_DETAILS = {
     "not_utf8": "the line is not valid UTF-8",
     "not_json": "the line is not JSON that can be read (broken, a number too big for a float, or nested "
@@ -940,18 +1137,14 @@ _PROBLEM_DETAILS = {
                              "was redacted: it was edited by hand, or redact was cut short (run redact on it "
                              "again to record why)",
 }
-# A record with one of these is skipped by every reader (with a warning): its
-# fields are not what they claim to be, and code that trusts them would fail.
-# A record with any other problem is still read, and the problem reported.
+# Readers skip a record with these: its fields cannot be trusted.
 _UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))
 
 _REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
-# What each field of a record must hold: (test, what it is).  A field not named
-# here must hold a plain value (is_plain_value).
 _FIELD_RULES = {
     "id": (_is_note_id, "a note id (n and five to eleven digits)"),
     "ts": (_is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
-    "session_id": (_is_string, "a string"),  # one not the session's own is a foreign_session
+    "session_id": (_is_string, "a string"),
     "seq": (_is_seq, "a whole number from 1 to %d" % _SEQ_LIMIT),
     "type": (_is_string, "a string"),
     "text": (_is_string, "a string"),
@@ -969,23 +1162,21 @@ _PLAIN_RULE = (_is_plain_value, "a string, a number, true, false or null")
 
 
 def _field_problems(record: dict) -> list:
-    """The record's fields checked for kind and range: [] or one (kind, detail) naming every bad field."""
+    """[] or one (kind, detail) naming every field of the wrong kind."""
     for key in _REQUIRED_FIELDS:
         if key not in record:
             return [("missing_field", "the record lacks its %s field" % key)]
     wrong = [key for key, value in record.items() if not _FIELD_RULES.get(key, _PLAIN_RULE)[0](value)]
     if not wrong:
         return []
-    # The name of a field beyond v0's is not echoed: it could be anything.
+    # an unknown field's name is not echoed
     return [("bad_field", "; ".join("the %s field is not %s" % (key, _FIELD_RULES[key][1]) if key in _FIELD_RULES
                                     else "another field holds a list, an object or a number too big"
                                     for key in wrong))]
 
 
 def _check_record(record: dict, session_id: str | None) -> list:
-    """Problems of one parsed record taken alone (not its place in the sequence), as (kind, detail) pairs.
-
-    The detail is None where PROBLEM_DETAILS says it all; it never holds a value of the record."""
+    """Problems of one record alone, as (kind, detail)."""
     problems = _field_problems(record)
     if problems:
         return problems
@@ -994,7 +1185,7 @@ def _check_record(record: dict, session_id: str | None) -> list:
         problems.append(("empty_text", None))
     try:
         checksum = _record_checksum(record)
-    except UnicodeEncodeError:  # a lone surrogate: in text, or in a field or key of its own
+    except UnicodeEncodeError:  # a lone surrogate anywhere
         return [(kind, detail) for kind, detail in problems if kind != "invalid_unicode"] + [
             ("invalid_unicode", None)]
     if checksum != record["checksum"]:
@@ -1032,7 +1223,7 @@ def _record_text_problems(text: str, effect: str | None) -> list:
 
 
 def _gate_rule_problem(record: dict) -> str | None:
-    """Which of append's rules for status and ref the record breaks (clean_signal refuses each), or None."""
+    """Which gate rule of clean_signal the record breaks, or None."""
     if "by" in record and (record["type"] != "gate" or "ref" not in record):
         return "the record has a by, which only a gate update has"
     if record["type"] != "gate":
@@ -1045,32 +1236,19 @@ def _gate_rule_problem(record: dict) -> str | None:
 
 
 class _LogOrder:
-    """What a forward reader remembers of the lines before this one, to check its place in the log.
-
-    The seq must follow the highest before it (damaged lines since may each
-    have held one), and the ref must name an earlier note of the right kind,
-    as append's check_ref asks.  A ref is checked by its seq (the id n00012 names seq 12): it must be below
-    the note's own, and it names a gate exactly when the note is a gate update.
-    about and by are checked the same way (check_links): earlier, and a by never a gate.
-    Only the seqs of gates and of notes labelled op or shared are kept, so a
-    whole log's worth costs two sets of ints.  A batch ("batch": "K/N") must
-    be whole: lines 1/N to N/N in a row; only the batch under way is kept.
-
-    A note that supersedes an op or shared note without being labelled op or
-    shared itself breaks a rule append now keeps; a log written by 1.1.0
-    may hold such a note, so it is a notice (a warning), never damage."""
+    """What a forward reader keeps to check each line's place."""
 
     def __init__(self):
-        self.seqs = set()
+        self.seqs = set()                # seqs of gates
         self.firm = set()                # seqs of non-gate notes labelled op or shared
-        self.highest = self.damaged = 0  # highest seq so far; lines since it that hold no seq
-        self.line = 0                    # lines (or export records) met so far
-        self.batch_next = None           # (K, N): the place the next line must hold, inside a batch
-        self.batch_line = 0              # the line the batch under way started at
-        self.notices, self.notice_count = [], 0  # the first notices, as verify's problem entries
+        self.highest = self.damaged = 0  # highest seq; lines since it with none
+        self.line = 0                    # lines (or export records) so far
+        self.batch_next = None           # (K, N) the next line must hold
+        self.batch_line = 0              # where the batch under way started
+        self.notices, self.notice_count = [], 0  # as verify's entries
 
     def place_problems(self, value, kinds: list) -> list:
-        """The problems of a record (None: an unreadable line) from its place in the log: seq order, ref target."""
+        """Problems of a record (None: unreadable) from its place."""
         seq = value.get("seq") if value is not None else None
         found = []
         order = _seq_order_problem(seq, self.highest, self.damaged)
@@ -1081,11 +1259,11 @@ class _LogOrder:
         else:
             self.damaged += 1
         self.line += 1
-        if self.batch_next is not None or (value is not None and "batch" in value):  # most lines are in no batch
+        if self.batch_next is not None or (value is not None and "batch" in value):
             found.extend(self.batch_problems(value))
         if value is None or not _is_usable(kinds):
             return found
-        if "ref" in value or "about" in value or "by" in value:  # most notes link to none
+        if "ref" in value or "about" in value or "by" in value:
             found.extend(self.link_problems(value))
         if value["type"] == "gate":
             self.seqs.add(value["seq"])
@@ -1094,7 +1272,6 @@ class _LogOrder:
         return found
 
     def link_problems(self, record: dict) -> list:
-        """What is wrong with a usable record's ref, about and by (each a note id), from the notes before it."""
         seq, found = record["seq"], []
         if "ref" in record:
             wrong = self.ref_problem(record, int(record["ref"][1:]))
@@ -1112,11 +1289,7 @@ class _LogOrder:
         return found
 
     def ref_problem(self, record: dict, target: int) -> str | None:
-        """What is wrong with the record's ref, whose seq is target (None when nothing is).
-
-        It must name an earlier note, a gate exactly when the record is a gate
-        update.  A note (not a gate update) not labelled op or shared that
-        supersedes one so labelled is kept as a notice, whatever else is wrong with its ref."""
+        """The ref's problem, or None; counts supersede notices."""
         ref, is_gate = record["ref"], record["type"] == "gate"
         if not is_gate and target in self.firm and record.get("provenance") not in _FIRM_PROVENANCES:
             self.notice_count += 1
@@ -1131,7 +1304,6 @@ class _LogOrder:
         return None
 
     def batch_problems(self, value) -> list:
-        """Whether this line keeps batches whole: inside one it holds the next place, outside one a 1/N."""
         place, found = _batch_place_of(value), []
         if self.batch_next is not None:
             if value is None:
@@ -1151,44 +1323,36 @@ class _LogOrder:
         return found
 
     def unfinished_detail(self) -> str:
-        """What is wrong with the batch under way when it stops here."""
         return "the batch that starts at line %d stops after %d of its %d lines" % (
             self.batch_line, self.batch_next[0] - 1, self.batch_next[1])
 
     def unfinished_batch(self) -> dict | None:
-        """After the last line: the problem of a batch still under way (verify's entry), or None."""
+        """verify's entry for a batch left unfinished, or None."""
         if self.batch_next is None:
             return None
         return _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
 
 def _is_usable(problems: list) -> bool:
-    """Whether readers read a record with these (kind, detail) problems."""
-    return not problems or not any(kind in _UNUSABLE for kind, _ in problems)  # most lines have none
+    return not problems or not any(kind in _UNUSABLE for kind, _ in problems)
 
 
 def _is_the_note(value, note_id: str) -> bool:
-    """Whether a parsed line (None: unreadable) is the note with this id that readers read (it has no
-    missing or malformed field)."""
     return value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None))
 
 
 def _seq_order_problem(seq, highest: int, damaged: int) -> str | None:
-    """The problem of a seq read forward: repeated, gap, or None.
-
-    highest is the highest seq before it; damaged, the lines since that one
-    that hold no seq (each may have held one, so they leave no gap)."""
+    """seq_repeated, seq_gap or None; each damaged line may have held a seq."""
     if not _is_seq(seq) or highest < seq <= highest + 1 + damaged:
         return None
     return "seq_repeated" if seq <= highest else "seq_gap"
 
 
 def _unterminated_line_problem(value) -> str:
-    """The verdict on a last line without its newline: a JSON object only lacks it; anything else was torn."""
     return "torn_tail" if value is None else "missing_newline"
 
 
-# Problems of a line as bytes, not of the record it holds: tail names them by offset alone.
+# tail names these by offset alone
 _LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
                            "seq_free_lines", "incomplete_batch"))
 
@@ -1199,37 +1363,32 @@ def _problem(line, record_id, kind: str, detail: str | None = None) -> dict:
 
 
 class _ProblemTally:
-    """The problems a reader meets: the first PROBLEMS_LISTED as verify's entries, and how many there are."""
+    """verify's first PROBLEMS_LISTED problems, and a count."""
 
     def __init__(self):
         self.problems, self.problem_count = [], 0
 
     def note_line_problems(self, number, value, kinds):
-        """Count the problems of line (or record) `number`, keeping the first ones as verify lists them."""
-        # An id is named only when it is a note id: any other could be anything.
+        # Only a note id is named: any other could be anything.
         record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else None
         self.problem_count += len(kinds)
         for kind, detail in kinds[:_PROBLEMS_LISTED - len(self.problems)]:
             self.problems.append(_problem(number, record_id, kind, detail))
 
     def note_problems(self, found):
-        """Count problems found after the lines were read (verify's entries), keeping the first ones."""
         self.problem_count += len(found)
         self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
 
 
 def _parse_time_filter(value: str | None, name: str) -> str | None:
-    """Check a --since/--until time and return it as YYYY-MM-DDTHH:MM:SSZ (None when not given).
-
-    The time is compared as a string with each record's ts, so it keeps its
-    four-digit year: strftime would write the year 999 as "999", after "2026"."""
+    """A --since/--until time as YYYY-MM-DDTHH:MM:SSZ, or None."""
     if value is None:
         return None
     stamp = value + "T00:00:00Z" if len(value) == 10 else value
     try:
         if not _is_timestamp(stamp):
-            raise ValueError(value)  # strptime would also take "2026-1-01", a lower-case t, or other digits
-        time.strptime(stamp, _TIMESTAMP_FORMAT)  # the ranges: month 13, February 30, year 0
+            raise ValueError(value)  # strptime alone takes "2026-1-01" and other digits
+        time.strptime(stamp, _TIMESTAMP_FORMAT)  # month 13, February 30, year 0
     except ValueError:
         raise NotesError(
             "--%s is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
@@ -1238,7 +1397,6 @@ def _parse_time_filter(value: str | None, name: str) -> str | None:
 
 
 def _check_limit(value: int) -> int:
-    """Refuse a --limit below 1 or above LIMIT_MAX (each record asked for is held in memory until printed)."""
     if value < 1:
         raise NotesError("--limit must be 1 or more")
     if value > _LIMIT_MAX:
@@ -1248,19 +1406,18 @@ def _check_limit(value: int) -> int:
 
 
 def _is_redacted(record) -> bool:
-    """Whether a record holds redact's placeholder as its text."""
     return record.get("text") == _REDACTED_TEXT
 
 
 def _is_redaction_note(record, note_id=None) -> bool:
-    """Whether a record is the source note that records a redaction (of note_id, when given)."""
+    """Whether record is the source note of a redaction (of note_id)."""
     return (record.get("type") == "source" and _is_note_id(record.get("about"))
             and isinstance(record.get("text"), str) and record["text"].startswith(_REDACTION_PREFIX)
             and (note_id is None or record["about"] == note_id))
 
 
 def _redacted_record(record) -> dict:
-    """The record with its text and effect replaced by the placeholder, same fields in the same order."""
+    """The record as redact leaves it."""
     redacted = dict(record)
     redacted["text"] = _REDACTED_TEXT
     if "effect" in redacted:
@@ -1273,26 +1430,17 @@ def _redacted_record(record) -> dict:
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
 def _invoked_as() -> str:
-    """The command that started this run, for errors and hints to repeat."""
     started = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    if os.path.splitext(started)[0] == _CONSOLE_COMMAND:  # the script pip wrote (.exe on Windows)
+    if os.path.splitext(started)[0] == _CONSOLE_COMMAND:
         return _CONSOLE_COMMAND
-    # python -m notes runs this file as __main__ with a module spec; a script
-    # run (even under python -m cProfile) has none.
+    # python -m notes has a module spec; a script run has none.
     if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
         return _MODULE_COMMAND
     return _SCRIPT_COMMAND
 
 
 def _is_installed_package_folder(folder) -> bool:
-    """Whether folder is where an installer put notes.py, which a reinstall or upgrade replaces.
-
-    Two marks, both cheap: the folder's name, whatever interpreter runs this
-    file; and the record every installer writes beside the module it installs
-    (shaping_notes-VERSION.dist-info), which also marks a pip --target or
-    --prefix folder of any name.  Asking sysconfig instead would cost several
-    milliseconds on every run that uses the default folder, and would only
-    know the running interpreter's own folders."""
+    """Whether folder is where an installer put notes.py (a reinstall replaces it)."""
     if os.path.basename(folder).lower() in _INSTALLED_FOLDER_NAMES:
         return True
     try:
@@ -1304,49 +1452,58 @@ def _is_installed_package_folder(folder) -> bool:
 
 
 def _check_dir_argument(folder):
-    """Refuse a session folder given as an empty or blank path (None is no folder given: the default)."""
     if folder is not None and not os.fspath(folder).strip():
         raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
+    _check_path_text("--dir", folder)
+
+
+def _check_path_text(name, path):
+    """Refuse a path no file system takes, which os calls would end in an unexpected ValueError (a NUL) or
+    RecursionError (os.makedirs, a folder per level)."""
+    text = None if path is None else os.fsdecode(path)
+    if text is not None and "\0" in text:
+        raise NotesError("%s holds a NUL character, which no file name can; pass the path without it" % name)
+    if text is not None and (len(text) > _PATH_LIMIT or text.replace(os.sep, "/").count("/") > _PATH_DEPTH_LIMIT):
+        raise NotesError("%s is over %d characters or %d folders deep, more than a file system takes; pass a "
+                         "shorter path" % (name, _PATH_LIMIT, _PATH_DEPTH_LIMIT))
+
+
+def _home_folder() -> str:
+    """The home folder, as expanduser finds it; "~" when HOME is set but empty (expanduser would give "/")."""
+    if os.name != "nt" and os.environ.get("HOME") is not None and not os.environ["HOME"].strip():
+        return "~"
+    return os.path.expanduser("~")
 
 
 def _user_data_folder() -> str:
-    """Where an installed copy keeps its notes: this platform's folder for a user's application data.
-
-    Standard library only, so the rules are written out: XDG on Linux and
-    other Unix (an XDG_DATA_HOME that is not absolute is to be ignored, the
-    XDG spec says), Application Support on macOS, LOCALAPPDATA on Windows."""
+    """The user's data folder for this platform."""
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA", "")
         if not os.path.isabs(base):
-            base = os.path.join(os.path.expanduser("~"), "AppData", "Local")
+            base = os.path.join(_home_folder(), "AppData", "Local")
     elif sys.platform == "darwin":
-        base = os.path.join(os.path.expanduser("~"), "Library", "Application Support")
+        base = os.path.join(_home_folder(), "Library", "Application Support")
     else:
         base = os.environ.get("XDG_DATA_HOME", "")
         if not os.path.isabs(base):
-            base = os.path.join(os.path.expanduser("~"), ".local", "share")
+            base = os.path.join(_home_folder(), ".local", "share")
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
 def _default_folder() -> str:
-    """The session folder when neither --dir nor SHAPING_NOTES_DIR is given.
-
-    A copy run as a file keeps v0's default, the folder that holds it.  An
-    installed copy's folder is replaced by the next reinstall or upgrade, so
-    it keeps its notes in the user's data folder instead, created on first use."""
+    """This file's folder; for an installed copy, the user's data folder."""
     here = os.path.dirname(os.path.realpath(__file__))
     if not _is_installed_package_folder(here):
         return here
     folder = _user_data_folder()
-    if not os.path.isabs(folder):  # no home folder to be found: "~" stayed as it was
+    if not os.path.isabs(folder):  # no home: "~" stayed
         raise NotesError(
             "notes.py is installed as a package and cannot tell your home folder, so it has no data "
             "folder for the notes. Pass the session folder with --dir (for example: %s --dir "
             "/absolute/path/to/shaping init) or set %s" % (_invoked_as(), _DIR_VARIABLE))
-    # A run stopped between two mkdir calls leaves some folders made: the next
-    # run finds them and makes the rest.
+    # Crash window: mkdirs left undone by a stop are done by the next run.
     try:
-        _make_private_folders(folder)  # 0700 each, as XDG asks of data folders
+        _make_private_folders(folder)  # 0700, as XDG asks
     except OSError as error:
         raise NotesError(
             "notes.py is installed as a package, so it keeps its notes in %s, but cannot create that "
@@ -1357,37 +1514,77 @@ def _default_folder() -> str:
 
 
 def _resolve_folder(folder):
-    """The session folder: --dir, else $SHAPING_NOTES_DIR, else default_folder()."""
+    """--dir, else $SHAPING_NOTES_DIR, else the default folder."""
     if folder is None:
         folder = os.environ.get(_DIR_VARIABLE)
-        # Set but empty is a mistake (an unset variable expanded in a config),
-        # not a request for the default: refuse rather than guess.
+        # set but empty: a mistake, not the default
         if folder is not None and not folder.strip():
             raise NotesError(
                 "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
                 "unset it, or pass --dir" % (_DIR_VARIABLE, _DIR_VARIABLE))
-    if folder is not None:
-        return os.path.realpath(os.path.expanduser(folder))
-    return _default_folder()
+    folder = _default_folder() if folder is None else os.path.realpath(os.path.expanduser(folder))
+    _check_folder_is_private(folder)
+    return folder
+
+
+def _check_folder_is_private(folder):
+    """Refuse a session folder, or a session file in it, that another user could read or swap (check_owner)."""
+    for path, kind in ((folder, "the session folder"), (os.path.join(folder, _META_NAME), "the session meta"),
+                       (os.path.join(folder, _LOG_NAME), "the session log"),
+                       (os.path.join(folder, _LOCK_NAME), "the session lock")):
+        try:
+            status = os.lstat(path)
+        except OSError:  # missing (made later, by this user), or refused where it is used
+            continue
+        _check_owner(path, status, kind)
+
+
+def _check_owner(path, status, kind):
+    """Refuse what another user owns (root aside), and a folder everyone may write without the sticky bit.
+
+    Either lets that user read the notes, or swap the log for one of their
+    own that then verifies as ok.  Root's own view is no exception: run as
+    root, a folder of another user is still refused.  Group-writable stays
+    (a common umask).  Windows gives no owner here: nothing is checked."""
+    if os.name == "nt" or not hasattr(os, "geteuid"):
+        return
+    if status.st_uid not in (0, os.geteuid()):
+        raise NotesError(
+            "%s %s belongs to another user (uid %d), who could read the notes or swap the log for their own; "
+            "nothing was read or written. %s --dir with a folder of your own, for example --dir ~/shaping"
+            % (kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else "Move it aside, or pass"))
+    if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
+        raise NotesError(
+            "%s %s is writable by every user without the sticky bit, so anyone could swap its log for their "
+            "own; nothing was read or written. Make it private (chmod 700 %s), or pass --dir with a folder of "
+            "your own, for example --dir ~/shaping" % (kind, path, path))
 
 
 def _folder_error(folder, error):
     """The refusal of a writer that cannot create its files in the folder."""
+    if error.errno in _NO_ROOM_ERRORS:
+        return _write_error(folder, error, "")
     return NotesError(
         "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
         "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
         % (folder, error.strerror or error))
 
 
+def _write_error(path, error, way_out):
+    """The refusal of a write that failed; on a full disk another folder on it would not help, so say so."""
+    if error.errno in _NO_ROOM_ERRORS:
+        return NotesError("no room left on the disk that holds %s (%s); nothing was written. Free some space "
+                          "on that disk, then run the same command again" % (path, error.strerror or error))
+    return NotesError("cannot write %s (%s); %s" % (path, error.strerror or error, way_out))
+
+
 def _link_error(path):
-    """The refusal to write through a symbolic link."""
     return NotesError(
         "%s is a symbolic link; notes.py does not write through links, since a planted link "
         "could send the session anywhere. Replace it with the real file, or use another --dir" % path)
 
 
 def _special_file_error(path, mode):
-    """The refusal of a FIFO, socket or device where a regular file should be."""
     if stat.S_ISFIFO(mode):
         kind = "a FIFO (named pipe)"
     elif stat.S_ISSOCK(mode):
@@ -1402,11 +1599,7 @@ def _special_file_error(path, mode):
 
 
 def _open_regular_file(path, flags=os.O_RDONLY):
-    """os.open that refuses whatever is not a regular file, before a byte is read or written.
-
-    O_NONBLOCK makes the open itself return at once on a FIFO (opening one
-    normally waits for a writer); os.fstat then tells what was opened.  A
-    folder raises IsADirectoryError, as open() does."""
+    """os.open that refuses all but a regular file (O_NONBLOCK: a FIFO does not block)."""
     try:
         descriptor = os.open(path, flags | _NON_BLOCKING | _BINARY, _PRIVATE_FILE_MODE)
     except OSError as error:
@@ -1426,7 +1619,7 @@ def _open_regular_file(path, flags=os.O_RDONLY):
 
 
 def _read_regular_file(path, limit, too_large):
-    """The bytes of a regular file; refuse, with the message too_large, one over limit bytes before reading it."""
+    """The file's bytes; refuse one over limit bytes with too_large."""
     descriptor = _open_regular_file(path)
     with open(descriptor, "rb") as handle:
         if os.fstat(descriptor).st_size > limit:
@@ -1438,14 +1631,14 @@ def _read_regular_file(path, limit, too_large):
 
 
 def _read_meta(folder):
-    """The session's meta object, None when the folder has none; refuse a damaged one."""
+    """The meta, None when there is none; refuse a damaged one."""
     path = os.path.join(folder, _META_NAME)
     try:
         raw = _read_regular_file(path, _META_SIZE_LIMIT, "%s is over 1 MiB, far larger than a session meta; "
                                 "move it aside" % path)
     except FileNotFoundError:
         return None
-    except NotADirectoryError:  # --dir names a file, or a path below one
+    except NotADirectoryError:  # --dir names a file
         raise NotesError("--dir %s is a file, not a folder; pass the session folder" % folder) from None
     except IsADirectoryError:
         raise NotesError("%s is a folder, not the session meta; move it aside" % path) from None
@@ -1464,7 +1657,6 @@ def _read_meta(folder):
 
 
 def _require_session(folder):
-    """The meta of the session a reader was pointed at; refuse when there is none."""
     meta = _read_meta(folder)
     if meta is None:
         raise NotesError(
@@ -1475,42 +1667,37 @@ def _require_session(folder):
 
 
 def _fsync_folder(folder):
-    """Make a creation or rename in the folder durable."""
-    if os.name == "nt":  # Windows cannot open a folder; NTFS journals names itself
+    if os.name == "nt":  # Windows cannot open a folder
         return
     descriptor = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     except OSError as error:
-        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # the filesystem cannot sync folders
+        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
             raise
     finally:
         os.close(descriptor)
 
 
 def _tighten_mode(descriptor):
-    """Make a session file this user owns private when it is wider (v0 wrote its files 0644).
-
-    The log holds what a conversation decided, sometimes personal details.
-    A file another user owns keeps its mode: it is not ours to change."""
-    if os.name == "nt":  # no POSIX modes there
+    """Make a session file this user owns private when it is wider."""
+    if os.name == "nt":
         return
     status = os.fstat(descriptor)
     mode = stat.S_IMODE(status.st_mode)
-    # A hard-linked log is refused, not tightened: its other name is not ours.
+    # A hard-linked file's other name is not ours.
     if status.st_uid == os.geteuid() and mode & 0o077 and status.st_nlink == 1:
         try:
             os.fchmod(descriptor, mode & 0o700)
-        except OSError:  # a filesystem without modes (FAT, some network mounts): nothing to tighten
+        except OSError:  # no modes (FAT)
             pass
 
 
 def _tighten_session_files(folder):
-    """Under the lock: make the meta and the log private, if this user owns them and they are wider."""
     for name in (_META_NAME, _LOG_NAME):
         try:
             descriptor = _open_refusing_links(os.path.join(folder, name), os.O_RDONLY)
-        except (OSError, NotesError):  # missing, or refused where it is used: nothing to tighten here
+        except (OSError, NotesError):
             continue
         try:
             _tighten_mode(descriptor)
@@ -1519,7 +1706,6 @@ def _tighten_session_files(folder):
 
 
 def _open_refusing_links(path, flags):
-    """open_regular_file that refuses a symbolic link at path: O_NOFOLLOW, or a look first where it is missing."""
     if not _NO_FOLLOW and os.path.islink(path):
         raise _link_error(path)
     try:
@@ -1531,7 +1717,6 @@ def _open_refusing_links(path, flags):
 
 
 def _lock_wait_seconds():
-    """How long a writer waits for the lock: LOCK_WAIT_SECONDS, or what the environment variable says."""
     value = os.environ.get(_LOCK_WAIT_VARIABLE, "").strip()
     if not value:
         return _LOCK_WAIT_SECONDS
@@ -1541,19 +1726,18 @@ def _lock_wait_seconds():
         seconds = -1.0
     if not 0 <= seconds <= _LOCK_WAIT_LIMIT:  # NaN fails this too
         raise NotesError(
-            "%s=%r is not a number of seconds from 0 to %d; set it to how long a writer may wait "
-            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, value, _LOCK_WAIT_LIMIT,
-                                                        _LOCK_WAIT_SECONDS))
+            "%s is not a number of seconds from 0 to %d; set it to how long a writer may wait "
+            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT, _LOCK_WAIT_SECONDS))
     return seconds
 
 
 def _try_lock(descriptor, shared=False):
-    """Take the lock on descriptor without waiting; False when another process holds it."""
+    """Lock without waiting; False when another process holds it."""
     try:
         if fcntl is not None:
             fcntl.flock(descriptor, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         else:
-            import msvcrt  # no shared lock there: a reader holds the exclusive one for an instant
+            import msvcrt  # no shared lock on Windows
 
             msvcrt.locking(descriptor, msvcrt.LK_NBLCK, 1)
     except OSError as error:
@@ -1564,7 +1748,6 @@ def _try_lock(descriptor, shared=False):
 
 
 def _unlock(descriptor):
-    """Release a lock taken by try_lock (closing the descriptor releases a flock as well)."""
     if fcntl is not None:
         fcntl.flock(descriptor, fcntl.LOCK_UN)
         return
@@ -1577,24 +1760,13 @@ def _unlock(descriptor):
 
 
 class _SessionLock:
-    """Exclusive lock held by every writer from read to fsync: on the session folder, and on session_notes.lock.
+    """The writers' lock, from read to fsync: on the folder, then on session_notes.lock."""
 
-    The folder's own descriptor is what excludes writers on POSIX: a folder
-    cannot be deleted while it holds the session, whereas the lock file can
-    (a cleaner, git clean -X, a user taking the empty file for litter), and a
-    writer that then creates a fresh one locks another inode than the writer
-    at work.  The file is still taken, after the folder, so that a 1.1.0
-    writer, which takes only the file, is excluded too.  The order cannot
-    deadlock: every writer of this version takes the folder first, and a
-    1.1.0 writer holds the file without ever waiting for the folder.  Windows
-    cannot lock a folder, and there an open file cannot be deleted: the file
-    alone does it."""
-
-    held = set()  # paths of the locks this process holds: its own readers see no writer at work
+    held = set()  # lock paths held by this process
 
     def __init__(self, folder):
         self.path = os.path.join(folder, _LOCK_NAME)
-        self.wait = _lock_wait_seconds()  # a bad setting is refused before anything is created
+        self.wait = _lock_wait_seconds()  # refused before anything is created
         self.descriptor = None
         self.folder_descriptor = None
 
@@ -1605,13 +1777,15 @@ class _SessionLock:
         try:
             if fcntl is not None:
                 self.folder_descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+                # Again on the folder now held: it may have been swapped since it was resolved.
+                _check_owner(folder, os.fstat(self.folder_descriptor), "the session folder")
             self.descriptor = _open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
             if created:
                 _fsync_folder(folder)
         except OSError as error:
             self.close_descriptors()
             raise _folder_error(folder, error) from None
-        except BaseException:  # a refusal (a link planted at the lock): nothing stays open in a long-lived server
+        except BaseException:  # a refusal: leave nothing open
             self.close_descriptors()
             raise
         try:
@@ -1621,9 +1795,7 @@ class _SessionLock:
             self.wait_for_lock(self.descriptor, deadline)
             _tighten_mode(self.descriptor)
             _tighten_session_files(folder)
-            # The log and the meta are only ever written under this lock: a
-            # temporary copy of either found now is a killed writer's (a restore
-            # or init), however fresh.  Gone, it can no longer pile up.
+            # Under the lock, any temporary log or meta is a killed writer's.
             _remove_stale_temporary_files(folder, (_LOG_NAME, _META_NAME), older_than=0)
         except BaseException:
             self.close_descriptors()
@@ -1632,26 +1804,30 @@ class _SessionLock:
         return self
 
     def wait_for_lock(self, descriptor, deadline):
-        """Try the lock on descriptor until the deadline, the same way on every platform.
-
-        The kernel releases a flock when its holder dies, so a writer killed
-        mid-append frees the lock at once; only a holder that lives on without
-        finishing (stopped, hung) makes the wait run out.  Polling, with a
-        pause that grows to 25 ms, is what gives the wait its bound."""
+        """Poll until the deadline (a dead holder's flock is freed at once)."""
         pause = 0.001
         while not _try_lock(descriptor):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NotesError(
-                    "another writer holds the lock %s and did not release it within %g s; nothing was "
-                    "written. Run the same command again; if the lock stays held, a writer is stopped "
-                    "or hung: end it, or set %s to wait longer" % (self.path, self.wait, _LOCK_WAIT_VARIABLE),
-                    _EXIT_UNEXPECTED)
+                    "%s holds the lock %s and did not release it within %g s; nothing was written. Run the "
+                    "same command again; if the lock stays held, that command is stopped or hung (Ctrl-Z "
+                    "stops one): resume or end it, or set %s to wait longer"
+                    % (self.holder(descriptor), self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
 
+    @staticmethod
+    def holder(descriptor):
+        """Who holds the lock, as far as flock tells: readers hold it shared, a writer alone."""
+        if fcntl is None:
+            return "another notes.py command"
+        if _try_lock(descriptor, shared=True):  # only readers hold it: a shared lock is still free
+            _unlock(descriptor)
+            return "a notes.py command reading the log"
+        return "another writer"
+
     def close_descriptors(self):
-        """Close what __enter__ opened (closing releases a flock)."""
         for descriptor in (self.descriptor, self.folder_descriptor):
             if descriptor is not None:
                 os.close(descriptor)
@@ -1665,18 +1841,16 @@ class _SessionLock:
 
 
 def _open_log_for_reading(path):
-    """A read descriptor on the log, None when there is none yet; refuse a log that is not a regular file."""
     try:
         return _open_regular_file(path)
     except FileNotFoundError:
         return None
-    except IsADirectoryError:  # readers answer a refusal, never an unexpected error
+    except IsADirectoryError:
         raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
 
 
 def _open_log_sized(path):
-    """(a read descriptor on the log, its size), or (None, 0) when there is none yet; refuse a log that is
-    not a regular file."""
+    """(read descriptor, size), or (None, 0) when there is no log yet."""
     descriptor = _open_log_for_reading(path)
     if descriptor is None:
         return None, 0
@@ -1688,7 +1862,6 @@ def _open_log_sized(path):
 
 
 def _log_size(path):
-    """The size of the log (0 when there is none yet); refuse a log that is not a regular file."""
     descriptor, size = _open_log_sized(path)
     if descriptor is not None:
         os.close(descriptor)
@@ -1696,26 +1869,15 @@ def _log_size(path):
 
 
 def _log_view(folder):
-    """(descriptor, size, in_flight): the log open for reading (None: no log yet), how far a reader
-    reads it, and whether a writer was at work then.
-
-    A writer holds the lock from reading the end of the log to its fsync, so
-    a size taken while no writer holds it ends after a whole line (or after
-    real damage).  Taken while one does, an unterminated last line is that
-    writer's note in flight, not damage, and readers leave it for their next
-    read.  Readers never wait for the lock and never create it.  A writer of
-    this version is seen by its lock on the folder (SessionLock), one of
-    1.1.0 by its lock on the file: the log is opened and its size taken
-    holding both shared, so a restore or redact that replaces the log cannot
-    come between the two.  The caller closes the descriptor."""
+    """(descriptor, size, in_flight: a writer is at work) of the log, for a reader."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
-    if lock_path in _SessionLock.held:  # read by the writer at work itself: nothing is in flight
+    if lock_path in _SessionLock.held:  # the writer itself reads
         return (*_open_log_sized(log_path), False)
     folder_lock = None
     if fcntl is not None:
         try:
             folder_lock = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
-        except OSError:  # the folder cannot be opened here (permissions): the file lock still tells
+        except OSError:  # the lock file still tells
             pass
     try:
         if folder_lock is not None and not _try_lock(folder_lock, shared=True):
@@ -1723,20 +1885,18 @@ def _log_view(folder):
         return _log_view_by_lock_file(log_path, lock_path)
     finally:
         if folder_lock is not None:
-            os.close(folder_lock)  # closing releases the shared flock
+            os.close(folder_lock)
 
 
 def _log_view_by_lock_file(log_path, lock_path):
-    """log_view's answer as the lock file tells it (the lock of 1.1.0 writers, and of all on Windows)."""
+    """_log_view's answer from the lock file (older writers, and Windows)."""
     try:
         lock = _open_regular_file(lock_path)
     except FileNotFoundError:
-        # No writer has locked this folder yet.  One that starts now creates
-        # the lock before it writes: if the lock is there after the size was
-        # taken, that size may cut its line.
+        # a lock made since: the size may cut a writer's line
         descriptor, size = _open_log_sized(log_path)
         return descriptor, size, os.path.lexists(lock_path)
-    except OSError:  # the lock cannot be opened here (permissions): no writer can be seen
+    except OSError:  # unreadable: no writer can be seen
         return (*_open_log_sized(log_path), False)
     try:
         if not _try_lock(lock, shared=True):
@@ -1750,10 +1910,7 @@ def _log_view_by_lock_file(log_path, lock_path):
 
 
 def _create_new_file(stem, suffix, mode=_PRIVATE_FILE_MODE):
-    """Create stem + suffix, or stem-1 + suffix and so on if taken; return (path, descriptor).
-
-    O_EXCL | O_NOFOLLOW: a link planted at any name can neither be followed
-    nor be the name we pick."""
+    """Create stem + suffix, or stem-1 + suffix...; return (path, descriptor)."""
     path, attempt = stem + suffix, 0
     while True:
         try:
@@ -1764,7 +1921,6 @@ def _create_new_file(stem, suffix, mode=_PRIVATE_FILE_MODE):
 
 
 def _write_all(descriptor, data):
-    """Write every byte, however many calls it takes."""
     view = memoryview(data)
     while view:
         written = os.write(descriptor, view)
@@ -1772,16 +1928,12 @@ def _write_all(descriptor, data):
 
 
 def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
-    """Replace path with the bytes chunks yields, so that a crash leaves either the old or the new file.
-
-    refusal: a message (formatted with path and reason) to refuse with when the
-    file cannot be created; without it the OSError itself is raised.  mode:
-    what the new file is created with (the umask narrows it further)."""
+    """Replace path with the bytes of chunks: a crash leaves the old file or the new."""
     if os.path.islink(path):
         raise _link_error(path)
     folder = os.path.dirname(path)
     _remove_stale_temporary_files(folder, (os.path.basename(path),))
-    try:  # a temporary file with a fresh random name, in the target's own folder
+    try:
         temporary, descriptor = _create_new_file(
             os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp", mode)
     except OSError as error:
@@ -1794,29 +1946,29 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
         os.fsync(descriptor)
         os.close(descriptor)
         descriptor = None
-        # Crash window: until os.replace the target keeps its old content and
-        # the temporary file is left behind under a dot-name (a later write of
-        # the same file removes it once stale); after it, the rename is made
-        # durable by the folder fsync.
+        # Crash window: before the replace, the old file stays (its temporary is removed later).
         os.replace(temporary, path)
     except BaseException:
         if descriptor is not None:
             os.close(descriptor)
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        _discard_temporary(temporary)
         raise
     _fsync_folder(folder)
 
 
-def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
-    """Delete what killed writes of the files names left: their temporary files (.NAME.<12 hex digits>.tmp)
-    once stale.
+def _discard_temporary(path):
+    """Remove a temporary file; one its folder will not let go (chattr +a) is at least emptied of its copy."""
+    try:
+        os.unlink(path)
+    except OSError:
+        try:
+            os.truncate(path, 0)  # the name is still ours: an append-only folder lets no one replace it
+        except OSError:
+            pass
 
-    Only names of that exact shape, and only when older than any live write
-    could be (older_than seconds), so a concurrent write of the same file
-    keeps its own.  The folder is listed once for all the names."""
+
+def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
+    """Delete killed writes' .NAME.<12 hex>.tmp files once older_than seconds old."""
     prefixes = tuple("." + name + "." for name in names)
     try:
         entries = list(os.scandir(folder))
@@ -1832,42 +1984,288 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
         try:
             if (entry.is_file(follow_symlinks=False)
                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
-                os.unlink(entry.path)
+                os.unlink(entry.name, dir_fd=folder) if isinstance(folder, int) else os.unlink(entry.path)
         except OSError:
-            pass  # gone already, or not ours to remove: it is only clutter
+            pass  # only clutter
+
+
+def _is_protected_inode(descriptor):
+    """Whether the file or folder open at descriptor is immutable or append-only (chattr +i or +a, chflags)."""
+    flags = getattr(os.fstat(descriptor), "st_flags", None)
+    if flags is not None:  # BSD and macOS give them with the status
+        return bool(flags & (stat.UF_IMMUTABLE | stat.UF_APPEND | stat.SF_IMMUTABLE | stat.SF_APPEND))
+    if fcntl is None or not sys.platform.startswith("linux") or os.uname().machine not in _LINUX_GET_FLAGS_MACHINES:
+        return False  # not known here: a replace that fails says so instead
+    try:
+        answer = fcntl.ioctl(descriptor, _LINUX_GET_FLAGS, bytes(8))
+    except OSError:  # a filesystem without these flags
+        return False
+    return bool(int.from_bytes(answer[:4], sys.byteorder) & _LINUX_PROTECTED_FLAGS)
+
+
+def _protected_folder(folder):
+    """(what, way out) when the user protected the folder against new names and renames, else None."""
+    if os.name == "nt":  # a folder cannot be opened there, and its read-only mark does not stop writes
+        return None
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    except OSError:  # not readable by us: a replace that fails says what is wrong
+        return None
+    try:
+        mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
+        if not mode & stat.S_IWUSR:
+            return "the folder %s is read-only (mode %04o)" % (folder, mode), "chmod u+w %s" % folder
+        if _is_protected_inode(descriptor):
+            return "the folder %s is immutable or append-only (chattr +i or +a)" % folder, "chattr -ia %s" % folder
+    finally:
+        os.close(descriptor)
+    return None
+
+
+def _refuse_a_protected_log(folder, descriptor=None):
+    """Refuse to replace the log (open at descriptor; None: there is none) when the user protected it or its
+    folder; else return the mode its copy gets, its own owner bits.
+
+    The mode bits are read, not tried: root writes past them."""
+    log_path = os.path.join(folder, _LOG_NAME)
+    mode = stat.S_IMODE(os.fstat(descriptor).st_mode) if descriptor is not None else _PRIVATE_FILE_MODE
+    if not mode & stat.S_IWUSR:
+        found = "%s is read-only (mode %04o)" % (log_path, mode), "chmod u+w %s" % log_path
+    elif descriptor is not None and _is_protected_inode(descriptor):
+        found = "%s is immutable or append-only (chattr +i or +a)" % log_path, "chattr -ia %s" % log_path
+    else:
+        found = _protected_folder(folder)
+    if found:
+        raise NotesError("%s, so the log is not rewritten: nothing was changed, and the protection stays. To go "
+                         "on, lift it (%s) and run the command again" % found)
+    return mode & 0o700
+
+
+def _replace_log(folder, chunks):
+    """Under the lock: replace the log with the bytes chunks yields, in one rename, so that every reader
+    reads the old log or the new one, whole; refuse a log or folder the user protected, changing nothing.
+
+    Crash window: before os.replace the log is untouched (the temporary file is removed, or by a later
+    rewrite once stale); after it the new log is whole, made durable by the folder fsync."""
+    log_path = os.path.join(folder, _LOG_NAME)
+    try:
+        descriptor = _open_refusing_links(log_path, os.O_RDONLY)
+    except FileNotFoundError:
+        descriptor = None
+    try:
+        mode = _refuse_a_protected_log(folder, descriptor)
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+    try:
+        _write_file_atomically(log_path, chunks, mode=mode)
+    except OSError as error:
+        if error.errno not in _PROTECTED_ERRORS:
+            raise
+        raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable or "
+                         "append-only, or on a read-only filesystem), so the log is not rewritten: nothing was "
+                         "changed. To go on, lift the protection and run the command again"
+                         % (log_path, error.strerror)) from None
+
+
+# open_inside walks a path below a folder one component at a time, by
+# descriptor (dir_fd), following no link: where the platform cannot
+# (Windows), callers keep checking the resolved path instead.
+_CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
+                    and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
+_INSIDE_PATH_LIMIT = 1024   # characters of a path below a folder: far more than an export name needs
+_INSIDE_DEPTH_LIMIT = 32    # components of such a path
+_INSIDE_WAY_OUT = "; give the path of a file inside the folder"
+
+
+def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
+    """The components of a path that must stay below a folder; refuse one that could lead out, or that
+    no file system takes (a NUL, an empty component, over INSIDE_PATH_LIMIT or INSIDE_DEPTH_LIMIT)."""
+    def refuse(problem):
+        return NotesError("%s %s%s" % (what, problem, way_out))
+    text = os.fspath(relative)
+    if "\0" in text:
+        raise refuse("holds a NUL character")
+    if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]:
+        raise refuse("is an absolute path")
+    parts = [part for part in text.split("/") if part != "."]
+    if ".." in text.replace("\\", "/").split("/"):
+        raise refuse("climbs out with ..")
+    if not parts or "" in parts:
+        raise refuse("is empty, ends with / or holds an empty component (//)")
+    if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT:
+        raise refuse("is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT))
+    return parts
+
+
+def _inside_error(error, what, way_out):
+    """The refusal of an OSError met while walking below a folder (the path is not repeated: a client wrote it)."""
+    if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        problem = "passes through a link or a file where a folder should be"
+    elif error.errno == errno.ENOENT:
+        problem = "names a folder that does not exist"
+    else:
+        problem = "cannot be opened (%s)" % (error.strerror or error)
+    return NotesError("%s %s%s" % (what, problem, way_out))
+
+
+def _walk_inside(folder, parts, make_folder=None):
+    """A descriptor on the folder that holds the last of parts, reached from folder by descriptor.
+
+    Each folder is opened relative to the one above with O_NOFOLLOW and
+    O_DIRECTORY: a link swapped in at any moment is refused, never followed.
+    make_folder(): called before a missing folder is made; None refuses it."""
+    descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    try:
+        for part in parts[:-1]:
+            flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
+            try:
+                child = os.open(part, flags, dir_fd=descriptor)
+            except FileNotFoundError:
+                if make_folder is None:
+                    raise
+                make_folder()
+                try:
+                    os.mkdir(part, 0o777, dir_fd=descriptor)  # the umask decides, as for os.makedirs
+                except FileExistsError:  # made meanwhile: opened below like any other
+                    pass
+                child = os.open(part, flags, dir_fd=descriptor)
+            os.close(descriptor)
+            descriptor = child
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
+    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere.
+
+    The reader for what a client names inside the session folder (an export
+    to restore, an artifact to check); the caller closes it."""
+    parts = _inside_parts(relative, what, way_out)
+    try:
+        parent = _walk_inside(folder, parts)
+        try:
+            descriptor = os.open(parts[-1], os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+        finally:
+            os.close(parent)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise _inside_error(error, what, way_out) from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise _special_file_error(relative, mode)
+    return descriptor
+
+
+def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
+    """Write mode: replace or create the file at relative below folder with chunks, no link followed.
+
+    may_replace(descriptor) decides whether an existing regular file may be
+    replaced; make_new() is called before a folder or the file is created
+    (a bound may refuse).  A temporary file beside the target is renamed
+    over it by descriptor (renameat), so a crash leaves the old file or the
+    new one.  Return the path written, as folder joined with relative."""
+    parts = _inside_parts(relative, what, way_out)
+    path = os.path.join(folder, *parts)
+    try:
+        parent = _walk_inside(folder, parts, make_new)
+    except OSError as error:
+        raise _inside_error(error, what, way_out) from None
+    try:
+        _check_inside_target(parent, parts[-1], path, may_replace, make_new)
+        _remove_stale_temporary_files(parent, (parts[-1],))
+        _replace_inside(parent, parts[-1], chunks)
+    finally:
+        os.close(parent)
+    return path
+
+
+def _check_inside_target(parent, name, path, may_replace, make_new):
+    """Refuse a target below parent that is a link, a folder, a special file, or a file may_replace refuses."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+    except FileNotFoundError:
+        make_new()
+        return
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK):
+            raise _link_error(path) from None
+        if error.errno == errno.ENXIO:  # a socket cannot be opened at all
+            raise _special_file_error(path, os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode) from None
+        raise
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise NotesError("%s is a folder; give a file path" % path)
+        if not stat.S_ISREG(mode):
+            raise _special_file_error(path, mode)
+        may_replace(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _replace_inside(parent, name, chunks):
+    """Write chunks to a fresh temporary file in parent and rename it over name, both by descriptor."""
+    temporary = ".%s.%s.tmp" % (name, os.urandom(6).hex())
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY,
+                         _UMASK_FILE_MODE, dir_fd=parent)
+    try:
+        for chunk in chunks:
+            _write_all(descriptor, chunk)
+        os.fsync(descriptor)
+        os.close(descriptor)
+        descriptor = None
+        # Crash window: until the rename the target keeps its old content and
+        # the temporary file stays under a dot-name (the next write of the
+        # same file removes it once stale); the folder fsync makes it durable.
+        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        if descriptor is not None:
+            os.close(descriptor)
+        try:
+            os.unlink(temporary, dir_fd=parent)
+        except OSError:
+            pass
+        raise
+    try:
+        os.fsync(parent)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # the filesystem cannot sync folders
+            raise
 
 
 def _write_meta(folder, session_id, created_at):
-    """Write the meta file of a session and return it."""
     meta = {"schema_version": _META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, _LOG_NAME)}
-    # As v0 writes it: 2-space JSON, non-ASCII as is, a trailing newline.  A
-    # folder name that is not UTF-8 holds surrogate escapes (os.fsdecode):
-    # they are written as JSON \udcXX escapes, which read back to the same path.
+    # surrogates of a non-UTF-8 folder name become \udcXX
     text = _pretty_json(meta) + "\n"
     _write_file_atomically(os.path.join(folder, _META_NAME), [text.encode("utf-8", "backslashreplace")])
     return meta
 
 
 def _new_session_id():
-    """A random UUID4 string."""
     import uuid  # only a new session needs it
 
     return str(uuid.uuid4())
 
 
 def _check_session_folder(folder):
-    """Refuse a folder a writer must not touch, before anything is written; return its meta."""
+    """Refuse a folder a writer must not touch; return its meta."""
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
             raise _link_error(os.path.join(folder, name))
     meta = _read_meta(folder)
+    _check_meta_session_id(folder, meta)
     log_path = os.path.join(folder, _LOG_NAME)
     try:
-        # Before the lock, so the refusal leaves every file as it was; open_log_for_append looks again under it.
+        # before the lock: a refusal changes nothing
         _refuse_a_hard_linked_log(log_path, os.lstat(log_path))
     except OSError:
-        pass  # no log yet (or none that can be looked at): whoever opens it answers
+        pass  # no log yet
     if meta is None and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
         raise NotesError(
             "%s holds notes but %s is missing, so the session id is unknown; nothing was "
@@ -1876,8 +2274,18 @@ def _check_session_folder(folder):
     return meta
 
 
+def _check_meta_session_id(folder, meta):
+    """Refuse to write with a meta whose session_id is no plain id: every record and export would carry it,
+    and restore refuses such an export (is_session_id)."""
+    if meta is not None and not _is_session_id(meta["session_id"]):
+        raise NotesError(
+            "%s holds a session_id that is not a plain id (1 to %d printable characters: no tab, newline, NUL "
+            "or lone surrogate), so no export of it could be restored; nothing was written. Bring the session "
+            "back from an earlier export into a new --dir, or move the folder aside and run init"
+            % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
+
+
 def _prepare_folder(folder):
-    """Create the session folder of a writer when it does not exist yet."""
     try:
         _make_private_folders(folder)
     except OSError as error:
@@ -1885,10 +2293,7 @@ def _prepare_folder(folder):
 
 
 def _make_private_folders(folder):
-    """Create folder and each missing folder above it, 0700; never touch one that exists.
-
-    os.makedirs would give the folders above the umask's mode.  A folder that
-    was there (in a hosted sandbox /mnt/data belongs to the host) keeps its own."""
+    """Create folder and missing parents 0700 (os.makedirs would use the umask)."""
     missing = []
     while not os.path.isdir(folder):
         missing.append(folder)
@@ -1902,20 +2307,18 @@ def _make_private_folders(folder):
         except FileExistsError:
             if not os.path.isdir(path):  # a file in the way
                 raise
-            # else made meanwhile by a concurrent writer: it has its mode already
+            # else a concurrent writer made it
 
 
 def _open_session_for_writing(folder):
-    """The meta of the folder's session; without one, start a session (meta and empty log). Hold the lock."""
-    # A second look, under the lock: a concurrent init or restore may have
-    # written the meta since the writer first checked the folder.
+    """Under the lock: the meta, starting a session when there is none."""
+    # under the lock, again: an init or restore may have come first
     meta = _check_session_folder(folder)
     if meta is not None:
         return meta
     try:
         meta = _write_meta(folder, _new_session_id(), _utc_now())
-        # Crash window: meta without a log is a session with no notes yet; the
-        # log is created by the first append as well.
+        # Crash window: a meta without a log is a session with no notes yet.
         descriptor = _open_log_for_append(meta["log_file"])
         os.fsync(descriptor)
         os.close(descriptor)
@@ -1926,7 +2329,7 @@ def _open_session_for_writing(folder):
 
 
 def _open_log_for_append(path):
-    """Open (or create) the log for appending, refusing a symbolic link or a hard-linked log."""
+    """Open the log to append; refuse a link or a hard link."""
     descriptor = _open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         _refuse_a_hard_linked_log(path, os.fstat(descriptor))
@@ -1937,7 +2340,7 @@ def _open_log_for_append(path):
 
 
 def _refuse_a_hard_linked_log(path, status):
-    """Refuse a log with another name: notes appended, or a torn tail cut, would change that file too."""
+    """Writing to a log with another name would change that file too."""
     if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
         raise NotesError(
             "%s has %d hard links: another name elsewhere shares its bytes, and writing here would change "
@@ -1946,19 +2349,9 @@ def _refuse_a_hard_linked_log(path, status):
 
 
 def _read_lines_backward(handle, size, count_runs=False):
-    """Yield (offset, line) from the end of the first size bytes back to the start.
-
-    The first is the bytes after the last newline (b"" in a healthy log).  A
-    line longer than LINE_LIMIT comes as None: its bytes are passed over, never
-    held.  Each block is read once and each line joined once, so the cost is
-    linear in the bytes read and the memory bounded by LINE_LIMIT.
-
-    With count_runs, a run of complete lines inside one block that none can
-    hold a seq (seq_free_run) comes as one (offset, count) pair, count an int:
-    such lines are damage to every reader, and each counts as having held a
-    seq, so the caller needs only how many there are (a log ending in millions
-    of junk lines costs a count of newlines per block, not a parse per line)."""
-    pieces, length, position = [], 0, size  # the line being gathered, its pieces from the end
+    """Yield (offset, line) from size back; a line over _LINE_LIMIT is None, and with
+    count_runs a run of seq-free lines is (offset, count)."""
+    pieces, length, position = [], 0, size  # pieces of the current line
     while position > 0:
         step = min(_BACKWARD_BLOCK, position)
         position -= step
@@ -1971,11 +2364,11 @@ def _read_lines_backward(handle, size, count_runs=False):
             pieces.append(block[newline + 1:end])
             yield position + newline + 1, _joined_line(pieces, length + end - newline - 1)
             pieces, length, end = [], 0, newline
-            if not run_checked:  # once per block, after the line that ends in it
+            if not run_checked:
                 run_checked, run = True, _seq_free_run(block, end)
                 if run is not None:
                     yield position + run[0], run[1]
-                    end = run[0] - 1  # the newline before the run; the line before it starts earlier
+                    end = run[0] - 1  # the newline before the run
             newline = block.rfind(b"\n", 0, end)
         length += end
         if length <= _LINE_LIMIT:
@@ -1985,15 +2378,11 @@ def _read_lines_backward(handle, size, count_runs=False):
     yield 0, _joined_line(pieces, length)
 
 
-_COUNTED_RUN = 100  # lines at least in a run that a backward reader counts instead of reading one by one
+_COUNTED_RUN = 100  # seq-free lines in a row worth counting, not parsing
 
 
 def _seq_free_run(block, end):
-    """(start, count) of the complete lines of block[:end] (after its first newline) when none can hold a seq.
-
-    A JSON key reads as "seq" only when its bytes are "seq" or use a \\u
-    escape, so lines without either hold no seq whatever else they hold.
-    None when there are fewer than COUNTED_RUN lines, or one may hold a seq."""
+    """(start, count) of block[:end]'s lines if _COUNTED_RUN or more and none can hold a seq."""
     first = block.find(b"\n", 0, end)
     if first < 0:
         return None
@@ -2004,25 +2393,21 @@ def _seq_free_run(block, end):
 
 
 def _joined_line(pieces, length):
-    """A line from its pieces, gathered from its end; None when it is longer than LINE_LIMIT."""
     return b"".join(reversed(pieces)) if length <= _LINE_LIMIT else None
 
 
 def _read_lines_forward(handle, size):
-    """Yield (line, terminated) for each line of the first size bytes, without its newline.
-
-    A line longer than LINE_LIMIT comes as None: it is read past in blocks, never
-    held whole."""
+    """Yield (line, terminated) for the first size bytes; None: a line over _LINE_LIMIT."""
     remaining = size
     while remaining > 0:
         line = handle.readline(min(_LINE_LIMIT + 1, remaining))
         if not line:
-            return  # the file is shorter than size: it was cut meanwhile
+            return  # cut meanwhile
         remaining -= len(line)
         if line.endswith(b"\n"):
             yield line[:-1], True
         elif len(line) <= _LINE_LIMIT:
-            yield line, False  # the last line, without its newline
+            yield line, False
         else:
             while remaining > 0 and line and not line.endswith(b"\n"):
                 line = handle.readline(min(_BACKWARD_BLOCK, remaining))
@@ -2031,21 +2416,14 @@ def _read_lines_forward(handle, size):
 
 
 def _incomplete_batch_start(handle, size):
-    """The offset where an incomplete batch at the end of the first size bytes starts, or None.
+    """Offset of an incomplete --batch at the end, or None.
 
-    An append --batch writes its N lines with one write; killed during it, it
-    leaves lines 1/N to K/N whole (K < N), perhaps followed by a cut-off line.
-    Walking back from the end: a cut-off last piece is passed over, then the
-    lines must count down from K/N (K < N) to 1/N, one after the other.
-    Only those lines are read: a log that ends otherwise costs one block.
-    Readers read up to this offset and warn about the rest, as about a torn
-    tail; the next append or restore moves the rest to a side file (the one
-    exception, with the torn tail, to "a complete line is never moved")."""
-    expected = None  # (K, N): the place the line before must hold
+    Crash window: a batch killed mid-write leaves lines 1/N to K/N (K < N)."""
+    expected = None  # (K, N) the line before must hold
     for position, (offset, line) in enumerate(_read_lines_backward(handle, size)):
         value = _parse_line(line)[0] if line else None
         if position == 0 and value is None:
-            continue  # the end of a healthy log, or a cut-off line: the batch's lines come before it
+            continue  # a healthy end, or a cut-off line
         place = _batch_place_of(value)
         if place is None or (expected is None and place[0] == place[1]) or (
                 expected is not None and place != expected):
@@ -2057,48 +2435,30 @@ def _incomplete_batch_start(handle, size):
 
 
 def _end_before_incomplete_batch(handle, size):
-    """size, or where an incomplete batch at the end of those bytes starts (incomplete_batch_start)."""
     start = _incomplete_batch_start(handle, size)
     return size if start is None else start
 
 
 class _BackwardScan:
-    """One walk over the log from its end: each line as (offset, record or None, problems), newest first.
-
-    The one place for the rules read from the end.  The torn-tail verdict:
-    only the bytes after the last newline can be torn (a complete line stays,
-    whatever it holds), and they are torn unless they hold a JSON object,
-    which only lacks its newline.  The next seq: a line that is not a record
-    with a seq counts as having held one, so that no seq is ever issued twice;
-    the highest is certain once two records in a row have consecutive seqs
-    (two records in a healthy log), so that a late or repeated seq at the end
-    cannot hide a higher one.  Seq order: each record's seq is checked against
-    the record after it, as if that one were read after it (seq_order_problem).
-
-    An incomplete batch at the end (incomplete_batch_start) is torn too, whole:
-    the walk starts before it, yields it first as one problem with no record,
-    and its seqs are issued again, as a cut-off line's is.
-
-    in_flight (a reader's view while a writer is at work): the unterminated
-    last line, or the incomplete batch, is that writer's, not damage, and is passed over."""
+    """One walk back from the end: (offset, record or None, problems); finds torn tail, next seq."""
 
     def __init__(self, handle, size, session_id=None, in_flight=False):
-        self.keep_end = _end_before_incomplete_batch(handle, size)  # bytes from this offset on are torn
-        self.incomplete_batch = self.keep_end < size  # what they are: an incomplete batch, perhaps cut off
-        self.needs_newline = False   # the last line is a JSON object without its newline
-        self.highest_seq = 0         # the highest seq the lines walked so far can have held
-        self.certain = False         # no line not walked yet can hold a higher seq
+        self.keep_end = _end_before_incomplete_batch(handle, size)  # torn from here on
+        self.incomplete_batch = self.keep_end < size
+        self.needs_newline = False   # the last line is an object lacking its newline
+        self.highest_seq = 0         # highest seq the lines walked can have held
+        self.certain = False         # no line left can hold a higher one
         self.lines = _read_lines_backward(handle, self.keep_end, count_runs=True)
         self.session_id, self.in_flight = session_id, in_flight
 
     def __iter__(self):
-        newer_seq, damaged = None, 0  # the seq of the newer record; lines since it that hold no seq
+        newer_seq, damaged = None, 0  # newer record's seq; seq-free lines since
         if self.incomplete_batch and not self.in_flight:
             yield self.keep_end, None, [("incomplete_batch", None)]
         for position, (offset, line) in enumerate(self.lines):
             if position == 0 and (line == b"" or self.in_flight):
-                continue  # the log ends with a newline, as it should; or a writer's note is in flight
-            if type(line) is int:  # a run of lines that cannot hold a seq: counted, never parsed one by one
+                continue  # a healthy end, or a note in flight
+            if type(line) is int:  # a counted run of seq-free lines
                 damaged += line
                 yield offset, None, [("seq_free_lines", "%d lines in a row that hold no seq, so no note" % line)]
                 continue
@@ -2106,7 +2466,7 @@ class _BackwardScan:
             if position == 0:
                 self.needs_newline = value is not None
                 if value is None:
-                    self.keep_end = offset  # cut off by a crash mid-write: it held no seq
+                    self.keep_end = offset  # cut off mid-write: it held no seq
                     yield offset, None, problems
                     continue
             seq = value.get("seq") if value is not None else None
@@ -2116,7 +2476,7 @@ class _BackwardScan:
                 continue
             self.highest_seq = max(self.highest_seq, seq + damaged)
             self.certain = self.certain or (damaged == 0 and newer_seq == seq + 1)
-            order = _seq_order_problem(newer_seq, seq, damaged)  # the newer one, as if read after this
+            order = _seq_order_problem(newer_seq, seq, damaged)
             if order:
                 problems.append((order, None))
             newer_seq, damaged = seq, 0
@@ -2126,8 +2486,7 @@ class _BackwardScan:
 
 
 class _LogTail:
-    """What a writer needs from the end of the log, found without reading the rest: the torn tail, the
-    next seq and the records of the duplicate window (newest first)."""
+    """The log's end, as a writer needs it: torn tail, next seq, recent records."""
 
     def __init__(self, handle, size, recent_since=None, window_records=_DUPLICATE_WINDOW_RECORDS):
         scan = _BackwardScan(handle, size)
@@ -2140,7 +2499,7 @@ class _LogTail:
                 window_left -= 1
                 timestamp = record.get("ts")
                 if not isinstance(timestamp, str) or timestamp < recent_since:
-                    window_left = 0  # records are in time order: every earlier one is older still
+                    window_left = 0  # in time order: the rest are older
                 else:
                     self.recent.append(record)
             if scan.certain and not window_left:
@@ -2150,8 +2509,7 @@ class _LogTail:
 
 
 def _set_aside_torn_tail(folder, descriptor, tail):
-    """Move the torn bytes (after the last newline, or from an incomplete batch's first line on) to a side
-    file, block by block, then cut them from the log."""
+    """Copy the torn bytes to a side file, then cut them from the log."""
     side_path, side = _create_new_file(os.path.join(folder, "%s%s-%d" % (
         _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
     try:
@@ -2165,9 +2523,7 @@ def _set_aside_torn_tail(folder, descriptor, tail):
             left -= len(block)
         os.fsync(side)
     except BaseException:
-        # The torn bytes are all still in the log, and this side file holds
-        # only part of them: remove it, so failed attempts leave nothing to
-        # pile up, and the next append tries again.
+        # the log still holds every torn byte
         os.close(side)
         try:
             os.unlink(side_path)
@@ -2176,8 +2532,7 @@ def _set_aside_torn_tail(folder, descriptor, tail):
         raise
     os.close(side)
     _fsync_folder(folder)
-    # Crash window: the bytes are now in the side file and still in the log;
-    # a crash here makes the next append copy them once more, losing nothing.
+    # Crash window: the bytes are in both files; the next append copies them again.
     try:
         os.ftruncate(descriptor, tail.keep_end)
     except PermissionError:
@@ -2187,10 +2542,7 @@ def _set_aside_torn_tail(folder, descriptor, tail):
 
 
 def _refuse_an_append_only_log(folder, side_path, tail):
-    """The log takes appends but cannot be cut (chattr +a): drop the side file just made, and refuse.
-
-    The torn bytes are all still in the log, so the side file holds nothing
-    of its own; left there, every failed append would add one more."""
+    """The log cannot be cut (chattr +a): remove the new side file, and refuse."""
     os.unlink(side_path)
     _fsync_folder(folder)
     log_path = os.path.join(folder, _LOG_NAME)
@@ -2205,32 +2557,19 @@ _NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "E
 
 
 def _keep_torn_tail_in_place(descriptor, tail, why):
-    """End the torn tail with a newline, where it is: it becomes a damaged line, which holds a seq.
+    """End the torn tail with a newline, making it a damaged line (which holds a seq).
 
-    Used when the tail cannot be set aside: a tail over LINE_LIMIT (no note
-    is that long, so the bytes are not a cut-off note but something appended
-    by another hand, and copying them could need more disk than is free), or
-    a disk with no room for the side file.  Torn bytes are never deleted, and
-    the session must never be left unable to append, so they stay in the log
-    as one complete damaged line: readers pass over it with a warning (verify
-    names its line), and, as every damaged line, it counts as having held the
-    next seq.  Cost: one byte, whatever the tail's size.
-    Crash window: none beyond append's own; the newline is one write, and a
-    crash before it leaves the torn tail for the next append."""
+    Crash window: one write; until it, the tail waits for the next append."""
     _append_line(descriptor, b"\n")
     tail.highest_seq += 1
     return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
 
 
 def _find_note_line(handle, size, note_id):
-    """(offset, line, record) of the note with this id, searched from the end of the log (recent notes come
-    first); None when there is none.
-
-    A line readers skip (a missing or malformed field) is no note: a ref to it
-    would name a note no reader shows, which verify reports and restore refuses."""
+    """(offset, line, record) of the note with this id, searched from the end, or None."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for offset, line in _read_lines_backward(handle, size, count_runs=True):
-        if type(line) is bytes and needle in line:  # a counted run (an int) holds no note
+        if type(line) is bytes and needle in line:  # a counted run holds no note
             value, _ = _parse_line(line)
             if _is_the_note(value, note_id):
                 return offset, line, value
@@ -2238,16 +2577,12 @@ def _find_note_line(handle, size, note_id):
 
 
 def _find_note(handle, size, note_id):
-    """The record of the note with this id, searched from the end of the log (find_note_line); None when none."""
     found = _find_note_line(handle, size, note_id)
     return found[2] if found else None
 
 
 class _NotesById:
-    """The notes of the log at log_path, looked up by id from its end: the log is opened at the first
-    lookup, once, and each id is looked up once (append's link checks, a retry's gate walk).
-
-    A note of an incomplete batch at the end is no note: the next append sets it aside."""
+    """Notes by id, each searched once from the log's end, opened at the first lookup."""
 
     def __init__(self, log_path):
         self.log_path, self.handle, self.size, self.found = log_path, None, 0, {}
@@ -2272,19 +2607,16 @@ class _NotesById:
 
 
 def _append_line(descriptor, line):
-    """Append one whole record and fsync; on failure cut the log back to where it was.
+    """Append one record, fsync; on failure cut it off.
 
-    Crash window: a process killed during the write leaves a cut-off line,
-    which the next append sets aside."""
+    Crash window: a kill mid-write leaves a torn tail, set aside by the next append."""
     _append_chunks(descriptor, (line,))
 
 
 def _append_chunks(descriptor, chunks):
-    """Append every chunk, then fsync once; on any failure (or a refusal raised by chunks) cut the log back.
+    """Append the chunks, fsync once; on any failure cut them off.
 
-    Crash window: a process killed mid-way leaves some whole lines and maybe
-    a cut-off one; restore run again finds the whole ones as its own first
-    notes, and the cut-off one is set aside as any torn tail."""
+    Crash window: a kill leaves whole lines, perhaps a cut-off one: a torn tail."""
     start = os.lseek(descriptor, 0, os.SEEK_END)
     try:
         for chunk in chunks:
@@ -2300,7 +2632,7 @@ def _append_chunks(descriptor, chunks):
 
 
 def _line_problems(raw, terminated, session_id):
-    """One line, read either way: (its object or None, the problems of the line taken alone)."""
+    """(object or None, the problems of this line alone)."""
     value, kind = _parse_line(raw) if raw is not None else (None, "line_too_long")
     if not terminated:
         kind = _unterminated_line_problem(value)
@@ -2311,13 +2643,7 @@ def _line_problems(raw, terminated, session_id):
 
 
 class _LogReader(_ProblemTally):
-    """Reads the whole log forward, checking each line, without holding it in memory.
-
-    The log is opened once, when the reader is made, and every pass reads
-    that file: a restore or redact that replaces the log meanwhile leaves a
-    reader of several passes (recap, export, show) reading one log, not the
-    first passes of the old one and the rest of the new.  The passes share
-    the open file, so they run one after another.  Use it in a with block."""
+    """Reads the log forward, checking each line; all passes read the file opened first."""
 
     def __init__(self, folder, meta):
         self.path = os.path.join(folder, _LOG_NAME)
@@ -2325,15 +2651,12 @@ class _LogReader(_ProblemTally):
         _ProblemTally.__init__(self)  # of the last pass
         self.total = 0
         self.last_record = None
-        self.order = _LogOrder()     # of the last pass: its notices are warnings, not problems
-        self.redactions = _RedactionsSeen()  # of the last pass
-        # Every pass reads the same bytes, up to a size taken while no writer
-        # was mid-append; lines appended later wait for the next read.
+        self.order = _LogOrder()
+        self.redactions = _RedactionsSeen()
         descriptor, self.size, self.in_flight = _log_view(folder)
         self.handle = open(descriptor, "rb") if descriptor is not None else None
-        self.unterminated_in_flight = False  # whether records() left a line a writer is still writing
-        # An incomplete batch at the end is not read: it is a torn tail of
-        # several lines, which the next append sets aside.  self.size ends before it.
+        self.unterminated_in_flight = False
+        # not read: an incomplete batch at the end
         self.size_seen = self.size
         if self.size:
             self.size = _end_before_incomplete_batch(self.handle, self.size)
@@ -2346,7 +2669,6 @@ class _LogReader(_ProblemTally):
             self.handle.close()
 
     def records(self):
-        """Yield every record that can be read; count and keep the problems met."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         self.order = seen = _LogOrder()
         self.redactions = _RedactionsSeen()
@@ -2356,21 +2678,18 @@ class _LogReader(_ProblemTally):
         self.note_problems(self.redactions.problems())
 
     def note_batch_ends(self, seen):
-        """After the last line read: a batch left unfinished before it, then the incomplete batch after it.
-
-        While a writer is at work, the incomplete batch is its batch in flight, not damage."""
+        """A batch left unfinished, then an incomplete batch at the end unless in flight."""
         ends = [seen.unfinished_batch()]
         if self.size < self.size_seen and not self.in_flight:
             ends.append(_problem(seen.line + 1, None, "incomplete_batch"))
         self.note_problems(list(filter(None, ends)))
 
     def read_records(self, seen):
-        """The forward pass of records(), checking each line with seen (a LogOrder)."""
         self.handle.seek(0)
         for number, (raw, terminated) in enumerate(_read_lines_forward(self.handle, self.size), 1):
             if not terminated and self.in_flight:
                 self.unterminated_in_flight = True
-                break  # a writer's note, still being written
+                break
             value, kinds = _line_problems(raw, terminated, self.session_id)
             kinds += seen.place_problems(value, kinds)
             if kinds:
@@ -2382,16 +2701,15 @@ class _LogReader(_ProblemTally):
                 yield value
 
     def warnings(self):
-        """The problems met, as sentences, bounded."""
         return _problem_messages(self.problems, self.problem_count)
 
     def notices(self):
-        """What the last pass found that append refuses now but an older log may hold, as sentences, bounded."""
+        """What append now refuses but an older log may hold, as sentences."""
         return _problem_messages(self.order.notices, self.order.notice_count)
 
 
 def _bounded_warnings(messages, count):
-    """The first WARNINGS_LISTED of count problems, then how many more there are."""
+    """The first _WARNINGS_LISTED messages, then how many more."""
     messages = messages[:_WARNINGS_LISTED]
     if count > len(messages):
         messages.append("%d more problems not listed; run verify for the full list" % (count - len(messages)))
@@ -2399,7 +2717,6 @@ def _bounded_warnings(messages, count):
 
 
 def _problem_messages(problems: list, count: int) -> list:
-    """Problems (verify's entries) as bounded warnings: where, then what."""
     messages = []
     for entry in problems[:_WARNINGS_LISTED]:
         where = "" if entry["line"] is None else "line %d" % entry["line"]
@@ -2410,23 +2727,20 @@ def _problem_messages(problems: list, count: int) -> list:
 
 
 def _with_warnings(receipt, warnings):
-    """Add a warnings key only when there is something to say."""
     if warnings:
         receipt["warnings"] = warnings
     return receipt
 
 
 class _RedactionsSeen:
-    """For a forward reader: how many redacted notes it met, and those no later source note explains yet.
-
-    Only the ids and line numbers of redacted notes are kept: they are rare."""
+    """Redacted notes met, and those no source note explains yet."""
 
     def __init__(self):
         self.count, self.pending = 0, {}
 
     def meet(self, record, line):
         if record["type"] != "source" and record["text"] != _REDACTED_TEXT:
-            return  # most notes: neither a redacted note nor one that could record a redaction
+            return  # most notes
         if _is_redacted(record):
             self.count += 1
             self.pending[record["id"]] = line
@@ -2443,16 +2757,12 @@ class _RedactionsSeen:
 class Session:
     """The Python API: one session folder, one method per command, each returning the receipt as a dict.
 
-    The command line and the MCP server call these same methods, so every
-    check, lock and receipt is theirs.  Arguments are keyword-only plain
-    values (no "-" for standard input: that belongs to the command line); a
-    refusal raises NotesError with the message the command line prints.
+    Arguments are keyword-only; a refusal raises NotesError with the command line's message.
     Session(None) uses the folder the command line uses without --dir."""
 
     def __init__(self, folder=None):
         _check_dir_argument(folder)
-        # Resolved by each method where the command line resolves --dir, so
-        # that a bad signal is refused before the folder is looked at.
+        # Resolved by each method: a bad signal is refused first.
         self.folder = None if folder is None else os.fspath(folder)
 
     def init(self) -> dict:
@@ -2468,13 +2778,11 @@ class Session:
                evidence=None, about=None, by=None, batch=None) -> dict:
         """Append one memory signal; the receipt names its note (or the earlier one a retry repeats).
 
-        batch: instead of one signal, a list of them (dicts keyed by these
-        keywords; "@K" in ref, about or by names the K-th), all written or none."""
+        batch: a list of signals (dicts of these keywords; "@K" names the K-th), all written or none."""
         if batch is not None:
             given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
                                                                  evidence, about, by)) if value is not None]
             return _append_batch_entries(self.folder, batch, given)
-        # Validate everything the signal alone can tell before touching any file.
         signal = _clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
         folder = _resolve_folder(self.folder)
         _check_session_folder(folder)
@@ -2485,66 +2793,59 @@ class Session:
             meta = _open_session_for_writing(folder)
             return _append_signal(folder, meta, signal)
 
-    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None) -> dict:
-        """The last records, oldest first; types, since, until and grep keep only the records they name.
+    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
+             compact=False) -> dict:
+        """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
 
-        The receipt's superseded lists the ids among its records that a later note superseded."""
+        The receipt's superseded lists the ids a later note superseded; with grep, more (or more_at_least)
+        counts the matches left out; compact gives each record as compact_record does."""
         limit = _check_limit(limit)
         since, until = _parse_time_filter(since, "since"), _parse_time_filter(until, "until")
         types = set([types] if isinstance(types, str) else types) if types else None
         for note_type in types or ():
             _check_choice("type", note_type, NOTE_TYPES)
-        needle = _grep_needle(grep)
+        pattern = _grep_pattern(grep)
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
         log_path = os.path.join(folder, _LOG_NAME)
-        # Only the warnings listed are kept, the rest counted: a log of a million
-        # damaged lines must not make a million messages.
-        records, warnings, warning_count, superseded = [], [], 0, _SupersededSeen()
+        walk = _TailWalk(limit, lambda record: _tail_keeps(record, types, since, until, pattern))
         descriptor, size, in_flight = _log_view(folder)
         if descriptor is None:
             import io  # already loaded by the interpreter itself
 
-            handle = io.BytesIO()  # no log yet: an empty one to tail
+            handle = io.BytesIO()  # no log yet
         else:
             handle = open(descriptor, "rb")
-        end, kept_bytes, cut_short = size, 0, False  # the log bytes of the records kept (each line's span)
         with handle:
-            for offset, value, problems in _BackwardScan(handle, size, meta["session_id"], in_flight):
-                if len(records) >= limit:
-                    break
-                line_bytes, end = end - offset, offset
-                record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
-                for kind, detail in problems:  # an id is named only when it is a note id: never echo another
-                    where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
-                    warning_count += 1
-                    if len(warnings) < _WARNINGS_LISTED:
-                        warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
-                if value is None or not _is_usable(problems):
-                    continue
-                superseded.meet(value)  # a note filtered out still supersedes the ones it names
-                if _tail_keeps(value, types, since, until, needle):
-                    cut_short = bool(records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
-                    if cut_short:
-                        break
-                    kept_bytes += line_bytes
-                    records.append(value)
-        if cut_short:
-            warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB of log, "
-                               "the most one reply carries; ask for fewer records or a narrower time span"
-                               % (len(records), _TAIL_BYTES_LIMIT >> 20))
-        records.reverse()
-        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
-        superseded_ids = [record["id"] for record in records if superseded.was_superseded(record)]
+            scan = iter(_BackwardScan(handle, size, meta["session_id"], in_flight))
+            walk.take(scan, size)
+            if pattern is not None and not walk.cut_short:
+                walk.count_more(scan)
+        records = walk.records[::-1]
+        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path,
+                   "records": [_compact_record(record) for record in records] if compact else records}
+        superseded_ids = [record["id"] for record in records if walk.superseded.was_superseded(record)]
         if superseded_ids:
             receipt["superseded"] = superseded_ids
-        return _with_warnings(receipt, _bounded_warnings(warnings, warning_count))
+        if walk.more:
+            receipt["more" if walk.more_complete else "more_at_least"] = walk.more
+        receipt = _with_warnings(receipt, _bounded_warnings(walk.warnings, walk.warning_count))
+        return _CompactReceipt(receipt) if compact else receipt
 
-    def show(self, *, note_id) -> dict:
-        """One note and its chain: what it replaced and what replaced it, or its gate's updates; the notes about it."""
+    def show(self, *, note_id, compact=False) -> dict:
+        """One note and its chain, or its gate's updates; the notes about it; compact: each record compacted."""
         note_id = _command_note_id("show", note_id)
         folder = _resolve_folder(self.folder)
-        return _show_note(folder, _require_session(folder), note_id)
+        receipt = _show_note(folder, _require_session(folder), note_id)
+        if not compact:
+            return receipt
+        for key in ("record", "gate"):
+            if key in receipt:
+                receipt[key] = _compact_record(receipt[key])
+        for key in ("updates", "settled_by", "replaces", "replaced_by", "about"):
+            if key in receipt:
+                receipt[key] = [_compact_record(record) for record in receipt[key]]
+        return _CompactReceipt(receipt)
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
@@ -2574,7 +2875,6 @@ class Session:
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
         fitted = _read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
-        # The markdown is a key of a receipt, never a bare text: the command line prints that text.
         return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
     def verify(self) -> dict:
@@ -2585,6 +2885,9 @@ class Session:
         for key in ("schema_version", "session_id", "created_at", "log_file"):
             if not isinstance(meta.get(key), str):
                 meta_problems.append(_problem(None, None, "meta_field", "%s lacks %s" % (_META_NAME, key)))
+        if not _is_session_id(meta["session_id"]):
+            meta_problems.append(_problem(None, None, "meta_field", "%s has a session_id that is not a plain id "
+                                                                    "(writers refuse it)" % _META_NAME))
         if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
             meta_problems.append(_problem(None, None, "meta_schema",
                                          "%s has an unknown schema_version" % _META_NAME))
@@ -2601,56 +2904,43 @@ class Session:
             receipt["redacted"] = reader.redactions.count
         warnings = []
         if reader.unterminated_in_flight:
-            # Not counted as a problem: a writer at work always has such a line
-            # for an instant.  Said, so that ok never vouches for a line unread.
+            # A writer's line in flight: not a problem, but not checked.
             warnings.append("the last line has no newline yet and a writer holds the lock: it is being "
                             "written, so it was not checked. Run verify again once that writer has finished")
-        # A note a 1.1.0 writer could store but append now refuses: said, not counted as damage.
         return _with_warnings(receipt, warnings + reader.notices())
 
     def export(self, *, output=None, format="json") -> dict:
-        """Write the whole session to one file: JSON (v0's export) or, with format="md", an audit document.
+        """Write the whole session to one file: JSON or, with format="md", an audit document.
 
-        output may be anywhere but over a file that is not an earlier export
-        (check_export_output); the MCP server confines it first (mcp_export_path)."""
+        output may replace an earlier export, never any other file."""
         _check_choice("format", format, ("json", "md"))
         folder = _resolve_folder(self.folder)
         meta = _require_session(folder)
+        _check_meta_session_id(folder, meta)
         markdown = format == "md"
+        _check_path_text("--output", output)
         if output:
             output = os.path.abspath(os.path.expanduser(output))
         else:
             output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
         _check_export_output(folder, output)
-        earlier = _earlier_export(output)  # what the operator may have downloaded from this path before
-        output_folder = os.path.dirname(output)
-        # Every pass reads the same bytes (LogReader): the size is fixed before
-        # the first one, so notes appended meanwhile wait for the next export.
-        with _LogReader(folder, meta) as reader:
-            by_type, first_ts, last_ts = _count_by_type(reader)
-            count = reader.total
-            warnings = reader.warnings()
-            if markdown:
-                chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts,
-                                          reader.problem_count, warnings)
-            else:
-                chunks = _json_export(reader, meta, count)
+        earlier = _earlier_export(output)
+
+        def write(chunks):
             # A place that cannot take the file is a refusal; a failure while writing
             # it (a full disk, say) is an unexpected error, as it is for append.
             refusal = "cannot write %s (%s); choose another --output"
             try:
-                os.makedirs(output_folder, exist_ok=True)
+                os.makedirs(os.path.dirname(output), exist_ok=True)
             except OSError as error:
                 raise NotesError(refusal % (output, error.strerror)) from None
             _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
-            receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
-            news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
-        if news:
-            receipt["tell_operator"] = news
-        return _with_warnings(receipt, warnings)
+            return output
+        return _export_session(folder, meta, markdown, earlier, write)
 
     def restore(self, *, export_file, accept_damaged=False) -> dict:
         """Bring a session back into the folder from an export (ours or v0's)."""
+        _check_path_text("the export file's path", export_file)
         export_path = os.path.abspath(os.path.expanduser(export_file))
         export = _Export(export_path, accept_damaged)  # checked, streamed: never held whole
         try:
@@ -2665,14 +2955,13 @@ class Session:
             gates = _recap_history(reader)[1]
         receipt["tell_operator"] = _restore_tell_operator(folder, export_path, export.record_count,
                                                          export.problem_count, gates)
-        # With --accept-damaged: what was restored as it is, record by record; then the notices.
         _with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices)
         return _with_recovered(receipt, recovered)
 
     def redact(self, *, note_id, reason) -> dict:
-        """Replace one note's text and effect with the placeholder in place; a source note records why.
+        """Replace one note's text and effect with the placeholder; a source note records why.
 
-        The receipt's not_erased says what it cannot reach (earlier exports, side files, copies)."""
+        The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
         note_id = _command_note_id("redact", note_id)
         reason = _redact_reason(reason)
         folder = _resolve_folder(self.folder)
@@ -2683,8 +2972,43 @@ class Session:
             return _redact_note(folder, meta, note_id, reason)
 
 
+def _export_session(folder, meta, markdown, earlier, write):
+    """Export's passes over the log; write(chunks) writes the file and returns its path."""
+    # Every pass reads the same bytes (LogReader): the size is fixed before
+    # the first one, so notes appended meanwhile wait for the next export.
+    with _LogReader(folder, meta) as reader:
+        by_type, first_ts, last_ts = _count_by_type(reader)
+        count = reader.total
+        warnings = reader.warnings()
+        if markdown:
+            chunks = _markdown_export(reader, meta, count, (by_type, first_ts, last_ts),
+                                      reader.problem_count, warnings, _recap_history(reader)[3])
+        else:
+            chunks = _restorable_size(_json_export(reader, meta, count), folder)
+        output = write(chunks)
+        receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
+        news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
+    if news:
+        receipt["tell_operator"] = news
+    return _with_warnings(receipt, warnings)
+
+
+def _restorable_size(chunks, folder):
+    """Pass chunks on, refusing once they pass EXPORT_SIZE_LIMIT: restore would refuse the file."""
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > _EXPORT_SIZE_LIMIT:
+            raise NotesError(
+                "the export would be over %d MiB, the most restore reads, so no export was written (an earlier "
+                "one stays as it was). The session itself is whole: to carry it elsewhere, copy %s and %s from "
+                "%s together; export --format md still writes a readable copy"
+                % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
+        yield chunk
+
+
 def _append_signal(folder, meta, signal):
-    """Under the lock: recover the log's tail, then store the signal, or answer with its earlier note."""
+    """Under the lock: store the signal, or return the earlier note it repeats."""
     log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
@@ -2697,13 +3021,12 @@ def _append_signal(folder, meta, signal):
     (record, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS, store)
     receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
     if duplicate:
-        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
+        receipt["duplicate"] = True  # a retry: nothing new was written
     return _with_recovered(receipt, recovered)
 
 
 def _write_at_log_end(folder, window_records, store):
-    """Under the lock: read the log's end (with a duplicate window of window_records), mend what a crash
-    left there, then let store(descriptor, tail) write; return (what store returned, what was mended)."""
+    """Under the lock: mend the log's end; return (store(descriptor, tail), what was mended)."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         created = not os.path.lexists(log_path)
@@ -2724,12 +3047,10 @@ def _write_at_log_end(folder, window_records, store):
 
 
 def _duplicate_window_start():
-    """The time of the oldest record a retry can repeat, in the log's own format (which sorts as text)."""
     return time.strftime(_TIMESTAMP_FORMAT, time.gmtime(time.time() - _DUPLICATE_WINDOW_SECONDS))
 
 
 def _refuse_an_absurd_seq(tail):
-    """Refuse, before writing anything, to number a note past SEQ_LIMIT: such a seq is damage."""
     if tail.highest_seq >= _SEQ_LIMIT:
         raise NotesError(
             "the last lines of the log hold a seq past %d, beyond any real session: the log was "
@@ -2739,11 +3060,11 @@ def _refuse_an_absurd_seq(tail):
 
 
 def _recover_tail(folder, descriptor, tail):
-    """Mend the end of the log a crash left (never a complete line); return what was done, or None."""
+    """Mend the end a crash left; return what was done, or None."""
     if tail.keep_end < tail.size:
         if tail.incomplete_batch:
             recovered = _set_aside_torn_tail(folder, descriptor, tail)
-            recovered["kind"] = "incomplete_batch"  # its whole lines, and a cut-off one after them if any
+            recovered["kind"] = "incomplete_batch"
             return recovered
         if tail.size - tail.keep_end > _LINE_LIMIT:
             return _keep_torn_tail_in_place(descriptor, tail, "longer than any record, so not a note cut off")
@@ -2760,25 +3081,18 @@ def _recover_tail(folder, descriptor, tail):
 
 
 def _find_duplicate(tail, signal, session_id, log_path):
-    """The record of the duplicate window that repeats the signal field for field, or None.
-
-    A record with any problem of its own (a checksum that does not match,
-    say) is never the answer: the signal is then stored anew.  Nor is one
-    that is no longer the latest word on its subject (still_the_latest_word):
-    a repeat after a later note undid it is a new change of state, not a retry."""
+    """The window's intact record the signal repeats, if still the latest word; else None."""
     for place, record in enumerate(tail.recent):
         if all(record.get(name) == value for name, value in signal.items()) and not _check_record(
                 record, session_id):
-            later = tail.recent[:place]  # newest first; the window holds every record after this one
+            later = tail.recent[:place]  # newest first
             with _NotesById(log_path) as in_log:
                 return record if _still_the_latest_word(record, later, in_log) else None
     return None
 
 
 def _still_the_latest_word(record, later, in_log):
-    """Whether no later record superseded this one, nor, when it is a gate or gate update, changed its gate.
-
-    later: the records after it, newest first; in_log: a NotesById for the notes before the window."""
+    """Whether no later record (newest first) superseded this one or changed its gate."""
     if record["type"] != "gate":
         return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
     updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
@@ -2787,17 +3101,13 @@ def _still_the_latest_word(record, later, in_log):
     window = {other.get("id"): other for other in later}
 
     def lookup(note_id):
-        # A note of the window, else one looked up from the end of the log (only here, on a repeat).
         return window.get(note_id) or in_log(note_id)
     gate = _gate_root(record, lookup)
     return not any(_gate_root(update, lookup) == gate for update in updates)
 
 
 def _gate_root(record, lookup):
-    """The id of the gate a gate note belongs to: its own for a new gate, else the gate its refs lead back to.
-
-    lookup(note_id) gives the record of an id, or None; a ref naming no gate
-    ends the walk there, and a loop (only a damaged log holds one) ends it too."""
+    """The id of the gate a gate note belongs to; a loop (damage) ends the walk."""
     visited = set()
     while isinstance(record.get("ref"), str) and record["ref"] not in visited:
         visited.add(record["ref"])
@@ -2809,16 +3119,13 @@ def _gate_root(record, lookup):
 
 
 def _with_recovered(receipt, recovered):
-    """Add a recovered key only when the tail of the log was mended."""
     if recovered:
         receipt["recovered"] = recovered
     return receipt
 
 
 def _check_links(signal, find):
-    """Refuse a link (ref, about, by) that names no note of the right kind, or a supersede the labels forbid.
-
-    find(note_id) gives the note an id names (a NotesById, unless a batch says otherwise)."""
+    """Refuse a link naming no note of the right kind, or a forbidden supersede."""
     if signal["ref"] is not None:
         target = _check_ref(signal["type"], signal["ref"], find)
         _check_supersede_rule(signal, target)
@@ -2835,11 +3142,7 @@ def _check_links(signal, find):
 
 
 def _check_supersede_rule(signal, target):
-    """Refuse a note that supersedes an op or shared note without being labelled op or shared itself.
-
-    Leaving the label out is no way around it: a model's guess must not hide
-    what the operator stated.  A gate update supersedes nothing, so it is not
-    held to this."""
+    """Refuse superseding an op or shared note unless this note is labelled op or shared too."""
     if signal["type"] == "gate" or target.get("provenance") not in _FIRM_PROVENANCES:
         return
     if signal["provenance"] in _FIRM_PROVENANCES:
@@ -2852,7 +3155,7 @@ def _check_supersede_rule(signal, target):
 
 
 def _check_ref(note_type, ref, find):
-    """Refuse a --ref that names no note of this log, or a note of the wrong kind; return the note it names."""
+    """The note a --ref names; refuses a missing one or one of the wrong kind."""
     target = find(ref)
     if target is None:
         raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
@@ -2867,20 +3170,16 @@ def _check_ref(note_type, ref, find):
     return target
 
 
-# append --batch: several signals, checked together, written together or not at all
+# append --batch: several signals, written together or not at all
 
 def _refuse_a_long_batch(count):
-    """Refuse a batch of more than BATCH_LINE_LIMIT lines, before any of them is checked."""
     if count > _BATCH_LINE_LIMIT:
         raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
                          % (count, _BATCH_LINE_LIMIT))
 
 
 def _clean_batch(entries, flags_given) -> list:
-    """Every line of a batch checked as append checks its flags: the signals, "@K" kept in ref, about, by.
-
-    The signals come only from the lines, so flags_given (the names of the
-    signal fields also passed on their own) must be empty."""
+    """Every line of a batch as a signal, "@K" links kept."""
     if flags_given:
         raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
                          % ", ".join("--" + name for name in flags_given))
@@ -2900,11 +3199,11 @@ def _clean_batch(entries, flags_given) -> list:
 
 
 def _clean_batch_line(number, entry) -> dict:
-    """One line of a batch as a signal (clean_signal's), without ever echoing a value of it."""
+    """One line of a batch as a signal, without ever echoing a value of it."""
     if not isinstance(entry, dict):
         raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
                          % ", ".join(_SIGNAL_FIELDS))
-    if any(key not in _SIGNAL_FIELDS for key in entry):  # the key itself is not named: it could be anything
+    if any(key not in _SIGNAL_FIELDS for key in entry):  # the key is not echoed either
         raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
                          "without dashes)" % ", ".join(_SIGNAL_FIELDS))
     values = {name: entry.get(name) for name in _SIGNAL_FIELDS}
@@ -2916,7 +3215,7 @@ def _clean_batch_line(number, entry) -> dict:
         value = values[name].strip() if values[name] is not None else None
         if value is not None and value.startswith("@"):
             places[name] = _earlier_line(name, value, number)
-            values[name] = _note_id_for(1)  # a stand-in, so that clean_signal checks the rest as append does
+            values[name] = _note_id_for(1)  # a stand-in for clean_signal
         elif value is not None and not _is_note_id(value):
             raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
                              "this batch" % name)
@@ -2926,7 +3225,7 @@ def _clean_batch_line(number, entry) -> dict:
 
 
 def _earlier_line(name, value, number) -> str:
-    """A link "@K" checked to name an earlier line of the batch (K from 1): returned as "@K"."""
+    """The link "@K"; refused unless K (from 1) names an earlier line."""
     digits = value[1:]
     if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
         raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and only "
@@ -2935,7 +3234,7 @@ def _earlier_line(name, value, number) -> str:
 
 
 def _check_batch_links(log_path, signals):
-    """append's link checks on every line; "@K" names line K, seen as if it were in the log already."""
+    """append's link checks on every line; "@K" names line K."""
     with _NotesById(log_path) as in_log:
         def find(note_id):
             if note_id.startswith("@"):
@@ -2950,12 +3249,11 @@ def _check_batch_links(log_path, signals):
 
 
 def _append_batch_entries(folder_option, entries, flags_given) -> dict:
-    """Session.append(batch=...): check every line, then store them all, or answer with the earlier batch."""
+    """Session.append(batch=...): check every line, then store them all."""
     signals = _clean_batch(entries, flags_given)
     folder = _resolve_folder(folder_option)
     _check_session_folder(folder)
-    # The log only grows (an incomplete batch at its end is no note), so a
-    # note found now is still there under the lock.
+    # The log only grows, so a note found now is still there under the lock.
     _check_batch_links(os.path.join(folder, _LOG_NAME), signals)
     with _SessionLock(folder):
         meta = _open_session_for_writing(folder)
@@ -2963,12 +3261,7 @@ def _append_batch_entries(folder_option, entries, flags_given) -> dict:
 
 
 def _append_batch(folder, meta, signals):
-    """Under the lock: mend the log's tail, then write every line of the batch with one write and one fsync.
-
-    Crash window: a process killed during that write leaves lines 1/N to K/N
-    (K < N) and perhaps a cut-off line; readers take them for a torn tail, and
-    the next append or restore moves them to a side file, so the batch is
-    either all in the log or not in it at all."""
+    """Under the lock: write the whole batch with one write and one fsync."""
     log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
@@ -2976,19 +3269,21 @@ def _append_batch(folder, meta, signals):
         if earlier is not None:
             return earlier, True
         records = _batch_records(meta["session_id"], tail.highest_seq, signals)
+        # Crash window: a kill mid-write leaves lines 1/N to K/N, a torn tail to readers,
+        # which the next append or restore sets aside: the batch is all in the log or none.
         _append_line(descriptor, b"".join(map(_record_line, records)))
         return records, False
-    # The window holds the earlier batch whole, as if it counted as one record.
+    # The window holds an earlier batch whole.
     (records, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
     receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
                "path": log_path, "note_ids": [record["id"] for record in records]}
     if duplicate:
-        receipt["duplicate"] = True  # a retry whose receipt was lost: nothing new was written
+        receipt["duplicate"] = True  # a retry: nothing new was written
     return _with_recovered(receipt, recovered)
 
 
 def _batch_records(session_id, highest_seq, signals) -> list:
-    """The batch's records, numbered after highest_seq, "@K" resolved to line K's id, one time for all."""
+    """The batch's records, numbered after highest_seq, "@K" resolved, one timestamp for all."""
     count, timestamp = len(signals), _utc_now()
     ids = [_note_id_for(highest_seq + place) for place in range(1, count + 1)]
     return [_build_record(session_id, highest_seq + place, *_resolved_links(signal, ids).values(),
@@ -2997,19 +3292,13 @@ def _batch_records(session_id, highest_seq, signals) -> list:
 
 
 def _resolved_links(signal, ids) -> dict:
-    """The signal with each "@K" in ref, about and by replaced by ids[K - 1]."""
+    """The signal with each "@K" link replaced by ids[K - 1]."""
     return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
             and value.startswith("@") else value for name, value in signal.items()}
 
 
 def _find_duplicate_batch(tail, signals, session_id, log_path):
-    """The records of an earlier batch that this one repeats line for line, oldest first; or None.
-
-    The earlier batch must be whole (1/N to N/N in a row) and each of its
-    lines a duplicate by find_duplicate's rules: field for field (its "@K"
-    resolved to that batch's ids), no problem of its own, still the latest
-    word after everything written since the batch.  Anything less, and the
-    batch is written anew, whole."""
+    """The records of a whole earlier batch this one repeats line for line, or None."""
     count = len(signals)
     for place, record in enumerate(tail.recent):
         if record.get("batch") != "%d/%d" % (count, count) or place + count > len(tail.recent):
@@ -3020,44 +3309,95 @@ def _find_duplicate_batch(tail, signals, session_id, log_path):
                    and all(other.get(name) == value for name, value in _resolved_links(signal, ids).items())
                    for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
             continue
-        later = tail.recent[:place]  # newest first: everything written after the earlier batch
+        later = tail.recent[:place]  # newest first
         with _NotesById(log_path) as in_log:
             return earlier if all(_still_the_latest_word(other, later, in_log) for other in earlier) else None
     return None
 
 
-def _grep_needle(text):
-    """tail --grep's text, folded for a case-insensitive match (None when not given); a blank one is refused."""
+def _grep_pattern(text):
+    """tail's grep words as a pattern for a casefolded text: each word whole, in order; None without grep."""
     if text is None:
         return None
-    if not text.strip():
+    words = text.casefold().split()
+    if not words:
         raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
                          "--grep 'email'")
-    return text.casefold()
+    return re.compile(r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)")
 
 
-def _tail_keeps(record, types, since, until, needle) -> bool:
-    """Whether tail's filters keep a usable record: its type, its time, its words."""
+def _tail_keeps(record, types, since, until, pattern) -> bool:
     return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
-            and (until is None or record["ts"] < until) and (needle is None or _holds_needle(record, needle)))
+            and (until is None or record["ts"] < until) and (pattern is None or _holds_words(record, pattern)))
 
 
-def _holds_needle(record, needle):
-    """Whether the record's text or effect holds the folded needle, whatever the case."""
-    return needle in record["text"].casefold() or needle in record.get("effect", "").casefold()
+def _holds_words(record, pattern):
+    return bool(pattern.search(record["text"].casefold()) or pattern.search(record.get("effect", "").casefold()))
+
+
+# The fields of a record's compact form, after id, type and text: what it says and links, not its stamps.
+_COMPACT_FIELDS = ("effect", "ref", "status", "provenance", "evidence", "about", "by")
+
+
+def _compact_record(record) -> dict:
+    """A record without its time, session, seq, batch place and checksum."""
+    compact = {"id": record["id"], "type": record["type"], "text": record["text"]}
+    compact.update((key, record[key]) for key in _COMPACT_FIELDS if key in record)
+    return compact
+
+
+class _TailWalk:
+    """tail's walk back from the end: the records kept, the warnings of the lines read, the matches left out."""
+
+    def __init__(self, limit, keeps):
+        self.limit, self.keeps = limit, keeps
+        self.records, self.warnings, self.warning_count = [], [], 0
+        self.superseded, self.cut_short, self.more, self.more_complete = _SupersededSeen(), False, 0, True
+
+    def take(self, scan, end):
+        """Read back from `end` until `limit` records are kept, or a reply's byte bound is reached."""
+        kept_bytes = 0
+        for offset, value, problems in scan:
+            line_bytes, end = end - offset, offset
+            record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
+            for kind, detail in problems:  # never echo an id that is no note id
+                where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
+                self.warning_count += 1
+                if len(self.warnings) < _WARNINGS_LISTED:
+                    self.warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
+            if value is None or not _is_usable(problems):
+                continue
+            self.superseded.meet(value)  # a note filtered out still supersedes
+            if self.keeps(value):
+                self.cut_short = bool(self.records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
+                if self.cut_short:
+                    self.warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB "
+                                            "of log, the most one reply carries; ask for fewer records or a "
+                                            "narrower time span" % (len(self.records), _TAIL_BYTES_LIMIT >> 20))
+                    return
+                kept_bytes += line_bytes
+                self.records.append(value)
+                if len(self.records) >= self.limit:
+                    return
+
+    def count_more(self, scan):
+        """Count the further matches, up to LIMIT_MAX; lines read only for this raise no warnings."""
+        for _, value, problems in scan:
+            if value is not None and _is_usable(problems) and self.keeps(value):
+                self.more += 1
+                if self.more >= _LIMIT_MAX:
+                    self.more_complete = False
+                    return
 
 
 class _SupersededSeen:
-    """For a reader walking back from the end: the seqs that the notes met so far supersede.
-
-    A note met later in the walk was written earlier, so every note that
-    could supersede it has already been met.  Only ints are kept."""
+    """For a walk back from the end: the seqs superseded by the notes met so far."""
 
     def __init__(self):
         self.seqs = set()
 
     def meet(self, record) -> None:
-        """Remember what a usable record supersedes (a gate update supersedes nothing)."""
+        """Note what a usable record supersedes (a gate update supersedes nothing)."""
         ref = record.get("ref")
         if record["type"] != "gate" and _is_note_id(ref):
             self.seqs.add(int(ref[1:]))
@@ -3066,11 +3406,11 @@ class _SupersededSeen:
         return record["seq"] in self.seqs
 
 
-_SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept; the rest are counted in not_listed
+_SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
 
 
 def _command_note_id(command, value) -> str:
-    """The NOTE_ID of show or redact, stripped and checked to be a note id (its value is never echoed)."""
+    """show's or redact's note id, checked, never echoed."""
     cleaned = _as_note_id(value)
     if cleaned is None:
         raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command,
@@ -3079,18 +3419,12 @@ def _command_note_id(command, value) -> str:
 
 
 def _show_note(folder, meta, note_id) -> dict:
-    """The note and its chain: what it replaced, what replaced it (or its gate and the gate's updates
-    with the notes that settled them), and the notes about it.  Records are the log's, as parsed.
-
-    Three reads, each holding only the chain: back from the end for the note
-    and what its ref leads to, forward for what came after, forward again
-    for the notes the updates name in by."""
+    """show's receipt: the note, its chain or its gate's updates, the notes about it."""
     with _LogReader(folder, meta) as reader:
         return _show_chain(reader, note_id)
 
 
 def _show_chain(reader, note_id) -> dict:
-    """show's receipt, from the three reads of one reader."""
     back, back_skipped = _chain_back(reader, note_id)
     if not back:
         raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists "
@@ -3111,6 +3445,9 @@ def _show_chain(reader, note_id) -> dict:
         if back_skipped:
             not_listed["replaces"] = back_skipped
         receipt["replaced_by"] = found["replaced_by"]
+        reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
+        if reopening is not None:  # as recap lists it
+            receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
     receipt["about"] = found["about"]
     if not_listed:
         receipt["not_listed"] = not_listed
@@ -3118,12 +3455,7 @@ def _show_chain(reader, note_id) -> dict:
 
 
 def _chain_back(reader, note_id):
-    """The note with this id, then the notes its ref leads back to, nearest first: (records, how many left out).
-
-    Refs name earlier notes, so one walk back from the end meets each in
-    turn.  The walk follows gates from a gate, other notes from any other
-    note.  At most SHOW_LIST_LIMIT + 1 records are held: the nearest, and the
-    last (a gate update's gate)."""
+    """(the note, then the notes its ref leads back to; how many were left out)."""
     chain, skipped, wanted = [], 0, note_id
     if reader.handle is None:
         return chain, skipped
@@ -3134,7 +3466,7 @@ def _chain_back(reader, note_id):
         if not _is_the_note(value, wanted):
             continue
         if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
-            break  # a ref across kinds: damage verify reports; the chain ends here
+            break  # a ref across kinds is damage
         if len(chain) > _SHOW_LIST_LIMIT:
             chain[-1], skipped = value, skipped + 1
         else:
@@ -3147,8 +3479,7 @@ def _chain_back(reader, note_id):
 
 
 def _chain_forward(reader, target, root_id):
-    """One forward read: a gate's updates (or the notes that replaced the target, transitively) and the notes
-    about the target, newest SHOW_LIST_LIMIT each; with what was left out and the ids the updates name in by."""
+    """One forward read: (updates or replacements, and notes about; left-out counts; by ids)."""
     is_gate = target["type"] == "gate"
     replacing = "updates" if is_gate else "replaced_by"
     family = {root_id if is_gate else target["id"]}
@@ -3168,7 +3499,7 @@ def _chain_forward(reader, target, root_id):
 
 
 def _notes_named(reader, note_ids, not_listed):
-    """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept (one more forward read)."""
+    """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept."""
     named = []
     if note_ids:
         for record in reader.records():
@@ -3179,7 +3510,7 @@ def _notes_named(reader, note_ids, not_listed):
 
 
 def _count_by_type(reader):
-    """Read the whole log: (notes by type, first ts, last ts)."""
+    """(notes by type, first ts, last ts), from the whole log."""
     by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
     first_ts = last_ts = None
     for record in reader.records():
@@ -3191,10 +3522,7 @@ def _count_by_type(reader):
 
 
 def _gates_phrase(gates) -> str:
-    """The open and deferred gates of recap_history's map, in the operator's words; "" when none.
-
-    The sentence is for the operator, who never sees note ids: it counts the
-    questions still to settle, and recap names them for the model."""
+    """The open and deferred gates counted for the operator; "" when none."""
     parts = []
     for status in ("open", "deferred"):
         number = sum(1 for gate in gates.values() if gate.status == status)
@@ -3203,38 +3531,28 @@ def _gates_phrase(gates) -> str:
     return " and ".join(parts)
 
 
-def _earlier_export(path):
-    """(session id, note count) of the export at path before it is replaced; None when there is none.
-
-    Only the head of the file is read: a JSON export states its count near the
-    top, a markdown one on its "- Notes:" line.  Either may be None when the
-    head does not hold it as it should."""
-    head, _ = _read_export_head(path)
+def _earlier_export(path, opener=None):
+    """(session id, note count) from the head of an export at path, or None; opener(path) opens it."""
+    opener = opener or _open_regular_file
+    head, _ = _read_export_head(path, opener)
     if head is not None:
         session, count = head.get("session"), head["record_count"]
         return (session.get("session_id") if isinstance(session, dict) else None,
                 count if isinstance(count, int) and not isinstance(count, bool) else None)
     try:
-        with open(_open_regular_file(path), "rb") as handle:
+        with open(opener(path), "rb") as handle:
             top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
-    except (NotesError, OSError):  # none there, or no regular file: nothing was downloaded from it
+    except (NotesError, OSError):  # nothing was downloaded from there
         return None
     found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(", top)
     return (found.group(1), int(found.group(2))) if found else None
 
 
 def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
-    """The sentence export's receipt passes on, or None when there is no news beyond v0's receipt.
-
-    News is an earlier copy at the same path that this export replaced with
-    other content (another session, or another number of notes): what the
-    operator downloaded before is out of date.  Or an artifact delivered in
-    synthesis while gates are still open.  Open gates alone are not news:
-    recap states them, and v0's receipt for the same session had no such key."""
+    """News for the operator: a replaced copy out of date, or a delivery with gates open; else None."""
     stale = earlier is not None and earlier != (session_id, count)
     if not stale and not (by_type["gate"] and by_type["artifact"]):
-        return None  # neither can say anything: no pass over the log is needed
-    # Whether there is a delivery needs no superseded notes; the gates take a pass of their own.
+        return None  # no news possible: skip the passes
     delivery = None
     if not stale:
         seen = _SynthesisSeen((), 0)
@@ -3257,15 +3575,13 @@ def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
 
 
 def _check_export_output(folder, output):
-    """Refuse an --output that is a folder, a special file, or any of the session's own files."""
+    """Refuse an --output that is a folder, a special file, or a session file."""
     if os.path.isdir(output):
         raise NotesError("--output %s is a folder; give a file path, such as %s"
                          % (output, os.path.join(output, _EXPORT_NAME)))
     if os.path.isfile(os.path.dirname(output)):
         raise NotesError("--output %s is inside a file, not a folder" % output)
-    # The same file by name (through any linked folder) or by inode (a hard
-    # or symbolic link): writing there would replace the log, the meta or the
-    # lock, or a side file holding torn bytes.
+    # The same file by name or by inode (a link).
     real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name)):
@@ -3281,8 +3597,7 @@ def _check_export_output(folder, output):
         return
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
         raise _special_file_error(output, mode)
-    # Whatever else stands there (another session's log, a config, a key
-    # file) is the user's, and a mistyped or injected path must not cost it.
+    # Anything else there is the user's: a mistyped or injected path must not cost it.
     if stat.S_ISREG(mode) and not _is_earlier_export(output):
         raise NotesError(
             "--output %s exists and is not an export of this tool; an export replaces only an earlier "
@@ -3290,21 +3605,23 @@ def _check_export_output(folder, output):
 
 
 def _is_earlier_export(path):
-    """Whether the file at path was written by export, judged by its first bytes alone.
-
-    A JSON export opens with its schema key, a markdown export with its
-    heading; neither is loaded, so a large file costs one small read."""
+    """Whether the file at path starts as an export does."""
     try:
         descriptor = _open_regular_file(path)
     except (OSError, NotesError):
         return False
     with open(descriptor, "rb") as handle:
-        head = handle.read(len(_EXPORT_JSON_START))
+        return _starts_as_export(handle.fileno())
+
+
+def _starts_as_export(descriptor):
+    """Whether the open file begins as an export of this tool (or v0) does; read from its start."""
+    head = os.pread(descriptor, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread") else os.read(
+        descriptor, len(_EXPORT_JSON_START))
     return head.startswith(_EXPORT_JSON_START) or head.startswith(_EXPORT_MARKDOWN_START)
 
 
 def _same_file(path, other):
-    """Whether both paths name one existing file (os.path.samefile, False when either is missing)."""
     try:
         return os.path.samefile(path, other)
     except OSError:
@@ -3315,22 +3632,22 @@ def _json_export(reader, meta, count):
     """Yield the export as pretty_json(export) would print it, record by record."""
     head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta,
             "record_count": count}
-    # backslashreplace: a log path that is not UTF-8 keeps its \udcXX escapes, as in the meta.
+    # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     written = 0
     for record in reader.records():
         if written == count:
             break
-        # Indent the record's own lines by one more level; JSON strings hold
-        # no raw newline, so every newline here is a line of the layout.
+        # JSON strings hold no raw newline: every newline is layout.
         text = _pretty_json(record).replace("\n", "\n    ")
         yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
         written += 1
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
 
-def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
-    """Yield a readable audit document of the whole session; the figures come from the first pass."""
+def _markdown_export(reader, meta, count, figures, problem_count, warnings, reopened):
+    """Yield the audit document; the figures (by type, first and last ts) and reopened come from first passes."""
+    by_type, first_ts, last_ts = figures
     created = meta.get("created_at")
     lines = [
         "# Shaping session %s" % _visible(meta["session_id"], True),
@@ -3349,27 +3666,24 @@ def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_co
         if written == count:
             break
         written += 1
-        yield ("\n".join(_markdown_record(record)) + "\n").encode("utf-8")
+        yield ("\n".join(_markdown_record(record, reopened)) + "\n").encode("utf-8")
 
 
-def _markdown_record(record):
-    """One record of the audit document, as lines; note text cannot forge any structure of the document.
+def _markdown_record(record, reopened):
+    """One record of the audit document, as lines; its text cannot forge the document's structure.
 
-    The text is an indented code block: every line of it starts with four
-    spaces, so none can open a heading, list item, table row or quote.  An
-    effect's later lines are indented six spaces, deep enough inside its list
-    item to continue it and start nothing, and inline markup in it is escaped
-    (markdown_inline), so a <style> shows as typed.  Markdown breaks lines at
-    CR as well as LF, so both split here."""
+    reopened: the note that took up each discarded path again, by the discard's id."""
     labels = []
     if "effect" in record:
         first, *rest = _markdown_split(record["effect"])
         labels += (["- Effect: " + _visible(_markdown_inline(first))]
                    + ["      " + _visible(_markdown_inline(line)) for line in rest])
-    # A note id and words from short lists: checked before any reader sees them.
+    # Checked values: nothing to escape.
     for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
             labels.append("- %s: %s" % (key.capitalize(), record[key]))
+    if record["type"] == "discard" and record["id"] in reopened:
+        labels.append("- Reopened by: %s" % reopened[record["id"]])
     return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
             + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
             + (labels + [""] if labels else []))
@@ -3379,16 +3693,12 @@ _MARKDOWN_INLINE_MARKUP = frozenset("\\`*_[]<>&~|")
 
 
 def _markdown_inline(text):
-    """text with a backslash before each character that could start markup inside a line.
-
-    Emphasis, code spans, links, HTML tags and entities, strikethrough and
-    table cells: each of their characters, backslash-escaped, shows as typed
-    in a renderer (CommonMark escapes any ASCII punctuation that way)."""
+    """text with a backslash before each character that could start markup inside a line."""
     return "".join("\\" + character if character in _MARKDOWN_INLINE_MARKUP else character for character in text)
 
 
 def _markdown_line_start(text):
-    """markdown_inline text that opens no block where it starts a line's content: a heading, quote, list or rule."""
+    """markdown_inline text that opens no block (heading, quote, list, rule) at a line's start."""
     number = re.match(r"[0-9]{1,9}(?=[.)])", text)
     if number:  # "1." or "1)" opens a numbered list: escape the dot
         return text[:number.end()] + "\\" + text[number.end():]
@@ -3398,15 +3708,11 @@ def _markdown_line_start(text):
 
 
 def _markdown_split(text):
-    """Text split where markdown ends a line: at CR LF, CR or LF."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
 def _visible(value, one_line=False):
-    """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX].
-
-    A control character left in a document could steer the terminal that
-    shows it, and a bidirectional one reorder the line an operator reads."""
+    """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX]."""
     if value.isprintable():
         return value
     return "".join("[U+%04X]" % ord(character) if character in _FORBIDDEN_CHARACTERS
@@ -3414,7 +3720,7 @@ def _visible(value, one_line=False):
 
 
 def _summarise_record(record):
-    """A record as a recap item: id and text, then the effect, the note it replaced and its labels."""
+    """A record as a recap item."""
     item = {"id": record["id"], "text": record["text"]}
     if "effect" in record:
         item["effect"] = record["effect"]
@@ -3427,31 +3733,24 @@ def _summarise_record(record):
 
 
 def _is_unconfirmed(labels) -> bool:
-    """Whether a note's labels say the model proposed it or only inferred it."""
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
 def _gate_labels(gate) -> dict:
-    """The labels of the note that set a recap gate's status: its latest update, or the gate itself."""
+    """The labels of the note that set a recap gate's status."""
     if "update_id" in gate:
         return {key: gate["update_" + key] for key in ("provenance", "evidence") if "update_" + key in gate}
     return gate
 
 
-# What recap's first pass keeps of a gate: its status now, the seq it last
-# changed at, whether the note that set that status is unconfirmed, and the
-# place (among the notes a reader yields) of its latest update, if any.
-# No gate is kept whole (a log of 25,000 gates held 14 MiB of them): the
-# second pass fetches the texts of only the gates recap lists.
-_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index")
+# recap's first pass keeps this of a gate, not the gate itself; by: the note its latest update names.
+_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
 
 
 def _recap_history(reader):
-    """First pass: the notes later ones superseded, every gate's state (GateState), notes by type.
-
-    Only these are held in memory; the lists are gathered in the second pass.
-    Returns (superseded ids, gate states by id, counts by type)."""
+    """First pass: (superseded ids, GateState by gate id, counts by type, reopening note id by discard id)."""
     superseded, gates, gate_of_update = set(), {}, {}
+    discards, reopened, asked_about = set(), {}, []
     counts = dict.fromkeys(NOTE_TYPES, 0)
     for index, record in enumerate(reader.records()):
         if record["type"] in counts:
@@ -3460,83 +3759,107 @@ def _recap_history(reader):
         if record["type"] == "gate":
             if ref is None:
                 gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"],
-                                                 _is_unconfirmed(record), None)
+                                                 _is_unconfirmed(record), None, None)
+                if record.get("about") in discards:
+                    asked_about.append((record["id"], record["about"]))
             else:
                 root = gate_of_update.get(ref, ref)
                 if root in gates and record.get("status") in GATE_STATUSES:
                     gate_of_update[record["id"]] = root
                     gates[root] = gates[root]._replace(status=record["status"], changed_at=record["seq"],
-                                                       unconfirmed=_is_unconfirmed(record), update_index=index)
+                                                       unconfirmed=_is_unconfirmed(record), update_index=index,
+                                                       by=record.get("by"))
         elif isinstance(ref, str):
             superseded.add(ref)
-    return superseded, gates, counts
+            # Superseded by another kind of note, a discarded path was taken up again.
+            if ref in discards and record["type"] != "discard":
+                reopened.setdefault(ref, record["id"])
+        if record["type"] == "discard":
+            discards.add(record["id"])
+    for gate_id, discard in asked_about:  # an open gate about a discard asks again
+        if gates[gate_id].status == "open":
+            reopened.setdefault(discard, gate_id)
+    return superseded, gates, counts, reopened
 
 
 def _keep_newest(entries, limit, cut, name):
-    """Trim a list kept oldest first to its newest `limit` entries, counting what goes in cut[name]."""
+    """Keep the newest `limit` entries, counting the rest in cut[name]."""
     if len(entries) > limit:
         cut[name] = cut.get(name, 0) + len(entries) - limit
         del entries[:len(entries) - limit]
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: latest mode and shape, the live notes of each list as (seq, item), newest kept, and
-    the records recap lists gates from (wanted: the gates' ids, the places of their updates); every
-    record also goes to synthesis (a SynthesisSeen).
+    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, wanted records, first unconfirmed).
 
-    An unconfirmed note is not settled until the operator confirms it, so it
-    goes to the unconfirmed list (as (seq, item with its type)) instead of its
-    own; the latest mode and shape stay in place and are listed there too."""
+    A delivery is no proposal to confirm, and a discard another kind of note
+    took up again stays listed as reopened."""
     latest = {"mode": None, "shape": None}
     list_of_type = dict(_RECAP_LISTS)
     kept = {name: [] for _, name in _RECAP_LISTS}
-    unconfirmed, found = [], {}
-    gate_ids, update_places = wanted
+    unconfirmed, found, first = [], {}, None
+    gate_ids, update_places, note_ids, reopened = wanted
     for index, record in enumerate(reader.records()):
-        synthesis.meet(record)
+        delivered = synthesis.meet(record)
         if index in update_places:
             found[index] = record
         elif record["type"] == "gate" and "ref" not in record and record["id"] in gate_ids:
             found[record["id"]] = record  # the last gate with the id, as recap_history counts it
-        if record["id"] in superseded:
+        elif record["id"] in note_ids:
+            found[record["id"]] = record
+        if record["id"] in superseded and record["id"] not in reopened:
             continue
         if record["type"] in latest:
             latest[record["type"]] = record
         elif record["type"] in list_of_type:
             name, item = list_of_type[record["type"]], _summarise_record(record)
-            # A tension names a pull between lenses; there is nothing in it to confirm.
-            if _is_unconfirmed(item) and record["type"] != "tension":
+            # A tension holds nothing to confirm.
+            if (_is_unconfirmed(item) and record["type"] != "tension" and not delivered
+                    and record["id"] not in superseded):
                 unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
+                first = first or (record["seq"], item["id"])
                 _keep_newest(unconfirmed, limit, cut, "unconfirmed")
             else:
                 kept[name].append((record["seq"], item))
                 _keep_newest(kept[name], limit, cut, name)
+    latest = _modes_in_force(latest, synthesis, unconfirmed)
+    first = min(([first] if first else []) + [(seq, item["id"]) for seq, item in unconfirmed
+                                              if item["type"] in latest], default=None)
+    for _, item in kept["discards"] + unconfirmed:
+        if item["id"] in reopened and reopened[item["id"]] in found:
+            item["reopened"] = _named_note(found[reopened[item["id"]]])
+    return latest, kept, unconfirmed, found, first
+
+
+def _modes_in_force(latest, synthesis, unconfirmed) -> dict:
+    """The latest mode and shape as recap items; a mode note a later delivery ended is no longer in force."""
+    if latest["mode"] is not None and synthesis.delivered_at is not None \
+            and latest["mode"]["seq"] < synthesis.delivered_at:
+        latest["mode"] = None
     for note_type, record in latest.items():
         if record is not None:
             latest[note_type] = _summarise_record(record)
             if _is_unconfirmed(latest[note_type]):
                 unconfirmed.append((record["seq"], {"id": record["id"], "type": note_type, **latest[note_type]}))
-    return latest, kept, unconfirmed, found
+    return latest
 
 
-# What a closed gate keeps in the recap: the gate, and the update that closed it.
-_CLOSED_GATE_KEYS = ("id", "text", "update_id", "update_text", "update_provenance", "update_evidence")
+def _named_note(record) -> dict:
+    """Another note named in a recap item: its id, type and text."""
+    return {"id": record["id"], "type": record["type"], "text": record["text"]}
+
+
+# A closed gate's recap keys: the gate, the update that closed it and who wrote that, and what settled it.
+_CLOSED_GATE_KEYS = ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
 
 
 def _recap_gates(gates, limit, cut):
-    """The gates recap lists, as (seq, gate id) lists: by status, newest `limit` kept, and unconfirmed.
-
-    Open and deferred gates keep the order they were opened in, and stay in
-    their list when unconfirmed too (a gate is open whoever raised it); closed
-    gates the order they were closed in, unless that closing is unconfirmed:
-    then the gate is only in unconfirmed, whose newest `limit` are kept here
-    and again once the unconfirmed notes join them."""
+    """The gates recap lists: (seq, gate id) lists by status, unconfirmed, and the first pending one."""
     by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
-        # An open gate is pending as open whoever raised it; listing it as
-        # unconfirmed too would count one question twice.
+        # An open gate is listed once, as open, whoever raised it.
         if gate.status != "open" and gate.unconfirmed:
             unconfirmed.append((gate.changed_at, gate_id))
             if gate.status == "closed":
@@ -3544,14 +3867,15 @@ def _recap_gates(gates, limit, cut):
         by_status[gate.status].append((gate.changed_at, gate_id))
     by_status["closed"].sort(key=lambda entry: entry[0])
     unconfirmed.sort(key=lambda entry: entry[0])
+    first = min(by_status["open"] + unconfirmed, default=None)
     for name, entries in (("open_gates", by_status["open"]), ("deferred_gates", by_status["deferred"]),
                           ("closed_gates", by_status["closed"]), ("unconfirmed", unconfirmed)):
         _keep_newest(entries, limit, cut, name)
-    return by_status, unconfirmed
+    return by_status, unconfirmed, first
 
 
 def _gate_item(gate_id, gate, found) -> dict:
-    """A listed gate as recap shows it: the gate's own fields, its status now, then its latest update's."""
+    """A listed gate: its fields, its status, its latest update's."""
     record = found[gate_id]
     item = {"id": gate_id, "text": record["text"], "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
@@ -3562,18 +3886,20 @@ def _gate_item(gate_id, gate, found) -> dict:
     return item
 
 
-def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
-    """The gates of recap_gates' lists as (seq, item) by status; its unconfirmed ones join unconfirmed.
+def _closed_gate_item(gate_id, gate, found) -> dict:
+    """A closed gate: its question, and what closed it (the note its update names, else that update)."""
+    item = _gate_item(gate_id, gate, found)
+    closing = found.get(gate.by) if gate.by is not None else None
+    item["closed_by"] = _named_note(closing or found[gate.update_index])
+    return {key: item[key] for key in _CLOSED_GATE_KEYS if key in item}
 
-    A closed gate shows only what closed it (CLOSED_GATE_KEYS).  The
-    unconfirmed notes and gates together keep their newest `limit`."""
+
+def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
+    """recap_gates' lists as (seq, item) by status; the unconfirmed gates join unconfirmed."""
     by_status = {}
     for status, entries in gate_lists.items():
-        items = [(seq, _gate_item(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
-        if status == "closed":
-            items = [(seq, {key: value for key, value in item.items() if key in _CLOSED_GATE_KEYS})
-                     for seq, item in items]
-        by_status[status] = items
+        item_of = _closed_gate_item if status == "closed" else _gate_item
+        by_status[status] = [(seq, item_of(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
     unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates[gate_id], found)})
                        for seq, gate_id in unconfirmed_gates)
     unconfirmed.sort(key=lambda entry: entry[0])
@@ -3581,75 +3907,63 @@ def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limi
     return by_status
 
 
-def _wanted_records(gates, *lists) -> tuple:
-    """What the gates in these (seq, gate id) lists are built from: (their ids, the places of their updates)."""
+def _wanted_records(gates, reopened, *lists) -> tuple:
+    """What the second pass fetches: the ids of the gates in these lists, the places of their updates, the ids
+    of the notes that settled the closed ones or reopened a discard; and reopened."""
     gate_ids = {gate_id for entries in lists for _, gate_id in entries}
-    return gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None}
+    note_ids = {gates[gate_id].by for gate_id in gate_ids if gates[gate_id].status == "closed"}
+    return (gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None},
+            (note_ids | set(reopened.values())) - {None}, reopened)
 
 
 class _SynthesisSeen:
-    """For a forward pass: the SYNTHESIS history, and the last delivery with the live notes appended after it.
-
-    A mode note whose text begins with SYNTHESIS enters synthesis, or keeps it;
-    any other mode note leaves it. `entered` is the note that began the latest
-    stretch of synthesis and `latest` the latest note beginning with SYNTHESIS,
-    so a later mode note that leaves synthesis changes neither (recap's `mode`
-    shows it). An artifact note written in synthesis is a delivery, and ends
-    that stretch (`ended` names it); each live note after the last delivery may
-    make it out of date, except a mode note: a change of state (the one that
-    ends synthesis after delivering, say) changes nothing the artifact says.
-    synthesis and delivery stay None until there is one: delivery's `after`
-    holds the ids of the newest `limit` of those notes, `more` counts the others."""
+    """Where synthesis stands, and the last delivery with the live non-mode notes appended after it."""
 
     def __init__(self, superseded, limit):
         self.superseded, self.limit = superseded, limit
-        self.synthesis = self.delivery = None
-        self.in_synthesis = False
+        self.synthesis = self.delivery = self.delivered_at = None
+        self.in_synthesis, self.after_seqs = False, []
 
-    def meet(self, record):
-        """Take in the next record (superseded ones too: they may end or begin synthesis)."""
+    def meet(self, record) -> bool:
+        """Take in the next record (superseded too: it may begin or end synthesis); True for a delivery."""
         if record["type"] == "mode":
-            self.in_synthesis, was_in = record["text"].startswith(_SYNTHESIS_WORD), self.in_synthesis
-            if self.in_synthesis:
-                self.synthesis = {"entered": self.synthesis["entered"] if was_in else record["id"],
-                                  "latest": record["id"]}
+            entering = record["text"].startswith(_SYNTHESIS_WORD)
+            if entering and not self.in_synthesis:
+                self.synthesis = {"state": "entered", "entered": record["id"]}
+            elif self.in_synthesis and not entering:
+                self.synthesis = dict(self.synthesis, state="ended", ended=record["id"])
+            self.in_synthesis = entering
         if record["type"] == "artifact" and self.in_synthesis:
-            # Delivering ends synthesis, as the protocol says: writing again takes a new SYNTHESIS note.
-            self.delivery, self.in_synthesis = {"id": record["id"], "after": [], "more": 0}, False
-            self.synthesis["ended"] = record["id"]
-        elif self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
-            self.delivery["after"].append(record["id"])
-            if len(self.delivery["after"]) > self.limit:
-                del self.delivery["after"][0]
+            # Delivering ends synthesis: writing again takes a new SYNTHESIS note.
+            self.in_synthesis, self.delivered_at, self.after_seqs = False, record["seq"], []
+            self.synthesis = dict(self.synthesis, state="delivered", delivered=record["id"])
+            self.delivery = {"id": record["id"], "after": [], "more": 0}
+            return True
+        if self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
+            self.delivery["after"].append(_named_note(record))
+            self.after_seqs.append(record["seq"])
+            if len(self.after_seqs) > self.limit:
+                del self.delivery["after"][0], self.after_seqs[0]
                 self.delivery["more"] += 1
+        return False
 
 
 def _counted(number, noun) -> str:
-    """A number and its noun, plural when the number is not 1: "1 gate", "2 gates"."""
+    """The number and its noun, plural unless 1."""
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
-def _pending_next(open_gates, unconfirmed) -> str:
-    """The one sentence recap's pending gives: what to put to the operator before synthesis."""
-    parts = [_counted(number, noun) for number, noun in ((open_gates, "open gate"),
-                                                         (unconfirmed, "unconfirmed note")) if number]
-    ways = [way for number, way in ((open_gates, "close or defer each gate"),
-                                    (unconfirmed, "confirm, correct or drop each note")) if number]
-    return ("%s: put %s to the operator before synthesis (%s)." % (
-        ", ".join(parts), "it" if open_gates + unconfirmed == 1 else "each", "; ".join(ways)))
+def _recap_progress(seen, open_gates, unconfirmed, first, listed) -> dict:
+    """recap's pending, synthesis and delivery keys, those with something to say.
 
-
-def _recap_progress(seen, open_gates, unconfirmed) -> dict:
-    """recap's keys on what is pending and where synthesis stands, each only when it has something to say.
-
-    open_gates and unconfirmed are the whole counts, before any list is cut:
-    pending's unconfirmed is the number of entries of recap's unconfirmed
-    list; an open gate counts once, as open, whoever raised it.  seen: the
-    SynthesisSeen of a whole pass."""
+    first: (seq, id) of the pending item raised first; listed: the pending items listed, as (seq, item)."""
     progress = {}
     if open_gates or unconfirmed:
-        progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
-                               "next": _pending_next(open_gates, unconfirmed)}
+        pending = progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
+                                         "raised_since": first[1]}
+        if seen.delivered_at is not None:
+            pending["since_delivery"] = [item["id"] for seq, item in sorted(listed, key=lambda entry: entry[0])
+                                         if seq > seen.delivered_at]
     if seen.synthesis is not None:
         progress["synthesis"] = seen.synthesis
     if seen.delivery is not None:
@@ -3657,13 +3971,10 @@ def _recap_progress(seen, open_gates, unconfirmed) -> dict:
     return progress
 
 
-def _read_export_head(path):
-    """The top-level keys of an export before its records, from a bounded prefix: (head, problem).
-
-    record_count sits before the records, so the whole file is never loaded.
-    (None, None) when there is no export at path."""
+def _read_export_head(path, opener=None):
+    """(head, problem) from the export's bounded prefix before "records"; (None, None) if absent."""
     try:
-        descriptor = _open_regular_file(path)
+        descriptor = (opener or _open_regular_file)(path)
     except FileNotFoundError:
         return None, None
     except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
@@ -3687,7 +3998,7 @@ def _read_export_head(path):
 
 
 def _export_lag(folder, session_id, total):
-    """How many of the log's notes the folder's default export lacks, by its record count."""
+    """How many of the log's notes the default export lacks, by its record count."""
     path = os.path.join(folder, _EXPORT_NAME)
     lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
     head, problem = _read_export_head(path)
@@ -3710,15 +4021,11 @@ def _export_lag(folder, session_id, total):
 
 
 class _CompactReceipt(dict):
-    """A receipt that main prints as compact JSON on one line: readbacks sized to a byte budget.
-
-    Every other receipt keeps v0's 2-space indentation."""
+    """A receipt printed as one line of compact JSON."""
 
 
 def _printed_form(result) -> str:
-    """The text main prints for a command's result: markdown as is, else JSON and a newline.
-
-    A recap in markdown is a receipt whose markdown key holds the text."""
+    """The text main prints for a result: markdown as is, else JSON and a newline."""
     if isinstance(result, str):
         return result
     if "markdown" in result:
@@ -3729,7 +4036,6 @@ def _printed_form(result) -> str:
 
 
 def _printed_size(result) -> int:
-    """The number of bytes main prints for a result."""
     return len(_printed_form(result).encode("utf-8", "backslashreplace"))
 
 
@@ -3737,25 +4043,19 @@ _CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LIS
 
 
 class _Recap:
-    """What recap found, before it is fitted to its byte budget; the JSON receipt and the markdown render from it.
-
-    The lists are whole (within --limit) and oldest first.  Open and
-    deferred gates, unconfirmed notes, mode, shape and warnings are never
-    left out; the entries of CUTTABLE_RECAP_LISTS go oldest first (by the seq
-    each was last changed at) until the printed form fits.  When even what
-    is never left out is over the budget, the ids a delivery lists after it
-    go next, oldest first, joining its `more` count: they are detail."""
+    """What recap found, lists whole and oldest first, before fitting to the byte budget."""
 
     def __init__(self, receipt, ages, limit_cut, counts, unconfirmed_total):
-        self.receipt = receipt                      # a CompactReceipt with every list
+        self.receipt = receipt
         self.limit_cut = limit_cut                  # entries --limit left out, by list name
         self.counts = counts                        # notes by type, for the hints
         self.unconfirmed_total = unconfirmed_total  # unconfirmed notes before --limit
-        self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS
-                                    for index, age in enumerate(ages[name]))
+        # The notes after the delivery go with the other lists, oldest first.
+        self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS + ("delivery",)
+                                    for index, age in enumerate(ages.get(name, ())))
 
     def hints(self, cut):
-        """How to see what recap left out: the tail of the types cut, and a wider recap for unconfirmed notes."""
+        """How to see what was cut: a tail of the types cut, a wider recap for unconfirmed notes."""
         types = [note_type for note_type in NOTE_TYPES
                  if any(cut.get(name) for list_type, name in _RECAP_LISTS if list_type == note_type)
                  or note_type == "gate" and any(cut.get(status + "_gates") for status in GATE_STATUSES)]
@@ -3767,66 +4067,51 @@ class _Recap:
             hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
         return hints
 
-    def without(self, count, listed_after=None):
-        """The receipt without the `count` oldest entries that may go, saying what was cut and how to see it.
-
-        listed_after: how many of the newest ids after a delivery stay listed (None: all of them)."""
+    def without(self, count):
+        """The receipt without the `count` oldest cuttable entries (the delivery's counted in its more)."""
         dropped = {}
         for _, name, _ in self.dropped_order[:count]:
             dropped[name] = dropped.get(name, 0) + 1
         result = _CompactReceipt(self.receipt)
         for name, number in dropped.items():
-            result[name] = self.receipt[name][number:]
+            if name == "delivery":
+                delivery = result["delivery"]
+                result["delivery"] = dict(delivery, after=delivery["after"][number:], more=delivery["more"] + number)
+            else:
+                result[name] = self.receipt[name][number:]
         cut = {name: self.limit_cut.get(name, 0) + dropped.get(name, 0)
                for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
         truncated = {name: number for name, number in cut.items() if number}
-        delivery = result.get("delivery")
-        if listed_after is not None and delivery is not None:
-            after = delivery["after"]
-            result["delivery"] = dict(delivery, after=after[len(after) - listed_after:],
-                                      more=delivery["more"] + len(after) - listed_after)
         warnings = result.pop("warnings", None)
         if truncated:
             result["truncated"] = truncated
             result["see_truncated"] = self.hints(truncated)
         return _with_warnings(result, warnings)
 
-    def rendered(self, count, markdown, listed_after=None):
-        """The printed form without the `count` oldest entries: the receipt, or its markdown text."""
-        shown = self.without(count, listed_after)
-        # Lists are kept oldest first while fitting (the oldest go first);
-        # closed gates are shown newest first, the closing a reader most needs.
+    def rendered(self, count, markdown):
+        """The printed form without the `count` oldest entries: receipt or markdown."""
+        shown = self.without(count)
+        # Fitting keeps lists oldest first; closed gates are shown newest first.
         shown["closed_gates"] = shown["closed_gates"][::-1]
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
-        """The printed form with the fewest oldest entries left out that make it fit max_bytes.
-
-        When what is never left out exceeds the budget alone, the ids after a
-        delivery go too, as few as will do; when even that is not enough,
-        recap refuses and says the size that would do."""
+        """The printed form that fits max_bytes with the fewest oldest entries left out."""
         whole = self.rendered(0, markdown)
         if _printed_size(whole) <= max_bytes:
             return whole
         every = len(self.dropped_order)
-        if _printed_size(self.rendered(every, markdown)) <= max_bytes:
-            # Fewer entries left out means more of the state is shown.
-            return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
-        listed = len(self.receipt["delivery"]["after"]) if "delivery" in self.receipt else 0
-        needed = _printed_size(self.rendered(every, markdown, 0))
+        needed = _printed_size(self.rendered(every, markdown))
         if needed > max_bytes:
             raise NotesError(
                 "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed "
                 "notes, mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, "
                 "or with a smaller --limit" % (needed, max_bytes, needed))
-        return _largest_fit(lambda count: self.rendered(every, markdown, count), 0, listed, max_bytes)
+        return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
 
 
 def _largest_fit(render, fits, fails, max_bytes):
-    """render(step) for the step nearest fails whose printed form fits max_bytes, found by bisecting.
-
-    render(fits) must fit and render(fails) must not: the printed form grows
-    as the step moves from fits toward fails."""
+    """By bisection, render(step) for the step nearest `fails` that still fits max_bytes."""
     best = render(fits)
     while abs(fails - fits) > 1:
         middle = (fits + fails) // 2
@@ -3839,20 +4124,20 @@ def _largest_fit(render, fits, fails, max_bytes):
 
 
 def _read_recap(folder, meta, limit):
-    """Read the log twice (history, then live notes and synthesis) and gather the Recap of the session."""
+    """The Recap, from two passes over the log: history, then live notes."""
     with _LogReader(folder, meta) as reader:
         return _recap_of(folder, meta, limit, reader)
 
 
 def _recap_of(folder, meta, limit, reader):
-    """The Recap, from the two passes of one reader."""
-    superseded, gates, counts = _recap_history(reader)
+    superseded, gates, counts, reopened = _recap_history(reader)
     warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
-    gate_lists, unconfirmed_gates = _recap_gates(gates, limit, limit_cut)
-    wanted = _wanted_records(gates, unconfirmed_gates, *gate_lists.values())
+    gate_lists, unconfirmed_gates, first_gate = _recap_gates(gates, limit, limit_cut)
+    wanted = _wanted_records(gates, reopened, unconfirmed_gates, *gate_lists.values())
     synthesis = _SynthesisSeen(superseded, limit)
-    latest, kept, unconfirmed, found = _recap_live_notes(reader, superseded, limit, limit_cut, wanted, synthesis)
+    latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, limit_cut, wanted,
+                                                                     synthesis)
     by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, limit_cut)
     unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
     lists = dict(kept, closed_gates=by_status["closed"])
@@ -3870,19 +4155,22 @@ def _recap_of(folder, meta, limit, reader):
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
     open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
-    receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total))
+    # An open gate counts from the note that last set it open, an unconfirmed note from itself.
+    first = min((entry for entry in (first_gate, first_note) if entry), default=None)
+    receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total, first, by_status["open"] + unconfirmed))
     _with_warnings(receipt, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
+    ages["delivery"] = synthesis.after_seqs
     return _Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
 
 
 def _one_line(value) -> str:
-    """A field's value on one line, whatever it holds (a damaged log may hold any JSON value)."""
+    """A value on one line (a damaged log may hold any JSON value)."""
     return " ".join((value if isinstance(value, str) else _compact_json(value)).splitlines())
 
 
 def _why_unconfirmed(labels) -> str:
-    """Why a note is not yet confirmed, in the operator's words."""
+    """Why a note is unconfirmed, in the operator's words."""
     reasons = []
     if labels.get("provenance") == "model":
         reasons.append("proposed by the model")
@@ -3892,35 +4180,30 @@ def _why_unconfirmed(labels) -> str:
 
 
 def _recap_item_line(item, kind="note", prefix=""):
-    """One recap item as one markdown line: its text first, its ids and marks in brackets at the end.
-
-    kind is "note", "gate" (open or deferred) or "closed" (a closed gate).  A
-    prefix names the note's type in the "Not yet confirmed" section, where the
-    mark says why the note is unconfirmed; elsewhere it only says that it is.
-    What a note holds is escaped (markdown_inline): it shows as typed, never
-    as markup, as the markdown export shows it."""
+    """One recap item as an escaped markdown line; kind: "note", "gate" or "closed"."""
     text = _markdown_inline(_one_line(item["text"]))
     line = "- " + prefix + (text if prefix else _markdown_line_start(text))
     if "effect" in item:
         line += " Effect: " + _markdown_inline(_one_line(item["effect"]))
+    if "update_id" in item:  # a closed gate reads as its question, then its answer
+        answer = item["closed_by"]["text"] if "closed_by" in item else item.get("update_text", "")
+        line += (" - " if kind == "closed" else " Latest: ") + _markdown_inline(_one_line(answer))
+    if "reopened" in item:
+        again = item["reopened"]
+        line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
+                                      _markdown_inline(_one_line(again["text"])))
     marks = [_markdown_inline(_one_line(item["id"]))]
-    if "replaces" in item:
-        marks[0] += ", replaces " + _markdown_inline(_one_line(item["replaces"]))
-    if "update_id" in item:
-        line += ((" Closed: " if kind == "closed" else " Latest: ")
-                 + _markdown_inline(_one_line(item.get("update_text", ""))))
-        marks[0] += ((", closed by " if kind == "closed" else ", updated by ")
-                     + _markdown_inline(_one_line(item["update_id"])))
     labels = _gate_labels(item) if kind != "note" else item
     if _is_unconfirmed(labels):
         marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
-    elif "provenance" in labels:  # who a settled point came from, as the JSON's provenance says
+    elif "provenance" in labels:  # who a settled point came from
         marks.append(_PROVENANCE_WORDS.get(labels["provenance"], "from " + _one_line(labels["provenance"])))
     return "%s [%s]" % (line, "; ".join(marks))
 
 
 # A settled point's provenance in the markdown recap.
-_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both"}
+_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
+                     "delivered": "the last delivery"}
 
 
 _RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
@@ -3931,7 +4214,7 @@ _RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "def
 
 
 def _recap_markdown_head(recap):
-    """The opening lines of the markdown recap: counts in words and how far the export lags."""
+    """The markdown recap's opening: counts in words and the export's lag."""
     lag = recap["export_lag"]
     if "problem" in lag:
         export = "Export: %s." % lag["problem"]
@@ -3951,28 +4234,50 @@ def _recap_markdown_head(recap):
 
 
 def _recap_markdown_progress(recap):
-    """The lines of the markdown recap on what is pending and where synthesis stands; none when nothing is."""
+    """The markdown recap's lines on pending work, synthesis and the last delivery, if any."""
     lines = []
     if "pending" in recap:
-        lines.append("Pending: " + recap["pending"]["next"])
-    if "synthesis" in recap:
-        synthesis = recap["synthesis"]
-        lines.append("Synthesis: entered by %(entered)s; latest SYNTHESIS note %(latest)s" % synthesis
-                     + ("; ended by the delivery %s." % synthesis["ended"] if "ended" in synthesis else "."))
+        pending = recap["pending"]
+        parts = [text for number, text in (
+            (pending["open_gates"], _counted(pending["open_gates"], "open gate")),
+            (pending["unconfirmed"], _counted(pending["unconfirmed"], "note") + " not yet confirmed")) if number]
+        line = "Pending: %s, listed below" % " and ".join(parts)
+        if "since_delivery" in pending:
+            line += "; %s since the last delivery" % ("none of them" if not pending["since_delivery"] else
+                                                      "%d of them raised" % len(pending["since_delivery"]))
+        lines.append(line + ".")
+    state = recap.get("synthesis", {}).get("state")
+    if state in ("entered", "ended"):
+        lines.append("Synthesis: approved; the artifact is being written." if state == "entered" else
+                     "Synthesis: stopped before a delivery; shaping goes on.")
     if "delivery" in recap:
         delivery = recap["delivery"]
+        named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
         count = len(delivery["after"]) + delivery["more"]
-        if count == 0:
-            lines.append("Delivered: %s, with no live note after it." % delivery["id"])
-        else:
-            listed = delivery["after"] + (["%d more" % delivery["more"]] if delivery["more"] else [])
-            lines.append("Delivered: %s, out of date: %s after it (%s)." % (
-                delivery["id"], _counted(count, "live note"), ", ".join(listed)))
+        lines.append("Delivered: %s [%s]; %s." % (
+            _markdown_inline(_one_line(named[0])) if named else "the artifact", delivery["id"],
+            "nothing changed since" if count == 0 else
+            "%s since, listed under Since the delivery" % _counted(count, "note")))
     return lines + [""] if lines else []
 
 
+def _recap_markdown_delivery(recap):
+    """The markdown recap's section on the notes after the last delivery, if there was one."""
+    if "delivery" not in recap:
+        return []
+    delivery = recap["delivery"]
+    lines = ["## Since the delivery", ""]
+    # A damaged log may hold any type: escaped as a text is.
+    lines += ["- %s: %s [%s]" % (_markdown_inline(_one_line(item["type"])).capitalize(),
+                                 _markdown_inline(_one_line(item["text"])), item["id"])
+              for item in delivery["after"]] or ["- none"]
+    if delivery["more"]:
+        lines.append("- (%d older not shown)" % delivery["more"])
+    return lines + [""]
+
+
 def _recap_markdown(recap):
-    """The recap as markdown for the operator: plain headings, one line per item, no receipt keys."""
+    """The recap as markdown for the operator."""
     lines = _recap_markdown_head(recap) + _recap_markdown_progress(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
         lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
@@ -3983,6 +4288,8 @@ def _recap_markdown(recap):
                 status = " (%s)" % _markdown_inline(_one_line(item["status"])) if item["type"] == "gate" else ""
                 item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
                 lines.append(_recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
+            elif item["id"] == recap.get("delivery", {}).get("id"):
+                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None), kind))
             else:
                 lines.append(_recap_item_line(item, kind))
         if not recap[key]:
@@ -3990,28 +4297,23 @@ def _recap_markdown(recap):
         if recap.get("truncated", {}).get(key):
             lines.append("- (%d older not shown)" % recap["truncated"][key])
         lines.append("")
+    lines += _recap_markdown_delivery(recap)
     if recap.get("warnings"):
         lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
     return "\n".join(lines)
 
 
-_EXPORT_READ_BLOCK = 1 << 16  # characters read at a time from an export
-_EXPORT_VALUE_LIMIT = _LINE_LIMIT  # characters of one export value at most: a longer record is no log line
+_EXPORT_READ_BLOCK = 1 << 16  # bytes read at a time from an export
+_EXPORT_VALUE_LIMIT = _LINE_LIMIT  # characters of one value at most: a longer one is no record
 _JSON_WHITESPACE = re.compile("[%s]*" % _JSON_SPACES)
 
 
 class _ExportShapeError(ValueError):
-    """Why an export file cannot be a session log at all (its reason names no value it holds)."""
+    """Why an export cannot be a session log (the reason names no value it holds)."""
 
 
 class _JsonStream:
-    """Reads one JSON document from a file a value at a time, never holding more than a value and a block.
-
-    The standard library has no streaming JSON parser, but raw_decode parses
-    one value at an offset of a string: values are parsed from a buffer that
-    gains a block whenever the value in it is cut off at the buffer's end.
-    The bytes read are hashed as they go, so that a second pass can tell
-    whether the file changed in between (digest)."""
+    """Reads a JSON document a value at a time (raw_decode on a growing buffer), hashing its bytes."""
 
     def __init__(self, handle):
         import codecs  # only restore needs it
@@ -4021,7 +4323,7 @@ class _JsonStream:
         self.text, self.position, self.ended, self.bytes_read = "", 0, False, 0
 
     def fill(self) -> bool:
-        """Append one block to the buffer, dropping what was parsed; False at the end of the file."""
+        """Add a block to the buffer, dropping what was parsed; False at the end of the file."""
         if self.ended:
             return False
         data = self.handle.read(_EXPORT_READ_BLOCK)
@@ -4037,14 +4339,13 @@ class _JsonStream:
         return True
 
     def peek(self) -> str:
-        """The next character that is not JSON white space ("" at the end of the file)."""
+        """The next non-whitespace character ("" at the end)."""
         while True:
             self.position = _JSON_WHITESPACE.match(self.text, self.position).end()
             if self.position < len(self.text) or not self.fill():
                 return self.text[self.position:self.position + 1]
 
     def take(self, allowed: str) -> str:
-        """The next character, which must be one of allowed."""
         character = self.peek()
         if not character or character not in allowed:
             raise _ExportShapeError("it is not JSON of the shape of an export")
@@ -4052,7 +4353,7 @@ class _JsonStream:
         return character
 
     def value(self):
-        """The next JSON value; one still unparsed past EXPORT_VALUE_LIMIT characters is refused."""
+        """The next JSON value, refused past EXPORT_VALUE_LIMIT characters."""
         limit = _EXPORT_VALUE_LIMIT
         self.peek()
         while True:
@@ -4074,7 +4375,7 @@ class _JsonStream:
         raise _ExportShapeError("it holds a value over %d characters, larger than any record" % limit)
 
     def elements(self):
-        """Yield the values of the array that comes next, one at a time."""
+        """Yield the values of the next array."""
         self.take("[")
         if self.peek() == "]":
             self.position += 1
@@ -4086,11 +4387,7 @@ class _JsonStream:
 
 
 def _export_parts(stream):
-    """Yield the export's top-level (key, value, elements) in file order, then check that nothing follows.
-
-    When records holds an array, value is None and elements a generator of
-    its values (else elements is None); what the caller leaves of it is read
-    past before the next key."""
+    """Yield (key, value, None), or (key, None, elements) for records' array; refuse what follows."""
     stream.take("{")
     seen = set()
     if stream.peek() == "}":
@@ -4116,7 +4413,7 @@ def _export_parts(stream):
 
 
 def _open_export(path):
-    """A binary handle on the export at path; refuse what is not a regular file, or is over EXPORT_SIZE_LIMIT."""
+    """A binary handle on the export: a regular file within EXPORT_SIZE_LIMIT."""
     try:
         descriptor = _open_regular_file(path)
     except FileNotFoundError:
@@ -4133,15 +4430,7 @@ def _open_export(path):
 
 
 class _Export(_ProblemTally):
-    """An export checked in one streaming pass, whose records later passes read again from the same open file.
-
-    Memory stays bounded whatever the export's size: one record at a time,
-    the first problems, and LogOrder's sets of ints.  The first pass keeps a
-    digest of the bytes; a later pass that reads to the end refuses when they
-    changed meanwhile, before its caller commits, so no record is written unchecked.
-    What cannot be a log at all is always refused; any other problem refuses
-    the restore, unless accept_damaged: then the problems are kept.  Notices
-    (LogOrder's: what append now refuses but 1.1.0 stored) never refuse."""
+    """An export checked in one streaming pass; later passes read its records again."""
 
     HEAD_KEYS = ("schema_version", "session", "record_count")  # the only top-level values kept
 
@@ -4164,7 +4453,7 @@ class _Export(_ProblemTally):
         self.handle.close()
 
     def check(self) -> bytes:
-        """The first pass: the head's shape, then every record (walked again when records come first)."""
+        """The first pass, returning the digest: the head's shape, then every record."""
         head, walked = {}, False
         stream = _JsonStream(self.handle)
         for key, value, elements in _export_parts(stream):
@@ -4196,7 +4485,7 @@ class _Export(_ProblemTally):
 
     def check_records(self, session_id, records):
         """Check each record as verify would: keep the first problems, count the rest."""
-        seen = _LogOrder()  # as verify counts them, so that it reports the same problems after a restore
+        seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
         redactions = _RedactionsSeen()
         self.record_count = 0
         for number, record in enumerate(records, 1):
@@ -4215,15 +4504,12 @@ class _Export(_ProblemTally):
             if _is_usable(kinds):
                 redactions.meet(record, number)
             self.record_count = number
-        # After the last record: a batch cut short at the end of the export, then unexplained redactions.
+        # At the end: a batch cut short, then unexplained redactions.
         self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
         self.notices = _problem_messages(seen.notices, seen.notice_count)
 
     def records(self, verify=True):
-        """Yield the records again, read from the start of the same open file.
-
-        With verify, a pass read to its end refuses when the bytes are not the
-        first pass's: raised from the last step, before the caller commits."""
+        """Yield the records again; with verify, refuse at the end when the bytes differ from the first pass's."""
         self.handle.seek(0)
         stream = _JsonStream(self.handle)
         try:
@@ -4239,7 +4525,7 @@ class _Export(_ProblemTally):
 
 
 def _export_shape_problem(export) -> str | None:
-    """Why an export's head (its top-level values but the records' elements) cannot be a session log at all."""
+    """Why an export's head cannot be a session log, or None."""
     if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
         return "not JSON with schema_version %s" % _EXPORT_SCHEMA
     session, records = export.get("session"), export.get("records")
@@ -4253,9 +4539,7 @@ def _export_shape_problem(export) -> str | None:
 
 
 def _notes_kept_by_restore(folder, session, export):
-    """How many export records the folder already holds (None: a fresh start); refuse the rest.
-
-    The log and the export are compared record by record (common_prefix), never held whole."""
+    """How many export records the folder already holds (None: a fresh start); refuse anything else."""
     if _restore_cut_short(folder, session, export):
         return None
     meta = _check_session_folder(folder)
@@ -4264,8 +4548,7 @@ def _notes_kept_by_restore(folder, session, export):
     if meta is not None:
         with _LogReader(folder, meta) as reader:
             existing, common = _common_prefix(reader.records(), export.records(verify=False))
-        # A cut-off last line (a restore killed while adding notes leaves one)
-        # is mended under the lock, as append mends it; any other problem refuses.
+        # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
         mendable = [entry for entry in reader.problems
                     if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
         if reader.problem_count > len(mendable):
@@ -4282,7 +4565,7 @@ def _notes_kept_by_restore(folder, session, export):
             "%s holds another session (%s) with notes; nothing was changed. Restore into an "
             "empty --dir instead" % (folder, meta["session_id"]))
     if existing > export.record_count and common == export.record_count:
-        # An older export of this very log: restoring it elsewhere would fork the session.
+        # An older export of this log: restoring it elsewhere would fork the session.
         raise NotesError(
             "%s already holds session %s with %d notes, more than the %d of this export, which is an "
             "older copy of the same log: there is nothing to restore, and nothing was changed. Carry on "
@@ -4296,7 +4579,7 @@ def _notes_kept_by_restore(folder, session, export):
 
 
 def _common_prefix(log_records, export_records):
-    """(how many records the log holds, how many of its first ones equal the export's first ones, in order)."""
+    """(records in the log, how many of its first ones equal the export's first ones)."""
     count = common = 0
     matching = True
     for record in log_records:
@@ -4308,7 +4591,7 @@ def _common_prefix(log_records, export_records):
 
 
 def _restore_cut_short(folder, session, export):
-    """Whether the folder holds what this restore leaves when cut short: a log of the export's first notes, no meta."""
+    """Whether the folder holds a restore cut short: the export's first notes, no meta."""
     log_path = os.path.join(folder, _LOG_NAME)
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
@@ -4321,10 +4604,7 @@ def _restore_cut_short(folder, session, export):
 
 
 def _record_chunks(records):
-    """The records as log lines, joined into chunks of about EXPORT_READ_BLOCK bytes.
-
-    One write per chunk rather than per line (map(record_line, records) is
-    the plain form): a million records are a million write calls otherwise."""
+    """The records as log lines, in chunks of about EXPORT_READ_BLOCK bytes (one write each)."""
     lines, length = [], 0
     for record in records:
         lines.append(_record_line(record))
@@ -4337,29 +4617,21 @@ def _record_chunks(records):
 
 
 def _write_restored_session(folder, session, records):
-    """Write the export's log, then its meta last, so that a restore cut short leaves no session to fork."""
+    """Write the log, then the meta last: a restore cut short leaves no session to fork."""
     meta = _read_meta(folder)
     if meta is not None and meta["session_id"] != session["session_id"]:
-        # Crash window: the meta of a session without notes goes first; cut
-        # short here, the folder holds no session, and the same restore run
-        # again starts afresh.
+        # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
         os.unlink(os.path.join(folder, _META_NAME))
         _fsync_folder(folder)
-    # Crash window: the log holds the export's notes and the meta is not
-    # written yet.  Writers refuse a log without its meta, so no append can
-    # start a fork of the session; the same restore run again finds its own
-    # notes there and writes the meta.  (records comes from Export.records,
-    # which refuses at its end if the export changed: the temporary file is
-    # then removed and the log left as it was.)
+    # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
     _write_file_atomically(os.path.join(folder, _LOG_NAME), _record_chunks(records))
     _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
 
 
 def _restore_export(folder, export):
-    """Bring the checked export into folder, a whole new log or the notes it lacks: (restored, recovered)."""
+    """Bring the checked export into folder, whole or the notes it lacks: (restored, recovered)."""
     session, log_path = export.session, os.path.join(folder, _LOG_NAME)
-    # Refusals come before the lock, so that they leave the folder untouched;
-    # the same check runs again under the lock, where it counts.
+    # Refused before the lock too, leaving the folder untouched; the check under it counts.
     _notes_kept_by_restore(folder, session, export)
     with _SessionLock(folder):
         kept = _notes_kept_by_restore(folder, session, export)
@@ -4380,7 +4652,7 @@ def _restore_export(folder, export):
 
 
 def _restore_tell_operator(folder, export_path, record_count, problem_count, gates) -> str:
-    """The sentence restore's receipt passes on: what came back, the gates left, which file to keep from now on."""
+    """restore's sentence for the operator: what came back, gates left, which file to keep."""
     sentence = "The session is back with %s" % _counted(record_count, "note")
     if problem_count:
         sentence += ", with %s kept as the export held them (verify lists them)" % _counted(problem_count, "problem")
@@ -4394,7 +4666,7 @@ def _restore_tell_operator(folder, export_path, record_count, problem_count, gat
 
 
 def _mend_log_tail(folder):
-    """Under the lock, before restore adds notes: mend the end of the log a crash left, as append does."""
+    """Under the lock: mend the end of the log a crash left, as append does."""
     descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
     try:
         with open(descriptor, "rb", closefd=False) as handle:
@@ -4405,15 +4677,14 @@ def _mend_log_tail(folder):
 
 
 # redact: the one audited rewrite of a complete line (SPEC section 5), the Session.redact method's parts
-#
-# A note's text and effect are replaced by REDACTED_TEXT; every other field
-# stays, the checksum is taken anew, and a later source note records which
-# note was redacted and why (about = its id, text "Redacted <id>: <reason>").
-# verify accepts a placeholder only with such a note after it.
+
+
+# Problems a note may have and still be redacted: those of its text and effect, which the placeholder ends.
+_REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
 
 
 def _redact_reason(reason) -> str:
-    """The reason of a redaction, with append's checks on a text (it goes into the source note)."""
+    """The reason, checked as append checks a text (it goes into the source note)."""
     if reason is None or not reason.strip():
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
                          "--reason 'It held a private phone number.'", help_for="redact")
@@ -4433,8 +4704,50 @@ def _redaction_after(handle, size, note_id, seq):
     return None
 
 
-def _rewritten_log(handle, size, offset, old_length, new_line):
-    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced."""
+def _torn_lines_name(handle, tail, note_id) -> bool:
+    """Whether a line from tail.keep_end on (an incomplete batch, a cut-off line) names note_id."""
+    needle = ('"id":"%s"' % note_id).encode("ascii")
+    for offset, line in _read_lines_backward(handle, tail.size):
+        if offset < tail.keep_end:
+            return False
+        if line and needle in line:
+            return True
+    return False
+
+
+def _note_to_redact(handle, tail, note_id, session_id):
+    """(offset, line, record) of the note to redact; refuse what redact cannot explain: a line readers do not
+    count as a note, a record that does not verify (damage stays for verify to report), a redaction."""
+    found = _find_note_line(handle, tail.keep_end, note_id)
+    if found is None and _torn_lines_name(handle, tail, note_id):
+        raise NotesError(
+            "%s is in the last lines of the log, which a crash cut short (an incomplete batch or a cut-off line): "
+            "readers do not count them as notes, so there is no note to redact; nothing was changed. The next "
+            "append moves those lines to a side file (%s*): delete that file to remove their text" % (
+                note_id, _TORN_PREFIX))
+    if found is None:
+        raise NotesError("%s names no note in this session that can be read; check the id with tail or "
+                         "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
+    record = found[2]
+    damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
+    if damage:
+        raise NotesError(
+            "%s does not verify (%s): it was changed after it was written, or damaged, and redact leaves damage "
+            "as it is, for verify to keep reporting; nothing was changed. Run verify, and restore the session "
+            "from an intact export into a new --dir" % (note_id, ", ".join(damage)))
+    if _is_redaction_note(record):
+        raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
+                         "was changed" % note_id)
+    if _is_redacted(record):
+        earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"])
+        if earlier is not None:
+            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+    return found
+
+
+def _rewritten_log(handle, size, offset, old_length, new_line, last_line):
+    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced by
+    new_line, then last_line."""
     for start, end in ((0, offset), (offset + old_length, size)):
         handle.seek(start)
         left = end - start
@@ -4444,20 +4757,12 @@ def _rewritten_log(handle, size, offset, old_length, new_line):
                 raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
             yield block
             left -= len(block)
-        if start == 0:
-            yield new_line
+        yield new_line if start == 0 else last_line
 
 
 def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: rewrite the note's line with the placeholder, then append the source note that says why.
-
-    The line is replaced through write_file_atomically: the whole log is
-    copied, block by block, to a temporary file with the one line changed,
-    fsynced and renamed over the log, so every other byte stays as it was.
-    Crash windows: before the rename the log is untouched (the temporary file
-    holds only the redacted copy and is removed once stale); after it and
-    before the source note is appended, verify reports the placeholder as
-    unexplained, and redact run again on the note appends the note only."""
+    """Under the lock: one rewrite holding the placeholder and, at the end, the source note that says why."""
+    # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
     log_path = os.path.join(folder, _LOG_NAME)
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
                           None, note_id, None)
@@ -4467,33 +4772,27 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
     with open(descriptor, "rb") as handle:
         status = os.fstat(descriptor)
         _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
-        size = status.st_size
-        found = _find_note_line(handle, size, note_id)
-        if found is None:
-            raise NotesError("%s names no note in this session that can be read; check the id with tail or "
-                             "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
-        offset, line, record = found
-        if _is_redaction_note(record):
-            raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
-                             "was changed" % note_id)
-        if _is_redacted(record):
-            earlier = _redaction_after(handle, size, note_id, record["seq"])
-            if earlier is not None:
-                raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
-        else:
-            new_line = _record_line(_redacted_record(record))[:-1]
-            _write_file_atomically(log_path, _rewritten_log(handle, size, offset, len(line), new_line))
-    appended = _append_signal(folder, meta, signal)
+        _refuse_a_protected_log(folder, descriptor)
+        tail = _LogTail(handle, status.st_size)
+        _refuse_an_absurd_seq(tail)
+        offset, line, record = _note_to_redact(handle, tail, note_id, meta["session_id"])
+        new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
+        recovered = None
+        if tail.keep_end < tail.size or tail.needs_newline:
+            recovered = _mend_log_tail(folder)
+            tail = _LogTail(handle, os.fstat(descriptor).st_size)
+        source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+        _replace_log(folder, _rewritten_log(handle, tail.size, offset, len(line), new_line, _record_line(source)))
     receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
-               "redaction_note_id": appended["note_id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
+               "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
     still = _files_that_may_hold_old_text(folder)
     if still:
         receipt["may_still_hold"] = still
-    return _with_recovered(receipt, appended.get("recovered"))
+    return _with_recovered(receipt, recovered)
 
 
 def _files_that_may_hold_old_text(folder) -> list:
-    """The files of the session folder that redact does not rewrite and that may hold a note's old text."""
+    """Session files that redact does not rewrite and that may hold old text."""
     try:
         names = sorted(os.listdir(folder))
     except OSError:
@@ -4511,18 +4810,7 @@ _PROGRAM_DESCRIPTION = (
 
 
 class _Option:
-    """One option of a command: its flag, the keyword of the Session method it fills, and how argparse reads it.
-
-    A flag without a leading dash is a positional argument.  settings are
-    argparse's (type, default, action, const), and choices: the words the
-    option takes, which the parser and MCP check with the same words.
-    mcp_help replaces help_text in the tool schema where the command line's
-    wording does not fit MCP (standard input, an example with flags); schema
-    holds JSON Schema keywords for the tool's argument (maxLength, minimum).
-    from_stdin: on the command line, the value "-" reads the value from
-    standard input (MCP refuses it: there the stream carries the protocol).
-    mcp False: the command's tool does not take it (append's --batch is a
-    tool of its own).  None of these goes to argparse."""
+    """One option of a command: its flag, the Session keyword it fills, and how argparse and MCP read it."""
 
     def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, from_stdin=False, mcp=True,
                  **settings):
@@ -4531,7 +4819,7 @@ class _Option:
         self.settings = settings
 
     def parser_settings(self) -> dict:
-        """The settings argparse takes: choices become a type that suggests the nearest word for a typo."""
+        """argparse's settings, choices made a type that suggests the nearest word for a typo."""
         settings = dict(self.settings)
         if "choices" in settings:
             settings["type"] = _one_of(self.flag.lstrip("-"), settings.pop("choices"))
@@ -4539,27 +4827,26 @@ class _Option:
 
 
 class _Command:
-    """One command: what it does, its options, an example for --help, and the Session method it runs.
-
-    method is None for mcp, which serves the Session methods instead of running one; mcp_purpose
-    replaces purpose as the tool's description where the command line's wording does not fit MCP."""
+    """One command: its purpose, options, --help example, and the Session method it runs (None for mcp)."""
 
     def __init__(self, purpose, options, example, method, mcp_purpose=None):
         self.purpose, self.options, self.example, self.method = purpose, options, example, method
         self.mcp_purpose = mcp_purpose
 
 
-# The one table: the parser, its --help, and the MCP tool schemas are built from it.
+_COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, status, provenance, evidence, "
+                 "about and by when present; no time, session, seq or checksum")
+
+
+# The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
                     "python3 -S notes.py init", "init"),
     "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
-                      "with SYNTHESIS enters synthesis (any other mode note leaves it); an artifact note appended "
-                      "in synthesis is a delivery, which ends it and which recap names with the live notes "
-                      "appended after it.", [
-        # --type and --text are required, but checked by clean_signal rather
-        # than argparse: a misspelt option is then named as the mistake,
-        # instead of hidden behind "--text is required".
+                      "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends "
+                      "one beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which "
+                      "ends it too and which recap names with the live notes appended after it.", [
+        # Required, but checked by clean_signal, so that a misspelt option is named as the mistake.
         _Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                choices=NOTE_TYPES),
         _Option("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
@@ -4604,21 +4891,25 @@ _COMMANDS = {
                mcp_help="keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         _Option("--until", "until", "TS", "keep records before TS (same forms)",
                mcp_help="keep records before this time (same forms as since)"),
-        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds TEXT, whatever the case "
-               "(example: --grep 'email')", mcp_help="keep records whose text or effect holds this text, "
-               "whatever the case (example: email)"),
-    ], "python3 -S notes.py tail --limit 3 --type gate", "tail"),
+        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds the words of TEXT, whole and "
+               "in order, whatever the case; more then counts the matches left out (example: --grep 'email')",
+               mcp_help="keep records whose text or effect holds these words, whole and in order, whatever the "
+               "case; more then counts the matches left out (example: email)"),
+        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
+    ], "python3 -S notes.py tail --limit 3 --type gate --compact", "tail"),
     "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
                     "notes that settled them, the notes about it.", [
         _Option("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003"),
-    ], "python3 -S notes.py show n00003", "show"),
+        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
+    ], "python3 -S notes.py show n00003 --compact", "show"),
     "summary": _Command("Print the number of records by type and the last note.", [],
                        "python3 -S notes.py summary", "summary"),
-    "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
-                     "discards and more, within a size budget. pending: what to put to the operator before "
-                     "synthesis; synthesis: the mode note that entered it and the latest one beginning with "
-                     "SYNTHESIS (a later mode note that leaves synthesis changes neither); delivery: the last "
-                     "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
+    "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, closed gates with "
+                     "what closed them, live decisions, discards (reopened ones marked) and more, within a size "
+                     "budget. pending: how many gates are open and notes unconfirmed, since when, and which "
+                     "came after the last delivery; synthesis: entered, delivered or ended, and by which notes; "
+                     "delivery: the last artifact note appended in synthesis and the live notes after it, mode "
+                     "notes aside.", [
         _Option("--limit", "limit", "N", "items kept per list, newest first, at most %d (default %d)"
                % (_LIMIT_MAX, _RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
                type=int, default=_RECAP_DEFAULT_LIMIT),
@@ -4664,19 +4955,17 @@ _COMMANDS = {
                "off unless given)", action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
 }
-# The data folder is named as this user's, so the help says where an installed
-# copy's notes are (%% doubled: argparse formats help texts).
+# %% doubled: argparse formats help texts.
 _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 
 
-# Options people reach for by habit, and the option that does that job here.
+# Flags people type by habit -> ours.
 _HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
                     "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
 def _closest(word, choices):
-    """The choice nearest to a misspelt word, or None."""
     import difflib  # only a mistake needs it
 
     matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
@@ -4684,36 +4973,31 @@ def _closest(word, choices):
 
 
 def _see_help(command=None):
-    """Where the help of the command that was used lives."""
     return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
 
 
 def _one_of(name, allowed):
-    """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
+    """An argparse type taking only the allowed words, suggesting the nearest for a typo."""
     import argparse
 
     def check(value):
         if value in allowed:
             return value
-        guess = _closest(value, allowed)  # the suggestion is one of ours; the value is never echoed
+        guess = _closest(value, allowed)  # the value itself is never echoed
         raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
             name, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
     return check
 
 
 def _without_values(message: str) -> str:
-    """An argparse usage message with every value it quotes taken out.
-
-    argparse quotes what was typed ("invalid int value: 'x'", "ambiguous
-    option: --t=VALUE could match ..."); a refusal must never repeat what
-    may be a pasted secret, so the quoted part and an option's =value go."""
+    """An argparse message without the values it quotes: a refusal never repeats a possibly pasted secret."""
     message = re.sub(r": '[^']*'|: \"[^\"]*\"", "", message)
     message = re.sub(r"(ambiguous option: )(-[^\s=]*)=\S*", r"\1\2", message)
     return re.sub(r"(ambiguous option: -[^\s]*) could match", r"\1 could be", message)
 
 
 def _build_parser():
-    """The one argument parser: every command, its options, help texts and usage errors."""
+    """The parser built from COMMANDS."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -4767,9 +5051,11 @@ def _parse_arguments(argv):
         word = unknown[0]
         if not word.startswith("-"):
             # Named by its place, never by its value: an unquoted text may hold a secret.
-            raise NotesError("unexpected argument %d (a word after %s that no option takes); put quotes around "
-                             "a text that holds spaces %s" % (_argument_position(argv, word, arguments.command),
-                                                              arguments.command, _see_help(arguments.command)))
+            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
+                    else "put quotes around a text that holds spaces")
+            raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
+                _argument_position(argv, word, arguments.command), arguments.command, hint,
+                _see_help(arguments.command)))
         flag = word.split("=", 1)[0]
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
@@ -4786,10 +5072,7 @@ def _parse_arguments(argv):
 
 
 def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
-    """All of standard input for flag (such as --text), as UTF-8 text of at most byte_limit bytes.
-
-    The refusals name the flag and the way out (without: when there is no
-    standard input; too_much: when it holds more; what: what to send as UTF-8)."""
+    """All of standard input for flag, as UTF-8 text of at most byte_limit bytes."""
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("%s - reads standard input, but there is none; %s" % (flag, without))
     data = getattr(sys.stdin, "buffer", sys.stdin).read(byte_limit + 1)
@@ -4805,11 +5088,7 @@ def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
 
 
 def _value_from_stdin(asking) -> str:
-    """The value of the one Option of asking (each given as "-") read from standard input as UTF-8, byte for byte.
-
-    A shell expands $ and runs backticks inside double quotes; a quoted
-    here-document or a pipe hands the bytes over untouched.  The stream holds
-    one value, so only one option may ask for it."""
+    """The value of the one option in asking (given as "-"), read from standard input."""
     if len(asking) > 1:
         raise NotesError("%s both ask for standard input, which carries one value; read one of them from "
                          "standard input and pass the other as an argument" % " and ".join("%s -" % option.flag
@@ -4822,10 +5101,7 @@ def _value_from_stdin(asking) -> str:
 
 
 def _batch_from_stdin(source) -> list:
-    """The JSON values of append --batch -, one a line, read from standard input as UTF-8 (bounded).
-
-    Blank lines at the end are left out; a blank line before a signal is
-    refused, so that "line K" always means the K-th signal."""
+    """The JSON values of append --batch -, one a line; a blank line is refused, so line K is signal K."""
     if source != "-":
         raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line, "
                          "for example from a quoted here-document <<'EOF'", help_for="append")
@@ -4851,7 +5127,7 @@ def _batch_from_stdin(source) -> list:
 
 
 def _cli_keywords(arguments) -> dict:
-    """The keyword arguments of the command's Session method, from the parsed command line."""
+    """The Session method's keyword arguments, from the parsed command line."""
     options = _COMMANDS[arguments.command].options
     keywords = {option.name: getattr(arguments, option.name) for option in options}
     if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
@@ -4865,32 +5141,31 @@ def _cli_keywords(arguments) -> dict:
 
 def _error_receipt(error):
     """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    if isinstance(error, PermissionError):
+        error = _permission_refusal(error)
     if isinstance(error, NotesError):
         message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
         return {"ok": False, "error": message, **error.details}
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
 
 
+def _permission_refusal(error):
+    """A file or folder this user may not open, wherever it was met: a refusal with the way out."""
+    return NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
+                      "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
+
+
 # --------------------------------------------------------------------------
 # MCP: the same Session methods as tools over stdio
-#
-# `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
-# A tool call's arguments go to the Session method of its name as keyword
-# arguments, each checked as the command line checks it (the same option table
-# and conversions), so every check, lock and receipt is the command line's; a
-# refusal names the tool's argument where the command line names its flag
-# (mcp_wording).  Nothing is held between calls: each call takes and releases
-# the session lock as one CLI run does.  One line is one request and one
-# reply (batches are refused), and no reply holds more than LIMIT_MAX records.
+# Newline-delimited JSON-RPC 2.0; arguments checked with the command line's table; nothing held between calls.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-# The stateless revision: no handshake, the version rides in each request's _meta.
+# No handshake: the version rides in each request's _meta.
 _MCP_STATELESS_VERSIONS = ("2026-07-28",)
 _MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 _MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 _MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
-# Results a stateless client may cache: the tools and contracts do not change
-# while a server runs, and hold nothing private to one user.
+# Cacheable: fixed while a server runs, and private to no user.
 _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
 _MCP_CACHE_TTL_MS = 300000
 
@@ -4904,33 +5179,27 @@ _MCP_INSTRUCTIONS = (
     "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
     "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk. "
     "Send a decision and the gate update it settles together, in one append_batch call.\n"
-    "Do not read the log every turn: call recap (then tail) only when the operator asks for a recap or "
-    "an export, on re-entry, or before synthesis.\n"
+    "Do not read the log every turn: call recap (then tail or show, with compact true) only when the "
+    "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
-# Added to the instructions only when the server has the contracts to serve.
+# Only when the contracts are served.
 _MCP_CONTRACTS_INSTRUCTION = ("Read the note-io.md and protocol.md resources before the first append: they "
                              "are the full contract.")
 
-# The contracts offered as resources when they sit beside notes.py: (file, description).
+# (file, description) of the contracts served as resources.
 _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
 _MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
                     "openWorldHint": False}
-# Each tool runs the Session method of its command, as the command line
-# does.  Here: the options of that command it takes (names in COMMANDS),
-# those its schema marks required (append's are checked by
-# clean_signal, not argparse, so COMMANDS does not say), and its annotations.
-# An identical append retried at once is answered as a duplicate, hence
-# idempotent; an export may replace the file at its output path, hence
-# destructive.
+# tool -> (arguments its schema requires, annotations). An append retried is a duplicate: idempotent.
 _MCP_TOOLS = {
     "append": (("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
-    # append's batch as a tool of its own, so that append keeps type and text required.
+    # A tool of its own, so that append keeps type and text required.
     "append_batch": (("batch",),
                      {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                       "openWorldHint": False}),
@@ -4941,9 +5210,7 @@ _MCP_TOOLS = {
     "verify": ((), _MCP_READER_HINTS),
     "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
                     "openWorldHint": False}),
-    # Served only by `mcp --allow-redact` (see mcp_served_tools): a tool call
-    # may come from a prompt injected into a document, and redact rewrites
-    # the log, so the operator opts in.
+    # Only with mcp --allow-redact: a call may come from an injected prompt, and redact rewrites the log.
     "redact": (("note_id", "reason"),
                {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
                 "openWorldHint": False}),
@@ -4951,12 +5218,11 @@ _MCP_TOOLS = {
 
 
 def _mcp_served_tools(allow_redact) -> tuple:
-    """The names of the tools one server offers, in the order tools/list gives them."""
     return tuple(name for name in _MCP_TOOLS if allow_redact or name != "redact")
 
 
 class _ProtocolError(Exception):
-    """A JSON-RPC error: the request itself is wrong, not the note it carries."""
+    """A JSON-RPC error: the request is wrong, not the note."""
 
     def __init__(self, code, message, data=None):
         super().__init__(message)
@@ -4964,26 +5230,20 @@ class _ProtocolError(Exception):
 
 
 def _mcp_options(command):
-    """The options of a command its tool takes: name -> Option (all but those only the command line has)."""
+    """name -> Option for each option the command's tool takes."""
     return {option.name: option for option in _COMMANDS[command].options if option.mcp}
 
 
-# The schema of every argument that takes a note id (an option whose metavar is
-# NOTE_ID): n and five to eleven digits (no seq reaches more, SEQ_LIMIT), with
-# the blanks around it that the tools strip.
+# A NOTE_ID argument: n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed.
 _MCP_NOTE_ID_SCHEMA = {"pattern": "^\\s*n[0-9]{5,11}\\s*$"}
 
 
-# A tool that is one mode of a command: its refusals are worded from that command's options.
+# A tool that is one mode of a command -> that command.
 _TOOL_COMMANDS = {"append_batch": "append"}
 
 
 def _mcp_wording(command, text):
-    """A command-line text in the tool's words: each flag of the command named as the tool's argument.
-
-    The one rewrite for both descriptions and refusals, so that a refusal over
-    MCP is the command line's text with --text read as text, --type as type
-    (as types for tail, whose argument takes a list), --max-bytes as max_bytes."""
+    """A command-line text in the tool's words: each --flag of the command named as its argument."""
     for option in _COMMANDS[_TOOL_COMMANDS.get(command, command)].options:
         if option.flag.startswith("--"):
             text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
@@ -4991,15 +5251,16 @@ def _mcp_wording(command, text):
 
 
 def _mcp_description(command, text):
-    """A --help text as a tool's description: flags named as arguments, and a tool returns what a command prints."""
+    """A --help text as a tool's description: flags named as arguments, "print" as "return"."""
     return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
                   + found.group(2), _mcp_wording(command, text))
 
 
 def _mcp_argument_schema(command, option):
-    """The JSON Schema of one tool argument, from its Option: type, enum, description, default, limits."""
+    """The JSON Schema of one tool argument, from its Option."""
     extra = option.settings
-    schema = {"type": "integer" if extra.get("type") is int else "string"}
+    schema = {"type": "boolean" if extra.get("action") == "store_const" else
+              "integer" if extra.get("type") is int else "string"}
     if "choices" in extra:
         schema["enum"] = list(extra["choices"])
     if option.metavar == "NOTE_ID":
@@ -5014,10 +5275,7 @@ def _mcp_argument_schema(command, option):
 
 
 def _mcp_tool_listing(command):
-    """A tool as tools/list shows it; the schema comes from the options COMMANDS declares.
-
-    An option the command line does not declare is left out of the schema, so
-    a tool never offers what the parser would refuse."""
+    """A tool as tools/list shows it."""
     if command == "append_batch":
         return _mcp_batch_listing()
     marked_required, hints = _MCP_TOOLS[command]
@@ -5035,7 +5293,7 @@ def _mcp_tool_listing(command):
 
 
 def _mcp_batch_listing():
-    """The append_batch tool: a list of signals, each an object with append's arguments."""
+    """The append_batch tool as tools/list shows it."""
     signal = _mcp_tool_listing("append")["inputSchema"]
     _, hints = _MCP_TOOLS["append_batch"]
     batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": signal,
@@ -5052,7 +5310,7 @@ def _mcp_batch_listing():
 
 
 def _mcp_append_batch(folder, arguments) -> dict:
-    """The append_batch tool: its batch argument is the list of signal objects a batch's lines hold."""
+    """Run append_batch: its batch is a list of signal objects."""
     if set(arguments) - {"batch"}:
         raise NotesError("append_batch takes only the argument batch, a list of signal objects; call append "
                          "for one signal")
@@ -5064,23 +5322,23 @@ def _mcp_append_batch(folder, arguments) -> dict:
 
 
 def _mcp_keywords(command, arguments):
-    """The keyword arguments of the tool's Session method: each option it takes, as given or its default.
-
-    What no flag could carry is refused first, for every argument; then each
-    value is read as argparse reads its option, in the same order and words."""
+    """The keyword arguments of the tool's Session method, each read as argparse reads its option."""
     options = _mcp_options(command)
     for name, value in arguments.items():
-        if name not in options:
-            raise NotesError("%s takes no argument %r; its arguments are: %s"
-                             % (command, name, ", ".join(options) or "none"))
+        if name not in options:  # named by its place, never by its name: a client wrote it
+            raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
+                             "are: %s" % (command, list(arguments).index(name) + 1, ", ".join(options) or "none"))
         if value == "-" and options[name].from_stdin:
-            # On the command line "-" reads standard input, which here carries the protocol itself.
+            # Here standard input carries the protocol.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
         many = options[name].settings.get("action") == "append"
-        kind = "an integer" if options[name].settings.get("type") is int else "a string"
+        kind = ("true or false" if options[name].settings.get("action") == "store_const" else
+                "an integer" if options[name].settings.get("type") is int else "a string")
         for item in value if many and isinstance(value, list) else [] if value is None else [value]:
-            if not (isinstance(item, str) or kind == "an integer" and type(item) is int):
+            fits = (type(item) is bool if kind == "true or false" else
+                    isinstance(item, str) or kind == "an integer" and type(item) is int)
+            if not fits:
                 raise NotesError("argument %r of %s must be %s%s" % (
                     name, command, "a list of strings or " if many else "", kind))
     keywords = {name: option.settings.get("default") for name, option in options.items()}
@@ -5093,7 +5351,7 @@ def _mcp_keywords(command, arguments):
 
 
 def _mcp_value(command, option, item):
-    """One tool argument read as argparse reads the option's value from the command line, refused in its words."""
+    """One tool argument converted as argparse converts its option, refused in its words."""
     import argparse
 
     convert = option.parser_settings().get("type")
@@ -5109,15 +5367,9 @@ def _mcp_value(command, option, item):
 
 
 def _mcp_export_path(folder, output):
-    """The file inside the session folder that an MCP client's export output names.
+    """The file inside the session folder that export's output names; any way out of the folder is refused.
 
-    Whoever writes the tool call may be a prompt injected into a document the
-    model read, so the server writes nowhere the operator did not point it:
-    the path is taken relative to the session folder, and one that is
-    absolute, climbs with .., or passes through a link that leads out of the
-    folder is refused.  The real parent folder is compared, not the string.
-    (Between this check and the write, another process of the same user
-    could swap a folder for a link; that user could write the file anyway.)"""
+    A same-user process could still swap a folder for a link before the write; it could write the file anyway."""
     way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
                % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
     if os.path.isabs(output) or output.startswith("~") or os.path.splitdrive(output)[0]:
@@ -5138,6 +5390,49 @@ def _mcp_export_path(folder, output):
     return path
 
 
+# The most files and folders export creates over MCP in one server's run, per
+# session folder: a tool call may come from injected text, which must not fill
+# the folder.  Replacing an earlier export creates nothing and is not counted.
+_MCP_EXPORT_CREATE_LIMIT = 20
+_mcp_export_created = collections.Counter()
+
+
+def _mcp_export(folder, output, format):
+    """The export tool: written by descriptor below the session folder (write_inside), within the bound."""
+    _check_choice("format", format, ("json", "md"))
+    folder = _resolve_folder(folder)
+    meta = _require_session(folder)
+    _check_meta_session_id(folder, meta)
+    relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
+    what = "export over MCP writes only inside the session folder: output"
+    way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
+               % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
+    parts = _inside_parts(relative, what, way_out)
+    if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
+        raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)
+
+    def may_replace(descriptor):
+        if not _starts_as_export(descriptor):
+            raise NotesError("output names a file that exists and is not an export of this tool; an export "
+                             "replaces only an earlier export. Choose another output name")
+
+    def make_new():
+        if _mcp_export_created[folder] >= _MCP_EXPORT_CREATE_LIMIT:
+            raise NotesError(
+                "export over MCP creates at most %d new files and folders per server run, and this server has "
+                "made them; nothing was written. Export to a name written before (such as %s, which is "
+                "replaced), or run export on the command line" % (_MCP_EXPORT_CREATE_LIMIT, _EXPORT_NAME))
+        _mcp_export_created[folder] += 1
+
+    def write(chunks):
+        try:
+            return _write_inside(folder, relative, chunks, may_replace, make_new, what, way_out)
+        except OSError as error:
+            raise _write_error(os.path.join(folder, relative), error, "choose another output") from None
+    earlier = _earlier_export(relative, lambda path: _open_inside(folder, path, what, way_out))
+    return _export_session(folder, meta, format == "md", earlier, write)
+
+
 def _mcp_call_tool(folder, params, tools):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
@@ -5149,26 +5444,27 @@ def _mcp_call_tool(folder, params, tools):
     if not isinstance(arguments, dict):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        if name == "append_batch":  # its signals are objects, which no command line option carries
+        if name == "append_batch":  # signal objects: no option carries them
             receipt = _mcp_append_batch(folder, arguments)
         else:
             keywords = _mcp_keywords(name, arguments)
-            if name == "export" and keywords["output"]:
-                # MCP only: a tool call may come from a prompt injected into what the model read.
-                keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
-            receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
+            # A tool call may come from an injected prompt.
+            if name == "export" and _CAN_WALK_INSIDE:
+                receipt = _mcp_export(folder, keywords["output"], keywords["format"])
+            else:
+                if name == "export" and keywords["output"]:  # no dir_fd here (Windows): the path is checked
+                    keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
+                receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
         failed = False
-    except Exception as error:  # noqa: BLE001 - a NotesError or MemoryError too: reported, and the server goes on
+    except Exception as error:  # noqa: BLE001 - reported; the server goes on
         receipt, failed = _mcp_refusal(name, error), True
-    # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
+    # A verify that finds problems ran fine: its receipt says ok false.
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
 
 def _mcp_refusal(command, error):
-    """The receipt of a refused tool call: the command line's, in the tool's words (SPEC section 5).
-
-    Where the command line points at its --help, the tool points at its schema."""
+    """The receipt of a refused tool call: the command line's, in the tool's words, pointing at its schema."""
     if not isinstance(error, NotesError):
         return _error_receipt(error)
     message = error.message
@@ -5177,20 +5473,14 @@ def _mcp_refusal(command, error):
     return {"ok": False, "error": _mcp_wording(command, message), **error.details}
 
 
-# Where pip puts the contracts of an installed copy, below the install's prefix
-# (data-files in pyproject.toml): a wheel of one module carries no package
-# data.  Not share/shaping-notes: under pip --user that is ~/.local/share/
-# shaping-notes, the user data folder that holds the notes themselves.
+# Where pip puts an installed copy's contracts (data-files in pyproject.toml); not share/shaping-notes,
+# which under pip --user is the user data folder.
 _INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
 
 
 def _installed_contract_paths() -> dict:
-    """file name -> path of the contracts installed with this very copy of notes.py; {} when none.
-
-    The installer's record lists every file it wrote: the contracts count
-    only when the same record holds this notes.py, so another version
-    installed elsewhere on sys.path is never served."""
-    import importlib.metadata  # here, not at the top: only a server with no contracts beside it pays for it
+    """file name -> path of the contracts whose installer's record holds this very notes.py; {} when none."""
+    import importlib.metadata  # only a server without contracts beside it needs it
 
     try:
         files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
@@ -5222,7 +5512,6 @@ def _mcp_contracts():
 
 
 def _mcp_read_resource(params):
-    """The text of one contract, named by the uri resources/list gave."""
     for uri, path, _, _ in _mcp_contracts():
         if uri == params.get("uri"):
             try:
@@ -5243,14 +5532,14 @@ def _mcp_capabilities():
 
 
 def _mcp_instructions():
-    """The server's instructions; they name the contracts only when this copy serves them as resources."""
-    if not _mcp_contracts():  # a copy of the script alone: no resource to point at
+    """The instructions, naming the contracts only when this copy serves them."""
+    if not _mcp_contracts():
         return _MCP_INSTRUCTIONS
     return _MCP_INSTRUCTIONS + "\n" + _MCP_CONTRACTS_INSTRUCTION
 
 
 def _mcp_result(folder, method, params, tools):
-    """The result of one request, whatever the revision (the caller adds the stateless fields)."""
+    """The result of one request, whatever the revision."""
     if method == "initialize":
         requested = params.get("protocolVersion")
         if requested not in _MCP_HANDSHAKE_VERSIONS:
@@ -5279,14 +5568,14 @@ def _mcp_stateless_version(method, params):
     """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
     meta = params.get("_meta")
     meta = meta if isinstance(meta, dict) else {}
-    # initialize belongs to the handshake even when a client stamps _meta on it.
+    # initialize is the handshake's, even with _meta.
     if method == "initialize" or (_MCP_VERSION_KEY not in meta and method != "server/discover"):
         return None
     version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
     if not isinstance(version, str):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
     if version not in _MCP_STATELESS_VERSIONS:
-        # The handshake versions are reached through initialize, never through _meta.
+        # handshake versions come only through initialize
         raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
                             {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
     return version
@@ -5301,7 +5590,7 @@ def _mcp_answer(folder, message, tools):
     if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
         request_id = None  # MCP ids are strings or integers, never null
     if "method" not in message and ("result" in message or "error" in message):
-        return None  # a response: this server sends no requests, so nothing waits for one
+        return None  # a response: we send no requests
     method, params = message.get("method"), message.get("params")
     if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
         return _mcp_error(request_id, _RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
@@ -5329,7 +5618,7 @@ def _mcp_answer(folder, message, tools):
 
 
 def _mcp_error(request_id, code, message, data=None):
-    """A JSON-RPC error response; also said on stderr, where a host keeps its server's log."""
+    """A JSON-RPC error response, also logged on stderr."""
     error = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
@@ -5341,18 +5630,12 @@ def _mcp_log(message):
     try:
         sys.stderr.write("notes.py mcp: %s\n" % message)
         sys.stderr.flush()
-    except (OSError, ValueError):  # no one reads stderr any more: the log is only a courtesy
+    except (OSError, ValueError):  # the log is only a courtesy
         pass
 
 
 def _mcp_answer_line(folder, line, tools):
-    """The response to one line of input: a message, or an error for a batch or bytes that are not JSON.
-
-    A JSON-RPC batch (an array of requests) is refused whole: only the
-    2025-03-26 revision allowed them, 2025-06-18 removed them, and the
-    official SDK never sends one.  Served, one 4.5 KB line could ask for 40
-    replies held in memory at once; refused, each line is one request and
-    one reply, whose size the tools bound."""
+    """The response to one line of input; a JSON-RPC batch is refused, so that one line is one bounded reply."""
     try:
         message = _parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too
@@ -5364,41 +5647,31 @@ def _mcp_answer_line(folder, line, tools):
 
 
 def _serve_mcp(folder, tools) -> None:
-    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
-
-    The server keeps only the folder it was given: no lock, no open file, no
-    parsed state between calls.  A client that closes its end raises
-    BrokenPipeError, which main handles as for any command."""
+    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
     import signal
 
     def stop_quietly(signum, frame):
-        # Ctrl-C from the host.  A KeyboardInterrupt can surface after the read
-        # loop has already ended (a read cut short by the signal returns as if
-        # at end of input), where main would print an error receipt; SystemExit(0)
-        # is answered by main with nothing on stdout wherever it surfaces.
+        # Not KeyboardInterrupt: main prints nothing for SystemExit(0), wherever it surfaces.
         _mcp_log("interrupted; stopping")
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
-    if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
+    if sys.stdin is None:  # standard input closed: at its end already
         return None
     try:
         _mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer, tools)
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
     except Exception as error:  # noqa: BLE001 - a MemoryError reading a line, say
-        # main would print an error receipt to stdout, which is not JSON-RPC: say it
-        # where the host keeps the log, and end with the unexpected error's code.
+        # main would print a receipt to stdout, which is not JSON-RPC: log it instead.
         _mcp_log("stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
-    return None  # main prints nothing: stdout carried only JSON-RPC
+    return None  # stdout carried only JSON-RPC
 
 
 def _mcp_serve_lines(folder, source, sink, tools):
-    """Answer each line of source on sink until the end of input; a fault in one answer is a JSON-RPC error."""
-    # A message is read up to LINE_LIMIT bytes, far above any real request,
-    # so a client that never sends a newline cannot make the server hold
-    # more than that; the rest of such a line is read and dropped in pieces.
+    """Answer each line of source on sink until the end of input."""
+    # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
     for line in iter(lambda: source.readline(_LINE_LIMIT + 1), b""):
         if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
             while line and not line.endswith(b"\n"):
@@ -5409,23 +5682,19 @@ def _mcp_serve_lines(folder, source, sink, tools):
         else:
             try:
                 answer = _mcp_answer_line(folder, line, tools)
-            except Exception as error:  # noqa: BLE001 - a MemoryError, say: answered, and the server goes on
+            except Exception as error:  # noqa: BLE001 - a MemoryError, say
                 answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
         if answer is not None:
             _mcp_send(sink, answer)
 
 
 def _mcp_send(sink, answer):
-    """Write one answer to the MCP stream: the one place that writes there.
-
-    An answer too large to encode in the memory left (a MemoryError) is
-    replaced by a short JSON-RPC error for the same id: the stream never
-    carries anything but whole JSON-RPC lines, and the server goes on."""
+    """Write one answer to the MCP stream, or a short error for its id when memory runs out encoding it."""
     try:
         data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
     except MemoryError:
         data = None
-    if data is None:  # outside the except block, so that the traceback's memory is freed first
+    if data is None:  # outside the except block, so the traceback's memory is freed first
         error = _mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer did not fit in "
                           "the memory left; ask for less (a smaller limit or max_bytes)")
         data = (_compact_json(error) + "\n").encode("utf-8")
@@ -5437,10 +5706,7 @@ def _mcp_send(sink, answer):
 # Entry: main, the one place that prints for the command line, and the dispatch
 
 def _silence_stdout():
-    """Point stdout at the null device once it cannot be written to.
-
-    Python flushes stdout again at exit; without this, that flush would fail
-    a second time and print "Exception ignored" with exit code 120."""
+    """Point stdout at the null device, so that Python's flush at exit does not fail again (exit 120)."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
@@ -5453,7 +5719,7 @@ def _print_result(result):
     """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
     if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
         return
-    if result is None:  # argparse wrote help or the version, or mcp wrote JSON-RPC: make sure it got out
+    if result is None:  # help, version or JSON-RPC already written: flush it
         sys.stdout.flush()
         return
     text = _printed_form(result)
@@ -5467,7 +5733,7 @@ def _print_result(result):
 
 
 def _dispatch(arguments):
-    """Run the parsed command: serve MCP, or call the command's Session method; return what to print."""
+    """Serve MCP, or run the command's Session method; return what to print."""
     command = _COMMANDS[arguments.command]
     if command.method is None:
         return _serve_mcp(arguments.dir, _mcp_served_tools(arguments.allow_redact))
@@ -5476,10 +5742,7 @@ def _dispatch(arguments):
 
 
 def _parse_arguments_or_help(argv):
-    """(arguments, None), or (None, the text) when argparse answered --help or --version.
-
-    argparse drops an error writing that text (a full disk) and exits 0, so it
-    writes into a buffer here and main prints the text as it prints a receipt."""
+    """(arguments, None), or (None, the text) of --help or --version, for main to print."""
     import io
 
     printed, stdout = io.StringIO(), sys.stdout
@@ -5494,29 +5757,37 @@ def _parse_arguments_or_help(argv):
         sys.stdout = stdout
 
 
+# A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
+_INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writes may have saved its note before it "
+                                      "stopped: run it again, and a note already saved is answered as a duplicate "
+                                      "(\"duplicate\": true), never stored twice"}
+
+
 def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
         arguments, printed = _parse_arguments_or_help(argv)
-        if arguments is None:  # --help or --version: printed by main, so a failed write is reported
+        if arguments is None:  # --help or --version
             return printed, _EXIT_OK
         result = _dispatch(arguments)
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, _EXIT_OK if ok else _EXIT_INTEGRITY
-    except SystemExit as request:  # the MCP server's end (serve_mcp), with nothing left to print
+    except SystemExit as request:  # the MCP server's end
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code
+    except PermissionError as error:
+        return _error_receipt(error), _EXIT_USAGE
     except KeyboardInterrupt:
-        return {"ok": False, "error": "interrupted"}, _EXIT_UNEXPECTED
+        return _INTERRUPTED, _EXIT_INTERRUPTED
     except BrokenPipeError:
-        raise  # argparse printing help to a reader that has gone: main handles it
+        raise  # help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
         return _error_receipt(error), _EXIT_UNEXPECTED
 
 
 def _serves_mcp(argv) -> bool:
-    """Whether argv asks for the MCP server, whose stdout carries JSON-RPC and nothing else."""
+    """Whether argv asks for the MCP server."""
     words = iter(argv)
     for word in words:
         if word == "--dir":
@@ -5533,18 +5804,21 @@ def main(argv=None) -> int:
     try:
         result, code = _run_command(argv)
         if result is not None and code != _EXIT_OK and _serves_mcp(argv):
-            # The server could not start or went down (a usage error, memory
-            # running out before its loop): a host reads stdout as JSON-RPC,
-            # so the refusal goes to stderr, where hosts show server logs.
+            # The server could not start or went down: stdout is JSON-RPC, so the refusal goes to stderr.
             sys.stderr.write(_compact_json(result) + "\n")
             sys.stderr.flush()
             return code
         _print_result(result)
+    except KeyboardInterrupt:  # while printing: the command had run
+        try:
+            _print_result(_INTERRUPTED)
+        except (OSError, KeyboardInterrupt):
+            pass
+        return _EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader has gone (notes.py ... | head -c 0): the command has run
-        # and its files are safe; there is no one left to tell.
+        # The reader has gone: the command has run and there is no one left to tell.
         _silence_stdout()
-    except OSError as error:  # stdout on a full disk, say: the result is lost, so say that where we can
+    except OSError as error:  # stdout on a full disk, say
         _silence_stdout()
         try:
             sys.stderr.write(_compact_json({"ok": False, "error": "cannot print the result (%s)"
@@ -5557,4 +5831,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # start-up is over: main answers Ctrl-C
     sys.exit(main())
