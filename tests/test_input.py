@@ -749,4 +749,4 @@ def test_an_unknown_mcp_argument_is_named_by_its_place_never_by_its_name(tmp_pat
                                   notes._mcp_served_tools(False))
     assert result["isError"] and result["structuredContent"] == {"ok": False, "error": (
         "tail takes no argument of the name given as argument 2 of this call; its arguments are: limit, types, "
-        "since, until, grep")}
+        "since, until, grep, compact")}
