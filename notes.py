@@ -2296,15 +2296,14 @@ class Session:
 
         Without export_file, the export in the session folder; of several, the longest when each other one
         is an earlier part of it (the receipt's passed_over names them)."""
+        folder = _resolve_folder(self.folder)
+        host = _session_host(folder)
         if export_file is None:
-            folder = _resolve_folder(self.folder)
             export, passed_over = _export_in_folder(folder, accept_damaged)
         else:
             # checked, streamed: never held whole
             export, passed_over = _Export(os.path.abspath(os.path.expanduser(export_file)), accept_damaged), []
         try:
-            folder = _resolve_folder(self.folder)
-            host = _session_host(folder)
             restored, recovered = _restore_export(folder, export)
         finally:
             export.close()
@@ -2877,7 +2876,7 @@ def _export_tell_operator(download, earlier, session_id, count, by_type, reader)
         return "The artifact delivered last leaves %s." % gates_left if gates_left else None
     parts = [download]
     if earlier is not None and earlier != (session_id, count):
-        parts.append("the copy it replaces held %s" % (
+        parts.append("the copy it replaced held %s" % (
             "another session" if earlier[0] != session_id else
             _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
     if gates_left:

@@ -11,7 +11,7 @@ import pytest
 from conftest import (V0_FIXTURES, assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes,
                       read_records, run_notes)
 
-RESTORE_KEYS = ["ok", "command", "session_id", "record_count", "restored", "path", "tell_operator"]
+RESTORE_KEYS = ["ok", "command", "session_id", "record_count", "restored", "path", "export", "tell_operator"]
 V0_EXPORT = V0_FIXTURES / "basic" / "session_export.json"
 V0_SESSION_ID = "0f3c2b1c-3c66-49ee-8557-e323c0678aaf"
 
@@ -41,6 +41,8 @@ def restored_ok(folder, export_path, record_count, restored, session_id) -> dict
     tell = receipt.pop("tell_operator")
     assert "\n" not in tell and tell.startswith("The session is back with %d note" % record_count), tell
     assert "session_export.json" in tell, tell
+    export = receipt.pop("export")
+    assert list(export) == ["file", "exported_at", "last_note"] and export["file"] == str(export_path)
     assert receipt == {"ok": True, "command": "restore", "session_id": session_id,
                        "record_count": record_count, "restored": restored,
                        "path": str(folder / "session_notes.jsonl")}
