@@ -41,7 +41,7 @@ def test_the_readme_example_gives_the_cli_receipt(tmp_path):
     cli = run_notes("append", "--type", "decision", "--text", "x", folder=tmp_path / "cli")
     assert cli.code == 0
     assert receipt == same_place(cli.receipt, tmp_path / "cli", tmp_path / "api")
-    assert list(receipt) == ["ok", "command", "note_id", "seq", "path"]
+    assert list(receipt) == ["ok", "command", "note_id", "seq", "path", "created"]
     assert [record["text"] for record in read_records(tmp_path / "api")] == ["x"]
 
 
