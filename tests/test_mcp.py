@@ -454,8 +454,11 @@ def test_export_writes_what_the_cli_writes(tmp_path):
     code, answers, _ = exchange(folder, call(1, "export", {"output": "out/backup.json"}),
                                 call(2, "export", {"format": "md"}), call(3, "export", {"format": "pdf"}))
     assert code == 0
-    assert tool_result(answers[0])["structuredContent"] == {"ok": True, "command": "export", "record_count": 1,
-                                                            "path": str(output)}
+    # Over MCP the host is mcp: the operator keeps the file where the server wrote it.
+    assert tool_result(answers[0])["structuredContent"] == {
+        "ok": True, "command": "export", "record_count": 1, "path": str(output),
+        "keep": {"file": str(output), "host": "mcp",
+                 "how": "The export is saved at this path on the computer that runs the MCP server."}}
     assert json.loads(output.read_text("utf-8"))["records"] == read_records(folder)
     assert tool_result(answers[1])["structuredContent"]["path"] == str(folder / "session_export.md")
     refused = run_notes("export", "--format", "pdf", folder=folder)
