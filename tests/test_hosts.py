@@ -203,8 +203,9 @@ def test_each_host_config_starts_a_server_that_keeps_the_note_in_its_folder(host
     assert answers[1]["protocolVersion"] == "2025-06-18"
     assert {"append", "recap", "tail", "summary", "verify", "export"} <= {t["name"] for t in answers[2]["tools"]}
     assert answers[3]["isError"] is False
+    # The first note starts the session, and the receipt says so (issue 30, point 2).
     assert answers[3]["structuredContent"] == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1,
-                                              "path": folder + "/session_notes.jsonl"}
+                                              "path": folder + "/session_notes.jsonl", "created": True}
     assert folder_digest(app) == before and list(elsewhere.iterdir()) == []
 
 
@@ -216,7 +217,7 @@ def test_each_host_config_serves_the_official_sdk_client(host, tmp_path):
     via_sdk = append_through_sdk(command, elsewhere)
     assert via_sdk.is_error is False
     assert via_sdk.structured_content == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1,
-                                          "path": folder + "/session_notes.jsonl"}
+                                          "path": folder + "/session_notes.jsonl", "created": True}
     assert folder_digest(app) == before and list(elsewhere.iterdir()) == []
 
 

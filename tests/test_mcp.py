@@ -661,7 +661,8 @@ def test_sdk_client(tmp_path, mode):
     assert seen["names"] == TOOLS
     assert seen["appended"].is_error is False
     assert seen["appended"].structured_content == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1,
-                                                   "path": str(folder.resolve() / "session_notes.jsonl")}
+                                                   "path": str(folder.resolve() / "session_notes.jsonl"),
+                                                   "created": True}
     assert seen["gate"].structured_content["note_id"] == "n00002"
     cli = tmp_path / "cli"
     assert seen["refused"].is_error is True
