@@ -4008,7 +4008,7 @@ def _restore_export(folder, export):
             for _ in range(kept):  # the notes the log holds already
                 next(records)
             # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-            _write_file_atomically(log_path, _log_bytes_then(log_path, _record_chunks(records)))
+            _replace_log(folder, _log_bytes_then(log_path, _record_chunks(records)))
     return export.record_count - kept, recovered
 
 
