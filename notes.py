@@ -87,11 +87,11 @@ _STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary file this old is re
 __version__ = "1.2.0"  # pyproject.toml reads it
 
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
-# Where the session runs, as export and restore word which file to keep: the variable overrides the folder's path.
+# The host words which file to keep; the variable overrides the folder's path.
 _HOST_VARIABLE = "SHAPING_NOTES_HOST"
 _HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
 _HOST_DOWNLOAD_FOLDERS = {"chatgpt": "/mnt/data", "claude-ai": "/mnt/user-data/outputs"}
-_RESTORE_CANDIDATES_LIMIT = 20  # exports in the session folder that restore without a path compares
+_RESTORE_CANDIDATES_LIMIT = 20  # exports in the folder that restore compares
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
@@ -2197,7 +2197,7 @@ class Session:
         _check_dir_argument(folder)
         # Resolved by each method: a bad signal is refused first.
         self.folder = None if folder is None else os.fspath(folder)
-        self._over_mcp = False  # set by the MCP server: its host, unless SHAPING_NOTES_HOST says otherwise
+        self._over_mcp = False  # the MCP server's host
 
     def init(self) -> dict:
         """Start a session in the folder, or report the one already there."""
@@ -2387,10 +2387,7 @@ class Session:
         return _with_warnings(receipt, warnings)
 
     def restore(self, *, export_file=None, accept_damaged=False) -> dict:
-        """Bring a session back into the folder from an export (ours or v0's).
-
-        Without export_file, the export in the session folder; of several, the longest when each other one
-        is an earlier part of it (the receipt's passed_over names them)."""
+        """Bring a session back into the folder from an export (ours or v0's); by default, the one in the folder."""
         folder = _resolve_folder(self.folder)
         host = _session_host(folder)
         if export_file is None:
@@ -2423,7 +2420,7 @@ class Session:
         _require_session(folder)
         _check_session_folder(folder)
         with _SessionLock(folder):
-            meta = _open_session_for_writing(folder)[0]  # there is one: required above
+            meta = _open_session_for_writing(folder)[0]
             return _redact_note(folder, meta, note_id, reason)
 
 
@@ -2539,7 +2536,7 @@ def _gate_root(record, lookup):
 
 
 def _with_created(receipt, created):
-    """The receipt, saying created when this command started the session (init's does not: it starts one by design)."""
+    """created: this command started the session (not said by init, which does so by design)."""
     if created:
         receipt["created"] = True
     return receipt
@@ -2916,56 +2913,47 @@ def _earlier_export(path):
 
 
 def _session_host(folder, over_mcp=False) -> str:
-    """Where the session runs: SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
+    """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
     chosen = os.environ.get(_HOST_VARIABLE)
     if chosen is not None:
         if chosen not in _HOSTS:  # never echoed: a variable may hold anything
-            raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it so that the "
-                             "session folder's path tells the host; nothing was changed"
-                             % (_HOST_VARIABLE, ", ".join(_HOSTS)))
+            raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was "
+                             "changed" % (_HOST_VARIABLE, ", ".join(_HOSTS)))
         return chosen
     if over_mcp:
         return "mcp"
     for host, root in _HOST_DOWNLOAD_FOLDERS.items():
-        if _is_at_or_under(folder, root):
+        if folder == root or folder.startswith(root + "/"):
             return host
     return "local"
 
 
-def _is_at_or_under(path, root) -> bool:
-    return path == root or path.startswith(root + "/")
-
-
 def _export_keep(host, path) -> dict:
-    """export's keep: the file the operator keeps, and one sentence of how, in the host's words."""
+    """export's keep: the file the operator keeps, and how, in the host's words."""
     shown = _visible(path, True)
-    if host == "mcp":
-        how = "The export is saved at this path on the computer that runs the MCP server."
-    elif host == "local":
-        how = "The export is saved at this path on this computer."
-    elif host == "chatgpt":
+    how = {"mcp": "Saved at this path on the computer that runs the MCP server.",
+           "local": "Saved at this path on this computer.",
+           "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host)
+    if host == "chatgpt":
         path = "sandbox:" + path
-        how = "ChatGPT turns this sandbox link, written in the chat, into a download link to the file."
-    else:
-        how = "Claude.ai offers the files of its outputs folder (%s) for download: this one is %s in %s." % (
+    elif how is None:
+        how = "Claude.ai offers its outputs folder (%s) for download: this is %s in %s." % (
             _HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown))
     return {"file": path, "host": host, "how": how}
 
 
 def _download_sentence(host, output, count, markdown) -> str | None:
-    """The operator's part when the host has them download the export; None where there is nothing to do."""
+    """The download the host asks of the operator; None where there is none."""
     if host not in _HOST_DOWNLOAD_FOLDERS:
         return None
-    name = _visible(os.path.basename(output), True)
-    where = "its link in the chat" if host == "chatgpt" else "the outputs folder"
-    why = ("" if markdown else ": it brings the session back in a new conversation, and the sandbox forgets its "
-                               "files when it expires")
-    return "Download %s (%s) from %s and keep it%s" % (name, _counted(count, "note"), where, why)
+    return "Download %s (%s) from %s and keep it%s" % (
+        _visible(os.path.basename(output), True), _counted(count, "note"),
+        "its link in the chat" if host == "chatgpt" else "the outputs folder",
+        "" if markdown else ": it brings the session back in a new conversation")
 
 
 def _export_tell_operator(download, earlier, session_id, count, by_type, reader):
-    """The operator's sentence: the download the host needs, what a replaced copy held, gates open after a
-    delivery; None when there is nothing to do."""
+    """The download, what a replaced copy held, gates a delivery left open; None when there is nothing to do."""
     gates_left = _gates_open_after_delivery(by_type, reader)
     if download is None:
         return "The artifact delivered last leaves %s." % gates_left if gates_left else None
@@ -2980,7 +2968,7 @@ def _export_tell_operator(download, earlier, session_id, count, by_type, reader)
 
 
 def _gates_open_after_delivery(by_type, reader) -> str:
-    """The open and deferred gates counted, when a delivery leaves a gate open; else ""."""
+    """The open and deferred gates counted when a delivery leaves a gate open, else ""."""
     if not (by_type["gate"] and by_type["artifact"]):
         return ""  # no delivery with gates possible: skip the passes
     seen = _SynthesisSeen((), 0)
@@ -3908,37 +3896,24 @@ def _last_note_id(record) -> str | None:
     return record["id"] if record is not None and _is_note_id(record.get("id")) else None
 
 
-def _last_note_phrase(record) -> str:
-    """"up to n00012", or what stands for it when there is no readable last note."""
-    if record is None:
-        return "with no note"
-    return "up to %s" % (_last_note_id(record) or "a note without an id")
-
-
 def _restore_behind_or_apart(folder, reader, common, export):
     """The refusal of an export older than the folder's log, or of copies that went different ways."""
-    last, existing = reader.last_record, reader.total
+    existing = reader.total
     if existing > export.record_count and common == export.record_count:
         # An older export of this log: restoring it elsewhere would fork the session.
         return NotesError(
-            "%s already holds session %s with %d notes, %s, more than the %d of this export, %s, which is an "
-            "older copy of the same log: there is nothing to restore, and nothing was changed. Carry on "
-            "in this folder (recap shows its state), and run export to bring the export up to date"
-            % (folder, reader.session_id, existing, _last_note_phrase(last), export.record_count,
-               _last_note_phrase(export.last_record)))
-    only, after = [], None
+            "%s holds session %s up to %s, past this export's last note, %s: it is an older copy, so there is "
+            "nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), and "
+            "run export to bring the export up to date" % (folder, reader.session_id, _last_note_id(
+                reader.last_record), _last_note_id(export.last_record) or "none"))
+    only = []
     for number, record in enumerate(reader.records(), 1):
-        if number == common:
-            after = record["id"]
-        elif number > common and len(only) < _RECAP_DEFAULT_LIMIT:
+        if number > common and len(only) < _RECAP_DEFAULT_LIMIT:
             only.append({key: record[key] for key in ("id", "type", "text", "effect") if key in record})
     return NotesError(
-        "the log in %s and this export are copies of session %s that went different ways %s: the folder holds "
-        "%s the export lacks (only_in_folder lists %s); nothing was changed. To keep both, restore the export "
-        "into an empty folder (another --dir), then append the notes of only_in_folder there again"
-        % (folder, reader.session_id, "after %s" % after if after else "from their first note",
-           _counted(existing - common, "note"), "them" if existing - common <= len(only) else
-           "the first %d" % len(only)),
+        "the log in %s and this export went different ways after note %d: the folder holds %s the export lacks "
+        "(only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
+        "append the notes of only_in_folder there again" % (folder, common, _counted(existing - common, "note")),
         _EXIT_USAGE, {"only_in_folder": only, "only_in_folder_count": existing - common})
 
 
@@ -4013,7 +3988,7 @@ def _restore_export(folder, export):
 
 
 def _log_bytes_then(log_path, more):
-    """Yield the log's bytes as they are, then the chunks of more: a fast-forward's whole new log."""
+    """Yield the log's bytes, then more's: a fast-forward's new log."""
     descriptor, size = _open_log_sized(log_path)
     if descriptor is not None:
         with open(descriptor, "rb") as handle:
@@ -4027,82 +4002,68 @@ def _log_bytes_then(log_path, more):
 
 
 def _restored_export(export) -> dict:
-    """restore's export: the file, when it was written, its last note (the text only when the note verifies)."""
+    """restore's export key; the last note's text only when that note verifies."""
     last, note = export.last_record, None
     if last is not None:
         sound = not _check_record(last, export.session["session_id"])  # never echo a secret or damage
-        note = {"id": _last_note_id(last),
-                "type": last["type"] if last.get("type") in NOTE_TYPES else None,
+        note = {"id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
                 "text": last["text"] if sound else None}
     return {"file": export.path, "exported_at": export.exported_at, "last_note": note}
 
 
 def _restore_tell_operator(host, folder, export, gates) -> str:
-    """restore's sentence for the operator: what came back, gates left, how to tell a later export, which file
-    to keep."""
+    """What came back, gates left, how to tell a later export, which file to keep."""
     sentence = "The session is back with %s" % _counted(export.record_count, "note")
     if export.problem_count:
         sentence += ", with %s kept as the export held them (verify lists them)" % _counted(
             export.problem_count, "problem")
     sentence += "; " + (_gates_phrase(gates) or "no gate is open or deferred")
-    if export.exported_at:
-        sentence += ("; this export was written at %s %s UTC: one downloaded after that holds more notes, so "
-                     "restore that one instead if you have it" % (export.exported_at[:10], export.exported_at[11:16]))
-    else:
-        sentence += ("; this export does not say when it was written: one holding more than %s is later, so "
-                     "restore that one instead if you have it" % _counted(export.record_count, "note"))
-    return sentence + "; " + _file_to_keep(host, folder, export.path) + "."
+    stamp = export.exported_at
+    sentence += ("; this export was written at %s %s UTC: one downloaded later holds more notes" % (
+        stamp[:10], stamp[11:16]) if stamp else "; this export has no time: one with more notes is later")
+    return sentence + ", so restore that one instead if you have it; " + _file_to_keep(host, folder, export.path) + "."
 
 
 def _file_to_keep(host, folder, export_path) -> str:
-    """Which file the operator keeps from now on, in the host's words (as export's keep says it)."""
+    """Which file to keep from now on, in the host's words (as export's keep)."""
     kept = os.path.join(folder, _EXPORT_NAME)
-    if host == "chatgpt":
-        return "from now on keep the %s that export links in the chat (sandbox:%s)" % (
-            _EXPORT_NAME, _visible(kept, True))
-    if host == "claude-ai":
-        return "from now on keep the %s that export writes in the outputs folder (%s)" % (
-            _EXPORT_NAME, _visible(kept, True))
+    shown = _visible(kept, True)
+    if host in _HOST_DOWNLOAD_FOLDERS:
+        return "from now on keep the %s that export %s" % (_EXPORT_NAME, "links in the chat (sandbox:%s)" % shown
+                                                           if host == "chatgpt" else "writes in the outputs folder "
+                                                           "(%s)" % shown)
     if _same_file(kept, export_path) or kept == export_path:
-        return "keep %s from now on: export writes it" % _visible(kept, True)
+        return "keep %s from now on: export writes it" % shown
     return ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
-            % (_visible(kept, True), _visible(export_path, True)))
+            % (shown, _visible(export_path, True)))
 
 
 def _exports_in_folder(folder) -> list:
-    """The paths of the files in folder that begin as this tool's JSON export, by name; refuse too many."""
+    """The paths of the files in folder that begin as our JSON export, by name; refuse too many."""
     try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as error:
-        raise NotesError("cannot read the session folder %s (%s); pass the export's path: restore PATH"
-                         % (folder, error.strerror)) from None
+        raise NotesError("cannot read %s (%s); pass the export's path: restore PATH" % (folder, error.strerror))
     found = []
     for entry in entries:
         # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
-        if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
-            continue
-        if entry.name in (_META_NAME, _LOG_NAME, _LOCK_NAME) or entry.name.startswith(_TORN_PREFIX):
-            continue
-        if _is_earlier_export(entry.path, (_EXPORT_JSON_START,)):
+        if (entry.name[0] != "." and entry.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
+                and entry.is_file(follow_symlinks=False) and _is_earlier_export(entry.path, (_EXPORT_JSON_START,))):
             found.append(entry.path)
         if len(found) > _RESTORE_CANDIDATES_LIMIT:
-            raise NotesError("the session folder %s holds more than %d files that begin as an export of this "
-                             "tool, more than restore compares; nothing was changed. Pass the one to restore: "
-                             "restore PATH" % (folder, _RESTORE_CANDIDATES_LIMIT))
+            raise NotesError("%s holds more than %d exports, more than restore compares; nothing was changed. "
+                             "Pass the one to restore: restore PATH" % (folder, _RESTORE_CANDIDATES_LIMIT))
     return found
 
 
 def _export_in_folder(folder, accept_damaged) -> tuple:
-    """(the export restore takes from the session folder, the names it passed over); refuse when there is
-    none, or when the others are not all earlier parts of the longest."""
+    """(the longest export in the folder, the names passed over); refuse unless the others are earlier parts of it."""
     paths = _exports_in_folder(folder)
     if not paths:
-        raise NotesError(
-            "restore without EXPORT_FILE takes this tool's export from the session folder %s, and there is none "
-            "there; nothing was changed. Upload %s into that folder, or pass the export's path: %s --dir %s "
-            "restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
+        raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
+                         "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
     exports, others = [], []
     try:
         for path in paths:
@@ -4122,26 +4083,19 @@ def _export_in_folder(folder, accept_damaged) -> tuple:
 
 
 def _is_earlier_part(shorter, longer) -> bool:
-    """Whether shorter holds the same session's first records as longer."""
-    if shorter.session["session_id"] != longer.session["session_id"]:
-        return False
     records = longer.records(verify=False)
-    return all(next(records, None) == record for record in shorter.records(verify=False))
+    return shorter.session["session_id"] == longer.session["session_id"] and all(
+        next(records, None) == record for record in shorter.records(verify=False))
 
 
 def _exports_apart(folder, exports):
-    """The refusal of several exports in the folder that are not one session's history."""
     listed = [{"file": os.path.basename(export.path), "session_id": export.session["session_id"],
                "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
                "exported_at": export.exported_at} for export in exports]
-    return NotesError(
-        "the session folder %s holds %d exports of this tool, and not every one is an earlier part of the "
-        "longest (two ideas, or copies that went different ways): %s; nothing was changed. Pass the one to "
-        "restore: %s --dir %s restore PATH" % (
-            folder, len(exports), "; ".join("%s (session %s, %s, last %s, written %s)" % (
-                _visible(entry["file"], True), entry["session_id"], _counted(entry["record_count"], "note"),
-                entry["last_note_id"] or "none", entry["exported_at"] or "at no stated time") for entry in listed), _invoked_as(), folder),
-        _EXIT_USAGE, {"exports": listed})
+    return NotesError("%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, "
+                      "or copies that went different ways; nothing was changed. Pass the one to restore: %s --dir "
+                      "%s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
+                      {"exports": listed})
 
 
 def _mend_log_tail(folder):
@@ -4396,20 +4350,17 @@ _COMMANDS = {
                       mcp_purpose="Check the meta and every line of the log. Problems found are a result, not "
                                   "an error: the receipt's ok is false and problems lists them."),
     "export": _Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
-                      "keep says which file the operator keeps and how, on this host; tell_operator appears when "
-                      "the operator has something to do: download the file (ChatGPT, Claude.ai), or answer the "
-                      "gates a delivery left open.", [
+                      "keep: which file the operator keeps, and how; tell_operator: what they have to do, if "
+                      "anything.", [
         _Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
                "folder)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="the file to write, inside the session "
                "folder and relative to it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
         _Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
     ], "python3 -S notes.py export --output /mnt/data/session_export.json", "export"),
-    "restore": _Command("Bring a session back into the folder from a session_export.json; export names its time "
-                       "and last note; tell_operator says which gates are open or deferred, how to tell a later "
-                       "export and which file to keep from now on.", [
-        _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's); without it, "
-               "the export in the session folder (of several copies, the longest when the others are earlier "
-               "parts of it)", nargs="?"),
+    "restore": _Command("Bring a session back into the folder from a session_export.json; export: its time and last "
+                       "note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
+        _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the "
+               "one in the session folder", nargs="?"),
         _Option("--accept-damaged", "accept_damaged", None,
                "restore a damaged export anyway: every record exactly as the export holds it, nothing "
                "repaired or dropped (verify then reports the same problems)",

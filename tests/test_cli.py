@@ -211,7 +211,7 @@ def test_export_default_and_output(session, tmp_path):
     default_path = os.path.join(os.path.realpath(str(session)), "session_export.json")
     assert default == {"ok": True, "command": "export", "record_count": 2, "path": default_path,
                        "keep": {"file": default_path, "host": "local",
-                                "how": "The export is saved at this path on this computer."}}
+                                "how": "Saved at this path on this computer."}}
 
     raw = open(default_path, "rb").read()
     exported = json.loads(raw)

@@ -73,7 +73,7 @@ def test_markdown_export_goes_next_to_the_session_by_default(tmp_path):
     assert result.receipt == {"ok": True, "command": "export", "record_count": 7,
                               "path": str(folder / "session_export.md"),
                               "keep": {"file": str(folder / "session_export.md"), "host": "local",
-                                       "how": "The export is saved at this path on this computer."}}
+                                       "how": "Saved at this path on this computer."}}
     assert list(result.receipt) == ["ok", "command", "record_count", "path", "keep"]
     assert (folder / "session_export.md").is_file()
     assert not (folder / "session_export.json").exists()
@@ -202,7 +202,7 @@ def test_json_export_of_the_v0_session_is_v0_byte_for_byte(tmp_path, extra):
     assert result.receipt == {"ok": True, "command": "export", "record_count": 11,
                               "path": str(folder / "session_export.json"),
                               "keep": {"file": str(folder / "session_export.json"), "host": "local",
-                                       "how": "The export is saved at this path on this computer."}}
+                                       "how": "Saved at this path on this computer."}}
     assert normalised_export(folder / "session_export.json") == \
         normalised_export(V0_FIXTURES / "basic" / "session_export.json")
 

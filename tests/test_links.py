@@ -248,7 +248,7 @@ def test_v0_receipts_keep_their_keys_with_links_present(session):
     assert exported.receipt == {"ok": True, "command": "export", "record_count": 4,
                                 "path": str(session / "session_export.json"),
                                 "keep": {"file": str(session / "session_export.json"), "host": "local",
-                                         "how": "The export is saved at this path on this computer."}}
+                                         "how": "Saved at this path on this computer."}}
     assert list(exported.receipt) == ["ok", "command", "record_count", "path", "keep"]
 
 

@@ -458,7 +458,7 @@ def test_export_writes_what_the_cli_writes(tmp_path):
     assert tool_result(answers[0])["structuredContent"] == {
         "ok": True, "command": "export", "record_count": 1, "path": str(output),
         "keep": {"file": str(output), "host": "mcp",
-                 "how": "The export is saved at this path on the computer that runs the MCP server."}}
+                 "how": "Saved at this path on the computer that runs the MCP server."}}
     assert json.loads(output.read_text("utf-8"))["records"] == read_records(folder)
     assert tool_result(answers[1])["structuredContent"]["path"] == str(folder / "session_export.md")
     refused = run_notes("export", "--format", "pdf", folder=folder)

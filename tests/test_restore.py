@@ -429,7 +429,7 @@ def test_the_receipt_names_the_exports_time_and_last_note(tmp_path):
 
     assert receipt["export"] == {"file": str(export_path), "exported_at": exported_at,
                                  "last_note": {"id": "n00002", "type": "decision", "text": "Email second."}}
-    assert ("this export was written at %s %s UTC: one downloaded after that holds more notes, so restore that "
+    assert ("this export was written at %s %s UTC: one downloaded later holds more notes, so restore that "
             "one instead if you have it" % (exported_at[:10], exported_at[11:16])) in receipt["tell_operator"]
 
 
@@ -442,8 +442,8 @@ def test_an_export_without_a_time_or_notes_says_so(tmp_path):
     receipt = notes.Session(tmp_path / "target").restore(export_file=str(path))
 
     assert receipt["export"] == {"file": str(path), "exported_at": None, "last_note": None}
-    assert "this export does not say when it was written: one holding more than 0 notes is later" in \
-        receipt["tell_operator"]
+    assert "; this export has no time: one with more notes is later, so restore that one instead if you have it; " \
+        in receipt["tell_operator"]
 
 
 def test_restore_without_a_path_takes_the_export_in_the_session_folder(tmp_path, capsys):
@@ -502,10 +502,10 @@ def test_restore_without_a_path_refuses_copies_that_went_different_ways(tmp_path
          "exported_at": load(second)["exported_at"]},
         {"file": "session_export.json", "session_id": session_id, "record_count": 2, "last_note_id": "n00002",
          "exported_at": load(first)["exported_at"]}]
-    assert receipt["error"].startswith("the session folder %s holds 3 exports of this tool, and not every one is "
-                                       "an earlier part of the longest" % target), receipt
-    assert receipt["error"].endswith("nothing was changed. Pass the one to restore: python3 -S notes.py --dir %s "
-                                     "restore PATH" % target), receipt
+    assert receipt["error"] == (
+        "%s holds 3 exports (listed in exports), not all earlier parts of the longest: two ideas, or copies that "
+        "went different ways; nothing was changed. Pass the one to restore: python3 -S notes.py --dir %s restore "
+        "PATH" % (target, target))
     assert folder_digest(target) == before
 
 
@@ -518,9 +518,8 @@ def test_restore_without_a_path_refuses_a_folder_with_no_export(tmp_path, capsys
         before = folder_digest(target)
         code, receipt = run_here(capsys, target, "restore")
         assert (code, receipt) == (2, {"ok": False, "error": (
-            "restore without EXPORT_FILE takes this tool's export from the session folder %s, and there is none "
-            "there; nothing was changed. Upload session_export.json into that folder, or pass the export's path: "
-            "python3 -S notes.py --dir %s restore PATH" % (target, target))})
+            "no export of this tool in the session folder %s; nothing was changed. Upload session_export.json "
+            "there, or pass its path: python3 -S notes.py --dir %s restore PATH" % (target, target))})
         assert folder_digest(target) == before
 
 
@@ -532,8 +531,8 @@ def test_restore_without_a_path_compares_a_bounded_number_of_exports(tmp_path):
         shutil.copy(str(export_path), str(target / ("copy-%02d.json" % number)))
     with pytest.raises(notes.NotesError) as refused:
         notes.Session(target).restore()
-    assert refused.value.message.startswith("the session folder %s holds more than 20 files that begin as an "
-                                            "export of this tool" % target)
+    assert refused.value.message == ("%s holds more than 20 exports, more than restore compares; nothing was "
+                                     "changed. Pass the one to restore: restore PATH" % target)
     assert sorted(os.listdir(str(target))) == ["copy-%02d.json" % number for number in range(21)]
 
 
@@ -547,10 +546,9 @@ def test_an_export_older_than_the_folder_is_refused_naming_both_last_notes(tmp_p
 
     assert refused.value.exit_code == 2
     assert refused.value.message == (
-        "%s already holds session %s with 3 notes, up to n00003, more than the 2 of this export, up to n00002, "
-        "which is an older copy of the same log: there is nothing to restore, and nothing was changed. Carry on "
-        "in this folder (recap shows its state), and run export to bring the export up to date"
-        % (tmp_path / "origin", session_id))
+        "%s holds session %s up to n00003, past this export's last note, n00002: it is an older copy, so there is "
+        "nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), and run "
+        "export to bring the export up to date" % (tmp_path / "origin", session_id))
     assert folder_digest(tmp_path / "origin") == before
 
 
@@ -569,10 +567,9 @@ def test_copies_that_went_different_ways_are_refused_listing_the_notes_only_in_t
 
     assert code == 2
     assert receipt["error"] == (
-        "the log in %s and this export are copies of session %s that went different ways after n00002: the "
-        "folder holds 25 notes the export lacks (only_in_folder lists the first 20); nothing was changed. To keep "
-        "both, restore the export into an empty folder (another --dir), then append the notes of only_in_folder "
-        "there again" % (tmp_path / "fork", session_id))
+        "the log in %s and this export went different ways after note 2: the folder holds 25 notes the export "
+        "lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
+        "append the notes of only_in_folder there again" % (tmp_path / "fork"))
     assert receipt["only_in_folder_count"] == 25
     assert receipt["only_in_folder"][0] == {"id": "n00003", "type": "gate", "text": "Hosting is undecided?",
                                             "effect": "Blocks the install notes."}

@@ -20,8 +20,8 @@ from conftest import V0_FIXTURES, assert_no_traceback, copy_fixture, run_notes, 
 SESSION_ID = "6e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 OTHER_SESSION_ID = "9b8a7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 V0_SESSION_ID = "0f3c2b1c-3c66-49ee-8557-e323c0678aaf"
-LOCAL_HOW = "The export is saved at this path on this computer."
-CHATGPT_HOW = "ChatGPT turns this sandbox link, written in the chat, into a download link to the file."
+LOCAL_HOW = "Saved at this path on this computer."
+CHATGPT_HOW = "ChatGPT makes this sandbox link, shown in the chat, a download link."
 
 
 # --------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def written_at(export_path) -> str:
 
 
 def later_clue(export_path) -> str:
-    return ("this export was written at %s: one downloaded after that holds more notes, so restore that one "
+    return ("this export was written at %s: one downloaded later holds more notes, so restore that one "
             "instead if you have it" % written_at(export_path))
 
 
@@ -202,8 +202,7 @@ def test_a_local_export_that_replaces_an_older_copy_gives_the_operator_nothing_t
         receipt = succeeded(run_notes("export", folder=folder, env=on_host(host)))
         assert receipt == {"ok": True, "command": "export", "record_count": 7, "path": str(path),
                            "keep": {"file": str(path), "host": host, "how": LOCAL_HOW if host == "local" else
-                                    "The export is saved at this path on the computer that runs the MCP "
-                                    "server."}}
+                                    "Saved at this path on the computer that runs the MCP server."}}
 
 
 def test_open_gates_after_a_delivery_are_news(tmp_path):
@@ -237,7 +236,7 @@ def test_a_chatgpt_export_asks_for_the_download_every_time(tmp_path):
     path = str(folder / "session_export.json")
     keep = {"file": "sandbox:" + path, "host": "chatgpt", "how": CHATGPT_HOW}
     download = ("Download session_export.json (%s) from its link in the chat and keep it: it brings the session "
-                "back in a new conversation, and the sandbox forgets its files when it expires")
+                "back in a new conversation")
     first = succeeded(run_notes("export", folder=folder, env=on_host("chatgpt")))
     assert first == {"ok": True, "command": "export", "record_count": 6, "path": path, "keep": keep,
                      "tell_operator": download % "6 notes" + "."}
@@ -264,8 +263,8 @@ def test_a_claude_ai_markdown_export_names_the_outputs_folder(tmp_path):
 
     assert receipt["keep"] == {
         "file": str(path), "host": "claude-ai",
-        "how": "Claude.ai offers the files of its outputs folder (/mnt/user-data/outputs) for download: this one "
-               "is session_export.md in %s." % folder}
+        "how": "Claude.ai offers its outputs folder (/mnt/user-data/outputs) for download: this is "
+               "session_export.md in %s." % folder}
     assert receipt["tell_operator"] == (
         "Download session_export.md (2 notes) from the outputs folder and keep it; the copy it replaced held "
         "1 note.")
@@ -283,8 +282,7 @@ def test_an_export_over_another_sessions_export_says_so(tmp_path):
 
     assert receipt["tell_operator"] == (
         "Download export.json (1 note) from its link in the chat and keep it: it brings the session back in a "
-        "new conversation, and the sandbox forgets its files when it expires; the copy it replaced held another "
-        "session.")
+        "new conversation; the copy it replaced held another session.")
 
 
 def test_a_delivery_with_gates_open_joins_the_download(tmp_path):
@@ -322,8 +320,8 @@ def test_an_unknown_host_is_refused_without_echoing_it(tmp_path):
             assert result.code == 2 and result.receipt["ok"] is False, (value, arguments, result)
             error = result.receipt["error"]
             if arguments[0] == "export" or arguments == ["restore"]:
-                assert error.startswith("SHAPING_NOTES_HOST names no host this tool knows; set it to one of "
-                                        "chatgpt, claude-ai, local, mcp"), error
+                assert error == ("SHAPING_NOTES_HOST names no host this tool knows; set it to one of chatgpt, "
+                                 "claude-ai, local, mcp, or unset it; nothing was changed"), error
             assert (not value or value not in error), error
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
     assert not (tmp_path / "out.json").exists()

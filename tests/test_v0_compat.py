@@ -267,7 +267,7 @@ def test_export_of_v0_session_equals_v0_export(tmp_path, target):
     # v0's keys, then keep (issue 30): which file the operator keeps, on this host.
     assert ordered(result.receipt) == ordered(
         {"ok": True, "command": "export", "record_count": 11, "path": output,
-         "keep": {"file": output, "host": "local", "how": "The export is saved at this path on this computer."}})
+         "keep": {"file": output, "host": "local", "how": "Saved at this path on this computer."}})
 
     mine = open(output, "rb").read()
     theirs = (BASIC / "session_export.json").read_bytes()
