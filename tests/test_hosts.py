@@ -250,7 +250,7 @@ def sandbox(root, mounts: dict, notes_home: str) -> dict:
 def replay_recipe(tmp_path, title, prefix, mounts, notes_home):
     """Run the section's commands in one sandbox, then its restore in a new one; return both sandboxes."""
     commands = inline_commands(section(title), prefix)
-    restores = [command for command in commands if " restore " in command]
+    restores = [command for command in commands if "restore" in shlex.split(command)]
     assert len(restores) == 1 and len(commands) >= 3, commands
     first = sandbox(tmp_path / "first", mounts, notes_home)
     home_before = folder_digest(first[notes_home])
@@ -262,6 +262,8 @@ def replay_recipe(tmp_path, title, prefix, mounts, notes_home):
     assert export is not None, "the recipe never exports"
     second = sandbox(tmp_path / "second", mounts, notes_home)
     source = shlex.split(restores[0])[-1]
+    if source == "restore":  # no path: restore takes the export uploaded into the session folder (ChatGPT's)
+        source = notes_home + "/session_export.json"
     for virtual, real in second.items():
         source = source.replace(virtual, str(real))
     shutil.copy(export, source)  # the operator downloads the export and uploads it again
