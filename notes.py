@@ -3911,9 +3911,10 @@ def _restore_behind_or_apart(folder, reader, common, export):
         if number > common and len(only) < _RECAP_DEFAULT_LIMIT:
             only.append({key: record[key] for key in ("id", "type", "text", "effect") if key in record})
     return NotesError(
-        "the log in %s and this export went different ways after note %d: the folder holds %s the export lacks "
-        "(only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
-        "append the notes of only_in_folder there again" % (folder, common, _counted(existing - common, "note")),
+        "the log in %s and this export went different ways after %s in common: the folder holds %s the export "
+        "lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
+        "append the notes of only_in_folder there again" % (folder, _counted(common, "note"),
+                                                            _counted(existing - common, "note")),
         _EXIT_USAGE, {"only_in_folder": only, "only_in_folder_count": existing - common})
 
 

@@ -567,9 +567,9 @@ def test_copies_that_went_different_ways_are_refused_listing_the_notes_only_in_t
 
     assert code == 2
     assert receipt["error"] == (
-        "the log in %s and this export went different ways after note 2: the folder holds 25 notes the export "
-        "lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
-        "append the notes of only_in_folder there again" % (tmp_path / "fork"))
+        "the log in %s and this export went different ways after 2 notes in common: the folder holds 25 notes "
+        "the export lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty "
+        "--dir, then append the notes of only_in_folder there again" % (tmp_path / "fork"))
     assert receipt["only_in_folder_count"] == 25
     assert receipt["only_in_folder"][0] == {"id": "n00003", "type": "gate", "text": "Hosting is undecided?",
                                             "effect": "Blocks the install notes."}
