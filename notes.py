@@ -2536,7 +2536,7 @@ def _gate_root(record, lookup):
 
 
 def _with_created(receipt, created):
-    """created: this command started the session (not said by init, which does so by design)."""
+    """Say created when this command started the session."""
     if created:
         receipt["created"] = True
     return receipt
@@ -2953,7 +2953,7 @@ def _download_sentence(host, output, count, markdown) -> str | None:
 
 
 def _export_tell_operator(download, earlier, session_id, count, by_type, reader):
-    """The download, what a replaced copy held, gates a delivery left open; None when there is nothing to do."""
+    """The operator's part, if any: the download, what a replaced copy held, gates a delivery left open."""
     gates_left = _gates_open_after_delivery(by_type, reader)
     if download is None:
         return "The artifact delivered last leaves %s." % gates_left if gates_left else None
@@ -3011,7 +3011,7 @@ def _check_export_output(folder, output):
 
 
 def _is_earlier_export(path, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
-    """Whether the file at path starts as an export does (of starts' forms)."""
+    """Whether the file at path starts as an export does."""
     try:
         descriptor = _open_regular_file(path)
     except (OSError, NotesError):
@@ -3752,7 +3752,7 @@ def _open_export(path):
 class _Export(_ProblemTally):
     """An export checked in one streaming pass; later passes read its records again."""
 
-    HEAD_KEYS = ("schema_version", "exported_at", "session", "record_count")  # the only top-level values kept
+    HEAD_KEYS = ("schema_version", "exported_at", "session", "record_count")  # the top-level values kept
 
     def __init__(self, path, accept_damaged=False):
         self.path, self.accept_damaged = path, accept_damaged
@@ -3897,15 +3897,16 @@ def _last_note_id(record) -> str | None:
 
 
 def _restore_behind_or_apart(folder, reader, common, export):
-    """The refusal of an export older than the folder's log, or of copies that went different ways."""
+    """The refusal of an older export, or of copies that went different ways."""
     existing = reader.total
     if existing > export.record_count and common == export.record_count:
         # An older export of this log: restoring it elsewhere would fork the session.
         return NotesError(
-            "%s holds session %s up to %s, past this export's last note, %s: it is an older copy, so there is "
-            "nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), and "
-            "run export to bring the export up to date" % (folder, reader.session_id, _last_note_id(
-                reader.last_record), _last_note_id(export.last_record) or "none"))
+            "%s already holds session %s with %s up to %s, past this export's %d up to %s: it is an older copy, so "
+            "there is nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), "
+            "and run export to bring the export up to date" % (folder, reader.session_id, _counted(existing, "note"),
+                                                               _last_note_id(reader.last_record), export.record_count,
+                                                               _last_note_id(export.last_record) or "none"))
     only = []
     for number, record in enumerate(reader.records(), 1):
         if number > common and len(only) < _RECAP_DEFAULT_LIMIT:
@@ -4040,7 +4041,7 @@ def _file_to_keep(host, folder, export_path) -> str:
 
 
 def _exports_in_folder(folder) -> list:
-    """The paths of the files in folder that begin as our JSON export, by name; refuse too many."""
+    """The files in folder that begin as our JSON export, by name; refuse too many."""
     try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
     except (FileNotFoundError, NotADirectoryError):
@@ -4060,7 +4061,7 @@ def _exports_in_folder(folder) -> list:
 
 
 def _export_in_folder(folder, accept_damaged) -> tuple:
-    """(the longest export in the folder, the names passed over); refuse unless the others are earlier parts of it."""
+    """(the longest export in the folder, the others' names); refuse unless they are earlier parts of it."""
     paths = _exports_in_folder(folder)
     if not paths:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "

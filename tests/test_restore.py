@@ -546,9 +546,9 @@ def test_an_export_older_than_the_folder_is_refused_naming_both_last_notes(tmp_p
 
     assert refused.value.exit_code == 2
     assert refused.value.message == (
-        "%s holds session %s up to n00003, past this export's last note, n00002: it is an older copy, so there is "
-        "nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), and run "
-        "export to bring the export up to date" % (tmp_path / "origin", session_id))
+        "%s already holds session %s with 3 notes up to n00003, past this export's 2 up to n00002: it is an older "
+        "copy, so there is nothing to restore, and nothing was changed. Carry on in this folder (recap shows its "
+        "state), and run export to bring the export up to date" % (tmp_path / "origin", session_id))
     assert folder_digest(tmp_path / "origin") == before
 
 
