@@ -2301,6 +2301,13 @@ class Session:
         _with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices)
         return _with_recovered(receipt, recovered)
 
+    def check(self, *, file) -> dict:
+        """Read an artifact file inside the session folder against the live log; list what it gets wrong.
+
+        Findings are to look at: nothing is written or refused. file is relative to the session folder."""
+        folder = _resolve_folder(self.folder)
+        return _check_artifact(folder, _require_session(folder), file)
+
     def redact(self, *, note_id, reason) -> dict:
         """Replace one note's text and effect with the placeholder; a source note records why.
 
@@ -3925,6 +3932,278 @@ def _files_that_may_hold_old_text(folder) -> list:
             if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
 
 
+# check: an artifact read against the live state of the log, the Session.check method's parts.
+# Plain matching: words lower-cased, accents and stop words dropped, suffixes cut (check_stems); a note
+# is found in a passage (paragraph, list item, heading or table row) by the share of its stems there.
+
+_CHECK_FILE_LIMIT = 1 << 20  # bytes of an artifact read at most
+_CHECK_LISTED = 50           # findings listed, then counted
+_CHECK_EXCERPT = 120         # characters of an excerpt or a note's text in a finding
+_CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
+_CHECK_STOP_WORDS = frozenset(
+    "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do "
+    "does did done has have had it its this that these those there here which who whom whose what when where why "
+    "how than then so such not no nor only also just very more most less can could will would shall should may "
+    "might must each every any all both either some other one we you they he she i our your their his her my me "
+    "us them".split())
+# Words that say where a note stands in the log, not what the idea holds: left out of a note's stems.
+_CHECK_LOG_WORDS = frozenset(
+    "open opened deferred defer closed close gate whether undecided decided decide question operator model until "
+    "later propose proposed proposal default assumption confirm confirmed drop dropped discard discarded reject "
+    "rejected ruled out reopen reopens again unless pending".split())
+_CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
+                   "er", "ed", "es", "ly", "s")
+# A passage marked as not settled (case aside): these words anywhere on its line, or heading a list or block.
+_CHECK_MARK = re.compile(r"\b(?:assumptions? to confirm|not (?:yet )?decided|to be decided|undecided|"
+                         r"to be confirmed|not (?:yet )?confirmed|tbd|tbc)\b", re.IGNORECASE)
+_CHECK_NEGATION = re.compile(r"\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b",
+                             re.IGNORECASE)
+# Process residue: (pattern, what it is, confidence). State names count in capitals only.
+_CHECK_RESIDUE = (
+    (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
+    (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
+    (re.compile(r"\bnotes\.py\b|\bsession_(?:notes|meta|export)\b|\btell_operator\b|^\s*memory:", re.IGNORECASE
+                | re.MULTILINE), "the tool's vocabulary", "high"),
+    (re.compile(r"\b(?:memory (?:log|notes?|signals?)|provenance|evidence level|(?:op|model|shared)\s*[,/]\s*"
+                r"(?:declared|inferred|observed|validated)|recap|superseded|unconfirmed|(?:open|deferred|closed) "
+                r"gates?|gates? (?:is|are|was|were|stays?) (?:open|deferred|closed))\b", re.IGNORECASE),
+     "the protocol's vocabulary", "medium"),
+    (re.compile(r"\b(?:the operator|as (?:we )?(?:discussed|agreed)|we (?:discussed|agreed|decided|dropped|chose)|"
+                r"you (?:asked|said|wanted|chose)|i (?:proposed|suggested|recommended)|(?:earlier )?in (?:the|this|"
+                r"our) (?:conversation|chat)|(?:was|were|been) (?:discarded|ruled out))\b", re.IGNORECASE),
+     "a rationale marker (the conversation's history)", "medium"),
+)
+
+
+def _check_stem(word) -> str:
+    """A word without its commonest English suffix, so that plural, tense and -ing forms meet."""
+    for suffix in _CHECK_SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word[-2] in "sui"):
+            word = word[:-len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+            break
+    return word[:-1] if len(word) > 3 and word.endswith("e") else word
+
+
+def _check_stems(text, drop=frozenset()) -> set:
+    """The content stems of a text: accents, case, stop words and one-letter words left out."""
+    import unicodedata
+
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
+    return {_check_stem(word) for word in re.findall(r"[^\W_]+", plain)
+            if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
+
+
+_CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in _CHECK_LOG_WORDS)
+_CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
+
+
+def _check_passages(lines) -> list:
+    """[first, last, is a list item] (0-based lines) of each paragraph, list item, heading and table row."""
+    passages, current = [], None
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped:
+            current = None
+            continue
+        single = stripped.startswith(("#", "|"))
+        if current is None or single or _CHECK_LIST_ITEM.match(line) or passages[-1][3]:
+            current = [number, number, bool(_CHECK_LIST_ITEM.match(line)), single]
+            passages.append(current)
+        else:
+            current[1] = number
+    return [passage[:3] for passage in passages]
+
+
+def _check_lead(lines, passages, index):
+    """The line that heads passage index: the one above a list it belongs to, or the passage just above."""
+    above = index - 1
+    while passages[index][2] and above >= 0 and passages[above][2]:
+        above -= 1
+    if above < 0:
+        return None
+    lead = lines[passages[above][1]].strip()
+    return lead if lead.endswith(":") or lead.startswith("#") else None
+
+
+class _CheckedArtifact:
+    """An artifact's passages, each with its stems and whether it is marked as not settled."""
+
+    def __init__(self, text):
+        self.lines = text.splitlines()
+        self.passages = _check_passages(self.lines)
+        self.stems = [_check_stems(" ".join(self.lines[first:last + 1])) for first, last, _ in self.passages]
+        self.marked = []
+        for index, (first, last, _) in enumerate(self.passages):
+            lead = _check_lead(self.lines, self.passages, index)
+            self.marked.append(bool(_CHECK_MARK.search(" ".join(self.lines[first:last + 1]))
+                                    or lead and _CHECK_MARK.search(lead)))
+
+    def best_line(self, index, stems) -> int:
+        """The 0-based line of passage index that holds most of stems."""
+        first, last, _ = self.passages[index]
+        return max(range(first, last + 1), key=lambda number: len(_check_stems(self.lines[number]) & stems))
+
+    def coverage(self, stems, span=1):
+        """(share of stems found, passage index) of the passages, or runs of span passages, that hold most."""
+        best = (0.0, None)
+        for index in range(len(self.passages)):
+            found = set().union(*self.stems[index:index + span]) & stems
+            best = max(best, (len(found) / len(stems), index), key=lambda pair: pair[0])
+        return best
+
+    def finding(self, kind, number, note, confidence) -> dict:
+        """A finding on 0-based line number (None: the artifact as a whole) about note."""
+        excerpt = None if number is None else _check_short(self.lines[number].strip())
+        return {"kind": kind, "line": None if number is None else number + 1,
+                "note": note["id"] if note else None,
+                "note_text": _check_short(note["text"]) if note else None,
+                "excerpt": excerpt, "confidence": confidence}
+
+
+def _check_short(text) -> str:
+    text = " ".join(_visible(_one_line(text)).split())
+    return text if len(text) <= _CHECK_EXCERPT else text[:_CHECK_EXCERPT - 3] + "..."
+
+
+def _check_residue(artifact, find) -> list:
+    """Process residue, one finding a line: the first pattern that matches, the surest first."""
+    findings = []
+    for number, line in enumerate(artifact.lines):
+        for pattern, what, confidence in _CHECK_RESIDUE:
+            found = pattern.search(line)
+            if found:
+                note = find(found.group()) if what == "a note id" else None
+                if what == "a state name" and not re.search("[a-z]", line):
+                    confidence = "low"  # a line in capitals: maybe a plain word
+                findings.append(dict(artifact.finding("residue", number, note, confidence), what=what))
+                break
+    return findings
+
+
+def _check_discards(artifact, recap, find, settled) -> list:
+    """Live discards (with the path each superseded) restated in a passage that does not negate them."""
+    findings = []
+    for discard in recap["discards"]:
+        replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
+        stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS)
+        distinct = stems - settled  # words a live note also uses show nothing
+        if len(distinct) < 2:
+            continue
+        best = (0.0, None)
+        for index, passage_stems in enumerate(artifact.stems):
+            hits = passage_stems & distinct
+            number = artifact.best_line(index, distinct) if len(hits) >= 2 else None
+            if number is not None and not _CHECK_NEGATION.search(artifact.lines[number]):
+                best = max(best, (len(hits) / len(distinct), number), key=lambda pair: pair[0])
+        if best[0] >= 0.5:
+            confidence = "high" if best[0] >= 0.75 else "medium"
+            findings.append(artifact.finding("revived_discard", best[1], discard, confidence))
+    return findings
+
+
+def _check_lost(artifact, recap) -> list:
+    """Live decisions and artifact boundaries that no passage (or two in a row) mostly holds."""
+    delivered = recap.get("delivery", {}).get("id")
+    boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
+                  and not re.match(r"\s*delivered\b", note["text"], re.IGNORECASE)
+                  and not _CHECK_NEGATION.search(note["text"])]  # a boundary that excludes holds by absence
+    findings = []
+    for note in recap["decisions"] + boundaries:
+        stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
+        share = artifact.coverage(stems, 2)[0] if stems else 1.0
+        if share < 0.5:
+            confidence = "high" if share < 0.25 else "medium" if share < 0.4 else "low"
+            findings.append(artifact.finding("lost_decision", None, note, confidence))
+    return findings
+
+
+def _check_open_notes(recap) -> list:
+    """Open and deferred gates, then unconfirmed notes (a closed gate with the answer it was given), once each."""
+    notes, seen = [], set()
+    for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
+        if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
+            continue
+        seen.add(note["id"])
+        text = note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else "")
+        notes.append((note, _check_stems(text, _CHECK_LOG_STEMS), note.get("type") is None))
+    return notes
+
+
+def _check_open(artifact, recap) -> list:
+    """Open points the artifact states without a mark; an open or deferred gate it does not show at all."""
+    findings = []
+    for note, stems, is_gate in _check_open_notes(recap):
+        if not stems:
+            continue
+        places = [(len(artifact.stems[index] & stems) / len(stems), index) for index in range(len(artifact.stems))
+                  if len(artifact.stems[index] & stems) >= min(2, len(stems))]
+        places = [(share, index) for share, index in places if share >= 0.6]
+        unmarked = [(share, index) for share, index in places if not artifact.marked[index]]
+        if unmarked:
+            share, index = max(unmarked)
+            findings.append(artifact.finding("unmarked_open", artifact.best_line(index, stems), note,
+                                             "high" if share >= 0.8 else "medium"))
+        elif is_gate and not places:
+            findings.append(artifact.finding("unmarked_open", None, note, "low"))
+    return findings
+
+
+def _check_settled_stems(recap) -> set:
+    """The stems of every live note but discards and tensions: what a revived discard is told apart from."""
+    texts = [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates",
+                                       "deferred_gates", "closed_gates") for note in recap[name]]
+    texts += [note.get("update_text", "") for note in recap["closed_gates"]]
+    texts += [recap[name]["text"] for name in ("mode", "shape") if recap[name]]
+    return _check_stems(" ".join(texts))
+
+
+def _check_read(folder, file):
+    """(path, text) of the artifact file, a regular file inside the session folder; refuse any other."""
+    way_out = ("; save the artifact in the session folder %s and give its name (relative to that folder), "
+               "such as plan.md" % folder)
+    if not isinstance(file, str) or not file.strip() or "\0" in file:
+        raise NotesError("check needs the artifact's file" + way_out, help_for="check")
+    path = os.path.normpath(os.path.join(folder, os.path.expanduser(file)))
+    real_folder, real = os.path.realpath(folder), os.path.realpath(path)
+    if real != real_folder and not real.startswith(real_folder.rstrip(os.sep) + os.sep):
+        raise NotesError("check reads only files inside the session folder, and this file is outside it "
+                         "(or a link leads out of it)" + way_out)
+    try:
+        descriptor = _open_regular_file(real)
+    except FileNotFoundError:
+        raise NotesError("%s does not exist%s" % (path, way_out)) from None
+    except IsADirectoryError:
+        raise NotesError("%s is a folder; give the artifact's file%s" % (path, way_out)) from None
+    except OSError as error:
+        raise NotesError("cannot read %s (%s)%s" % (path, error.strerror, way_out)) from None
+    with open(descriptor, "rb") as handle:
+        data = handle.read(_CHECK_FILE_LIMIT + 1)
+    if len(data) > _CHECK_FILE_LIMIT:
+        raise NotesError("%s is over %d MiB; check reads a text artifact" % (path, _CHECK_FILE_LIMIT >> 20))
+    return path, data.decode("utf-8", "replace")
+
+
+def _check_artifact(folder, meta, file) -> dict:
+    """The check receipt: findings, surest and earliest first, within recap's default byte budget."""
+    path, text = _check_read(folder, file)
+    with _LogReader(folder, meta) as reader:
+        recap = _recap_of(folder, meta, _LIMIT_MAX, reader).receipt
+    artifact = _CheckedArtifact(text)
+    with _NotesById(reader.path) as find:
+        findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find, _check_settled_stems(recap))
+                    + _check_lost(artifact, recap) + _check_open(artifact, recap))
+    rank = {"high": 0, "medium": 1, "low": 2}
+    findings.sort(key=lambda item: (rank[item["confidence"]], item["line"] is None, item["line"] or 0))
+    receipt = _CompactReceipt(ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
+                              counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS})
+    _with_warnings(receipt, recap.get("warnings"))
+    while receipt["findings"] and _printed_size(receipt) > _RECAP_DEFAULT_MAX_BYTES:
+        receipt["findings"] = receipt["findings"][:-1]
+    if len(findings) > len(receipt["findings"]):
+        receipt["not_listed"] = len(findings) - len(receipt["findings"])
+    return receipt
+
+
 # --------------------------------------------------------------------------
 # Command line: one table of commands and options, the parser built from it
 
@@ -4056,6 +4335,14 @@ _COMMANDS = {
                "repaired or dropped (verify then reports the same problems)",
                action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json", "restore"),
+    "check": _Command("Read an artifact file in the session folder against the live log and list findings to "
+                     "look at: process residue (note ids, state names, the tool's words), revived discards, lost "
+                     "decisions and boundaries, and open points or unconfirmed proposals stated without a mark "
+                     "(Not decided: / Assumption to confirm:). Each names its line, note and confidence; "
+                     "nothing is written.", [
+        _Option("file", "file", "FILE", "the artifact, relative to the session folder (or an absolute path "
+               "inside it), such as plan.md"),
+    ], "python3 -S notes.py --dir /mnt/data check plan.md", "check"),
     "redact": _Command("Replace one note's text and effect with %s in place, and append a source note that "
                       "says which note was redacted and why. Earlier exports and side files keep the old text."
                       % _REDACTED_TEXT, [
@@ -4065,8 +4352,8 @@ _COMMANDS = {
                mcp_help="why it is redacted (required; never the secret itself), at most %d characters"
                % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True),
     ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
-    "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify and export "
-                   "as MCP tools over stdio, until the end of input.", [
+    "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify, export "
+                   "and check as MCP tools over stdio, until the end of input.", [
         _Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
                "off unless given)", action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
@@ -4314,6 +4601,7 @@ _MCP_TOOLS = {
     "show": (("note_id",), _MCP_READER_HINTS),
     "summary": ((), _MCP_READER_HINTS),
     "verify": ((), _MCP_READER_HINTS),
+    "check": (("file",), _MCP_READER_HINTS),
     "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
                     "openWorldHint": False}),
     # Only with mcp --allow-redact: a call may come from an injected prompt, and redact rewrites the log.
