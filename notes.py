@@ -3951,6 +3951,11 @@ _CHECK_LOG_WORDS = frozenset(
     "open opened deferred defer closed close gate whether undecided decided decide question operator model until "
     "later propose proposed proposal default assumption confirm confirmed drop dropped discard discarded reject "
     "rejected ruled out reopen reopens again unless pending".split())
+# Irregular forms a suffix cut cannot join to their verb; currency signs read as their word.
+_CHECK_WORD_FORMS = dict(paid="pay", made="make", kept="keep", sold="sell", bought="buy", held="hold", sent="send",
+                         spent="spend", chose="choose", chosen="choose", gave="give", given="give", took="take",
+                         taken="take", ran="run", met="meet", built="build", brought="bring", went="go", gone="go")
+_CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
 _CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
                    "er", "ed", "es", "ly", "s")
 # A passage marked as not settled (case aside): these words anywhere on its line, or heading a list or block.
@@ -3988,8 +3993,10 @@ def _check_stems(text, drop=frozenset()) -> set:
     """The content stems of a text: accents, case, stop words and one-letter words left out."""
     import unicodedata
 
-    plain = "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
-    return {_check_stem(word) for word in re.findall(r"[^\W_]+", plain)
+    plain = "".join(_CHECK_SIGNS.get(c, c) for c in unicodedata.normalize("NFKD", text.lower())
+                    if not unicodedata.combining(c))
+    words = [word.replace(",", "") for word in re.findall(r"[0-9][0-9.,]*[0-9]|[^\W_]+", plain)]
+    return {_check_stem(_CHECK_WORD_FORMS.get(word, word)) for word in words
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
@@ -4020,23 +4027,28 @@ def _check_lead(lines, passages, index):
     while passages[index][2] and above >= 0 and passages[above][2]:
         above -= 1
     if above < 0:
-        return None
+        return ""
     lead = lines[passages[above][1]].strip()
-    return lead if lead.endswith(":") or lead.startswith("#") else None
+    return lead if lead.endswith(":") or lead.startswith("#") else ""
 
 
 class _CheckedArtifact:
-    """An artifact's passages, each with its stems and whether it is marked as not settled."""
+    """An artifact's passages, each with its stems and the lead line above it."""
 
     def __init__(self, text):
         self.lines = text.splitlines()
         self.passages = _check_passages(self.lines)
         self.stems = [_check_stems(" ".join(self.lines[first:last + 1])) for first, last, _ in self.passages]
-        self.marked = []
-        for index, (first, last, _) in enumerate(self.passages):
-            lead = _check_lead(self.lines, self.passages, index)
-            self.marked.append(bool(_CHECK_MARK.search(" ".join(self.lines[first:last + 1]))
-                                    or lead and _CHECK_MARK.search(lead)))
+        self.leads = [_check_lead(self.lines, self.passages, index) for index in range(len(self.passages))]
+
+    def marked(self, index, number) -> bool:
+        """Whether line number of passage index is marked: in its sentence, or by the lead line above."""
+        first = self.passages[index][0]
+        while not _CHECK_MARK.search(self.lines[number]):
+            if number == first or re.search(r"[.!?]\W*$", self.lines[number - 1]):
+                return bool(_CHECK_MARK.search(self.leads[index]))
+            number -= 1
+        return True
 
     def best_line(self, index, stems) -> int:
         """The 0-based line of passage index that holds most of stems."""
@@ -4081,70 +4093,82 @@ def _check_residue(artifact, find) -> list:
 
 
 def _check_discards(artifact, recap, find, settled) -> list:
-    """Live discards (with the path each superseded) restated in a passage that does not negate them."""
+    """Live discards restated in a line that does not negate them: two of the discard's own stems (those of
+    its text and of the path it superseded, less any live note's), or the one stem of the path's name."""
     findings = []
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
-        stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS)
-        distinct = stems - settled  # words a live note also uses show nothing
-        if len(distinct) < 2:
-            continue
-        best = (0.0, None)
+        stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
+        name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
+        best = (0, None)
         for index, passage_stems in enumerate(artifact.stems):
-            hits = passage_stems & distinct
-            number = artifact.best_line(index, distinct) if len(hits) >= 2 else None
-            if number is not None and not _CHECK_NEGATION.search(artifact.lines[number]):
-                best = max(best, (len(hits) / len(distinct), number), key=lambda pair: pair[0])
-        if best[0] >= 0.5:
-            confidence = "high" if best[0] >= 0.75 else "medium"
+            hits = passage_stems & stems
+            if len(hits) >= 2 or hits and len(name) <= 2 and hits <= name:
+                number = artifact.best_line(index, stems)
+                if not _CHECK_NEGATION.search(artifact.lines[number]):
+                    best = max(best, (len(hits), number), key=lambda pair: pair[0])
+        if best[1] is not None:
+            confidence = "high" if best[0] >= 3 else "medium" if best[0] == 2 else "low"
             findings.append(artifact.finding("revived_discard", best[1], discard, confidence))
     return findings
 
 
 def _check_lost(artifact, recap) -> list:
-    """Live decisions and artifact boundaries that no passage (or two in a row) mostly holds."""
+    """Live decisions and boundaries that no passage (or two in a row) mostly holds.
+
+    A boundary that names the artifact's own form ("The artifact is ..."), or excludes, holds by absence."""
     delivered = recap.get("delivery", {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
-                  and not re.match(r"\s*delivered\b", note["text"], re.IGNORECASE)
-                  and not _CHECK_NEGATION.search(note["text"])]  # a boundary that excludes holds by absence
-    findings = []
+                  and not re.match(r"\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"], re.I)
+                  and not _CHECK_NEGATION.search(note["text"])]
+    findings, everywhere = [], set().union(*artifact.stems)
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = artifact.coverage(stems, 2)[0] if stems else 1.0
-        if share < 0.5:
-            confidence = "high" if share < 0.25 else "medium" if share < 0.4 else "low"
+        if share < 0.45:
+            scattered = len(stems & everywhere) / len(stems) >= 0.6
+            confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
             findings.append(artifact.finding("lost_decision", None, note, confidence))
     return findings
 
 
 def _check_open_notes(recap) -> list:
-    """Open and deferred gates, then unconfirmed notes (a closed gate with the answer it was given), once each."""
+    """(note, stems, is an open or deferred gate) of each open point, once: gates first, then unconfirmed
+    notes (a gate closed on the model's word with the answer it was given)."""
     notes, seen = [], set()
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
         text = note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else "")
-        notes.append((note, _check_stems(text, _CHECK_LOG_STEMS), note.get("type") is None))
+        stems = _check_stems(text, _CHECK_LOG_STEMS)
+        if stems:
+            notes.append((note, stems, note.get("type") is None))
     return notes
 
 
 def _check_open(artifact, recap) -> list:
-    """Open points the artifact states without a mark; an open or deferred gate it does not show at all."""
-    findings = []
+    """Open points a line states without a mark; open or deferred gates not shown, when no marked line is
+    left over that could be theirs."""
+    findings, unshown, claimed = [], [], set()
     for note, stems, is_gate in _check_open_notes(recap):
-        if not stems:
-            continue
-        places = [(len(artifact.stems[index] & stems) / len(stems), index) for index in range(len(artifact.stems))
-                  if len(artifact.stems[index] & stems) >= min(2, len(stems))]
-        places = [(share, index) for share, index in places if share >= 0.6]
-        unmarked = [(share, index) for share, index in places if not artifact.marked[index]]
+        places = []
+        for index, passage_stems in enumerate(artifact.stems):
+            hits = len(passage_stems & stems)
+            if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6:
+                number = artifact.best_line(index, stems)
+                places.append((hits / len(stems), number, artifact.marked(index, number)))
+                claimed.add(number)
+        unmarked = [place for place in places if not place[2]]
         if unmarked:
-            share, index = max(unmarked)
-            findings.append(artifact.finding("unmarked_open", artifact.best_line(index, stems), note,
-                                             "high" if share >= 0.8 else "medium"))
+            share, number, _ = max(unmarked)
+            findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
         elif is_gate and not places:
-            findings.append(artifact.finding("unmarked_open", None, note, "low"))
+            unshown.append(note)
+    left_over = [number for index, (first, last, _) in enumerate(artifact.passages) for number in range(first, last + 1)
+                 if _CHECK_MARK.search(artifact.lines[number]) and number not in claimed]
+    if len(unshown) > len(left_over):
+        findings += [artifact.finding("unmarked_open", None, note, "low") for note in unshown]
     return findings
 
 
