@@ -3958,9 +3958,11 @@ _CHECK_WORD_FORMS = dict(paid="pay", made="make", kept="keep", sold="sell", boug
 _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
 _CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
                    "er", "ed", "es", "ly", "s")
-# A passage marked as not settled (case aside): these words anywhere on its line, or heading a list or block.
-_CHECK_MARK = re.compile(r"\b(?:assumptions? to confirm|not (?:yet )?decided|to be decided|undecided|"
-                         r"to be confirmed|not (?:yet )?confirmed|tbd|tbc)\b", re.IGNORECASE)
+# A line marked as not settled (case aside): these words in the sentence that states it, or on the lead
+# line (ending with a colon, or a heading) above its list or paragraph.
+_CHECK_MARK = re.compile(r"\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
+                         r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b",
+                         re.IGNORECASE)
 _CHECK_NEGATION = re.compile(r"\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b",
                              re.IGNORECASE)
 # Process residue: (pattern, what it is, confidence). State names count in capitals only.
