@@ -4627,9 +4627,9 @@ _MCP_TOOLS = {
     "show": (("note_id",), _MCP_READER_HINTS),
     "summary": ((), _MCP_READER_HINTS),
     "verify": ((), _MCP_READER_HINTS),
-    "check": (("file",), _MCP_READER_HINTS),
     "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
                     "openWorldHint": False}),
+    "check": (("file",), _MCP_READER_HINTS),
     # Only with mcp --allow-redact: a call may come from an injected prompt, and redact rewrites the log.
     "redact": (("note_id", "reason"),
                {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
