@@ -203,7 +203,10 @@ def test_a_file_outside_the_session_folder_is_refused(tmp_path, capsys):
         error = refused(capsys, folder, "only files inside the session folder", "give its name", file=file)
         assert "outside.md" not in error  # a client's path is not repeated
     os.symlink(str(outside), str(folder / "link.md"))
-    refused(capsys, folder, "a link leads out of it", file="link.md")
+    refused(capsys, folder, "the artifact passes through a link", file="link.md")
+    (folder / "drafts").mkdir()
+    os.symlink(str(tmp_path), str(folder / "drafts" / "up"))
+    refused(capsys, folder, "the artifact passes through a link", file="drafts/up/outside.md")
 
 
 def test_a_missing_file_a_folder_and_a_fifo_are_refused(tmp_path, capsys):

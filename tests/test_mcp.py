@@ -104,7 +104,8 @@ def tool_result(answer, request_id=None) -> dict:
 TOOL_ARGUMENTS = {
     "append": {"--type": "type", "--text": "text", "--effect": "effect", "--ref": "ref", "--status": "status",
                "--provenance": "provenance", "--evidence": "evidence", "--about": "about", "--by": "by"},
-    "tail": {"--limit": "limit", "--type": "types", "--since": "since", "--until": "until", "--grep": "grep"},
+    "tail": {"--limit": "limit", "--type": "types", "--since": "since", "--until": "until", "--grep": "grep",
+             "--compact": "compact"},
     "recap": {"--limit": "limit", "--format": "format", "--max-bytes": "max_bytes"},
     "export": {"--output": "output", "--format": "format"},
 }
@@ -303,7 +304,7 @@ def test_tool_schemas_and_annotations(tmp_path):
     assert append["properties"]["status"]["enum"] == ["open", "deferred", "closed"]
     assert {"type", "text", "effect", "ref", "status"} <= set(append["properties"])
     tail = tools["tail"]["inputSchema"]["properties"]
-    assert set(tail) == {"limit", "types", "since", "until", "grep"}
+    assert set(tail) == {"limit", "types", "since", "until", "grep", "compact"}
     assert tail["types"] == {"type": "array", "items": {"type": "string", "enum": types},
                              "description": tail["types"]["description"]}
     assert tail["limit"]["type"] == "integer" and tail["limit"]["default"] == 5
@@ -402,8 +403,9 @@ def test_refusal_is_a_tool_error_with_the_cli_text(tmp_path, arguments):
 @pytest.mark.parametrize("arguments, words", [
     ({"type": "decision", "text": 5}, ["'text'", "a string"]),
     ({"type": "decision", "text": ["a", "b"]}, ["'text'", "a string"]),
-    ({"type": "decision", "text": "x", "dir": "/tmp"}, ["'dir'", "type, text, effect"]),
-    ({"type": "decision", "text": "x", "seq": 4}, ["'seq'"]),
+    # An unknown argument is named by its place, never by its name (a client wrote it).
+    ({"type": "decision", "text": "x", "dir": "/tmp"}, ["argument 3 of this call", "type, text, effect"]),
+    ({"type": "decision", "text": "x", "seq": 4}, ["argument 3 of this call"]),
 ], ids=["number-text", "list-text", "dir", "seq"])
 def test_arguments_no_flag_could_carry_are_refused(tmp_path, arguments, words):
     folder = tmp_path / "s"
