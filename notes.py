@@ -4812,7 +4812,7 @@ def _files_that_may_hold_old_text(folder) -> list:
 # Plain matching: words lower-cased, accents and stop words dropped, suffixes cut (check_stems); a note
 # is found in a passage (paragraph, list item, heading or table row) by the share of its stems there.
 
-_CHECK_FILE_LIMIT = 1 << 20  # bytes of an artifact read at most
+_CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
 _CHECK_LISTED = 50           # findings listed, then counted
 _CHECK_EXCERPT = 120         # characters of an excerpt or a note's text in a finding
 _CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
@@ -4911,13 +4911,24 @@ def _check_lead(lines, passages, index):
 
 
 class _CheckedArtifact:
-    """An artifact's passages, each with its stems and the lead line above it."""
+    """An artifact's passages: their lines' stems, the lead line above each, and which passages hold a stem."""
 
     def __init__(self, text):
         self.lines = text.splitlines()
         self.passages = _check_passages(self.lines)
-        self.stems = [_check_stems(" ".join(self.lines[first:last + 1])) for first, last, _ in self.passages]
+        self.line_stems = [_check_stems(line) for line in self.lines]
         self.leads = [_check_lead(self.lines, self.passages, index) for index in range(len(self.passages))]
+        self.holding = collections.defaultdict(set)  # stem -> passages that hold it
+        for index, (first, last, _) in enumerate(self.passages):
+            for stem in set().union(*self.line_stems[first:last + 1]):
+                self.holding[stem].add(index)
+
+    def hits(self, stems, span=1) -> collections.Counter:
+        """Passage index -> how many of stems it holds (with span 2, it and the next one together)."""
+        counts = collections.Counter()
+        for stem in stems:
+            counts.update({place - step for place in self.holding.get(stem, ()) for step in range(span)})
+        return counts
 
     def marked(self, index, number) -> bool:
         """Whether line number of passage index is marked: in its sentence, or by the lead line above."""
@@ -4931,15 +4942,7 @@ class _CheckedArtifact:
     def best_line(self, index, stems) -> int:
         """The 0-based line of passage index that holds most of stems."""
         first, last, _ = self.passages[index]
-        return max(range(first, last + 1), key=lambda number: len(_check_stems(self.lines[number]) & stems))
-
-    def coverage(self, stems, span=1):
-        """(share of stems found, passage index) of the passages, or runs of span passages, that hold most."""
-        best = (0.0, None)
-        for index in range(len(self.passages)):
-            found = set().union(*self.stems[index:index + span]) & stems
-            best = max(best, (len(found) / len(stems), index), key=lambda pair: pair[0])
-        return best
+        return max(range(first, last + 1), key=lambda number: len(self.line_stems[number] & stems))
 
     def finding(self, kind, number, note, confidence) -> dict:
         """A finding on 0-based line number (None: the artifact as a whole) about note."""
@@ -4978,16 +4981,14 @@ def _check_discards(artifact, recap, find, settled) -> list:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
         stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
         name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
-        best = (0, None)
-        for index, passage_stems in enumerate(artifact.stems):
-            hits = passage_stems & stems
-            if len(hits) >= 2 or hits and len(name) <= 2 and hits <= name:
-                number = artifact.best_line(index, stems)
-                if not _CHECK_NEGATION.search(artifact.lines[number]):
-                    best = max(best, (len(hits), number), key=lambda pair: pair[0])
-        if best[1] is not None:
-            confidence = "high" if best[0] >= 3 else "medium" if best[0] == 2 else "low"
-            findings.append(artifact.finding("revived_discard", best[1], discard, confidence))
+        named = artifact.hits(name) if len(name) <= 2 else {}
+        for count, index in sorted(((count, -index) for index, count in artifact.hits(stems).items()
+                                    if count >= 2 or named.get(index) == count), reverse=True):
+            number = artifact.best_line(-index, stems)
+            if not _CHECK_NEGATION.search(artifact.lines[number]):  # the most words, earliest first
+                confidence = "high" if count >= 3 else "medium" if count == 2 else "low"
+                findings.append(artifact.finding("revived_discard", number, discard, confidence))
+                break
     return findings
 
 
@@ -4999,12 +5000,12 @@ def _check_lost(artifact, recap) -> list:
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"], re.I)
                   and not _CHECK_NEGATION.search(note["text"])]
-    findings, everywhere = [], set().union(*artifact.stems)
+    findings = []
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
-        share = artifact.coverage(stems, 2)[0] if stems else 1.0
+        share = max(artifact.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
         if share < 0.45:
-            scattered = len(stems & everywhere) / len(stems) >= 0.6
+            scattered = len(stems & set(artifact.holding)) / len(stems) >= 0.6
             confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
             findings.append(artifact.finding("lost_decision", None, note, confidence))
     return findings
@@ -5029,22 +5030,21 @@ def _check_open(artifact, recap) -> list:
     """Open points a line states without a mark; open or deferred gates not shown, when no marked line is
     left over that could be theirs."""
     findings, unshown, claimed = [], [], set()
+    marks = [number for number, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
+    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= number <= last
+                                                                                       for number in marks)}
     for note, stems, is_gate in _check_open_notes(recap):
-        places = []
-        for index, passage_stems in enumerate(artifact.stems):
-            hits = len(passage_stems & stems)
-            if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6:
-                number = artifact.best_line(index, stems)
-                places.append((hits / len(stems), number, artifact.marked(index, number)))
-                claimed.add(number)
-        unmarked = [place for place in places if not place[2]]
-        if unmarked:
-            share, number, _ = max(unmarked)
-            findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
-        elif is_gate and not places:
+        places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
+                         if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
+        claimed.update(artifact.best_line(-index, stems) for _, index in places if -index in marking)
+        for share, index in places:  # the largest share, earliest first
+            number = artifact.best_line(-index, stems)
+            if not artifact.marked(-index, number):
+                findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
+                break
+        if is_gate and not places:
             unshown.append(note)
-    left_over = [number for index, (first, last, _) in enumerate(artifact.passages) for number in range(first, last + 1)
-                 if _CHECK_MARK.search(artifact.lines[number]) and number not in claimed]
+    left_over = [number for number in marks if number not in claimed]
     if len(unshown) > len(left_over):
         findings += [artifact.finding("unmarked_open", None, note, "low") for note in unshown]
     return findings
@@ -5091,7 +5091,8 @@ def _check_read(folder, file):
     with open(descriptor, "rb") as handle:
         data = handle.read(_CHECK_FILE_LIMIT + 1)
     if len(data) > _CHECK_FILE_LIMIT:
-        raise NotesError("%s is over %d MiB; check reads a text artifact" % (path, _CHECK_FILE_LIMIT >> 20))
+        raise NotesError("%s is over %d KiB; check reads a text artifact, not a whole book" % (
+            path, _CHECK_FILE_LIMIT >> 10))
     return path, data.decode("utf-8", "replace")
 
 

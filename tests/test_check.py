@@ -222,8 +222,8 @@ def test_a_missing_file_a_folder_and_a_fifo_are_refused(tmp_path, capsys):
 def test_an_empty_name_a_large_file_and_no_session_are_refused(tmp_path, capsys):
     folder = rota(tmp_path)
     refused(capsys, folder, "needs the artifact's file", file=" ")
-    (folder / "big.md").write_bytes(b"x" * ((1 << 20) + 1))
-    refused(capsys, folder, "over 1 MiB", file="big.md")
+    (folder / "big.md").write_bytes(b"x" * ((1 << 18) + 1))
+    refused(capsys, folder, "over 256 KiB", file="big.md")
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "plan.md").write_text(PLAN, encoding="utf-8")
