@@ -5091,7 +5091,7 @@ def _check_read(folder, file):
     with open(descriptor, "rb") as handle:
         data = handle.read(_CHECK_FILE_LIMIT + 1)
     if len(data) > _CHECK_FILE_LIMIT:
-        raise NotesError("%s is over %d KiB; check reads a text artifact, not a whole book" % (
+        raise NotesError("%s is over %d KiB, more than an artifact to check holds; check the text alone" % (
             path, _CHECK_FILE_LIMIT >> 10))
     return path, data.decode("utf-8", "replace")
 
