@@ -4899,25 +4899,31 @@ def _check_passages(lines) -> list:
     return [passage[:3] for passage in passages]
 
 
-def _check_lead(lines, passages, index):
-    """The line that heads passage index: the one above a list it belongs to, or the passage just above."""
-    above = index - 1
-    while passages[index][2] and above >= 0 and passages[above][2]:
-        above -= 1
-    if above < 0:
-        return ""
-    lead = lines[passages[above][1]].strip()
-    return lead if lead.endswith(":") or lead.startswith("#") else ""
+def _check_leads(lines, passages) -> list:
+    """For each passage, the lines that head it: the heading (## or deeper) of its section, and the line just
+    above it (above its list, for a list item) when that line ends with a colon, is such a heading or is bold."""
+    leads, heading = [], ""
+    for index, (first, _, in_list) in enumerate(passages):
+        above = index - 1
+        while in_list and above >= 0 and passages[above][2]:
+            above -= 1
+        lead = lines[passages[above][1]].strip() if above >= 0 else ""
+        if not (lead.strip("*_ ").endswith(":") or lead.startswith("##") or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
+            lead = ""
+        leads.append(heading + "\n" + lead)
+        if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
+            heading = lines[first] if lines[first].lstrip().startswith("##") else ""
+    return leads
 
 
 class _CheckedArtifact:
-    """An artifact's passages: their lines' stems, the lead line above each, and which passages hold a stem."""
+    """An artifact's passages: their lines' stems, the lines that head each, and which passages hold a stem."""
 
     def __init__(self, text):
         self.lines = text.splitlines()
         self.passages = _check_passages(self.lines)
         self.line_stems = [_check_stems(line) for line in self.lines]
-        self.leads = [_check_lead(self.lines, self.passages, index) for index in range(len(self.passages))]
+        self.leads = _check_leads(self.lines, self.passages)
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
         for index, (first, last, _) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:last + 1]):
@@ -4931,7 +4937,7 @@ class _CheckedArtifact:
         return counts
 
     def marked(self, index, number) -> bool:
-        """Whether line number of passage index is marked: in its sentence, or by the lead line above."""
+        """Whether line number of passage index is marked: in its sentence, or by a line that heads it."""
         first = self.passages[index][0]
         while not _CHECK_MARK.search(self.lines[number]):
             if number == first or re.search(r"[.!?]\W*$", self.lines[number - 1]):
@@ -4945,12 +4951,10 @@ class _CheckedArtifact:
         return max(range(first, last + 1), key=lambda number: len(self.line_stems[number] & stems))
 
     def finding(self, kind, number, note, confidence) -> dict:
-        """A finding on 0-based line number (None: the artifact as a whole) about note."""
-        excerpt = None if number is None else _check_short(self.lines[number].strip())
-        return {"kind": kind, "line": None if number is None else number + 1,
-                "note": note["id"] if note else None,
-                "note_text": _check_short(note["text"]) if note else None,
-                "excerpt": excerpt, "confidence": confidence}
+        """A finding on 0-based line number (None: the artifact as a whole) about note (or None)."""
+        return {"kind": kind, "line": None if number is None else number + 1, "note": note and note["id"],
+                "note_text": note and _check_short(note["text"]),
+                "excerpt": None if number is None else _check_short(self.lines[number]), "confidence": confidence}
 
 
 def _check_short(text) -> str:

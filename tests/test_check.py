@@ -112,6 +112,8 @@ def test_a_clean_artifact_has_no_finding(tmp_path):
     ["Not decided:", "", "- The sixth form takes part."],                         # a list's lead line
     ["## Open questions", "", "- Some point.", "- The sixth form takes part."],   # a heading over the list
     ["The sixth form takes part (to be decided)."],
+    ["**Not decided**", "", "- The sixth form takes part."],                    # a bold lead line
+    ["## Not decided", "", "Some point.", "", "The sixth form takes part."],    # the section's heading
 ])
 def test_what_counts_as_a_mark(tmp_path, lines):
     folder = rota(tmp_path, "# Rota\n\n" + "\n".join(lines) + "\n")
@@ -122,9 +124,10 @@ def test_what_counts_as_a_mark(tmp_path, lines):
 @pytest.mark.parametrize("lines", [
     ["Not decided: the colour of the rota.", "The sixth form takes part."],  # the mark ends its sentence above
     ["Sessions:", "", "- The sixth form takes part."],                     # a lead line without a mark
+    ["## Not decided", "", "- Some point.", "", "## Pupils", "", "The sixth form takes part."],  # another section
 ])
 def test_what_does_not_count_as_a_mark(tmp_path, lines):
-    folder = rota(tmp_path, "# Rota\n\n" + "\n".join(lines) + "\n")
+    folder = rota(tmp_path, "# Proposed rota\n\n" + "\n".join(lines) + "\n")  # a title marks nothing
     findings = notes.Session(folder).check(file="plan.md")["findings"]
     assert [(finding["kind"], finding["note"]) for finding in findings if finding["note"] == "n00004"] == [
         ("unmarked_open", "n00004")]
