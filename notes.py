@@ -4945,6 +4945,14 @@ class _CheckedArtifact:
             number -= 1
         return True
 
+    def window(self, index, stems):
+        """(stems found, the line holding more of them) of the two lines in a row of passage index that hold most."""
+        first, last, _ = self.passages[index]
+        found, number = max((((self.line_stems[number] | self.line_stems[min(number + 1, last)]) & stems, number)
+                             for number in range(first, last + 1)), key=lambda pair: len(pair[0]))
+        after = min(number + 1, last)
+        return found, after if len(self.line_stems[after] & stems) > len(self.line_stems[number] & stems) else number
+
     def best_line(self, index, stems) -> int:
         """The 0-based line of passage index that holds most of stems."""
         first, last, _ = self.passages[index]
@@ -4978,21 +4986,24 @@ def _check_residue(artifact, find) -> list:
 
 
 def _check_discards(artifact, recap, find, settled) -> list:
-    """Live discards restated in a line that does not negate them: two of the discard's own stems (those of
-    its text and of the path it superseded, less any live note's), or the one stem of the path's name."""
+    """Live discards restated in two lines in a row, the surer one without a negation: two of the discard's own
+    stems (those of its text and of the path it superseded, less any live note's), or the one of its name."""
     findings = []
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
         stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
         name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
         named = artifact.hits(name) if len(name) <= 2 else {}
-        for count, index in sorted(((count, -index) for index, count in artifact.hits(stems).items()
-                                    if count >= 2 or named.get(index) == count), reverse=True):
-            number = artifact.best_line(-index, stems)
-            if not _CHECK_NEGATION.search(artifact.lines[number]):  # the most words, earliest first
-                confidence = "high" if count >= 3 else "medium" if count == 2 else "low"
-                findings.append(artifact.finding("revived_discard", number, discard, confidence))
-                break
+        places = []
+        for index, count in artifact.hits(stems).items():
+            if count >= 2 or named.get(index) == count:
+                found, number = artifact.window(index, stems)
+                if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(artifact.lines[number]):
+                    places.append((len(found), -number))
+        if places:  # the most words, earliest first
+            count, number = max(places)
+            confidence = "high" if count >= 3 else "medium" if count == 2 else "low"
+            findings.append(artifact.finding("revived_discard", -number, discard, confidence))
     return findings
 
 
