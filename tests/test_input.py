@@ -628,7 +628,9 @@ def test_export_output_in_a_missing_folder_creates_it(session, tmp_path):
     output = tmp_path / "new" / "deeper" / "export.json"
     result = run_notes("export", "--output", output, folder=session)
     assert result.code == 0, result
-    assert result.receipt == {"ok": True, "command": "export", "record_count": 1, "path": str(output)}
+    assert result.receipt == {"ok": True, "command": "export", "record_count": 1, "path": str(output),
+                              "keep": {"file": str(output), "host": "local",
+                                       "how": "Saved at this path on this computer."}}
     with open(str(output), encoding="utf-8") as handle:
         exported = json.load(handle)
     assert exported["record_count"] == 1
@@ -749,4 +751,4 @@ def test_an_unknown_mcp_argument_is_named_by_its_place_never_by_its_name(tmp_pat
                                   notes._mcp_served_tools(False))
     assert result["isError"] and result["structuredContent"] == {"ok": False, "error": (
         "tail takes no argument of the name given as argument 2 of this call; its arguments are: limit, types, "
-        "since, until, grep")}
+        "since, until, grep, compact")}

@@ -456,8 +456,11 @@ def test_export_writes_what_the_cli_writes(tmp_path):
     code, answers, _ = exchange(folder, call(1, "export", {"output": "out/backup.json"}),
                                 call(2, "export", {"format": "md"}), call(3, "export", {"format": "pdf"}))
     assert code == 0
-    assert tool_result(answers[0])["structuredContent"] == {"ok": True, "command": "export", "record_count": 1,
-                                                            "path": str(output)}
+    # Over MCP the host is mcp: the operator keeps the file where the server wrote it.
+    assert tool_result(answers[0])["structuredContent"] == {
+        "ok": True, "command": "export", "record_count": 1, "path": str(output),
+        "keep": {"file": str(output), "host": "mcp",
+                 "how": "Saved at this path on the computer that runs the MCP server."}}
     assert json.loads(output.read_text("utf-8"))["records"] == read_records(folder)
     assert tool_result(answers[1])["structuredContent"]["path"] == str(folder / "session_export.md")
     refused = run_notes("export", "--format", "pdf", folder=folder)
@@ -660,7 +663,8 @@ def test_sdk_client(tmp_path, mode):
     assert seen["names"] == TOOLS
     assert seen["appended"].is_error is False
     assert seen["appended"].structured_content == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1,
-                                                   "path": str(folder.resolve() / "session_notes.jsonl")}
+                                                   "path": str(folder.resolve() / "session_notes.jsonl"),
+                                                   "created": True}
     assert seen["gate"].structured_content["note_id"] == "n00002"
     cli = tmp_path / "cli"
     assert seen["refused"].is_error is True
