@@ -2970,6 +2970,13 @@ class Session:
         _with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices)
         return _with_recovered(receipt, recovered)
 
+    def check(self, *, file) -> dict:
+        """Read an artifact file inside the session folder against the live log; list what it gets wrong.
+
+        Findings are to look at: nothing is written or refused. file is relative to the session folder."""
+        folder = _resolve_folder(self.folder)
+        return _check_artifact(folder, _require_session(folder), file)
+
     def redact(self, *, note_id, reason) -> dict:
         """Replace one note's text and effect with the placeholder; a source note records why.
 
@@ -4979,6 +4986,330 @@ def _files_that_may_hold_old_text(folder) -> list:
             if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
 
 
+# check: an artifact read against the live state of the log, the Session.check method's parts.
+# Plain matching: words lower-cased, accents and stop words dropped, suffixes cut (check_stems); a note
+# is found in a passage (paragraph, list item, heading or table row) by the share of its stems there.
+
+_CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
+_CHECK_LISTED = 50           # findings listed, then counted
+_CHECK_EXCERPT = 120         # characters of an excerpt or a note's text in a finding
+_CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
+_CHECK_STOP_WORDS = frozenset(
+    "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do "
+    "does did done has have had it its this that these those there here which who whom whose what when where why "
+    "how than then so such not no nor only also just very more most less can could will would shall should may "
+    "might must each every any all both either some other one we you they he she i our your their his her my me "
+    "us them".split())
+# Words that say where a note stands in the log, not what the idea holds: left out of a note's stems.
+_CHECK_LOG_WORDS = frozenset(
+    "open opened deferred defer closed close gate whether undecided decided decide question operator model until "
+    "later propose proposed proposal default assumption confirm confirmed drop dropped discard discarded reject "
+    "rejected ruled out reopen reopens again unless pending".split())
+# Irregular forms a suffix cut cannot join to their verb; currency signs read as their word.
+_CHECK_WORD_FORMS = dict(paid="pay", made="make", kept="keep", sold="sell", bought="buy", held="hold", sent="send",
+                         spent="spend", chose="choose", chosen="choose", gave="give", given="give", took="take",
+                         taken="take", ran="run", met="meet", built="build", brought="bring", went="go", gone="go")
+_CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
+_CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
+                   "er", "ed", "es", "ly", "s")
+# A line marked as not settled (case aside): these words in the sentence that states it, or on the lead
+# line (ending with a colon, or a heading) above its list or paragraph.
+_CHECK_MARK = re.compile(r"\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
+                         r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b",
+                         re.IGNORECASE)
+_CHECK_NEGATION = re.compile(r"\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b",
+                             re.IGNORECASE)
+# Process residue: (pattern, what it is, confidence). State names count in capitals only.
+_CHECK_RESIDUE = (
+    (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
+    (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
+    (re.compile(r"\bnotes\.py\b|\bsession_(?:notes|meta|export)\b|\btell_operator\b|^\s*memory:", re.IGNORECASE
+                | re.MULTILINE), "the tool's vocabulary", "high"),
+    (re.compile(r"\b(?:memory (?:log|notes?|signals?)|provenance|evidence level|(?:op|model|shared)\s*[,/]\s*"
+                r"(?:declared|inferred|observed|validated)|recap|superseded|unconfirmed|(?:open|deferred|closed) "
+                r"gates?|gates? (?:is|are|was|were|stays?) (?:open|deferred|closed))\b", re.IGNORECASE),
+     "the protocol's vocabulary", "medium"),
+    (re.compile(r"\b(?:the operator|as (?:we )?(?:discussed|agreed)|we (?:discussed|agreed|decided|dropped|chose)|"
+                r"you (?:asked|said|wanted|chose)|i (?:proposed|suggested|recommended)|(?:earlier )?in (?:the|this|"
+                r"our) (?:conversation|chat)|(?:was|were|been) (?:discarded|ruled out))\b", re.IGNORECASE),
+     "a rationale marker (the conversation's history)", "medium"),
+)
+
+
+def _check_stem(word) -> str:
+    """A word without its commonest English suffix, so that plural, tense and -ing forms meet."""
+    for suffix in _CHECK_SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word[-2] in "sui"):
+            word = word[:-len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+            break
+    return word[:-1] if len(word) > 3 and word.endswith("e") else word
+
+
+def _check_stems(text, drop=frozenset()) -> set:
+    """The content stems of a text: accents, case, stop words and one-letter words left out."""
+    import unicodedata
+
+    plain = "".join(_CHECK_SIGNS.get(c, c) for c in unicodedata.normalize("NFKD", text.lower())
+                    if not unicodedata.combining(c))
+    words = [word.replace(",", "") for word in re.findall(r"[0-9][0-9.,]*[0-9]|[^\W_]+", plain)]
+    return {_check_stem(_CHECK_WORD_FORMS.get(word, word)) for word in words
+            if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
+
+
+_CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in _CHECK_LOG_WORDS)
+_CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
+
+
+def _check_passages(lines) -> list:
+    """[first, last, is a list item] (0-based lines) of each paragraph, list item, heading and table row."""
+    passages, current = [], None
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped:
+            current = None
+            continue
+        single = stripped.startswith(("#", "|"))
+        if current is None or single or _CHECK_LIST_ITEM.match(line) or passages[-1][3]:
+            current = [number, number, bool(_CHECK_LIST_ITEM.match(line)), single]
+            passages.append(current)
+        else:
+            current[1] = number
+    return [passage[:3] for passage in passages]
+
+
+def _check_leads(lines, passages) -> list:
+    """For each passage, the lines that head it: the heading (## or deeper) of its section, and the line just
+    above it (above its list, for a list item) when that line ends with a colon, is such a heading or is bold."""
+    leads, heading = [], ""
+    for index, (first, _, in_list) in enumerate(passages):
+        above = index - 1
+        while in_list and above >= 0 and passages[above][2]:
+            above -= 1
+        lead = lines[passages[above][1]].strip() if above >= 0 else ""
+        if not (lead.strip("*_ ").endswith(":") or lead.startswith("##") or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
+            lead = ""
+        leads.append(heading + "\n" + lead)
+        if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
+            heading = lines[first] if lines[first].lstrip().startswith("##") else ""
+    return leads
+
+
+class _CheckedArtifact:
+    """An artifact's passages: their lines' stems, the lines that head each, and which passages hold a stem."""
+
+    def __init__(self, text):
+        self.lines = text.splitlines()
+        self.passages = _check_passages(self.lines)
+        self.line_stems = [_check_stems(line) for line in self.lines]
+        self.leads = _check_leads(self.lines, self.passages)
+        self.holding = collections.defaultdict(set)  # stem -> passages that hold it
+        for index, (first, last, _) in enumerate(self.passages):
+            for stem in set().union(*self.line_stems[first:last + 1]):
+                self.holding[stem].add(index)
+
+    def hits(self, stems, span=1) -> collections.Counter:
+        """Passage index -> how many of stems it holds (with span 2, it and the next one together)."""
+        counts = collections.Counter()
+        for stem in stems:
+            counts.update({place - step for place in self.holding.get(stem, ()) for step in range(span)})
+        return counts
+
+    def marked(self, index, number) -> bool:
+        """Whether line number of passage index is marked: in its sentence, or by a line that heads it."""
+        first = self.passages[index][0]
+        while not _CHECK_MARK.search(self.lines[number]):
+            if number == first or re.search(r"[.!?]\W*$", self.lines[number - 1]):
+                return bool(_CHECK_MARK.search(self.leads[index]))
+            number -= 1
+        return True
+
+    def window(self, index, stems):
+        """(stems found, the line holding more of them) of the two lines in a row of passage index that hold most."""
+        first, last, _ = self.passages[index]
+        found, number = max((((self.line_stems[number] | self.line_stems[min(number + 1, last)]) & stems, number)
+                             for number in range(first, last + 1)), key=lambda pair: len(pair[0]))
+        after = min(number + 1, last)
+        return found, after if len(self.line_stems[after] & stems) > len(self.line_stems[number] & stems) else number
+
+    def best_line(self, index, stems) -> int:
+        """The 0-based line of passage index that holds most of stems."""
+        first, last, _ = self.passages[index]
+        return max(range(first, last + 1), key=lambda number: len(self.line_stems[number] & stems))
+
+    def finding(self, kind, number, note, confidence) -> dict:
+        """A finding on 0-based line number (None: the artifact as a whole) about note (or None)."""
+        return {"kind": kind, "line": None if number is None else number + 1, "note": note and note["id"],
+                "note_text": note and _check_short(note["text"]),
+                "excerpt": None if number is None else _check_short(self.lines[number]), "confidence": confidence}
+
+
+def _check_short(text) -> str:
+    text = " ".join(_visible(_one_line(text)).split())
+    return text if len(text) <= _CHECK_EXCERPT else text[:_CHECK_EXCERPT - 3] + "..."
+
+
+def _check_residue(artifact, find) -> list:
+    """Process residue, one finding a line: the first pattern that matches, the surest first."""
+    findings = []
+    for number, line in enumerate(artifact.lines):
+        for pattern, what, confidence in _CHECK_RESIDUE:
+            found = pattern.search(line)
+            if found:
+                note = find(found.group()) if what == "a note id" else None
+                if what == "a state name" and not re.search("[a-z]", line):
+                    confidence = "low"  # a line in capitals: maybe a plain word
+                findings.append(dict(artifact.finding("residue", number, note, confidence), what=what))
+                break
+    return findings
+
+
+def _check_discards(artifact, recap, find, settled) -> list:
+    """Live discards restated in two lines in a row, the surer one without a negation: two of the discard's own
+    stems (those of its text and of the path it superseded, less any live note's), or the one of its name."""
+    findings = []
+    for discard in recap["discards"]:
+        replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
+        stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
+        name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
+        named = artifact.hits(name) if len(name) <= 2 else {}
+        places = []
+        for index, count in artifact.hits(stems).items():
+            if count >= 2 or named.get(index) == count:
+                found, number = artifact.window(index, stems)
+                if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(artifact.lines[number]):
+                    places.append((len(found), -number))
+        if places:  # the most words, earliest first
+            count, number = max(places)
+            confidence = "high" if count >= 3 else "medium" if count == 2 else "low"
+            findings.append(artifact.finding("revived_discard", -number, discard, confidence))
+    return findings
+
+
+def _check_lost(artifact, recap) -> list:
+    """Live decisions and boundaries that no passage (or two in a row) mostly holds.
+
+    A boundary that names the artifact's own form ("The artifact is ..."), or excludes, holds by absence."""
+    delivered = recap.get("delivery", {}).get("id")
+    boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
+                  and not re.match(r"\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"], re.I)
+                  and not _CHECK_NEGATION.search(note["text"])]
+    findings = []
+    for note in recap["decisions"] + boundaries:
+        stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
+        share = max(artifact.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
+        if share < 0.45:
+            scattered = len(stems & set(artifact.holding)) / len(stems) >= 0.6
+            confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
+            findings.append(artifact.finding("lost_decision", None, note, confidence))
+    return findings
+
+
+def _check_open_notes(recap) -> list:
+    """(note, stems, is an open or deferred gate) of each open point, once: gates first, then unconfirmed
+    notes (a gate closed on the model's word with the answer it was given)."""
+    notes, seen = [], set()
+    for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
+        if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
+            continue
+        seen.add(note["id"])
+        text = note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else "")
+        stems = _check_stems(text, _CHECK_LOG_STEMS)
+        if stems:
+            notes.append((note, stems, note.get("type") is None))
+    return notes
+
+
+def _check_open(artifact, recap) -> list:
+    """Open points a line states without a mark; open or deferred gates not shown, when no marked line is
+    left over that could be theirs."""
+    findings, unshown, claimed = [], [], set()
+    marks = [number for number, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
+    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= number <= last
+                                                                                       for number in marks)}
+    for note, stems, is_gate in _check_open_notes(recap):
+        places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
+                         if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
+        claimed.update(artifact.best_line(-index, stems) for _, index in places if -index in marking)
+        for share, index in places:  # the largest share, earliest first
+            number = artifact.best_line(-index, stems)
+            if not artifact.marked(-index, number):
+                findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
+                break
+        if is_gate and not places:
+            unshown.append(note)
+    left_over = [number for number in marks if number not in claimed]
+    if len(unshown) > len(left_over):
+        findings += [artifact.finding("unmarked_open", None, note, "low") for note in unshown]
+    return findings
+
+
+def _check_settled_stems(recap) -> set:
+    """The stems of every live note but discards and tensions: what a revived discard is told apart from."""
+    texts = [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates",
+                                       "deferred_gates", "closed_gates") for note in recap[name]]
+    texts += [note.get("update_text", "") for note in recap["closed_gates"]]
+    texts += [recap[name]["text"] for name in ("mode", "shape") if recap[name]]
+    return _check_stems(" ".join(texts))
+
+
+def _check_read(folder, file):
+    """(path, text) of the artifact file, a regular file inside the session folder; refuse any other.
+
+    Where the platform walks by descriptor, no link is followed below the folder (open_inside)."""
+    way_out = ("; save the artifact in the session folder %s and give its name (relative to that folder), "
+               "such as plan.md" % folder)
+    if not isinstance(file, str) or not file.strip() or "\0" in file:
+        raise NotesError("check needs the artifact's file" + way_out, help_for="check")
+    path = os.path.normpath(os.path.join(folder, os.path.expanduser(file)))
+    relative = os.path.relpath(path, folder)
+    if relative.split(os.sep)[0] == os.pardir:  # maybe inside, named through a link to the folder
+        relative = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
+    if relative.split(os.sep)[0] == os.pardir or relative == os.curdir and not os.path.isdir(path):
+        raise NotesError("check reads only files inside the session folder, and this file is outside it" + way_out)
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if _CAN_WALK_INSIDE:
+            descriptor = _open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out)
+        elif os.path.realpath(path).startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
+            descriptor = _open_regular_file(os.path.realpath(path))
+        else:
+            raise NotesError("the artifact is reached through a link that leads out of the session folder" + way_out)
+    except FileNotFoundError:
+        raise NotesError("%s does not exist%s" % (path, way_out)) from None
+    except IsADirectoryError:
+        raise NotesError("%s is a folder; give the artifact's file%s" % (path, way_out)) from None
+    except OSError as error:
+        raise NotesError("cannot read %s (%s)%s" % (path, error.strerror, way_out)) from None
+    with open(descriptor, "rb") as handle:
+        data = handle.read(_CHECK_FILE_LIMIT + 1)
+    if len(data) > _CHECK_FILE_LIMIT:
+        raise NotesError("%s is over %d KiB, more than an artifact to check holds; check the text alone" % (
+            path, _CHECK_FILE_LIMIT >> 10))
+    return path, data.decode("utf-8", "replace")
+
+
+def _check_artifact(folder, meta, file) -> dict:
+    """The check receipt: findings, surest and earliest first, within recap's default byte budget."""
+    path, text = _check_read(folder, file)
+    with _LogReader(folder, meta) as reader:
+        recap = _recap_of(folder, meta, _LIMIT_MAX, reader).receipt
+    artifact = _CheckedArtifact(text)
+    with _NotesById(reader.path) as find:
+        findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find, _check_settled_stems(recap))
+                    + _check_lost(artifact, recap) + _check_open(artifact, recap))
+    rank = {"high": 0, "medium": 1, "low": 2}
+    findings.sort(key=lambda item: (rank[item["confidence"]], item["line"] is None, item["line"] or 0))
+    receipt = _CompactReceipt(ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
+                              counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS})
+    _with_warnings(receipt, recap.get("warnings"))
+    while receipt["findings"] and _printed_size(receipt) > _RECAP_DEFAULT_MAX_BYTES:
+        receipt["findings"] = receipt["findings"][:-1]
+    if len(findings) > len(receipt["findings"]):
+        receipt["not_listed"] = len(findings) - len(receipt["findings"])
+    return receipt
+
+
 # --------------------------------------------------------------------------
 # Command line: one table of commands and options, the parser built from it
 
@@ -5119,6 +5450,14 @@ _COMMANDS = {
                "repaired or dropped (verify then reports the same problems)",
                action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json", "restore"),
+    "check": _Command("Read an artifact file in the session folder against the live log and list findings to "
+                     "look at: process residue (note ids, state names, the tool's words), revived discards, lost "
+                     "decisions and boundaries, and open points or unconfirmed proposals stated without a mark "
+                     "(Not decided: / Assumption to confirm:). Each names its line, note and confidence; "
+                     "nothing is written.", [
+        _Option("file", "file", "FILE", "the artifact, relative to the session folder (or an absolute path "
+               "inside it), such as plan.md"),
+    ], "python3 -S notes.py --dir /mnt/data check plan.md", "check"),
     "redact": _Command("Replace one note's text and effect with %s in place, and append a source note that "
                       "says which note was redacted and why. Earlier exports and side files keep the old text."
                       % _REDACTED_TEXT, [
@@ -5128,8 +5467,8 @@ _COMMANDS = {
                mcp_help="why it is redacted (required; never the secret itself), at most %d characters"
                % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True),
     ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
-    "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify and export "
-                   "as MCP tools over stdio, until the end of input.", [
+    "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify, export "
+                   "and check as MCP tools over stdio, until the end of input.", [
         _Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
                "off unless given)", action="store_const", const=True, default=False),
     ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
@@ -5389,6 +5728,7 @@ _MCP_TOOLS = {
     "verify": ((), _MCP_READER_HINTS),
     "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
                     "openWorldHint": False}),
+    "check": (("file",), _MCP_READER_HINTS),
     # Only with mcp --allow-redact: a call may come from an injected prompt, and redact rewrites the log.
     "redact": (("note_id", "reason"),
                {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,

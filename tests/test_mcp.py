@@ -26,7 +26,7 @@ STATELESS = "2026-07-28"
 HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
-TOOLS = ["append", "append_batch", "recap", "tail", "show", "summary", "verify", "export"]
+TOOLS = ["append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check"]
 
 
 # --------------------------------------------------------------------------
@@ -316,7 +316,7 @@ def test_tool_schemas_and_annotations(tmp_path):
     for name, tool in tools.items():
         assert len(tool["description"].split()) >= 5, tool
         hints = tool["annotations"]
-        assert hints["readOnlyHint"] is (name in ("recap", "tail", "show", "summary", "verify")), tool
+        assert hints["readOnlyHint"] is (name in ("recap", "tail", "show", "summary", "verify", "check")), tool
         assert hints["destructiveHint"] is (name == "export"), tool  # export may replace its output file
         assert hints["openWorldHint"] is False
     assert tools["append"]["annotations"]["idempotentHint"] is True  # a retry is answered as a duplicate

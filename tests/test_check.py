@@ -1,0 +1,355 @@
+"""check FILE: an artifact in the session folder read against the live log.
+
+The corpus in tests/fixtures/artifacts holds, per scenario, a session, a clean artifact and
+copies with one planted defect each; the figures measured on it are written in its README,
+and test_the_corpus_figures holds both the goal and those figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+
+import pytest
+
+from conftest import FIXTURES, folder_digest, notes, run_here, run_notes, write_session
+
+CORPUS = FIXTURES / "artifacts"
+SCENARIOS = sorted(path.name for path in CORPUS.iterdir() if (path / "clean.md").is_file())
+PLANTED_KINDS = ("note_id", "state_name", "revived_discard", "dropped_decision", "deferred_settled",
+                 "proposal_as_fact")
+GOAL_FOUND, GOAL_FALSE = 0.8, 1.0  # share of planted defects found per kind; false findings per clean artifact
+
+OP = {"provenance": "op", "evidence": "declared"}
+MODEL = {"provenance": "model", "evidence": "inferred"}
+ROTA = [
+    ("decision", "Reminders go out by email the evening before.", OP),
+    ("decision", "Volunteers sign in with a one-time code by text message.", MODEL),
+    ("discard", "Sign-in by one-time text code: dropped by the operator.", dict(ref="n00002", **OP)),
+    ("gate", "Whether the sixth form takes part is open.", OP),
+    ("decision", "Each shift lasts three hours.", MODEL),
+    ("decision", "No volunteer works more than two shifts a week.", OP),
+]
+PLAN = """# Volunteer rota
+
+Reminders go out by email the evening before (n00001).
+Volunteers sign in with a one-time code sent by SMS.
+The sixth form takes part from September.
+Assumption to confirm: each shift lasts three hours.
+We are in SYNTHESIS now.
+"""
+
+
+def rota(tmp_path, artifact=PLAN, name="plan.md"):
+    folder = tmp_path / "rota"
+    write_session(folder, ROTA)
+    (folder / name).write_text(artifact, encoding="utf-8")
+    return folder
+
+
+def expected_receipt(folder):
+    return {"ok": True, "command": "check", "path": str(folder / "plan.md"), "findings": [
+        {"kind": "residue", "line": 3, "note": "n00001", "note_text": "Reminders go out by email the evening before.",
+         "excerpt": "Reminders go out by email the evening before (n00001).", "confidence": "high",
+         "what": "a note id"},
+        {"kind": "revived_discard", "line": 4, "note": "n00003",
+         "note_text": "Sign-in by one-time text code: dropped by the operator.",
+         "excerpt": "Volunteers sign in with a one-time code sent by SMS.", "confidence": "high"},
+        {"kind": "unmarked_open", "line": 5, "note": "n00004", "note_text": "Whether the sixth form takes part is open.",
+         "excerpt": "The sixth form takes part from September.", "confidence": "high"},
+        {"kind": "residue", "line": 7, "note": None, "note_text": None, "excerpt": "We are in SYNTHESIS now.",
+         "confidence": "high", "what": "a state name"},
+        {"kind": "lost_decision", "line": None, "note": "n00006",
+         "note_text": "No volunteer works more than two shifts a week.", "excerpt": None, "confidence": "low"},
+    ], "counts": {"residue": 2, "revived_discard": 1, "lost_decision": 1, "unmarked_open": 1}}
+
+
+# --------------------------------------------------------------------------
+# The receipt
+
+def test_each_kind_of_finding_with_its_line_note_and_confidence(tmp_path):
+    folder = rota(tmp_path)
+    before = folder_digest(folder)
+    assert notes.Session(folder).check(file="plan.md") == expected_receipt(folder)
+    assert folder_digest(folder) == before  # nothing written
+
+
+def test_the_command_line_prints_it_on_one_line_and_exits_0(tmp_path, capsys):
+    folder = rota(tmp_path)
+    code = notes.main(["--dir", str(folder), "check", "plan.md"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("\n") == 1
+    assert json.loads(out) == expected_receipt(folder)
+
+
+def test_an_absolute_path_inside_the_folder_and_a_subfolder(tmp_path, capsys):
+    folder = rota(tmp_path)
+    (folder / "drafts").mkdir()
+    shutil.copy(str(folder / "plan.md"), str(folder / "drafts" / "plan.md"))
+    code, receipt = run_here(capsys, folder, "check", folder / "plan.md")
+    assert code == 0 and receipt == expected_receipt(folder)
+    code, receipt = run_here(capsys, folder, "check", "drafts/plan.md")
+    assert code == 0 and receipt["path"] == str(folder / "drafts" / "plan.md")
+    assert receipt["findings"] == expected_receipt(folder)["findings"]
+
+
+def test_a_clean_artifact_has_no_finding(tmp_path):
+    clean = ("# Volunteer rota\n\nReminders go out by email the evening before.\n\n"
+             "No volunteer works more than two shifts a week.\n\n"
+             "Not decided: whether the sixth form takes part.\n\n"
+             "Assumption to confirm: each shift lasts three hours.\n")
+    folder = rota(tmp_path, clean)
+    receipt = notes.Session(folder).check(file="plan.md")
+    assert receipt["findings"] == [] and set(receipt["counts"].values()) == {0}
+
+
+@pytest.mark.parametrize("lines", [
+    ["Not decided: whether the sixth form", "takes part."],                      # one sentence over two lines
+    ["Not decided:", "", "- The sixth form takes part."],                         # a list's lead line
+    ["## Open questions", "", "- Some point.", "- The sixth form takes part."],   # a heading over the list
+    ["The sixth form takes part (to be decided)."],
+    ["**Not decided**", "", "- The sixth form takes part."],                    # a bold lead line
+    ["## Not decided", "", "Some point.", "", "The sixth form takes part."],    # the section's heading
+])
+def test_what_counts_as_a_mark(tmp_path, lines):
+    folder = rota(tmp_path, "# Rota\n\n" + "\n".join(lines) + "\n")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert not [finding for finding in findings if finding["note"] == "n00004"], findings
+
+
+@pytest.mark.parametrize("lines", [
+    ["Not decided: the colour of the rota.", "The sixth form takes part."],  # the mark ends its sentence above
+    ["Sessions:", "", "- The sixth form takes part."],                     # a lead line without a mark
+    ["## Not decided", "", "- Some point.", "", "## Pupils", "", "The sixth form takes part."],  # another section
+])
+def test_what_does_not_count_as_a_mark(tmp_path, lines):
+    folder = rota(tmp_path, "# Proposed rota\n\n" + "\n".join(lines) + "\n")  # a title marks nothing
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["kind"], finding["note"]) for finding in findings if finding["note"] == "n00004"] == [
+        ("unmarked_open", "n00004")]
+
+
+def test_a_discard_negated_in_the_artifact_is_not_revived(tmp_path):
+    folder = rota(tmp_path, "# Rota\n\nSign-in never uses a one-time code by SMS.\n")
+    kinds = [finding["kind"] for finding in notes.Session(folder).check(file="plan.md")["findings"]]
+    assert "revived_discard" not in kinds
+
+
+def test_an_open_gate_the_artifact_does_not_show(tmp_path):
+    folder = rota(tmp_path, "# Rota\n\nReminders go out by email the evening before.\n")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert {"kind": "unmarked_open", "line": None, "note": "n00004",
+            "note_text": "Whether the sixth form takes part is open.", "excerpt": None,
+            "confidence": "low"} in findings
+
+
+def test_findings_stay_within_the_byte_budget(tmp_path, capsys):
+    folder = rota(tmp_path, "".join("Line %d names n%05d.\n\n" % (number, number) for number in range(1, 301)))
+    code = notes.main(["--dir", str(folder), "check", "plan.md"])
+    out = capsys.readouterr().out
+    receipt = json.loads(out)
+    assert code == 0 and len(out.encode("utf-8")) <= 12288
+    listed = len(receipt["findings"])
+    assert 0 < listed <= 50 and receipt["not_listed"] == 300 + 3 - listed  # and the three notes not reflected
+    assert receipt["counts"] == {"residue": 300, "revived_discard": 0, "lost_decision": 2, "unmarked_open": 1}
+
+
+def test_a_damaged_log_still_gets_its_check_with_warnings(tmp_path, capsys):
+    folder = rota(tmp_path)
+    with open(str(folder / "session_notes.jsonl"), "ab") as handle:
+        handle.write(b"not json\n")
+    code, receipt = run_here(capsys, folder, "check", "plan.md")
+    assert code == 0 and receipt["findings"] == expected_receipt(folder)["findings"]
+    assert len(receipt["warnings"]) == 1 and "line 7" in receipt["warnings"][0]
+
+
+# --------------------------------------------------------------------------
+# Refusals: exit 2, a way out, nothing written
+
+def files_under(folder) -> dict:
+    """Every entry under folder as folder_digest gives it, but a FIFO is named, never opened."""
+    import hashlib
+
+    digest = {}
+    for root, folders, names in os.walk(str(folder)):
+        for name in folders + names:
+            path = os.path.join(root, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                with open(path, "rb") as handle:
+                    value = hashlib.sha256(handle.read()).hexdigest()
+            else:
+                value = "link:" + os.readlink(path) if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode) else "fifo"
+            digest[os.path.relpath(path, str(folder))] = value
+    return digest
+
+
+def refused(capsys, folder, *words, file):
+    before = files_under(folder.parent)
+    code, receipt = run_here(capsys, folder, "check", file)
+    assert code == 2 and receipt["ok"] is False, receipt
+    for word in words:
+        assert word in receipt["error"], (word, receipt["error"])
+    assert files_under(folder.parent) == before
+    return receipt["error"]
+
+
+def test_a_file_outside_the_session_folder_is_refused(tmp_path, capsys):
+    folder = rota(tmp_path)
+    outside = tmp_path / "outside.md"
+    outside.write_text(PLAN, encoding="utf-8")
+    for file in (outside, "../outside.md"):
+        error = refused(capsys, folder, "only files inside the session folder", "give its name", file=file)
+        assert "outside.md" not in error  # a client's path is not repeated
+    os.symlink(str(outside), str(folder / "link.md"))
+    refused(capsys, folder, "the artifact passes through a link", file="link.md")
+    (folder / "drafts").mkdir()
+    os.symlink(str(tmp_path), str(folder / "drafts" / "up"))
+    refused(capsys, folder, "the artifact passes through a link", file="drafts/up/outside.md")
+
+
+def test_a_missing_file_a_folder_and_a_fifo_are_refused(tmp_path, capsys):
+    folder = rota(tmp_path)
+    refused(capsys, folder, "does not exist", "save the artifact in the session folder", file="missing.md")
+    (folder / "drafts").mkdir()
+    refused(capsys, folder, "is a folder", file="drafts")
+    os.mkfifo(str(folder / "pipe.md"))
+    refused(capsys, folder, "FIFO", file="pipe.md")
+    assert stat.S_ISFIFO(os.stat(str(folder / "pipe.md")).st_mode)
+
+
+def test_an_empty_name_a_large_file_and_no_session_are_refused(tmp_path, capsys):
+    folder = rota(tmp_path)
+    refused(capsys, folder, "needs the artifact's file", file=" ")
+    (folder / "big.md").write_bytes(b"x" * ((1 << 18) + 1))
+    refused(capsys, folder, "over 256 KiB", file="big.md")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "plan.md").write_text(PLAN, encoding="utf-8")
+    refused(capsys, empty, "no session", file="plan.md")
+
+
+# --------------------------------------------------------------------------
+# The real script and the MCP server
+
+def test_the_script_in_a_subprocess(tmp_path):
+    folder = rota(tmp_path)
+    result = run_notes("check", "plan.md", folder=folder)
+    assert result.code == 0 and result.stderr == ""
+    assert result.receipt == expected_receipt(folder)
+
+
+def test_the_mcp_tool_reads_only_inside_the_folder(tmp_path):
+    from test_mcp import call, exchange, tool_result
+
+    folder = rota(tmp_path)
+    (tmp_path / "outside.md").write_text(PLAN, encoding="utf-8")
+    code, answers, _ = exchange(folder, call(1, "check", {"file": "plan.md"}),
+                                call(2, "check", {"file": "../outside.md"}),
+                                call(3, "check", {"file": str(tmp_path / "outside.md")}),
+                                call(4, "check", {}))
+    assert code == 0
+    result = tool_result(answers[0], 1)
+    assert result["isError"] is False and result["structuredContent"] == expected_receipt(folder)
+    for answer, request_id in zip(answers[1:3], (2, 3)):
+        refusal = tool_result(answer, request_id)
+        assert refusal["isError"] is True and "only files inside the session folder" in refusal[
+            "structuredContent"]["error"]
+    assert tool_result(answers[3], 4)["isError"] is True
+
+
+@pytest.mark.mcp_sdk
+def test_the_mcp_tool_through_the_sdk(tmp_path):
+    import asyncio
+
+    from test_mcp import sdk, server_command
+
+    from_sdk = sdk()
+    folder = rota(tmp_path)
+
+    async def session():
+        async with from_sdk.Client(from_sdk.StdioServerParameters(command=sys.executable,
+                                                                  args=server_command(folder)[1:])) as client:
+            return await client.call_tool("check", {"file": "plan.md"})
+
+    result = asyncio.run(session())
+    assert result.is_error is False
+    assert result.structured_content == expected_receipt(folder.resolve())
+
+
+# --------------------------------------------------------------------------
+# The corpus: found share per planted kind, false findings on clean artifacts
+
+def corpus_figures(tmp_path) -> dict:
+    """Per planted kind [found, planted]; and the findings on each clean artifact."""
+    figures = {kind: [0, 0] for kind in PLANTED_KINDS}
+    false = []
+    for scenario in SCENARIOS:
+        folder = tmp_path / scenario
+        shutil.copytree(str(CORPUS / scenario), str(folder))
+        session = notes.Session(folder)
+        false.append(len(session.check(file="clean.md")["findings"]))
+        expected = json.loads((folder / "expected.json").read_text("utf-8"))
+        for name, want in sorted(expected.items()):
+            kind = name.rsplit("-", 1)[0]
+            findings = session.check(file="planted/" + name)["findings"]
+            figures[kind][0] += any(finding["kind"] == want["kind"] and (
+                finding["note"] == want["note"] if want["note"] else finding["line"] == want["line"])
+                for finding in findings)
+            figures[kind][1] += 1
+    return {"kinds": figures, "false": false}
+
+
+def recorded_figures() -> dict:
+    """The figures the corpus README states, read back from its table."""
+    text = (CORPUS / "README.md").read_text("utf-8")
+    kinds = {kind: [int(found), int(planted)] for kind, found, planted
+             in re.findall(r"^\| `(\w+)` \| (\d+) of (\d+) \|", text, re.MULTILINE)}
+    false = [int(number) for number in re.search(r"^False findings on the clean artifacts, by scenario: ([\d, ]+)\.",
+                                                 text, re.MULTILINE).group(1).split(", ")]
+    return {"kinds": kinds, "false": false}
+
+
+def test_the_corpus_figures(tmp_path, capsys):
+    figures = corpus_figures(tmp_path)
+    with capsys.disabled():
+        for kind, (found, planted) in figures["kinds"].items():
+            print("\n  %-18s %2d of %2d found (%.2f)" % (kind, found, planted, found / planted), end="")
+        print("\n  false findings per clean artifact: %.2f %s" % (
+            sum(figures["false"]) / len(figures["false"]), figures["false"]))
+    assert len(SCENARIOS) >= 6
+    for kind, (found, planted) in figures["kinds"].items():
+        assert planted >= 2 * len(SCENARIOS) and found / planted >= GOAL_FOUND, (kind, found, planted)
+    assert sum(figures["false"]) / len(figures["false"]) <= GOAL_FALSE, figures["false"]
+    assert figures == recorded_figures()  # the README states what the check does today
+
+
+def test_the_corpus_is_built_from_its_scenarios(tmp_path):
+    """Each planted copy is the clean artifact with its scenario's edits, and expected.json names them all."""
+    sys.path.insert(0, str(CORPUS))
+    try:
+        import build
+    finally:
+        sys.path.remove(str(CORPUS))
+    import importlib.util
+
+    for scenario in SCENARIOS:
+        spec = importlib.util.spec_from_file_location("scenario", str(CORPUS / "scenarios" / (
+            scenario.replace("-", "_") + ".py")))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        clean = (CORPUS / scenario / "clean.md").read_text("utf-8")
+        assert clean == module.CLEAN.lstrip("\n")
+        names = sorted(path.name for path in (CORPUS / scenario / "planted").iterdir())
+        expected = json.loads((CORPUS / scenario / "expected.json").read_text("utf-8"))
+        assert sorted(expected) == names and len(names) == len(module.PLANTS)
+        numbers = {}
+        for kind, note, edits in module.PLANTS:
+            numbers[kind] = numbers.get(kind, 0) + 1
+            name = "%s-%d.md" % (kind, numbers[kind])
+            assert (CORPUS / scenario / "planted" / name).read_text("utf-8") == build.planted(clean, edits)
+            assert expected[name]["note"] == note
