@@ -2591,15 +2591,18 @@ class _NotesById:
 
     def __init__(self, log_path):
         self.log_path, self.handle, self.size, self.found = log_path, None, 0, {}
+        self.empty = False  # found, at the first lookup, to hold no line at all
 
     def __call__(self, note_id):
         if note_id not in self.found:
             if self.handle is None:
                 descriptor, size = _open_log_sized(self.log_path)
                 if descriptor is None:
-                    return None  # no log yet: no note
+                    self.empty = True
+                    return None
                 self.handle = open(descriptor, "rb")
                 self.size = _end_before_incomplete_batch(self.handle, size)
+                self.empty = size == 0
             self.found[note_id] = _find_note(self.handle, self.size, note_id)
         return self.found[note_id]
 
@@ -3152,6 +3155,13 @@ def _with_recovered(receipt, recovered):
     return receipt
 
 
+def _no_such_note(name, note_id, find):
+    if getattr(find, "empty", False):
+        return NotesError("--%s %s names no note: this session folder holds no notes yet (a new session, or "
+                          "one whose files are gone); nothing was written" % (name, note_id))
+    return NotesError("--%s %s names no note in this session; check the id with tail or recap" % (name, note_id))
+
+
 def _check_links(signal, find):
     """Refuse a link naming no note of the right kind, or a forbidden supersede."""
     if signal["ref"] is not None:
@@ -3162,8 +3172,7 @@ def _check_links(signal, find):
             continue
         target = find(signal[name])
         if target is None:
-            raise NotesError("--%s %s names no note in this session; check the id with tail or recap"
-                             % (name, signal[name]))
+            raise _no_such_note(name, signal[name], find)
         if name == "by" and target.get("type") == "gate":
             raise NotesError("--by %s is a gate; --by names the note that settles this gate (a decision, a "
                              "source): append that note first, then name it" % signal[name])
@@ -3186,7 +3195,7 @@ def _check_ref(note_type, ref, find):
     """The note a --ref names; refuses a missing one or one of the wrong kind."""
     target = find(ref)
     if target is None:
-        raise NotesError("--ref %s names no note in this session; check the id with tail or recap" % ref)
+        raise _no_such_note("ref", ref, find)
     if note_type == "gate" and target.get("type") != "gate":
         raise NotesError(
             "--ref %s is a %s, not a gate; a gate update must name the gate it changes"
