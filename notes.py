@@ -11,7 +11,6 @@ Sections, each using only those above it: Constants; Errors; Record rules
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while this file loads, before main answers it: JSON, not a traceback.
-    # (Python compiles the file before any line runs; Ctrl-C then prints its bare KeyboardInterrupt.)
     import os
     import signal
     import sys
@@ -121,8 +120,7 @@ _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
 _FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
-# chattr's immutable and append-only flags (FS_IMMUTABLE_FL, FS_APPEND_FL) and the ioctl that reads them,
-# FS_IOC_GETFLAGS = _IOR('f', 1, long); that encoding holds on the machines named, and others are not asked.
+# chattr's immutable and append-only flags; FS_IOC_GETFLAGS, encoded as on the machines named.
 _LINUX_PROTECTED_FLAGS = 0x10 | 0x20
 _LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
 _LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
@@ -160,27 +158,11 @@ _HEX_DIGITS = frozenset("0123456789abcdef")
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
-# How a credential looks, in two kinds of rule, as the secret scanners
-# gitleaks and detect-secrets keep them: a vendor's format (its prefix and
-# shape, which those projects document; the patterns are written here anew),
-# and a secret known by its context (a value after a word for password or key,
-# a user / password pair, a password on a command line).
-#
-# Each rule is (kind, markers, pattern, context).  A pattern is tried only
-# when the lower-cased text holds one of its markers (no markers: always).
-# Context rules read a text as it stands, never one with the groups of a key
-# joined.  A pattern's named group says what its match still has to pass
-# (credential_match_is_real): "value", the random part of a key, must not be
-# a placeholder (AKIAXXXXXXXXXXXXXXXX, AWS's documented AKIAIOSFODNN7EXAMPLE);
-# "random" must also mix cases and digits as random text does; "password",
-# after a user in a URL or on a command line, must not be a stand-in such as
-# user:pass; "generic", after a key word, must look random; "secret", after a
-# password word, or "pair", after a user and a slash, must look like a password.
+# Credential rules: (kind, markers, pattern, context); tried only when the lower-cased text holds a
+# marker (none: always). The named group says what _credential_match_is_real checks (docs/design.md).
 _UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _VENDOR_PATTERNS = (
-    # A block between its BEGIN and END lines is a key whatever its length
-    # (a GCP service-account JSON writes the line breaks as a literal \n); a
-    # header alone, or with an elided body ("..."), is prose about keys.
+    # A header alone, or with an elided body ("..."), is prose about keys.
     ("private key block", ("private key",),
      r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?=[^-]*?[A-Za-z0-9+/])[\s\S]*?"
      r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
@@ -191,18 +173,15 @@ _VENDOR_PATTERNS = (
      r"PuTTY-User-Key-File-[0-9]+:[\s\S]{0,3000}?Private-Lines: *[0-9]+\s+(?P<value>[A-Za-z0-9+/]{16,})"),
     ("Google service account key", ("private_key_id",),
      r"\"private_key_id\"\s*:\s*\"(?P<value>[0-9a-f]{40})\""),
-    # Its name, or AWS and the word secret, a few words, then 40 characters of base64.
     ("AWS secret access key", ("access", "aws"),
      r"(?i:secret[ _-]?access[ _-]?key|aws\w{0,3}[ _-](?:[\w-]+ ){0,3}?secret(?:[ _-]?key)?)"
      r"(?:[ \t]+[\w-]+){0,5}?[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?"
      r"(?P<value>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Za-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
-    # scheme://user:password@host, any scheme, the user maybe empty (redis://:pw@host),
-    # the password holding any character but @ and space; a port (host:8080/...)
-    # is not a password, nor is a placeholder such as ${DB_PASSWORD}, <password> or ***.
+    # A port (host:8080/...) or a placeholder (${DB_PASSWORD}, <password>, ***) is no password.
     ("URL with a password", ("://",),
      r"[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^\s:/?#@\[\]]*):"
      r"(?P<password>(?![$<{*%\[])(?![0-9]{1,5}(?:[/?#\s]|$))[^\s@]+)@[^\s/?#@]"),
-    # curl -u user:password (or --user), which sends them as basic authentication.
+    # curl -u user:password
     ("user and password on a command line", ("-u", "--user"),
      r"(?<!\S)(?:-u|--user)[ =]?[\"']?(?P<user>[^\s:\"']+):(?P<password>(?![$<{*%\[])[^\s\"']{4,})"),
     ("AWS access key id", ("akia", "asia", "abia", "acca"),
@@ -210,9 +189,7 @@ _VENDOR_PATTERNS = (
     ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"gh[pousr]_(?P<value>[A-Za-z0-9]{36,})"),
     ("GitHub token", ("github_pat_",), r"github_pat_(?P<value>[A-Za-z0-9_]{40,})"),
     ("Anthropic API key", ("sk-ant-",), r"sk-ant-[a-z]+[0-9]{2}-(?P<value>[A-Za-z0-9_-]{32,})"),
-    # A key's body mixes upper case, lower case and digits; a hex SKU, a URL
-    # path segment or a branch slug such as sk-2024-fix-login-redirect does not.
-    # Its hyphens may be missing where a key split by hyphens was joined.
+    # Mixed case and digits, so sk-2024-fix-login-redirect is no key; hyphens may be joined away.
     ("OpenAI API key", ("sk",),
      r"(?<![A-Za-z0-9_-])sk-?(?:(?:proj|svcacct|admin|None)-?)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
      r"(?=[A-Za-z0-9_-]*?(?=[A-Za-z0-9]{20})[A-Za-z]*[0-9])(?P<value>[A-Za-z0-9_-]{32,})"),
@@ -222,7 +199,6 @@ _VENDOR_PATTERNS = (
      r"hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,}/[A-Z0-9]{6,}/(?P<value>[A-Za-z0-9]{16,})"),
     ("Discord webhook URL", ("discord",),
      r"discord(?:app)?\.com/api/webhooks/[0-9]{15,20}/(?P<value>[A-Za-z0-9_-]{40,})"),
-    # A bot token: the base64 of the bot's numeric id, a timestamp, an HMAC.
     ("Discord bot token", ("m", "n", "o"),
      r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\."
      r"(?P<random>[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])"),
@@ -245,7 +221,7 @@ _VENDOR_PATTERNS = (
      r"npm_(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])(?P<value>[A-Za-z0-9]{36,})(?![A-Za-z0-9_])"),
     ("SendGrid API key", ("sg.",), r"SG\.(?P<value>[A-Za-z0-9_-]{20,24}\.[A-Za-z0-9_-]{39,50})"),
     ("Twilio API key", ("sk",), r"(?<![A-Za-z0-9])SK(?P<value>[0-9a-fA-F]{32})(?![0-9A-Za-z])"),
-    # An account SID alone names an account; with a 32-digit token near it, it opens one.
+    # A SID alone only names an account.
     ("Twilio account SID with its token", ("ac",),
      r"(?<![A-Za-z0-9])AC[0-9a-f]{32}(?![0-9A-Za-z])[^\n]{1,80}?"
      r"(?<![0-9A-Za-z])(?P<value>[0-9a-f]{32})(?![0-9A-Za-z])"),
@@ -254,7 +230,6 @@ _VENDOR_PATTERNS = (
     ("Azure shared access signature", ("sig=",), r"(?<![A-Za-z0-9])sig=(?P<value>[A-Za-z0-9%+/]{30,}(?:%3D|=){0,2})"),
     ("Azure client secret", ("q~",),
      r"(?<![A-Za-z0-9_~.])[A-Za-z0-9_~.]{3}[0-9]Q~(?P<value>[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_~.-])"),
-    # A personal access token of Azure DevOps: 52 characters of base32, or 84 with AZDO near the end.
     ("Azure DevOps token", (),
      r"(?<![A-Za-z0-9])(?:(?=[a-z2-7]*[2-7])(?=[a-z2-7]*[a-z])(?P<value>[a-z2-7]{52})"
      r"|[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4})(?![A-Za-z0-9])"),
@@ -312,7 +287,6 @@ _VENDOR_PATTERNS = (
     ("Artifactory key", ("akcp",), r"(?<![A-Za-z0-9])AKCp(?P<value>[A-Za-z0-9]{69})"),
     ("Sourcegraph token", ("sgp_",), r"sgp_(?:[a-fA-F0-9]{16}_|local_)?(?P<value>[a-fA-F0-9]{40})"),
     ("Cloudflare origin CA key", ("v1.0-",), r"v1\.0-[a-f0-9]{24}-(?P<value>[a-f0-9]{146})"),
-    # A base58 private key in wallet import format: 5H, 5J or 5K and 49 more, or K or L and 51.
     ("Bitcoin private key", ("5h", "5j", "5k", "k", "l"),
      r"(?<![A-Za-z0-9])(?P<random>5[HJK][1-9A-HJ-NP-Za-km-z]{49}|[KL][1-9A-HJ-NP-Za-km-z]{51})(?![A-Za-z0-9])"),
     ("Shippo token", ("shippo_",), r"shippo_(?:live|test)_(?P<value>[a-fA-F0-9]{40})"),
@@ -332,21 +306,18 @@ _VENDOR_PATTERNS = (
     ("LaunchDarkly SDK key", ("sdk-",),
      r"(?<![A-Za-z0-9-])sdk-(?P<value>" + _UUID_SHAPE + ")"),
     ("SMTP login", ("auth ",), r"\bAUTH[ \t]+(?:PLAIN|LOGIN)[ \t]+(?P<value>[A-Za-z0-9+/]{12,}={0,2})"),
-    # An htpasswd line: a user, a colon and a password hash in crypt's $id$ form.
     ("password hash of an htpasswd line", (":$",),
      r"(?<![\w$])[\w.@-]{1,64}:(?P<value>\$(?:apr1|2[abxy]?|1|5|6|argon2id?)\$[^\s:]{20,})"),
     ("TOTP secret", ("otpauth://",),
      r"otpauth://[th]otp/[^\s?]*\?(?:[^\s#]*&)?secret=(?P<value>[A-Za-z2-7]{16,})"),
-    # A token after a vendor's short prefix (hst_, zpk_live_); pk_ and pub_ mark publishable keys.
+    # pk_ and pub_ mark publishable keys.
     ("token with a vendor prefix", ("_",),
      r"(?<![A-Za-z0-9_.-])(?!pk_|pub_|pubkey_|public_)[A-Za-z][A-Za-z0-9]{1,7}_(?:[A-Za-z]{2,8}_)?"
      r"(?P<random>[A-Za-z0-9]{30,})(?![A-Za-z0-9_])"),
     ("token with a vendor prefix", ("-",),
      r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
 )
-# Words for a password, a PIN or a door code in the common languages; the short
-# ones must stand alone (spin, pinned and "pwdx" are not).  A context rule for
-# them is tried only when the lower-cased text holds one of the markers after.
+# Password, PIN and door-code words in common languages; short ones must stand alone (not spin, pinned).
 _PASSWORD_WORDS = (
     r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
     r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
@@ -358,23 +329,19 @@ _PASSWORD_WORDS = (
 _PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
                      "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
                      "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
-# The words that may stand between such a word and its value: "is", a colon,
-# an equals sign, an arrow, a table's bar, and their counterparts in the same languages.
+# What may stand between such a word and its value: "is", a colon, "=", an arrow, a table's bar.
 _PASSWORD_OPERATOR = (
     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
     r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*\*{0,2}[ \t]*"
 )
 _CONTEXT_PATTERNS = (
-    # A value after a password word, maybe a few words later ("the password
-    # for the shared mailbox is ..."), or right after it with a space.
     ("secret after a word naming it", _PASSWORD_MARKERS,
      r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<ident>[\w.-]{0,24}?)"
      r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,6}?" + _PASSWORD_OPERATOR + r")"
      r"[\"'`“„«]?(?P<secret>[^\s\"'`<>;()“”«»]{4,64})"),
     ("secret after a word naming it", _PASSWORD_MARKERS,
      r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<operator>[ \t]+)(?P<secret>[^\s\"'`<>;()]{4,64})"),
-    # user / password: after an e-mail address, or after a login name with a
-    # spaced slash (a path has none), or after a common login with a bare one.
+    # user / password; a path's slash is not spaced.
     ("user and secret pair", ("@",),
      r"(?<![\w.+/-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+[ \t]*[/:|,][ \t]*(?![0-9]{1,5}(?:/|\s|$))(?P<pair>[^\s,;]{6,64})"),
     # A .pgpass line: host:port:database:user:password.
@@ -382,8 +349,6 @@ _CONTEXT_PATTERNS = (
     ("user and secret pair", ("/", ":"),
      r"(?<![\w/.:-])(?:[A-Za-z][\w.-]{1,30}(?:[ \t]+/[ \t]*|[ \t]*/[ \t]+)"
      r"|(?i:admin|administrator|root|guest|sa|postgres|pi|ubuntu|operator|superuser)[/:])(?P<pair>[^\s/,;]{6,64})"),
-    # A password on a command line: mysql -pSECRET, ldapsearch -w, sshpass -p,
-    # redis-cli -a, docker login -p, and any --password or --token option.
     ("secret on a command line", ("mysql", "mariadb"),
      r"\b(?:mysql|mariadb)[\w-]*[^\n|;&]*?(?<!\S)-p(?P<secret>[^\s\"'-][^\s\"']{3,})"),
     ("secret on a command line", ("ldap",), r"\bldap\w+[^\n|;&]*?(?<!\S)-w[ \t]+[\"']?(?P<secret>[^\s\"']{4,})"),
@@ -398,7 +363,6 @@ _CONTEXT_PATTERNS = (
      r"[ \t=]+[\"']?(?P<secret>[^\s\"']{4,})"),
     ("HTTP basic authorization", ("basic",),
      r"(?i:authorization)[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+(?P<value>[A-Za-z0-9+/]{8,}={0,2})"),
-    # A base32 seed after a word for one, and recovery codes after theirs.
     ("TOTP secret", ("totp", "2fa", "mfa", "otp", "authenticator"),
      r"(?i:totp|2fa|mfa|otp|authenticator)[\w -]{0,20}?(?i:seed|secret|key)\b[^\n:=]{0,40}?"
      r"(?:[:=]|\b(?i:is)\b)[ \t]*(?P<value>(?=[A-Za-z2-7 ]*[2-7])(?:[A-Z2-7]{16,}|[a-z2-7]{16,}"
@@ -407,11 +371,7 @@ _CONTEXT_PATTERNS = (
      r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)?"
      r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?"
      r"(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?)+)"),
-    # The general rule: a secret-like word, at most a few characters of an
-    # identifier after it (DB_PASSWORD, api_key_v2), maybe a few words, an
-    # operator, a colon or "is", or just a space, then a value;
-    # generic_value_is_secret judges the value.  Public, publishable and site
-    # keys are public.
+    # The general rule; _generic_value_is_secret judges the value. Public and site keys are public.
     ("secret after a secret-like word",
      ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
      r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
@@ -423,24 +383,14 @@ _CONTEXT_PATTERNS = (
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
-# The cheap first look: most notes show none of these and stop there, while
-# the secrets the rules above find show one.  A digit beside a letter, a
-# lower-case letter followed by a capital, sixteen capitals and digits in a
-# row, or a symbol between letters, found by one search that starts only at a
-# digit, a capital or a symbol (prose has few); then, in the lower-cased text,
-# "://" or a word for a password, or a PIN or code word a little before four
-# digits.  Each is a substring test, so a text and effect joined hold every
-# one that either holds.
+# The cheap first look: most notes show none of these shapes or words; every secret found above shows one.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
                                 r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
 _FIRST_LOOK_WORDS = ("://", "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
                      "hasło", "heslo", "adgangsk", "salasana", "jelsz", "sifre", "şifre", "пароль", "lösenord",
                      "κωδικ", "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호")
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
-# A key written in groups: runs of three or more short pieces joined by single
-# spaces (also no-break or thin ones) or hyphens ("AKIA IOSF ODNN ..."), and
-# runs of pieces of a key's characters joined by spaces ("sk-p roj- Ab12 ...");
-# find_credential also looks at each such run with its separators taken out.
+# A key written in groups ("AKIA IOSF ODNN ...", "sk-p roj- Ab12 ..."); _find_credential also joins them.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
 _SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
@@ -448,23 +398,19 @@ _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin 
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
 # Lower-case pieces that mark a value as a stand-in, not a secret.
 _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
-# The start of an SSH public key's base64 body: the length and name of its
-# type (ssh-..., ecdsa-..., sk-...), which a private key never begins with.
+# The start of an SSH public key's base64 body (a private key never begins so).
 _SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
 _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 # Names of algorithms and protocols that look like a password with a digit (argon2id, sha256, oauth2).
 _ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
                    r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
-# Keys and tokens that open nothing: a cache key, a page token (before the
-# word), and a value that names, measures or describes one (after it: key id, token type).
+# Keys and tokens that open nothing (cache key, page token), and words describing one (key id, token type).
 _KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
                            r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
                            r"next|design|site)[ _-]?$")
 _KEY_DESCRIPTION = (r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
                     r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
-# Shannon entropy, in bits per character, below which a value after a
-# secret-like word is taken for a pattern, not a random secret: a repeated
-# short pattern (1111222233334444aaaa) scores below 3, a random key above it.
+# Bits per character below which a value after a secret-like word is a pattern, not a random secret.
 _GENERIC_ENTROPY_THRESHOLD = 3.0
 
 
@@ -516,7 +462,6 @@ _JSON_SPACES = " \t\n\r"  # JSON's whitespace
 
 def _parse_json(text: str):
     """One JSON document, or ValueError (also for NaN, huge floats, deep nesting)."""
-    # Plain form: _DECODER.decode(text); stripping here is faster.
     body = text.strip(_JSON_SPACES)
     try:
         value, end = _DECODER.raw_decode(body)
@@ -602,12 +547,7 @@ def _record_line(record: dict) -> bytes:
 
 
 def _marker_alternation(markers) -> str:
-    """A regular expression that finds any of the markers (lower case), written as a tree of their beginnings.
-
-    A marker that holds another is dropped first: where it is, the shorter one
-    is too.  Python's re tries each branch of a flat alternation in turn at
-    every position; grouped by first letter, it tries about one.  The plain
-    flat form, "|".join(map(re.escape, markers)), finds the same."""
+    """A regular expression finding any of the markers, as a tree of their beginnings (fast in re)."""
     kept = [marker for marker in markers if not any(other != marker and other in marker for other in markers)]
     by_first = {}
     for marker in kept:
@@ -621,8 +561,7 @@ _FIRST_LOOK_WORD_SEARCH = re.compile(_marker_alternation(_FIRST_LOOK_WORDS)).sea
 
 
 def _may_hold_credential(text: str) -> bool:
-    """Whether the text passes the first look (told above FIRST_LOOK_SHAPES), which every line a reader
-    reads goes through before any pattern."""
+    """Whether the text passes the first look (FIRST_LOOK_SHAPES and its words)."""
     if _FIRST_LOOK_SHAPES(text):
         return True
     lowered = text.lower()
@@ -654,10 +593,7 @@ def _is_date_or_uuid(value: str) -> bool:
 
 
 def _is_word_like(value: str) -> bool:
-    """Whether the value reads as words or an identifier: pieces between punctuation each a word (lower
-    case, capitals or CamelCase, maybe with a short number: oauth2, Ec2Instance) or all digits
-    (refresh-token-rotation, DB_PASSWORD_FILE, v2.3.1, customer_id#2026, RefreshTokenPolicy), or a
-    UUID, a date or a time."""
+    """Whether the value is words or an identifier (DB_PASSWORD_FILE, v2.3.1, Ec2Instance), a UUID or a date."""
     if _is_date_or_uuid(value):
         return True
     pieces = [piece for piece in re.split(r"[-_./#:&=@+,]+", value) if piece]
@@ -666,8 +602,7 @@ def _is_word_like(value: str) -> bool:
 
 
 def _reads_as_words(value: str) -> bool:
-    """Whether the value's runs of letters read as words: each of three or more letters holds a vowel, and
-    at most half are one or two letters long (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
+    """Whether the value's runs of letters read as words (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
     runs = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)
     return (all(re.search("[aeiouyAEIOUY]", run) for run in runs if len(run) >= 3)
             and sum(len(run) <= 2 for run in runs) * 2 <= len(runs))
@@ -686,13 +621,7 @@ def _is_stand_in(value: str) -> bool:
 
 
 def _generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
-    """Whether the value after a secret-like word looks like a secret rather than prose, a path or a stand-in.
-
-    A value of 16 characters or more must look random: high entropy, not
-    words, and a digit in it or case changing as often as random text does;
-    a UUID counts after a word for a token, a secret or an API key.  A shorter
-    one counts only after a password word and an operator
-    (password=Summer2024!), when it holds a digit or a symbol beside letters."""
+    """Whether the value after a secret-like word looks like a secret, not prose, a path or a stand-in."""
     value = value.rstrip(".:!?")
     # A stand-in, a name with a scheme (arn:aws:..., sha256:...), a publishable key, an SSH public key's body.
     if (_is_stand_in(value) or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value)
@@ -722,12 +651,7 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
 
 
 def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
-    """Whether the value after a password, PIN or code word (or on a command line) looks like a password.
-
-    explicit says an operator stood between them ("is", ":", "="), not just a
-    space.  Digits count after a PIN or code word; a passphrase may be words
-    joined by hyphens; otherwise letters with a digit or a symbol, not a word,
-    a name, a date, a path, an algorithm or a stand-in."""
+    """Whether the value after a password, PIN or code word looks like one; explicit: an operator, not a space."""
     value = value.rstrip(".,:!?)]}")
     lowered = keyword.lower()
     if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in, a year after a space
@@ -765,9 +689,7 @@ def _codes_are_secret(codes: str) -> bool:
 
 
 def _credential_match_is_real(match) -> bool:
-    """Whether a pattern's match is a credential, not a documented example or a placeholder.
-
-    What each named group must pass is told above VENDOR_PATTERNS."""
+    """Whether a pattern's match is a credential, not a documented example or a placeholder."""
     groups = match.groupdict()
     following = match.string[match.end():match.end() + 1]
     if groups.get("password") is not None:
@@ -809,10 +731,7 @@ _PATTERNS_WITHOUT_MARKERS = tuple(index for index, rule in enumerate(_CREDENTIAL
 
 
 def _patterns_to_try(lowered: str) -> list:
-    """The indexes, in order, of the CREDENTIAL_PATTERNS whose markers the lower-cased text holds.
-
-    Each distinct marker is looked for once (PATTERNS_BY_MARKER), not once
-    for every pattern that names it."""
+    """The indexes, in order, of the CREDENTIAL_PATTERNS whose markers the lower-cased text holds."""
     found = set(_PATTERNS_WITHOUT_MARKERS)
     for marker, indexes in _PATTERNS_BY_MARKER.items():
         if marker in lowered:
@@ -821,13 +740,7 @@ def _patterns_to_try(lowered: str) -> list:
 
 
 def _credential_kind_in(text: str, context: bool = True, across: int | None = None) -> str | None:
-    """The kind of the first credential one of CREDENTIAL_PATTERNS finds in the text as it stands, or None.
-
-    context False leaves out the context rules.  With across, only a match
-    that runs over that position counts (a key split between two fields
-    joined there).  A match that fails its checks is tried again one
-    character on, so that a failed "Authorization: Bearer" leaves the word
-    Bearer to be found."""
+    """The kind of the first credential found, or None; with across, only a match over that position."""
     for index in _patterns_to_try(text.lower()):
         kind, _, pattern, is_context = _CREDENTIAL_PATTERNS[index]
         if is_context and not context:
@@ -860,23 +773,14 @@ def _joined_kind_in(text: str) -> str | None:
 
 
 def _find_credential(text: str) -> str | None:
-    """The kind of credential the text seems to hold, or None.
-
-    The text is looked at as it stands, then with each run of short pieces
-    joined (a key spaced in groups or split by hyphens).  signal_problem
-    removes invisible characters first, so that a key split by them is still found."""
+    """The kind of credential the text seems to hold, as it stands or with groups joined, or None."""
     if not _may_hold_credential(text):
         return None
-    # The context rules are left out of the joined text, and a run of mostly
-    # lower-case words is prose, left as it is: joining prose makes long words, not secrets.
     return _credential_kind_in(text) or _joined_kind_in(text)
 
 
 def _character_class(codes) -> str:
-    """A regular-expression class of the code points, each run of neighbours written as one range.
-
-    re tests a character against a class of ranges quickly; against the 400
-    single characters of INVISIBLE_CHARACTERS, it took forty times as long."""
+    """A regular-expression class of the code points, each run of neighbours as one range (fast in re)."""
     runs = []
     for code in sorted(codes):
         if runs and runs[-1][1] == code - 1:
@@ -892,26 +796,18 @@ _INVISIBLE_SEARCH = re.compile(_character_class(_INVISIBLE_CHARACTERS)).search
 
 def _visible_text(value: str) -> str:
     """The value without INVISIBLE_CHARACTERS, as the credential check reads it; ASCII has none to remove."""
-    # Most non-ASCII text (café, names, emoji) holds none of them either, and
-    # every line a reader reads passes here.  On a typical note the search
-    # costs a sixth of the translate it saves (the plain form: translate
-    # always), and three quarters of frozenset(...).isdisjoint(value).
+    # Every line read passes here; the search spares most text the translate.
     return value if value.isascii() or not _INVISIBLE_SEARCH(value) else value.translate(_INVISIBLE_CHARACTERS)
 
 
 def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
-    """A credential that only the text and effect read together hold, as (kind, detail), or None.
-
-    One key can be pasted half in --text and half in --effect; append
-    refuses it with this, and verify and restore report it with this."""
+    """A credential that only the text and effect read together hold, as (kind, detail), or None."""
     if not effect:
         return None
     text, effect = _visible_text(text), _visible_text(effect)
     if not _may_hold_credential(text + effect):
         return None
-    # Joined as they are and with a space between, a match counting only when
-    # it runs over the seam; then with the groups of a key in groups joined
-    # (neither field alone holds that key, as signal_problem found before).
+    # Only a match over the seam counts: neither field alone held it.
     kind = (_credential_kind_in(text + effect, context=False, across=len(text))
             or _credential_kind_in(text + " " + effect, across=len(text))
             or _joined_kind_in(text + " " + effect))
@@ -928,12 +824,7 @@ def _character_name(character: str) -> str:
 
 
 def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | None:
-    """What append refuses in a text or effect, as (kind, detail), or None.
-
-    The one set of checks: append refuses with it, and verify, the readers and
-    restore report with it.  The detail never holds the value itself.
-    suspect False says the caller already found no credential marker in it
-    (record_text_problems), so the credential patterns are not tried."""
+    """What append refuses in a text or effect, as (kind, detail) never holding the value, or None."""
     if not value.isprintable():  # every character below is unprintable: plain text skips the search
         try:
             value.encode("utf-8")
@@ -1208,12 +1099,8 @@ def _check_record(record: dict, session_id: str | None) -> list:
 
 
 def _record_text_problems(text: str, effect: str | None) -> list:
-    """What append would refuse in a stored text and effect, as (kind, detail) pairs: each alone, then both.
-
-    Readers check every line, so the two are looked at for a credential
-    marker once, joined: a marker in either is a marker in the two together,
-    and a note with none skips every pattern.  The plain form, signal_problem
-    on each and then split_credential_problem, searches three times and finds the same."""
+    """What append would refuse in a stored text and effect, as (kind, detail) pairs: each alone, then both."""
+    # One first look for both: a marker in either is one in the two joined.
     suspect = _may_hold_credential(_visible_text(text + effect if effect else text))
     problems = []
     for key, value, limit in (("text", text, _TEXT_LIMIT), ("effect", effect, _EFFECT_LIMIT)):
