@@ -125,9 +125,9 @@ _LINUX_PROTECTED_FLAGS = 0x10 | 0x20
 _LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
 _LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
                              "armv8l", "riscv64", "s390x", "loongarch64")
-# A replace of the log failing with one of these: the log or its folder is protected.
+# A replace of the log failing so: the log or its folder is protected.
 _PROTECTED_ERRORS = (errno.EPERM, errno.EACCES, errno.EROFS)
-# Private: the log may hold personal details; an export gets the umask's mode.
+# The log may hold personal details; an export gets the umask's mode.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
 _UMASK_FILE_MODE = 0o666
@@ -135,7 +135,7 @@ _UMASK_FILE_MODE = 0o666
 # C0 (but tab, LF, CR), DEL, C1 and bidirectional controls.
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
-# Kept in a note; the credential check skips them, so a key split by them is found.
+# Kept in a note; removed only for the credential check.
 _INVISIBLE_CHARACTERS = dict.fromkeys([
     0x00ad,                      # soft hyphen
     0x034f,                      # combining grapheme joiner
@@ -158,8 +158,8 @@ _HEX_DIGITS = frozenset("0123456789abcdef")
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
-# Credential rules: (kind, markers, pattern, context); tried only when the lower-cased text holds a
-# marker (none: always). The named group says what _credential_match_is_real checks (docs/design.md).
+# Credential rules: (kind, markers, pattern, context), tried when the lower-cased text holds a marker
+# (none: always); the named group says what _credential_match_is_real checks.
 _UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _VENDOR_PATTERNS = (
     # A header alone, or with an elided body ("..."), is prose about keys.
@@ -317,7 +317,7 @@ _VENDOR_PATTERNS = (
     ("token with a vendor prefix", ("-",),
      r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
 )
-# Password, PIN and door-code words in common languages; short ones must stand alone (not spin, pinned).
+# Password, PIN and door-code words in many languages; short ones stand alone (not spin, pinned).
 _PASSWORD_WORDS = (
     r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
     r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
@@ -383,14 +383,14 @@ _CONTEXT_PATTERNS = (
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
-# The cheap first look: most notes show none of these shapes or words; every secret found above shows one.
+# The cheap first look: most notes show none of these; every secret found above shows one.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
                                 r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
 _FIRST_LOOK_WORDS = ("://", "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
                      "hasło", "heslo", "adgangsk", "salasana", "jelsz", "sifre", "şifre", "пароль", "lösenord",
                      "κωδικ", "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호")
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
-# A key written in groups ("AKIA IOSF ODNN ...", "sk-p roj- Ab12 ..."); _find_credential also joins them.
+# A key in groups ("AKIA IOSF ODNN ...", "sk-p roj- Ab12 ..."), which _find_credential joins.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
 _SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
@@ -401,16 +401,16 @@ _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "
 # The start of an SSH public key's base64 body (a private key never begins so).
 _SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
 _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-# Names of algorithms and protocols that look like a password with a digit (argon2id, sha256, oauth2).
+# Algorithm and protocol names that look like a password (argon2id, sha256, oauth2).
 _ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
                    r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
-# Keys and tokens that open nothing (cache key, page token), and words describing one (key id, token type).
+# Keys that open nothing (cache key, page token), and words describing one (key id, token type).
 _KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
                            r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
                            r"next|design|site)[ _-]?$")
 _KEY_DESCRIPTION = (r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
                     r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
-# Bits per character below which a value after a secret-like word is a pattern, not a random secret.
+# Entropy (bits per character) below which a value after a secret-like word is not random.
 _GENERIC_ENTROPY_THRESHOLD = 3.0
 
 
@@ -570,7 +570,7 @@ def _may_hold_credential(text: str) -> bool:
 
 
 def _shannon_entropy(value: str) -> float:
-    """Bits per character of the value's own character frequencies: random keys score high, words low."""
+    """Shannon entropy in bits per character: random keys score high, words low."""
     counts = {}
     for character in value:
         counts[character] = counts.get(character, 0) + 1
@@ -579,7 +579,7 @@ def _shannon_entropy(value: str) -> float:
 
 
 def _is_placeholder(value: str) -> bool:
-    """Whether the value is a stand-in for a secret: it names itself one, is mostly one character, or hardly varies."""
+    """Whether the value is a stand-in: it names itself one, is mostly one character, or hardly varies."""
     lowered = value.lower()
     repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
     return (any(word in lowered for word in _PLACEHOLDER_WORDS) or _shannon_entropy(value) < 2.0
@@ -593,7 +593,7 @@ def _is_date_or_uuid(value: str) -> bool:
 
 
 def _is_word_like(value: str) -> bool:
-    """Whether the value is words or an identifier (DB_PASSWORD_FILE, v2.3.1, Ec2Instance), a UUID or a date."""
+    """Whether the value is words, an identifier (DB_PASSWORD_FILE, v2.3.1), a UUID or a date."""
     if _is_date_or_uuid(value):
         return True
     pieces = [piece for piece in re.split(r"[-_./#:&=@+,]+", value) if piece]
@@ -615,26 +615,26 @@ def _looks_random(value: str) -> bool:
 
 
 def _is_stand_in(value: str) -> bool:
-    """Whether a value after a key or password word is a stand-in, a reference, a path or a URL, not a secret."""
+    """Whether a value after a key or password word is a stand-in, a reference, a path or a URL."""
     return (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../"))
             or value.lower() in _PLACEHOLDER_PASSWORDS or _is_placeholder(value))
 
 
 def _generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
-    """Whether the value after a secret-like word looks like a secret, not prose, a path or a stand-in."""
+    """Whether the value after a secret-like word looks like a secret."""
     value = value.rstrip(".:!?")
-    # A stand-in, a name with a scheme (arn:aws:..., sha256:...), a publishable key, an SSH public key's body.
+    # A stand-in, a scheme (arn:aws:..., sha256:...), a publishable key or an SSH public key.
     if (_is_stand_in(value) or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value)
             or re.search(r"(?i)fingerprint|checksum|digest|(?:sha[0-9]*|md5)[:=]\s*$", operator)
             or value.startswith(("pk_", "pk.", "pub_")) or re.match(_SSH_PUBLIC_KEY_BODY, value)
             or re.fullmatch(r"6L[A-Za-z0-9_-]{38}", value) and "secret" not in before.lower()
             or re.fullmatch(r"0x(?:[0-9A-Fa-f]{8}){1,2}", value)):
-        return False  # a reCAPTCHA key is public unless named its secret; 0x and 8 or 16 hex digits, a key id
+        return False  # a reCAPTCHA key is public unless named secret; 0x and 8 or 16 hex: a key id
     if re.fullmatch(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
         return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
     if _is_word_like(value):
         return False
-    # A digest named as one just before the word (commit key: <40 hex>, the sha256 of the key is ...).
+    # A digest named as one (commit key: <40 hex>, the sha256 of the key is ...).
     if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
             and re.search(r"(?i)commit|sha|hash|digest|checksum|fingerprint|etag|revision", before)):
         return False
@@ -651,7 +651,7 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
 
 
 def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
-    """Whether the value after a password, PIN or code word looks like one; explicit: an operator, not a space."""
+    """Whether the value after a password, PIN or code word looks like one; explicit: an operator came first."""
     value = value.rstrip(".,:!?)]}")
     lowered = keyword.lower()
     if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in, a year after a space
@@ -674,7 +674,7 @@ def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
 
 
 def _pair_is_secret(value: str) -> bool:
-    """Whether the value after a user and a slash (or an e-mail address and a colon) looks like a password."""
+    """Whether the value after a user and a slash (or an e-mail address and a colon) is password-like."""
     value = value.rstrip(".,:!?)]}")
     return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
             and any(c.isalpha() for c in value) and any(not c.isalpha() for c in value)
@@ -682,7 +682,7 @@ def _pair_is_secret(value: str) -> bool:
 
 
 def _codes_are_secret(codes: str) -> bool:
-    """Whether a list after a word for recovery codes holds codes: two or more, with digits, not words."""
+    """Whether a list after a word for recovery codes holds two or more codes with digits."""
     pieces = [piece for piece in re.split(r"[\s,;]+", codes) if piece]
     return (len(pieces) >= 2 and sum(any(c.isdigit() for c in piece) for piece in pieces) * 2 >= len(pieces)
             and not any(piece.isalpha() and piece.islower() for piece in pieces))
@@ -725,7 +725,7 @@ def _patterns_by_marker() -> dict:
     return by_marker
 
 
-# Which patterns each marker calls for, and those tried whatever the text holds.
+# Patterns by marker, and those always tried.
 _PATTERNS_BY_MARKER = _patterns_by_marker()
 _PATTERNS_WITHOUT_MARKERS = tuple(index for index, rule in enumerate(_CREDENTIAL_PATTERNS) if not rule[1])
 
@@ -780,7 +780,7 @@ def _find_credential(text: str) -> str | None:
 
 
 def _character_class(codes) -> str:
-    """A regular-expression class of the code points, each run of neighbours as one range (fast in re)."""
+    """A regular-expression class of the code points, as ranges (fast in re)."""
     runs = []
     for code in sorted(codes):
         if runs and runs[-1][1] == code - 1:
@@ -795,7 +795,7 @@ _INVISIBLE_SEARCH = re.compile(_character_class(_INVISIBLE_CHARACTERS)).search
 
 
 def _visible_text(value: str) -> str:
-    """The value without INVISIBLE_CHARACTERS, as the credential check reads it; ASCII has none to remove."""
+    """The value without INVISIBLE_CHARACTERS, as the credential check reads it."""
     # Every line read passes here; the search spares most text the translate.
     return value if value.isascii() or not _INVISIBLE_SEARCH(value) else value.translate(_INVISIBLE_CHARACTERS)
 
@@ -807,7 +807,7 @@ def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
     text, effect = _visible_text(text), _visible_text(effect)
     if not _may_hold_credential(text + effect):
         return None
-    # Only a match over the seam counts: neither field alone held it.
+    # Only a match over the seam counts.
     kind = (_credential_kind_in(text + effect, context=False, across=len(text))
             or _credential_kind_in(text + " " + effect, across=len(text))
             or _joined_kind_in(text + " " + effect))
@@ -836,7 +836,7 @@ def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | Non
                     _character_name(character), position)
     if len(value) > limit:
         return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
-    # Some invisible characters (U+034F, U+FE0F) are printable, so any non-ASCII text may hold them.
+    # Some invisible characters (U+034F, U+FE0F) are printable.
     kind = suspect and _find_credential(_visible_text(value))  # a key split by invisible characters is still a key
     if kind:
         return "credential", "seems to hold a credential (%s)" % kind
