@@ -87,6 +87,10 @@ _STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary file this old is re
 __version__ = "1.2.0"  # pyproject.toml reads it
 
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
+_SESSIONS_FOLDER = "sessions"  # --session NAME is the folder sessions/NAME inside the session folder
+# A session's name is a folder's name on every platform: no separator, no leading dot or dash.
+_SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_SESSIONS_LISTED = 100  # sessions the sessions command lists, then counts
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
@@ -1132,6 +1136,13 @@ def _check_dir_argument(folder):
         raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
 
 
+def _check_session_name(name, what="--session"):
+    """Refuse a session name that is not one folder's plain name; the name is never repeated."""
+    if name is not None and not (isinstance(name, str) and _SESSION_NAME_SHAPE.fullmatch(name)):
+        raise NotesError("%s takes a name of 1 to 64 letters, digits, -, _ and ., starting with a letter or a "
+                         "digit, such as pricing-page; the name given is not one" % what)
+
+
 def _user_data_folder() -> str:
     """The user's data folder for this platform."""
     if os.name == "nt":
@@ -1147,12 +1158,14 @@ def _user_data_folder() -> str:
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
-def _default_folder() -> str:
-    """This file's folder; for an installed copy, the user's data folder."""
+def _default_folder(create=True) -> str:
+    """This file's folder; for an installed copy, the user's data folder (made when create is true)."""
     here = os.path.dirname(os.path.realpath(__file__))
     if not _is_installed_package_folder(here):
         return here
     folder = _user_data_folder()
+    if not create and os.path.isabs(folder):
+        return os.path.realpath(folder)
     if not os.path.isabs(folder):  # no home: "~" stayed
         raise NotesError(
             "notes.py is installed as a package and cannot tell your home folder, so it has no data "
@@ -1170,8 +1183,10 @@ def _default_folder() -> str:
     return os.path.realpath(folder)
 
 
-def _resolve_folder(folder):
-    """--dir, else $SHAPING_NOTES_DIR, else the default folder."""
+def _resolve_folder(folder, session=None, create=True):
+    """--dir, else $SHAPING_NOTES_DIR, else the default folder; with a session name, sessions/NAME inside it."""
+    if session is not None:
+        return os.path.realpath(os.path.join(_resolve_folder(folder, create=create), _SESSIONS_FOLDER, session))
     if folder is None:
         folder = os.environ.get(_DIR_VARIABLE)
         # set but empty: a mistake, not the default
@@ -1181,7 +1196,7 @@ def _resolve_folder(folder):
                 "unset it, or pass --dir" % (_DIR_VARIABLE, _DIR_VARIABLE))
     if folder is not None:
         return os.path.realpath(os.path.expanduser(folder))
-    return _default_folder()
+    return _default_folder(create)
 
 
 def _folder_error(folder, error):
@@ -1581,6 +1596,37 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
                 os.unlink(entry.path)
         except OSError:
             pass  # only clutter
+
+
+def _open_inside(folder, relative, what="path", way_out="; give the path of a file inside the folder"):
+    """A read descriptor on the regular file at relative below folder, each folder opened by descriptor
+    with O_NOFOLLOW, so that no link is followed anywhere; FileNotFoundError when there is none."""
+    parts = [part for part in os.fspath(relative).replace("\\", "/").split("/") if part not in ("", ".")]
+    if (not parts or "\0" in relative or ".." in parts or os.path.isabs(relative) or relative.startswith("~")
+            or os.path.splitdrive(relative)[0]):
+        raise NotesError("%s is empty, absolute or climbs out with ..%s" % (what, way_out))
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            flags = os.O_RDONLY | _NO_FOLLOW | (_NON_BLOCKING | _BINARY if last else _FOLDER_ONLY)
+            try:
+                child = os.open(part, flags, dir_fd=descriptor)
+            finally:
+                os.close(descriptor)
+            descriptor = child
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        problem = ("passes through a link or a file where a folder should be"
+                   if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) else
+                   "cannot be opened (%s)" % (error.strerror or error))
+        raise NotesError("%s %s%s" % (what, problem, way_out)) from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise NotesError("%s is a folder or a special file, not an export%s" % (what, way_out))
+    return descriptor
 
 
 def _write_meta(folder, session_id, created_at):
@@ -2091,16 +2137,19 @@ class Session:
     """The Python API: one session folder, one method per command, each returning the receipt as a dict.
 
     Arguments are keyword-only; a refusal raises NotesError with the command line's message.
-    Session(None) uses the folder the command line uses without --dir."""
+    Session(None) uses the folder the command line uses without --dir; session="NAME" (--session NAME)
+    uses the folder sessions/NAME inside that one."""
 
-    def __init__(self, folder=None):
+    def __init__(self, folder=None, *, session=None):
         _check_dir_argument(folder)
+        _check_session_name(session)
         # Resolved by each method: a bad signal is refused first.
         self.folder = None if folder is None else os.fspath(folder)
+        self.session = session
 
     def init(self) -> dict:
         """Start a session in the folder, or report the one already there."""
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         _check_session_folder(folder)
         with _SessionLock(folder):
             meta = _open_session_for_writing(folder)
@@ -2115,9 +2164,9 @@ class Session:
         if batch is not None:
             given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
                                                                  evidence, about, by)) if value is not None]
-            return _append_batch_entries(self.folder, batch, given)
+            return _append_batch_entries(self, batch, given)
         signal = _clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         _check_session_folder(folder)
         # The log only grows, so a note found now is still there under the lock.
         with _NotesById(os.path.join(folder, _LOG_NAME)) as in_log:
@@ -2136,7 +2185,7 @@ class Session:
         for note_type in types or ():
             _check_choice("type", note_type, NOTE_TYPES)
         needle = _grep_needle(grep)
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         log_path = os.path.join(folder, _LOG_NAME)
         # Warnings past the listed ones are only counted.
@@ -2183,12 +2232,12 @@ class Session:
     def show(self, *, note_id) -> dict:
         """One note and its chain, or its gate's updates; the notes about it."""
         note_id = _command_note_id("show", note_id)
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         return _show_note(folder, _require_session(folder), note_id)
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         with _LogReader(folder, meta) as reader:
             by_type = _count_by_type(reader)[0]
@@ -2211,14 +2260,14 @@ class Session:
         limit = _check_limit(limit)
         if max_bytes < 1:
             raise NotesError("--max-bytes must be 1 or more")
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         fitted = _read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
         return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
     def verify(self) -> dict:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         meta_problems = []
         for key in ("schema_version", "session_id", "created_at", "log_file"):
@@ -2250,7 +2299,7 @@ class Session:
 
         output may replace an earlier export, never any other file."""
         _check_choice("format", format, ("json", "md"))
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         markdown = format == "md"
         if output:
@@ -2283,11 +2332,13 @@ class Session:
         return _with_warnings(receipt, warnings)
 
     def restore(self, *, export_file, accept_damaged=False) -> dict:
-        """Bring a session back into the folder from an export (ours or v0's)."""
-        export_path = os.path.abspath(os.path.expanduser(export_file))
-        export = _Export(export_path, accept_damaged)  # checked, streamed: never held whole
+        """Bring a session back into the folder from an export (ours or v0's).
+
+        export_file: its path, or the export as a binary file open for reading (read from its start)."""
+        export = _Export(export_file, accept_damaged)  # checked, streamed: never held whole
+        export_path = export.path
         try:
-            folder = _resolve_folder(self.folder)
+            folder = _resolve_folder(self.folder, self.session)
             restored, recovered = _restore_export(folder, export)
         finally:
             export.close()
@@ -2307,12 +2358,39 @@ class Session:
         The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
         note_id = _command_note_id("redact", note_id)
         reason = _redact_reason(reason)
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         _require_session(folder)
         _check_session_folder(folder)
         with _SessionLock(folder):
             meta = _open_session_for_writing(folder)
             return _redact_note(folder, meta, note_id, reason)
+
+    def sessions(self) -> dict:
+        """The sessions kept in the folder: its own, then each one of sessions/ by name, with each one's
+        notes, last note, open and deferred gates and last export.  Reads only; creates nothing."""
+        base = _resolve_folder(self.folder, create=False)
+        found = [(None, base)] if _holds_session(base) else []
+        below = os.path.join(base, _SESSIONS_FOLDER)
+        try:
+            with os.scandir(below) as entries:
+                names = sorted(entry.name for entry in entries
+                               if _SESSION_NAME_SHAPE.fullmatch(entry.name) and entry.is_dir())
+        except OSError:  # no sessions folder (or not one): only the folder's own session
+            names = []
+        found += [(name, os.path.join(below, name)) for name in names if _holds_session(os.path.join(below, name))]
+        listed, warnings = [], []
+        for name, folder in found[:_SESSIONS_LISTED]:
+            entry, problems = _session_entry(name, folder)
+            listed.append(entry)
+            if problems:
+                warnings.append("%s: %s in its log; run verify%s to see them" % (
+                    "session %s" % name if name else "the folder's own session", _counted(problems, "problem"),
+                    " with --session %s" % name if name else ""))
+        receipt = {"ok": True, "command": "sessions", "path": base, "current": self.session,
+                   "count": len(listed), "sessions": listed}
+        if len(found) > len(listed):
+            receipt["not_listed"] = len(found) - len(listed)
+        return _with_warnings(receipt, _bounded_warnings(warnings, len(warnings)))
 
 
 def _append_signal(folder, meta, signal):
@@ -2556,10 +2634,10 @@ def _check_batch_links(log_path, signals):
                 raise NotesError("line %d: %s" % (number, error.message)) from None
 
 
-def _append_batch_entries(folder_option, entries, flags_given) -> dict:
+def _append_batch_entries(session, entries, flags_given) -> dict:
     """Session.append(batch=...): check every line, then store them all."""
     signals = _clean_batch(entries, flags_given)
-    folder = _resolve_folder(folder_option)
+    folder = _resolve_folder(session.folder, session.session)
     _check_session_folder(folder)
     # The log only grows, so a note found now is still there under the lock.
     _check_batch_links(os.path.join(folder, _LOG_NAME), signals)
@@ -3574,8 +3652,16 @@ def _export_parts(stream):
         raise _ExportShapeError("it holds more than one JSON value")
 
 
-def _open_export(path):
-    """A binary handle on the export: a regular file within EXPORT_SIZE_LIMIT."""
+def _open_export(source):
+    """(path, binary handle) of the export, a path or an open file: a regular file within EXPORT_SIZE_LIMIT."""
+    if hasattr(source, "read"):  # opened by the caller (MCP's restore opens it by descriptor)
+        path = source.name if isinstance(source.name, str) else "the export"
+        mode = os.fstat(source.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise _special_file_error(path, mode)
+        source.seek(0)
+        return path, _export_within_limit(source, path, close=False)
+    path = os.path.abspath(os.path.expanduser(source))
     try:
         descriptor = _open_regular_file(path)
     except FileNotFoundError:
@@ -3584,11 +3670,17 @@ def _open_export(path):
         raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
     except OSError as error:
         raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    if os.fstat(descriptor).st_size > _EXPORT_SIZE_LIMIT:
-        os.close(descriptor)
+    return path, _export_within_limit(open(descriptor, "rb"), path)
+
+
+def _export_within_limit(handle, path, close=True):
+    """The handle, or a refusal (closing it when close) when its file is over EXPORT_SIZE_LIMIT."""
+    if os.fstat(handle.fileno()).st_size > _EXPORT_SIZE_LIMIT:
+        if close:
+            handle.close()
         raise NotesError("%s is over 256 MiB, larger than any session export; nothing was written. Pass the "
                          "path of a session_export.json" % path)
-    return open(descriptor, "rb")
+    return handle
 
 
 class _Export(_ProblemTally):
@@ -3596,9 +3688,10 @@ class _Export(_ProblemTally):
 
     HEAD_KEYS = ("schema_version", "session", "record_count")  # the only top-level values kept
 
-    def __init__(self, path, accept_damaged=False):
-        self.path, self.accept_damaged = path, accept_damaged
-        self.handle = _open_export(path)
+    def __init__(self, source, accept_damaged=False):
+        self.accept_damaged, self.opened_here = accept_damaged, not hasattr(source, "read")
+        self.path, self.handle = _open_export(source)
+        path = self.path
         self.session, self.record_count, self.notices = None, 0, []
         _ProblemTally.__init__(self)
         try:
@@ -3612,7 +3705,8 @@ class _Export(_ProblemTally):
             raise
 
     def close(self):
-        self.handle.close()
+        if self.opened_here:  # a file the caller opened is the caller's to close
+            self.handle.close()
 
     def check(self) -> bytes:
         """The first pass, returning the digest: the head's shape, then every record."""
@@ -3925,6 +4019,36 @@ def _files_that_may_hold_old_text(folder) -> list:
             if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
 
 
+# sessions: what each session of a folder holds, read as summary and recap read it
+
+def _holds_session(folder) -> bool:
+    return any(os.path.lexists(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME))
+
+
+def _session_entry(name, folder):
+    """(one session as the sessions receipt lists it, how many problems its log has)."""
+    entry = {"name": name, "path": folder}
+    try:
+        meta = _read_meta(folder)
+        if meta is None:
+            raise NotesError("%s holds notes but %s is missing; restore the session from its export"
+                             % (os.path.join(folder, _LOG_NAME), _META_NAME))
+        with _LogReader(folder, meta) as reader:
+            gates = _recap_history(reader)[1]
+    except (NotesError, OSError) as error:
+        entry["error"] = error.message if isinstance(error, NotesError) else "cannot read it (%s)" % error.strerror
+        return entry, 0
+    last = reader.last_record
+    statuses = [gate.status for gate in gates.values()]
+    export_path = os.path.join(folder, _EXPORT_NAME)
+    entry.update(total=reader.total,
+                 last_note={key: last[key] for key in ("id", "type", "text")} if last else None,
+                 open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
+                 last_export=_export_lag(folder, meta["session_id"], reader.total)
+                 if os.path.lexists(export_path) else None)
+    return entry, reader.problem_count
+
+
 # --------------------------------------------------------------------------
 # Command line: one table of commands and options, the parser built from it
 
@@ -4066,7 +4190,10 @@ _COMMANDS = {
     ], "python3 -S notes.py export --output /mnt/data/session_export.json", "export"),
     "restore": _Command("Bring a session back into the folder from a session_export.json; tell_operator says "
                        "which gates are open or deferred and which file to keep from now on.", [
-        _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)"),
+        _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)",
+               mcp_help="the export to restore (ours or v0's): a file name in the session folder or in a "
+                        "folder the operator started the server to read exports from, or a full path inside one "
+                        "of them"),
         _Option("--accept-damaged", "accept_damaged", None,
                "restore a damaged export anyway: every record exactly as the export holds it, nothing "
                "repaired or dropped (verify then reports the same problems)",
@@ -4081,16 +4208,30 @@ _COMMANDS = {
                mcp_help="why it is redacted (required; never the secret itself), at most %d characters"
                % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True),
     ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
-    "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify and export "
-                   "as MCP tools over stdio, until the end of input.", [
+    "sessions": _Command("List the sessions kept in the folder: its own, then each one of its sessions folder "
+                        "(--session NAME), with each one's number of notes, last note, open and deferred gates "
+                        "and last export.", [], "python3 -S notes.py sessions", "sessions",
+                        mcp_purpose="List the sessions kept in the server's folder: its own (name null), then "
+                                    "each named one, with each one's number of notes, last note, open and "
+                                    "deferred gates and last export; current is the session the tools use "
+                                    "when no session is given."),
+    "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify, export, "
+                   "sessions and restore as MCP tools over stdio, until the end of input. Each tool takes a "
+                   "session argument, a name as --session takes it (default: the --session given here).", [
         _Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
                "off unless given)", action="store_const", const=True, default=False),
-    ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
+        _Option("--restore-from", "restore_from", "DIR", "a folder the restore tool may read exports from, "
+               "besides the session folder; repeat it for several (example: --restore-from ~/Downloads)",
+               action="append"),
+    ], "python3 -S notes.py --dir /home/you/shaping mcp --restore-from /home/you/Downloads", None),
 }
 # The data folder is named as this user's, so the help says where an installed
 # copy's notes are (%% doubled: argparse formats help texts).
 _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
+_SESSION_HELP = ("keep this idea apart, in the folder %s/NAME inside the session folder: NAME is 1 to 64 letters, "
+                "digits, -, _ and ., starting with a letter or a digit (example: --session pricing-page)"
+                % _SESSIONS_FOLDER)
 
 
 # Options people reach for by habit, and the option that does that job here.
@@ -4157,6 +4298,7 @@ def _build_parser():
                            "run '%s COMMAND --help' for a command's options" % (program, program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=_DIR_HELP)
+    parser.add_argument("--session", metavar="NAME", help=_SESSION_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for name, command in _COMMANDS.items():
@@ -4164,6 +4306,7 @@ def _build_parser():
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   epilog="example:\n  " + command.example.replace(_SCRIPT_COMMAND, program))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
+        sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
         for option in command.options:
             settings = option.parser_settings()
             if option.flag.startswith("-"):
@@ -4199,12 +4342,13 @@ def _parse_arguments(argv):
                              "value that starts with a dash as --text=VALUE %s" % (
                                  _argument_position(argv, word, arguments.command), arguments.command,
                                  _see_help(arguments.command)))
-        flags = ["--dir"] + [option.flag for option in _COMMANDS[arguments.command].options
+        flags = ["--dir", "--session"] + [option.flag for option in _COMMANDS[arguments.command].options
                              if option.flag.startswith("-")]
         guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
         raise NotesError("%s has no option %s; %s%s" % (
             arguments.command, flag, "use %s instead " % guess if guess else "", _see_help(arguments.command)))
     _check_dir_argument(arguments.dir)
+    _check_session_name(arguments.session)
     return arguments
 
 
@@ -4364,6 +4508,11 @@ _MCP_TOOLS = {
     "verify": ((), _MCP_READER_HINTS),
     "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
                     "openWorldHint": False}),
+    "sessions": ((), _MCP_READER_HINTS),
+    # Reads an export only inside the session folder or a folder named at the start
+    # (mcp_open_export); it adds notes a session lacks and never removes one.
+    "restore": (("export_file",), {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
+                                   "openWorldHint": False}),
     # Served only by `mcp --allow-redact` (see mcp_served_tools): a tool call
     # may come from a prompt injected into a document, and redact rewrites
     # the log, so the operator opts in.
@@ -4422,7 +4571,8 @@ def _mcp_description(command, text):
 def _mcp_argument_schema(command, option):
     """The JSON Schema of one tool argument, from its Option: type, enum, description, default, limits."""
     extra = option.settings
-    schema = {"type": "integer" if extra.get("type") is int else "string"}
+    schema = {"type": "boolean" if extra.get("const") is True else "integer" if extra.get("type") is int
+              else "string"}
     if "choices" in extra:
         schema["enum"] = list(extra["choices"])
     if option.metavar == "NOTE_ID":
@@ -4474,7 +4624,21 @@ def _mcp_batch_listing():
             "annotations": hints}
 
 
-def _mcp_append_batch(folder, arguments) -> dict:
+_MCP_SESSION_SCHEMA = {"type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE.pattern,
+                       "description": "the session to use, by name: each idea kept apart in a folder of its own "
+                                      "(1 to 64 letters, digits, -, _ and ., starting with a letter or a digit); "
+                                      "default: the server's session (the sessions tool lists them)"}
+
+
+def _mcp_listing(command):
+    """A tool as tools/list shows it: every tool but sessions takes the session it works on."""
+    listing = _mcp_tool_listing(command)
+    if command != "sessions":
+        listing["inputSchema"]["properties"]["session"] = _MCP_SESSION_SCHEMA
+    return listing
+
+
+def _mcp_append_batch(session, arguments) -> dict:
     """The append_batch tool: its batch argument is the list of signal objects a batch's lines hold."""
     if set(arguments) - {"batch"}:
         raise NotesError("append_batch takes only the argument batch, a list of signal objects; call append "
@@ -4483,7 +4647,7 @@ def _mcp_append_batch(folder, arguments) -> dict:
     if not isinstance(entries, list):
         raise NotesError("argument 'batch' of append_batch must be a list of signal objects, such as "
                          "[{\"type\": \"decision\", \"text\": \"...\"}]")
-    return Session(folder).append(batch=entries)
+    return session.append(batch=entries)
 
 
 def _mcp_keywords(command, arguments):
@@ -4501,9 +4665,11 @@ def _mcp_keywords(command, arguments):
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
         many = options[name].settings.get("action") == "append"
-        kind = "an integer" if options[name].settings.get("type") is int else "a string"
+        kind = ("true or false" if options[name].settings.get("const") is True else
+                "an integer" if options[name].settings.get("type") is int else "a string")
         for item in value if many and isinstance(value, list) else [] if value is None else [value]:
-            if not (isinstance(item, str) or kind == "an integer" and type(item) is int):
+            if not (isinstance(item, bool) if kind == "true or false" else
+                    isinstance(item, str) or kind == "an integer" and type(item) is int):
                 raise NotesError("argument %r of %s must be %s%s" % (
                     name, command, "a list of strings or " if many else "", kind))
     keywords = {name: option.settings.get("default") for name, option in options.items()}
@@ -4561,25 +4727,86 @@ def _mcp_export_path(folder, output):
     return path
 
 
-def _mcp_call_tool(folder, params, tools):
+class _McpServer:
+    """What one server was started with: its session, the tools it serves, the folders restore may read."""
+
+    def __init__(self, folder, session, tools, restore_from):
+        self.home = Session(folder, session=session)
+        self.tools = tools
+        self.restore_from = tuple(_mcp_restore_folder(path) for path in restore_from or ())
+
+    def session(self, name):
+        """The Session a tool call's session argument names; the server's own when it names none."""
+        if name is None:
+            return self.home
+        _check_session_name(name, "argument session")
+        return Session(self.home.folder, session=name)
+
+
+def _mcp_restore_folder(path):
+    """A --restore-from folder, resolved once at the start; refuse one that is no folder."""
+    if not path.strip() or not os.path.isdir(os.path.expanduser(path)):
+        raise NotesError("--restore-from names no folder; give a folder that exists, such as the one your "
+                         "browser saves downloads in, or leave it out")
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def _mcp_restore(server, session, export_file, accept_damaged):
+    """The restore tool: Session.restore on the export opened by descriptor inside an allowed folder."""
+    folder = _resolve_folder(session.folder, session.session)
+    with _mcp_open_export(export_file, (folder,) + server.restore_from) as handle:
+        return session.restore(export_file=handle, accept_damaged=accept_damaged)
+
+
+def _mcp_open_export(name, places):
+    """The export a tool call names, opened below the first of places that holds it, following no link.
+
+    A client's path is never opened as given: a name is looked for below each
+    place in turn, and a full path counts only inside one of them."""
+    way_out = ("; put the export in the session folder (%s) or in a folder the server was started with "
+               "(mcp --restore-from DIR), and give its file name" % places[0])
+    candidates = [(place, name) for place in places]
+    if os.path.isabs(name):
+        candidates = [(place, name[len(place.rstrip(os.sep)) + 1:]) for place in places
+                      if name.startswith(place.rstrip(os.sep) + os.sep)]
+        if not candidates:
+            raise NotesError("restore over MCP reads only inside the session folder and the folders the server "
+                             "was started with, and export_file is a full path outside them" + way_out)
+    for place, relative in candidates:
+        try:
+            descriptor = _open_inside(place, relative, "export_file", way_out)
+        except FileNotFoundError:
+            continue
+        return open(os.path.join(place, relative), "rb", opener=lambda path, flags: descriptor)
+    raise NotesError("export_file names no file in the session folder or the folders the server was started "
+                     "with" + way_out)
+
+
+def _mcp_call_tool(server, params):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
-    if not isinstance(name, str) or name not in tools:
+    if not isinstance(name, str) or name not in server.tools:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
-                            % (_compact_json(name), ", ".join(tools)))
+                            % (_compact_json(name), ", ".join(server.tools)))
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
+        arguments = dict(arguments)  # sessions lists them all, so it takes no session
+        session = server.session(None if name == "sessions" else arguments.pop("session", None))
         if name == "append_batch":  # its signals are objects, which no command line option carries
-            receipt = _mcp_append_batch(folder, arguments)
+            receipt = _mcp_append_batch(session, arguments)
         else:
             keywords = _mcp_keywords(name, arguments)
             if name == "export" and keywords["output"]:
                 # MCP only: a tool call may come from a prompt injected into what the model read.
-                keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
-            receipt = getattr(Session(folder), _COMMANDS[name].method)(**keywords)
+                keywords["output"] = _mcp_export_path(_resolve_folder(session.folder, session.session),
+                                                      keywords["output"])
+            if name == "restore":
+                receipt = _mcp_restore(server, session, **keywords)
+            else:
+                receipt = getattr(session, _COMMANDS[name].method)(**keywords)
         failed = False
     except Exception as error:  # noqa: BLE001 - a NotesError or MemoryError too: reported, and the server goes on
         receipt, failed = _mcp_refusal(name, error), True
@@ -4672,7 +4899,7 @@ def _mcp_instructions():
     return _MCP_INSTRUCTIONS + "\n" + _MCP_CONTRACTS_INSTRUCTION
 
 
-def _mcp_result(folder, method, params, tools):
+def _mcp_result(server, method, params):
     """The result of one request, whatever the revision (the caller adds the stateless fields)."""
     if method == "initialize":
         requested = params.get("protocolVersion")
@@ -4687,9 +4914,9 @@ def _mcp_result(folder, method, params, tools):
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": [_mcp_tool_listing(name) for name in tools]}
+        return {"tools": [_mcp_listing(name) for name in server.tools]}
     if method == "tools/call":
-        return _mcp_call_tool(folder, params, tools)
+        return _mcp_call_tool(server, params)
     if method == "resources/list":
         return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
                                "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
@@ -4715,7 +4942,7 @@ def _mcp_stateless_version(method, params):
     return version
 
 
-def _mcp_answer(folder, message, tools):
+def _mcp_answer(server, message):
     """The response to one JSON-RPC message; None for a notification or a client's response."""
     if not isinstance(message, dict):
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
@@ -4737,7 +4964,7 @@ def _mcp_answer(folder, message, tools):
         if not isinstance(params, dict):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "params must be an object")
         stateless = _mcp_stateless_version(method, params)
-        result = _mcp_result(folder, method, params, tools)
+        result = _mcp_result(server, method, params)
     except _ProtocolError as error:
         return _mcp_error(request_id, error.code, error.message, error.data)
     except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
@@ -4768,7 +4995,7 @@ def _mcp_log(message):
         pass
 
 
-def _mcp_answer_line(folder, line, tools):
+def _mcp_answer_line(server, line):
     """The response to one line of input: a message, or an error for a batch or bytes that are not JSON.
 
     A JSON-RPC batch (an array of requests) is refused whole: only the
@@ -4783,13 +5010,13 @@ def _mcp_answer_line(folder, line, tools):
     if isinstance(message, list):
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
                          "not served; send one request per line")
-    return _mcp_answer(folder, message, tools)
+    return _mcp_answer(server, message)
 
 
-def _serve_mcp(folder, tools) -> None:
+def _serve_mcp(server) -> None:
     """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
 
-    The server keeps only the folder it was given: no lock, no open file, no
+    The server keeps only what it was started with: no lock, no open file, no
     parsed state between calls.  A client that closes its end raises
     BrokenPipeError, which main handles as for any command."""
     import signal
@@ -4806,7 +5033,7 @@ def _serve_mcp(folder, tools) -> None:
     if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
         return None
     try:
-        _mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer, tools)
+        _mcp_serve_lines(server, sys.stdin.buffer, sys.stdout.buffer)
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
     except Exception as error:  # noqa: BLE001 - a MemoryError reading a line, say
@@ -4817,7 +5044,7 @@ def _serve_mcp(folder, tools) -> None:
     return None  # main prints nothing: stdout carried only JSON-RPC
 
 
-def _mcp_serve_lines(folder, source, sink, tools):
+def _mcp_serve_lines(server, source, sink):
     """Answer each line of source on sink until the end of input; a fault in one answer is a JSON-RPC error."""
     # A message is read up to LINE_LIMIT bytes, far above any real request,
     # so a client that never sends a newline cannot make the server hold
@@ -4831,7 +5058,7 @@ def _mcp_serve_lines(folder, source, sink, tools):
             continue
         else:
             try:
-                answer = _mcp_answer_line(folder, line, tools)
+                answer = _mcp_answer_line(server, line)
             except Exception as error:  # noqa: BLE001 - a MemoryError, say: answered, and the server goes on
                 answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
         if answer is not None:
@@ -4893,9 +5120,10 @@ def _dispatch(arguments):
     """Run the parsed command: serve MCP, or call the command's Session method; return what to print."""
     command = _COMMANDS[arguments.command]
     if command.method is None:
-        return _serve_mcp(arguments.dir, _mcp_served_tools(arguments.allow_redact))
+        return _serve_mcp(_McpServer(arguments.dir, arguments.session, _mcp_served_tools(arguments.allow_redact),
+                                     arguments.restore_from))
     keywords = _cli_keywords(arguments)
-    return getattr(Session(arguments.dir), command.method)(**keywords)
+    return getattr(Session(arguments.dir, session=arguments.session), command.method)(**keywords)
 
 
 def _parse_arguments_or_help(argv):
@@ -4942,7 +5170,7 @@ def _serves_mcp(argv) -> bool:
     """Whether argv asks for the MCP server, whose stdout carries JSON-RPC and nothing else."""
     words = iter(argv)
     for word in words:
-        if word == "--dir":
+        if word in ("--dir", "--session"):
             next(words, None)
         elif not word.startswith("-"):
             return word == "mcp"

@@ -26,7 +26,7 @@ STATELESS = "2026-07-28"
 HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
-TOOLS = ["append", "append_batch", "recap", "tail", "show", "summary", "verify", "export"]
+TOOLS = ["append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "sessions", "restore"]
 
 
 # --------------------------------------------------------------------------
@@ -303,19 +303,26 @@ def test_tool_schemas_and_annotations(tmp_path):
     assert append["properties"]["status"]["enum"] == ["open", "deferred", "closed"]
     assert {"type", "text", "effect", "ref", "status"} <= set(append["properties"])
     tail = tools["tail"]["inputSchema"]["properties"]
-    assert set(tail) == {"limit", "types", "since", "until", "grep"}
+    assert set(tail) == {"limit", "types", "since", "until", "grep", "session"}
     assert tail["types"] == {"type": "array", "items": {"type": "string", "enum": types},
                              "description": tail["types"]["description"]}
     assert tail["limit"]["type"] == "integer" and tail["limit"]["default"] == 5
-    assert set(tools["recap"]["inputSchema"]["properties"]) == {"limit", "format", "max_bytes"}
-    assert set(tools["export"]["inputSchema"]["properties"]) == {"output", "format"}
+    assert set(tools["recap"]["inputSchema"]["properties"]) == {"limit", "format", "max_bytes", "session"}
+    assert set(tools["export"]["inputSchema"]["properties"]) == {"output", "format", "session"}
     assert tools["export"]["inputSchema"]["properties"]["format"]["enum"] == ["json", "md"]
     for name in ("summary", "verify"):
-        assert tools[name]["inputSchema"]["properties"] == {}
+        assert set(tools[name]["inputSchema"]["properties"]) == {"session"}
+    assert tools["sessions"]["inputSchema"]["properties"] == {}  # it lists them all
+    restore = tools["restore"]["inputSchema"]
+    assert set(restore["properties"]) == {"export_file", "accept_damaged", "session"}
+    assert restore["required"] == ["export_file"]
+    assert restore["properties"]["accept_damaged"]["type"] == "boolean"
     for name, tool in tools.items():
         assert len(tool["description"].split()) >= 5, tool
+        if name != "sessions":
+            assert tool["inputSchema"]["properties"]["session"]["pattern"] == "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
         hints = tool["annotations"]
-        assert hints["readOnlyHint"] is (name in ("recap", "tail", "show", "summary", "verify")), tool
+        assert hints["readOnlyHint"] is (name in ("recap", "tail", "show", "summary", "verify", "sessions")), tool
         assert hints["destructiveHint"] is (name == "export"), tool  # export may replace its output file
         assert hints["openWorldHint"] is False
     assert tools["append"]["annotations"]["idempotentHint"] is True  # a retry is answered as a duplicate
