@@ -87,10 +87,9 @@ _STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary file this old is re
 __version__ = "1.2.0"  # pyproject.toml reads it
 
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
-_SESSIONS_FOLDER = "sessions"  # --session NAME is the folder sessions/NAME inside the session folder
-# A session's name is a folder's name on every platform: no separator, no leading dot or dash.
-_SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_SESSIONS_LISTED = 100  # sessions the sessions command lists, then counts
+_SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
+_SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
+_SESSIONS_LISTED = 100
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
@@ -105,6 +104,14 @@ _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
 _FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
+# chattr's immutable and append-only flags (FS_IMMUTABLE_FL, FS_APPEND_FL) and the ioctl that reads them,
+# FS_IOC_GETFLAGS = _IOR('f', 1, long); that encoding holds on the machines named, and others are not asked.
+_LINUX_PROTECTED_FLAGS = 0x10 | 0x20
+_LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
+_LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
+                             "armv8l", "riscv64", "s390x", "loongarch64")
+# A replace of the log failing with one of these: the log or its folder is protected.
+_PROTECTED_ERRORS = (errno.EPERM, errno.EACCES, errno.EROFS)
 # Private: the log may hold personal details; an export gets the umask's mode.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
@@ -1137,10 +1144,10 @@ def _check_dir_argument(folder):
 
 
 def _check_session_name(name, what="--session"):
-    """Refuse a session name that is not one folder's plain name; the name is never repeated."""
+    """Refuse a bad session name without repeating it."""
     if name is not None and not (isinstance(name, str) and _SESSION_NAME_SHAPE.fullmatch(name)):
-        raise NotesError("%s takes a name of 1 to 64 letters, digits, -, _ and ., starting with a letter or a "
-                         "digit, such as pricing-page; the name given is not one" % what)
+        raise NotesError("%s takes 1 to 64 letters, digits, -, _ or ., the first a letter or digit (such as "
+                         "pricing-page); the name given is not one" % what)
 
 
 def _user_data_folder() -> str:
@@ -1159,7 +1166,7 @@ def _user_data_folder() -> str:
 
 
 def _default_folder(create=True) -> str:
-    """This file's folder; for an installed copy, the user's data folder (made when create is true)."""
+    """This file's folder; for an installed copy, the user's data folder (made if create)."""
     here = os.path.dirname(os.path.realpath(__file__))
     if not _is_installed_package_folder(here):
         return here
@@ -1184,7 +1191,7 @@ def _default_folder(create=True) -> str:
 
 
 def _resolve_folder(folder, session=None, create=True):
-    """--dir, else $SHAPING_NOTES_DIR, else the default folder; with a session name, sessions/NAME inside it."""
+    """--dir, else $SHAPING_NOTES_DIR, else the default folder; for a session, its sessions/NAME."""
     if session is not None:
         return os.path.realpath(os.path.join(_resolve_folder(folder, create=create), _SESSIONS_FOLDER, session))
     if folder is None:
@@ -1568,12 +1575,20 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
     except BaseException:
         if descriptor is not None:
             os.close(descriptor)
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        _discard_temporary(temporary)
         raise
     _fsync_folder(folder)
+
+
+def _discard_temporary(path):
+    """Remove a temporary file; one its folder will not let go (chattr +a) is at least emptied of its copy."""
+    try:
+        os.unlink(path)
+    except OSError:
+        try:
+            os.truncate(path, 0)  # the name is still ours: an append-only folder lets no one replace it
+        except OSError:
+            pass
 
 
 def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
@@ -1598,35 +1613,107 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
             pass  # only clutter
 
 
-def _open_inside(folder, relative, what="path", way_out="; give the path of a file inside the folder"):
-    """A read descriptor on the regular file at relative below folder, each folder opened by descriptor
-    with O_NOFOLLOW, so that no link is followed anywhere; FileNotFoundError when there is none."""
-    parts = [part for part in os.fspath(relative).replace("\\", "/").split("/") if part not in ("", ".")]
-    if (not parts or "\0" in relative or ".." in parts or os.path.isabs(relative) or relative.startswith("~")
-            or os.path.splitdrive(relative)[0]):
+def _open_inside(folder, relative, what="path", way_out=""):
+    """A read descriptor on the file at relative below folder, each step opened by descriptor, no link followed."""
+    parts = [part for part in relative.replace("\\", "/").split("/") if part not in ("", ".")]
+    if not parts or "\0" in relative or ".." in parts or os.path.isabs(relative) or relative.startswith("~"):
         raise NotesError("%s is empty, absolute or climbs out with ..%s" % (what, way_out))
+    descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)  # FileNotFoundError: none there
     try:
-        descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
         for index, part in enumerate(parts):
             last = index == len(parts) - 1
-            flags = os.O_RDONLY | _NO_FOLLOW | (_NON_BLOCKING | _BINARY if last else _FOLDER_ONLY)
-            try:
-                child = os.open(part, flags, dir_fd=descriptor)
-            finally:
-                os.close(descriptor)
+            child = os.open(part, os.O_RDONLY | _NO_FOLLOW | (_NON_BLOCKING | _BINARY if last else _FOLDER_ONLY),
+                            dir_fd=descriptor)
+            os.close(descriptor)
             descriptor = child
-    except FileNotFoundError:
-        raise
-    except OSError as error:
-        problem = ("passes through a link or a file where a folder should be"
-                   if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) else
-                   "cannot be opened (%s)" % (error.strerror or error))
-        raise NotesError("%s %s%s" % (what, problem, way_out)) from None
-    mode = os.fstat(descriptor).st_mode
-    if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotesError("%s is a folder or a special file%s" % (what, way_out))
+    except (OSError, NotesError) as error:
         os.close(descriptor)
-        raise NotesError("%s is a folder or a special file, not an export%s" % (what, way_out))
+        if isinstance(error, OSError) and not isinstance(error, FileNotFoundError):
+            raise NotesError("%s passes through a link or cannot be opened (%s)%s"
+                             % (what, error.strerror or error, way_out)) from None
+        raise
     return descriptor
+
+
+def _is_protected_inode(descriptor):
+    """Whether the file or folder open at descriptor is immutable or append-only (chattr +i or +a, chflags)."""
+    flags = getattr(os.fstat(descriptor), "st_flags", None)
+    if flags is not None:  # BSD and macOS give them with the status
+        return bool(flags & (stat.UF_IMMUTABLE | stat.UF_APPEND | stat.SF_IMMUTABLE | stat.SF_APPEND))
+    if fcntl is None or not sys.platform.startswith("linux") or os.uname().machine not in _LINUX_GET_FLAGS_MACHINES:
+        return False  # not known here: a replace that fails says so instead
+    try:
+        answer = fcntl.ioctl(descriptor, _LINUX_GET_FLAGS, bytes(8))
+    except OSError:  # a filesystem without these flags
+        return False
+    return bool(int.from_bytes(answer[:4], sys.byteorder) & _LINUX_PROTECTED_FLAGS)
+
+
+def _protected_folder(folder):
+    """(what, way out) when the user protected the folder against new names and renames, else None."""
+    if os.name == "nt":  # a folder cannot be opened there, and its read-only mark does not stop writes
+        return None
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    except OSError:  # not readable by us: a replace that fails says what is wrong
+        return None
+    try:
+        mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
+        if not mode & stat.S_IWUSR:
+            return "the folder %s is read-only (mode %04o)" % (folder, mode), "chmod u+w %s" % folder
+        if _is_protected_inode(descriptor):
+            return "the folder %s is immutable or append-only (chattr +i or +a)" % folder, "chattr -ia %s" % folder
+    finally:
+        os.close(descriptor)
+    return None
+
+
+def _refuse_a_protected_log(folder, descriptor=None):
+    """Refuse to replace the log (open at descriptor; None: there is none) when the user protected it or its
+    folder; else return the mode its copy gets, its own owner bits.
+
+    The mode bits are read, not tried: root writes past them."""
+    log_path = os.path.join(folder, _LOG_NAME)
+    mode = stat.S_IMODE(os.fstat(descriptor).st_mode) if descriptor is not None else _PRIVATE_FILE_MODE
+    if not mode & stat.S_IWUSR:
+        found = "%s is read-only (mode %04o)" % (log_path, mode), "chmod u+w %s" % log_path
+    elif descriptor is not None and _is_protected_inode(descriptor):
+        found = "%s is immutable or append-only (chattr +i or +a)" % log_path, "chattr -ia %s" % log_path
+    else:
+        found = _protected_folder(folder)
+    if found:
+        raise NotesError("%s, so the log is not rewritten: nothing was changed, and the protection stays. To go "
+                         "on, lift it (%s) and run the command again" % found)
+    return mode & 0o700
+
+
+def _replace_log(folder, chunks):
+    """Under the lock: replace the log with the bytes chunks yields, in one rename, so that every reader
+    reads the old log or the new one, whole; refuse a log or folder the user protected, changing nothing.
+
+    Crash window: before os.replace the log is untouched (the temporary file is removed, or by a later
+    rewrite once stale); after it the new log is whole, made durable by the folder fsync."""
+    log_path = os.path.join(folder, _LOG_NAME)
+    try:
+        descriptor = _open_refusing_links(log_path, os.O_RDONLY)
+    except FileNotFoundError:
+        descriptor = None
+    try:
+        mode = _refuse_a_protected_log(folder, descriptor)
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+    try:
+        _write_file_atomically(log_path, chunks, mode=mode)
+    except OSError as error:
+        if error.errno not in _PROTECTED_ERRORS:
+            raise
+        raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable or "
+                         "append-only, or on a read-only filesystem), so the log is not rewritten: nothing was "
+                         "changed. To go on, lift the protection and run the command again"
+                         % (log_path, error.strerror)) from None
 
 
 def _write_meta(folder, session_id, created_at):
@@ -2137,8 +2224,7 @@ class Session:
     """The Python API: one session folder, one method per command, each returning the receipt as a dict.
 
     Arguments are keyword-only; a refusal raises NotesError with the command line's message.
-    Session(None) uses the folder the command line uses without --dir; session="NAME" (--session NAME)
-    uses the folder sessions/NAME inside that one."""
+    Session(None) uses the folder the command line uses without --dir; session is --session."""
 
     def __init__(self, folder=None, *, session=None):
         _check_dir_argument(folder)
@@ -2332,9 +2418,7 @@ class Session:
         return _with_warnings(receipt, warnings)
 
     def restore(self, *, export_file, accept_damaged=False) -> dict:
-        """Bring a session back into the folder from an export (ours or v0's).
-
-        export_file: its path, or the export as a binary file open for reading (read from its start)."""
+        """Bring a session back into the folder from an export (ours or v0's): a path or an open binary file."""
         export = _Export(export_file, accept_damaged)  # checked, streamed: never held whole
         export_path = export.path
         try:
@@ -2366,8 +2450,7 @@ class Session:
             return _redact_note(folder, meta, note_id, reason)
 
     def sessions(self) -> dict:
-        """The sessions kept in the folder: its own, then each one of sessions/ by name, with each one's
-        notes, last note, open and deferred gates and last export.  Reads only; creates nothing."""
+        """The folder's own session and each of sessions/, with its notes, gates and last export."""
         base = _resolve_folder(self.folder, create=False)
         found = [(None, base)] if _holds_session(base) else []
         below = os.path.join(base, _SESSIONS_FOLDER)
@@ -2375,22 +2458,15 @@ class Session:
             with os.scandir(below) as entries:
                 names = sorted(entry.name for entry in entries
                                if _SESSION_NAME_SHAPE.fullmatch(entry.name) and entry.is_dir())
-        except OSError:  # no sessions folder (or not one): only the folder's own session
+        except OSError:  # no sessions folder
             names = []
         found += [(name, os.path.join(below, name)) for name in names if _holds_session(os.path.join(below, name))]
-        listed, warnings = [], []
-        for name, folder in found[:_SESSIONS_LISTED]:
-            entry, problems = _session_entry(name, folder)
-            listed.append(entry)
-            if problems:
-                warnings.append("%s: %s in its log; run verify%s to see them" % (
-                    "session %s" % name if name else "the folder's own session", _counted(problems, "problem"),
-                    " with --session %s" % name if name else ""))
+        listed = [_session_entry(name, folder) for name, folder in found[:_SESSIONS_LISTED]]
         receipt = {"ok": True, "command": "sessions", "path": base, "current": self.session,
                    "count": len(listed), "sessions": listed}
         if len(found) > len(listed):
             receipt["not_listed"] = len(found) - len(listed)
-        return _with_warnings(receipt, _bounded_warnings(warnings, len(warnings)))
+        return receipt
 
 
 def _append_signal(folder, meta, signal):
@@ -3653,34 +3729,27 @@ def _export_parts(stream):
 
 
 def _open_export(source):
-    """(path, binary handle) of the export, a path or an open file: a regular file within EXPORT_SIZE_LIMIT."""
-    if hasattr(source, "read"):  # opened by the caller (MCP's restore opens it by descriptor)
-        path = source.name if isinstance(source.name, str) else "the export"
-        mode = os.fstat(source.fileno()).st_mode
-        if not stat.S_ISREG(mode):
-            raise _special_file_error(path, mode)
-        source.seek(0)
-        return path, _export_within_limit(source, path, close=False)
-    path = os.path.abspath(os.path.expanduser(source))
-    try:
-        descriptor = _open_regular_file(path)
-    except FileNotFoundError:
-        raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
-    except IsADirectoryError:
-        raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
-    except OSError as error:
-        raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    return path, _export_within_limit(open(descriptor, "rb"), path)
-
-
-def _export_within_limit(handle, path, close=True):
-    """The handle, or a refusal (closing it when close) when its file is over EXPORT_SIZE_LIMIT."""
-    if os.fstat(handle.fileno()).st_size > _EXPORT_SIZE_LIMIT:
-        if close:
-            handle.close()
-        raise NotesError("%s is over 256 MiB, larger than any session export; nothing was written. Pass the "
-                         "path of a session_export.json" % path)
-    return handle
+    """(path, binary handle) of the export (a path or an open file), a regular file within the limit."""
+    if hasattr(source, "read"):  # MCP's restore opens it by descriptor
+        path, handle = getattr(source, "name", "the export"), source
+    else:
+        path = os.path.abspath(os.path.expanduser(source))
+        try:
+            handle = open(_open_regular_file(path), "rb")
+        except FileNotFoundError:
+            raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
+        except IsADirectoryError:
+            raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
+        except OSError as error:
+            raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
+    status = os.fstat(handle.fileno())
+    if not stat.S_ISREG(status.st_mode) or status.st_size > _EXPORT_SIZE_LIMIT:
+        handle.close()
+        raise _special_file_error(path, status.st_mode) if not stat.S_ISREG(status.st_mode) else NotesError(
+            "%s is over 256 MiB, larger than any session export; nothing was written. Pass the path of a "
+            "session_export.json" % path)
+    handle.seek(0)
+    return path, handle
 
 
 class _Export(_ProblemTally):
@@ -3689,7 +3758,7 @@ class _Export(_ProblemTally):
     HEAD_KEYS = ("schema_version", "session", "record_count")  # the only top-level values kept
 
     def __init__(self, source, accept_damaged=False):
-        self.accept_damaged, self.opened_here = accept_damaged, not hasattr(source, "read")
+        self.accept_damaged = accept_damaged
         self.path, self.handle = _open_export(source)
         path = self.path
         self.session, self.record_count, self.notices = None, 0, []
@@ -3705,8 +3774,7 @@ class _Export(_ProblemTally):
             raise
 
     def close(self):
-        if self.opened_here:  # a file the caller opened is the caller's to close
-            self.handle.close()
+        self.handle.close()
 
     def check(self) -> bytes:
         """The first pass, returning the digest: the head's shape, then every record."""
@@ -3935,6 +4003,10 @@ def _mend_log_tail(folder):
 # redact: the one audited rewrite of a complete line (SPEC section 5), the Session.redact method's parts
 
 
+# Problems a note may have and still be redacted: those of its text and effect, which the placeholder ends.
+_REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
+
+
 def _redact_reason(reason) -> str:
     """The reason, checked as append checks a text (it goes into the source note)."""
     if reason is None or not reason.strip():
@@ -3956,8 +4028,50 @@ def _redaction_after(handle, size, note_id, seq):
     return None
 
 
-def _rewritten_log(handle, size, offset, old_length, new_line):
-    """The log's bytes with the line at offset (old_length bytes without newline) replaced."""
+def _torn_lines_name(handle, tail, note_id) -> bool:
+    """Whether a line from tail.keep_end on (an incomplete batch, a cut-off line) names note_id."""
+    needle = ('"id":"%s"' % note_id).encode("ascii")
+    for offset, line in _read_lines_backward(handle, tail.size):
+        if offset < tail.keep_end:
+            return False
+        if line and needle in line:
+            return True
+    return False
+
+
+def _note_to_redact(handle, tail, note_id, session_id):
+    """(offset, line, record) of the note to redact; refuse what redact cannot explain: a line readers do not
+    count as a note, a record that does not verify (damage stays for verify to report), a redaction."""
+    found = _find_note_line(handle, tail.keep_end, note_id)
+    if found is None and _torn_lines_name(handle, tail, note_id):
+        raise NotesError(
+            "%s is in the last lines of the log, which a crash cut short (an incomplete batch or a cut-off line): "
+            "readers do not count them as notes, so there is no note to redact; nothing was changed. The next "
+            "append moves those lines to a side file (%s*): delete that file to remove their text" % (
+                note_id, _TORN_PREFIX))
+    if found is None:
+        raise NotesError("%s names no note in this session that can be read; check the id with tail or "
+                         "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
+    record = found[2]
+    damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
+    if damage:
+        raise NotesError(
+            "%s does not verify (%s): it was changed after it was written, or damaged, and redact leaves damage "
+            "as it is, for verify to keep reporting; nothing was changed. Run verify, and restore the session "
+            "from an intact export into a new --dir" % (note_id, ", ".join(damage)))
+    if _is_redaction_note(record):
+        raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
+                         "was changed" % note_id)
+    if _is_redacted(record):
+        earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"])
+        if earlier is not None:
+            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+    return found
+
+
+def _rewritten_log(handle, size, offset, old_length, new_line, last_line):
+    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced by
+    new_line, then last_line."""
     for start, end in ((0, offset), (offset + old_length, size)):
         handle.seek(start)
         left = end - start
@@ -3967,12 +4081,12 @@ def _rewritten_log(handle, size, offset, old_length, new_line):
                 raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
             yield block
             left -= len(block)
-        if start == 0:
-            yield new_line
+        yield new_line if start == 0 else last_line
 
 
 def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: put the placeholder in the note's line, then append the source note saying why."""
+    """Under the lock: one rewrite holding the placeholder and, at the end, the source note that says why."""
+    # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
     log_path = os.path.join(folder, _LOG_NAME)
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
                           None, note_id, None)
@@ -3982,31 +4096,23 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
     with open(descriptor, "rb") as handle:
         status = os.fstat(descriptor)
         _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
-        size = status.st_size
-        found = _find_note_line(handle, size, note_id)
-        if found is None:
-            raise NotesError("%s names no note in this session that can be read; check the id with tail or "
-                             "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
-        offset, line, record = found
-        if _is_redaction_note(record):
-            raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
-                             "was changed" % note_id)
-        if _is_redacted(record):
-            earlier = _redaction_after(handle, size, note_id, record["seq"])
-            if earlier is not None:
-                raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
-        else:
-            new_line = _record_line(_redacted_record(record))[:-1]
-            # Crash window: after the rename and before the source note, verify calls the placeholder
-            # unexplained; redact run again appends only the note.
-            _write_file_atomically(log_path, _rewritten_log(handle, size, offset, len(line), new_line))
-    appended = _append_signal(folder, meta, signal)
+        _refuse_a_protected_log(folder, descriptor)
+        tail = _LogTail(handle, status.st_size)
+        _refuse_an_absurd_seq(tail)
+        offset, line, record = _note_to_redact(handle, tail, note_id, meta["session_id"])
+        new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
+        recovered = None
+        if tail.keep_end < tail.size or tail.needs_newline:
+            recovered = _mend_log_tail(folder)
+            tail = _LogTail(handle, os.fstat(descriptor).st_size)
+        source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+        _replace_log(folder, _rewritten_log(handle, tail.size, offset, len(line), new_line, _record_line(source)))
     receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
-               "redaction_note_id": appended["note_id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
+               "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
     still = _files_that_may_hold_old_text(folder)
     if still:
         receipt["may_still_hold"] = still
-    return _with_recovered(receipt, appended.get("recovered"))
+    return _with_recovered(receipt, recovered)
 
 
 def _files_that_may_hold_old_text(folder) -> list:
@@ -4019,34 +4125,30 @@ def _files_that_may_hold_old_text(folder) -> list:
             if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
 
 
-# sessions: what each session of a folder holds, read as summary and recap read it
-
 def _holds_session(folder) -> bool:
     return any(os.path.lexists(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME))
 
 
 def _session_entry(name, folder):
-    """(one session as the sessions receipt lists it, how many problems its log has)."""
+    """A session as the sessions receipt lists it."""
     entry = {"name": name, "path": folder}
     try:
-        meta = _read_meta(folder)
-        if meta is None:
-            raise NotesError("%s holds notes but %s is missing; restore the session from its export"
-                             % (os.path.join(folder, _LOG_NAME), _META_NAME))
+        meta = _require_session(folder)
         with _LogReader(folder, meta) as reader:
             gates = _recap_history(reader)[1]
     except (NotesError, OSError) as error:
-        entry["error"] = error.message if isinstance(error, NotesError) else "cannot read it (%s)" % error.strerror
-        return entry, 0
+        entry["error"] = getattr(error, "message", None) or "cannot read it (%s)" % error.strerror
+        return entry
     last = reader.last_record
     statuses = [gate.status for gate in gates.values()]
-    export_path = os.path.join(folder, _EXPORT_NAME)
     entry.update(total=reader.total,
                  last_note={key: last[key] for key in ("id", "type", "text")} if last else None,
                  open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
                  last_export=_export_lag(folder, meta["session_id"], reader.total)
-                 if os.path.lexists(export_path) else None)
-    return entry, reader.problem_count
+                 if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
+    if reader.problem_count:
+        entry["problems"] = reader.problem_count
+    return entry
 
 
 # --------------------------------------------------------------------------
@@ -4058,18 +4160,7 @@ _PROGRAM_DESCRIPTION = (
 
 
 class _Option:
-    """One option of a command: its flag, the keyword of the Session method it fills, and how argparse reads it.
-
-    A flag without a leading dash is a positional argument.  settings are
-    argparse's (type, default, action, const), and choices: the words the
-    option takes, which the parser and MCP check with the same words.
-    mcp_help replaces help_text in the tool schema where the command line's
-    wording does not fit MCP (standard input, an example with flags); schema
-    holds JSON Schema keywords for the tool's argument (maxLength, minimum).
-    from_stdin: on the command line, the value "-" reads the value from
-    standard input (MCP refuses it: there the stream carries the protocol).
-    mcp False: the command's tool does not take it (append's --batch is a
-    tool of its own).  None of these goes to argparse."""
+    """One option of a command: its flag, the Session keyword it fills, and how argparse and MCP read it."""
 
     def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, from_stdin=False, mcp=True,
                  **settings):
@@ -4078,7 +4169,7 @@ class _Option:
         self.settings = settings
 
     def parser_settings(self) -> dict:
-        """The settings argparse takes: choices become a type that suggests the nearest word for a typo."""
+        """argparse's settings, choices made a type that suggests the nearest word for a typo."""
         settings = dict(self.settings)
         if "choices" in settings:
             settings["type"] = _one_of(self.flag.lstrip("-"), settings.pop("choices"))
@@ -4086,17 +4177,14 @@ class _Option:
 
 
 class _Command:
-    """One command: what it does, its options, an example for --help, and the Session method it runs.
-
-    method is None for mcp, which serves the Session methods instead of running one; mcp_purpose
-    replaces purpose as the tool's description where the command line's wording does not fit MCP."""
+    """One command: its purpose, options, --help example, and the Session method it runs (None for mcp)."""
 
     def __init__(self, purpose, options, example, method, mcp_purpose=None):
         self.purpose, self.options, self.example, self.method = purpose, options, example, method
         self.mcp_purpose = mcp_purpose
 
 
-# The one table: the parser, its --help, and the MCP tool schemas are built from it.
+# The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
                     "python3 -S notes.py init", "init"),
@@ -4104,9 +4192,7 @@ _COMMANDS = {
                       "with SYNTHESIS enters synthesis (any other mode note leaves it); an artifact note appended "
                       "in synthesis is a delivery, which ends it and which recap names with the live notes "
                       "appended after it.", [
-        # --type and --text are required, but checked by clean_signal rather
-        # than argparse: a misspelt option is then named as the mistake,
-        # instead of hidden behind "--text is required".
+        # Required, but checked by clean_signal, so that a misspelt option is named as the mistake.
         _Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                choices=NOTE_TYPES),
         _Option("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
@@ -4191,9 +4277,8 @@ _COMMANDS = {
     "restore": _Command("Bring a session back into the folder from a session_export.json; tell_operator says "
                        "which gates are open or deferred and which file to keep from now on.", [
         _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)",
-               mcp_help="the export to restore (ours or v0's): a file name in the session folder or in a "
-                        "folder the operator started the server to read exports from, or a full path inside one "
-                        "of them"),
+               mcp_help="the export (ours or v0's): a file name in the session folder or a folder the server "
+                        "reads exports from, or a full path inside one"),
         _Option("--accept-damaged", "accept_damaged", None,
                "restore a damaged export anyway: every record exactly as the export holds it, nothing "
                "repaired or dropped (verify then reports the same problems)",
@@ -4208,39 +4293,29 @@ _COMMANDS = {
                mcp_help="why it is redacted (required; never the secret itself), at most %d characters"
                % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True),
     ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
-    "sessions": _Command("List the sessions kept in the folder: its own, then each one of its sessions folder "
-                        "(--session NAME), with each one's number of notes, last note, open and deferred gates "
-                        "and last export.", [], "python3 -S notes.py sessions", "sessions",
-                        mcp_purpose="List the sessions kept in the server's folder: its own (name null), then "
-                                    "each named one, with each one's number of notes, last note, open and "
-                                    "deferred gates and last export; current is the session the tools use "
-                                    "when no session is given."),
-    "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify, export, "
-                   "sessions and restore as MCP tools over stdio, until the end of input. Each tool takes a "
-                   "session argument, a name as --session takes it (default: the --session given here).", [
+    "sessions": _Command("List the folder's own session (name null) and each named one: notes, last note, open "
+                        "and deferred gates, last export; current is the default.", [],
+                        "python3 -S notes.py sessions", "sessions"),
+    "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end "
+                   "of input.", [
         _Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
                "off unless given)", action="store_const", const=True, default=False),
-        _Option("--restore-from", "restore_from", "DIR", "a folder the restore tool may read exports from, "
-               "besides the session folder; repeat it for several (example: --restore-from ~/Downloads)",
-               action="append"),
-    ], "python3 -S notes.py --dir /home/you/shaping mcp --restore-from /home/you/Downloads", None),
+        _Option("--restore-from", "restore_from", "DIR", "a folder the restore tool may also read exports from "
+               "(repeatable)", action="append"),
+    ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
 }
-# The data folder is named as this user's, so the help says where an installed
-# copy's notes are (%% doubled: argparse formats help texts).
+# %% doubled: argparse formats help texts.
 _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
-_SESSION_HELP = ("keep this idea apart, in the folder %s/NAME inside the session folder: NAME is 1 to 64 letters, "
-                "digits, -, _ and ., starting with a letter or a digit (example: --session pricing-page)"
-                % _SESSIONS_FOLDER)
+_SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
 
 
-# Options people reach for by habit, and the option that does that job here.
+# Flags people type by habit -> ours.
 _HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
                     "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
 def _closest(word, choices):
-    """The choice nearest to a misspelt word, or None."""
     import difflib  # only a mistake needs it
 
     matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
@@ -4248,36 +4323,31 @@ def _closest(word, choices):
 
 
 def _see_help(command=None):
-    """Where the help of the command that was used lives."""
     return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
 
 
 def _one_of(name, allowed):
-    """An argparse type that takes only the allowed words, and suggests the nearest for a typo."""
+    """An argparse type taking only the allowed words, suggesting the nearest for a typo."""
     import argparse
 
     def check(value):
         if value in allowed:
             return value
-        guess = _closest(value, allowed)  # the suggestion is one of ours; the value is never echoed
+        guess = _closest(value, allowed)  # the value itself is never echoed
         raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
             name, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
     return check
 
 
 def _without_values(message: str) -> str:
-    """An argparse usage message with every value it quotes taken out.
-
-    argparse quotes what was typed ("invalid int value: 'x'", "ambiguous
-    option: --t=VALUE could match ..."); a refusal must never repeat what
-    may be a pasted secret, so the quoted part and an option's =value go."""
+    """An argparse message without the values it quotes: a refusal never repeats a possibly pasted secret."""
     message = re.sub(r": '[^']*'|: \"[^\"]*\"", "", message)
     message = re.sub(r"(ambiguous option: )(-[^\s=]*)=\S*", r"\1\2", message)
     return re.sub(r"(ambiguous option: -[^\s]*) could match", r"\1 could be", message)
 
 
 def _build_parser():
-    """The one argument parser: every command, its options, help texts and usage errors."""
+    """The parser built from COMMANDS."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -4353,10 +4423,7 @@ def _parse_arguments(argv):
 
 
 def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
-    """All of standard input for flag (such as --text), as UTF-8 text of at most byte_limit bytes.
-
-    The refusals name the flag and the way out (without: when there is no
-    standard input; too_much: when it holds more; what: what to send as UTF-8)."""
+    """All of standard input for flag, as UTF-8 text of at most byte_limit bytes."""
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("%s - reads standard input, but there is none; %s" % (flag, without))
     data = getattr(sys.stdin, "buffer", sys.stdin).read(byte_limit + 1)
@@ -4372,11 +4439,7 @@ def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
 
 
 def _value_from_stdin(asking) -> str:
-    """The value of the one Option of asking (each given as "-") read from standard input as UTF-8, byte for byte.
-
-    A shell expands $ and runs backticks inside double quotes; a quoted
-    here-document or a pipe hands the bytes over untouched.  The stream holds
-    one value, so only one option may ask for it."""
+    """The value of the one option in asking (given as "-"), read from standard input."""
     if len(asking) > 1:
         raise NotesError("%s both ask for standard input, which carries one value; read one of them from "
                          "standard input and pass the other as an argument" % " and ".join("%s -" % option.flag
@@ -4389,10 +4452,7 @@ def _value_from_stdin(asking) -> str:
 
 
 def _batch_from_stdin(source) -> list:
-    """The JSON values of append --batch -, one a line, read from standard input as UTF-8 (bounded).
-
-    Blank lines at the end are left out; a blank line before a signal is
-    refused, so that "line K" always means the K-th signal."""
+    """The JSON values of append --batch -, one a line; a blank line is refused, so line K is signal K."""
     if source != "-":
         raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line, "
                          "for example from a quoted here-document <<'EOF'", help_for="append")
@@ -4418,7 +4478,7 @@ def _batch_from_stdin(source) -> list:
 
 
 def _cli_keywords(arguments) -> dict:
-    """The keyword arguments of the command's Session method, from the parsed command line."""
+    """The Session method's keyword arguments, from the parsed command line."""
     options = _COMMANDS[arguments.command].options
     keywords = {option.name: getattr(arguments, option.name) for option in options}
     if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
@@ -4431,7 +4491,7 @@ def _cli_keywords(arguments) -> dict:
 
 
 def _error_receipt(error):
-    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    """The receipt of a command stopped by an exception."""
     if isinstance(error, NotesError):
         message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
         return {"ok": False, "error": message, **error.details}
@@ -4440,24 +4500,15 @@ def _error_receipt(error):
 
 # --------------------------------------------------------------------------
 # MCP: the same Session methods as tools over stdio
-#
-# `notes.py mcp` answers newline-delimited JSON-RPC 2.0 on stdin and stdout.
-# A tool call's arguments go to the Session method of its name as keyword
-# arguments, each checked as the command line checks it (the same option table
-# and conversions), so every check, lock and receipt is the command line's; a
-# refusal names the tool's argument where the command line names its flag
-# (mcp_wording).  Nothing is held between calls: each call takes and releases
-# the session lock as one CLI run does.  One line is one request and one
-# reply (batches are refused), and no reply holds more than LIMIT_MAX records.
+# Newline-delimited JSON-RPC 2.0; arguments checked with the command line's table; nothing held between calls.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-# The stateless revision: no handshake, the version rides in each request's _meta.
+# No handshake: the version rides in each request's _meta.
 _MCP_STATELESS_VERSIONS = ("2026-07-28",)
 _MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 _MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 _MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
-# Results a stateless client may cache: the tools and contracts do not change
-# while a server runs, and hold nothing private to one user.
+# Cacheable: fixed while a server runs, and private to no user.
 _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
 _MCP_CACHE_TTL_MS = 300000
 
@@ -4475,29 +4526,23 @@ _MCP_INSTRUCTIONS = (
     "an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
-# Added to the instructions only when the server has the contracts to serve.
+# Only when the contracts are served.
 _MCP_CONTRACTS_INSTRUCTION = ("Read the note-io.md and protocol.md resources before the first append: they "
                              "are the full contract.")
 
-# The contracts offered as resources when they sit beside notes.py: (file, description).
+# (file, description) of the contracts served as resources.
 _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
 _MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
                     "openWorldHint": False}
-# Each tool runs the Session method of its command, as the command line
-# does.  Here: the options of that command it takes (names in COMMANDS),
-# those its schema marks required (append's are checked by
-# clean_signal, not argparse, so COMMANDS does not say), and its annotations.
-# An identical append retried at once is answered as a duplicate, hence
-# idempotent; an export may replace the file at its output path, hence
-# destructive.
+# tool -> (arguments its schema requires, annotations). An append retried is a duplicate: idempotent.
 _MCP_TOOLS = {
     "append": (("type", "text"),
                {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                 "openWorldHint": False}),
-    # append's batch as a tool of its own, so that append keeps type and text required.
+    # A tool of its own, so that append keeps type and text required.
     "append_batch": (("batch",),
                      {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                       "openWorldHint": False}),
@@ -4509,13 +4554,10 @@ _MCP_TOOLS = {
     "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
                     "openWorldHint": False}),
     "sessions": ((), _MCP_READER_HINTS),
-    # Reads an export only inside the session folder or a folder named at the start
-    # (mcp_open_export); it adds notes a session lacks and never removes one.
+    # Reads only inside allowed folders (mcp_open_export); adds notes, never removes one.
     "restore": (("export_file",), {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
                                    "openWorldHint": False}),
-    # Served only by `mcp --allow-redact` (see mcp_served_tools): a tool call
-    # may come from a prompt injected into a document, and redact rewrites
-    # the log, so the operator opts in.
+    # Only with mcp --allow-redact: a call may come from an injected prompt, and redact rewrites the log.
     "redact": (("note_id", "reason"),
                {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
                 "openWorldHint": False}),
@@ -4523,12 +4565,11 @@ _MCP_TOOLS = {
 
 
 def _mcp_served_tools(allow_redact) -> tuple:
-    """The names of the tools one server offers, in the order tools/list gives them."""
     return tuple(name for name in _MCP_TOOLS if allow_redact or name != "redact")
 
 
 class _ProtocolError(Exception):
-    """A JSON-RPC error: the request itself is wrong, not the note it carries."""
+    """A JSON-RPC error: the request is wrong, not the note."""
 
     def __init__(self, code, message, data=None):
         super().__init__(message)
@@ -4536,26 +4577,20 @@ class _ProtocolError(Exception):
 
 
 def _mcp_options(command):
-    """The options of a command its tool takes: name -> Option (all but those only the command line has)."""
+    """name -> Option for each option the command's tool takes."""
     return {option.name: option for option in _COMMANDS[command].options if option.mcp}
 
 
-# The schema of every argument that takes a note id (an option whose metavar is
-# NOTE_ID): n and five to eleven digits (no seq reaches more, SEQ_LIMIT), with
-# the blanks around it that the tools strip.
+# A NOTE_ID argument: n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed.
 _MCP_NOTE_ID_SCHEMA = {"pattern": "^\\s*n[0-9]{5,11}\\s*$"}
 
 
-# A tool that is one mode of a command: its refusals are worded from that command's options.
+# A tool that is one mode of a command -> that command.
 _TOOL_COMMANDS = {"append_batch": "append"}
 
 
 def _mcp_wording(command, text):
-    """A command-line text in the tool's words: each flag of the command named as the tool's argument.
-
-    The one rewrite for both descriptions and refusals, so that a refusal over
-    MCP is the command line's text with --text read as text, --type as type
-    (as types for tail, whose argument takes a list), --max-bytes as max_bytes."""
+    """A command-line text in the tool's words: each --flag of the command named as its argument."""
     for option in _COMMANDS[_TOOL_COMMANDS.get(command, command)].options:
         if option.flag.startswith("--"):
             text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
@@ -4563,13 +4598,13 @@ def _mcp_wording(command, text):
 
 
 def _mcp_description(command, text):
-    """A --help text as a tool's description: flags named as arguments, and a tool returns what a command prints."""
+    """A --help text as a tool's description: flags named as arguments, "print" as "return"."""
     return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
                   + found.group(2), _mcp_wording(command, text))
 
 
 def _mcp_argument_schema(command, option):
-    """The JSON Schema of one tool argument, from its Option: type, enum, description, default, limits."""
+    """The JSON Schema of one tool argument, from its Option."""
     extra = option.settings
     schema = {"type": "boolean" if extra.get("const") is True else "integer" if extra.get("type") is int
               else "string"}
@@ -4587,10 +4622,7 @@ def _mcp_argument_schema(command, option):
 
 
 def _mcp_tool_listing(command):
-    """A tool as tools/list shows it; the schema comes from the options COMMANDS declares.
-
-    An option the command line does not declare is left out of the schema, so
-    a tool never offers what the parser would refuse."""
+    """A tool as tools/list shows it."""
     if command == "append_batch":
         return _mcp_batch_listing()
     marked_required, hints = _MCP_TOOLS[command]
@@ -4608,7 +4640,7 @@ def _mcp_tool_listing(command):
 
 
 def _mcp_batch_listing():
-    """The append_batch tool: a list of signals, each an object with append's arguments."""
+    """The append_batch tool as tools/list shows it."""
     signal = _mcp_tool_listing("append")["inputSchema"]
     _, hints = _MCP_TOOLS["append_batch"]
     batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": signal,
@@ -4625,13 +4657,10 @@ def _mcp_batch_listing():
 
 
 _MCP_SESSION_SCHEMA = {"type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE.pattern,
-                       "description": "the session to use, by name: each idea kept apart in a folder of its own "
-                                      "(1 to 64 letters, digits, -, _ and ., starting with a letter or a digit); "
-                                      "default: the server's session (the sessions tool lists them)"}
+                       "description": "the session (one idea) by name; default: the server's (sessions lists them)"}
 
 
 def _mcp_listing(command):
-    """A tool as tools/list shows it: every tool but sessions takes the session it works on."""
     listing = _mcp_tool_listing(command)
     if command != "sessions":
         listing["inputSchema"]["properties"]["session"] = _MCP_SESSION_SCHEMA
@@ -4639,7 +4668,7 @@ def _mcp_listing(command):
 
 
 def _mcp_append_batch(session, arguments) -> dict:
-    """The append_batch tool: its batch argument is the list of signal objects a batch's lines hold."""
+    """Run append_batch: its batch is a list of signal objects."""
     if set(arguments) - {"batch"}:
         raise NotesError("append_batch takes only the argument batch, a list of signal objects; call append "
                          "for one signal")
@@ -4651,17 +4680,14 @@ def _mcp_append_batch(session, arguments) -> dict:
 
 
 def _mcp_keywords(command, arguments):
-    """The keyword arguments of the tool's Session method: each option it takes, as given or its default.
-
-    What no flag could carry is refused first, for every argument; then each
-    value is read as argparse reads its option, in the same order and words."""
+    """The keyword arguments of the tool's Session method, each read as argparse reads its option."""
     options = _mcp_options(command)
     for name, value in arguments.items():
         if name not in options:
             raise NotesError("%s takes no argument %r; its arguments are: %s"
                              % (command, name, ", ".join(options) or "none"))
         if value == "-" and options[name].from_stdin:
-            # On the command line "-" reads standard input, which here carries the protocol itself.
+            # Here standard input carries the protocol.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
         many = options[name].settings.get("action") == "append"
@@ -4682,7 +4708,7 @@ def _mcp_keywords(command, arguments):
 
 
 def _mcp_value(command, option, item):
-    """One tool argument read as argparse reads the option's value from the command line, refused in its words."""
+    """One tool argument converted as argparse converts its option, refused in its words."""
     import argparse
 
     convert = option.parser_settings().get("type")
@@ -4698,15 +4724,9 @@ def _mcp_value(command, option, item):
 
 
 def _mcp_export_path(folder, output):
-    """The file inside the session folder that an MCP client's export output names.
+    """The file inside the session folder that export's output names; any way out of the folder is refused.
 
-    Whoever writes the tool call may be a prompt injected into a document the
-    model read, so the server writes nowhere the operator did not point it:
-    the path is taken relative to the session folder, and one that is
-    absolute, climbs with .., or passes through a link that leads out of the
-    folder is refused.  The real parent folder is compared, not the string.
-    (Between this check and the write, another process of the same user
-    could swap a folder for a link; that user could write the file anyway.)"""
+    A same-user process could still swap a folder for a link before the write; it could write the file anyway."""
     way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
                % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
     if os.path.isabs(output) or output.startswith("~") or os.path.splitdrive(output)[0]:
@@ -4728,7 +4748,7 @@ def _mcp_export_path(folder, output):
 
 
 class _McpServer:
-    """What one server was started with: its session, the tools it serves, the folders restore may read."""
+    """A server's session, tools and the folders restore reads."""
 
     def __init__(self, folder, session, tools, restore_from):
         self.home = Session(folder, session=session)
@@ -4736,7 +4756,6 @@ class _McpServer:
         self.restore_from = tuple(_mcp_restore_folder(path) for path in restore_from or ())
 
     def session(self, name):
-        """The Session a tool call's session argument names; the server's own when it names none."""
         if name is None:
             return self.home
         _check_session_name(name, "argument session")
@@ -4744,42 +4763,34 @@ class _McpServer:
 
 
 def _mcp_restore_folder(path):
-    """A --restore-from folder, resolved once at the start; refuse one that is no folder."""
     if not path.strip() or not os.path.isdir(os.path.expanduser(path)):
-        raise NotesError("--restore-from names no folder; give a folder that exists, such as the one your "
-                         "browser saves downloads in, or leave it out")
+        raise NotesError("--restore-from names no folder; give one that exists, or leave it out")
     return os.path.realpath(os.path.expanduser(path))
 
 
 def _mcp_restore(server, session, export_file, accept_damaged):
-    """The restore tool: Session.restore on the export opened by descriptor inside an allowed folder."""
+    """The restore tool: Session.restore of the export opened inside an allowed folder."""
     folder = _resolve_folder(session.folder, session.session)
     with _mcp_open_export(export_file, (folder,) + server.restore_from) as handle:
         return session.restore(export_file=handle, accept_damaged=accept_damaged)
 
 
 def _mcp_open_export(name, places):
-    """The export a tool call names, opened below the first of places that holds it, following no link.
-
-    A client's path is never opened as given: a name is looked for below each
-    place in turn, and a full path counts only inside one of them."""
-    way_out = ("; put the export in the session folder (%s) or in a folder the server was started with "
-               "(mcp --restore-from DIR), and give its file name" % places[0])
+    """The export a client names, opened below the first of places that holds it."""
+    way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
     candidates = [(place, name) for place in places]
     if os.path.isabs(name):
         candidates = [(place, name[len(place.rstrip(os.sep)) + 1:]) for place in places
                       if name.startswith(place.rstrip(os.sep) + os.sep)]
         if not candidates:
-            raise NotesError("restore over MCP reads only inside the session folder and the folders the server "
-                             "was started with, and export_file is a full path outside them" + way_out)
+            raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
     for place, relative in candidates:
         try:
             descriptor = _open_inside(place, relative, "export_file", way_out)
         except FileNotFoundError:
             continue
         return open(os.path.join(place, relative), "rb", opener=lambda path, flags: descriptor)
-    raise NotesError("export_file names no file in the session folder or the folders the server was started "
-                     "with" + way_out)
+    raise NotesError("export_file names no file in the folders restore reads" + way_out)
 
 
 def _mcp_call_tool(server, params):
@@ -4793,14 +4804,14 @@ def _mcp_call_tool(server, params):
     if not isinstance(arguments, dict):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        arguments = dict(arguments)  # sessions lists them all, so it takes no session
+        arguments = dict(arguments)  # sessions lists all: no session
         session = server.session(None if name == "sessions" else arguments.pop("session", None))
-        if name == "append_batch":  # its signals are objects, which no command line option carries
+        if name == "append_batch":  # signal objects: no option carries them
             receipt = _mcp_append_batch(session, arguments)
         else:
             keywords = _mcp_keywords(name, arguments)
             if name == "export" and keywords["output"]:
-                # MCP only: a tool call may come from a prompt injected into what the model read.
+                # A tool call may come from an injected prompt.
                 keywords["output"] = _mcp_export_path(_resolve_folder(session.folder, session.session),
                                                       keywords["output"])
             if name == "restore":
@@ -4808,17 +4819,15 @@ def _mcp_call_tool(server, params):
             else:
                 receipt = getattr(session, _COMMANDS[name].method)(**keywords)
         failed = False
-    except Exception as error:  # noqa: BLE001 - a NotesError or MemoryError too: reported, and the server goes on
+    except Exception as error:  # noqa: BLE001 - reported; the server goes on
         receipt, failed = _mcp_refusal(name, error), True
-    # A verify that finds problems ran fine: its receipt says ok false, as the CLI's does.
+    # A verify that finds problems ran fine: its receipt says ok false.
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
 
 def _mcp_refusal(command, error):
-    """The receipt of a refused tool call: the command line's, in the tool's words (SPEC section 5).
-
-    Where the command line points at its --help, the tool points at its schema."""
+    """The receipt of a refused tool call: the command line's, in the tool's words, pointing at its schema."""
     if not isinstance(error, NotesError):
         return _error_receipt(error)
     message = error.message
@@ -4827,20 +4836,14 @@ def _mcp_refusal(command, error):
     return {"ok": False, "error": _mcp_wording(command, message), **error.details}
 
 
-# Where pip puts the contracts of an installed copy, below the install's prefix
-# (data-files in pyproject.toml): a wheel of one module carries no package
-# data.  Not share/shaping-notes: under pip --user that is ~/.local/share/
-# shaping-notes, the user data folder that holds the notes themselves.
+# Where pip puts an installed copy's contracts (data-files in pyproject.toml); not share/shaping-notes,
+# which under pip --user is the user data folder.
 _INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
 
 
 def _installed_contract_paths() -> dict:
-    """file name -> path of the contracts installed with this very copy of notes.py; {} when none.
-
-    The installer's record lists every file it wrote: the contracts count
-    only when the same record holds this notes.py, so another version
-    installed elsewhere on sys.path is never served."""
-    import importlib.metadata  # here, not at the top: only a server with no contracts beside it pays for it
+    """file name -> path of the contracts whose installer's record holds this very notes.py; {} when none."""
+    import importlib.metadata  # only a server without contracts beside it needs it
 
     try:
         files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
@@ -4872,7 +4875,6 @@ def _mcp_contracts():
 
 
 def _mcp_read_resource(params):
-    """The text of one contract, named by the uri resources/list gave."""
     for uri, path, _, _ in _mcp_contracts():
         if uri == params.get("uri"):
             try:
@@ -4893,14 +4895,14 @@ def _mcp_capabilities():
 
 
 def _mcp_instructions():
-    """The server's instructions; they name the contracts only when this copy serves them as resources."""
-    if not _mcp_contracts():  # a copy of the script alone: no resource to point at
+    """The instructions, naming the contracts only when this copy serves them."""
+    if not _mcp_contracts():
         return _MCP_INSTRUCTIONS
     return _MCP_INSTRUCTIONS + "\n" + _MCP_CONTRACTS_INSTRUCTION
 
 
 def _mcp_result(server, method, params):
-    """The result of one request, whatever the revision (the caller adds the stateless fields)."""
+    """The result of one request, whatever the revision."""
     if method == "initialize":
         requested = params.get("protocolVersion")
         if requested not in _MCP_HANDSHAKE_VERSIONS:
@@ -4929,14 +4931,14 @@ def _mcp_stateless_version(method, params):
     """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
     meta = params.get("_meta")
     meta = meta if isinstance(meta, dict) else {}
-    # initialize belongs to the handshake even when a client stamps _meta on it.
+    # initialize is the handshake's, even with _meta.
     if method == "initialize" or (_MCP_VERSION_KEY not in meta and method != "server/discover"):
         return None
     version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
     if not isinstance(version, str):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
     if version not in _MCP_STATELESS_VERSIONS:
-        # The handshake versions are reached through initialize, never through _meta.
+        # handshake versions come only through initialize
         raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
                             {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
     return version
@@ -4951,7 +4953,7 @@ def _mcp_answer(server, message):
     if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
         request_id = None  # MCP ids are strings or integers, never null
     if "method" not in message and ("result" in message or "error" in message):
-        return None  # a response: this server sends no requests, so nothing waits for one
+        return None  # a response: we send no requests
     method, params = message.get("method"), message.get("params")
     if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
         return _mcp_error(request_id, _RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
@@ -4979,7 +4981,7 @@ def _mcp_answer(server, message):
 
 
 def _mcp_error(request_id, code, message, data=None):
-    """A JSON-RPC error response; also said on stderr, where a host keeps its server's log."""
+    """A JSON-RPC error response, also logged on stderr."""
     error = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
@@ -4991,18 +4993,12 @@ def _mcp_log(message):
     try:
         sys.stderr.write("notes.py mcp: %s\n" % message)
         sys.stderr.flush()
-    except (OSError, ValueError):  # no one reads stderr any more: the log is only a courtesy
+    except (OSError, ValueError):  # the log is only a courtesy
         pass
 
 
 def _mcp_answer_line(server, line):
-    """The response to one line of input: a message, or an error for a batch or bytes that are not JSON.
-
-    A JSON-RPC batch (an array of requests) is refused whole: only the
-    2025-03-26 revision allowed them, 2025-06-18 removed them, and the
-    official SDK never sends one.  Served, one 4.5 KB line could ask for 40
-    replies held in memory at once; refused, each line is one request and
-    one reply, whose size the tools bound."""
+    """The response to one line of input; a JSON-RPC batch is refused, so that one line is one bounded reply."""
     try:
         message = _parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too
@@ -5014,41 +5010,31 @@ def _mcp_answer_line(server, line):
 
 
 def _serve_mcp(server) -> None:
-    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout.
-
-    The server keeps only what it was started with: no lock, no open file, no
-    parsed state between calls.  A client that closes its end raises
-    BrokenPipeError, which main handles as for any command."""
+    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
     import signal
 
     def stop_quietly(signum, frame):
-        # Ctrl-C from the host.  A KeyboardInterrupt can surface after the read
-        # loop has already ended (a read cut short by the signal returns as if
-        # at end of input), where main would print an error receipt; SystemExit(0)
-        # is answered by main with nothing on stdout wherever it surfaces.
+        # Not KeyboardInterrupt: main prints nothing for SystemExit(0), wherever it surfaces.
         _mcp_log("interrupted; stopping")
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
-    if sys.stdin is None:  # started with standard input closed (notes.py mcp <&-): at the end of input already
+    if sys.stdin is None:  # standard input closed: at its end already
         return None
     try:
         _mcp_serve_lines(server, sys.stdin.buffer, sys.stdout.buffer)
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
     except Exception as error:  # noqa: BLE001 - a MemoryError reading a line, say
-        # main would print an error receipt to stdout, which is not JSON-RPC: say it
-        # where the host keeps the log, and end with the unexpected error's code.
+        # main would print a receipt to stdout, which is not JSON-RPC: log it instead.
         _mcp_log("stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
-    return None  # main prints nothing: stdout carried only JSON-RPC
+    return None  # stdout carried only JSON-RPC
 
 
 def _mcp_serve_lines(server, source, sink):
-    """Answer each line of source on sink until the end of input; a fault in one answer is a JSON-RPC error."""
-    # A message is read up to LINE_LIMIT bytes, far above any real request,
-    # so a client that never sends a newline cannot make the server hold
-    # more than that; the rest of such a line is read and dropped in pieces.
+    """Answer each line of source on sink until the end of input."""
+    # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
     for line in iter(lambda: source.readline(_LINE_LIMIT + 1), b""):
         if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
             while line and not line.endswith(b"\n"):
@@ -5059,23 +5045,19 @@ def _mcp_serve_lines(server, source, sink):
         else:
             try:
                 answer = _mcp_answer_line(server, line)
-            except Exception as error:  # noqa: BLE001 - a MemoryError, say: answered, and the server goes on
+            except Exception as error:  # noqa: BLE001 - a MemoryError, say
                 answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
         if answer is not None:
             _mcp_send(sink, answer)
 
 
 def _mcp_send(sink, answer):
-    """Write one answer to the MCP stream: the one place that writes there.
-
-    An answer too large to encode in the memory left (a MemoryError) is
-    replaced by a short JSON-RPC error for the same id: the stream never
-    carries anything but whole JSON-RPC lines, and the server goes on."""
+    """Write one answer to the MCP stream, or a short error for its id when memory runs out encoding it."""
     try:
         data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
     except MemoryError:
         data = None
-    if data is None:  # outside the except block, so that the traceback's memory is freed first
+    if data is None:  # outside the except block, so the traceback's memory is freed first
         error = _mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer did not fit in "
                           "the memory left; ask for less (a smaller limit or max_bytes)")
         data = (_compact_json(error) + "\n").encode("utf-8")
@@ -5087,10 +5069,7 @@ def _mcp_send(sink, answer):
 # Entry: main, the one place that prints for the command line, and the dispatch
 
 def _silence_stdout():
-    """Point stdout at the null device once it cannot be written to.
-
-    Python flushes stdout again at exit; without this, that flush would fail
-    a second time and print "Exception ignored" with exit code 120."""
+    """Point stdout at the null device, so that Python's flush at exit does not fail again (exit 120)."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
@@ -5103,7 +5082,7 @@ def _print_result(result):
     """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
     if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
         return
-    if result is None:  # argparse wrote help or the version, or mcp wrote JSON-RPC: make sure it got out
+    if result is None:  # help, version or JSON-RPC already written: flush it
         sys.stdout.flush()
         return
     text = _printed_form(result)
@@ -5117,7 +5096,7 @@ def _print_result(result):
 
 
 def _dispatch(arguments):
-    """Run the parsed command: serve MCP, or call the command's Session method; return what to print."""
+    """Serve MCP, or run the command's Session method; return what to print."""
     command = _COMMANDS[arguments.command]
     if command.method is None:
         return _serve_mcp(_McpServer(arguments.dir, arguments.session, _mcp_served_tools(arguments.allow_redact),
@@ -5127,10 +5106,7 @@ def _dispatch(arguments):
 
 
 def _parse_arguments_or_help(argv):
-    """(arguments, None), or (None, the text) when argparse answered --help or --version.
-
-    argparse drops an error writing that text (a full disk) and exits 0, so it
-    writes into a buffer here and main prints the text as it prints a receipt."""
+    """(arguments, None), or (None, the text) of --help or --version, for main to print."""
     import io
 
     printed, stdout = io.StringIO(), sys.stdout
@@ -5149,25 +5125,25 @@ def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
         arguments, printed = _parse_arguments_or_help(argv)
-        if arguments is None:  # --help or --version: printed by main, so a failed write is reported
+        if arguments is None:  # --help or --version
             return printed, _EXIT_OK
         result = _dispatch(arguments)
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, _EXIT_OK if ok else _EXIT_INTEGRITY
-    except SystemExit as request:  # the MCP server's end (serve_mcp), with nothing left to print
+    except SystemExit as request:  # the MCP server's end
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code
     except KeyboardInterrupt:
         return {"ok": False, "error": "interrupted"}, _EXIT_UNEXPECTED
     except BrokenPipeError:
-        raise  # argparse printing help to a reader that has gone: main handles it
+        raise  # help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
         return _error_receipt(error), _EXIT_UNEXPECTED
 
 
 def _serves_mcp(argv) -> bool:
-    """Whether argv asks for the MCP server, whose stdout carries JSON-RPC and nothing else."""
+    """Whether argv asks for the MCP server."""
     words = iter(argv)
     for word in words:
         if word in ("--dir", "--session"):
@@ -5184,18 +5160,15 @@ def main(argv=None) -> int:
     try:
         result, code = _run_command(argv)
         if result is not None and code != _EXIT_OK and _serves_mcp(argv):
-            # The server could not start or went down (a usage error, memory
-            # running out before its loop): a host reads stdout as JSON-RPC,
-            # so the refusal goes to stderr, where hosts show server logs.
+            # The server could not start or went down: stdout is JSON-RPC, so the refusal goes to stderr.
             sys.stderr.write(_compact_json(result) + "\n")
             sys.stderr.flush()
             return code
         _print_result(result)
     except BrokenPipeError:
-        # The reader has gone (notes.py ... | head -c 0): the command has run
-        # and its files are safe; there is no one left to tell.
+        # The reader has gone: the command has run and there is no one left to tell.
         _silence_stdout()
-    except OSError as error:  # stdout on a full disk, say: the result is lost, so say that where we can
+    except OSError as error:  # stdout on a full disk, say
         _silence_stdout()
         try:
             sys.stderr.write(_compact_json({"ok": False, "error": "cannot print the result (%s)"

@@ -416,7 +416,7 @@ def test_sdist_carries_the_tests_fixtures_and_contracts(installed, tmp_path):
     with tarfile.open(str(archive)) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     wanted = {"notes.py", "LICENSE", "README.md", "protocol.md", "note-io.md", "pyproject.toml", ".ci/run",
-              "bench/bench.py"} | {"docs/" + path.name for path in (REPO / "docs").glob("*.md")}
+              "bench/bench.py", "bench/corpus.jsonl"} | {"docs/" + path.name for path in (REPO / "docs").glob("*.md")}
     for root, _, files in os.walk(str(REPO / "tests")):
         if "__pycache__" not in root:
             wanted.update(os.path.relpath(os.path.join(root, name), str(REPO)) for name in files

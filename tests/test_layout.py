@@ -110,3 +110,37 @@ def test_the_checker_sees_a_planted_upward_reference():
     node = next(node for node in tree.body if getattr(node, "name", None) == "_is_note_id")
     home = {name: section_of(n.lineno, starts) for n in tree.body for name in defined_names(n)}
     assert home["_build_parser"] > section_of(node.lineno, starts) and "_build_parser" in used_names(node)
+
+
+# Issue 28: notes.py stays in proportion to its task.
+LINE_LIMIT, BYTE_LIMIT, COMMENTARY_SHARE = 5400, 250000, 0.18
+
+
+def commentary_bytes(source: str) -> int:
+    """The bytes of every comment and of every docstring (module, class, function)."""
+    import io
+    import tokenize
+
+    lines = source.splitlines(True)
+    total = sum(len(token.string.encode("utf-8")) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+                if token.type == tokenize.COMMENT)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                total += sum(len(line.encode("utf-8")) for line in lines[first.lineno - 1:first.end_lineno])
+    return total
+
+
+def test_notes_py_stays_within_its_size_and_commentary_limits():
+    source = NOTES.read_text("utf-8")
+    size = len(source.encode("utf-8"))
+    assert len(source.splitlines()) <= LINE_LIMIT
+    assert size <= BYTE_LIMIT
+    assert commentary_bytes(source) <= COMMENTARY_SHARE * size
+
+
+def test_the_commentary_measure_counts_comments_and_docstrings():
+    sample = 'def f():\n    """Doc."""\n    return 1  # why\n'
+    assert commentary_bytes(sample) == len('    """Doc."""\n') + len("# why")

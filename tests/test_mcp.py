@@ -624,8 +624,8 @@ def test_mcp_help(tmp_path):
 # --------------------------------------------------------------------------
 # One folder per idea: the session argument; the restore tool (issue 30 points 4 and 5)
 
-SESSION_REFUSAL = ("argument session takes a name of 1 to 64 letters, digits, -, _ and ., starting with a letter "
-                   "or a digit, such as pricing-page; the name given is not one")
+SESSION_REFUSAL = ("argument session takes 1 to 64 letters, digits, -, _ or ., the first a letter or digit (such as "
+                   "pricing-page); the name given is not one")
 
 
 def test_tools_take_a_session_defaulting_to_the_servers(tmp_path):

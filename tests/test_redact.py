@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import random
+import stat
 import subprocess
 import sys
+import threading
+import time
 
-from conftest import (NOTES, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes, make_record,
-                      run_notes, v0_checksum, write_log)
+import pytest
+
+from conftest import (NOTES, REPO, SESSION_ID, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
+                      make_record, notes, run_here, run_notes, v0_checksum, write_log, write_session)
 
 SECRET = "Call Ann on 555-0100 at home."
 REASON = "It held a private phone number."
@@ -243,3 +250,295 @@ def test_redact_refuses_a_hard_linked_log_whose_other_name_would_keep_the_text(t
     assert_refused(run_notes("redact", "n00002", "--reason", REASON, folder=folder), 2, "hard links")
     assert folder_digest(folder) == before
     assert "555-0100" in other.read_text()  # nothing was changed through either name
+
+
+# --------------------------------------------------------------------------
+# One step for every reader (issue 29, point 1): the placeholder and its source note come together
+
+# Redacts the notes n00001, n00002, ... of a folder one after another, in one process, until told to stop
+# (then says how many), waiting for that once every note is redacted.
+REDACT_LOOP = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import notes
+folder, stop, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
+done = 0
+while not os.path.exists(stop):
+    if done == count:
+        time.sleep(0.01)
+        continue
+    done += 1
+    notes.Session(folder).redact(note_id="n%05d" % done, reason="It held a private detail.")
+    if done == 1:
+        print("under way", flush=True)
+print(done)
+"""
+
+
+def readers_beside_a_redact_loop(tmp_path, seconds, notes_count, python=sys.executable):
+    """verify, recap and export run again and again while another process redacts note after note, all on
+    python; return (redacts done, reader runs, the exports taken)."""
+    folder, exports = tmp_path / "session", tmp_path / "exports"
+    write_session(folder, [("decision", "Private detail %d stays." % seq) for seq in range(1, notes_count + 1)])
+    exports.mkdir()
+    stop = tmp_path / "stop"
+    redacter = subprocess.Popen([python, "-S", "-c", REDACT_LOOP, str(REPO), str(folder), str(stop),
+                                 str(notes_count)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # The clock starts once the redacter is under way: a slow start must not eat the time readers have.
+    assert redacter.stdout.readline() == b"under way\n", redacter.communicate()
+    failures, runs = [], []
+
+    def read(kind):
+        number = 0
+        while not stop.exists():
+            number += 1
+            if kind == "export":
+                result = run_notes("export", "--output", exports / ("%d.json" % number), folder=folder,
+                                   python=python)
+            else:
+                result = run_notes(kind, folder=folder, python=python)
+            runs.append(kind)
+            if result.code != 0 or result.receipt is None or result.receipt.get("warnings") or (
+                    result.receipt.get("problems")):
+                failures.append((kind, result))
+
+    threads = [threading.Thread(target=read, args=(kind,)) for kind in ("verify", "recap", "export")]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.touch()
+    for thread in threads:
+        thread.join()
+    out, err = redacter.communicate(timeout=120)
+    assert redacter.returncode == 0 and b"Traceback" not in err, err
+    assert failures == [], failures[:3]
+    verify = run_notes("verify", folder=folder)
+    done = int(out)
+    assert verify.code == 0 and verify.receipt["redacted"] == done, verify
+    return done, runs, sorted(exports.iterdir(), key=lambda path: int(path.stem))
+
+
+def test_readers_beside_a_redact_loop_never_see_damage(tmp_path, python):
+    # On this interpreter in the default set, on each other one in the long set.
+    done, runs, exports = readers_beside_a_redact_loop(tmp_path, 3, 400, python)
+    assert done >= 5 and len(runs) >= 3, (done, runs)
+    restored = run_notes("restore", exports[-1], folder=tmp_path / "restored")  # an export taken mid-loop
+    assert restored.code == 0, restored
+
+
+@pytest.mark.long
+def test_readers_beside_a_long_redact_loop_never_see_damage_and_every_export_restores(tmp_path):
+    done, runs, exports = readers_beside_a_redact_loop(tmp_path, 60, 2000)
+    assert done >= 100 and len(runs) >= 30, (done, len(runs))
+    for number, export in enumerate(exports):
+        restored = run_notes("restore", export, folder=tmp_path / ("restored-%d" % number))
+        assert restored.code == 0, (export, restored)
+
+
+# --------------------------------------------------------------------------
+# What redact cannot explain, it refuses (issue 29, points 2 and 3), in process
+
+def by_hand(tmp_path, entries, tail=b""):
+    """A session written by hand, with the lock file a writer leaves; return its folder."""
+    folder = tmp_path / "session"
+    write_session(folder, entries, tail=tail)
+    (folder / "session_notes.lock").touch()
+    for path in folder.iterdir():
+        path.chmod(0o600)  # as a writer leaves them (it tightens wider ones)
+    return folder
+
+
+def modes(folder) -> dict:
+    return {name: stat.S_IMODE(os.lstat(str(folder / name)).st_mode) for name in os.listdir(str(folder))}
+
+
+def refused_here(capsys, folder, note_id, *words) -> str:
+    """redact note_id through notes.main: exit 2, only ok and error, every file (and mode) as it was."""
+    before, modes_before = folder_digest(folder), modes(folder)
+    code, receipt = run_here(capsys, folder, "redact", note_id, "--reason", REASON)
+    assert code == 2 and set(receipt) == {"ok", "error"} and receipt["ok"] is False, receipt
+    for word in words:
+        assert word in receipt["error"], (word, receipt["error"])
+    assert "555-0100" not in receipt["error"]
+    assert folder_digest(folder) == before and modes(folder) == modes_before  # no temporary file either
+    with pytest.raises(notes.NotesError) as raised:  # the Python API refuses with the same text
+        notes.Session(str(folder)).redact(note_id=note_id, reason=REASON)
+    assert raised.value.message == receipt["error"]
+    assert folder_digest(folder) == before
+    return receipt["error"]
+
+
+HEAD = [("gate", "Channel is open.", {"provenance": "op"}), ("decision", SECRET)]
+
+
+def batch_lines(first_seq, places, of) -> bytes:
+    """Lines of an of-line batch as append --batch writes them, its lines at places (its seqs from first_seq)."""
+    return b"".join(line_of(make_record(SESSION_ID, first_seq + place - 1, "decision", "%s (line %d)" % (
+        SECRET, place), batch="%d/%d" % (place, of))) for place in places)
+
+
+INCOMPLETE_ENDS = {
+    "whole-lines": batch_lines(3, (1, 2), 3),
+    "and-a-cut-off-line": batch_lines(3, (1, 2), 3) + batch_lines(3, (3,), 3)[:60],
+    "last-line-without-newline": batch_lines(3, (1, 2, 3), 4)[:-1],
+}
+
+
+@pytest.mark.parametrize("end", list(INCOMPLETE_ENDS))
+def test_a_note_of_an_incomplete_batch_is_refused_and_another_is_redacted_past_it(tmp_path, capsys, end):
+    # A writer killed mid-batch leaves lines no reader counts as notes; their ids are issued again.
+    cut = INCOMPLETE_ENDS[end]
+    folder = by_hand(tmp_path, HEAD, tail=cut)
+    head = log_bytes(folder)[:-len(cut)]
+    for note_id in ("n00003", "n00004") + (("n00005",) if end != "whole-lines" else ()):
+        refused_here(capsys, folder, note_id, "%s is in the last lines of the log, which a crash cut short" % note_id,
+                     "no note to redact; nothing was changed", "session_notes.jsonl.torn-")
+
+    code, receipt = run_here(capsys, folder, "redact", "n00002", "--reason", REASON)
+    assert code == 0 and receipt["redaction_note_id"] == "n00003", receipt
+    assert receipt["recovered"]["kind"] == "incomplete_batch" and receipt["recovered"]["bytes"] == len(cut)
+    with open(receipt["recovered"]["side_file"], "rb") as handle:
+        assert handle.read() == cut  # set aside whole, as append sets it aside
+    lines = log_bytes(folder).splitlines(keepends=True)
+    assert b"".join(lines[:2]) == head.splitlines(keepends=True)[0] + line_of(placeholder_of(
+        json.loads(head.splitlines()[1])))
+    source = json.loads(lines[2])
+    assert len(lines) == 3 and (source["id"], source["about"]) == ("n00003", "n00002")
+    assert run_here(capsys, folder, "verify") == (0, {"ok": True, "command": "verify", "path": str(
+        folder / "session_notes.jsonl"), "total": 3, "problems": [], "redacted": 1})
+
+
+def test_the_source_note_is_numbered_past_damaged_lines_and_a_cut_off_end(tmp_path, capsys):
+    # A complete damaged line counts as having held a seq; a cut-off last line is set aside first.
+    folder = by_hand(tmp_path, HEAD + [("decision", "Use email.")], tail=b"{}\n" + b'{"id":"n0000')
+    code, receipt = run_here(capsys, folder, "redact", "n00002", "--reason", REASON)
+    assert code == 0 and receipt["redaction_note_id"] == "n00005", receipt
+    assert receipt["recovered"]["kind"] == "torn_tail"
+    lines = log_bytes(folder).splitlines()
+    assert lines[3] == b"{}" and json.loads(lines[4])["seq"] == 5 and len(lines) == 5
+    code, verify = run_here(capsys, folder, "verify")
+    assert code == 3 and [entry["kind"] for entry in verify["problems"]] == ["missing_field"], verify  # the {} alone
+
+
+def test_a_record_edited_by_hand_is_damage_that_redact_leaves(tmp_path, capsys):
+    # A gate update moved from deferred to closed by hand, its checksum kept: redact must not launder it.
+    gate = make_record(SESSION_ID, 1, "gate", "Is the pilot funded?")
+    update = make_record(SESSION_ID, 2, "gate", "Deferred until %s calls back." % SECRET, ref="n00001",
+                         status="deferred")
+    edited = line_of(update).replace(b'"status":"deferred"', b'"status":"closed"')
+    folder = by_hand(tmp_path, [gate, edited])
+    error = refused_here(capsys, folder, "n00002", "n00002 does not verify (bad_checksum)",
+                         "redact leaves damage as it is", "restore the session from an intact export")
+    assert "closed" not in error
+    code, verify = run_here(capsys, folder, "verify")
+    assert code == 3 and [(entry["id"], entry["kind"]) for entry in verify["problems"]] == [("n00002", "bad_checksum")]
+
+
+def test_a_note_whose_only_problem_is_its_text_is_redacted(tmp_path, capsys):
+    # What append now refuses in a text (here a credential written by an older version) is what redact is for.
+    key = "gh" + "p_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
+    folder = by_hand(tmp_path, [("decision", "The deploy key is %s." % key)])
+    code, receipt = run_here(capsys, folder, "redact", "n00001", "--reason", "It held a deploy key.")
+    assert code == 0 and receipt["redaction_note_id"] == "n00002", receipt
+    assert key.encode() not in log_bytes(folder)
+    assert run_here(capsys, folder, "verify")[0] == 0
+
+
+@pytest.mark.parametrize("what", ["log", "folder"])
+def test_a_read_only_log_or_folder_is_refused_and_keeps_its_mode(tmp_path, capsys, what):
+    # Tests run as root here, who writes past the mode bits: the check reads them.
+    folder = by_hand(tmp_path, HEAD)
+    target, mode = (folder / "session_notes.jsonl", 0o400) if what == "log" else (folder, 0o500)
+    os.chmod(str(target), mode)
+    try:
+        named = str(target) if what == "log" else "the folder %s" % folder
+        refused_here(capsys, folder, "n00002", "%s is read-only (mode 0%o)" % (named, mode),
+                     "nothing was changed, and the protection stays", "chmod u+w %s" % target)
+        assert stat.S_IMODE(os.stat(str(target)).st_mode) == mode
+    finally:
+        os.chmod(str(folder), 0o700)
+
+
+def chattr(flag, path) -> bool:
+    """Set or clear an attribute with chattr; whether it took."""
+    try:
+        return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("flag", ["+i", "+a"])
+@pytest.mark.parametrize("what", ["log", "folder"])
+def test_an_immutable_or_append_only_log_or_folder_is_refused_with_no_temporary_file(tmp_path, capsys, monkeypatch,
+                                                                                     what, flag):
+    folder = by_hand(tmp_path, HEAD)
+    target = folder / "session_notes.jsonl" if what == "log" else folder
+    if chattr(flag, target):
+        try:
+            named = str(target) if what == "log" else "the folder %s" % folder
+            refused_here(capsys, folder, "n00002", "%s is immutable or append-only (chattr +i or +a)" % named,
+                         "lift it (chattr -ia %s)" % target)
+        finally:
+            chattr("-ia", target)
+    else:  # no chattr here (or no right to use it): the system's refusal of the rename, as it comes
+        def refused(*args):
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+        monkeypatch.setattr(os, "replace", refused)
+        refused_here(capsys, folder, "n00002", "the log or its folder is protected")
+
+
+def test_a_rename_the_system_refuses_is_a_guided_refusal_and_the_copy_is_removed(tmp_path, capsys, monkeypatch):
+    # Where the flags cannot be read up front, the failed rename says it.
+    folder = by_hand(tmp_path, HEAD)
+    log_path = str(folder / "session_notes.jsonl")
+    monkeypatch.setattr(notes, "_is_protected_inode", lambda descriptor: False)
+    monkeypatch.setattr(os, "replace", lambda *args: (_ for _ in ()).throw(PermissionError(errno.EPERM, "denied")))
+    refused_here(capsys, folder, "n00002", "cannot replace %s (denied): the log or its folder is protected" % log_path,
+                 "nothing was changed", "lift the protection and run the command again")
+
+    # A folder that will not let the copy go either (chattr +a) is left with it emptied, never a copy of the log.
+    unlink = os.unlink
+    monkeypatch.setattr(os, "unlink", lambda path, *args, **kw: (_ for _ in ()).throw(
+        PermissionError(errno.EPERM, "denied")) if str(path).endswith(".tmp") else unlink(path, *args, **kw))
+    code, receipt = run_here(capsys, folder, "redact", "n00002", "--reason", REASON)
+    assert code == 2 and "the log or its folder is protected" in receipt["error"]
+    left = [name for name in os.listdir(str(folder)) if name.endswith(".tmp")]
+    assert len(left) == 1 and os.path.getsize(str(folder / left[0])) == 0
+
+
+# Redacts n00002 once it has said it is ready, so that a kill lands inside the redact, not the start-up.
+REDACT_ONCE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import notes
+print("ready", flush=True)
+notes.Session(sys.argv[2]).redact(note_id="n00002", reason="It held a private detail.")
+"""
+
+
+def test_a_redact_killed_at_any_moment_leaves_the_log_before_or_after(tmp_path):
+    # SIGKILL at a random moment: the log is the old one byte for byte, or the new one whole.
+    folder = tmp_path / "session"
+    write_session(folder, [("decision", "Private detail %d stays." % seq) for seq in range(1, 3001)])
+    before = log_bytes(folder)
+    lines = before.splitlines(keepends=True)
+    after_head = lines[0] + line_of(placeholder_of(json.loads(lines[1]))) + b"".join(lines[2:])
+    chance = random.Random(29)
+    outcomes = []
+    for _ in range(5):
+        write_log(folder, before)
+        killed = subprocess.Popen([sys.executable, "-S", "-c", REDACT_ONCE, str(REPO), str(folder)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert killed.stdout.readline() == b"ready\n"
+        time.sleep(chance.uniform(0, 0.15))
+        killed.kill()
+        killed.wait()
+        killed.stdout.close()
+        log = log_bytes(folder)
+        outcomes.append("before" if log == before else "after")
+        if log != before:
+            assert log.startswith(after_head) and len(log.splitlines()) == 3001, "a log part-way"
+            source = json.loads(log.splitlines()[-1])
+            assert (source["id"], source["about"]) == ("n03001", "n00002")
+        assert notes.Session(str(folder)).verify()["problems"] == []
+    assert outcomes  # which of the two each kill leaves depends on the machine's speed; both are whole
