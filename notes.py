@@ -10,6 +10,17 @@ Sections, each using only those above it: Constants; Errors; Record rules
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # Ctrl-C while this file loads, before main answers it: JSON, not a traceback.
+    # (Python compiles the file before any line runs; Ctrl-C then prints its bare KeyboardInterrupt.)
+    import os
+    import signal
+    import sys
+
+    # The MCP server's stdout carries JSON-RPC alone: its answer goes to stderr.
+    signal.signal(signal.SIGINT, lambda signum, frame: (os.write(2 if "mcp" in sys.argv else 1, (
+        b'{\n  "ok": false,\n  "error": "interrupted (Ctrl-C) before the command began; nothing was written. '
+        b'Run it again"\n}\n')), os._exit(130)))
+
 __all__ = ["Session", "NotesError", "main", "__version__", "NOTE_TYPES", "GATE_STATUSES", "PROVENANCES",
            "EVIDENCE_LEVELS"]
 
@@ -90,6 +101,9 @@ _DIR_VARIABLE = "SHAPING_NOTES_DIR"
 _SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
 _SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
 _SESSIONS_LISTED = 100
+_PATH_LIMIT = 4096        # characters of a path given on the command line (Linux's PATH_MAX)
+_PATH_DEPTH_LIMIT = 256   # its folders: os.makedirs recurses once per missing one
+# Folder names an installer puts modules in (dist-packages is Debian's).
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
@@ -99,6 +113,7 @@ _EXIT_OK = 0
 _EXIT_UNEXPECTED = 1
 _EXIT_USAGE = 2
 _EXIT_INTEGRITY = 3
+_EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
 
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
@@ -143,21 +158,24 @@ _HEX_DIGITS = frozenset("0123456789abcdef")
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
-# How a credential looks, as (kind, markers, pattern).  The markers are
-# lower-case substrings one of which the lower-cased text must hold before the
-# pattern is tried at all, so that a note skips most patterns (verify looks at
-# every record).  The patterns describe the formats that the secret
-# scanners gitleaks and detect-secrets document; they are written here anew.
+# How a credential looks, in two kinds of rule, as the secret scanners
+# gitleaks and detect-secrets keep them: a vendor's format (its prefix and
+# shape, which those projects document; the patterns are written here anew),
+# and a secret known by its context (a value after a word for password or key,
+# a user / password pair, a password on a command line).
 #
-# A pattern's named group says what its match still has to pass
-# (credential_match_is_real): "value", the random part of a key, must not be a
-# placeholder (AKIAXXXXXXXXXXXXXXXX, AWS's documented AKIAIOSFODNN7EXAMPLE);
-# "password", that of a URL or of curl -u, must not be a stand-in such as
-# user:pass; and
-# "generic", a value after a secret-like word, must look random.
-# A key's fixed prefix may be glued to the word before it ("keyAKIA..."), so
-# only prefixes short enough to occur inside ordinary words keep a boundary.
-_CREDENTIAL_PATTERNS = (
+# Each rule is (kind, markers, pattern, context).  A pattern is tried only
+# when the lower-cased text holds one of its markers (no markers: always).
+# Context rules read a text as it stands, never one with the groups of a key
+# joined.  A pattern's named group says what its match still has to pass
+# (credential_match_is_real): "value", the random part of a key, must not be
+# a placeholder (AKIAXXXXXXXXXXXXXXXX, AWS's documented AKIAIOSFODNN7EXAMPLE);
+# "random" must also mix cases and digits as random text does; "password",
+# after a user in a URL or on a command line, must not be a stand-in such as
+# user:pass; "generic", after a key word, must look random; "secret", after a
+# password word, or "pair", after a user and a slash, must look like a password.
+_UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_VENDOR_PATTERNS = (
     # A block between its BEGIN and END lines is a key whatever its length
     # (a GCP service-account JSON writes the line breaks as a literal \n); a
     # header alone, or with an elided body ("..."), is prose about keys.
@@ -167,10 +185,14 @@ _CREDENTIAL_PATTERNS = (
     ("private key block", ("private key",),
      r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\n)*"
      r"(?:[A-Za-z-]+: [^\n\\]*(?:\n|\\n)(?:\s|\\n)*)*[A-Za-z0-9+/=]{40}"),
+    ("PuTTY private key", ("putty-user-key-file",),
+     r"PuTTY-User-Key-File-[0-9]+:[\s\S]{0,3000}?Private-Lines: *[0-9]+\s+(?P<value>[A-Za-z0-9+/]{16,})"),
     ("Google service account key", ("private_key_id",),
      r"\"private_key_id\"\s*:\s*\"(?P<value>[0-9a-f]{40})\""),
-    ("AWS secret access key", ("access",),
-     r"(?i:secret[ _-]?access[ _-]?key)[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?"
+    # Its name, or AWS and the word secret, a few words, then 40 characters of base64.
+    ("AWS secret access key", ("access", "aws"),
+     r"(?i:secret[ _-]?access[ _-]?key|aws\w{0,3}[ _-](?:[\w-]+ ){0,3}?secret(?:[ _-]?key)?)"
+     r"(?:[ \t]+[\w-]+){0,5}?[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?"
      r"(?P<value>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Za-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
     # scheme://user:password@host, any scheme, the user maybe empty (redis://:pw@host),
     # the password holding any character but @ and space; a port (host:8080/...)
@@ -181,14 +203,16 @@ _CREDENTIAL_PATTERNS = (
     # curl -u user:password (or --user), which sends them as basic authentication.
     ("user and password on a command line", ("-u", "--user"),
      r"(?<!\S)(?:-u|--user)[ =]?[\"']?(?P<user>[^\s:\"']+):(?P<password>(?![$<{*%\[])[^\s\"']{4,})"),
-    ("AWS access key id", ("akia", "asia"), r"(?:AKIA|ASIA)(?P<value>[A-Z0-9]{16})(?![A-Z0-9])"),
+    ("AWS access key id", ("akia", "asia", "abia", "acca"),
+     r"(?:AKIA|ASIA|ABIA|ACCA)(?P<value>[A-Z0-9]{16})(?![A-Z0-9])"),
     ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"gh[pousr]_(?P<value>[A-Za-z0-9]{36,})"),
     ("GitHub token", ("github_pat_",), r"github_pat_(?P<value>[A-Za-z0-9_]{40,})"),
     ("Anthropic API key", ("sk-ant-",), r"sk-ant-[a-z]+[0-9]{2}-(?P<value>[A-Za-z0-9_-]{32,})"),
     # A key's body mixes upper case, lower case and digits; a hex SKU, a URL
     # path segment or a branch slug such as sk-2024-fix-login-redirect does not.
-    ("OpenAI API key", ("sk-",),
-     r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
+    # Its hyphens may be missing where a key split by hyphens was joined.
+    ("OpenAI API key", ("sk",),
+     r"(?<![A-Za-z0-9_-])sk-?(?:(?:proj|svcacct|admin|None)-?)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
      r"(?=[A-Za-z0-9_-]*?(?=[A-Za-z0-9]{20})[A-Za-z]*[0-9])(?P<value>[A-Za-z0-9_-]{32,})"),
     ("Slack token", ("xox",), r"xox[abposr]-(?P<value>[0-9]{8,}-[0-9A-Za-z-]{8,})"),
     ("Slack token", ("xapp-",), r"xapp-[0-9]-[A-Z0-9]+-[0-9]+-(?P<value>[a-z0-9]{16,})"),
@@ -196,9 +220,19 @@ _CREDENTIAL_PATTERNS = (
      r"hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,}/[A-Z0-9]{6,}/(?P<value>[A-Za-z0-9]{16,})"),
     ("Discord webhook URL", ("discord",),
      r"discord(?:app)?\.com/api/webhooks/[0-9]{15,20}/(?P<value>[A-Za-z0-9_-]{40,})"),
+    # A bot token: the base64 of the bot's numeric id, a timestamp, an HMAC.
+    ("Discord bot token", ("m", "n", "o"),
+     r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\."
+     r"(?P<random>[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])"),
+    ("Microsoft Teams webhook URL", ("webhook.office.com",),
+     r"webhook\.office\.com/webhookb2/[0-9a-fA-F-]{36}@[0-9a-fA-F-]{36}/IncomingWebhook/(?P<value>[A-Za-z0-9]{32})"),
     ("Google API key", ("aiza",), r"AIza(?P<value>[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])"),
     ("Google OAuth client secret", ("gocspx-",), r"GOCSPX-(?P<value>[A-Za-z0-9_-]{24,})"),
-    ("Stripe live key", ("_live_",), r"(?:sk|rk)_live_(?P<value>[0-9A-Za-z]{20,})"),
+    ("Google OAuth access token", ("ya29.",), r"ya29\.(?P<value>[A-Za-z0-9_-]{30,})"),
+    ("Firebase Cloud Messaging server key", ("apa91b",), r"AAAA[A-Za-z0-9_-]{7}:APA91b(?P<value>[A-Za-z0-9_-]{100,})"),
+    ("Stripe secret key", ("_live_", "_test_", "_prod_"),
+     r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test|prod)_(?P<value>[0-9A-Za-z]{20,})"),
+    ("Stripe webhook secret", ("whsec_",), r"whsec_(?P<value>[A-Za-z0-9+/=]{24,})"),
     ("JSON Web Token", ("eyj",),
      r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?P<value>[A-Za-z0-9_-]{8,})"),
     ("GitLab token", ("glpat-", "glptt-", "gldt-", "glrt-"),
@@ -216,19 +250,36 @@ _CREDENTIAL_PATTERNS = (
     ("Azure storage key", ("accountkey=", "sharedaccesskey="),
      r"(?:Account|SharedAccess)Key=(?P<value>[A-Za-z0-9+/]{40,}={0,2})"),
     ("Azure shared access signature", ("sig=",), r"(?<![A-Za-z0-9])sig=(?P<value>[A-Za-z0-9%+/]{30,}(?:%3D|=){0,2})"),
+    ("Azure client secret", ("q~",),
+     r"(?<![A-Za-z0-9_~.])[A-Za-z0-9_~.]{3}[0-9]Q~(?P<value>[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_~.-])"),
+    # A personal access token of Azure DevOps: 52 characters of base32, or 84 with AZDO near the end.
+    ("Azure DevOps token", (),
+     r"(?<![A-Za-z0-9])(?:(?=[a-z2-7]*[2-7])(?=[a-z2-7]*[a-z])(?P<value>[a-z2-7]{52})"
+     r"|[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4})(?![A-Za-z0-9])"),
     ("Shopify token", ("shpat_", "shpca_", "shppa_", "shpss_"), r"shp(?:at|ca|pa|ss)_(?P<value>[a-fA-F0-9]{32})"),
     ("DigitalOcean token", ("_v1_",), r"do[opr]_v1_(?P<value>[a-f0-9]{64})"),
     ("Mailgun API key", ("key-",), r"(?<![A-Za-z0-9-])key-(?P<value>[0-9a-f]{32})(?![0-9A-Za-z])"),
     ("Mailchimp API key", ("-us",), r"(?<![0-9A-Za-z])(?P<value>[0-9a-f]{32})-us[0-9]{1,2}(?![0-9A-Za-z])"),
     ("Square token", ("sq0",), r"sq0(?:atp|csp)-(?P<value>[0-9A-Za-z_-]{22,})"),
+    ("Square or Facebook access token", ("eaa",),
+     r"(?<![A-Za-z0-9])EAA(?P<random>[A-Za-z0-9_-]{60,})(?![A-Za-z0-9_-])"),
+    ("Braintree access token", ("access_token$",),
+     r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$(?P<value>[0-9a-f]{32})"),
     ("PyPI token", ("pypi-ageichlwas5vcmc",), r"pypi-AgEIcHlwaS5vcmc(?P<value>[A-Za-z0-9_-]{50,})"),
+    ("NuGet API key", ("oy2",), r"(?<![A-Za-z0-9])oy2(?P<value>[a-z0-9]{43})(?![A-Za-z0-9])"),
+    ("Heroku token", ("hrku-",), r"HRKU-AA(?P<value>[0-9A-Za-z_-]{58})"),
     ("Docker Hub token", ("dckr_pat_",), r"dckr_pat_(?P<value>[A-Za-z0-9_-]{27,})"),
     ("HashiCorp Vault token", ("hvs.", "hvb."), r"(?<![A-Za-z0-9])hv[sb]\.(?P<value>[A-Za-z0-9_-]{24,})"),
+    ("Terraform Cloud token", ("atlasv1",), r"[A-Za-z0-9]{14}\.atlasv1\.(?P<value>[A-Za-z0-9_=-]{60,70})"),
     ("Databricks token", ("dapi",), r"(?<![A-Za-z0-9])dapi(?P<value>[a-f0-9]{32})(?![0-9A-Za-z])"),
     ("Postman API key", ("pmak-",), r"PMAK-(?P<value>[a-f0-9]{24}-[a-f0-9]{34})"),
     ("Linear API key", ("lin_api_",), r"lin_api_(?P<value>[A-Za-z0-9]{40})"),
     ("Atlassian API token", ("atatt3",), r"ATATT3(?P<value>[A-Za-z0-9_=-]{100,})"),
-    ("Doppler token", ("dp.",), r"(?<![A-Za-z0-9])dp\.(?:pt|st|sa|ct|scim|audit)\.(?P<value>[A-Za-z0-9]{40,})"),
+    ("Doppler token", ("dp.",),
+     r"(?<![A-Za-z0-9])dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{2,35}\.)?(?P<value>[A-Za-z0-9]{40,})"),
+    ("Contentful token", ("cfpat-",), r"CFPAT-(?P<value>[A-Za-z0-9_-]{43})"),
+    ("Asana token", (":",), r"(?<![0-9/])[12]/[0-9]{15,17}(?:/[0-9]{15,17})?:(?P<value>[0-9a-f]{32})(?![0-9A-Za-z])"),
+    ("Tavily API key", ("tvly-",), r"tvly-(?:[a-z]{2,4}-)?(?P<value>[A-Za-z0-9]{30,})"),
     ("Grafana token", ("glsa_", "glc_"),
      r"(?:glsa_(?P<value>[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})|glc_[A-Za-z0-9+/]{32,}={0,2})"),
     ("New Relic key", ("nrak-",), r"NRAK-(?P<value>[A-Z0-9]{27})"),
@@ -248,32 +299,170 @@ _CREDENTIAL_PATTERNS = (
     ("PlanetScale token", ("pscale_",), r"pscale_(?:tkn|pw|oauth)_(?P<value>[A-Za-z0-9_.-]{32,})"),
     ("Fly.io token", ("fo1_",), r"fo1_(?P<value>[A-Za-z0-9_-]{40,})"),
     ("Sentry token", ("sntrys_", "sntryu_"), r"sntry[su]_(?P<value>[A-Za-z0-9+/=_-]{40,})"),
-    # The generic rule: a secret-like word, at most a few characters of an
-    # identifier after it (DB_PASSWORD, api_key_v2), an operator, a colon, "is"
-    # or a space, then a value; generic_value_is_secret judges the value.
-    ("secret after a secret-like word", ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential"),
-     r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)"
-     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key)[\w.-]{0,24}?"
-     r"(?P<operator>[ \t]*[\"'`\])]?[ \t]*(?:=>|:=|\?=|[:=]|\bis\b)[ \t]*|[ \t]+)[\"'`]?"
-     r"(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
+    ("Pulumi token", ("pul-",), r"(?<![A-Za-z0-9])pul-(?P<value>[a-f0-9]{40})"),
+    ("1Password service account token", ("ops_eyj",), r"ops_eyJ(?P<value>[A-Za-z0-9+/]{250,}={0,3})"),
+    ("Airtable token", ("pat",), r"(?<![A-Za-z0-9])pat[A-Za-z0-9]{14}\.(?P<value>[a-f0-9]{64})"),
+    ("Dynatrace token", ("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.(?P<value>[A-Za-z0-9]{64})"),
+    ("EasyPost key", ("ezak", "eztk"), r"EZ[AT]K(?P<value>[A-Za-z0-9]{54})"),
+    ("Brevo key", ("xkeysib-",), r"xkeysib-[a-f0-9]{64}-(?P<value>[A-Za-z0-9]{16})"),
+    ("Octopus Deploy key", ("api-",), r"(?<![A-Za-z0-9])API-(?P<value>[A-Z0-9]{26})(?![A-Za-z0-9])"),
+    ("Clojars token", ("clojars_",), r"(?i:CLOJARS_)(?P<value>[a-z0-9]{60})"),
+    ("Artifactory key", ("akcp",), r"(?<![A-Za-z0-9])AKCp(?P<value>[A-Za-z0-9]{69})"),
+    ("Sourcegraph token", ("sgp_",), r"sgp_(?:[a-fA-F0-9]{16}_|local_)?(?P<value>[a-fA-F0-9]{40})"),
+    ("Cloudflare origin CA key", ("v1.0-",), r"v1\.0-[a-f0-9]{24}-(?P<value>[a-f0-9]{146})"),
+    # A base58 private key in wallet import format: 5H, 5J or 5K and 49 more, or K or L and 51.
+    ("Bitcoin private key", ("5h", "5j", "5k", "k", "l"),
+     r"(?<![A-Za-z0-9])(?P<random>5[HJK][1-9A-HJ-NP-Za-km-z]{49}|[KL][1-9A-HJ-NP-Za-km-z]{51})(?![A-Za-z0-9])"),
+    ("Shippo token", ("shippo_",), r"shippo_(?:live|test)_(?P<value>[a-fA-F0-9]{40})"),
+    ("ReadMe key", ("rdme_",), r"rdme_(?P<value>[a-z0-9]{70})"),
+    ("Frame.io token", ("fio-u-",), r"fio-u-(?P<value>[A-Za-z0-9_=-]{64})"),
+    ("Duffel token", ("duffel_",), r"duffel_(?:test|live)_(?P<value>[A-Za-z0-9_=-]{43})"),
+    ("Typeform token", ("tfp_",), r"tfp_(?P<value>[A-Za-z0-9_=.-]{59})"),
+    ("Infracost key", ("ico-",), r"(?<![A-Za-z0-9])ico-(?P<value>[A-Za-z0-9]{32})"),
+    ("Prefect key", ("pnu_",), r"pnu_(?P<value>[A-Za-z0-9]{36})"),
+    ("CircleCI token", ("ccipat_",), r"CCIPAT_(?P<value>[A-Za-z0-9]{20,24}_[a-f0-9]{40})"),
+    ("Bitbucket app password", ("atbb",), r"(?<![A-Za-z0-9])ATBB(?P<random>[A-Za-z0-9_=.-]{28,})"),
+    ("Plaid access token", ("access-",),
+     r"access-(?:sandbox|development|production)-(?P<value>" + _UUID_SHAPE + ")"),
+    ("Google OAuth refresh token", ("1//0",), r"(?<![A-Za-z0-9/])1//0(?P<value>[A-Za-z0-9_-]{40,})"),
+    ("Salesforce session token", ("00d",), r"(?<![A-Za-z0-9])00D[A-Za-z0-9]{12,15}!(?P<value>[A-Za-z0-9_.]{60,})"),
+    ("Amazon MWS key", ("amzn.mws.",), r"amzn\.mws\.(?P<value>" + _UUID_SHAPE + ")"),
+    ("LaunchDarkly SDK key", ("sdk-",),
+     r"(?<![A-Za-z0-9-])sdk-(?P<value>" + _UUID_SHAPE + ")"),
+    ("SMTP login", ("auth ",), r"\bAUTH[ \t]+(?:PLAIN|LOGIN)[ \t]+(?P<value>[A-Za-z0-9+/]{12,}={0,2})"),
+    # An htpasswd line: a user, a colon and a password hash in crypt's $id$ form.
+    ("password hash of an htpasswd line", (":$",),
+     r"(?<![\w$])[\w.@-]{1,64}:(?P<value>\$(?:apr1|2[abxy]?|1|5|6|argon2id?)\$[^\s:]{20,})"),
+    ("TOTP secret", ("otpauth://",),
+     r"otpauth://[th]otp/[^\s?]*\?(?:[^\s#]*&)?secret=(?P<value>[A-Za-z2-7]{16,})"),
+    # A token after a vendor's short prefix (hst_, zpk_live_); pk_ and pub_ mark publishable keys.
+    ("token with a vendor prefix", ("_",),
+     r"(?<![A-Za-z0-9_.-])(?!pk_|pub_|pubkey_|public_)[A-Za-z][A-Za-z0-9]{1,7}_(?:[A-Za-z]{2,8}_)?"
+     r"(?P<random>[A-Za-z0-9]{30,})(?![A-Za-z0-9_])"),
+    ("token with a vendor prefix", ("-",),
+     r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
 )
-_GENERIC_PATTERN = _CREDENTIAL_PATTERNS[-1][2]
-# Every marker once (may_hold_credential looks for each of them).
-_CREDENTIAL_MARKERS = tuple(dict.fromkeys(marker for _, markers, _ in _CREDENTIAL_PATTERNS for marker in markers))
+# Words for a password, a PIN or a door code in the common languages; the short
+# ones must stand alone (spin, pinned and "pwdx" are not).  A context rule for
+# them is tried only when the lower-cased text holds one of the markers after.
+_PASSWORD_WORDS = (
+    r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
+    r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
+    r"密码|密碼|비밀번호|암호|"
+    r"(?<![^\W\d_])(?:pwd|pw|pass|pin(?:[ -]?code)?|clave|mdp|senha|has[łl]o|heslo|[şs]ifre|parol[aă]|"
+    r"(?:door|gate|alarm|access|entry|unlock|lock|safe|security|keypad) ?code|(?:wi-?fi|wlan|network|wpa2?) key|psk)"
+    r"(?![^\W\d_]))"
+)
+_PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
+                     "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
+                     "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
+# The words that may stand between such a word and its value: "is", a colon,
+# an equals sign, an arrow, a table's bar, and their counterparts in the same languages.
+_PASSWORD_OPERATOR = (
+    r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
+    r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*\*{0,2}[ \t]*"
+)
+_CONTEXT_PATTERNS = (
+    # A value after a password word, maybe a few words later ("the password
+    # for the shared mailbox is ..."), or right after it with a space.
+    ("secret after a word naming it", _PASSWORD_MARKERS,
+     r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<ident>[\w.-]{0,24}?)"
+     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,6}?" + _PASSWORD_OPERATOR + r")"
+     r"[\"'`“„«]?(?P<secret>[^\s\"'`<>;()“”«»]{4,64})"),
+    ("secret after a word naming it", _PASSWORD_MARKERS,
+     r"(?i)(?P<keyword>" + _PASSWORD_WORDS + r")(?P<operator>[ \t]+)(?P<secret>[^\s\"'`<>;()]{4,64})"),
+    # user / password: after an e-mail address, or after a login name with a
+    # spaced slash (a path has none), or after a common login with a bare one.
+    ("user and secret pair", ("@",),
+     r"(?<![\w.+/-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+[ \t]*[/:|,][ \t]*(?![0-9]{1,5}(?:/|\s|$))(?P<pair>[^\s,;]{6,64})"),
+    # A .pgpass line: host:port:database:user:password.
+    ("user and secret pair", (":",), r"(?<![\w.:-])[\w.-]+:[0-9]{2,5}:[\w*.-]+:[\w*.@-]+:(?P<pair>[^\s:]{6,64})"),
+    ("user and secret pair", ("/", ":"),
+     r"(?<![\w/.:-])(?:[A-Za-z][\w.-]{1,30}(?:[ \t]+/[ \t]*|[ \t]*/[ \t]+)"
+     r"|(?i:admin|administrator|root|guest|sa|postgres|pi|ubuntu|operator|superuser)[/:])(?P<pair>[^\s/,;]{6,64})"),
+    # A password on a command line: mysql -pSECRET, ldapsearch -w, sshpass -p,
+    # redis-cli -a, docker login -p, and any --password or --token option.
+    ("secret on a command line", ("mysql", "mariadb"),
+     r"\b(?:mysql|mariadb)[\w-]*[^\n|;&]*?(?<!\S)-p(?P<secret>[^\s\"'-][^\s\"']{3,})"),
+    ("secret on a command line", ("ldap",), r"\bldap\w+[^\n|;&]*?(?<!\S)-w[ \t]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("sshpass",), r"\bsshpass[ \t]+-p[ \t]*[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("redis-cli",),
+     r"\bredis-cli\b[^\n|;&]*?(?<!\S)-a[ \t]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("login",),
+     r"\b(?:docker|podman|helm|buildah|skopeo|oras|nerdctl)\b[^\n|;&]*?\blogin\b[^\n|;&]*?"
+     r"(?<!\S)(?:-p|--password)[ \t=]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("secret on a command line", ("--",),
+     r"(?i)(?<!\S)--(?:password|passwd|pass|pwd|secret|token|api-?key|auth-token|access-token|client-secret)"
+     r"[ \t=]+[\"']?(?P<secret>[^\s\"']{4,})"),
+    ("HTTP basic authorization", ("basic",),
+     r"(?i:authorization)[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+(?P<value>[A-Za-z0-9+/]{8,}={0,2})"),
+    # A base32 seed after a word for one, and recovery codes after theirs.
+    ("TOTP secret", ("totp", "2fa", "mfa", "otp", "authenticator"),
+     r"(?i:totp|2fa|mfa|otp|authenticator)[\w -]{0,20}?(?i:seed|secret|key)\b[^\n:=]{0,40}?"
+     r"(?:[:=]|\b(?i:is)\b)[ \t]*(?P<value>(?=[A-Za-z2-7 ]*[2-7])(?:[A-Z2-7]{16,}|[a-z2-7]{16,}"
+     r"|(?:[A-Z2-7]{4} ){3,}[A-Z2-7]{4}))(?![A-Za-z0-9])"),
+    ("recovery codes", ("code",),
+     r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)?"
+     r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?"
+     r"(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?)+)"),
+    # The general rule: a secret-like word, at most a few characters of an
+    # identifier after it (DB_PASSWORD, api_key_v2), maybe a few words, an
+    # operator, a colon or "is", or just a space, then a value;
+    # generic_value_is_secret judges the value.  Public, publishable and site
+    # keys are public.
+    ("secret after a secret-like word",
+     ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
+     r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
+     r"(?P<keyword>passw(?:or)?d|passphrase|pwd|secret|token|auth|bearer|credentials?|key|ssws)"
+     r"(?P<ident>[\w.-]{0,24}?)"
+     r"(?P<operator>(?:[ \t]+(?:[\w'’-]{1,24}|\([^()\n]{1,30}\))){0,5}?"
+     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|\?=|->|→|[:=|]|\bis\b)[ \t]*\*{0,2}[ \t]*"
+     r"|[ \t]+)[\"'`]?(?P<generic>[^\s\"'`,;<>(){}\[\]]{8,})"),
+)
+_CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
+    (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
+# The cheap first look: most notes show none of these and stop there, while
+# the secrets the rules above find show one.  A digit beside a letter, a
+# lower-case letter followed by a capital, sixteen capitals and digits in a
+# row, or a symbol between letters, found by one search that starts only at a
+# digit, a capital or a symbol (prose has few); then, in the lower-cased text,
+# "://" or a word for a password, or a PIN or code word a little before four
+# digits.  Each is a substring test, so a text and effect joined hold every
+# one that either holds.
+_FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
+                                r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
+_FIRST_LOOK_WORDS = ("://", "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
+                     "hasło", "heslo", "adgangsk", "salasana", "jelsz", "sifre", "şifre", "пароль", "lösenord",
+                     "κωδικ", "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호")
+_FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # A key written in groups: runs of three or more short pieces joined by single
-# spaces (also no-break or thin ones) or hyphens ("AKIA IOSF ODNN ..."); find_credential also looks at each
-# such run with its separators taken out.
+# spaces (also no-break or thin ones) or hyphens ("AKIA IOSF ODNN ..."), and
+# runs of pieces of a key's characters joined by spaces ("sk-p roj- Ab12 ...");
+# find_credential also looks at each such run with its separators taken out.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
+_SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
 # Words that stand in for a password in documentation (https://user:pass@host).
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
 # Lower-case pieces that mark a value as a stand-in, not a secret.
 _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
+# The start of an SSH public key's base64 body: the length and name of its
+# type (ssh-..., ecdsa-..., sk-...), which a private key never begins with.
+_SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
+_EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+# Names of algorithms and protocols that look like a password with a digit (argon2id, sha256, oauth2).
+_ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
+                   r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
+# Keys and tokens that open nothing: a cache key, a page token (before the
+# word), and a value that names, measures or describes one (after it: key id, token type).
+_KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
+                           r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
+                           r"next|design|site)[ _-]?$")
+_KEY_DESCRIPTION = (r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
+                    r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
 # Shannon entropy, in bits per character, below which a value after a
-# secret-like word is taken for a pattern, not a random secret.  Chosen from
-# the corpora of tests/fixtures/credentials: the 66 secret values of 16 or more
-# characters that the generic rule meets score 3.53 to 5.56 (median 4.69); the
-# near-misses that reach this test score 2.32 and 2.57 (1111222233334444aaaa).
+# secret-like word is taken for a pattern, not a random secret: a repeated
+# short pattern (1111222233334444aaaa) scores below 3, a random key above it.
 _GENERIC_ENTROPY_THRESHOLD = 3.0
 
 
@@ -426,19 +615,17 @@ def _marker_alternation(markers) -> str:
     return branches[0] if len(branches) == 1 else "(?:%s)" % "|".join(branches)
 
 
-# One search for every marker, in the lower-cased text (see may_hold_credential).
-_CREDENTIAL_MARKER_SEARCH = re.compile(_marker_alternation(_CREDENTIAL_MARKERS)).search
+_FIRST_LOOK_WORD_SEARCH = re.compile(_marker_alternation(_FIRST_LOOK_WORDS)).search
 
 
 def _may_hold_credential(text: str) -> bool:
-    """Whether the text holds one of CREDENTIAL_MARKERS, in any case; most texts hold none, and stop here.
-
-    Every line a reader reads passes here, so on a long log verify's time
-    once went mostly to this.  On a typical note this search of the
-    lower-cased text took 1.1 us; the plain form, any(marker in text.lower()
-    for marker in CREDENTIAL_MARKERS), 19 us; one flat alternation of the
-    markers 4.1 us, and 31 us with re.IGNORECASE.  All of them answer the same."""
-    return _CREDENTIAL_MARKER_SEARCH(text.lower()) is not None
+    """Whether the text passes the first look (told above FIRST_LOOK_SHAPES), which every line a reader
+    reads goes through before any pattern."""
+    if _FIRST_LOOK_SHAPES(text):
+        return True
+    lowered = text.lower()
+    return (_FIRST_LOOK_WORD_SEARCH(lowered) is not None
+            or (("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered) is not None))
 
 
 def _shannon_entropy(value: str) -> float:
@@ -451,10 +638,17 @@ def _shannon_entropy(value: str) -> float:
 
 
 def _is_placeholder(value: str) -> bool:
-    """Whether the value is a stand-in for a secret: it names itself one, repeats a character, or hardly varies."""
+    """Whether the value is a stand-in for a secret: it names itself one, is mostly one character, or hardly varies."""
     lowered = value.lower()
-    return (any(word in lowered for word in _PLACEHOLDER_WORDS) or re.search(r"(.)\1{5}", value) is not None
-            or _shannon_entropy(value) < 2.0)
+    repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
+    return (any(word in lowered for word in _PLACEHOLDER_WORDS) or _shannon_entropy(value) < 2.0
+            or repeated is not None and len(repeated.group()) * 4 >= len(value))
+
+
+def _is_date_or_uuid(value: str) -> bool:
+    """Whether the value is a UUID, a date or a time."""
+    return re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+                        r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value) is not None
 
 
 def _is_word_like(value: str) -> bool:
@@ -462,26 +656,52 @@ def _is_word_like(value: str) -> bool:
     case, capitals or CamelCase, maybe with a short number: oauth2, Ec2Instance) or all digits
     (refresh-token-rotation, DB_PASSWORD_FILE, v2.3.1, customer_id#2026, RefreshTokenPolicy), or a
     UUID, a date or a time."""
-    if re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-                    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value):
-        return True  # a UUID, a date or a time
+    if _is_date_or_uuid(value):
+        return True
     pieces = [piece for piece in re.split(r"[-_./#:&=@+,]+", value) if piece]
-    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+"
+    word = r"[A-Z]+[0-9]{0,3}|(?:[A-Z]?[a-z]+)+[0-9]{0,3}|(?:[A-Z][a-z]+[0-9]{0,3})+|[0-9]+[A-Za-z]{0,2}"
     return all(re.fullmatch(word, piece) for piece in pieces)
+
+
+def _reads_as_words(value: str) -> bool:
+    """Whether the value's runs of letters read as words: each of three or more letters holds a vowel, and
+    at most half are one or two letters long (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
+    runs = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)
+    return (all(re.search("[aeiouyAEIOUY]", run) for run in runs if len(run) >= 3)
+            and sum(len(run) <= 2 for run in runs) * 2 <= len(runs))
+
+
+def _looks_random(value: str) -> bool:
+    """Whether the value mixes upper case, lower case and digits with the spread of random text."""
+    return (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+            and _shannon_entropy(value) >= 3.5 and not _is_placeholder(value))
+
+
+def _is_stand_in(value: str) -> bool:
+    """Whether a value after a key or password word is a stand-in, a reference, a path or a URL, not a secret."""
+    return (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../"))
+            or value.lower() in _PLACEHOLDER_PASSWORDS or _is_placeholder(value))
 
 
 def _generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
     """Whether the value after a secret-like word looks like a secret rather than prose, a path or a stand-in.
 
     A value of 16 characters or more must look random: high entropy, not
-    words, and a digit in it or case changing as often as random text does.
-    A shorter one counts only after a password word and an operator
+    words, and a digit in it or case changing as often as random text does;
+    a UUID counts after a word for a token, a secret or an API key.  A shorter
+    one counts only after a password word and an operator
     (password=Summer2024!), when it holds a digit or a symbol beside letters."""
     value = value.rstrip(".:!?")
-    # A stand-in, a URL, a path, a name with a scheme (arn:aws:..., sha256:...), an SSH public key's body.
-    if (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../", "AAAA"))
-            or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value) or _is_placeholder(value)
-            or _is_word_like(value)):
+    # A stand-in, a name with a scheme (arn:aws:..., sha256:...), a publishable key, an SSH public key's body.
+    if (_is_stand_in(value) or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value)
+            or re.search(r"(?i)fingerprint|checksum|digest|(?:sha[0-9]*|md5)[:=]\s*$", operator)
+            or value.startswith(("pk_", "pk.", "pub_")) or re.match(_SSH_PUBLIC_KEY_BODY, value)
+            or re.fullmatch(r"6L[A-Za-z0-9_-]{38}", value) and "secret" not in before.lower()
+            or re.fullmatch(r"0x(?:[0-9A-Fa-f]{8}){1,2}", value)):
+        return False  # a reCAPTCHA key is public unless named its secret; 0x and 8 or 16 hex digits, a key id
+    if re.fullmatch(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
+        return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
+    if _is_word_like(value):
         return False
     # A digest named as one just before the word (commit key: <40 hex>, the sha256 of the key is ...).
     if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
@@ -499,42 +719,142 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
     return any(character.isdigit() for character in value) or case_changes * 3 >= len(value)
 
 
+def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
+    """Whether the value after a password, PIN or code word (or on a command line) looks like a password.
+
+    explicit says an operator stood between them ("is", ":", "="), not just a
+    space.  Digits count after a PIN or code word; a passphrase may be words
+    joined by hyphens; otherwise letters with a digit or a symbol, not a word,
+    a name, a date, a path, an algorithm or a stand-in."""
+    value = value.rstrip(".,:!?)]}")
+    lowered = keyword.lower()
+    if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in, a year after a space
+        return (len(value.rstrip("#")) >= (4 if "pin" in lowered or "code" in lowered or not lowered.isascii()
+                                           else 6) and len(set(value.rstrip("#"))) > 1
+                and (explicit or not re.fullmatch(r"(?:19|20)[0-9]{2}", value)))
+    if _is_stand_in(value) or re.fullmatch(_EMAIL_ADDRESS, value):
+        return False
+    if "phrase" in lowered and explicit and re.fullmatch(r"(?i)[a-z]{3,}(?:[-_. ][a-z0-9]+){2,}", value):
+        return True
+    letters = any(c.isalpha() for c in value)
+    others = any(not c.isalpha() for c in value)
+    if (len(value) < 6 or not letters or _is_date_or_uuid(value) or re.search(_ALGORITHM_NAME, value)
+            or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # a duration or a size: 90days, 16chars
+        return False
+    if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:", never after a bare space
+        return explicit and any(c.isdigit() for c in value) and not value.isupper() and value.count("_") < 2
+    case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper())
+    return others or (explicit and len(value) >= 8 and case_changes >= 3)
+
+
+def _pair_is_secret(value: str) -> bool:
+    """Whether the value after a user and a slash (or an e-mail address and a colon) looks like a password."""
+    value = value.rstrip(".,:!?)]}")
+    return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
+            and any(c.isalpha() for c in value) and any(not c.isalpha() for c in value)
+            and not (_is_word_like(value) and _reads_as_words(value)) and not re.search(_ALGORITHM_NAME, value))
+
+
+def _codes_are_secret(codes: str) -> bool:
+    """Whether a list after a word for recovery codes holds codes: two or more, with digits, not words."""
+    pieces = [piece for piece in re.split(r"[\s,;]+", codes) if piece]
+    return (len(pieces) >= 2 and sum(any(c.isdigit() for c in piece) for piece in pieces) * 2 >= len(pieces)
+            and not any(piece.isalpha() and piece.islower() for piece in pieces))
+
+
 def _credential_match_is_real(match) -> bool:
     """Whether a pattern's match is a credential, not a documented example or a placeholder.
 
-    What each named group must pass is told above CREDENTIAL_PATTERNS."""
+    What each named group must pass is told above VENDOR_PATTERNS."""
     groups = match.groupdict()
+    following = match.string[match.end():match.end() + 1]
     if groups.get("password") is not None:
         user, password = groups["user"], groups["password"]
         return not (password.lower() in _PLACEHOLDER_PASSWORDS or password == user
                     or user.lower() == "anonymous" or _is_placeholder(password))
     if groups.get("generic") is not None:
-        before = match.string[max(0, match.start() - 24):match.end("keyword")]
-        return _generic_value_is_secret(groups["keyword"], groups["operator"], groups["generic"], before)
+        before = match.string[max(0, match.start() - 40):match.end("keyword")]
+        if (re.search(_KEY_THAT_OPENS_NOTHING, match.string[max(0, match.start() - 24):match.start()])
+                or re.search(_KEY_DESCRIPTION, groups["ident"] + groups["operator"])):
+            return False
+        return following != "(" and _generic_value_is_secret(groups["keyword"], groups["operator"],
+                                                             groups["generic"], before)
+    if groups.get("secret") is not None:
+        explicit = groups.get("operator") is None or not groups["operator"].isspace()
+        return following != "(" and _password_value_is_secret(groups.get("keyword") or "password",
+                                                               groups["secret"], explicit)
+    if groups.get("pair") is not None:
+        return _pair_is_secret(groups["pair"])
+    if groups.get("codes") is not None:
+        return _codes_are_secret(groups["codes"])
+    if groups.get("random") is not None:
+        return _looks_random(groups["random"])
     return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
-def _credential_kind_in(text: str, generic: bool = True, across: int | None = None) -> str | None:
+def _patterns_by_marker() -> dict:
+    """Marker -> the indexes of the CREDENTIAL_PATTERNS that name it."""
+    by_marker = {}
+    for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS):
+        for marker in markers:
+            by_marker.setdefault(marker, []).append(index)
+    return by_marker
+
+
+# Which patterns each marker calls for, and those tried whatever the text holds.
+_PATTERNS_BY_MARKER = _patterns_by_marker()
+_PATTERNS_WITHOUT_MARKERS = tuple(index for index, rule in enumerate(_CREDENTIAL_PATTERNS) if not rule[1])
+
+
+def _patterns_to_try(lowered: str) -> list:
+    """The indexes, in order, of the CREDENTIAL_PATTERNS whose markers the lower-cased text holds.
+
+    Each distinct marker is looked for once (PATTERNS_BY_MARKER), not once
+    for every pattern that names it."""
+    found = set(_PATTERNS_WITHOUT_MARKERS)
+    for marker, indexes in _PATTERNS_BY_MARKER.items():
+        if marker in lowered:
+            found.update(indexes)
+    return sorted(found)
+
+
+def _credential_kind_in(text: str, context: bool = True, across: int | None = None) -> str | None:
     """The kind of the first credential one of CREDENTIAL_PATTERNS finds in the text as it stands, or None.
 
-    With across, only a match that runs over that position counts (a key
-    split between two fields joined there)."""
-    lowered = text.lower()
-    for kind, markers, pattern in _CREDENTIAL_PATTERNS:
-        if not generic and pattern is _GENERIC_PATTERN:
+    context False leaves out the context rules.  With across, only a match
+    that runs over that position counts (a key split between two fields
+    joined there).  A match that fails its checks is tried again one
+    character on, so that a failed "Authorization: Bearer" leaves the word
+    Bearer to be found."""
+    for index in _patterns_to_try(text.lower()):
+        kind, _, pattern, is_context = _CREDENTIAL_PATTERNS[index]
+        if is_context and not context:
             continue
-        if any(marker in lowered for marker in markers):
-            for match in re.finditer(pattern, text):
-                if (across is None or match.start() < across < match.end()) and _credential_match_is_real(match):
-                    return kind
+        search = re.compile(pattern).search
+        match = search(text)
+        while match:
+            if (across is None or match.start() < across < match.end()) and _credential_match_is_real(match):
+                return kind
+            match = search(text, match.start() + 1)
     return None
 
 
 def _join_key_groups(run) -> str:
-    """A GROUPED_RUN match with its spaces and hyphens taken out, unless half its pieces are lower-case words."""
-    pieces = re.split(_GROUP_SEPARATOR, run.group())
+    """A run of groups with its separators taken out, unless half its pieces are lower-case words."""
+    pieces = [piece for piece in re.split(_GROUP_SEPARATOR + "+", run.group()) if piece]
     words = sum(1 for piece in pieces if piece.isalpha() and piece.islower())
-    return run.group() if words * 2 >= len(pieces) else "".join(pieces)
+    return run.group() if words * 2 >= len(pieces) else re.sub(
+        "[ \t\u00a0\u2009\u202f]" if run.re.pattern == _SPACED_RUN else _GROUP_SEPARATOR, "", run.group())
+
+
+def _joined_kind_in(text: str) -> str | None:
+    """The kind of key a run of groups in the text holds once joined (vendor formats only), or None."""
+    for run in (_GROUPED_RUN, _SPACED_RUN):
+        joined = re.sub(run, _join_key_groups, text)
+        kind = _credential_kind_in(joined, context=False) if joined != text else None
+        if kind:
+            return kind
+    return None
 
 
 def _find_credential(text: str) -> str | None:
@@ -545,13 +865,9 @@ def _find_credential(text: str) -> str | None:
     removes invisible characters first, so that a key split by them is still found."""
     if not _may_hold_credential(text):
         return None
-    kind = _credential_kind_in(text)
-    if kind:
-        return kind
-    # The generic rule is left out of the joined text, and a run of mostly
+    # The context rules are left out of the joined text, and a run of mostly
     # lower-case words is prose, left as it is: joining prose makes long words, not secrets.
-    joined = re.sub(_GROUPED_RUN, _join_key_groups, text)
-    return _credential_kind_in(joined, generic=False) if joined != text else None
+    return _credential_kind_in(text) or _joined_kind_in(text)
 
 
 def _character_class(codes) -> str:
@@ -594,9 +910,9 @@ def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
     # Joined as they are and with a space between, a match counting only when
     # it runs over the seam; then with the groups of a key in groups joined
     # (neither field alone holds that key, as signal_problem found before).
-    kind = (_credential_kind_in(text + effect, generic=False, across=len(text))
+    kind = (_credential_kind_in(text + effect, context=False, across=len(text))
             or _credential_kind_in(text + " " + effect, across=len(text))
-            or _credential_kind_in(re.sub(_GROUPED_RUN, _join_key_groups, text + " " + effect), generic=False))
+            or _joined_kind_in(text + " " + effect))
     if kind:
         return "credential", "and effect together seem to hold a credential (%s) split between them" % kind
     return None
@@ -1141,6 +1457,25 @@ def _is_installed_package_folder(folder) -> bool:
 def _check_dir_argument(folder):
     if folder is not None and not os.fspath(folder).strip():
         raise NotesError("--dir is empty; pass the session folder, for example --dir /mnt/data/shaping")
+    _check_path_text("--dir", folder)
+
+
+def _check_path_text(name, path):
+    """Refuse a path no file system takes, which os calls would end in an unexpected ValueError (a NUL) or
+    RecursionError (os.makedirs, a folder per level)."""
+    text = None if path is None else os.fsdecode(path)
+    if text is not None and "\0" in text:
+        raise NotesError("%s holds a NUL character, which no file name can; pass the path without it" % name)
+    if text is not None and (len(text) > _PATH_LIMIT or text.replace(os.sep, "/").count("/") > _PATH_DEPTH_LIMIT):
+        raise NotesError("%s is over %d characters or %d folders deep, more than a file system takes; pass a "
+                         "shorter path" % (name, _PATH_LIMIT, _PATH_DEPTH_LIMIT))
+
+
+def _home_folder() -> str:
+    """The home folder, as expanduser finds it; "~" when HOME is set but empty (expanduser would give "/")."""
+    if os.name != "nt" and os.environ.get("HOME") is not None and not os.environ["HOME"].strip():
+        return "~"
+    return os.path.expanduser("~")
 
 
 def _check_session_name(name, what="--session"):
@@ -1155,13 +1490,13 @@ def _user_data_folder() -> str:
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA", "")
         if not os.path.isabs(base):
-            base = os.path.join(os.path.expanduser("~"), "AppData", "Local")
+            base = os.path.join(_home_folder(), "AppData", "Local")
     elif sys.platform == "darwin":
-        base = os.path.join(os.path.expanduser("~"), "Library", "Application Support")
+        base = os.path.join(_home_folder(), "Library", "Application Support")
     else:
         base = os.environ.get("XDG_DATA_HOME", "")
         if not os.path.isabs(base):
-            base = os.path.join(os.path.expanduser("~"), ".local", "share")
+            base = os.path.join(_home_folder(), ".local", "share")
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
@@ -1192,8 +1527,6 @@ def _default_folder(create=True) -> str:
 
 def _resolve_folder(folder, session=None, create=True):
     """--dir, else $SHAPING_NOTES_DIR, else the default folder; for a session, its sessions/NAME."""
-    if session is not None:
-        return os.path.realpath(os.path.join(_resolve_folder(folder, create=create), _SESSIONS_FOLDER, session))
     if folder is None:
         folder = os.environ.get(_DIR_VARIABLE)
         # set but empty: a mistake, not the default
@@ -1201,16 +1534,64 @@ def _resolve_folder(folder, session=None, create=True):
             raise NotesError(
                 "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
                 "unset it, or pass --dir" % (_DIR_VARIABLE, _DIR_VARIABLE))
-    if folder is not None:
-        return os.path.realpath(os.path.expanduser(folder))
-    return _default_folder(create)
+    folder = _default_folder(create) if folder is None else os.path.realpath(os.path.expanduser(folder))
+    _check_folder_is_private(folder)
+    if session is None:
+        return folder
+    for path in (os.path.join(folder, _SESSIONS_FOLDER), os.path.join(folder, _SESSIONS_FOLDER, session)):
+        _check_folder_is_private(os.path.realpath(path))
+    return os.path.realpath(path)
+
+
+def _check_folder_is_private(folder):
+    """Refuse a session folder, or a session file in it, that another user could read or swap (check_owner)."""
+    for path, kind in ((folder, "the session folder"), (os.path.join(folder, _META_NAME), "the session meta"),
+                       (os.path.join(folder, _LOG_NAME), "the session log"),
+                       (os.path.join(folder, _LOCK_NAME), "the session lock")):
+        try:
+            status = os.lstat(path)
+        except OSError:  # missing (made later, by this user), or refused where it is used
+            continue
+        _check_owner(path, status, kind)
+
+
+def _check_owner(path, status, kind):
+    """Refuse what another user owns (root aside), and a folder everyone may write without the sticky bit.
+
+    Either lets that user read the notes, or swap the log for one of their
+    own that then verifies as ok.  Root's own view is no exception: run as
+    root, a folder of another user is still refused.  Group-writable stays
+    (a common umask).  Windows gives no owner here: nothing is checked."""
+    if os.name == "nt" or not hasattr(os, "geteuid"):
+        return
+    if status.st_uid not in (0, os.geteuid()):
+        raise NotesError(
+            "%s %s belongs to another user (uid %d), who could read the notes or swap the log for their own; "
+            "nothing was read or written. %s --dir with a folder of your own, for example --dir ~/shaping"
+            % (kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else "Move it aside, or pass"))
+    if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
+        raise NotesError(
+            "%s %s is writable by every user without the sticky bit, so anyone could swap its log for their "
+            "own; nothing was read or written. Make it private (chmod 700 %s), or pass --dir with a folder of "
+            "your own, for example --dir ~/shaping" % (kind, path, path))
 
 
 def _folder_error(folder, error):
+    """The refusal of a writer that cannot create its files in the folder."""
+    if error.errno in _NO_ROOM_ERRORS:
+        return _write_error(folder, error, "")
     return NotesError(
         "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
         "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
         % (folder, error.strerror or error))
+
+
+def _write_error(path, error, way_out):
+    """The refusal of a write that failed; on a full disk another folder on it would not help, so say so."""
+    if error.errno in _NO_ROOM_ERRORS:
+        return NotesError("no room left on the disk that holds %s (%s); nothing was written. Free some space "
+                          "on that disk, then run the same command again" % (path, error.strerror or error))
+    return NotesError("cannot write %s (%s); %s" % (path, error.strerror or error, way_out))
 
 
 def _link_error(path):
@@ -1361,9 +1742,8 @@ def _lock_wait_seconds():
         seconds = -1.0
     if not 0 <= seconds <= _LOCK_WAIT_LIMIT:  # NaN fails this too
         raise NotesError(
-            "%s=%r is not a number of seconds from 0 to %d; set it to how long a writer may wait "
-            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, value, _LOCK_WAIT_LIMIT,
-                                                        _LOCK_WAIT_SECONDS))
+            "%s is not a number of seconds from 0 to %d; set it to how long a writer may wait "
+            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT, _LOCK_WAIT_SECONDS))
     return seconds
 
 
@@ -1413,6 +1793,8 @@ class _SessionLock:
         try:
             if fcntl is not None:
                 self.folder_descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+                # Again on the folder now held: it may have been swapped since it was resolved.
+                _check_owner(folder, os.fstat(self.folder_descriptor), "the session folder")
             self.descriptor = _open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
             if created:
                 _fsync_folder(folder)
@@ -1444,12 +1826,22 @@ class _SessionLock:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NotesError(
-                    "another writer holds the lock %s and did not release it within %g s; nothing was "
-                    "written. Run the same command again; if the lock stays held, a writer is stopped "
-                    "or hung: end it, or set %s to wait longer" % (self.path, self.wait, _LOCK_WAIT_VARIABLE),
-                    _EXIT_UNEXPECTED)
+                    "%s holds the lock %s and did not release it within %g s; nothing was written. Run the "
+                    "same command again; if the lock stays held, that command is stopped or hung (Ctrl-Z "
+                    "stops one): resume or end it, or set %s to wait longer"
+                    % (self.holder(descriptor), self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
+
+    @staticmethod
+    def holder(descriptor):
+        """Who holds the lock, as far as flock tells: readers hold it shared, a writer alone."""
+        if fcntl is None:
+            return "another notes.py command"
+        if _try_lock(descriptor, shared=True):  # only readers hold it: a shared lock is still free
+            _unlock(descriptor)
+            return "a notes.py command reading the log"
+        return "another writer"
 
     def close_descriptors(self):
         for descriptor in (self.descriptor, self.folder_descriptor):
@@ -1608,33 +2000,9 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
         try:
             if (entry.is_file(follow_symlinks=False)
                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
-                os.unlink(entry.path)
+                os.unlink(entry.name, dir_fd=folder) if isinstance(folder, int) else os.unlink(entry.path)
         except OSError:
             pass  # only clutter
-
-
-def _open_inside(folder, relative, what="path", way_out=""):
-    """A read descriptor on the file at relative below folder, each step opened by descriptor, no link followed."""
-    parts = [part for part in relative.replace("\\", "/").split("/") if part not in ("", ".")]
-    if not parts or "\0" in relative or ".." in parts or os.path.isabs(relative) or relative.startswith("~"):
-        raise NotesError("%s is empty, absolute or climbs out with ..%s" % (what, way_out))
-    descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)  # FileNotFoundError: none there
-    try:
-        for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            child = os.open(part, os.O_RDONLY | _NO_FOLLOW | (_NON_BLOCKING | _BINARY if last else _FOLDER_ONLY),
-                            dir_fd=descriptor)
-            os.close(descriptor)
-            descriptor = child
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise NotesError("%s is a folder or a special file%s" % (what, way_out))
-    except (OSError, NotesError) as error:
-        os.close(descriptor)
-        if isinstance(error, OSError) and not isinstance(error, FileNotFoundError):
-            raise NotesError("%s passes through a link or cannot be opened (%s)%s"
-                             % (what, error.strerror or error, way_out)) from None
-        raise
-    return descriptor
 
 
 def _is_protected_inode(descriptor):
@@ -1716,6 +2084,176 @@ def _replace_log(folder, chunks):
                          % (log_path, error.strerror)) from None
 
 
+# open_inside walks a path below a folder one component at a time, by
+# descriptor (dir_fd), following no link: where the platform cannot
+# (Windows), callers keep checking the resolved path instead.
+_CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
+                    and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
+_INSIDE_PATH_LIMIT = 1024   # characters of a path below a folder: far more than an export name needs
+_INSIDE_DEPTH_LIMIT = 32    # components of such a path
+_INSIDE_WAY_OUT = "; give the path of a file inside the folder"
+
+
+def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
+    """The components of a path that must stay below a folder; refuse one that could lead out, or that
+    no file system takes (a NUL, an empty component, over INSIDE_PATH_LIMIT or INSIDE_DEPTH_LIMIT)."""
+    def refuse(problem):
+        return NotesError("%s %s%s" % (what, problem, way_out))
+    text = os.fspath(relative)
+    if "\0" in text:
+        raise refuse("holds a NUL character")
+    if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]:
+        raise refuse("is an absolute path")
+    parts = [part for part in text.split("/") if part != "."]
+    if ".." in text.replace("\\", "/").split("/"):
+        raise refuse("climbs out with ..")
+    if not parts or "" in parts:
+        raise refuse("is empty, ends with / or holds an empty component (//)")
+    if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT:
+        raise refuse("is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT))
+    return parts
+
+
+def _inside_error(error, what, way_out):
+    """The refusal of an OSError met while walking below a folder (the path is not repeated: a client wrote it)."""
+    if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        problem = "passes through a link or a file where a folder should be"
+    elif error.errno == errno.ENOENT:
+        problem = "names a folder that does not exist"
+    else:
+        problem = "cannot be opened (%s)" % (error.strerror or error)
+    return NotesError("%s %s%s" % (what, problem, way_out))
+
+
+def _walk_inside(folder, parts, make_folder=None):
+    """A descriptor on the folder that holds the last of parts, reached from folder by descriptor.
+
+    Each folder is opened relative to the one above with O_NOFOLLOW and
+    O_DIRECTORY: a link swapped in at any moment is refused, never followed.
+    make_folder(): called before a missing folder is made; None refuses it."""
+    descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    try:
+        for part in parts[:-1]:
+            flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
+            try:
+                child = os.open(part, flags, dir_fd=descriptor)
+            except FileNotFoundError:
+                if make_folder is None:
+                    raise
+                make_folder()
+                try:
+                    os.mkdir(part, 0o777, dir_fd=descriptor)  # the umask decides, as for os.makedirs
+                except FileExistsError:  # made meanwhile: opened below like any other
+                    pass
+                child = os.open(part, flags, dir_fd=descriptor)
+            os.close(descriptor)
+            descriptor = child
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
+    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere.
+
+    The reader for what a client names inside the session folder (an export
+    to restore, an artifact to check); the caller closes it."""
+    parts = _inside_parts(relative, what, way_out)
+    try:
+        parent = _walk_inside(folder, parts)
+        try:
+            descriptor = os.open(parts[-1], os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+        finally:
+            os.close(parent)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise _inside_error(error, what, way_out) from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise _special_file_error(what, mode)  # what, not relative: a client wrote that
+    return descriptor
+
+
+def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
+    """Write mode: replace or create the file at relative below folder with chunks, no link followed.
+
+    may_replace(descriptor) decides whether an existing regular file may be
+    replaced; make_new() is called before a folder or the file is created
+    (a bound may refuse).  A temporary file beside the target is renamed
+    over it by descriptor (renameat), so a crash leaves the old file or the
+    new one.  Return the path written, as folder joined with relative."""
+    parts = _inside_parts(relative, what, way_out)
+    path = os.path.join(folder, *parts)
+    try:
+        parent = _walk_inside(folder, parts, make_new)
+    except OSError as error:
+        raise _inside_error(error, what, way_out) from None
+    try:
+        _check_inside_target(parent, parts[-1], path, may_replace, make_new)
+        _remove_stale_temporary_files(parent, (parts[-1],))
+        _replace_inside(parent, parts[-1], chunks)
+    finally:
+        os.close(parent)
+    return path
+
+
+def _check_inside_target(parent, name, path, may_replace, make_new):
+    """Refuse a target below parent that is a link, a folder, a special file, or a file may_replace refuses."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+    except FileNotFoundError:
+        make_new()
+        return
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK):
+            raise _link_error(path) from None
+        if error.errno == errno.ENXIO:  # a socket cannot be opened at all
+            raise _special_file_error(path, os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode) from None
+        raise
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise NotesError("%s is a folder; give a file path" % path)
+        if not stat.S_ISREG(mode):
+            raise _special_file_error(path, mode)
+        may_replace(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _replace_inside(parent, name, chunks):
+    """Write chunks to a fresh temporary file in parent and rename it over name, both by descriptor."""
+    temporary = ".%s.%s.tmp" % (name, os.urandom(6).hex())
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY,
+                         _UMASK_FILE_MODE, dir_fd=parent)
+    try:
+        for chunk in chunks:
+            _write_all(descriptor, chunk)
+        os.fsync(descriptor)
+        os.close(descriptor)
+        descriptor = None
+        # Crash window: until the rename the target keeps its old content and
+        # the temporary file stays under a dot-name (the next write of the
+        # same file removes it once stale); the folder fsync makes it durable.
+        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        if descriptor is not None:
+            os.close(descriptor)
+        try:
+            os.unlink(temporary, dir_fd=parent)
+        except OSError:
+            pass
+        raise
+    try:
+        os.fsync(parent)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # the filesystem cannot sync folders
+            raise
+
+
 def _write_meta(folder, session_id, created_at):
     meta = {"schema_version": _META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, _LOG_NAME)}
@@ -1737,6 +2275,7 @@ def _check_session_folder(folder):
         if os.path.islink(os.path.join(folder, name)):
             raise _link_error(os.path.join(folder, name))
     meta = _read_meta(folder)
+    _check_meta_session_id(folder, meta)
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         # before the lock: a refusal changes nothing
@@ -1749,6 +2288,17 @@ def _check_session_folder(folder):
             "changed. Bring the session back from its export with restore into another --dir, "
             "or move the log aside to start a new session" % (log_path, _META_NAME))
     return meta
+
+
+def _check_meta_session_id(folder, meta):
+    """Refuse to write with a meta whose session_id is no plain id: every record and export would carry it,
+    and restore refuses such an export (is_session_id)."""
+    if meta is not None and not _is_session_id(meta["session_id"]):
+        raise NotesError(
+            "%s holds a session_id that is not a plain id (1 to %d printable characters: no tab, newline, NUL "
+            "or lone surrogate), so no export of it could be restored; nothing was written. Bring the session "
+            "back from an earlier export into a new --dir, or move the folder aside and run init"
+            % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
 
 
 def _prepare_folder(folder):
@@ -2261,21 +2811,22 @@ class Session:
             meta = _open_session_for_writing(folder)
             return _append_signal(folder, meta, signal)
 
-    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None) -> dict:
-        """The last records, oldest first, filtered by types, since, until and grep.
+    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
+             compact=False) -> dict:
+        """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
 
-        The receipt's superseded lists the ids a later note superseded."""
+        The receipt's superseded lists the ids a later note superseded; with grep, more (or more_at_least)
+        counts the matches left out; compact gives each record as compact_record does."""
         limit = _check_limit(limit)
         since, until = _parse_time_filter(since, "since"), _parse_time_filter(until, "until")
         types = set([types] if isinstance(types, str) else types) if types else None
         for note_type in types or ():
             _check_choice("type", note_type, NOTE_TYPES)
-        needle = _grep_needle(grep)
+        pattern = _grep_pattern(grep)
         folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         log_path = os.path.join(folder, _LOG_NAME)
-        # Warnings past the listed ones are only counted.
-        records, warnings, warning_count, superseded = [], [], 0, _SupersededSeen()
+        walk = _TailWalk(limit, lambda record: _tail_keeps(record, types, since, until, pattern))
         descriptor, size, in_flight = _log_view(folder)
         if descriptor is None:
             import io  # already loaded by the interpreter itself
@@ -2283,43 +2834,36 @@ class Session:
             handle = io.BytesIO()  # no log yet
         else:
             handle = open(descriptor, "rb")
-        end, kept_bytes, cut_short = size, 0, False
         with handle:
-            for offset, value, problems in _BackwardScan(handle, size, meta["session_id"], in_flight):
-                if len(records) >= limit:
-                    break
-                line_bytes, end = end - offset, offset
-                record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
-                for kind, detail in problems:  # never echo an id that is no note id
-                    where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
-                    warning_count += 1
-                    if len(warnings) < _WARNINGS_LISTED:
-                        warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
-                if value is None or not _is_usable(problems):
-                    continue
-                superseded.meet(value)  # a note filtered out still supersedes
-                if _tail_keeps(value, types, since, until, needle):
-                    cut_short = bool(records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
-                    if cut_short:
-                        break
-                    kept_bytes += line_bytes
-                    records.append(value)
-        if cut_short:
-            warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB of log, "
-                               "the most one reply carries; ask for fewer records or a narrower time span"
-                               % (len(records), _TAIL_BYTES_LIMIT >> 20))
-        records.reverse()
-        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path, "records": records}
-        superseded_ids = [record["id"] for record in records if superseded.was_superseded(record)]
+            scan = iter(_BackwardScan(handle, size, meta["session_id"], in_flight))
+            walk.take(scan, size)
+            if pattern is not None and not walk.cut_short:
+                walk.count_more(scan)
+        records = walk.records[::-1]
+        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path,
+                   "records": [_compact_record(record) for record in records] if compact else records}
+        superseded_ids = [record["id"] for record in records if walk.superseded.was_superseded(record)]
         if superseded_ids:
             receipt["superseded"] = superseded_ids
-        return _with_warnings(receipt, _bounded_warnings(warnings, warning_count))
+        if walk.more:
+            receipt["more" if walk.more_complete else "more_at_least"] = walk.more
+        receipt = _with_warnings(receipt, _bounded_warnings(walk.warnings, walk.warning_count))
+        return _CompactReceipt(receipt) if compact else receipt
 
-    def show(self, *, note_id) -> dict:
-        """One note and its chain, or its gate's updates; the notes about it."""
+    def show(self, *, note_id, compact=False) -> dict:
+        """One note and its chain, or its gate's updates; the notes about it; compact: each record compacted."""
         note_id = _command_note_id("show", note_id)
         folder = _resolve_folder(self.folder, self.session)
-        return _show_note(folder, _require_session(folder), note_id)
+        receipt = _show_note(folder, _require_session(folder), note_id)
+        if not compact:
+            return receipt
+        for key in ("record", "gate"):
+            if key in receipt:
+                receipt[key] = _compact_record(receipt[key])
+        for key in ("updates", "settled_by", "replaces", "replaced_by", "about"):
+            if key in receipt:
+                receipt[key] = [_compact_record(record) for record in receipt[key]]
+        return _CompactReceipt(receipt)
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
@@ -2359,6 +2903,9 @@ class Session:
         for key in ("schema_version", "session_id", "created_at", "log_file"):
             if not isinstance(meta.get(key), str):
                 meta_problems.append(_problem(None, None, "meta_field", "%s lacks %s" % (_META_NAME, key)))
+        if not _is_session_id(meta["session_id"]):
+            meta_problems.append(_problem(None, None, "meta_field", "%s has a session_id that is not a plain id "
+                                                                    "(writers refuse it)" % _META_NAME))
         if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
             meta_problems.append(_problem(None, None, "meta_schema",
                                          "%s has an unknown schema_version" % _META_NAME))
@@ -2387,38 +2934,32 @@ class Session:
         _check_choice("format", format, ("json", "md"))
         folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
+        _check_meta_session_id(folder, meta)
         markdown = format == "md"
+        _check_path_text("--output", output)
         if output:
             output = os.path.abspath(os.path.expanduser(output))
         else:
             output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
         _check_export_output(folder, output)
         earlier = _earlier_export(output)
-        output_folder = os.path.dirname(output)
-        # Every pass reads the same bytes (LogReader).
-        with _LogReader(folder, meta) as reader:
-            by_type, first_ts, last_ts = _count_by_type(reader)
-            count = reader.total
-            warnings = reader.warnings()
-            if markdown:
-                chunks = _markdown_export(reader, meta, count, by_type, first_ts, last_ts,
-                                          reader.problem_count, warnings)
-            else:
-                chunks = _json_export(reader, meta, count)
+
+        def write(chunks):
+            # A place that cannot take the file is a refusal; a failure while writing
+            # it (a full disk, say) is an unexpected error, as it is for append.
             refusal = "cannot write %s (%s); choose another --output"
             try:
-                os.makedirs(output_folder, exist_ok=True)
+                os.makedirs(os.path.dirname(output), exist_ok=True)
             except OSError as error:
                 raise NotesError(refusal % (output, error.strerror)) from None
             _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
-            receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
-            news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
-        if news:
-            receipt["tell_operator"] = news
-        return _with_warnings(receipt, warnings)
+            return output
+        return _export_session(folder, meta, markdown, earlier, write)
 
     def restore(self, *, export_file, accept_damaged=False) -> dict:
         """Bring a session back into the folder from an export (ours or v0's): a path or an open binary file."""
+        if not hasattr(export_file, "read"):
+            _check_path_text("the export file's path", export_file)
         export = _Export(export_file, accept_damaged)  # checked, streamed: never held whole
         export_path = export.path
         try:
@@ -2467,6 +3008,41 @@ class Session:
         if len(found) > len(listed):
             receipt["not_listed"] = len(found) - len(listed)
         return receipt
+
+
+def _export_session(folder, meta, markdown, earlier, write):
+    """Export's passes over the log; write(chunks) writes the file and returns its path."""
+    # Every pass reads the same bytes (LogReader): the size is fixed before
+    # the first one, so notes appended meanwhile wait for the next export.
+    with _LogReader(folder, meta) as reader:
+        by_type, first_ts, last_ts = _count_by_type(reader)
+        count = reader.total
+        warnings = reader.warnings()
+        if markdown:
+            chunks = _markdown_export(reader, meta, count, (by_type, first_ts, last_ts),
+                                      reader.problem_count, warnings, _recap_history(reader)[3])
+        else:
+            chunks = _restorable_size(_json_export(reader, meta, count), folder)
+        output = write(chunks)
+        receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
+        news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
+    if news:
+        receipt["tell_operator"] = news
+    return _with_warnings(receipt, warnings)
+
+
+def _restorable_size(chunks, folder):
+    """Pass chunks on, refusing once they pass EXPORT_SIZE_LIMIT: restore would refuse the file."""
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > _EXPORT_SIZE_LIMIT:
+            raise NotesError(
+                "the export would be over %d MiB, the most restore reads, so no export was written (an earlier "
+                "one stays as it was). The session itself is whole: to carry it elsewhere, copy %s and %s from "
+                "%s together; export --format md still writes a readable copy"
+                % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
+        yield chunk
 
 
 def _append_signal(folder, meta, signal):
@@ -2777,23 +3353,79 @@ def _find_duplicate_batch(tail, signals, session_id, log_path):
     return None
 
 
-def _grep_needle(text):
-    """tail's grep text casefolded, or None; a blank one is refused."""
+def _grep_pattern(text):
+    """tail's grep words as a pattern for a casefolded text: each word whole, in order; None without grep."""
     if text is None:
         return None
-    if not text.strip():
+    words = text.casefold().split()
+    if not words:
         raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
                          "--grep 'email'")
-    return text.casefold()
+    return re.compile(r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)")
 
 
-def _tail_keeps(record, types, since, until, needle) -> bool:
+def _tail_keeps(record, types, since, until, pattern) -> bool:
     return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
-            and (until is None or record["ts"] < until) and (needle is None or _holds_needle(record, needle)))
+            and (until is None or record["ts"] < until) and (pattern is None or _holds_words(record, pattern)))
 
 
-def _holds_needle(record, needle):
-    return needle in record["text"].casefold() or needle in record.get("effect", "").casefold()
+def _holds_words(record, pattern):
+    return bool(pattern.search(record["text"].casefold()) or pattern.search(record.get("effect", "").casefold()))
+
+
+# The fields of a record's compact form, after id, type and text: what it says and links, not its stamps.
+_COMPACT_FIELDS = ("effect", "ref", "status", "provenance", "evidence", "about", "by")
+
+
+def _compact_record(record) -> dict:
+    """A record without its time, session, seq, batch place and checksum."""
+    compact = {"id": record["id"], "type": record["type"], "text": record["text"]}
+    compact.update((key, record[key]) for key in _COMPACT_FIELDS if key in record)
+    return compact
+
+
+class _TailWalk:
+    """tail's walk back from the end: the records kept, the warnings of the lines read, the matches left out."""
+
+    def __init__(self, limit, keeps):
+        self.limit, self.keeps = limit, keeps
+        self.records, self.warnings, self.warning_count = [], [], 0
+        self.superseded, self.cut_short, self.more, self.more_complete = _SupersededSeen(), False, 0, True
+
+    def take(self, scan, end):
+        """Read back from `end` until `limit` records are kept, or a reply's byte bound is reached."""
+        kept_bytes = 0
+        for offset, value, problems in scan:
+            line_bytes, end = end - offset, offset
+            record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
+            for kind, detail in problems:  # never echo an id that is no note id
+                where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
+                self.warning_count += 1
+                if len(self.warnings) < _WARNINGS_LISTED:
+                    self.warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
+            if value is None or not _is_usable(problems):
+                continue
+            self.superseded.meet(value)  # a note filtered out still supersedes
+            if self.keeps(value):
+                self.cut_short = bool(self.records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
+                if self.cut_short:
+                    self.warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB "
+                                            "of log, the most one reply carries; ask for fewer records or a "
+                                            "narrower time span" % (len(self.records), _TAIL_BYTES_LIMIT >> 20))
+                    return
+                kept_bytes += line_bytes
+                self.records.append(value)
+                if len(self.records) >= self.limit:
+                    return
+
+    def count_more(self, scan):
+        """Count the further matches, up to LIMIT_MAX; lines read only for this raise no warnings."""
+        for _, value, problems in scan:
+            if value is not None and _is_usable(problems) and self.keeps(value):
+                self.more += 1
+                if self.more >= _LIMIT_MAX:
+                    self.more_complete = False
+                    return
 
 
 class _SupersededSeen:
@@ -2851,6 +3483,9 @@ def _show_chain(reader, note_id) -> dict:
         if back_skipped:
             not_listed["replaces"] = back_skipped
         receipt["replaced_by"] = found["replaced_by"]
+        reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
+        if reopening is not None:  # as recap lists it
+            receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
     receipt["about"] = found["about"]
     if not_listed:
         receipt["not_listed"] = not_listed
@@ -2934,15 +3569,16 @@ def _gates_phrase(gates) -> str:
     return " and ".join(parts)
 
 
-def _earlier_export(path):
-    """(session id, note count) from the head of an export at path, or None."""
-    head, _ = _read_export_head(path)
+def _earlier_export(path, opener=None):
+    """(session id, note count) from the head of an export at path, or None; opener(path) opens it."""
+    opener = opener or _open_regular_file
+    head, _ = _read_export_head(path, opener)
     if head is not None:
         session, count = head.get("session"), head["record_count"]
         return (session.get("session_id") if isinstance(session, dict) else None,
                 count if isinstance(count, int) and not isinstance(count, bool) else None)
     try:
-        with open(_open_regular_file(path), "rb") as handle:
+        with open(opener(path), "rb") as handle:
             top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
     except (NotesError, OSError):  # nothing was downloaded from there
         return None
@@ -3013,7 +3649,13 @@ def _is_earlier_export(path):
     except (OSError, NotesError):
         return False
     with open(descriptor, "rb") as handle:
-        head = handle.read(len(_EXPORT_JSON_START))
+        return _starts_as_export(handle.fileno())
+
+
+def _starts_as_export(descriptor):
+    """Whether the open file begins as an export of this tool (or v0) does; read from its start."""
+    head = os.pread(descriptor, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread") else os.read(
+        descriptor, len(_EXPORT_JSON_START))
     return head.startswith(_EXPORT_JSON_START) or head.startswith(_EXPORT_MARKDOWN_START)
 
 
@@ -3041,8 +3683,9 @@ def _json_export(reader, meta, count):
     yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
 
 
-def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_count, warnings):
-    """Yield the audit document; the figures come from the first pass."""
+def _markdown_export(reader, meta, count, figures, problem_count, warnings, reopened):
+    """Yield the audit document; the figures (by type, first and last ts) and reopened come from first passes."""
+    by_type, first_ts, last_ts = figures
     created = meta.get("created_at")
     lines = [
         "# Shaping session %s" % _visible(meta["session_id"], True),
@@ -3061,11 +3704,13 @@ def _markdown_export(reader, meta, count, by_type, first_ts, last_ts, problem_co
         if written == count:
             break
         written += 1
-        yield ("\n".join(_markdown_record(record)) + "\n").encode("utf-8")
+        yield ("\n".join(_markdown_record(record, reopened)) + "\n").encode("utf-8")
 
 
-def _markdown_record(record):
-    """One record of the audit document, as lines; its text cannot forge the document's structure."""
+def _markdown_record(record, reopened):
+    """One record of the audit document, as lines; its text cannot forge the document's structure.
+
+    reopened: the note that took up each discarded path again, by the discard's id."""
     labels = []
     if "effect" in record:
         first, *rest = _markdown_split(record["effect"])
@@ -3075,6 +3720,8 @@ def _markdown_record(record):
     for key in ("ref", "status", "provenance", "evidence"):
         if key in record:
             labels.append("- %s: %s" % (key.capitalize(), record[key]))
+    if record["type"] == "discard" and record["id"] in reopened:
+        labels.append("- Reopened by: %s" % reopened[record["id"]])
     return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
             + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
             + (labels + [""] if labels else []))
@@ -3134,13 +3781,14 @@ def _gate_labels(gate) -> dict:
     return gate
 
 
-# recap's first pass keeps this of a gate, not the gate itself.
-_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index")
+# recap's first pass keeps this of a gate, not the gate itself; by: the note its latest update names.
+_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
 
 
 def _recap_history(reader):
-    """First pass: (superseded ids, GateState by gate id, counts by type)."""
+    """First pass: (superseded ids, GateState by gate id, counts by type, reopening note id by discard id)."""
     superseded, gates, gate_of_update = set(), {}, {}
+    discards, reopened, asked_about = set(), {}, []
     counts = dict.fromkeys(NOTE_TYPES, 0)
     for index, record in enumerate(reader.records()):
         if record["type"] in counts:
@@ -3149,16 +3797,27 @@ def _recap_history(reader):
         if record["type"] == "gate":
             if ref is None:
                 gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"],
-                                                 _is_unconfirmed(record), None)
+                                                 _is_unconfirmed(record), None, None)
+                if record.get("about") in discards:
+                    asked_about.append((record["id"], record["about"]))
             else:
                 root = gate_of_update.get(ref, ref)
                 if root in gates and record.get("status") in GATE_STATUSES:
                     gate_of_update[record["id"]] = root
                     gates[root] = gates[root]._replace(status=record["status"], changed_at=record["seq"],
-                                                       unconfirmed=_is_unconfirmed(record), update_index=index)
+                                                       unconfirmed=_is_unconfirmed(record), update_index=index,
+                                                       by=record.get("by"))
         elif isinstance(ref, str):
             superseded.add(ref)
-    return superseded, gates, counts
+            # Superseded by another kind of note, a discarded path was taken up again.
+            if ref in discards and record["type"] != "discard":
+                reopened.setdefault(ref, record["id"])
+        if record["type"] == "discard":
+            discards.add(record["id"])
+    for gate_id, discard in asked_about:  # an open gate about a discard asks again
+        if gates[gate_id].status == "open":
+            reopened.setdefault(discard, gate_id)
+    return superseded, gates, counts, reopened
 
 
 def _keep_newest(entries, limit, cut, name):
@@ -3169,45 +3828,71 @@ def _keep_newest(entries, limit, cut, name):
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, wanted gate records)."""
+    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, wanted records, first unconfirmed).
+
+    A delivery is no proposal to confirm, and a discard another kind of note
+    took up again stays listed as reopened."""
     latest = {"mode": None, "shape": None}
     list_of_type = dict(_RECAP_LISTS)
     kept = {name: [] for _, name in _RECAP_LISTS}
-    unconfirmed, found = [], {}
-    gate_ids, update_places = wanted
+    unconfirmed, found, first = [], {}, None
+    gate_ids, update_places, note_ids, reopened = wanted
     for index, record in enumerate(reader.records()):
-        synthesis.meet(record)
+        delivered = synthesis.meet(record)
         if index in update_places:
             found[index] = record
         elif record["type"] == "gate" and "ref" not in record and record["id"] in gate_ids:
             found[record["id"]] = record  # the last gate with the id, as recap_history counts it
-        if record["id"] in superseded:
+        elif record["id"] in note_ids:
+            found[record["id"]] = record
+        if record["id"] in superseded and record["id"] not in reopened:
             continue
         if record["type"] in latest:
             latest[record["type"]] = record
         elif record["type"] in list_of_type:
             name, item = list_of_type[record["type"]], _summarise_record(record)
             # A tension holds nothing to confirm.
-            if _is_unconfirmed(item) and record["type"] != "tension":
+            if (_is_unconfirmed(item) and record["type"] != "tension" and not delivered
+                    and record["id"] not in superseded):
                 unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
+                first = first or (record["seq"], item["id"])
                 _keep_newest(unconfirmed, limit, cut, "unconfirmed")
             else:
                 kept[name].append((record["seq"], item))
                 _keep_newest(kept[name], limit, cut, name)
+    latest = _modes_in_force(latest, synthesis, unconfirmed)
+    first = min(([first] if first else []) + [(seq, item["id"]) for seq, item in unconfirmed
+                                              if item["type"] in latest], default=None)
+    for _, item in kept["discards"] + unconfirmed:
+        if item["id"] in reopened and reopened[item["id"]] in found:
+            item["reopened"] = _named_note(found[reopened[item["id"]]])
+    return latest, kept, unconfirmed, found, first
+
+
+def _modes_in_force(latest, synthesis, unconfirmed) -> dict:
+    """The latest mode and shape as recap items; a mode note a later delivery ended is no longer in force."""
+    if latest["mode"] is not None and synthesis.delivered_at is not None \
+            and latest["mode"]["seq"] < synthesis.delivered_at:
+        latest["mode"] = None
     for note_type, record in latest.items():
         if record is not None:
             latest[note_type] = _summarise_record(record)
             if _is_unconfirmed(latest[note_type]):
                 unconfirmed.append((record["seq"], {"id": record["id"], "type": note_type, **latest[note_type]}))
-    return latest, kept, unconfirmed, found
+    return latest
 
 
-# A closed gate's recap keys: the gate, and the update that closed it.
-_CLOSED_GATE_KEYS = ("id", "text", "update_id", "update_text", "update_provenance", "update_evidence")
+def _named_note(record) -> dict:
+    """Another note named in a recap item: its id, type and text."""
+    return {"id": record["id"], "type": record["type"], "text": record["text"]}
+
+
+# A closed gate's recap keys: the gate, the update that closed it and who wrote that, and what settled it.
+_CLOSED_GATE_KEYS = ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
 
 
 def _recap_gates(gates, limit, cut):
-    """The gates recap lists: (seq, gate id) lists by status, and unconfirmed."""
+    """The gates recap lists: (seq, gate id) lists by status, unconfirmed, and the first pending one."""
     by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
@@ -3220,10 +3905,11 @@ def _recap_gates(gates, limit, cut):
         by_status[gate.status].append((gate.changed_at, gate_id))
     by_status["closed"].sort(key=lambda entry: entry[0])
     unconfirmed.sort(key=lambda entry: entry[0])
+    first = min(by_status["open"] + unconfirmed, default=None)
     for name, entries in (("open_gates", by_status["open"]), ("deferred_gates", by_status["deferred"]),
                           ("closed_gates", by_status["closed"]), ("unconfirmed", unconfirmed)):
         _keep_newest(entries, limit, cut, name)
-    return by_status, unconfirmed
+    return by_status, unconfirmed, first
 
 
 def _gate_item(gate_id, gate, found) -> dict:
@@ -3238,15 +3924,20 @@ def _gate_item(gate_id, gate, found) -> dict:
     return item
 
 
+def _closed_gate_item(gate_id, gate, found) -> dict:
+    """A closed gate: its question, and what closed it (the note its update names, else that update)."""
+    item = _gate_item(gate_id, gate, found)
+    closing = found.get(gate.by) if gate.by is not None else None
+    item["closed_by"] = _named_note(closing or found[gate.update_index])
+    return {key: item[key] for key in _CLOSED_GATE_KEYS if key in item}
+
+
 def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
     """recap_gates' lists as (seq, item) by status; the unconfirmed gates join unconfirmed."""
     by_status = {}
     for status, entries in gate_lists.items():
-        items = [(seq, _gate_item(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
-        if status == "closed":
-            items = [(seq, {key: value for key, value in item.items() if key in _CLOSED_GATE_KEYS})
-                     for seq, item in items]
-        by_status[status] = items
+        item_of = _closed_gate_item if status == "closed" else _gate_item
+        by_status[status] = [(seq, item_of(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
     unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates[gate_id], found)})
                        for seq, gate_id in unconfirmed_gates)
     unconfirmed.sort(key=lambda entry: entry[0])
@@ -3254,36 +3945,45 @@ def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limi
     return by_status
 
 
-def _wanted_records(gates, *lists) -> tuple:
-    """(gate ids, places of their updates) of the gates in these lists."""
+def _wanted_records(gates, reopened, *lists) -> tuple:
+    """What the second pass fetches: the ids of the gates in these lists, the places of their updates, the ids
+    of the notes that settled the closed ones or reopened a discard; and reopened."""
     gate_ids = {gate_id for entries in lists for _, gate_id in entries}
-    return gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None}
+    note_ids = {gates[gate_id].by for gate_id in gate_ids if gates[gate_id].status == "closed"}
+    return (gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None},
+            (note_ids | set(reopened.values())) - {None}, reopened)
 
 
 class _SynthesisSeen:
-    """The SYNTHESIS history and the last delivery, with the live non-mode notes after it."""
+    """Where synthesis stands, and the last delivery with the live non-mode notes appended after it."""
 
     def __init__(self, superseded, limit):
         self.superseded, self.limit = superseded, limit
-        self.synthesis = self.delivery = None
-        self.in_synthesis = False
+        self.synthesis = self.delivery = self.delivered_at = None
+        self.in_synthesis, self.after_seqs = False, []
 
-    def meet(self, record):
-        """Take in the next record (superseded too: it may begin or end synthesis)."""
+    def meet(self, record) -> bool:
+        """Take in the next record (superseded too: it may begin or end synthesis); True for a delivery."""
         if record["type"] == "mode":
-            self.in_synthesis, was_in = record["text"].startswith(_SYNTHESIS_WORD), self.in_synthesis
-            if self.in_synthesis:
-                self.synthesis = {"entered": self.synthesis["entered"] if was_in else record["id"],
-                                  "latest": record["id"]}
+            entering = record["text"].startswith(_SYNTHESIS_WORD)
+            if entering and not self.in_synthesis:
+                self.synthesis = {"state": "entered", "entered": record["id"]}
+            elif self.in_synthesis and not entering:
+                self.synthesis = dict(self.synthesis, state="ended", ended=record["id"])
+            self.in_synthesis = entering
         if record["type"] == "artifact" and self.in_synthesis:
             # Delivering ends synthesis: writing again takes a new SYNTHESIS note.
-            self.delivery, self.in_synthesis = {"id": record["id"], "after": [], "more": 0}, False
-            self.synthesis["ended"] = record["id"]
-        elif self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
-            self.delivery["after"].append(record["id"])
-            if len(self.delivery["after"]) > self.limit:
-                del self.delivery["after"][0]
+            self.in_synthesis, self.delivered_at, self.after_seqs = False, record["seq"], []
+            self.synthesis = dict(self.synthesis, state="delivered", delivered=record["id"])
+            self.delivery = {"id": record["id"], "after": [], "more": 0}
+            return True
+        if self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
+            self.delivery["after"].append(_named_note(record))
+            self.after_seqs.append(record["seq"])
+            if len(self.after_seqs) > self.limit:
+                del self.delivery["after"][0], self.after_seqs[0]
                 self.delivery["more"] += 1
+        return False
 
 
 def _counted(number, noun) -> str:
@@ -3291,22 +3991,17 @@ def _counted(number, noun) -> str:
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
-def _pending_next(open_gates, unconfirmed) -> str:
-    """What recap's pending says to put to the operator before synthesis."""
-    parts = [_counted(number, noun) for number, noun in ((open_gates, "open gate"),
-                                                         (unconfirmed, "unconfirmed note")) if number]
-    ways = [way for number, way in ((open_gates, "close or defer each gate"),
-                                    (unconfirmed, "confirm, correct or drop each note")) if number]
-    return ("%s: put %s to the operator before synthesis (%s)." % (
-        ", ".join(parts), "it" if open_gates + unconfirmed == 1 else "each", "; ".join(ways)))
+def _recap_progress(seen, open_gates, unconfirmed, first, listed) -> dict:
+    """recap's pending, synthesis and delivery keys, those with something to say.
 
-
-def _recap_progress(seen, open_gates, unconfirmed) -> dict:
-    """recap's pending, synthesis and delivery keys, those with something to say."""
+    first: (seq, id) of the pending item raised first; listed: the pending items listed, as (seq, item)."""
     progress = {}
     if open_gates or unconfirmed:
-        progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
-                               "next": _pending_next(open_gates, unconfirmed)}
+        pending = progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
+                                         "raised_since": first[1]}
+        if seen.delivered_at is not None:
+            pending["since_delivery"] = [item["id"] for seq, item in sorted(listed, key=lambda entry: entry[0])
+                                         if seq > seen.delivered_at]
     if seen.synthesis is not None:
         progress["synthesis"] = seen.synthesis
     if seen.delivery is not None:
@@ -3314,10 +4009,10 @@ def _recap_progress(seen, open_gates, unconfirmed) -> dict:
     return progress
 
 
-def _read_export_head(path):
+def _read_export_head(path, opener=None):
     """(head, problem) from the export's bounded prefix before "records"; (None, None) if absent."""
     try:
-        descriptor = _open_regular_file(path)
+        descriptor = (opener or _open_regular_file)(path)
     except FileNotFoundError:
         return None, None
     except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
@@ -3393,8 +4088,9 @@ class _Recap:
         self.limit_cut = limit_cut                  # entries --limit left out, by list name
         self.counts = counts                        # notes by type, for the hints
         self.unconfirmed_total = unconfirmed_total  # unconfirmed notes before --limit
-        self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS
-                                    for index, age in enumerate(ages[name]))
+        # The notes after the delivery go with the other lists, oldest first.
+        self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS + ("delivery",)
+                                    for index, age in enumerate(ages.get(name, ())))
 
     def hints(self, cut):
         """How to see what was cut: a tail of the types cut, a wider recap for unconfirmed notes."""
@@ -3409,51 +4105,47 @@ class _Recap:
             hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
         return hints
 
-    def without(self, count, listed_after=None):
-        """The receipt without the `count` oldest cuttable entries (and all but `listed_after` delivery ids)."""
+    def without(self, count):
+        """The receipt without the `count` oldest cuttable entries (the delivery's counted in its more)."""
         dropped = {}
         for _, name, _ in self.dropped_order[:count]:
             dropped[name] = dropped.get(name, 0) + 1
         result = _CompactReceipt(self.receipt)
         for name, number in dropped.items():
-            result[name] = self.receipt[name][number:]
+            if name == "delivery":
+                delivery = result["delivery"]
+                result["delivery"] = dict(delivery, after=delivery["after"][number:], more=delivery["more"] + number)
+            else:
+                result[name] = self.receipt[name][number:]
         cut = {name: self.limit_cut.get(name, 0) + dropped.get(name, 0)
                for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
         truncated = {name: number for name, number in cut.items() if number}
-        delivery = result.get("delivery")
-        if listed_after is not None and delivery is not None:
-            after = delivery["after"]
-            result["delivery"] = dict(delivery, after=after[len(after) - listed_after:],
-                                      more=delivery["more"] + len(after) - listed_after)
         warnings = result.pop("warnings", None)
         if truncated:
             result["truncated"] = truncated
             result["see_truncated"] = self.hints(truncated)
         return _with_warnings(result, warnings)
 
-    def rendered(self, count, markdown, listed_after=None):
+    def rendered(self, count, markdown):
         """The printed form without the `count` oldest entries: receipt or markdown."""
-        shown = self.without(count, listed_after)
+        shown = self.without(count)
         # Fitting keeps lists oldest first; closed gates are shown newest first.
         shown["closed_gates"] = shown["closed_gates"][::-1]
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
-        """The printed form that fits max_bytes with the fewest oldest entries, then delivery ids, left out."""
+        """The printed form that fits max_bytes with the fewest oldest entries left out."""
         whole = self.rendered(0, markdown)
         if _printed_size(whole) <= max_bytes:
             return whole
         every = len(self.dropped_order)
-        if _printed_size(self.rendered(every, markdown)) <= max_bytes:
-            return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
-        listed = len(self.receipt["delivery"]["after"]) if "delivery" in self.receipt else 0
-        needed = _printed_size(self.rendered(every, markdown, 0))
+        needed = _printed_size(self.rendered(every, markdown))
         if needed > max_bytes:
             raise NotesError(
                 "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed "
                 "notes, mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, "
                 "or with a smaller --limit" % (needed, max_bytes, needed))
-        return _largest_fit(lambda count: self.rendered(every, markdown, count), 0, listed, max_bytes)
+        return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
 
 
 def _largest_fit(render, fits, fails, max_bytes):
@@ -3476,13 +4168,14 @@ def _read_recap(folder, meta, limit):
 
 
 def _recap_of(folder, meta, limit, reader):
-    superseded, gates, counts = _recap_history(reader)
+    superseded, gates, counts, reopened = _recap_history(reader)
     warnings, redacted = reader.warnings(), reader.redactions.count
     limit_cut = {}
-    gate_lists, unconfirmed_gates = _recap_gates(gates, limit, limit_cut)
-    wanted = _wanted_records(gates, unconfirmed_gates, *gate_lists.values())
+    gate_lists, unconfirmed_gates, first_gate = _recap_gates(gates, limit, limit_cut)
+    wanted = _wanted_records(gates, reopened, unconfirmed_gates, *gate_lists.values())
     synthesis = _SynthesisSeen(superseded, limit)
-    latest, kept, unconfirmed, found = _recap_live_notes(reader, superseded, limit, limit_cut, wanted, synthesis)
+    latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, limit_cut, wanted,
+                                                                     synthesis)
     by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, limit_cut)
     unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
     lists = dict(kept, closed_gates=by_status["closed"])
@@ -3500,9 +4193,12 @@ def _recap_of(folder, meta, limit, reader):
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
     open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
-    receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total))
+    # An open gate counts from the note that last set it open, an unconfirmed note from itself.
+    first = min((entry for entry in (first_gate, first_note) if entry), default=None)
+    receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total, first, by_status["open"] + unconfirmed))
     _with_warnings(receipt, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
+    ages["delivery"] = synthesis.after_seqs
     return _Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
 
 
@@ -3527,14 +4223,14 @@ def _recap_item_line(item, kind="note", prefix=""):
     line = "- " + prefix + (text if prefix else _markdown_line_start(text))
     if "effect" in item:
         line += " Effect: " + _markdown_inline(_one_line(item["effect"]))
+    if "update_id" in item:  # a closed gate reads as its question, then its answer
+        answer = item["closed_by"]["text"] if "closed_by" in item else item.get("update_text", "")
+        line += (" - " if kind == "closed" else " Latest: ") + _markdown_inline(_one_line(answer))
+    if "reopened" in item:
+        again = item["reopened"]
+        line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
+                                      _markdown_inline(_one_line(again["text"])))
     marks = [_markdown_inline(_one_line(item["id"]))]
-    if "replaces" in item:
-        marks[0] += ", replaces " + _markdown_inline(_one_line(item["replaces"]))
-    if "update_id" in item:
-        line += ((" Closed: " if kind == "closed" else " Latest: ")
-                 + _markdown_inline(_one_line(item.get("update_text", ""))))
-        marks[0] += ((", closed by " if kind == "closed" else ", updated by ")
-                     + _markdown_inline(_one_line(item["update_id"])))
     labels = _gate_labels(item) if kind != "note" else item
     if _is_unconfirmed(labels):
         marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
@@ -3544,7 +4240,8 @@ def _recap_item_line(item, kind="note", prefix=""):
 
 
 # A settled point's provenance in the markdown recap.
-_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both"}
+_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
+                     "delivered": "the last delivery"}
 
 
 _RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
@@ -3575,24 +4272,46 @@ def _recap_markdown_head(recap):
 
 
 def _recap_markdown_progress(recap):
-    """The markdown recap's lines on pending work and synthesis, if any."""
+    """The markdown recap's lines on pending work, synthesis and the last delivery, if any."""
     lines = []
     if "pending" in recap:
-        lines.append("Pending: " + recap["pending"]["next"])
-    if "synthesis" in recap:
-        synthesis = recap["synthesis"]
-        lines.append("Synthesis: entered by %(entered)s; latest SYNTHESIS note %(latest)s" % synthesis
-                     + ("; ended by the delivery %s." % synthesis["ended"] if "ended" in synthesis else "."))
+        pending = recap["pending"]
+        parts = [text for number, text in (
+            (pending["open_gates"], _counted(pending["open_gates"], "open gate")),
+            (pending["unconfirmed"], _counted(pending["unconfirmed"], "note") + " not yet confirmed")) if number]
+        line = "Pending: %s, listed below" % " and ".join(parts)
+        if "since_delivery" in pending:
+            line += "; %s since the last delivery" % ("none of them" if not pending["since_delivery"] else
+                                                      "%d of them raised" % len(pending["since_delivery"]))
+        lines.append(line + ".")
+    state = recap.get("synthesis", {}).get("state")
+    if state in ("entered", "ended"):
+        lines.append("Synthesis: approved; the artifact is being written." if state == "entered" else
+                     "Synthesis: stopped before a delivery; shaping goes on.")
     if "delivery" in recap:
         delivery = recap["delivery"]
+        named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
         count = len(delivery["after"]) + delivery["more"]
-        if count == 0:
-            lines.append("Delivered: %s, with no live note after it." % delivery["id"])
-        else:
-            listed = delivery["after"] + (["%d more" % delivery["more"]] if delivery["more"] else [])
-            lines.append("Delivered: %s, out of date: %s after it (%s)." % (
-                delivery["id"], _counted(count, "live note"), ", ".join(listed)))
+        lines.append("Delivered: %s [%s]; %s." % (
+            _markdown_inline(_one_line(named[0])) if named else "the artifact", delivery["id"],
+            "nothing changed since" if count == 0 else
+            "%s since, listed under Since the delivery" % _counted(count, "note")))
     return lines + [""] if lines else []
+
+
+def _recap_markdown_delivery(recap):
+    """The markdown recap's section on the notes after the last delivery, if there was one."""
+    if "delivery" not in recap:
+        return []
+    delivery = recap["delivery"]
+    lines = ["## Since the delivery", ""]
+    # A damaged log may hold any type: escaped as a text is.
+    lines += ["- %s: %s [%s]" % (_markdown_inline(_one_line(item["type"])).capitalize(),
+                                 _markdown_inline(_one_line(item["text"])), item["id"])
+              for item in delivery["after"]] or ["- none"]
+    if delivery["more"]:
+        lines.append("- (%d older not shown)" % delivery["more"])
+    return lines + [""]
 
 
 def _recap_markdown(recap):
@@ -3607,6 +4326,8 @@ def _recap_markdown(recap):
                 status = " (%s)" % _markdown_inline(_one_line(item["status"])) if item["type"] == "gate" else ""
                 item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
                 lines.append(_recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
+            elif item["id"] == recap.get("delivery", {}).get("id"):
+                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None), kind))
             else:
                 lines.append(_recap_item_line(item, kind))
         if not recap[key]:
@@ -3614,6 +4335,7 @@ def _recap_markdown(recap):
         if recap.get("truncated", {}).get(key):
             lines.append("- (%d older not shown)" % recap["truncated"][key])
         lines.append("")
+    lines += _recap_markdown_delivery(recap)
     if recap.get("warnings"):
         lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
     return "\n".join(lines)
@@ -4184,14 +4906,18 @@ class _Command:
         self.mcp_purpose = mcp_purpose
 
 
+_COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, status, provenance, evidence, "
+                 "about and by when present; no time, session, seq or checksum")
+
+
 # The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
                     "python3 -S notes.py init", "init"),
     "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
-                      "with SYNTHESIS enters synthesis (any other mode note leaves it); an artifact note appended "
-                      "in synthesis is a delivery, which ends it and which recap names with the live notes "
-                      "appended after it.", [
+                      "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends "
+                      "one beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which "
+                      "ends it too and which recap names with the live notes appended after it.", [
         # Required, but checked by clean_signal, so that a misspelt option is named as the mistake.
         _Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                choices=NOTE_TYPES),
@@ -4237,21 +4963,25 @@ _COMMANDS = {
                mcp_help="keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         _Option("--until", "until", "TS", "keep records before TS (same forms)",
                mcp_help="keep records before this time (same forms as since)"),
-        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds TEXT, whatever the case "
-               "(example: --grep 'email')", mcp_help="keep records whose text or effect holds this text, "
-               "whatever the case (example: email)"),
-    ], "python3 -S notes.py tail --limit 3 --type gate", "tail"),
+        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds the words of TEXT, whole and "
+               "in order, whatever the case; more then counts the matches left out (example: --grep 'email')",
+               mcp_help="keep records whose text or effect holds these words, whole and in order, whatever the "
+               "case; more then counts the matches left out (example: email)"),
+        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
+    ], "python3 -S notes.py tail --limit 3 --type gate --compact", "tail"),
     "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
                     "notes that settled them, the notes about it.", [
         _Option("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003"),
-    ], "python3 -S notes.py show n00003", "show"),
+        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
+    ], "python3 -S notes.py show n00003 --compact", "show"),
     "summary": _Command("Print the number of records by type and the last note.", [],
                        "python3 -S notes.py summary", "summary"),
-    "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, live decisions, "
-                     "discards and more, within a size budget. pending: what to put to the operator before "
-                     "synthesis; synthesis: the mode note that entered it and the latest one beginning with "
-                     "SYNTHESIS (a later mode note that leaves synthesis changes neither); delivery: the last "
-                     "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
+    "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, closed gates with "
+                     "what closed them, live decisions, discards (reopened ones marked) and more, within a size "
+                     "budget. pending: how many gates are open and notes unconfirmed, since when, and which "
+                     "came after the last delivery; synthesis: entered, delivered or ended, and by which notes; "
+                     "delivery: the last artifact note appended in synthesis and the live notes after it, mode "
+                     "notes aside.", [
         _Option("--limit", "limit", "N", "items kept per list, newest first, at most %d (default %d)"
                % (_LIMIT_MAX, _RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
                type=int, default=_RECAP_DEFAULT_LIMIT),
@@ -4403,9 +5133,11 @@ def _parse_arguments(argv):
         word = unknown[0]
         if not word.startswith("-"):
             # Named by its place, never by its value: an unquoted text may hold a secret.
-            raise NotesError("unexpected argument %d (a word after %s that no option takes); put quotes around "
-                             "a text that holds spaces %s" % (_argument_position(argv, word, arguments.command),
-                                                              arguments.command, _see_help(arguments.command)))
+            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
+                    else "put quotes around a text that holds spaces")
+            raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
+                _argument_position(argv, word, arguments.command), arguments.command, hint,
+                _see_help(arguments.command)))
         flag = word.split("=", 1)[0]
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
@@ -4491,11 +5223,19 @@ def _cli_keywords(arguments) -> dict:
 
 
 def _error_receipt(error):
-    """The receipt of a command stopped by an exception."""
+    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    if isinstance(error, PermissionError):
+        error = _permission_refusal(error)
     if isinstance(error, NotesError):
         message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
         return {"ok": False, "error": message, **error.details}
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
+
+
+def _permission_refusal(error):
+    """A file or folder this user may not open, wherever it was met: a refusal with the way out."""
+    return NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
+                      "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
 
 
 # --------------------------------------------------------------------------
@@ -4522,8 +5262,8 @@ _MCP_INSTRUCTIONS = (
     "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
     "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk. "
     "Send a decision and the gate update it settles together, in one append_batch call.\n"
-    "Do not read the log every turn: call recap (then tail) only when the operator asks for a recap or "
-    "an export, on re-entry, or before synthesis.\n"
+    "Do not read the log every turn: call recap (then tail or show, with compact true) only when the "
+    "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
 # Only when the contracts are served.
@@ -4606,8 +5346,8 @@ def _mcp_description(command, text):
 def _mcp_argument_schema(command, option):
     """The JSON Schema of one tool argument, from its Option."""
     extra = option.settings
-    schema = {"type": "boolean" if extra.get("const") is True else "integer" if extra.get("type") is int
-              else "string"}
+    schema = {"type": "boolean" if extra.get("action") == "store_const" else
+              "integer" if extra.get("type") is int else "string"}
     if "choices" in extra:
         schema["enum"] = list(extra["choices"])
     if option.metavar == "NOTE_ID":
@@ -4683,19 +5423,20 @@ def _mcp_keywords(command, arguments):
     """The keyword arguments of the tool's Session method, each read as argparse reads its option."""
     options = _mcp_options(command)
     for name, value in arguments.items():
-        if name not in options:
-            raise NotesError("%s takes no argument %r; its arguments are: %s"
-                             % (command, name, ", ".join(options) or "none"))
+        if name not in options:  # named by its place, never by its name: a client wrote it
+            raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
+                             "are: %s" % (command, list(arguments).index(name) + 1, ", ".join(options) or "none"))
         if value == "-" and options[name].from_stdin:
             # Here standard input carries the protocol.
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
         many = options[name].settings.get("action") == "append"
-        kind = ("true or false" if options[name].settings.get("const") is True else
+        kind = ("true or false" if options[name].settings.get("action") == "store_const" else
                 "an integer" if options[name].settings.get("type") is int else "a string")
         for item in value if many and isinstance(value, list) else [] if value is None else [value]:
-            if not (isinstance(item, bool) if kind == "true or false" else
-                    isinstance(item, str) or kind == "an integer" and type(item) is int):
+            fits = (type(item) is bool if kind == "true or false" else
+                    isinstance(item, str) or kind == "an integer" and type(item) is int)
+            if not fits:
                 raise NotesError("argument %r of %s must be %s%s" % (
                     name, command, "a list of strings or " if many else "", kind))
     keywords = {name: option.settings.get("default") for name, option in options.items()}
@@ -4747,6 +5488,51 @@ def _mcp_export_path(folder, output):
     return path
 
 
+# The most files and folders export creates over MCP in one server's run, per
+# session folder: a tool call may come from injected text, which must not fill
+# the folder.  Replacing an earlier export creates nothing and is not counted.
+_MCP_EXPORT_CREATE_LIMIT = 20
+_mcp_export_created = collections.Counter()
+
+
+def _mcp_export(session, output, format):
+    """The export tool: written by descriptor below the session folder (write_inside), within the bound."""
+    _check_choice("format", format, ("json", "md"))
+    folder = _resolve_folder(session.folder, session.session)
+    meta = _require_session(folder)
+    _check_meta_session_id(folder, meta)
+    relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
+    what = "export over MCP writes only inside the session folder: output"
+    way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
+               % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
+    parts = _inside_parts(relative, what, way_out)
+    if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
+        raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)
+
+    def may_replace(descriptor):
+        if not _starts_as_export(descriptor):
+            raise NotesError("output names a file that exists and is not an export of this tool; an export "
+                             "replaces only an earlier export. Choose another output name")
+
+    def make_new():
+        if _mcp_export_created[folder] >= _MCP_EXPORT_CREATE_LIMIT:
+            raise NotesError(
+                "export over MCP creates at most %d new files and folders per server run, and this server has "
+                "made them; nothing was written. Export to a name written before (such as %s, which is "
+                "replaced), or run export on the command line" % (_MCP_EXPORT_CREATE_LIMIT, _EXPORT_NAME))
+        _mcp_export_created[folder] += 1
+
+    def write(chunks):
+        try:
+            return _write_inside(folder, relative, chunks, may_replace, make_new, what, way_out)
+        except OSError as error:
+            raise _write_error(os.path.join(folder, relative), error, "choose another output") from None
+    earlier = _earlier_export(relative, lambda path: _open_inside(folder, path, what, way_out))
+    return _export_session(folder, meta, format == "md", earlier, write)
+
+
+
+
 class _McpServer:
     """A server's session, tools and the folders restore reads."""
 
@@ -4786,9 +5572,17 @@ def _mcp_open_export(name, places):
             raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
     for place, relative in candidates:
         try:
-            descriptor = _open_inside(place, relative, "export_file", way_out)
+            if _CAN_WALK_INSIDE:
+                descriptor = _open_inside(place, relative, "export_file", way_out)
+            else:  # no dir_fd (Windows): the resolved path is checked instead
+                path = os.path.realpath(os.path.join(place, *_inside_parts(relative, "export_file", way_out)))
+                if not path.startswith(place.rstrip(os.sep) + os.sep):
+                    raise NotesError("export_file passes through a link that leads out" + way_out)
+                descriptor = _open_regular_file(path)
         except FileNotFoundError:
             continue
+        except IsADirectoryError:
+            raise NotesError("export_file is a folder" + way_out) from None
         return open(os.path.join(place, relative), "rb", opener=lambda path, flags: descriptor)
     raise NotesError("export_file names no file in the folders restore reads" + way_out)
 
@@ -4810,13 +5604,15 @@ def _mcp_call_tool(server, params):
             receipt = _mcp_append_batch(session, arguments)
         else:
             keywords = _mcp_keywords(name, arguments)
-            if name == "export" and keywords["output"]:
-                # A tool call may come from an injected prompt.
-                keywords["output"] = _mcp_export_path(_resolve_folder(session.folder, session.session),
-                                                      keywords["output"])
-            if name == "restore":
+            # A tool call may come from an injected prompt.
+            if name == "export" and _CAN_WALK_INSIDE:
+                receipt = _mcp_export(session, keywords["output"], keywords["format"])
+            elif name == "restore":
                 receipt = _mcp_restore(server, session, **keywords)
             else:
+                if name == "export" and keywords["output"]:  # no dir_fd here (Windows): the path is checked
+                    keywords["output"] = _mcp_export_path(_resolve_folder(session.folder, session.session),
+                                                          keywords["output"])
                 receipt = getattr(session, _COMMANDS[name].method)(**keywords)
         failed = False
     except Exception as error:  # noqa: BLE001 - reported; the server goes on
@@ -5121,6 +5917,12 @@ def _parse_arguments_or_help(argv):
         sys.stdout = stdout
 
 
+# A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
+_INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writes may have saved its note before it "
+                                      "stopped: run it again, and a note already saved is answered as a duplicate "
+                                      "(\"duplicate\": true), never stored twice"}
+
+
 def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
@@ -5134,8 +5936,10 @@ def _run_command(argv):
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code
+    except PermissionError as error:
+        return _error_receipt(error), _EXIT_USAGE
     except KeyboardInterrupt:
-        return {"ok": False, "error": "interrupted"}, _EXIT_UNEXPECTED
+        return _INTERRUPTED, _EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # help to a reader that has gone: main handles it
     except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
@@ -5165,6 +5969,12 @@ def main(argv=None) -> int:
             sys.stderr.flush()
             return code
         _print_result(result)
+    except KeyboardInterrupt:  # while printing: the command had run
+        try:
+            _print_result(_INTERRUPTED)
+        except (OSError, KeyboardInterrupt):
+            pass
+        return _EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader has gone: the command has run and there is no one left to tell.
         _silence_stdout()
@@ -5181,4 +5991,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # start-up is over: main answers Ctrl-C
     sys.exit(main())

@@ -169,7 +169,8 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         ],
         # A gate closed on the model's inference is not settled: it is only in unconfirmed.
         "closed_gates": [{"id": "n00012", "text": "Retention period is undecided.", "update_id": "n00013",
-                          "update_text": "Retention: 12 months after the last visit."}],
+                          "closed_by": {"id": "n00013", "type": "gate",
+                                        "text": "Retention: 12 months after the last visit."}}],
         "decisions": [
             {"id": "n00004", "text": "SMS is the channel.", "provenance": "op", "evidence": "declared"},
             {"id": "n00005", "text": "The operator confirms: reminders go out 48 hours ahead.", "replaces": "n00002",
@@ -183,9 +184,7 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         "superseded_count": 1,
         "export_lag": {"path": str(labelled / "session_export.json"), "record_count": None, "missing": 13},
         # The model's open gate n00006 counts once, as open.
-        "pending": {"open_gates": 1, "unconfirmed": 3,
-                    "next": "1 open gate, 3 unconfirmed notes: put each to the operator before synthesis "
-                            "(close or defer each gate; confirm, correct or drop each note)."},
+        "pending": {"open_gates": 1, "unconfirmed": 3, "raised_since": "n00003"},
     }
 
 
@@ -198,8 +197,7 @@ def test_markdown_recap_is_for_the_operator(labelled):
         "13 notes, 1 superseded by later ones.",
         "Export: no session_export.json yet.",
         "",
-        "Pending: 1 open gate, 3 unconfirmed notes: put each to the operator before synthesis (close or defer "
-        "each gate; confirm, correct or drop each note).",
+        "Pending: 1 open gate and 3 notes not yet confirmed, listed below.",
         "",
         "## Mode", "", "- none", "",
         "## Shape", "", "- A nightly job sends SMS. Effect: No patient app. [n00011; not yet confirmed]", "",
@@ -207,21 +205,20 @@ def test_markdown_recap_is_for_the_operator(labelled):
         "## Deferred gates", "",
         # A settled point says who it came from: here the operator's update that deferred the gate.
         "- Payment links in reminders. Latest: Payment links deferred by the operator. "
-        "[n00009, updated by n00010; from the operator]",
+        "[n00009; from the operator]",
         "",
         "## Not yet confirmed", "",
         "- Source: About 400 appointments a month. [n00003; inferred]",
-        "- Gate (closed): Hosting is undecided. Closed: Hosting closed: the reception PC. "
-        "[n00001, closed by n00007; proposed by the model, inferred]",
+        "- Gate (closed): Hosting is undecided. - Hosting closed: the reception PC. "
+        "[n00001; proposed by the model, inferred]",
         "- Shape: A nightly job sends SMS. Effect: No patient app. [n00011; proposed by the model]",
         "",
         "## Closed gates", "",
-        "- Retention period is undecided. Closed: Retention: 12 months after the last visit. "
-        "[n00012, closed by n00013]",
+        "- Retention period is undecided. - Retention: 12 months after the last visit. [n00012]",
         "",
         "## Decisions", "",
         "- SMS is the channel. [n00004; from the operator]",
-        "- The operator confirms: reminders go out 48 hours ahead. [n00005, replaces n00002; from the operator]",
+        "- The operator confirms: reminders go out 48 hours ahead. [n00005; from the operator]",
         "",
         "## Discarded paths", "", "- none", "",
         "## Tensions", "", "- SMS cost grows with volume. [n00008; shared by both]", "",
@@ -247,8 +244,10 @@ def test_closed_gates_keep_the_newest_closings_within_the_limit(tmp_path):
         ("n00002", "n00008"), ("n00004", "n00007"), ("n00001", "n00006"), ("n00003", "n00005")]
     assert "truncated" not in everything
     assert limited["closed_gates"] == [
-        {"id": "n00002", "text": "Gate 2 is open.", "update_id": "n00008", "update_text": "Gate 2 closed."},
-        {"id": "n00004", "text": "Gate 4 is open.", "update_id": "n00007", "update_text": "Gate 4 closed."}]
+        {"id": "n00002", "text": "Gate 2 is open.", "update_id": "n00008",
+         "closed_by": {"id": "n00008", "type": "gate", "text": "Gate 2 closed."}},
+        {"id": "n00004", "text": "Gate 4 is open.", "update_id": "n00007",
+         "closed_by": {"id": "n00007", "type": "gate", "text": "Gate 4 closed."}}]
     assert limited["truncated"] == {"closed_gates": 2}
     assert limited["see_truncated"] == ["tail --type gate --limit 8"]
 
@@ -269,7 +268,8 @@ def test_a_gate_is_reopened_by_its_own_id_and_closed_again(session):
     state = recap(session)
     assert state["open_gates"] == []
     assert state["closed_gates"] == [{"id": "n00001", "text": "Hosting is undecided.", "update_id": "n00004",
-                                      "update_text": "Closed again: a small cloud VM."}]
+                                      "closed_by": {"id": "n00004", "type": "gate",
+                                                    "text": "Closed again: a small cloud VM."}}]
 
 
 # --------------------------------------------------------------------------

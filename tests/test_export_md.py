@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from conftest import (V0_FIXTURES, assert_no_traceback, assert_refused, copy_fixture, folder_digest, read_records,
-                      run_notes, write_session)
+from conftest import (V0_FIXTURES, assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes,
+                      read_records, run_notes, write_session)
 
 SESSION_ID = "3e9a5c1d-8b2f-4d6e-a0c7-5f1b9d2e4a68"
 CREATED_AT = "2026-04-02T07:45:00Z"
@@ -218,3 +218,20 @@ def test_json_export_carries_the_links_in_the_v0_layout(tmp_path):
     assert export["session"] == json.loads((folder / "session_meta.json").read_text(encoding="utf-8"))
     assert [list(record) for record in export["records"]] == [list(record) for record in records]
     assert text == json.dumps(export, indent=2, ensure_ascii=False) + "\n"
+
+
+def test_markdown_export_names_the_note_that_reopened_a_discard(tmp_path):
+    # Issue 26: the audit document agrees with recap and show on a discarded path taken up again.
+    folder = tmp_path / "session"
+    write_session(folder, [("discard", "Live chat ruled out."), ("discard", "SMS ruled out."),
+                           ("discard", "Fax ruled out."),
+                           ("decision", "Live chat after all.", {"ref": "n00001", "provenance": "op"}),
+                           ("gate", "SMS for the elderly?", {"about": "n00002"})])
+
+    notes.Session(folder).export(format="md")
+
+    document = (folder / "session_export.md").read_text(encoding="utf-8")
+    blocks = {block.split(" ")[0]: block for block in document.split("### ")[1:]}
+    assert blocks["n00001"].rstrip("\n").endswith("- Reopened by: n00004")
+    assert blocks["n00002"].rstrip("\n").endswith("- Reopened by: n00005")
+    assert "Reopened" not in blocks["n00003"] + blocks["n00004"] + blocks["n00005"]

@@ -587,3 +587,65 @@ def test_the_whole_corpus_through_the_real_script_on_each_python(tmp_path, pytho
         assert result.code == (3 if args == ["verify"] else 0), (args, result)
     append = run_notes("append", "--type", "decision", "--text", "After the corpus.", folder=folder, python=python)
     assert append.code == 0, append
+
+
+# --------------------------------------------------------------------------
+# Limits agree: what export writes, restore takes; a meta whose session id
+# restore would refuse is refused by every writer, never an unexpected error.
+
+@pytest.mark.parametrize("session_id", ["x" * 101, "a\tb", "a\nb", "a\x00b", "\ud800", " "])
+def test_a_meta_whose_session_id_is_no_plain_id_is_refused_by_every_writer(tmp_path, capsys, session_id):
+    import os
+
+    import notes
+    from conftest import META, write_export, write_session
+
+    folder = tmp_path / "session"
+    write_session(folder, [("decision", "Kept.")])
+    meta = json.loads((folder / META).read_text("utf-8"))
+    meta["session_id"] = session_id
+    (folder / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    export = write_export(tmp_path / "carried.json", [])
+    before = folder_digest(folder)
+    message = ("%s holds a session_id that is not a plain id (1 to 100 printable characters: no tab, newline, NUL "
+               "or lone surrogate), so no export of it could be restored; nothing was written. Bring the session "
+               "back from an earlier export into a new --dir, or move the folder aside and run init"
+               % os.path.join(str(folder), META))
+    for words in (["init"], ["append", "--type", "decision", "--text", "Later."], ["export"],
+                  ["export", "--format", "md"], ["redact", "n00001", "--reason", "A test."],
+                  ["restore", str(export)]):
+        code = notes.main(["--dir", str(folder)] + words)
+        out, err = capsys.readouterr()
+        assert (code, err, json.loads(out)) == (2, "", {"ok": False, "error": message}), words
+    with pytest.raises(notes.NotesError) as refusal:
+        notes.Session(folder).append(batch=[{"type": "decision", "text": "Later."}])
+    assert refusal.value.message == message
+    server = notes._McpServer(str(folder), None, notes._mcp_served_tools(False), None)
+    result = notes._mcp_call_tool(server, {"name": "export", "arguments": {}})
+    assert result["structuredContent"] == {"ok": False, "error": message}
+    assert folder_digest(folder) == before
+    assert notes.main(["--dir", str(folder), "verify"]) == 3
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert {"line": None, "id": None, "kind": "meta_field",
+            "detail": "session_meta.json has a session_id that is not a plain id (writers refuse it)"} in problems
+
+
+def test_export_refuses_what_restore_would_refuse_for_its_size(tmp_path, capsys, monkeypatch):
+    import notes
+
+    folder = tmp_path / "session"
+    for number in range(20):
+        notes.Session(folder).append(type="decision", text="Decision %d stays as written." % number)
+    notes.Session(folder).export()
+    before = folder_digest(folder)
+    monkeypatch.setattr(notes, "_EXPORT_SIZE_LIMIT", 4096)  # restore and export share the one limit
+    message = ("the export would be over 0 MiB, the most restore reads, so no export was written (an earlier one "
+               "stays as it was). The session itself is whole: to carry it elsewhere, copy session_meta.json and "
+               "session_notes.jsonl from %s together; export --format md still writes a readable copy" % folder)
+    assert notes.main(["--dir", str(folder), "export"]) == 2
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "error": message}
+    server = notes._McpServer(str(folder), None, notes._mcp_served_tools(False), None)
+    result = notes._mcp_call_tool(server, {"name": "export", "arguments": {"output": "big.json"}})
+    assert result["structuredContent"] == {"ok": False, "error": message.replace("--format", "format")}
+    assert folder_digest(folder) == before
+    assert notes.main(["--dir", str(folder), "export", "--format", "md"]) == 0  # restore never reads it

@@ -634,3 +634,119 @@ def test_export_output_in_a_missing_folder_creates_it(session, tmp_path):
     assert exported["record_count"] == 1
     assert exported["records"] == read_records(session)
     assert sorted(os.listdir(str(output.parent))) == ["export.json"]
+
+
+# --------------------------------------------------------------------------
+# What a new user or an adversary met as "unexpected error" is a guided
+# refusal, exit 2, naming the problem and the way out, never the value.
+
+def main_here(capsys, *words):
+    import notes
+
+    code = notes.main([str(word) for word in words])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, json.loads(out)
+
+
+@pytest.mark.parametrize("words", [["append", "--type", "decision", "A quoted text."],
+                                   ["append", "--type", "decision", "Unquoted", "text."]])
+def test_a_text_given_without_text_is_told_where_it_goes(tmp_path, capsys, words):
+    folder = tmp_path / "session"
+    code, receipt = main_here(capsys, "--dir", folder, *words)
+    assert (code, receipt) == (2, {"ok": False, "error": (
+        "unexpected argument %d (a word after append that no option takes); a text goes after --text, in quotes: "
+        "--text 'The text.' (see: python3 -S notes.py append --help)" % 6)})
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize("words, name", [
+    (["--dir", "a\0b", "tail"], "--dir"),
+    (["--dir", "{folder}", "export", "--output", "x\0y.json"], "--output"),
+    (["--dir", "{folder}", "restore", "x\0y.json"], "the export file's path"),
+])
+def test_a_path_with_a_nul_is_refused_not_an_unexpected_error(tmp_path, capsys, words, name):
+    import notes
+
+    folder = tmp_path / "session"
+    notes.Session(folder).append(type="decision", text="Kept.")
+    before = folder_digest(folder)
+    code, receipt = main_here(capsys, *[word.replace("{folder}", str(folder)) for word in words])
+    assert (code, receipt) == (2, {"ok": False, "error": (
+        "%s holds a NUL character, which no file name can; pass the path without it" % name)})
+    assert folder_digest(folder) == before
+
+
+@pytest.mark.parametrize("output", ["a/" * 2100 + "x.json", "a/" * 300 + "x.json", "a" * 4097])
+def test_an_export_path_too_long_or_deep_is_refused_not_an_unexpected_error(tmp_path, capsys, output):
+    import notes
+
+    folder = tmp_path / "session"
+    notes.Session(folder).append(type="decision", text="Kept.")
+    before = folder_digest(tmp_path)
+    code, receipt = main_here(capsys, "--dir", folder, "export", "--output", tmp_path / output)
+    assert (code, receipt) == (2, {"ok": False, "error": (
+        "--output is over 4096 characters or 256 folders deep, more than a file system takes; pass a shorter path")})
+    assert folder_digest(tmp_path) == before
+
+
+def test_a_permission_error_is_a_refusal_with_the_way_out(tmp_path, capsys, monkeypatch):
+    import notes
+
+    folder = tmp_path / "session"
+    notes.Session(folder).append(type="decision", text="Kept.")
+    log = str(folder.resolve() / "session_notes.jsonl")
+    real_open = notes._open_regular_file
+
+    def denied(path, flags=os.O_RDONLY):  # root reads any file: the refusal a user meets, made by hand
+        if path == log:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags)
+    monkeypatch.setattr(notes, "_open_regular_file", denied)
+    for command in ("tail", "summary", "verify"):
+        code, receipt = main_here(capsys, "--dir", folder, command)
+        assert (code, receipt) == (2, {"ok": False, "error": (
+            "permission denied on %s; nothing was changed. Run the command as the user who owns the session, or "
+            "pass --dir with a folder of your own" % log)}), command
+
+
+def test_a_full_disk_says_to_free_space_not_to_pick_another_folder(tmp_path, capsys, monkeypatch):
+    import errno
+
+    import notes
+
+    def full(folder):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(notes, "_make_private_folders", full)
+    folder = tmp_path / "session"
+    code, receipt = main_here(capsys, "--dir", folder, "init")
+    assert (code, receipt) == (2, {"ok": False, "error": (
+        "no room left on the disk that holds %s (No space left on device); nothing was written. Free some space "
+        "on that disk, then run the same command again" % folder)})
+
+
+def test_an_empty_home_is_refused_never_read_as_the_root_folder(tmp_path, capsys, monkeypatch):
+    import notes
+
+    monkeypatch.setenv("HOME", "")
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setattr(notes, "_is_installed_package_folder", lambda folder: True)
+    existed = os.path.lexists("/.local")
+    code, receipt = main_here(capsys, "append", "--type", "decision", "--text", "Where?")
+    assert (code, receipt) == (2, {"ok": False, "error": (
+        "notes.py is installed as a package and cannot tell your home folder, so it has no data folder for the "
+        "notes. Pass the session folder with --dir (for example: python3 -S notes.py --dir "
+        "/absolute/path/to/shaping init) or set SHAPING_NOTES_DIR")})
+    assert os.path.lexists("/.local") == existed
+
+
+def test_an_unknown_mcp_argument_is_named_by_its_place_never_by_its_name(tmp_path):
+    import notes
+
+    folder = tmp_path / "session"
+    notes.Session(folder).append(type="decision", text="Kept.")
+    server = notes._McpServer(str(folder), None, notes._mcp_served_tools(False), None)
+    result = notes._mcp_call_tool(server, {"name": "tail", "arguments": {"limit": 2, "sk-secret-name": 1}})
+    assert result["isError"] and result["structuredContent"] == {"ok": False, "error": (
+        "tail takes no argument of the name given as argument 2 of this call; its arguments are: limit, types, "
+        "since, until, grep, compact")}

@@ -125,8 +125,9 @@ def test_gate_update_may_name_an_earlier_update_of_the_gate(session):
         (None, None), ("n00001", "deferred"), ("n00002", "closed")]
     state = recap(session)
     assert (state["open_gates"], state["deferred_gates"]) == ([], [])
-    assert state["closed_gates"] == [{"id": "n00001", "text": "Hosting model is undecided.",
-                                      "update_id": "n00003", "update_text": "Hosting closed: reception PC."}]
+    assert state["closed_gates"] == [{"id": "n00001", "text": "Hosting model is undecided.", "update_id": "n00003",
+                                      "closed_by": {"id": "n00003", "type": "gate",
+                                                    "text": "Hosting closed: reception PC."}}]
 
     # Reopening through the last link of the chain brings the opening gate back.
     append(session, "gate", "Hosting reopened: the PC is being replaced.", "--ref", "n00003", "--status", "open")

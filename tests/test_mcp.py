@@ -106,7 +106,8 @@ def tool_result(answer, request_id=None) -> dict:
 TOOL_ARGUMENTS = {
     "append": {"--type": "type", "--text": "text", "--effect": "effect", "--ref": "ref", "--status": "status",
                "--provenance": "provenance", "--evidence": "evidence", "--about": "about", "--by": "by"},
-    "tail": {"--limit": "limit", "--type": "types", "--since": "since", "--until": "until", "--grep": "grep"},
+    "tail": {"--limit": "limit", "--type": "types", "--since": "since", "--until": "until", "--grep": "grep",
+             "--compact": "compact"},
     "recap": {"--limit": "limit", "--format": "format", "--max-bytes": "max_bytes"},
     "export": {"--output": "output", "--format": "format"},
 }
@@ -305,7 +306,7 @@ def test_tool_schemas_and_annotations(tmp_path):
     assert append["properties"]["status"]["enum"] == ["open", "deferred", "closed"]
     assert {"type", "text", "effect", "ref", "status"} <= set(append["properties"])
     tail = tools["tail"]["inputSchema"]["properties"]
-    assert set(tail) == {"limit", "types", "since", "until", "grep", "session"}
+    assert set(tail) == {"limit", "types", "since", "until", "grep", "compact", "session"}
     assert tail["types"] == {"type": "array", "items": {"type": "string", "enum": types},
                              "description": tail["types"]["description"]}
     assert tail["limit"]["type"] == "integer" and tail["limit"]["default"] == 5
@@ -411,8 +412,9 @@ def test_refusal_is_a_tool_error_with_the_cli_text(tmp_path, arguments):
 @pytest.mark.parametrize("arguments, words", [
     ({"type": "decision", "text": 5}, ["'text'", "a string"]),
     ({"type": "decision", "text": ["a", "b"]}, ["'text'", "a string"]),
-    ({"type": "decision", "text": "x", "dir": "/tmp"}, ["'dir'", "type, text, effect"]),
-    ({"type": "decision", "text": "x", "seq": 4}, ["'seq'"]),
+    # An unknown argument is named by its place, never by its name (a client wrote it).
+    ({"type": "decision", "text": "x", "dir": "/tmp"}, ["argument 3 of this call", "type, text, effect"]),
+    ({"type": "decision", "text": "x", "seq": 4}, ["argument 3 of this call"]),
 ], ids=["number-text", "list-text", "dir", "seq"])
 def test_arguments_no_flag_could_carry_are_refused(tmp_path, arguments, words):
     folder = tmp_path / "s"
@@ -649,7 +651,7 @@ def test_tools_take_a_session_defaulting_to_the_servers(tmp_path):
         assert tool_result(answer)["isError"] is True
         assert answer["result"]["structuredContent"] == {"ok": False, "error": SESSION_REFUSAL}
     assert tool_result(answers[6])["isError"] is True  # sessions lists them all: it names none
-    assert "sessions takes no argument 'session'" in answers[6]["result"]["structuredContent"]["error"]
+    assert "sessions takes no argument of the name given" in answers[6]["result"]["structuredContent"]["error"]
     assert tool_result(answers[7])["structuredContent"]["note_ids"] == ["n00002"]
     assert sorted(os.listdir(str(base / "sessions"))) == ["mine", "other"]
     assert [record["text"] for record in read_records(other)] == ["In another.", "Batched."]
@@ -711,6 +713,26 @@ def test_restore_tool_reads_nothing_outside_its_folders_and_follows_no_link(tmp_
         assert name in ("", "/") or str(name) not in error, (name, error)  # a client's path is never repeated
     os.unlink(str(base / "fifo.json"))
     assert folder_digest(tmp_path) == before
+
+
+def test_restore_tool_without_dir_fd_checks_the_resolved_path(tmp_path, monkeypatch):
+    """Where os.open takes no dir_fd (Windows), the resolved path must lie inside the folder (in-process)."""
+    from conftest import notes
+
+    monkeypatch.setattr(notes, "_CAN_WALK_INSIDE", False)
+    base, outside = tmp_path / "base", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "session_export.json").write_bytes(exported(tmp_path))
+    base.mkdir()
+    os.symlink(str(outside), str(base / "linked"))
+    (base / "mine.json").write_bytes((outside / "session_export.json").read_bytes())
+    server = notes._McpServer(str(base), None, notes._mcp_served_tools(False), None)
+    refused = [notes._mcp_call_tool(server, {"name": "restore", "arguments": {"export_file": name}})
+               for name in ("linked/session_export.json", "../outside/session_export.json")]
+    assert [result["isError"] for result in refused] == [True, True]
+    assert "passes through a link that leads out" in refused[0]["structuredContent"]["error"]
+    restored = notes._mcp_call_tool(server, {"name": "restore", "arguments": {"export_file": "mine.json"}})
+    assert restored["isError"] is False and restored["structuredContent"]["restored"] == 2
 
 
 def test_a_restore_from_that_is_no_folder_stops_the_server_before_it_starts(tmp_path):

@@ -32,7 +32,8 @@ CLI_WORDING = [re.compile(r"(?<![\w])--[a-z]"), re.compile(r"exit \d"), re.compi
 ARGUMENTS = {
     "append": {"--type": "type", "--text": "text", "--effect": "effect", "--ref": "ref", "--status": "status",
                "--provenance": "provenance", "--evidence": "evidence", "--about": "about", "--by": "by"},
-    "tail": {"--limit": "limit", "--type": "types", "--since": "since", "--until": "until", "--grep": "grep"},
+    "tail": {"--limit": "limit", "--type": "types", "--since": "since", "--until": "until", "--grep": "grep",
+             "--compact": "compact"},
     "recap": {"--limit": "limit", "--format": "format", "--max-bytes": "max_bytes"},
 }
 

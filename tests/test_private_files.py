@@ -96,3 +96,105 @@ def test_a_refusal_never_suggests_a_shared_folder(tmp_path):
     # that keeps the notes private, never a folder every user can read.
     message = assert_refused(run_notes("init", folder="/proc/self/notes-session"), 2, "cannot create")
     assert "/tmp" not in message, message
+
+
+# --------------------------------------------------------------------------
+# A folder or session file another user could read or swap is refused, on
+# every entry point, naming the risk and the way out; nothing is written.
+
+OTHER_USER = 65534  # nobody: any user that is neither root nor the one running the tests
+as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                             reason="giving a file to another user takes root")
+COMMANDS = [["init"], ["append", "--type", "decision", "--text", "Later."], ["tail"], ["show", "n00001"],
+            ["summary"], ["recap"], ["verify"], ["export"], ["redact", "n00001", "--reason", "A test."]]
+
+
+def kept_session(tmp_path):
+    import notes
+
+    folder = tmp_path / "session"
+    notes.Session(folder).append(type="decision", text="Kept.")
+    export = tmp_path / "carried.json"
+    notes.Session(folder).export(output=str(export))
+    return folder, export
+
+
+def refused_everywhere(capsys, folder, export, message):
+    """Every command, the MCP export tool and the Python API refuse with message; no file changes."""
+    import notes
+    from conftest import folder_digest, run_here
+
+    before = folder_digest(folder)
+    for words in COMMANDS + [["restore", str(export)]]:
+        code = notes.main(["--dir", str(folder)] + words)
+        out, err = capsys.readouterr()
+        assert (code, err) == (2, ""), (words, out)
+        import json
+        assert json.loads(out) == {"ok": False, "error": message}, words
+    server = notes._McpServer(str(folder), None, notes._mcp_served_tools(True), None)
+    result = notes._mcp_call_tool(server, {"name": "tail", "arguments": {}})
+    assert result["isError"] and result["structuredContent"] == {"ok": False, "error": message}
+    with pytest.raises(notes.NotesError) as refusal:
+        notes.Session(folder).summary()
+    assert refusal.value.message == message
+    assert folder_digest(folder) == before
+
+
+@as_root
+def test_a_folder_of_another_user_is_refused_by_every_entry_point_even_to_root(tmp_path, capsys):
+    folder, export = kept_session(tmp_path)
+    os.chown(folder, OTHER_USER, -1)
+    refused_everywhere(capsys, folder, export, (
+        "the session folder %s belongs to another user (uid %d), who could read the notes or swap the log for "
+        "their own; nothing was read or written. Pass --dir with a folder of your own, for example --dir "
+        "~/shaping" % (folder, OTHER_USER)))
+
+
+@as_root
+@pytest.mark.parametrize("name, kind", [("session_meta.json", "meta"), ("session_notes.jsonl", "log"),
+                                        ("session_notes.lock", "lock")])
+def test_a_session_file_of_another_user_is_refused(tmp_path, capsys, name, kind):
+    folder, export = kept_session(tmp_path)
+    os.chown(folder / name, OTHER_USER, -1)
+    refused_everywhere(capsys, folder, export, (
+        "the session %s %s belongs to another user (uid %d), who could read the notes or swap the log for "
+        "their own; nothing was read or written. Move it aside, or pass --dir with a folder of your own, for "
+        "example --dir ~/shaping" % (kind, folder / name, OTHER_USER)))
+
+
+def test_a_folder_everyone_may_write_without_the_sticky_bit_is_refused(tmp_path, capsys):
+    folder, export = kept_session(tmp_path)
+    os.chmod(folder, 0o777)
+    refused_everywhere(capsys, folder, export, (
+        "the session folder %s is writable by every user without the sticky bit, so anyone could swap its log "
+        "for their own; nothing was read or written. Make it private (chmod 700 %s), or pass --dir with a "
+        "folder of your own, for example --dir ~/shaping" % (folder, folder)))
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o775, 0o1777, 0o755])
+def test_group_writable_and_sticky_shared_folders_keep_working(tmp_path, capsys, mode):
+    import notes
+
+    folder, _ = kept_session(tmp_path)
+    os.chmod(folder, mode)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        os.chown(folder, 0, -1)  # a sandbox folder owned by root (/mnt/data) is as good as one's own
+    assert notes.Session(folder).append(type="decision", text="Still kept.")["seq"] == 2
+    assert notes.Session(folder).verify()["ok"] is True
+
+
+@as_root
+def test_the_data_folder_of_another_user_is_refused(tmp_path, capsys, monkeypatch):
+    import json
+
+    import notes
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setattr(notes, "_is_installed_package_folder", lambda folder: True)
+    data = tmp_path / "data" / "shaping-notes"
+    data.mkdir(parents=True)
+    os.chown(data, OTHER_USER, -1)
+    assert notes.main(["append", "--type", "decision", "--text", "Mine."]) == 2
+    assert json.loads(capsys.readouterr().out)["error"].startswith(
+        "the session folder %s belongs to another user (uid %d)" % (data, OTHER_USER))
+    assert os.listdir(data) == []

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from conftest import (SESSION_ID, assert_no_traceback, assert_refused, copy_fixture, folder_digest, read_records,
-                      run_notes, write_session)
+from conftest import (SESSION_ID, assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes,
+                      read_records, run_notes, write_session)
 
 RECAP_KEYS = ["ok", "command", "session_id", "path", "total", "mode", "shape", "open_gates", "deferred_gates",
               "unconfirmed", "closed_gates", "decisions", "discards", "tensions", "sources", "artifacts",
@@ -105,9 +105,11 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
             {"id": "n00023", "text": "Online payment links in reminders.", "status": "deferred"},
         ],
         "unconfirmed": [],
+        # A closed gate with what closed it: here the update itself, which names no other note (--by).
         "closed_gates": [
             {"id": "n00003", "text": "Delivery channel is undecided: SMS, email or WhatsApp.",
-             "update_id": "n00009", "update_text": "Channel closed: email for the pilot."},
+             "update_id": "n00009",
+             "closed_by": {"id": "n00009", "type": "gate", "text": "Channel closed: email for the pilot."}},
         ],
         # n00008 and n00014 were superseded; n00015 brought the discarded WhatsApp path back.
         "decisions": [
@@ -116,7 +118,11 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
             {"id": "n00024", "text": "Reminder text stays under 160 characters."},
             {"id": "n00027", "text": "Reminders go out by SMS; the email fallback is dropped.", "replaces": "n00014"},
         ],
+        # The WhatsApp path n00007 was taken up again by n00015: it stays listed, as reopened.
         "discards": [
+            {"id": "n00007", "text": "WhatsApp Business API ruled out for the pilot: approval takes weeks.",
+             "reopened": {"id": "n00015", "type": "decision",
+                          "text": "WhatsApp comes back as an opt-in second channel once approved."}},
             {"id": "n00026", "text": "A patient-facing mobile app ruled out: no budget for app stores."},
         ],
         "tensions": [
@@ -135,11 +141,10 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
         ],
         "superseded_count": 4,
         "export_lag": {"path": str(folder / "session_export.json"), "record_count": None, "missing": 28},
-        "pending": {"open_gates": 2, "unconfirmed": 0,
-                    "next": "2 open gates: put each to the operator before synthesis (close or defer each "
-                            "gate)."},
+        # n00004 was set open again by n00020, n00022 opened later.
+        "pending": {"open_gates": 2, "unconfirmed": 0, "raised_since": "n00004"},
         # Synthesis began at n00028; no artifact note came after it, so nothing was delivered yet.
-        "synthesis": {"entered": "n00028", "latest": "n00028"},
+        "synthesis": {"state": "entered", "entered": "n00028"},
     }
     # Reading never writes: a second recap answers the same from the same bytes.
     before = folder_digest(folder)
@@ -183,11 +188,9 @@ def test_recap_of_the_v0_session_is_exact(tmp_path):
         "superseded_count": 0,
         # The fixture's own export holds all 11 notes.
         "export_lag": {"path": str(folder / "session_export.json"), "record_count": 11, "missing": 0},
-        "pending": {"open_gates": 2, "unconfirmed": 0,
-                    "next": "2 open gates: put each to the operator before synthesis (close or defer each "
-                            "gate)."},
+        "pending": {"open_gates": 2, "unconfirmed": 0, "raised_since": "n00003"},
         # n00011 entered synthesis; the artifact note n00008 came before it, so it is no delivery.
-        "synthesis": {"entered": "n00011", "latest": "n00011"},
+        "synthesis": {"state": "entered", "entered": "n00011"},
     }
     assert folder_digest(folder) == before
 
@@ -485,3 +488,112 @@ def test_recap_and_filtered_tail_on_each_python(tmp_path, python):
     assert [item["id"] for item in receipt["decisions"]] == ["n00005", "n00008"]
     assert (receipt["open_gates"], receipt["superseded_count"]) == ([], 1)
     assert [(gate["id"], gate["update_id"]) for gate in receipt["closed_gates"]] == [("n00002", "n00006")]
+
+
+# --------------------------------------------------------------------------
+# Issue 28: a deferral labelled model or inferred keeps its gate among the deferred
+
+@pytest.mark.parametrize("signals", [
+    [("gate", "Payment links?"), ("gate", "Deferred.", {"ref": "n00001", "status": "deferred",
+                                                         "provenance": "model"})],
+    [("gate", "Payment links?"), ("gate", "Deferred.", {"ref": "n00001", "status": "deferred",
+                                                         "evidence": "inferred"})],
+    [("gate", "Payment links?", {"status": "deferred", "provenance": "model", "evidence": "inferred"})],
+], ids=["update-model", "update-inferred", "born-deferred"])
+def test_an_unconfirmed_deferral_keeps_the_gate_deferred(tmp_path, signals):
+    folder = tmp_path / "session"
+    write_session(folder, signals + [("decision", "Decision %d." % number) for number in range(1, 4)])
+    session = notes.Session(folder)
+
+    for receipt in (session.recap(), session.recap(limit=1), session.recap(max_bytes=1200)):
+        # Deferred, and waiting for the operator's word on that deferral: in both lists.
+        assert [item["id"] for item in receipt["deferred_gates"]] == ["n00001"]
+        assert [item["id"] for item in receipt["unconfirmed"]] == ["n00001"]
+        assert receipt["pending"]["unconfirmed"] == 1 and receipt["pending"]["open_gates"] == 0
+    markdown = session.recap(format="md")["markdown"]
+    deferred = markdown.split("## Deferred gates\n\n")[1].split("\n\n")[0]
+    assert deferred.startswith("- Payment links?") and "[n00001; not yet confirmed]" in deferred
+
+
+# --------------------------------------------------------------------------
+# Issue 26: readback shows the answer, not only the question
+
+def test_a_closed_gate_shows_the_note_that_settled_it(tmp_path):
+    folder = tmp_path / "session"
+    write_session(folder, [
+        ("gate", "Channel is undecided."),  # n00001
+        ("decision", "Reminders go by email.", {"provenance": "op"}),  # n00002
+        ("gate", "Closed: see the decision.", {"ref": "n00001", "status": "closed", "by": "n00002",
+                                                "provenance": "op", "evidence": "declared"}),  # n00003
+    ])
+
+    receipt = notes.Session(folder).recap()
+
+    assert receipt["closed_gates"] == [{
+        "id": "n00001", "text": "Channel is undecided.", "update_id": "n00003",
+        "closed_by": {"id": "n00002", "type": "decision", "text": "Reminders go by email."},
+        "update_provenance": "op", "update_evidence": "declared"}]
+    markdown = notes.Session(folder).recap(format="md")["markdown"]
+    assert "- Channel is undecided. - Reminders go by email. [n00001; from the operator]" in markdown.splitlines()
+
+
+REOPENED_SESSION = [
+    ("discard", "WhatsApp ruled out."),  # n00001
+    ("discard", "Paper reminders ruled out."),  # n00002
+    ("discard", "A mobile app ruled out."),  # n00003
+    ("discard", "A mobile app ruled out: no budget.", {"ref": "n00003"}),  # n00004: a rewording, no reopening
+    ("decision", "WhatsApp as an opt-in channel.", {"ref": "n00001", "provenance": "op"}),  # n00005
+    ("gate", "Paper reminders after all?", {"about": "n00002"}),  # n00006: open, asks again
+    ("gate", "Email first?", {"about": "n00004"}),  # n00007
+    ("gate", "Email first: yes.", {"ref": "n00007", "status": "closed"}),  # n00008: closed, asks no longer
+]
+
+
+def test_a_reopened_discard_stays_listed_as_reopened(tmp_path):
+    folder = tmp_path / "session"
+    write_session(folder, REOPENED_SESSION)
+
+    receipt = notes.Session(folder).recap()
+
+    assert receipt["discards"] == [
+        {"id": "n00001", "text": "WhatsApp ruled out.",
+         "reopened": {"id": "n00005", "type": "decision", "text": "WhatsApp as an opt-in channel."}},
+        {"id": "n00002", "text": "Paper reminders ruled out.",
+         "reopened": {"id": "n00006", "type": "gate", "text": "Paper reminders after all?"}},
+        {"id": "n00004", "text": "A mobile app ruled out: no budget.", "replaces": "n00003"},
+    ]
+    assert receipt["superseded_count"] == 2
+    lines = notes.Session(folder).recap(format="md")["markdown"].splitlines()
+    assert "- WhatsApp ruled out. Reopened by a decision: WhatsApp as an opt-in channel. [n00001]" in lines
+    assert "- Paper reminders ruled out. Reopened as a question: Paper reminders after all? [n00002]" in lines
+
+
+def test_recap_of_the_real_script_shows_answers_and_synthesis_state(tmp_path):
+    folder = tmp_path / "session"
+    for note_type, text, *extra in [
+        ("gate", "Channel is undecided."),
+        ("decision", "Email.", "--provenance", "op"),
+        ("gate", "Closed: email.", "--ref", "n00001", "--status", "closed", "--by", "n00002"),
+        ("discard", "SMS ruled out."),
+        ("decision", "SMS after all.", "--ref", "n00004", "--provenance", "op"),
+        ("mode", "SYNTHESIS approved by the operator.", "--provenance", "op"),
+        ("artifact", "Delivered v1, saved as spec.md.", "--provenance", "model", "--evidence", "observed"),
+        ("gate", "Hosting is undecided.", "--provenance", "model"),
+    ]:
+        assert run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder).code == 0
+
+    result = run_notes("recap", folder=folder)
+
+    assert result.code == 0, result
+    receipt = result.receipt
+    assert receipt["mode"] is None and receipt["unconfirmed"] == []
+    assert receipt["closed_gates"][0]["closed_by"] == {"id": "n00002", "type": "decision", "text": "Email."}
+    assert receipt["discards"][0]["reopened"] == {"id": "n00005", "type": "decision", "text": "SMS after all."}
+    assert receipt["pending"] == {"open_gates": 1, "unconfirmed": 0, "raised_since": "n00008",
+                                  "since_delivery": ["n00008"]}
+    assert receipt["synthesis"] == {"state": "delivered", "entered": "n00006", "delivered": "n00007"}
+    assert receipt["delivery"] == {"id": "n00007", "after": [
+        {"id": "n00008", "type": "gate", "text": "Hosting is undecided."}], "more": 0}
+    markdown = run_notes("recap", "--format", "md", folder=folder)
+    assert markdown.code == 0 and "Closed: Closed:" not in markdown.stdout
+    assert "- Channel is undecided. - Email. [n00001]" in markdown.stdout.splitlines()

@@ -740,3 +740,103 @@ def test_temporary_files_of_killed_exports_are_cleared_by_the_next_write(tmp_pat
     assert run_notes("export", folder=folder).code == 0
     # The stale one of a killed export goes; one that may still be written, and any other file, stay.
     assert stray_files(folder) == sorted([EXPORT, live.name, unrelated.name])
+
+
+# --------------------------------------------------------------------------
+# The lock's refusal names who holds it; Ctrl-C is answered in JSON
+
+@pytest.mark.skipif(not POSIX, reason="flock's shared and exclusive locks")
+def test_a_reader_holding_the_lock_is_named_as_a_reader_not_a_writer(tmp_path, capsys, monkeypatch):
+    import fcntl
+
+    import notes
+
+    folder = tmp_path / "session"
+    notes.Session(folder).append(type="decision", text="Before.")
+    before = folder_digest(folder)
+    descriptor = os.open(str(folder), os.O_RDONLY)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)  # as a reader stopped while it takes the log's size holds it
+    monkeypatch.setenv("SHAPING_NOTES_LOCK_WAIT", "0.2")
+    try:
+        code = notes.main(["--dir", str(folder), "append", "--type", "gate", "--text", "Waits."])
+    finally:
+        os.close(descriptor)
+    assert code == 1
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "error": (
+        "a notes.py command reading the log holds the lock %s and did not release it within 0.2 s; nothing was "
+        "written. Run the same command again; if the lock stays held, that command is stopped or hung (Ctrl-Z "
+        "stops one): resume or end it, or set SHAPING_NOTES_LOCK_WAIT to wait longer" % (folder / LOCK))}
+    assert folder_digest(folder) == before
+
+
+@pytest.mark.parametrize("value", ["hunter2", "-1", "nan", "1e9"])
+def test_the_lock_wait_setting_is_refused_without_echoing_it(tmp_path, capsys, monkeypatch, value):
+    import notes
+
+    monkeypatch.setenv("SHAPING_NOTES_LOCK_WAIT", value)
+    assert notes.main(["--dir", str(tmp_path / "fresh"), "append", "--type", "decision", "--text", "No."]) == 2
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "error": (
+        "SHAPING_NOTES_LOCK_WAIT is not a number of seconds from 0 to 86400; set it to how long a writer may wait "
+        "for the lock, or unset it to wait 30 s")}
+    assert not (tmp_path / "fresh").exists()
+
+
+INTERRUPTED = ("interrupted (Ctrl-C); a command that writes may have saved its note before it stopped: run it "
+               "again, and a note already saved is answered as a duplicate (\"duplicate\": true), never stored twice")
+
+
+def test_ctrl_c_during_a_command_is_answered_in_json_with_exit_130(tmp_path, capsys, monkeypatch):
+    import notes
+
+    def interrupted(arguments):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(notes, "_dispatch", interrupted)
+    assert notes.main(["--dir", str(tmp_path), "tail"]) == 130
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "error": INTERRUPTED}
+
+
+@pytest.mark.skipif(not HAVE_PROC_FDS, reason="sees the waiting writer's descriptors in /proc")
+def test_ctrl_c_while_a_writer_waits_for_the_lock_is_answered_in_json(tmp_path):
+    folder = tmp_path / "session"
+    assert append(folder, "decision", "Before the hang.").code == 0
+    with LockHolder(folder):
+        waiting = subprocess.Popen([sys.executable, "-S", str(NOTES), "--dir", str(folder), "append", "--type",
+                                    "gate", "--text", "Waits for the lock."], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not lock_waiter_started(waiting.pid):
+            time.sleep(0.05)
+        waiting.send_signal(signal.SIGINT)
+        out, err = waiting.communicate(timeout=30)
+    assert (waiting.returncode, err) == (130, b"")
+    assert json.loads(out) == {"ok": False, "error": INTERRUPTED}
+
+
+def lock_waiter_started(pid) -> bool:
+    """Whether the process has opened the session lock (it then waits in the loop main answers Ctrl-C from)."""
+    try:
+        return any(os.readlink("/proc/%d/fd/%s" % (pid, fd)).endswith(LOCK) for fd in os.listdir("/proc/%d/fd" % pid))
+    except OSError:
+        return False
+
+
+# Ctrl-C while notes.py still loads (its imports), before main runs: sent by an import hook at that moment.
+STARTUP_INTERRUPT = r"""
+import os, runpy, signal, sys
+class Trip:
+    def find_spec(self, name, path=None, target=None):
+        if name == "hashlib":  # imported by notes.py after its first lines, before main
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Trip())
+sys.argv = [sys.argv[1], "--dir", sys.argv[2], "tail"]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_ctrl_c_while_notes_py_loads_is_answered_in_json(tmp_path):
+    completed = subprocess.run([sys.executable, "-S", "-c", STARTUP_INTERRUPT, str(NOTES), str(tmp_path)],
+                               capture_output=True, timeout=60)
+    assert (completed.returncode, completed.stderr) == (130, b"")
+    assert json.loads(completed.stdout) == {"ok": False, "error": (
+        "interrupted (Ctrl-C) before the command began; nothing was written. Run it again")}
