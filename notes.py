@@ -101,6 +101,11 @@ _DIR_VARIABLE = "SHAPING_NOTES_DIR"
 _SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
 _SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
 _SESSIONS_LISTED = 100
+# The host words which file to keep; the variable overrides the folder's path.
+_HOST_VARIABLE = "SHAPING_NOTES_HOST"
+_HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
+_HOST_DOWNLOAD_FOLDERS = {"chatgpt": "/mnt/data", "claude-ai": "/mnt/user-data/outputs"}
+_RESTORE_CANDIDATES_LIMIT = 20  # exports in the folder that restore compares
 _PATH_LIMIT = 4096        # characters of a path given on the command line (Linux's PATH_MAX)
 _PATH_DEPTH_LIMIT = 256   # its folders: os.makedirs recurses once per missing one
 # Folder names an installer puts modules in (dist-packages is Debian's).
@@ -2327,11 +2332,11 @@ def _make_private_folders(folder):
 
 
 def _open_session_for_writing(folder):
-    """Under the lock: the meta, starting a session when there is none."""
+    """Under the lock: (the meta, whether this call started the session)."""
     # under the lock, again: an init or restore may have come first
     meta = _check_session_folder(folder)
     if meta is not None:
-        return meta
+        return meta, False
     try:
         meta = _write_meta(folder, _new_session_id(), _utc_now())
         # Crash window: a meta without a log is a session with no notes yet.
@@ -2341,7 +2346,7 @@ def _open_session_for_writing(folder):
         _fsync_folder(folder)
     except OSError as error:
         raise _folder_error(folder, error) from None
-    return meta
+    return meta, True
 
 
 def _open_log_for_append(path):
@@ -2782,13 +2787,14 @@ class Session:
         # Resolved by each method: a bad signal is refused first.
         self.folder = None if folder is None else os.fspath(folder)
         self.session = session
+        self._over_mcp = False  # the MCP server's host
 
     def init(self) -> dict:
         """Start a session in the folder, or report the one already there."""
         folder = _resolve_folder(self.folder, self.session)
         _check_session_folder(folder)
         with _SessionLock(folder):
-            meta = _open_session_for_writing(folder)
+            meta = _open_session_for_writing(folder)[0]
         return {"ok": True, "command": "init", "session_id": meta["session_id"],
                 "path": os.path.join(folder, _LOG_NAME)}
 
@@ -2808,8 +2814,8 @@ class Session:
         with _NotesById(os.path.join(folder, _LOG_NAME)) as in_log:
             _check_links(signal, in_log)
         with _SessionLock(folder):
-            meta = _open_session_for_writing(folder)
-            return _append_signal(folder, meta, signal)
+            meta, created = _open_session_for_writing(folder)
+            return _with_created(_append_signal(folder, meta, signal), created)
 
     def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
              compact=False) -> dict:
@@ -2935,6 +2941,7 @@ class Session:
         folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         _check_meta_session_id(folder, meta)
+        host = _session_host(folder, self._over_mcp)
         markdown = format == "md"
         _check_path_text("--output", output)
         if output:
@@ -2954,26 +2961,31 @@ class Session:
                 raise NotesError(refusal % (output, error.strerror)) from None
             _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
             return output
-        return _export_session(folder, meta, markdown, earlier, write)
+        return _export_session(folder, meta, markdown, earlier, write, host)
 
-    def restore(self, *, export_file, accept_damaged=False) -> dict:
-        """Bring a session back into the folder from an export (ours or v0's): a path or an open binary file."""
-        if not hasattr(export_file, "read"):
-            _check_path_text("the export file's path", export_file)
-        export = _Export(export_file, accept_damaged)  # checked, streamed: never held whole
-        export_path = export.path
+    def restore(self, *, export_file=None, accept_damaged=False) -> dict:
+        """Bring a session back into the folder from an export (ours or v0's), a path or an open binary file;
+        by default, the one in the folder."""
+        folder = _resolve_folder(self.folder, self.session)
+        host = _session_host(folder, self._over_mcp)
+        if export_file is None:
+            export, passed_over = _export_in_folder(folder, accept_damaged)
+        else:
+            if not hasattr(export_file, "read"):
+                _check_path_text("the export file's path", export_file)
+            export, passed_over = _Export(export_file, accept_damaged), []  # checked, streamed: never held whole
         try:
-            folder = _resolve_folder(self.folder, self.session)
             restored, recovered = _restore_export(folder, export)
         finally:
             export.close()
         receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
                    "record_count": export.record_count, "restored": restored,
-                   "path": os.path.join(folder, _LOG_NAME)}
+                   "path": os.path.join(folder, _LOG_NAME), "export": _restored_export(export)}
+        if passed_over:
+            receipt["passed_over"] = passed_over
         with _LogReader(folder, _read_meta(folder)) as reader:
             gates = _recap_history(reader)[1]
-        receipt["tell_operator"] = _restore_tell_operator(folder, export_path, export.record_count,
-                                                         export.problem_count, gates)
+        receipt["tell_operator"] = _restore_tell_operator(host, folder, export, gates)
         _with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices)
         return _with_recovered(receipt, recovered)
 
@@ -2987,7 +2999,7 @@ class Session:
         _require_session(folder)
         _check_session_folder(folder)
         with _SessionLock(folder):
-            meta = _open_session_for_writing(folder)
+            meta = _open_session_for_writing(folder)[0]
             return _redact_note(folder, meta, note_id, reason)
 
     def sessions(self) -> dict:
@@ -3010,7 +3022,7 @@ class Session:
         return receipt
 
 
-def _export_session(folder, meta, markdown, earlier, write):
+def _export_session(folder, meta, markdown, earlier, write, host):
     """Export's passes over the log; write(chunks) writes the file and returns its path."""
     # Every pass reads the same bytes (LogReader): the size is fixed before
     # the first one, so notes appended meanwhile wait for the next export.
@@ -3024,8 +3036,10 @@ def _export_session(folder, meta, markdown, earlier, write):
         else:
             chunks = _restorable_size(_json_export(reader, meta, count), folder)
         output = write(chunks)
-        receipt = {"ok": True, "command": "export", "record_count": count, "path": output}
-        news = _export_tell_operator(earlier, output, meta["session_id"], count, by_type, reader)
+        receipt = {"ok": True, "command": "export", "record_count": count, "path": output,
+                   "keep": _export_keep(host, output)}
+        news = _export_tell_operator(_download_sentence(host, output, count, markdown), earlier,
+                                     meta["session_id"], count, by_type, reader)
     if news:
         receipt["tell_operator"] = news
     return _with_warnings(receipt, warnings)
@@ -3154,6 +3168,13 @@ def _gate_root(record, lookup):
             return record["ref"]
         record = target
     return record["id"] if "ref" not in record else record["ref"]
+
+
+def _with_created(receipt, created):
+    """Say created when this command started the session."""
+    if created:
+        receipt["created"] = True
+    return receipt
 
 
 def _with_recovered(receipt, recovered):
@@ -3294,8 +3315,8 @@ def _append_batch_entries(session, entries, flags_given) -> dict:
     # The log only grows, so a note found now is still there under the lock.
     _check_batch_links(os.path.join(folder, _LOG_NAME), signals)
     with _SessionLock(folder):
-        meta = _open_session_for_writing(folder)
-        return _append_batch(folder, meta, signals)
+        meta, created = _open_session_for_writing(folder)
+        return _with_created(_append_batch(folder, meta, signals), created)
 
 
 def _append_batch(folder, meta, signals):
@@ -3586,30 +3607,72 @@ def _earlier_export(path, opener=None):
     return (found.group(1), int(found.group(2))) if found else None
 
 
-def _export_tell_operator(earlier, output, session_id, count, by_type, reader):
-    """News for the operator: a replaced copy out of date, or a delivery with gates open; else None."""
-    stale = earlier is not None and earlier != (session_id, count)
-    if not stale and not (by_type["gate"] and by_type["artifact"]):
-        return None  # no news possible: skip the passes
-    delivery = None
-    if not stale:
-        seen = _SynthesisSeen((), 0)
-        for record in reader.records():
-            seen.meet(record)
-        delivery = seen.delivery
-    if not stale and delivery is None:
+def _session_host(folder, over_mcp=False) -> str:
+    """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
+    chosen = os.environ.get(_HOST_VARIABLE)
+    if chosen is not None:
+        if chosen not in _HOSTS:  # never echoed: a variable may hold anything
+            raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was "
+                             "changed" % (_HOST_VARIABLE, ", ".join(_HOSTS)))
+        return chosen
+    if over_mcp:
+        return "mcp"
+    for host, root in _HOST_DOWNLOAD_FOLDERS.items():
+        if folder == root or folder.startswith(root + "/"):
+            return host
+    return "local"
+
+
+def _export_keep(host, path) -> dict:
+    """export's keep: the file the operator keeps, and how, in the host's words."""
+    shown = _visible(path, True)
+    how = {"mcp": "Saved at this path on the computer that runs the MCP server.",
+           "local": "Saved at this path on this computer.",
+           "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host)
+    if host == "chatgpt":
+        path = "sandbox:" + path
+    elif how is None:
+        how = "Claude.ai offers its outputs folder (%s) for download: this is %s in %s." % (
+            _HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown))
+    return {"file": path, "host": host, "how": how}
+
+
+def _download_sentence(host, output, count, markdown) -> str | None:
+    """The download the host asks of the operator; None where there is none."""
+    if host not in _HOST_DOWNLOAD_FOLDERS:
         return None
+    return "Download %s (%s) from %s and keep it%s" % (
+        _visible(os.path.basename(output), True), _counted(count, "note"),
+        "its link in the chat" if host == "chatgpt" else "the outputs folder",
+        "" if markdown else ": it brings the session back in a new conversation")
+
+
+def _export_tell_operator(download, earlier, session_id, count, by_type, reader):
+    """The operator's part, if any: the download, what a replaced copy held, gates a delivery left open."""
+    gates_left = _gates_open_after_delivery(by_type, reader)
+    if download is None:
+        return "The artifact delivered last leaves %s." % gates_left if gates_left else None
+    parts = [download]
+    if earlier is not None and earlier != (session_id, count):
+        parts.append("the copy it replaced held %s" % (
+            "another session" if earlier[0] != session_id else
+            _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
+    if gates_left:
+        parts.append("the artifact delivered last leaves %s" % gates_left)
+    return "; ".join(parts) + "."
+
+
+def _gates_open_after_delivery(by_type, reader) -> str:
+    """The open and deferred gates counted when a delivery leaves a gate open, else ""."""
+    if not (by_type["gate"] and by_type["artifact"]):
+        return ""  # no delivery with gates possible: skip the passes
+    seen = _SynthesisSeen((), 0)
+    for record in reader.records():
+        seen.meet(record)
+    if seen.delivery is None:
+        return ""
     gates = _recap_history(reader)[1]
-    gates_left = _gates_phrase(gates)
-    if stale:
-        held = ("another session" if earlier[0] != session_id else
-                _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count")
-        return ("This export replaced %s, which held %s; this one holds %s, so a copy downloaded before is out "
-                "of date: download this one%s." % (_visible(output, True), held, _counted(count, "note"),
-                                                   "; " + gates_left if gates_left else ""))
-    if not any(gate.status == "open" for gate in gates.values()):
-        return None
-    return "The artifact delivered last leaves %s." % gates_left
+    return _gates_phrase(gates) if any(gate.status == "open" for gate in gates.values()) else ""
 
 
 def _check_export_output(folder, output):
@@ -3642,21 +3705,21 @@ def _check_export_output(folder, output):
             "export. Choose another --output, or remove that file first" % output)
 
 
-def _is_earlier_export(path):
+def _is_earlier_export(path, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
     """Whether the file at path starts as an export does."""
     try:
         descriptor = _open_regular_file(path)
     except (OSError, NotesError):
         return False
     with open(descriptor, "rb") as handle:
-        return _starts_as_export(handle.fileno())
+        return _starts_as_export(handle.fileno(), starts)
 
 
-def _starts_as_export(descriptor):
+def _starts_as_export(descriptor, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
     """Whether the open file begins as an export of this tool (or v0) does; read from its start."""
     head = os.pread(descriptor, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread") else os.read(
         descriptor, len(_EXPORT_JSON_START))
-    return head.startswith(_EXPORT_JSON_START) or head.startswith(_EXPORT_MARKDOWN_START)
+    return head.startswith(starts)
 
 
 def _same_file(path, other):
@@ -4477,13 +4540,14 @@ def _open_export(source):
 class _Export(_ProblemTally):
     """An export checked in one streaming pass; later passes read its records again."""
 
-    HEAD_KEYS = ("schema_version", "session", "record_count")  # the only top-level values kept
+    HEAD_KEYS = ("schema_version", "exported_at", "session", "record_count")  # the top-level values kept
 
     def __init__(self, source, accept_damaged=False):
         self.accept_damaged = accept_damaged
         self.path, self.handle = _open_export(source)
         path = self.path
         self.session, self.record_count, self.notices = None, 0, []
+        self.exported_at = self.last_record = None
         _ProblemTally.__init__(self)
         try:
             self.digest = self.check()
@@ -4514,6 +4578,8 @@ class _Export(_ProblemTally):
         if reason:
             raise _ExportShapeError(reason)
         self.session = head["session"]
+        if _is_timestamp(head.get("exported_at")):
+            self.exported_at = head["exported_at"]
         if not walked:  # a hand-made export with its records before its session
             self.check_records(self.session["session_id"], self.records(verify=False))
         if head.get("record_count") != self.record_count:
@@ -4533,7 +4599,7 @@ class _Export(_ProblemTally):
         """Check each record as verify would: keep the first problems, count the rest."""
         seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
         redactions = _RedactionsSeen()
-        self.record_count = 0
+        self.record_count, self.last_record = 0, None
         for number, record in enumerate(records, 1):
             if not isinstance(record, dict):
                 raise _ExportShapeError("record %d is not an object" % number)
@@ -4549,7 +4615,7 @@ class _Export(_ProblemTally):
             self.note_line_problems(number, record, kinds)
             if _is_usable(kinds):
                 redactions.meet(record, number)
-            self.record_count = number
+            self.record_count, self.last_record = number, record
         # At the end: a batch cut short, then unexplained redactions.
         self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
         self.notices = _problem_messages(seen.notices, seen.notice_count)
@@ -4590,17 +4656,19 @@ def _notes_kept_by_restore(folder, session, export):
         return None
     meta = _check_session_folder(folder)
     log_path = os.path.join(folder, _LOG_NAME)
-    existing = common = 0
+    existing = 0
     if meta is not None:
         with _LogReader(folder, meta) as reader:
             existing, common = _common_prefix(reader.records(), export.records(verify=False))
-        # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
-        mendable = [entry for entry in reader.problems
-                    if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
-        if reader.problem_count > len(mendable):
-            raise NotesError(
-                "the log in %s has problems (run verify); restore only adds to a healthy log, "
-                "nothing was changed" % folder)
+            # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
+            mendable = [entry for entry in reader.problems
+                        if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
+            if reader.problem_count > len(mendable):
+                raise NotesError(
+                    "the log in %s has problems (run verify); restore only adds to a healthy log, "
+                    "nothing was changed" % folder)
+            if existing and meta["session_id"] == session["session_id"] and common != existing:
+                raise _restore_behind_or_apart(folder, reader, common, export)
     if meta is None or not existing:
         if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
             raise NotesError(
@@ -4610,18 +4678,34 @@ def _notes_kept_by_restore(folder, session, export):
         raise NotesError(
             "%s holds another session (%s) with notes; nothing was changed. Restore into an "
             "empty --dir instead" % (folder, meta["session_id"]))
+    return existing
+
+
+def _last_note_id(record) -> str | None:
+    return record["id"] if record is not None and _is_note_id(record.get("id")) else None
+
+
+def _restore_behind_or_apart(folder, reader, common, export):
+    """The refusal of an older export, or of copies that went different ways."""
+    existing = reader.total
     if existing > export.record_count and common == export.record_count:
         # An older export of this log: restoring it elsewhere would fork the session.
-        raise NotesError(
-            "%s already holds session %s with %d notes, more than the %d of this export, which is an "
-            "older copy of the same log: there is nothing to restore, and nothing was changed. Carry on "
-            "in this folder (recap shows its state), and run export to bring the export up to date"
-            % (folder, meta["session_id"], existing, export.record_count))
-    if common != existing:
-        raise NotesError(
-            "the log in %s has notes the export lacks, or differs from it; nothing was "
-            "changed. Restore into an empty --dir instead" % folder)
-    return existing
+        return NotesError(
+            "%s already holds session %s with %s up to %s, past this export's %d up to %s: it is an older copy, so "
+            "there is nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), "
+            "and run export to bring the export up to date" % (folder, reader.session_id, _counted(existing, "note"),
+                                                               _last_note_id(reader.last_record), export.record_count,
+                                                               _last_note_id(export.last_record) or "none"))
+    only = []
+    for number, record in enumerate(reader.records(), 1):
+        if number > common and len(only) < _RECAP_DEFAULT_LIMIT:
+            only.append({key: record[key] for key in ("id", "type", "text", "effect") if key in record})
+    return NotesError(
+        "the log in %s and this export went different ways after %s in common: the folder holds %s the export "
+        "lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
+        "append the notes of only_in_folder there again" % (folder, _counted(common, "note"),
+                                                            _counted(existing - common, "note")),
+        _EXIT_USAGE, {"only_in_folder": only, "only_in_folder_count": existing - common})
 
 
 def _common_prefix(log_records, export_records):
@@ -4689,26 +4773,120 @@ def _restore_export(folder, export):
             records = export.records()
             for _ in range(kept):  # the notes the log holds already
                 next(records)
-            descriptor = _open_log_for_append(log_path)
-            try:
-                _append_chunks(descriptor, _record_chunks(records))
-            finally:
-                os.close(descriptor)
+            # Crash window: before the rename the log is as it was; after it, it holds the rest too.
+            _replace_log(folder, _log_bytes_then(log_path, _record_chunks(records)))
     return export.record_count - kept, recovered
 
 
-def _restore_tell_operator(folder, export_path, record_count, problem_count, gates) -> str:
-    """restore's sentence for the operator: what came back, gates left, which file to keep."""
-    sentence = "The session is back with %s" % _counted(record_count, "note")
-    if problem_count:
-        sentence += ", with %s kept as the export held them (verify lists them)" % _counted(problem_count, "problem")
+def _log_bytes_then(log_path, more):
+    """Yield the log's bytes, then more's: a fast-forward's new log."""
+    descriptor, size = _open_log_sized(log_path)
+    if descriptor is not None:
+        with open(descriptor, "rb") as handle:
+            while size > 0:
+                block = handle.read(min(_BACKWARD_BLOCK, size))
+                if not block:
+                    raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
+                yield block
+                size -= len(block)
+    yield from more
+
+
+def _restored_export(export) -> dict:
+    """restore's export key; the last note's text only when that note verifies."""
+    last, note = export.last_record, None
+    if last is not None:
+        sound = not _check_record(last, export.session["session_id"])  # never echo a secret or damage
+        note = {"id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
+                "text": last["text"] if sound else None}
+    return {"file": export.path, "exported_at": export.exported_at, "last_note": note}
+
+
+def _restore_tell_operator(host, folder, export, gates) -> str:
+    """What came back, gates left, how to tell a later export, which file to keep."""
+    sentence = "The session is back with %s" % _counted(export.record_count, "note")
+    if export.problem_count:
+        sentence += ", with %s kept as the export held them (verify lists them)" % _counted(
+            export.problem_count, "problem")
     sentence += "; " + (_gates_phrase(gates) or "no gate is open or deferred")
+    stamp = export.exported_at
+    sentence += ("; this export was written at %s %s UTC: one downloaded later holds more notes" % (
+        stamp[:10], stamp[11:16]) if stamp else "; this export has no time: one with more notes is later")
+    return sentence + ", so restore that one instead if you have it; " + _file_to_keep(host, folder, export.path) + "."
+
+
+def _file_to_keep(host, folder, export_path) -> str:
+    """Which file to keep from now on, in the host's words (as export's keep)."""
     kept = os.path.join(folder, _EXPORT_NAME)
+    shown = _visible(kept, True)
+    if host in _HOST_DOWNLOAD_FOLDERS:
+        return "from now on keep the %s that export %s" % (_EXPORT_NAME, "links in the chat (sandbox:%s)" % shown
+                                                           if host == "chatgpt" else "writes in the outputs folder "
+                                                           "(%s)" % shown)
     if _same_file(kept, export_path) or kept == export_path:
-        # The operator downloads it by its name; the folder is the host's own.
-        return sentence + "; keep %s from now on, and download it again after each export." % _EXPORT_NAME
-    return sentence + ("; from now on keep %s, which export writes, in place of %s, which the next note makes "
-                       "out of date." % (_visible(kept, True), _visible(export_path, True)))
+        return "keep %s from now on: export writes it" % shown
+    return ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
+            % (shown, _visible(export_path, True)))
+
+
+def _exports_in_folder(folder) -> list:
+    """The files in folder that begin as our JSON export, by name; refuse too many."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as error:
+        raise NotesError("cannot read %s (%s); pass the export's path: restore PATH" % (folder, error.strerror))
+    found = []
+    for entry in entries:
+        # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
+        if (entry.name[0] != "." and entry.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
+                and entry.is_file(follow_symlinks=False) and _is_earlier_export(entry.path, (_EXPORT_JSON_START,))):
+            found.append(entry.path)
+        if len(found) > _RESTORE_CANDIDATES_LIMIT:
+            raise NotesError("%s holds more than %d exports, more than restore compares; nothing was changed. "
+                             "Pass the one to restore: restore PATH" % (folder, _RESTORE_CANDIDATES_LIMIT))
+    return found
+
+
+def _export_in_folder(folder, accept_damaged) -> tuple:
+    """(the longest export in the folder, the others' names); refuse unless they are earlier parts of it."""
+    paths = _exports_in_folder(folder)
+    if not paths:
+        raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
+                         "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
+    exports, others = [], []
+    try:
+        for path in paths:
+            exports.append(_Export(path, accept_damaged))
+        longest = max(exports, key=lambda export: (export.record_count,
+                                                   os.path.basename(export.path) == _EXPORT_NAME))
+        others = [export for export in exports if export is not longest]
+        if not all(_is_earlier_part(export, longest) for export in others):
+            raise _exports_apart(folder, exports)
+    except BaseException:
+        for export in exports:
+            export.close()
+        raise
+    for export in others:
+        export.close()
+    return longest, [os.path.basename(export.path) for export in others]
+
+
+def _is_earlier_part(shorter, longer) -> bool:
+    records = longer.records(verify=False)
+    return shorter.session["session_id"] == longer.session["session_id"] and all(
+        next(records, None) == record for record in shorter.records(verify=False))
+
+
+def _exports_apart(folder, exports):
+    listed = [{"file": os.path.basename(export.path), "session_id": export.session["session_id"],
+               "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
+               "exported_at": export.exported_at} for export in exports]
+    return NotesError("%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, "
+                      "or copies that went different ways; nothing was changed. Pass the one to restore: %s --dir "
+                      "%s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
+                      {"exports": listed})
 
 
 def _mend_log_tail(folder):
@@ -4997,18 +5175,17 @@ _COMMANDS = {
                       mcp_purpose="Check the meta and every line of the log. Problems found are a result, not "
                                   "an error: the receipt's ok is false and problems lists them."),
     "export": _Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
-                      "tell_operator appears when there is news: an earlier copy at the same path that held "
-                      "other notes was replaced, or gates are open after a delivery.", [
+                      "keep: which file the operator keeps, and how; tell_operator: what they have to do, if "
+                      "anything.", [
         _Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
                "folder)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="the file to write, inside the session "
                "folder and relative to it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
         _Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
     ], "python3 -S notes.py export --output /mnt/data/session_export.json", "export"),
-    "restore": _Command("Bring a session back into the folder from a session_export.json; tell_operator says "
-                       "which gates are open or deferred and which file to keep from now on.", [
-        _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's)",
-               mcp_help="the export (ours or v0's): a file name in the session folder or a folder the server "
-                        "reads exports from, or a full path inside one"),
+    "restore": _Command("Bring a session back into the folder from a session_export.json; export: its time and last "
+                       "note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
+        _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the "
+               "one in the session folder", nargs="?"),
         _Option("--accept-damaged", "accept_damaged", None,
                "restore a damaged export anyway: every record exactly as the export holds it, nothing "
                "repaired or dropped (verify then reports the same problems)",
@@ -5295,8 +5472,8 @@ _MCP_TOOLS = {
                     "openWorldHint": False}),
     "sessions": ((), _MCP_READER_HINTS),
     # Reads only inside allowed folders (mcp_open_export); adds notes, never removes one.
-    "restore": (("export_file",), {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
-                                   "openWorldHint": False}),
+    "restore": ((), {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
+                     "openWorldHint": False}),
     # Only with mcp --allow-redact: a call may come from an injected prompt, and redact rewrites the log.
     "redact": (("note_id", "reason"),
                {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
@@ -5501,6 +5678,7 @@ def _mcp_export(session, output, format):
     folder = _resolve_folder(session.folder, session.session)
     meta = _require_session(folder)
     _check_meta_session_id(folder, meta)
+    host = _session_host(folder, True)
     relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
     what = "export over MCP writes only inside the session folder: output"
     way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
@@ -5528,7 +5706,7 @@ def _mcp_export(session, output, format):
         except OSError as error:
             raise _write_error(os.path.join(folder, relative), error, "choose another output") from None
     earlier = _earlier_export(relative, lambda path: _open_inside(folder, path, what, way_out))
-    return _export_session(folder, meta, format == "md", earlier, write)
+    return _export_session(folder, meta, format == "md", earlier, write, host)
 
 
 
@@ -5538,6 +5716,7 @@ class _McpServer:
 
     def __init__(self, folder, session, tools, restore_from):
         self.home = Session(folder, session=session)
+        self.home._over_mcp = True  # the MCP server's host
         self.tools = tools
         self.restore_from = tuple(_mcp_restore_folder(path) for path in restore_from or ())
 
@@ -5545,7 +5724,9 @@ class _McpServer:
         if name is None:
             return self.home
         _check_session_name(name, "argument session")
-        return Session(self.home.folder, session=name)
+        session = Session(self.home.folder, session=name)
+        session._over_mcp = True
+        return session
 
 
 def _mcp_restore_folder(path):
@@ -5557,6 +5738,8 @@ def _mcp_restore_folder(path):
 def _mcp_restore(server, session, export_file, accept_damaged):
     """The restore tool: Session.restore of the export opened inside an allowed folder."""
     folder = _resolve_folder(session.folder, session.session)
+    if export_file is None:  # the one in the session folder, as the command looks for it
+        return session.restore(accept_damaged=accept_damaged)
     with _mcp_open_export(export_file, (folder,) + server.restore_from) as handle:
         return session.restore(export_file=handle, accept_damaged=accept_damaged)
 

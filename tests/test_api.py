@@ -41,7 +41,7 @@ def test_the_readme_example_gives_the_cli_receipt(tmp_path):
     cli = run_notes("append", "--type", "decision", "--text", "x", folder=tmp_path / "cli")
     assert cli.code == 0
     assert receipt == same_place(cli.receipt, tmp_path / "cli", tmp_path / "api")
-    assert list(receipt) == ["ok", "command", "note_id", "seq", "path"]
+    assert list(receipt) == ["ok", "command", "note_id", "seq", "path", "created"]
     assert [record["text"] for record in read_records(tmp_path / "api")] == ["x"]
 
 
@@ -95,6 +95,22 @@ def test_restore_gives_the_cli_receipt(tmp_path):
     assert expected.code == 0
     assert receipt == same_place(expected.receipt, tmp_path / "cli", tmp_path / "api")
     assert read_records(tmp_path / "api") == read_records(tmp_path / "cli")
+
+
+def test_restore_without_a_path_and_created_give_the_cli_receipts(tmp_path):
+    # Issue 30: the first append says created, on the API as on the command line; restore() looks in the folder.
+    first = notes.Session(tmp_path / "api").append(type="decision", text="x")
+    assert first["created"] is True and "created" not in notes.Session(tmp_path / "api").append(type="gate",
+                                                                                                 text="y?")
+    exported = notes.Session(tmp_path / "api").export()["path"]
+    for name in ("cli", "api-restored"):  # one export, so that both hold the same time
+        (tmp_path / name).mkdir()
+        shutil.copy(exported, str(tmp_path / name / "session_export.json"))
+    expected = run_notes("restore", folder=tmp_path / "cli")
+    receipt = notes.Session(tmp_path / "api-restored").restore()
+    assert expected.code == 0, expected
+    assert receipt == same_place(expected.receipt, tmp_path / "cli", tmp_path / "api-restored")
+    assert receipt["restored"] == 2
 
 
 def test_verify_of_a_damaged_log_is_a_receipt_not_an_exception(tmp_path):

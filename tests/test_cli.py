@@ -24,7 +24,7 @@ INIT_KEYS = ["ok", "command", "session_id", "path"]
 APPEND_KEYS = ["ok", "command", "note_id", "seq", "path"]
 TAIL_KEYS = ["ok", "command", "count", "path", "records"]
 SUMMARY_KEYS = ["ok", "command", "session_id", "path", "total", "by_type", "last_note_id", "last_type"]
-EXPORT_KEYS = ["ok", "command", "record_count", "path"]
+EXPORT_KEYS = ["ok", "command", "record_count", "path", "keep"]
 ERROR_KEYS = ["ok", "error"]
 
 
@@ -103,12 +103,29 @@ def test_append_receipts_number_the_notes(session):
 
 def test_append_without_init_creates_the_session(tmp_path):
     folder = tmp_path / "fresh"
-    receipt = succeeded(append(folder, "shape", "First note, no init."), APPEND_KEYS)
-    assert receipt["note_id"] == "n00001" and receipt["seq"] == 1
+    # A new session is never silent: the receipt says this append created it (issue 30, point 2).
+    receipt = succeeded(append(folder, "shape", "First note, no init."), APPEND_KEYS + ["created"])
+    assert receipt == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1,
+                       "path": str(folder / "session_notes.jsonl"), "created": True}
     meta = json.loads((folder / "session_meta.json").read_text("utf-8"))
     assert read_records(folder)[0]["session_id"] == meta["session_id"]
     init = succeeded(run_notes("init", folder=folder), INIT_KEYS)
     assert init["session_id"] == meta["session_id"]
+    # The next append goes on in the same session: nothing was created.
+    assert "created" not in succeeded(append(folder, "shape", "Second note."), APPEND_KEYS)
+
+
+def test_a_batch_that_starts_the_session_says_created_and_init_stays_v0s(tmp_path):
+    folder = tmp_path / "fresh"
+    batch = '{"type": "decision", "text": "One."}\n{"type": "gate", "text": "Two?"}\n'
+    receipt = succeeded(run_notes("append", "--batch", "-", folder=folder, input=batch.encode("utf-8")),
+                        APPEND_KEYS + ["note_ids", "created"])
+    assert receipt["created"] is True and receipt["note_ids"] == ["n00001", "n00002"]
+    init = succeeded(run_notes("init", folder=tmp_path / "other"), INIT_KEYS)  # init creates by design
+    assert "created" not in init
+    for reader in ("tail", "summary", "recap", "verify", "export"):  # readers never create
+        result = run_notes(reader, folder=tmp_path / "none")
+        assert result.code == 2 and not (tmp_path / "none").exists(), (reader, result)
 
 
 def test_append_strips_text_and_effect(session):
@@ -192,7 +209,9 @@ def test_export_default_and_output(session, tmp_path):
         succeeded(append(session, note_type, "A %s note." % note_type), APPEND_KEYS)
     default = succeeded(run_notes("export", folder=session), EXPORT_KEYS)
     default_path = os.path.join(os.path.realpath(str(session)), "session_export.json")
-    assert default == {"ok": True, "command": "export", "record_count": 2, "path": default_path}
+    assert default == {"ok": True, "command": "export", "record_count": 2, "path": default_path,
+                       "keep": {"file": default_path, "host": "local",
+                                "how": "Saved at this path on this computer."}}
 
     raw = open(default_path, "rb").read()
     exported = json.loads(raw)
@@ -234,7 +253,7 @@ def test_recap_verify_and_restore_exist(session, tmp_path):
     restore = run_notes("restore", export["path"], folder=target)
     assert restore.code == 0, restore
     assert list(restore.receipt) == ["ok", "command", "session_id", "record_count", "restored", "path",
-                                     "tell_operator"]
+                                     "export", "tell_operator"]
     assert restore.receipt["restored"] == 1
     assert read_records(target) == read_records(session)
 

@@ -71,8 +71,10 @@ def test_markdown_export_goes_next_to_the_session_by_default(tmp_path):
     result, path = export_markdown(folder)
 
     assert result.receipt == {"ok": True, "command": "export", "record_count": 7,
-                              "path": str(folder / "session_export.md")}
-    assert list(result.receipt) == ["ok", "command", "record_count", "path"]
+                              "path": str(folder / "session_export.md"),
+                              "keep": {"file": str(folder / "session_export.md"), "host": "local",
+                                       "how": "Saved at this path on this computer."}}
+    assert list(result.receipt) == ["ok", "command", "record_count", "path", "keep"]
     assert (folder / "session_export.md").is_file()
     assert not (folder / "session_export.json").exists()
     assert (folder / "session_notes.jsonl").read_bytes() == log_before
@@ -198,7 +200,9 @@ def test_json_export_of_the_v0_session_is_v0_byte_for_byte(tmp_path, extra):
 
     assert result.code == 0, result
     assert result.receipt == {"ok": True, "command": "export", "record_count": 11,
-                              "path": str(folder / "session_export.json")}
+                              "path": str(folder / "session_export.json"),
+                              "keep": {"file": str(folder / "session_export.json"), "host": "local",
+                                       "how": "Saved at this path on this computer."}}
     assert normalised_export(folder / "session_export.json") == \
         normalised_export(V0_FIXTURES / "basic" / "session_export.json")
 

@@ -299,11 +299,15 @@ def test_accept_damaged_of_an_intact_export_is_an_ordinary_restore(tmp_path):
     write_export(export_path, records)
     result = run_notes("restore", "--accept-damaged", export_path, folder=tmp_path / "target")
     assert_answers(result)
-    tell = ("The session is back with 2 notes; 1 question still open; from now on keep %s, which export writes, "
-            "in place of %s, which the next note makes out of date." % (tmp_path / "target" / "session_export.json",
-                                                                        export_path))
+    tell = ("The session is back with 2 notes; 1 question still open; this export was written at 2026-03-14 "
+            "10:00 UTC: one downloaded later holds more notes, so restore that one instead if you have it; "
+            "from now on keep %s, which export writes, in place of %s, which the next note makes out of date."
+            % (tmp_path / "target" / "session_export.json", export_path))
     assert result.receipt == {"ok": True, "command": "restore", "session_id": SESSION_ID, "record_count": 2,
-                              "restored": 2, "path": str(tmp_path / "target" / LOG), "tell_operator": tell}
+                              "restored": 2, "path": str(tmp_path / "target" / LOG),
+                              "export": {"file": str(export_path), "exported_at": "2026-03-14T10:00:00Z",
+                                         "last_note": {"id": "n00002", "type": "gate", "text": "Open."}},
+                              "tell_operator": tell}
     assert run_notes("verify", folder=tmp_path / "target").code == 0
 
 

@@ -203,8 +203,9 @@ def test_each_host_config_starts_a_server_that_keeps_the_note_in_its_folder(host
     assert answers[1]["protocolVersion"] == "2025-06-18"
     assert {"append", "recap", "tail", "summary", "verify", "export"} <= {t["name"] for t in answers[2]["tools"]}
     assert answers[3]["isError"] is False
+    # The first note starts the session, and the receipt says so (issue 30, point 2).
     assert answers[3]["structuredContent"] == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1,
-                                              "path": folder + "/session_notes.jsonl"}
+                                              "path": folder + "/session_notes.jsonl", "created": True}
     assert folder_digest(app) == before and list(elsewhere.iterdir()) == []
 
 
@@ -216,7 +217,7 @@ def test_each_host_config_serves_the_official_sdk_client(host, tmp_path):
     via_sdk = append_through_sdk(command, elsewhere)
     assert via_sdk.is_error is False
     assert via_sdk.structured_content == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1,
-                                          "path": folder + "/session_notes.jsonl"}
+                                          "path": folder + "/session_notes.jsonl", "created": True}
     assert folder_digest(app) == before and list(elsewhere.iterdir()) == []
 
 
@@ -249,7 +250,7 @@ def sandbox(root, mounts: dict, notes_home: str) -> dict:
 def replay_recipe(tmp_path, title, prefix, mounts, notes_home):
     """Run the section's commands in one sandbox, then its restore in a new one; return both sandboxes."""
     commands = inline_commands(section(title), prefix)
-    restores = [command for command in commands if " restore " in command]
+    restores = [command for command in commands if "restore" in shlex.split(command)]
     assert len(restores) == 1 and len(commands) >= 3, commands
     first = sandbox(tmp_path / "first", mounts, notes_home)
     home_before = folder_digest(first[notes_home])
@@ -261,6 +262,8 @@ def replay_recipe(tmp_path, title, prefix, mounts, notes_home):
     assert export is not None, "the recipe never exports"
     second = sandbox(tmp_path / "second", mounts, notes_home)
     source = shlex.split(restores[0])[-1]
+    if source == "restore":  # no path: restore takes the export uploaded into the session folder (ChatGPT's)
+        source = notes_home + "/session_export.json"
     for virtual, real in second.items():
         source = source.replace(virtual, str(real))
     shutil.copy(export, source)  # the operator downloads the export and uploads it again

@@ -628,7 +628,9 @@ def test_export_output_in_a_missing_folder_creates_it(session, tmp_path):
     output = tmp_path / "new" / "deeper" / "export.json"
     result = run_notes("export", "--output", output, folder=session)
     assert result.code == 0, result
-    assert result.receipt == {"ok": True, "command": "export", "record_count": 1, "path": str(output)}
+    assert result.receipt == {"ok": True, "command": "export", "record_count": 1, "path": str(output),
+                              "keep": {"file": str(output), "host": "local",
+                                       "how": "Saved at this path on this computer."}}
     with open(str(output), encoding="utf-8") as handle:
         exported = json.load(handle)
     assert exported["record_count"] == 1

@@ -247,8 +247,10 @@ def test_v0_receipts_keep_their_keys_with_links_present(session):
     exported = run_notes("export", folder=session)
     assert exported.code == 0, exported
     assert exported.receipt == {"ok": True, "command": "export", "record_count": 4,
-                                "path": str(session / "session_export.json")}
-    assert list(exported.receipt) == ["ok", "command", "record_count", "path"]
+                                "path": str(session / "session_export.json"),
+                                "keep": {"file": str(session / "session_export.json"), "host": "local",
+                                         "how": "Saved at this path on this computer."}}
+    assert list(exported.receipt) == ["ok", "command", "record_count", "path", "keep"]
 
 
 # --------------------------------------------------------------------------

@@ -318,7 +318,7 @@ def test_tool_schemas_and_annotations(tmp_path):
     assert tools["sessions"]["inputSchema"]["properties"] == {}  # it lists them all
     restore = tools["restore"]["inputSchema"]
     assert set(restore["properties"]) == {"export_file", "accept_damaged", "session"}
-    assert restore["required"] == ["export_file"]
+    assert "required" not in restore  # without export_file: the export in the session folder, as the command
     assert restore["properties"]["accept_damaged"]["type"] == "boolean"
     for name, tool in tools.items():
         assert len(tool["description"].split()) >= 5, tool
@@ -465,8 +465,11 @@ def test_export_writes_what_the_cli_writes(tmp_path):
     code, answers, _ = exchange(folder, call(1, "export", {"output": "out/backup.json"}),
                                 call(2, "export", {"format": "md"}), call(3, "export", {"format": "pdf"}))
     assert code == 0
-    assert tool_result(answers[0])["structuredContent"] == {"ok": True, "command": "export", "record_count": 1,
-                                                            "path": str(output)}
+    # Over MCP the host is mcp: the operator keeps the file where the server wrote it.
+    assert tool_result(answers[0])["structuredContent"] == {
+        "ok": True, "command": "export", "record_count": 1, "path": str(output),
+        "keep": {"file": str(output), "host": "mcp",
+                 "how": "Saved at this path on the computer that runs the MCP server."}}
     assert json.loads(output.read_text("utf-8"))["records"] == read_records(folder)
     assert tool_result(answers[1])["structuredContent"]["path"] == str(folder / "session_export.md")
     refused = run_notes("export", "--format", "pdf", folder=folder)
@@ -685,10 +688,13 @@ def test_restore_tool_gives_the_commands_receipt_and_fast_forwards(tmp_path):
     shutil.copy(str(tmp_path / "later.json"), str(downloads / "session_export.json"))
     code, answers, _ = exchange(base, call(2, "restore", {"export_file": "session_export.json"}),
                                 call(3, "restore", {"export_file": str(downloads / "session_export.json")}),
-                                extra=["--session", "there", "--restore-from", downloads])
+                                call(4, "restore", {}), extra=["--session", "there", "--restore-from", downloads])
     assert code == 0
-    assert [tool_result(answer)["structuredContent"]["restored"] for answer in answers] == [1, 0]
+    assert [tool_result(answer)["structuredContent"].get("restored") for answer in answers] == [1, 0, None]
     assert read_records(base / "sessions" / "there") == read_records(tmp_path / "early")
+    # Without export_file, the command's own search of the session folder: early.json is older than the folder.
+    assert answers[2]["result"]["isError"] is True
+    assert "past this export's 1 up to n00001" in answers[2]["result"]["structuredContent"]["error"]
 
 
 def test_restore_tool_reads_nothing_outside_its_folders_and_follows_no_link(tmp_path):
@@ -791,7 +797,8 @@ def test_sdk_client(tmp_path, mode):
     assert seen["names"] == TOOLS
     assert seen["appended"].is_error is False
     assert seen["appended"].structured_content == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1,
-                                                   "path": str(folder.resolve() / "session_notes.jsonl")}
+                                                   "path": str(folder.resolve() / "session_notes.jsonl"),
+                                                   "created": True}
     assert seen["gate"].structured_content["note_id"] == "n00002"
     cli = tmp_path / "cli"
     assert seen["refused"].is_error is True

@@ -298,7 +298,7 @@ def test_healthy_log_answers_without_warnings(tmp_path):
     expected_keys = {
         "tail": ["ok", "command", "count", "path", "records"],
         "summary": ["ok", "command", "session_id", "path", "total", "by_type", "last_note_id", "last_type"],
-        "export": ["ok", "command", "record_count", "path"],
+        "export": ["ok", "command", "record_count", "path", "keep"],
     }
     for command, keys in expected_keys.items():
         result = run_notes(command, folder=folder)
@@ -417,6 +417,7 @@ def test_identical_retry_writes_nothing_and_returns_the_same_note(tmp_path, pyth
     first = run_notes("append", "--type", "decision", "--text", "Use flock.", "--effect", "One writer at a time.",
                       folder=folder, python=python)
     assert first.code == 0 and first.receipt["seq"] == 1
+    assert first.receipt.pop("created") is True  # this append started the session; the retry starts nothing
     before = folder_digest(folder)
     retry = run_notes("append", "--type", "decision", "--text", "  Use flock. ", "--effect", "One writer at a time.",
                       folder=folder, python=python)
@@ -435,7 +436,7 @@ def test_only_an_exact_repeat_is_a_duplicate(tmp_path):
         return result.receipt
 
     first = append("--type", "decision", "--text", "A.")
-    assert first["seq"] == 1
+    assert first["seq"] == 1 and first.pop("created") is True
     assert append("--type", "decision", "--text", "B.")["seq"] == 2
     # The same signal after a different one is still a retry (issue 13: the last 20 records count).
     assert append("--type", "decision", "--text", "A.") == dict(first, duplicate=True)

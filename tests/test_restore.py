@@ -5,13 +5,16 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
+import shutil
+from pathlib import Path
 
 import pytest
 
 from conftest import (V0_FIXTURES, assert_no_traceback, assert_refused, copy_fixture, folder_digest, notes,
-                      read_records, run_notes)
+                      read_records, run_here, run_notes, write_export)
 
-RESTORE_KEYS = ["ok", "command", "session_id", "record_count", "restored", "path", "tell_operator"]
+RESTORE_KEYS = ["ok", "command", "session_id", "record_count", "restored", "path", "export", "tell_operator"]
 V0_EXPORT = V0_FIXTURES / "basic" / "session_export.json"
 V0_SESSION_ID = "0f3c2b1c-3c66-49ee-8557-e323c0678aaf"
 
@@ -41,6 +44,8 @@ def restored_ok(folder, export_path, record_count, restored, session_id) -> dict
     tell = receipt.pop("tell_operator")
     assert "\n" not in tell and tell.startswith("The session is back with %d note" % record_count), tell
     assert "session_export.json" in tell, tell
+    export = receipt.pop("export")
+    assert list(export) == ["file", "exported_at", "last_note"] and export["file"] == str(export_path)
     assert receipt == {"ok": True, "command": "restore", "session_id": session_id,
                        "record_count": record_count, "restored": restored,
                        "path": str(folder / "session_notes.jsonl")}
@@ -403,3 +408,237 @@ def test_restore_on_each_python(tmp_path, python):
     damaged = restore(tmp_path / "other", write_damaged(tmp_path, "gap"), python=python)
     assert_refused(damaged, 3)
     assert not (tmp_path / "other").exists()
+
+
+# --------------------------------------------------------------------------
+# Issue 30, point 3: a restore that knows what it restores
+
+def exported_session(folder, texts) -> tuple:
+    """A session of decisions built in-process, exported; return (session id, export path)."""
+    session = notes.Session(folder)
+    for text in texts:
+        session.append(type="decision", text=text)
+    return load(folder / "session_meta.json")["session_id"], Path(session.export()["path"])
+
+
+def test_the_receipt_names_the_exports_time_and_last_note(tmp_path):
+    session_id, export_path = exported_session(tmp_path / "origin", ["SMS first.", "Email second."])
+    exported_at = load(export_path)["exported_at"]
+
+    receipt = notes.Session(tmp_path / "target").restore(export_file=str(export_path))
+
+    assert receipt["export"] == {"file": str(export_path), "exported_at": exported_at,
+                                 "last_note": {"id": "n00002", "type": "decision", "text": "Email second."}}
+    assert ("this export was written at %s %s UTC: one downloaded later holds more notes, so restore that "
+            "one instead if you have it" % (exported_at[:10], exported_at[11:16])) in receipt["tell_operator"]
+
+
+def test_an_export_without_a_time_or_notes_says_so(tmp_path):
+    path = write_export(tmp_path / "hand.json", [])
+    export = load(path)
+    del export["exported_at"]
+    path.write_text(json.dumps(export, indent=2) + "\n", encoding="utf-8")
+
+    receipt = notes.Session(tmp_path / "target").restore(export_file=str(path))
+
+    assert receipt["export"] == {"file": str(path), "exported_at": None, "last_note": None}
+    assert "; this export has no time: one with more notes is later, so restore that one instead if you have it; " \
+        in receipt["tell_operator"]
+
+
+def test_restore_without_a_path_takes_the_export_in_the_session_folder(tmp_path, capsys):
+    session_id, export_path = exported_session(tmp_path / "origin", ["SMS first."])
+    target = tmp_path / "target"
+    target.mkdir()
+    shutil.copy(str(export_path), str(target / "session_export.json"))
+
+    code, receipt = run_here(capsys, target, "restore")
+
+    assert code == 0 and receipt["restored"] == 1 and "passed_over" not in receipt
+    assert receipt["export"]["file"] == str(target / "session_export.json")
+    assert read_records(target) == load(export_path)["records"]
+
+
+def test_restore_without_a_path_takes_the_longest_of_copies_that_are_earlier_parts(tmp_path, capsys):
+    origin = tmp_path / "origin"
+    target = tmp_path / "target"
+    target.mkdir()
+    session_id, export_path = exported_session(origin, ["One."])
+    shutil.copy(str(export_path), str(target / "session_export.json"))
+    _, export_path = exported_session(origin, ["Two.", "Three."])
+    shutil.copy(str(export_path), str(target / "session_export (1).json"))  # a browser's name for a copy
+    shutil.copy(str(export_path), str(target / "kept.json"))  # the same copy again, any name
+
+    code, receipt = run_here(capsys, target, "restore")
+
+    assert code == 0, receipt
+    assert receipt["export"]["file"] == str(target / "kept.json")  # of equal copies, the first by name
+    assert receipt["passed_over"] == ["session_export (1).json", "session_export.json"]
+    assert list(receipt)[:9] == ["ok", "command", "session_id", "record_count", "restored", "path", "export",
+                                 "passed_over", "tell_operator"]
+    assert [record["text"] for record in read_records(target)] == ["One.", "Two.", "Three."]
+
+
+def test_restore_without_a_path_refuses_copies_that_went_different_ways(tmp_path, capsys):
+    target = tmp_path / "target"
+    target.mkdir()
+    _, first = exported_session(tmp_path / "a", ["One.", "Two in a."])
+    shutil.copy(str(first), str(target / "session_export.json"))
+    _, second = exported_session(tmp_path / "a", ["Three in a."])
+    shutil.copy(str(second), str(target / "session_export (1).json"))
+    other_id, idea = exported_session(tmp_path / "c", ["Another idea."])
+    shutil.copy(str(idea), str(target / "other.json"))
+    (target / "notes.md").write_text("# Shaping session, not JSON\n", encoding="utf-8")  # not an export
+    before = folder_digest(target)
+
+    code, receipt = run_here(capsys, target, "restore")
+
+    assert code == 2 and receipt["ok"] is False
+    session_id = load(first)["session"]["session_id"]
+    assert receipt["exports"] == [
+        {"file": "other.json", "session_id": other_id, "record_count": 1, "last_note_id": "n00001",
+         "exported_at": load(idea)["exported_at"]},
+        {"file": "session_export (1).json", "session_id": session_id, "record_count": 3, "last_note_id": "n00003",
+         "exported_at": load(second)["exported_at"]},
+        {"file": "session_export.json", "session_id": session_id, "record_count": 2, "last_note_id": "n00002",
+         "exported_at": load(first)["exported_at"]}]
+    assert receipt["error"] == (
+        "%s holds 3 exports (listed in exports), not all earlier parts of the longest: two ideas, or copies that "
+        "went different ways; nothing was changed. Pass the one to restore: python3 -S notes.py --dir %s restore "
+        "PATH" % (target, target))
+    assert folder_digest(target) == before
+
+
+def test_restore_without_a_path_refuses_a_folder_with_no_export(tmp_path, capsys):
+    for target in (tmp_path / "missing", tmp_path / "empty"):
+        if target.name == "empty":
+            target.mkdir()
+            (target / ".session_export.json.0123456789ab.tmp").write_bytes(
+                b'{\n  "schema_version": "shaping-memory-export.v0"')  # a write in progress is no export
+        before = folder_digest(target)
+        code, receipt = run_here(capsys, target, "restore")
+        assert (code, receipt) == (2, {"ok": False, "error": (
+            "no export of this tool in the session folder %s; nothing was changed. Upload session_export.json "
+            "there, or pass its path: python3 -S notes.py --dir %s restore PATH" % (target, target))})
+        assert folder_digest(target) == before
+
+
+def test_restore_without_a_path_compares_a_bounded_number_of_exports(tmp_path):
+    _, export_path = exported_session(tmp_path / "origin", ["One."])
+    target = tmp_path / "target"
+    target.mkdir()
+    for number in range(21):
+        shutil.copy(str(export_path), str(target / ("copy-%02d.json" % number)))
+    with pytest.raises(notes.NotesError) as refused:
+        notes.Session(target).restore()
+    assert refused.value.message == ("%s holds more than 20 exports, more than restore compares; nothing was "
+                                     "changed. Pass the one to restore: restore PATH" % target)
+    assert sorted(os.listdir(str(target))) == ["copy-%02d.json" % number for number in range(21)]
+
+
+def test_an_export_older_than_the_folder_is_refused_naming_both_last_notes(tmp_path):
+    session_id, export_path = exported_session(tmp_path / "origin", ["One.", "Two."])
+    notes.Session(tmp_path / "origin").append(type="decision", text="Three.")
+    before = folder_digest(tmp_path / "origin")
+
+    with pytest.raises(notes.NotesError) as refused:
+        notes.Session(tmp_path / "origin").restore(export_file=str(export_path))
+
+    assert refused.value.exit_code == 2
+    assert refused.value.message == (
+        "%s already holds session %s with 3 notes up to n00003, past this export's 2 up to n00002: it is an older "
+        "copy, so there is nothing to restore, and nothing was changed. Carry on in this folder (recap shows its "
+        "state), and run export to bring the export up to date" % (tmp_path / "origin", session_id))
+    assert folder_digest(tmp_path / "origin") == before
+
+
+def test_copies_that_went_different_ways_are_refused_listing_the_notes_only_in_the_folder(tmp_path, capsys):
+    origin = tmp_path / "origin"
+    session_id, _ = exported_session(origin, ["One.", "Two."])
+    shutil.copytree(str(origin), str(tmp_path / "fork"))
+    _, export_path = exported_session(origin, ["Three in origin."])
+    fork = notes.Session(tmp_path / "fork")
+    fork.append(type="gate", text="Hosting is undecided?", effect="Blocks the install notes.")
+    for number in range(24):
+        fork.append(type="decision", text="Fork note %d." % number)
+    before = folder_digest(tmp_path / "fork")
+
+    code, receipt = run_here(capsys, tmp_path / "fork", "restore", export_path)
+
+    assert code == 2
+    assert receipt["error"] == (
+        "the log in %s and this export went different ways after 2 notes in common: the folder holds 25 notes "
+        "the export lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty "
+        "--dir, then append the notes of only_in_folder there again" % (tmp_path / "fork"))
+    assert receipt["only_in_folder_count"] == 25
+    assert receipt["only_in_folder"][0] == {"id": "n00003", "type": "gate", "text": "Hosting is undecided?",
+                                            "effect": "Blocks the install notes."}
+    assert receipt["only_in_folder"][1:] == [{"id": "n%05d" % (number + 4), "type": "decision",
+                                              "text": "Fork note %d." % number} for number in range(19)]
+    assert folder_digest(tmp_path / "fork") == before
+    # The way out, as said: restore into an empty folder, then append the listed notes again.
+    empty = notes.Session(tmp_path / "joined")
+    assert empty.restore(export_file=str(export_path))["restored"] == 3
+    assert empty.append(type="gate", text="Hosting is undecided?")["note_id"] == "n00004"
+
+
+def test_a_fast_forward_cut_off_at_the_rename_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    origin = tmp_path / "origin"
+    session_id = build_linked_session(origin)
+    export_path, _ = export_through_cli(origin)
+    target = tmp_path / "target"
+    notes.Session(target).restore(export_file=str(export_path))
+    lines = (target / "session_notes.jsonl").read_bytes().splitlines(keepends=True)
+    (target / "session_notes.jsonl").write_bytes(b"".join(lines[:3]))
+    before = folder_digest(target)
+
+    def cut_off(source, destination):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(notes.os, "replace", cut_off)
+    with pytest.raises(OSError):
+        notes.Session(target).restore(export_file=str(export_path))
+
+    assert folder_digest(target) == before  # no part-way append, no temporary file left
+    monkeypatch.undo()
+    assert notes.Session(target).restore(export_file=str(export_path))["restored"] == 4
+    assert (target / "session_notes.jsonl").read_bytes() == b"".join(lines)
+
+
+def test_a_fast_forward_is_one_rewrite_of_the_log(tmp_path, monkeypatch):
+    origin = tmp_path / "origin"
+    build_linked_session(origin)
+    export_path, _ = export_through_cli(origin)
+    target = tmp_path / "target"
+    notes.Session(target).restore(export_file=str(export_path))
+    full = (target / "session_notes.jsonl").read_bytes()
+    (target / "session_notes.jsonl").write_bytes(b"".join(full.splitlines(keepends=True)[:2]))
+    replaced = []
+    real_replace = notes._replace_log
+    monkeypatch.setattr(notes, "_replace_log", lambda folder, chunks: replaced.append(folder) or
+                        real_replace(folder, chunks))
+
+    assert notes.Session(target).restore(export_file=str(export_path))["restored"] == 5
+
+    assert replaced == [str(target)] and (target / "session_notes.jsonl").read_bytes() == full
+
+
+def test_export_here_restore_there_with_the_real_script(tmp_path):
+    # The operator exports in one sandbox and uploads the file into the next one's session folder.
+    first = tmp_path / "first"
+    assert run_notes("append", "--type", "decision", "--text", "SMS is the channel.", folder=first).code == 0
+    exported = run_notes("export", folder=first)
+    assert exported.code == 0 and exported.receipt["keep"]["file"] == str(first / "session_export.json")
+    second = tmp_path / "second"
+    second.mkdir()
+    shutil.copy(exported.receipt["path"], str(second / "session_export.json"))
+
+    result = run_notes("restore", folder=second)
+
+    assert result.code == 0, result
+    assert_no_traceback(result)
+    assert result.receipt["export"] == {
+        "file": str(second / "session_export.json"), "exported_at": load(second / "session_export.json")["exported_at"],
+        "last_note": {"id": "n00001", "type": "decision", "text": "SMS is the channel."}}
+    assert (second / "session_notes.jsonl").read_bytes() == (first / "session_notes.jsonl").read_bytes()
+    again = run_notes("restore", folder=second)  # the same export again: nothing to add
+    assert again.code == 0 and again.receipt["restored"] == 0, again

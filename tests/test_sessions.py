@@ -42,7 +42,7 @@ def test_session_is_a_folder_of_its_own_below_the_dir(tmp_path, capsys):
                                     "--text", "Annual discount is open.")
     assert (code, code_after) == (0, 0)
     log = str(base / "sessions" / "pricing-page" / "session_notes.jsonl")
-    assert first == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1, "path": log}
+    assert first == {"ok": True, "command": "append", "note_id": "n00001", "seq": 1, "path": log, "created": True}
     assert second == {"ok": True, "command": "append", "note_id": "n00002", "seq": 2, "path": log}
     # The folder's own session is another idea: untouched, not even started.
     assert sorted(os.listdir(str(base))) == ["sessions"]

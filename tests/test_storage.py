@@ -263,6 +263,7 @@ def test_a_retry_after_another_writers_note_is_a_duplicate(tmp_path):
     first = append(folder, "decision", "Use flock.", "--effect", "One writer at a time.")
     other = append(folder, "tension", "Another writer's note.")
     assert (first.receipt["seq"], other.receipt["seq"]) == (1, 2)
+    assert first.receipt.pop("created") is True  # the first append started the session; the retry starts nothing
     before = folder_digest(folder)
     retry = append(folder, "decision", "Use flock.", "--effect", "One writer at a time.")
     assert retry.code == 0

@@ -264,8 +264,10 @@ def test_export_of_v0_session_equals_v0_export(tmp_path, target):
 
     result = run_notes(*arguments, folder=folder)
     assert result.code == 0, result
+    # v0's keys, then keep (issue 30): which file the operator keeps, on this host.
     assert ordered(result.receipt) == ordered(
-        {"ok": True, "command": "export", "record_count": 11, "path": output})
+        {"ok": True, "command": "export", "record_count": 11, "path": output,
+         "keep": {"file": output, "host": "local", "how": "Saved at this path on this computer."}})
 
     mine = open(output, "rb").read()
     theirs = (BASIC / "session_export.json").read_bytes()
