@@ -97,6 +97,9 @@ _STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary file this old is re
 __version__ = "1.2.0"  # pyproject.toml reads it
 
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
+_SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
+_SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
+_SESSIONS_LISTED = 100
 # The host words which file to keep; the variable overrides the folder's path.
 _HOST_VARIABLE = "SHAPING_NOTES_HOST"
 _HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
@@ -1367,6 +1370,13 @@ def _home_folder() -> str:
     return os.path.expanduser("~")
 
 
+def _check_session_name(name, what="--session"):
+    """Refuse a bad session name without repeating it."""
+    if name is not None and not (isinstance(name, str) and _SESSION_NAME_SHAPE.fullmatch(name)):
+        raise NotesError("%s takes 1 to 64 letters, digits, -, _ or ., the first a letter or digit (such as "
+                         "pricing-page); the name given is not one" % what)
+
+
 def _user_data_folder() -> str:
     """The user's data folder for this platform."""
     if os.name == "nt":
@@ -1382,12 +1392,14 @@ def _user_data_folder() -> str:
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
-def _default_folder() -> str:
-    """This file's folder; for an installed copy, the user's data folder."""
+def _default_folder(create=True) -> str:
+    """This file's folder; for an installed copy, the user's data folder (made if create)."""
     here = os.path.dirname(os.path.realpath(__file__))
     if not _is_installed_package_folder(here):
         return here
     folder = _user_data_folder()
+    if not create and os.path.isabs(folder):
+        return os.path.realpath(folder)
     if not os.path.isabs(folder):  # no home: "~" stayed
         raise NotesError(
             "notes.py is installed as a package and cannot tell your home folder, so it has no data "
@@ -1405,8 +1417,8 @@ def _default_folder() -> str:
     return os.path.realpath(folder)
 
 
-def _resolve_folder(folder):
-    """--dir, else $SHAPING_NOTES_DIR, else the default folder."""
+def _resolve_folder(folder, session=None, create=True):
+    """--dir, else $SHAPING_NOTES_DIR, else the default folder; for a session, its sessions/NAME."""
     if folder is None:
         folder = os.environ.get(_DIR_VARIABLE)
         # set but empty: a mistake, not the default
@@ -1414,9 +1426,13 @@ def _resolve_folder(folder):
             raise NotesError(
                 "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
                 "unset it, or pass --dir" % (_DIR_VARIABLE, _DIR_VARIABLE))
-    folder = _default_folder() if folder is None else os.path.realpath(os.path.expanduser(folder))
+    folder = _default_folder(create) if folder is None else os.path.realpath(os.path.expanduser(folder))
     _check_folder_is_private(folder)
-    return folder
+    if session is None:
+        return folder
+    for path in (os.path.join(folder, _SESSIONS_FOLDER), os.path.join(folder, _SESSIONS_FOLDER, session)):
+        _check_folder_is_private(os.path.realpath(path))
+    return os.path.realpath(path)
 
 
 def _check_folder_is_private(folder):
@@ -2049,7 +2065,7 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
     mode = os.fstat(descriptor).st_mode
     if not stat.S_ISREG(mode):
         os.close(descriptor)
-        raise _special_file_error(relative, mode)
+        raise _special_file_error(what, mode)  # what, not relative: a client wrote that
     return descriptor
 
 
@@ -2653,17 +2669,19 @@ class Session:
     """The Python API: one session folder, one method per command, each returning the receipt as a dict.
 
     Arguments are keyword-only; a refusal raises NotesError with the command line's message.
-    Session(None) uses the folder the command line uses without --dir."""
+    Session(None) uses the folder the command line uses without --dir; session is --session."""
 
-    def __init__(self, folder=None):
+    def __init__(self, folder=None, *, session=None):
         _check_dir_argument(folder)
+        _check_session_name(session)
         # Resolved by each method: a bad signal is refused first.
         self.folder = None if folder is None else os.fspath(folder)
+        self.session = session
         self._over_mcp = False  # the MCP server's host
 
     def init(self) -> dict:
         """Start a session in the folder, or report the one already there."""
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         _check_session_folder(folder)
         with _SessionLock(folder):
             meta = _open_session_for_writing(folder)[0]
@@ -2678,9 +2696,9 @@ class Session:
         if batch is not None:
             given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
                                                                  evidence, about, by)) if value is not None]
-            return _append_batch_entries(self.folder, batch, given)
+            return _append_batch_entries(self, batch, given)
         signal = _clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         _check_session_folder(folder)
         # The log only grows, so a note found now is still there under the lock.
         with _NotesById(os.path.join(folder, _LOG_NAME)) as in_log:
@@ -2701,7 +2719,7 @@ class Session:
         for note_type in types or ():
             _check_choice("type", note_type, NOTE_TYPES)
         pattern = _grep_pattern(grep)
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         log_path = os.path.join(folder, _LOG_NAME)
         walk = _TailWalk(limit, lambda record: _tail_keeps(record, types, since, until, pattern))
@@ -2731,7 +2749,7 @@ class Session:
     def show(self, *, note_id, compact=False) -> dict:
         """One note and its chain, or its gate's updates; the notes about it; compact: each record compacted."""
         note_id = _command_note_id("show", note_id)
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         receipt = _show_note(folder, _require_session(folder), note_id)
         if not compact:
             return receipt
@@ -2745,7 +2763,7 @@ class Session:
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         with _LogReader(folder, meta) as reader:
             by_type = _count_by_type(reader)[0]
@@ -2768,14 +2786,14 @@ class Session:
         limit = _check_limit(limit)
         if max_bytes < 1:
             raise NotesError("--max-bytes must be 1 or more")
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         fitted = _read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
         return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
     def verify(self) -> dict:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         meta_problems = []
         for key in ("schema_version", "session_id", "created_at", "log_file"):
@@ -2810,7 +2828,7 @@ class Session:
 
         output may replace an earlier export, never any other file."""
         _check_choice("format", format, ("json", "md"))
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         _check_meta_session_id(folder, meta)
         host = _session_host(folder, self._over_mcp)
@@ -2836,15 +2854,16 @@ class Session:
         return _export_session(folder, meta, markdown, earlier, write, host)
 
     def restore(self, *, export_file=None, accept_damaged=False) -> dict:
-        """Bring a session back into the folder from an export (ours or v0's); by default, the one in the folder."""
-        folder = _resolve_folder(self.folder)
-        host = _session_host(folder)
+        """Bring a session back into the folder from an export (ours or v0's), a path or an open binary file;
+        by default, the one in the folder."""
+        folder = _resolve_folder(self.folder, self.session)
+        host = _session_host(folder, self._over_mcp)
         if export_file is None:
             export, passed_over = _export_in_folder(folder, accept_damaged)
         else:
-            _check_path_text("the export file's path", export_file)
-            # checked, streamed: never held whole
-            export, passed_over = _Export(os.path.abspath(os.path.expanduser(export_file)), accept_damaged), []
+            if not hasattr(export_file, "read"):
+                _check_path_text("the export file's path", export_file)
+            export, passed_over = _Export(export_file, accept_damaged), []  # checked, streamed: never held whole
         try:
             restored, recovered = _restore_export(folder, export)
         finally:
@@ -2873,12 +2892,31 @@ class Session:
         The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
         note_id = _command_note_id("redact", note_id)
         reason = _redact_reason(reason)
-        folder = _resolve_folder(self.folder)
+        folder = _resolve_folder(self.folder, self.session)
         _require_session(folder)
         _check_session_folder(folder)
         with _SessionLock(folder):
             meta = _open_session_for_writing(folder)[0]
             return _redact_note(folder, meta, note_id, reason)
+
+    def sessions(self) -> dict:
+        """The folder's own session and each of sessions/, with its notes, gates and last export."""
+        base = _resolve_folder(self.folder, create=False)
+        found = [(None, base)] if _holds_session(base) else []
+        below = os.path.join(base, _SESSIONS_FOLDER)
+        try:
+            with os.scandir(below) as entries:
+                names = sorted(entry.name for entry in entries
+                               if _SESSION_NAME_SHAPE.fullmatch(entry.name) and entry.is_dir())
+        except OSError:  # no sessions folder
+            names = []
+        found += [(name, os.path.join(below, name)) for name in names if _holds_session(os.path.join(below, name))]
+        listed = [_session_entry(name, folder) for name, folder in found[:_SESSIONS_LISTED]]
+        receipt = {"ok": True, "command": "sessions", "path": base, "current": self.session,
+                   "count": len(listed), "sessions": listed}
+        if len(found) > len(listed):
+            receipt["not_listed"] = len(found) - len(listed)
+        return receipt
 
 
 def _export_session(folder, meta, markdown, earlier, write, host):
@@ -3172,10 +3210,10 @@ def _check_batch_links(log_path, signals):
                 raise NotesError("line %d: %s" % (number, error.message)) from None
 
 
-def _append_batch_entries(folder_option, entries, flags_given) -> dict:
+def _append_batch_entries(session, entries, flags_given) -> dict:
     """Session.append(batch=...): check every line, then store them all."""
     signals = _clean_batch(entries, flags_given)
-    folder = _resolve_folder(folder_option)
+    folder = _resolve_folder(session.folder, session.session)
     _check_session_folder(folder)
     # The log only grows, so a note found now is still there under the lock.
     _check_batch_links(os.path.join(folder, _LOG_NAME), signals)
@@ -4378,21 +4416,28 @@ def _export_parts(stream):
         raise _ExportShapeError("it holds more than one JSON value")
 
 
-def _open_export(path):
-    """A binary handle on the export: a regular file within EXPORT_SIZE_LIMIT."""
-    try:
-        descriptor = _open_regular_file(path)
-    except FileNotFoundError:
-        raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
-    except IsADirectoryError:
-        raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
-    except OSError as error:
-        raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    if os.fstat(descriptor).st_size > _EXPORT_SIZE_LIMIT:
-        os.close(descriptor)
-        raise NotesError("%s is over 256 MiB, larger than any session export; nothing was written. Pass the "
-                         "path of a session_export.json" % path)
-    return open(descriptor, "rb")
+def _open_export(source):
+    """(path, binary handle) of the export (a path or an open file), a regular file within the limit."""
+    if hasattr(source, "read"):  # MCP's restore opens it by descriptor
+        path, handle = getattr(source, "name", "the export"), source
+    else:
+        path = os.path.abspath(os.path.expanduser(source))
+        try:
+            handle = open(_open_regular_file(path), "rb")
+        except FileNotFoundError:
+            raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
+        except IsADirectoryError:
+            raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
+        except OSError as error:
+            raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
+    status = os.fstat(handle.fileno())
+    if not stat.S_ISREG(status.st_mode) or status.st_size > _EXPORT_SIZE_LIMIT:
+        handle.close()
+        raise _special_file_error(path, status.st_mode) if not stat.S_ISREG(status.st_mode) else NotesError(
+            "%s is over 256 MiB, larger than any session export; nothing was written. Pass the path of a "
+            "session_export.json" % path)
+    handle.seek(0)
+    return path, handle
 
 
 class _Export(_ProblemTally):
@@ -4400,9 +4445,10 @@ class _Export(_ProblemTally):
 
     HEAD_KEYS = ("schema_version", "exported_at", "session", "record_count")  # the top-level values kept
 
-    def __init__(self, path, accept_damaged=False):
-        self.path, self.accept_damaged = path, accept_damaged
-        self.handle = _open_export(path)
+    def __init__(self, source, accept_damaged=False):
+        self.accept_damaged = accept_damaged
+        self.path, self.handle = _open_export(source)
+        path = self.path
         self.session, self.record_count, self.notices = None, 0, []
         self.exported_at = self.last_record = None
         _ProblemTally.__init__(self)
@@ -4880,6 +4926,32 @@ def _files_that_may_hold_old_text(folder) -> list:
         return []
     return [os.path.join(folder, name) for name in names
             if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
+
+
+def _holds_session(folder) -> bool:
+    return any(os.path.lexists(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME))
+
+
+def _session_entry(name, folder):
+    """A session as the sessions receipt lists it."""
+    entry = {"name": name, "path": folder}
+    try:
+        meta = _require_session(folder)
+        with _LogReader(folder, meta) as reader:
+            gates = _recap_history(reader)[1]
+    except (NotesError, OSError) as error:
+        entry["error"] = getattr(error, "message", None) or "cannot read it (%s)" % error.strerror
+        return entry
+    last = reader.last_record
+    statuses = [gate.status for gate in gates.values()]
+    entry.update(total=reader.total,
+                 last_note={key: last[key] for key in ("id", "type", "text")} if last else None,
+                 open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
+                 last_export=_export_lag(folder, meta["session_id"], reader.total)
+                 if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
+    if reader.problem_count:
+        entry["problems"] = reader.problem_count
+    return entry
 
 
 # check: an artifact read against the live state of the log, the Session.check method's parts.
@@ -5363,15 +5435,21 @@ _COMMANDS = {
                mcp_help="why it is redacted (required; never the secret itself), at most %d characters"
                % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True),
     ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
-    "mcp": _Command("Serve append, append_batch (append --batch), recap, tail, show, summary, verify, export "
-                   "and check as MCP tools over stdio, until the end of input.", [
+    "sessions": _Command("List the folder's own session (name null) and each named one: notes, last note, open "
+                        "and deferred gates, last export; current is the default.", [],
+                        "python3 -S notes.py sessions", "sessions"),
+    "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end "
+                   "of input.", [
         _Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
                "off unless given)", action="store_const", const=True, default=False),
+        _Option("--restore-from", "restore_from", "DIR", "a folder the restore tool may also read exports from "
+               "(repeatable)", action="append"),
     ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
 }
 # %% doubled: argparse formats help texts.
 _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
+_SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
 
 
 # Flags people type by habit -> ours.
@@ -5432,6 +5510,7 @@ def _build_parser():
                            "run '%s COMMAND --help' for a command's options" % (program, program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=_DIR_HELP)
+    parser.add_argument("--session", metavar="NAME", help=_SESSION_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for name, command in _COMMANDS.items():
@@ -5439,6 +5518,7 @@ def _build_parser():
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   epilog="example:\n  " + command.example.replace(_SCRIPT_COMMAND, program))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
+        sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
         for option in command.options:
             settings = option.parser_settings()
             if option.flag.startswith("-"):
@@ -5476,12 +5556,13 @@ def _parse_arguments(argv):
                              "value that starts with a dash as --text=VALUE %s" % (
                                  _argument_position(argv, word, arguments.command), arguments.command,
                                  _see_help(arguments.command)))
-        flags = ["--dir"] + [option.flag for option in _COMMANDS[arguments.command].options
+        flags = ["--dir", "--session"] + [option.flag for option in _COMMANDS[arguments.command].options
                              if option.flag.startswith("-")]
         guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
         raise NotesError("%s has no option %s; %s%s" % (
             arguments.command, flag, "use %s instead " % guess if guess else "", _see_help(arguments.command)))
     _check_dir_argument(arguments.dir)
+    _check_session_name(arguments.session)
     return arguments
 
 
@@ -5625,6 +5706,10 @@ _MCP_TOOLS = {
     "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
                     "openWorldHint": False}),
     "check": (("file",), _MCP_READER_HINTS),
+    "sessions": ((), _MCP_READER_HINTS),
+    # Reads only inside allowed folders (mcp_open_export); adds notes, never removes one.
+    "restore": ((), {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
+                     "openWorldHint": False}),
     # Only with mcp --allow-redact: a call may come from an injected prompt, and redact rewrites the log.
     "redact": (("note_id", "reason"),
                {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
@@ -5724,7 +5809,18 @@ def _mcp_batch_listing():
             "annotations": hints}
 
 
-def _mcp_append_batch(folder, arguments) -> dict:
+_MCP_SESSION_SCHEMA = {"type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE.pattern,
+                       "description": "the session (one idea) by name; default: the server's (sessions lists them)"}
+
+
+def _mcp_listing(command):
+    listing = _mcp_tool_listing(command)
+    if command != "sessions":
+        listing["inputSchema"]["properties"]["session"] = _MCP_SESSION_SCHEMA
+    return listing
+
+
+def _mcp_append_batch(session, arguments) -> dict:
     """Run append_batch: its batch is a list of signal objects."""
     if set(arguments) - {"batch"}:
         raise NotesError("append_batch takes only the argument batch, a list of signal objects; call append "
@@ -5733,7 +5829,7 @@ def _mcp_append_batch(folder, arguments) -> dict:
     if not isinstance(entries, list):
         raise NotesError("argument 'batch' of append_batch must be a list of signal objects, such as "
                          "[{\"type\": \"decision\", \"text\": \"...\"}]")
-    return Session(folder).append(batch=entries)
+    return session.append(batch=entries)
 
 
 def _mcp_keywords(command, arguments):
@@ -5812,10 +5908,10 @@ _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
 
-def _mcp_export(folder, output, format):
+def _mcp_export(session, output, format):
     """The export tool: written by descriptor below the session folder (write_inside), within the bound."""
     _check_choice("format", format, ("json", "md"))
-    folder = _resolve_folder(folder)
+    folder = _resolve_folder(session.folder, session.session)
     meta = _require_session(folder)
     _check_meta_session_id(folder, meta)
     host = _session_host(folder, True)
@@ -5849,29 +5945,93 @@ def _mcp_export(folder, output, format):
     return _export_session(folder, meta, format == "md", earlier, write, host)
 
 
-def _mcp_call_tool(folder, params, tools):
+
+
+class _McpServer:
+    """A server's session, tools and the folders restore reads."""
+
+    def __init__(self, folder, session, tools, restore_from):
+        self.home = Session(folder, session=session)
+        self.home._over_mcp = True  # the MCP server's host
+        self.tools = tools
+        self.restore_from = tuple(_mcp_restore_folder(path) for path in restore_from or ())
+
+    def session(self, name):
+        if name is None:
+            return self.home
+        _check_session_name(name, "argument session")
+        session = Session(self.home.folder, session=name)
+        session._over_mcp = True
+        return session
+
+
+def _mcp_restore_folder(path):
+    if not path.strip() or not os.path.isdir(os.path.expanduser(path)):
+        raise NotesError("--restore-from names no folder; give one that exists, or leave it out")
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def _mcp_restore(server, session, export_file, accept_damaged):
+    """The restore tool: Session.restore of the export opened inside an allowed folder."""
+    folder = _resolve_folder(session.folder, session.session)
+    if export_file is None:  # the one in the session folder, as the command looks for it
+        return session.restore(accept_damaged=accept_damaged)
+    with _mcp_open_export(export_file, (folder,) + server.restore_from) as handle:
+        return session.restore(export_file=handle, accept_damaged=accept_damaged)
+
+
+def _mcp_open_export(name, places):
+    """The export a client names, opened below the first of places that holds it."""
+    way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
+    candidates = [(place, name) for place in places]
+    if os.path.isabs(name):
+        candidates = [(place, name[len(place.rstrip(os.sep)) + 1:]) for place in places
+                      if name.startswith(place.rstrip(os.sep) + os.sep)]
+        if not candidates:
+            raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
+    for place, relative in candidates:
+        try:
+            if _CAN_WALK_INSIDE:
+                descriptor = _open_inside(place, relative, "export_file", way_out)
+            else:  # no dir_fd (Windows): the resolved path is checked instead
+                path = os.path.realpath(os.path.join(place, *_inside_parts(relative, "export_file", way_out)))
+                if not path.startswith(place.rstrip(os.sep) + os.sep):
+                    raise NotesError("export_file passes through a link that leads out" + way_out)
+                descriptor = _open_regular_file(path)
+        except FileNotFoundError:
+            continue
+        except IsADirectoryError:
+            raise NotesError("export_file is a folder" + way_out) from None
+        return open(os.path.join(place, relative), "rb", opener=lambda path, flags: descriptor)
+    raise NotesError("export_file names no file in the folders restore reads" + way_out)
+
+
+def _mcp_call_tool(server, params):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
     name, arguments = params.get("name"), params.get("arguments")
-    if not isinstance(name, str) or name not in tools:
+    if not isinstance(name, str) or name not in server.tools:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
-                            % (_compact_json(name), ", ".join(tools)))
+                            % (_compact_json(name), ", ".join(server.tools)))
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
+        arguments = dict(arguments)  # sessions lists all: no session
+        session = server.session(None if name == "sessions" else arguments.pop("session", None))
         if name == "append_batch":  # signal objects: no option carries them
-            receipt = _mcp_append_batch(folder, arguments)
+            receipt = _mcp_append_batch(session, arguments)
         else:
             keywords = _mcp_keywords(name, arguments)
             # A tool call may come from an injected prompt.
             if name == "export" and _CAN_WALK_INSIDE:
-                receipt = _mcp_export(folder, keywords["output"], keywords["format"])
+                receipt = _mcp_export(session, keywords["output"], keywords["format"])
+            elif name == "restore":
+                receipt = _mcp_restore(server, session, **keywords)
             else:
                 if name == "export" and keywords["output"]:  # no dir_fd here (Windows): the path is checked
-                    keywords["output"] = _mcp_export_path(_resolve_folder(folder), keywords["output"])
-                session = Session(folder)
-                session._over_mcp = True
+                    keywords["output"] = _mcp_export_path(_resolve_folder(session.folder, session.session),
+                                                          keywords["output"])
                 receipt = getattr(session, _COMMANDS[name].method)(**keywords)
         failed = False
     except Exception as error:  # noqa: BLE001 - reported; the server goes on
@@ -5956,7 +6116,7 @@ def _mcp_instructions():
     return _MCP_INSTRUCTIONS + "\n" + _MCP_CONTRACTS_INSTRUCTION
 
 
-def _mcp_result(folder, method, params, tools):
+def _mcp_result(server, method, params):
     """The result of one request, whatever the revision."""
     if method == "initialize":
         requested = params.get("protocolVersion")
@@ -5971,9 +6131,9 @@ def _mcp_result(folder, method, params, tools):
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": [_mcp_tool_listing(name) for name in tools]}
+        return {"tools": [_mcp_listing(name) for name in server.tools]}
     if method == "tools/call":
-        return _mcp_call_tool(folder, params, tools)
+        return _mcp_call_tool(server, params)
     if method == "resources/list":
         return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
                                "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
@@ -5999,7 +6159,7 @@ def _mcp_stateless_version(method, params):
     return version
 
 
-def _mcp_answer(folder, message, tools):
+def _mcp_answer(server, message):
     """The response to one JSON-RPC message; None for a notification or a client's response."""
     if not isinstance(message, dict):
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
@@ -6021,7 +6181,7 @@ def _mcp_answer(folder, message, tools):
         if not isinstance(params, dict):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "params must be an object")
         stateless = _mcp_stateless_version(method, params)
-        result = _mcp_result(folder, method, params, tools)
+        result = _mcp_result(server, method, params)
     except _ProtocolError as error:
         return _mcp_error(request_id, error.code, error.message, error.data)
     except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
@@ -6052,7 +6212,7 @@ def _mcp_log(message):
         pass
 
 
-def _mcp_answer_line(folder, line, tools):
+def _mcp_answer_line(server, line):
     """The response to one line of input; a JSON-RPC batch is refused, so that one line is one bounded reply."""
     try:
         message = _parse_json(line.decode("utf-8"))
@@ -6061,10 +6221,10 @@ def _mcp_answer_line(folder, line, tools):
     if isinstance(message, list):
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
                          "not served; send one request per line")
-    return _mcp_answer(folder, message, tools)
+    return _mcp_answer(server, message)
 
 
-def _serve_mcp(folder, tools) -> None:
+def _serve_mcp(server) -> None:
     """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
     import signal
 
@@ -6077,7 +6237,7 @@ def _serve_mcp(folder, tools) -> None:
     if sys.stdin is None:  # standard input closed: at its end already
         return None
     try:
-        _mcp_serve_lines(folder, sys.stdin.buffer, sys.stdout.buffer, tools)
+        _mcp_serve_lines(server, sys.stdin.buffer, sys.stdout.buffer)
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
     except Exception as error:  # noqa: BLE001 - a MemoryError reading a line, say
@@ -6087,7 +6247,7 @@ def _serve_mcp(folder, tools) -> None:
     return None  # stdout carried only JSON-RPC
 
 
-def _mcp_serve_lines(folder, source, sink, tools):
+def _mcp_serve_lines(server, source, sink):
     """Answer each line of source on sink until the end of input."""
     # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
     for line in iter(lambda: source.readline(_LINE_LIMIT + 1), b""):
@@ -6099,7 +6259,7 @@ def _mcp_serve_lines(folder, source, sink, tools):
             continue
         else:
             try:
-                answer = _mcp_answer_line(folder, line, tools)
+                answer = _mcp_answer_line(server, line)
             except Exception as error:  # noqa: BLE001 - a MemoryError, say
                 answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
         if answer is not None:
@@ -6154,9 +6314,10 @@ def _dispatch(arguments):
     """Serve MCP, or run the command's Session method; return what to print."""
     command = _COMMANDS[arguments.command]
     if command.method is None:
-        return _serve_mcp(arguments.dir, _mcp_served_tools(arguments.allow_redact))
+        return _serve_mcp(_McpServer(arguments.dir, arguments.session, _mcp_served_tools(arguments.allow_redact),
+                                     arguments.restore_from))
     keywords = _cli_keywords(arguments)
-    return getattr(Session(arguments.dir), command.method)(**keywords)
+    return getattr(Session(arguments.dir, session=arguments.session), command.method)(**keywords)
 
 
 def _parse_arguments_or_help(argv):
@@ -6208,7 +6369,7 @@ def _serves_mcp(argv) -> bool:
     """Whether argv asks for the MCP server."""
     words = iter(argv)
     for word in words:
-        if word == "--dir":
+        if word in ("--dir", "--session"):
             next(words, None)
         elif not word.startswith("-"):
             return word == "mcp"

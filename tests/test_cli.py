@@ -391,8 +391,9 @@ OPTION_LINE = re.compile(r"^\s+(?:-\w(?: [A-Z_]+)?, )?(--?[\w-]+|[A-Za-z_]+)(?: 
 
 
 def help_entries(text: str) -> dict:
-    """Each option or positional of a help text, with the words that explain it."""
-    lines = text.splitlines()
+    """Each option or positional of a help text, with the words that explain it (the usage block is skipped:
+    a long usage wraps a positional onto a line of its own)."""
+    lines = text.strip().split("\n\n", 1)[-1].splitlines()
     entries = {}
     for index, line in enumerate(lines):
         match = OPTION_LINE.match(line)

@@ -147,8 +147,8 @@ def mcp_call(folder, tool, arguments) -> dict:
     """One tool call to the server's own handler, in this process: the receipt, and whether it is an error."""
     import notes
 
-    result = notes._mcp_call_tool(str(folder), {"name": tool, "arguments": arguments},
-                                  notes._mcp_served_tools(False))
+    server = notes._McpServer(str(folder), None, notes._mcp_served_tools(False), None)
+    result = notes._mcp_call_tool(server, {"name": tool, "arguments": arguments})
     return result["structuredContent"], result["isError"]
 
 

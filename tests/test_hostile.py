@@ -624,7 +624,8 @@ def test_a_meta_whose_session_id_is_no_plain_id_is_refused_by_every_writer(tmp_p
     with pytest.raises(notes.NotesError) as refusal:
         notes.Session(folder).append(batch=[{"type": "decision", "text": "Later."}])
     assert refusal.value.message == message
-    result = notes._mcp_call_tool(str(folder), {"name": "export", "arguments": {}}, notes._mcp_served_tools(False))
+    server = notes._McpServer(str(folder), None, notes._mcp_served_tools(False), None)
+    result = notes._mcp_call_tool(server, {"name": "export", "arguments": {}})
     assert result["structuredContent"] == {"ok": False, "error": message}
     assert folder_digest(folder) == before
     assert notes.main(["--dir", str(folder), "verify"]) == 3
@@ -647,8 +648,8 @@ def test_export_refuses_what_restore_would_refuse_for_its_size(tmp_path, capsys,
                "session_notes.jsonl from %s together; export --format md still writes a readable copy" % folder)
     assert notes.main(["--dir", str(folder), "export"]) == 2
     assert json.loads(capsys.readouterr().out) == {"ok": False, "error": message}
-    result = notes._mcp_call_tool(str(folder), {"name": "export", "arguments": {"output": "big.json"}},
-                                  notes._mcp_served_tools(False))
+    server = notes._McpServer(str(folder), None, notes._mcp_served_tools(False), None)
+    result = notes._mcp_call_tool(server, {"name": "export", "arguments": {"output": "big.json"}})
     assert result["structuredContent"] == {"ok": False, "error": message.replace("--format", "format")}
     assert folder_digest(folder) == before
     assert notes.main(["--dir", str(folder), "export", "--format", "md"]) == 0  # restore never reads it

@@ -747,8 +747,8 @@ def test_an_unknown_mcp_argument_is_named_by_its_place_never_by_its_name(tmp_pat
 
     folder = tmp_path / "session"
     notes.Session(folder).append(type="decision", text="Kept.")
-    result = notes._mcp_call_tool(str(folder), {"name": "tail", "arguments": {"limit": 2, "sk-secret-name": 1}},
-                                  notes._mcp_served_tools(False))
+    server = notes._McpServer(str(folder), None, notes._mcp_served_tools(False), None)
+    result = notes._mcp_call_tool(server, {"name": "tail", "arguments": {"limit": 2, "sk-secret-name": 1}})
     assert result["isError"] and result["structuredContent"] == {"ok": False, "error": (
         "tail takes no argument of the name given as argument 2 of this call; its arguments are: limit, types, "
         "since, until, grep, compact")}

@@ -26,7 +26,8 @@ STATELESS = "2026-07-28"
 HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
-TOOLS = ["append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check"]
+TOOLS = ["append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check", "sessions",
+         "restore"]
 
 
 # --------------------------------------------------------------------------
@@ -51,13 +52,15 @@ def call(request_id, tool, arguments, stateless=False) -> dict:
     return request(request_id, "tools/call", {"name": tool, "arguments": arguments}, stateless)
 
 
-def exchange(folder, *messages, python=None, script=None, timeout=60):
+def exchange(folder, *messages, python=None, script=None, timeout=60, extra=()):
     """Send each message (a dict, or raw bytes) as one line, close stdin; return (code, answers, stderr).
 
-    Every line the server printed must be a JSON-RPC response: stdout carries nothing else."""
+    extra: words after mcp (--session NAME, --restore-from DIR).  Every line the server printed
+    must be a JSON-RPC response: stdout carries nothing else."""
     lines = [message if isinstance(message, bytes) else json.dumps(message).encode("utf-8")
              for message in messages]
-    completed = subprocess.run(server_command(folder, python, script), input=b"".join(line + b"\n" for line in lines),
+    completed = subprocess.run(server_command(folder, python, script) + [str(word) for word in extra],
+                               input=b"".join(line + b"\n" for line in lines),
                                capture_output=True, timeout=timeout)
     answers = [assert_response(line) for line in completed.stdout.decode("utf-8").splitlines()]
     stderr = completed.stderr.decode("utf-8", "replace")
@@ -304,19 +307,27 @@ def test_tool_schemas_and_annotations(tmp_path):
     assert append["properties"]["status"]["enum"] == ["open", "deferred", "closed"]
     assert {"type", "text", "effect", "ref", "status"} <= set(append["properties"])
     tail = tools["tail"]["inputSchema"]["properties"]
-    assert set(tail) == {"limit", "types", "since", "until", "grep", "compact"}
+    assert set(tail) == {"limit", "types", "since", "until", "grep", "compact", "session"}
     assert tail["types"] == {"type": "array", "items": {"type": "string", "enum": types},
                              "description": tail["types"]["description"]}
     assert tail["limit"]["type"] == "integer" and tail["limit"]["default"] == 5
-    assert set(tools["recap"]["inputSchema"]["properties"]) == {"limit", "format", "max_bytes"}
-    assert set(tools["export"]["inputSchema"]["properties"]) == {"output", "format"}
+    assert set(tools["recap"]["inputSchema"]["properties"]) == {"limit", "format", "max_bytes", "session"}
+    assert set(tools["export"]["inputSchema"]["properties"]) == {"output", "format", "session"}
     assert tools["export"]["inputSchema"]["properties"]["format"]["enum"] == ["json", "md"]
     for name in ("summary", "verify"):
-        assert tools[name]["inputSchema"]["properties"] == {}
+        assert set(tools[name]["inputSchema"]["properties"]) == {"session"}
+    assert tools["sessions"]["inputSchema"]["properties"] == {}  # it lists them all
+    restore = tools["restore"]["inputSchema"]
+    assert set(restore["properties"]) == {"export_file", "accept_damaged", "session"}
+    assert "required" not in restore  # without export_file: the export in the session folder, as the command
+    assert restore["properties"]["accept_damaged"]["type"] == "boolean"
     for name, tool in tools.items():
         assert len(tool["description"].split()) >= 5, tool
+        if name != "sessions":
+            assert tool["inputSchema"]["properties"]["session"]["pattern"] == "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
         hints = tool["annotations"]
-        assert hints["readOnlyHint"] is (name in ("recap", "tail", "show", "summary", "verify", "check")), tool
+        assert hints["readOnlyHint"] is (name in ("recap", "tail", "show", "summary", "verify", "check",
+                                                  "sessions")), tool
         assert hints["destructiveHint"] is (name == "export"), tool  # export may replace its output file
         assert hints["openWorldHint"] is False
     assert tools["append"]["annotations"]["idempotentHint"] is True  # a retry is answered as a duplicate
@@ -618,6 +629,131 @@ def test_mcp_help(tmp_path):
 
 
 # --------------------------------------------------------------------------
+# One folder per idea: the session argument; the restore tool (issue 30 points 4 and 5)
+
+SESSION_REFUSAL = ("argument session takes 1 to 64 letters, digits, -, _ or ., the first a letter or digit (such as "
+                   "pricing-page); the name given is not one")
+
+
+def test_tools_take_a_session_defaulting_to_the_servers(tmp_path):
+    base = tmp_path / "base"
+    code, answers, _ = exchange(
+        base, call(1, "append", {"type": "decision", "text": "In the server's session."}),
+        call(2, "append", {"type": "gate", "text": "In another.", "session": "other"}),
+        call(3, "summary", {"session": "other"}), call(4, "sessions", {}),
+        call(5, "append", {"type": "decision", "text": "Never written.", "session": "../escape"}),
+        call(6, "recap", {"session": 7}), call(7, "sessions", {"session": "other"}),
+        call(8, "append_batch", {"batch": [{"type": "decision", "text": "Batched."}], "session": "other"}),
+        extra=["--session", "mine"])
+    assert code == 0
+    mine, other = base / "sessions" / "mine", base / "sessions" / "other"
+    assert tool_result(answers[0])["structuredContent"]["path"] == str(mine / "session_notes.jsonl")
+    assert tool_result(answers[1])["structuredContent"]["path"] == str(other / "session_notes.jsonl")
+    assert tool_result(answers[2])["structuredContent"]["total"] == 1
+    listing = tool_result(answers[3])["structuredContent"]
+    assert (listing["current"], [entry["name"] for entry in listing["sessions"]]) == ("mine", ["mine", "other"])
+    for answer in answers[4:6]:
+        assert tool_result(answer)["isError"] is True
+        assert answer["result"]["structuredContent"] == {"ok": False, "error": SESSION_REFUSAL}
+    assert tool_result(answers[6])["isError"] is True  # sessions lists them all: it names none
+    assert "sessions takes no argument of the name given" in answers[6]["result"]["structuredContent"]["error"]
+    assert tool_result(answers[7])["structuredContent"]["note_ids"] == ["n00002"]
+    assert sorted(os.listdir(str(base / "sessions"))) == ["mine", "other"]
+    assert [record["text"] for record in read_records(other)] == ["In another.", "Batched."]
+
+
+def exported(tmp_path, name="source", notes_text=("Kept.", "Also kept.")) -> str:
+    """A session of the given notes exported by the real script; the export's bytes."""
+    folder = tmp_path / name
+    for text in notes_text:
+        run_notes("append", "--type", "decision", "--text", text, folder=folder)
+    assert run_notes("export", folder=folder).code == 0
+    return (folder / "session_export.json").read_bytes()
+
+
+def test_restore_tool_gives_the_commands_receipt_and_fast_forwards(tmp_path):
+    base = tmp_path / "base"
+    early = exported(tmp_path, "early", ("Kept.",))
+    (base / "sessions" / "there").mkdir(parents=True)
+    (base / "sessions" / "there" / "early.json").write_bytes(early)
+    code, answers, _ = exchange(base, call(1, "restore", {"export_file": "early.json", "session": "there"}))
+    assert code == 0
+    by_cli = run_notes("--session", "cli", "restore", base / "sessions" / "there" / "early.json", folder=base)
+    receipt = tool_result(answers[0])["structuredContent"]
+    assert receipt == json.loads(json.dumps(by_cli.receipt).replace("sessions/cli", "sessions/there"))
+    assert receipt["restored"] == 1 and read_records(base / "sessions" / "there") == read_records(tmp_path / "early")
+    # The same session, two notes further: the tool adds only what the folder lacks.
+    run_notes("append", "--type", "decision", "--text", "Later.", folder=tmp_path / "early")
+    run_notes("export", "--output", tmp_path / "later.json", folder=tmp_path / "early")
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    shutil.copy(str(tmp_path / "later.json"), str(downloads / "session_export.json"))
+    code, answers, _ = exchange(base, call(2, "restore", {"export_file": "session_export.json"}),
+                                call(3, "restore", {"export_file": str(downloads / "session_export.json")}),
+                                call(4, "restore", {}), extra=["--session", "there", "--restore-from", downloads])
+    assert code == 0
+    assert [tool_result(answer)["structuredContent"].get("restored") for answer in answers] == [1, 0, None]
+    assert read_records(base / "sessions" / "there") == read_records(tmp_path / "early")
+    # Without export_file, the command's own search of the session folder: early.json is older than the folder.
+    assert answers[2]["result"]["isError"] is True
+    assert "past this export's 1 up to n00001" in answers[2]["result"]["structuredContent"]["error"]
+
+
+def test_restore_tool_reads_nothing_outside_its_folders_and_follows_no_link(tmp_path):
+    base, outside = tmp_path / "base", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "session_export.json").write_bytes(exported(tmp_path))
+    base.mkdir()
+    os.symlink(str(outside / "session_export.json"), str(base / "link.json"))
+    os.symlink(str(outside), str(base / "linked"))
+    (base / "folder.json").mkdir()
+    names = [str(outside / "session_export.json"), "../outside/session_export.json", "link.json",
+             "linked/session_export.json", "missing.json", "folder.json", "fifo.json", "", "/", "a//b"]
+    before = folder_digest(tmp_path)
+    os.mkfifo(str(base / "fifo.json"))  # made after the digest, which would wait on it for ever
+    code, answers, _ = exchange(base, *[call(index, "restore", {"export_file": name})
+                                        for index, name in enumerate(names)], call(99, "restore", {"export_file": 5}))
+    assert code == 0 and len(answers) == len(names) + 1
+    for name, answer in zip(names + [5], answers):
+        result = tool_result(answer)
+        assert result["isError"] is True, (name, result)
+        error = result["structuredContent"]["error"]
+        assert name in ("", "/") or str(name) not in error, (name, error)  # a client's path is never repeated
+    os.unlink(str(base / "fifo.json"))
+    assert folder_digest(tmp_path) == before
+
+
+def test_restore_tool_without_dir_fd_checks_the_resolved_path(tmp_path, monkeypatch):
+    """Where os.open takes no dir_fd (Windows), the resolved path must lie inside the folder (in-process)."""
+    from conftest import notes
+
+    monkeypatch.setattr(notes, "_CAN_WALK_INSIDE", False)
+    base, outside = tmp_path / "base", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "session_export.json").write_bytes(exported(tmp_path))
+    base.mkdir()
+    os.symlink(str(outside), str(base / "linked"))
+    (base / "mine.json").write_bytes((outside / "session_export.json").read_bytes())
+    server = notes._McpServer(str(base), None, notes._mcp_served_tools(False), None)
+    refused = [notes._mcp_call_tool(server, {"name": "restore", "arguments": {"export_file": name}})
+               for name in ("linked/session_export.json", "../outside/session_export.json")]
+    assert [result["isError"] for result in refused] == [True, True]
+    assert "passes through a link that leads out" in refused[0]["structuredContent"]["error"]
+    restored = notes._mcp_call_tool(server, {"name": "restore", "arguments": {"export_file": "mine.json"}})
+    assert restored["isError"] is False and restored["structuredContent"]["restored"] == 2
+
+
+def test_a_restore_from_that_is_no_folder_stops_the_server_before_it_starts(tmp_path):
+    completed = subprocess.run(server_command(tmp_path / "s") + ["--restore-from", str(tmp_path / "nowhere")],
+                               input=json.dumps(request(1, "ping")).encode() + b"\n", capture_output=True,
+                               timeout=60)
+    assert completed.returncode == 2 and completed.stdout == b"", completed
+    refusal = json.loads(completed.stderr.decode())
+    assert refusal["ok"] is False and "--restore-from names no folder" in refusal["error"]
+    assert os.listdir(str(tmp_path)) == []
+
+
+# --------------------------------------------------------------------------
 # The official SDK client, in each of its modes
 
 def sdk():
@@ -678,6 +814,40 @@ def test_sdk_client(tmp_path, mode):
     assert seen["resources"] == ["protocol.md", "note-io.md"]
     assert seen["contract"] == (REPO / "note-io.md").read_text("utf-8")
     assert [record["seq"] for record in read_records(folder)] == [1, 2]
+
+
+@pytest.mark.mcp_sdk
+def test_sdk_client_moves_a_session_in_by_restore_and_out_by_export(tmp_path):
+    """README "Move a session", an MCP host both ways: the operator's download folder is named at the start,
+    the official client restores from it into a session of its own, goes on, and exports to a full path."""
+    from_sdk = sdk()
+    downloads, host = tmp_path / "Downloads", tmp_path / "host"
+    downloads.mkdir()
+    (downloads / "session_export.json").write_bytes(exported(tmp_path))
+    parameters = from_sdk.StdioServerParameters(
+        command=sys.executable, args=server_command(host)[1:] + ["--restore-from", str(downloads)])
+
+    async def move():
+        from mcp import Client
+
+        async with Client(parameters, mode="auto") as client:
+            return [await client.call_tool(name, arguments) for name, arguments in (
+                ("restore", {"export_file": "session_export.json", "session": "moved"}),
+                ("append", {"type": "decision", "text": "After the move.", "session": "moved"}),
+                ("export", {"session": "moved"}), ("sessions", {}))]
+    restored, appended, out, listing = asyncio.run(move())
+    moved = host / "sessions" / "moved"
+    by_cli = run_notes("restore", downloads / "session_export.json", folder=tmp_path / "cli")
+    assert restored.is_error is False
+    assert restored.structured_content == json.loads(json.dumps(by_cli.receipt).replace(str(tmp_path / "cli"),
+                                                                                         str(moved)))
+    assert appended.structured_content["note_id"] == "n00003"
+    path = out.structured_content["path"]
+    assert path == str(moved / "session_export.json") and os.path.isabs(path)
+    assert json.loads((moved / "session_export.json").read_text("utf-8"))["records"] == read_records(moved)
+    assert [entry["name"] for entry in listing.structured_content["sessions"]] == ["moved"]
+    assert run_notes("restore", path, folder=tmp_path / "laptop").code == 0
+    assert read_records(tmp_path / "laptop") == read_records(moved)
 
 
 # --------------------------------------------------------------------------

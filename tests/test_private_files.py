@@ -131,7 +131,8 @@ def refused_everywhere(capsys, folder, export, message):
         assert (code, err) == (2, ""), (words, out)
         import json
         assert json.loads(out) == {"ok": False, "error": message}, words
-    result = notes._mcp_call_tool(str(folder), {"name": "tail", "arguments": {}}, notes._mcp_served_tools(True))
+    server = notes._McpServer(str(folder), None, notes._mcp_served_tools(True), None)
+    result = notes._mcp_call_tool(server, {"name": "tail", "arguments": {}})
     assert result["isError"] and result["structuredContent"] == {"ok": False, "error": message}
     with pytest.raises(notes.NotesError) as refusal:
         notes.Session(folder).summary()
