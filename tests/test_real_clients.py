@@ -82,7 +82,7 @@ TOOL_ARGUMENTS = {
     "tail": ("limit=2",),
     "show": ("note_id=n00001",),  # the one argument show requires
     "export": ("format=json",),
-    "show": ("note_id=n00001",),
+    "check": ("file=session_export.json",),  # the file check requires: the export just written
 }
 # Called after every other tool, so that the counts above see one note.
 LAST_TOOL_ARGUMENTS = {
