@@ -11,14 +11,18 @@ Sections, each using only those above it: Constants; Errors; Record rules
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while this file loads, before main answers it: JSON, not a traceback.
-    import os
     import signal
     import sys
 
-    # The MCP server's stdout carries JSON-RPC alone: its answer goes to stderr.
-    signal.signal(signal.SIGINT, lambda signum, frame: (os.write(2 if "mcp" in sys.argv else 1, (
-        b'{\n  "ok": false,\n  "error": "interrupted (Ctrl-C) before the command began; nothing was written. '
-        b'Run it again"\n}\n')), os._exit(130)))
+    def _interrupted_at_start(signum, frame):
+        # The MCP server's stdout carries JSON-RPC alone: its answer goes to stderr.
+        stream = sys.stderr if "mcp" in sys.argv else sys.stdout
+        stream.write('{\n  "ok": false,\n  "error": "interrupted (Ctrl-C) before the command began; nothing was '
+                     'written. Run it again"\n}\n')
+        stream.flush()
+        sys.exit(130)
+
+    signal.signal(signal.SIGINT, _interrupted_at_start)
 
 __all__ = ["Session", "NotesError", "main", "__version__", "NOTE_TYPES", "GATE_STATUSES", "PROVENANCES",
            "EVIDENCE_LEVELS"]
