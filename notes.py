@@ -1780,11 +1780,25 @@ def _log_size(path):
     return size
 
 
+def _ends_whole(descriptor, size):
+    """The first size bytes end with a whole line and no incomplete batch: no writer is mid-way in them."""
+    if size == 0:
+        return True
+    with open(descriptor, "rb", closefd=False) as handle:
+        handle.seek(size - 1)
+        return handle.read(1) == b"\n" and _incomplete_batch_start(handle, size) is None
+
+
 def _log_view(folder):
     """(descriptor, size, in_flight: a writer is at work) of the log, for a reader."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
     if lock_path in _SessionLock.held:  # the writer itself reads
         return (*_open_log_sized(log_path), False)
+    # A whole end needs no probe of the lock, so a reader stopped here never holds up a writer.
+    descriptor, size = _open_log_sized(log_path)
+    if descriptor is None or _ends_whole(descriptor, size):
+        return descriptor, size, False
+    os.close(descriptor)
     folder_lock = None
     if fcntl is not None:
         try:

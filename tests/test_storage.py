@@ -770,6 +770,51 @@ def test_a_reader_holding_the_lock_is_named_as_a_reader_not_a_writer(tmp_path, c
     assert folder_digest(folder) == before
 
 
+# A reader that stops itself (SIGSTOP) the moment it holds any lock: the worst moment to be stopped.
+STOPPING_READER_SCRIPT = r"""
+import fcntl, os, runpy, signal, sys
+plain_flock = fcntl.flock
+def flock(descriptor, operation):
+    plain_flock(descriptor, operation)
+    if not operation & fcntl.LOCK_UN:
+        os.kill(os.getpid(), signal.SIGSTOP)
+fcntl.flock = flock
+sys.argv = [sys.argv[1]] + sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def stopped_or_gone(process, seconds=20):
+    """Wait until the process has stopped itself (True) or ended (False)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        with open("/proc/%d/stat" % process.pid) as handle:
+            if handle.read().rsplit(")", 1)[1].split()[0] == "T":
+                return True
+        time.sleep(0.01)
+    raise AssertionError("the reader neither stopped nor ended")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads a process's state from /proc")
+@pytest.mark.parametrize("command", [("verify",), ("recap",), ("tail",), ("summary",), ("show", "n00001")])
+def test_a_reader_stopped_at_any_moment_does_not_hold_up_a_writer_on_a_whole_log(tmp_path, command):
+    folder = tmp_path / "session"
+    assert append(folder, "decision", "Before the reader.").code == 0
+    reader = subprocess.Popen([sys.executable, "-S", "-c", STOPPING_READER_SCRIPT, str(NOTES), "--dir",
+                               str(folder)] + list(command), stdout=subprocess.DEVNULL)
+    try:
+        stopped_or_gone(reader)
+        result = run_notes("append", "--type", "gate", "--text", "Written beside the reader.", folder=folder,
+                           env=with_env(SHAPING_NOTES_LOCK_WAIT="2"), timeout=30)
+        assert result.code == 0 and result.receipt["seq"] == 2, result
+    finally:
+        reader.send_signal(signal.SIGCONT)
+        reader.wait(timeout=60)
+    assert reader.returncode == 0
+
+
 @pytest.mark.parametrize("value", ["hunter2", "-1", "nan", "1e9"])
 def test_the_lock_wait_setting_is_refused_without_echoing_it(tmp_path, capsys, monkeypatch, value):
     import notes
