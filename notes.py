@@ -3798,8 +3798,8 @@ def _recap_history(reader):
                 reopened.setdefault(ref, record["id"])
         if record["type"] == "discard":
             discards.add(record["id"])
-    for gate_id, discard in asked_about:  # an open gate about a discard asks again
-        if gates[gate_id].status == "open":
+    for gate_id, discard in asked_about:  # an open or deferred gate about a discard asks again
+        if gates[gate_id].status != "closed":
             reopened.setdefault(discard, gate_id)
     return superseded, gates, counts, reopened
 

@@ -568,6 +568,22 @@ def test_a_reopened_discard_stays_listed_as_reopened(tmp_path):
     assert "- Paper reminders ruled out. Reopened as a question: Paper reminders after all? [n00002]" in lines
 
 
+def test_a_discard_asked_about_by_a_deferred_gate_is_reopened_until_the_gate_closes(tmp_path):
+    folder = tmp_path / "session"
+    write_session(folder, [("discard", "A cancellation fee ruled out."),
+                           ("gate", "A fee for late cancellations, for the co-owner to weigh.",
+                            {"about": "n00001", "status": "deferred", "provenance": "op"})])
+    reopened = {"id": "n00001", "text": "A cancellation fee ruled out.",
+                "reopened": {"id": "n00002", "type": "gate",
+                             "text": "A fee for late cancellations, for the co-owner to weigh."}}
+
+    assert notes.Session(folder).recap()["discards"] == [reopened]
+    assert notes.Session(folder).show(note_id="n00001", compact=True)["reopened"] == reopened["reopened"]
+    notes.Session(folder).append(type="gate", ref="n00002", status="closed", provenance="op",
+                                 text="Closed: no fee after all.")
+    assert notes.Session(folder).recap()["discards"] == [{"id": "n00001", "text": "A cancellation fee ruled out."}]
+
+
 def test_recap_of_the_real_script_shows_answers_and_synthesis_state(tmp_path):
     folder = tmp_path / "session"
     for note_type, text, *extra in [
