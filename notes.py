@@ -84,7 +84,7 @@ _PROBLEMS_LISTED = 100     # problems verify names, then counts
 _BACKWARD_BLOCK = 65536    # bytes per block read
 # A longer line is no record: reported, never held.
 _LINE_LIMIT = 1 << 20
-_EXPORT_SIZE_LIMIT = 256 << 20   # refused before it is read
+_EXPORT_SIZE_LIMIT = 16 << 20   # refused before it is read: restore parses it whole
 _META_SIZE_LIMIT = 1 << 20
 _SEQ_LIMIT = 999999999           # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
@@ -2867,11 +2867,8 @@ class Session:
         else:
             if not hasattr(export_file, "read"):
                 _check_path_text("the export file's path", export_file)
-            export, passed_over = _Export(export_file, accept_damaged), []  # checked, streamed: never held whole
-        try:
-            restored, recovered = _restore_export(folder, export)
-        finally:
-            export.close()
+            export, passed_over = _Export(export_file, accept_damaged), []
+        restored, recovered = _restore_export(folder, export)
         receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
                    "record_count": export.record_count, "restored": restored,
                    "path": os.path.join(folder, _LOG_NAME), "export": _restored_export(export)}
@@ -4311,117 +4308,22 @@ def _recap_markdown(recap):
     return "\n".join(lines)
 
 
-_EXPORT_READ_BLOCK = 1 << 16  # bytes read at a time from an export
-_EXPORT_VALUE_LIMIT = _LINE_LIMIT  # characters of one value at most: a longer one is no record
-_JSON_WHITESPACE = re.compile("[%s]*" % _JSON_SPACES)
-
-
 class _ExportShapeError(ValueError):
     """Why an export cannot be a session log (the reason names no value it holds)."""
 
 
-class _JsonStream:
-    """Reads a JSON document a value at a time (raw_decode on a growing buffer), hashing its bytes."""
-
-    def __init__(self, handle):
-        import codecs  # only restore needs it
-
-        self.handle, self.decoder = handle, codecs.getincrementaldecoder("utf-8")()
-        self.hash = hashlib.sha256()
-        self.text, self.position, self.ended, self.bytes_read = "", 0, False, 0
-
-    def fill(self) -> bool:
-        """Add a block to the buffer, dropping what was parsed; False at the end of the file."""
-        if self.ended:
-            return False
-        data = self.handle.read(_EXPORT_READ_BLOCK)
-        self.hash.update(data)
-        self.bytes_read += len(data)
-        if self.bytes_read > _EXPORT_SIZE_LIMIT:
-            raise _ExportShapeError("it grew past 256 MiB while it was read")
-        try:
-            more = self.decoder.decode(data, final=not data)
-        except UnicodeDecodeError:
-            raise _ExportShapeError("it is not valid UTF-8") from None
-        self.text, self.position, self.ended = self.text[self.position:] + more, 0, not data
-        return True
-
-    def peek(self) -> str:
-        """The next non-whitespace character ("" at the end)."""
-        while True:
-            self.position = _JSON_WHITESPACE.match(self.text, self.position).end()
-            if self.position < len(self.text) or not self.fill():
-                return self.text[self.position:self.position + 1]
-
-    def take(self, allowed: str) -> str:
-        character = self.peek()
-        if not character or character not in allowed:
-            raise _ExportShapeError("it is not JSON of the shape of an export")
-        self.position += 1
-        return character
-
-    def value(self):
-        """The next JSON value, refused past EXPORT_VALUE_LIMIT characters."""
-        limit = _EXPORT_VALUE_LIMIT
-        self.peek()
-        while True:
-            try:
-                value, end = _DECODER.raw_decode(self.text, self.position)
-                # A value that ends with the buffer may go on (a number): read on to be sure.
-                if end - self.position > limit:
-                    break
-                if end < len(self.text) or self.ended:
-                    self.position = end
-                    return value
-            except (ValueError, RecursionError):
-                if self.ended:
-                    raise _ExportShapeError("it is not JSON that can be read (broken, a number too big "
-                                           "for a float, or nested too deeply)") from None
-            if len(self.text) - self.position > limit:
-                break
-            self.fill()
-        raise _ExportShapeError("it holds a value over %d characters, larger than any record" % limit)
-
-    def elements(self):
-        """Yield the values of the next array."""
-        self.take("[")
-        if self.peek() == "]":
-            self.position += 1
-            return
-        while True:
-            yield self.value()
-            if self.take(",]") == "]":
-                return
+def _one_value_per_key(pairs) -> dict:
+    if len({key for key, _ in pairs}) < len(pairs):
+        raise _ExportShapeError("it is not a JSON object with one value per key")
+    return dict(pairs)
 
 
-def _export_parts(stream):
-    """Yield (key, value, None), or (key, None, elements) for records' array; refuse what follows."""
-    stream.take("{")
-    seen = set()
-    if stream.peek() == "}":
-        stream.position += 1
-    else:
-        while True:
-            key = stream.value()
-            if not isinstance(key, str) or key in seen:
-                raise _ExportShapeError("it is not a JSON object with one value per key")
-            seen.add(key)
-            stream.take(":")
-            if key == "records" and stream.peek() == "[":
-                elements = stream.elements()
-                yield key, None, elements
-                for _ in elements:
-                    pass
-            else:
-                yield key, stream.value(), None
-            if stream.take(",}") == "}":
-                break
-    if stream.peek():
-        raise _ExportShapeError("it holds more than one JSON value")
+_EXPORT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                                   object_pairs_hook=_one_value_per_key)
 
 
-def _open_export(source):
-    """(path, binary handle) of the export (a path or an open file), a regular file within the limit."""
+def _read_export(source):
+    """(path, bytes) of the export (a path or an open binary file), a regular file within the limit."""
     if hasattr(source, "read"):  # MCP's restore opens it by descriptor
         path, handle = getattr(source, "name", "the export"), source
     else:
@@ -4434,62 +4336,51 @@ def _open_export(source):
             raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
         except OSError as error:
             raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    status = os.fstat(handle.fileno())
-    if not stat.S_ISREG(status.st_mode) or status.st_size > _EXPORT_SIZE_LIMIT:
-        handle.close()
-        raise _special_file_error(path, status.st_mode) if not stat.S_ISREG(status.st_mode) else NotesError(
-            "%s is over 256 MiB, larger than any session export; nothing was written. Pass the path of a "
-            "session_export.json" % path)
-    handle.seek(0)
-    return path, handle
+    with handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise _special_file_error(path, status.st_mode)
+        handle.seek(0)
+        data = handle.read(_EXPORT_SIZE_LIMIT + 1) if status.st_size <= _EXPORT_SIZE_LIMIT else None
+    if data is None or len(data) > _EXPORT_SIZE_LIMIT:
+        raise NotesError("%s is over %d MiB, larger than any session export; nothing was written. Pass the path "
+                         "of a session_export.json" % (path, _EXPORT_SIZE_LIMIT >> 20))
+    return path, data
+
+
+def _parse_export(data):
+    try:
+        return _EXPORT_DECODER.decode(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _ExportShapeError("it is not valid UTF-8") from None
+    except _ExportShapeError:
+        raise
+    except (ValueError, RecursionError):
+        raise _ExportShapeError("it is not JSON that can be read (broken, a number too big for a float, or "
+                                "nested too deeply)") from None
 
 
 class _Export(_ProblemTally):
-    """An export checked in one streaming pass; later passes read its records again."""
-
-    HEAD_KEYS = ("schema_version", "exported_at", "session", "record_count")  # the top-level values kept
+    """An export read whole and checked as verify checks a log."""
 
     def __init__(self, source, accept_damaged=False):
         self.accept_damaged = accept_damaged
-        self.path, self.handle = _open_export(source)
-        path = self.path
-        self.session, self.record_count, self.notices = None, 0, []
-        self.exported_at = self.last_record = None
+        self.path, data = _read_export(source)
+        self.notices, self.exported_at, self.last_record = [], None, None
         _ProblemTally.__init__(self)
         try:
-            self.digest = self.check()
+            export = _parse_export(data)
+            reason = _export_shape_problem(export)
+            if reason:
+                raise _ExportShapeError(reason)
+            self.session, self.all = export["session"], export["records"]
+            self.check_records(self.session["session_id"], self.all)
         except _ExportShapeError as error:
-            self.close()
             raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
-                             "without" % (path, error), _EXIT_INTEGRITY) from None
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self):
-        self.handle.close()
-
-    def check(self) -> bytes:
-        """The first pass, returning the digest: the head's shape, then every record."""
-        head, walked = {}, False
-        stream = _JsonStream(self.handle)
-        for key, value, elements in _export_parts(stream):
-            if elements is not None:
-                head["records"] = []  # an array: its records are checked one at a time
-                if _export_shape_problem(head) is None:  # the session came first, as export writes it
-                    self.check_records(head["session"]["session_id"], elements)
-                    walked = True
-            elif key in self.HEAD_KEYS or key == "records":
-                head[key] = value
-        reason = _export_shape_problem(head)
-        if reason:
-            raise _ExportShapeError(reason)
-        self.session = head["session"]
-        if _is_timestamp(head.get("exported_at")):
-            self.exported_at = head["exported_at"]
-        if not walked:  # a hand-made export with its records before its session
-            self.check_records(self.session["session_id"], self.records(verify=False))
-        if head.get("record_count") != self.record_count:
+                             "without" % (self.path, error), _EXIT_INTEGRITY) from None
+        if _is_timestamp(export.get("exported_at")):
+            self.exported_at = export["exported_at"]
+        if export.get("record_count") != self.record_count:
             self.problem_count += 1
             self.problems.insert(0, _problem(None, None, "record_count", "record_count is not %d, the number "
                                             "of records the export holds" % self.record_count))
@@ -4500,25 +4391,27 @@ class _Export(_ProblemTally):
                 "restore --accept-damaged on this one to bring back every record exactly as the export holds "
                 "it, repairing and dropping nothing, so that verify then reports the same problems"
                 % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
-        return stream.hash.digest()
 
     def check_records(self, session_id, records):
         """Check each record as verify would: keep the first problems, count the rest."""
         seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
         redactions = _RedactionsSeen()
-        self.record_count, self.last_record = 0, None
+        self.record_count = 0
         for number, record in enumerate(records, 1):
             if not isinstance(record, dict):
                 raise _ExportShapeError("record %d is not an object" % number)
             kinds = _check_record(record, session_id)
             kinds += seen.place_problems(record, kinds)
-            if self.accept_damaged and not _is_usable(kinds):
-                try:
-                    _record_line(record)
-                except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
-                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, "
-                                     "or text that is not valid UTF-8); nothing was written" % (self.path, number),
+            try:
+                line = _record_line(record) if kinds or not _FIELD_RULES.keys() >= record.keys() else b""
+            except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+                if self.accept_damaged:
+                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, or "
+                                     "text that is not valid UTF-8); nothing was written" % (self.path, number),
                                      _EXIT_INTEGRITY) from None
+                line = b""
+            if len(line) > _LINE_LIMIT:
+                raise _ExportShapeError("it holds a value over %d characters, larger than any record" % _LINE_LIMIT)
             self.note_line_problems(number, record, kinds)
             if _is_usable(kinds):
                 redactions.meet(record, number)
@@ -4527,20 +4420,8 @@ class _Export(_ProblemTally):
         self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
         self.notices = _problem_messages(seen.notices, seen.notice_count)
 
-    def records(self, verify=True):
-        """Yield the records again; with verify, refuse at the end when the bytes differ from the first pass's."""
-        self.handle.seek(0)
-        stream = _JsonStream(self.handle)
-        try:
-            for _, _, elements in _export_parts(stream):
-                if elements is not None:
-                    yield from elements
-            changed = verify and stream.hash.digest() != self.digest
-        except _ExportShapeError:
-            changed = True
-        if changed:
-            raise NotesError("%s changed while it was being restored; nothing was written. Run restore "
-                             "again once nothing writes to it" % self.path, _EXIT_INTEGRITY)
+    def records(self):
+        return iter(self.all)
 
 
 def _export_shape_problem(export) -> str | None:
@@ -4566,7 +4447,7 @@ def _notes_kept_by_restore(folder, session, export):
     existing = 0
     if meta is not None:
         with _LogReader(folder, meta) as reader:
-            existing, common = _common_prefix(reader.records(), export.records(verify=False))
+            existing, common = _common_prefix(reader.records(), export.records())
             # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
             mendable = [entry for entry in reader.problems
                         if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
@@ -4636,21 +4517,8 @@ def _restore_cut_short(folder, session, export):
     if _read_meta(folder) is not None or _log_size(log_path) == 0:
         return False
     with _LogReader(folder, {"session_id": session["session_id"]}) as reader:
-        existing, common = _common_prefix(reader.records(), export.records(verify=False))
+        existing, common = _common_prefix(reader.records(), export.records())
     return reader.problem_count == 0 and common == existing
-
-
-def _record_chunks(records):
-    """The records as log lines, in chunks of about EXPORT_READ_BLOCK bytes (one write each)."""
-    lines, length = [], 0
-    for record in records:
-        lines.append(_record_line(record))
-        length += len(lines[-1])
-        if length >= _EXPORT_READ_BLOCK:
-            yield b"".join(lines)
-            lines, length = [], 0
-    if lines:
-        yield b"".join(lines)
 
 
 def _write_restored_session(folder, session, records):
@@ -4661,7 +4529,7 @@ def _write_restored_session(folder, session, records):
         os.unlink(os.path.join(folder, _META_NAME))
         _fsync_folder(folder)
     # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
-    _write_file_atomically(os.path.join(folder, _LOG_NAME), _record_chunks(records))
+    _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, records))])
     _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
 
 
@@ -4677,11 +4545,8 @@ def _restore_export(folder, export):
             return export.record_count, None
         recovered = _mend_log_tail(folder)
         if kept < export.record_count:
-            records = export.records()
-            for _ in range(kept):  # the notes the log holds already
-                next(records)
             # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-            _replace_log(folder, _log_bytes_then(log_path, _record_chunks(records)))
+            _replace_log(folder, _log_bytes_then(log_path, map(_record_line, export.all[kept:])))
     return export.record_count - kept, recovered
 
 
@@ -4762,28 +4627,18 @@ def _export_in_folder(folder, accept_damaged) -> tuple:
     if not paths:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
-    exports, others = [], []
-    try:
-        for path in paths:
-            exports.append(_Export(path, accept_damaged))
-        longest = max(exports, key=lambda export: (export.record_count,
-                                                   os.path.basename(export.path) == _EXPORT_NAME))
-        others = [export for export in exports if export is not longest]
-        if not all(_is_earlier_part(export, longest) for export in others):
-            raise _exports_apart(folder, exports)
-    except BaseException:
-        for export in exports:
-            export.close()
-        raise
-    for export in others:
-        export.close()
+    exports = [_Export(path, accept_damaged) for path in paths]
+    longest = max(exports, key=lambda export: (export.record_count, os.path.basename(export.path) == _EXPORT_NAME))
+    others = [export for export in exports if export is not longest]
+    if not all(_is_earlier_part(export, longest) for export in others):
+        raise _exports_apart(folder, exports)
     return longest, [os.path.basename(export.path) for export in others]
 
 
 def _is_earlier_part(shorter, longer) -> bool:
-    records = longer.records(verify=False)
+    records = longer.records()
     return shorter.session["session_id"] == longer.session["session_id"] and all(
-        next(records, None) == record for record in shorter.records(verify=False))
+        next(records, None) == record for record in shorter.records())
 
 
 def _exports_apart(folder, exports):
