@@ -1035,7 +1035,6 @@ _PROBLEM_DETAILS = {
     "batch_broken": "a batch is not whole: its lines K/N must run 1/N to N/N in a row",
     "incomplete_batch": "the last lines are an incomplete batch (an append --batch cut short); they are not "
                         "notes, and the next append moves them to a side file",
-    "seq_free_lines": "lines in a row that hold no seq, so no note: counted from the end, not read one by one",
     "redaction_unexplained": "the note holds the placeholder redact leaves, but no later source note says it "
                              "was redacted: it was edited by hand, or redact was cut short (run redact on it "
                              "again to record why)",
@@ -1253,7 +1252,7 @@ def _unterminated_line_problem(value) -> str:
 
 # tail names these by offset alone
 _LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
-                           "seq_free_lines", "incomplete_batch"))
+                           "incomplete_batch"))
 
 
 def _problem(line, record_id, kind: str, detail: str | None = None) -> dict:
@@ -2260,9 +2259,8 @@ def _refuse_a_hard_linked_log(path, status):
             "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
 
 
-def _read_lines_backward(handle, size, count_runs=False):
-    """Yield (offset, line) from size back; a line over _LINE_LIMIT is None, and with
-    count_runs a run of seq-free lines is (offset, count)."""
+def _read_lines_backward(handle, size):
+    """Yield (offset, line) from size back; a line over _LINE_LIMIT is None."""
     pieces, length, position = [], 0, size  # pieces of the current line
     while position > 0:
         step = min(_BACKWARD_BLOCK, position)
@@ -2271,16 +2269,10 @@ def _read_lines_backward(handle, size, count_runs=False):
         block = handle.read(step)
         end = len(block)
         newline = block.rfind(b"\n", 0, end)
-        run_checked = not count_runs
         while newline >= 0:
             pieces.append(block[newline + 1:end])
             yield position + newline + 1, _joined_line(pieces, length + end - newline - 1)
             pieces, length, end = [], 0, newline
-            if not run_checked:
-                run_checked, run = True, _seq_free_run(block, end)
-                if run is not None:
-                    yield position + run[0], run[1]
-                    end = run[0] - 1  # the newline before the run
             newline = block.rfind(b"\n", 0, end)
         length += end
         if length <= _LINE_LIMIT:
@@ -2288,20 +2280,6 @@ def _read_lines_backward(handle, size, count_runs=False):
         else:
             pieces = []
     yield 0, _joined_line(pieces, length)
-
-
-_COUNTED_RUN = 100  # seq-free lines in a row worth counting, not parsing
-
-
-def _seq_free_run(block, end):
-    """(start, count) of block[:end]'s lines if _COUNTED_RUN or more and none can hold a seq."""
-    first = block.find(b"\n", 0, end)
-    if first < 0:
-        return None
-    count = block.count(b"\n", first + 1, end) + 1
-    if count < _COUNTED_RUN or any(block.find(marker, first + 1, end) >= 0 for marker in (b'"seq"', b"\\u")):
-        return None
-    return first + 1, count
 
 
 def _joined_line(pieces, length):
@@ -2360,7 +2338,7 @@ class _BackwardScan:
         self.needs_newline = False   # the last line is an object lacking its newline
         self.highest_seq = 0         # highest seq the lines walked can have held
         self.certain = False         # no line left can hold a higher one
-        self.lines = _read_lines_backward(handle, self.keep_end, count_runs=True)
+        self.lines = _read_lines_backward(handle, self.keep_end)
         self.session_id, self.in_flight = session_id, in_flight
 
     def __iter__(self):
@@ -2370,10 +2348,6 @@ class _BackwardScan:
         for position, (offset, line) in enumerate(self.lines):
             if position == 0 and (line == b"" or self.in_flight):
                 continue  # a healthy end, or a note in flight
-            if type(line) is int:  # a counted run of seq-free lines
-                damaged += line
-                yield offset, None, [("seq_free_lines", "%d lines in a row that hold no seq, so no note" % line)]
-                continue
             value, problems = _line_problems(line, position > 0, self.session_id)
             if position == 0:
                 self.needs_newline = value is not None
@@ -2480,8 +2454,8 @@ def _keep_torn_tail_in_place(descriptor, tail, why):
 def _find_note_line(handle, size, note_id):
     """(offset, line, record) of the note with this id, searched from the end, or None."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
-    for offset, line in _read_lines_backward(handle, size, count_runs=True):
-        if type(line) is bytes and needle in line:  # a counted run holds no note
+    for offset, line in _read_lines_backward(handle, size):
+        if line and needle in line:
             value, _ = _parse_line(line)
             if _is_the_note(value, note_id):
                 return offset, line, value
@@ -4679,8 +4653,8 @@ def _redact_reason(reason) -> str:
 
 def _redaction_after(handle, size, note_id, seq):
     """The id of a source note after seq that records the redaction of note_id, or None."""
-    for _, line in _read_lines_backward(handle, size, count_runs=True):
-        value = _parse_line(line)[0] if type(line) is bytes and line else None
+    for _, line in _read_lines_backward(handle, size):
+        value = _parse_line(line)[0] if line else None
         if value is None:
             continue
         if _is_seq(value.get("seq")) and value["seq"] <= seq:
