@@ -6153,22 +6153,6 @@ def _dispatch(arguments):
     return getattr(Session(arguments.dir, session=arguments.session), command.method)(**keywords)
 
 
-def _parse_arguments_or_help(argv):
-    """(arguments, None), or (None, the text) of --help or --version, for main to print."""
-    import io
-
-    printed, stdout = io.StringIO(), sys.stdout
-    sys.stdout = printed
-    try:
-        return _parse_arguments(argv), None
-    except SystemExit as request:
-        if request.code:
-            raise
-        return None, printed.getvalue()
-    finally:
-        sys.stdout = stdout
-
-
 # A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
 _INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writes may have saved its note before it "
                                       "stopped: run it again, and a note already saved is answered as a duplicate "
@@ -6178,13 +6162,10 @@ _INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writ
 def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
-        arguments, printed = _parse_arguments_or_help(argv)
-        if arguments is None:  # --help or --version
-            return printed, _EXIT_OK
-        result = _dispatch(arguments)
+        result = _dispatch(_parse_arguments(argv))
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, _EXIT_OK if ok else _EXIT_INTEGRITY
-    except SystemExit as request:  # the MCP server's end
+    except SystemExit as request:  # --help, --version (printed), or the MCP server's end
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code
