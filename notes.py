@@ -2674,16 +2674,16 @@ class Session:
         if batch is not None:
             given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
                                                                  evidence, about, by)) if value is not None]
-            return _append_batch_entries(self, batch, given)
-        signal = _clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
+            signals = _clean_batch(batch, given)
+        else:
+            signals = [_clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)]
         folder = _resolve_folder(self.folder, self.session)
         _check_session_folder(folder)
         # The log only grows, so a note found now is still there under the lock.
-        with _NotesById(os.path.join(folder, _LOG_NAME)) as in_log:
-            _check_links(signal, in_log)
+        _check_batch_links(os.path.join(folder, _LOG_NAME), signals, batch is not None)
         with _SessionLock(folder):
             meta, created = _open_session_for_writing(folder)
-            return _with_created(_append_signal(folder, meta, signal), created)
+            return _with_created(_append_batch(folder, meta, signals, batch is not None), created)
 
     def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
              compact=False) -> dict:
@@ -2931,24 +2931,6 @@ def _restorable_size(chunks, folder):
         yield chunk
 
 
-def _append_signal(folder, meta, signal):
-    """Under the lock: store the signal, or return the earlier note it repeats."""
-    log_path = os.path.join(folder, _LOG_NAME)
-
-    def store(descriptor, tail):
-        duplicate = _find_duplicate(tail, signal, meta["session_id"], log_path)
-        if duplicate is not None:
-            return duplicate, True
-        record = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-        _append_line(descriptor, _record_line(record))
-        return record, False
-    (record, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS, store)
-    receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
-    if duplicate:
-        receipt["duplicate"] = True  # a retry: nothing new was written
-    return _with_recovered(receipt, recovered)
-
-
 def _write_at_log_end(folder, window_records, store):
     """Under the lock: mend the log's end; return (store(descriptor, tail), what was mended)."""
     log_path = os.path.join(folder, _LOG_NAME)
@@ -3001,17 +2983,6 @@ def _recover_tail(folder, descriptor, tail):
     if tail.needs_newline:
         _append_line(descriptor, b"\n")
         return {"kind": "missing_newline"}
-    return None
-
-
-def _find_duplicate(tail, signal, session_id, log_path):
-    """The window's intact record the signal repeats, if still the latest word; else None."""
-    for place, record in enumerate(tail.recent):
-        if all(record.get(name) == value for name, value in signal.items()) and not _check_record(
-                record, session_id):
-            later = tail.recent[:place]  # newest first
-            with _NotesById(log_path) as in_log:
-                return record if _still_the_latest_word(record, later, in_log) else None
     return None
 
 
@@ -3170,8 +3141,8 @@ def _earlier_line(name, value, number) -> str:
     return "@%d" % int(digits)
 
 
-def _check_batch_links(log_path, signals):
-    """append's link checks on every line; "@K" names line K."""
+def _check_batch_links(log_path, signals, batch):
+    """append's link checks on every signal; in a batch, "@K" names line K."""
     with _NotesById(log_path) as in_log:
         def find(note_id):
             if note_id.startswith("@"):
@@ -3180,32 +3151,22 @@ def _check_batch_links(log_path, signals):
             return in_log(note_id)
         for number, signal in enumerate(signals, 1):
             try:
-                _check_links(signal, find)
+                _check_links(signal, find if batch else in_log)
             except NotesError as error:
+                if not batch:
+                    raise
                 raise NotesError("line %d: %s" % (number, error.message)) from None
 
 
-def _append_batch_entries(session, entries, flags_given) -> dict:
-    """Session.append(batch=...): check every line, then store them all."""
-    signals = _clean_batch(entries, flags_given)
-    folder = _resolve_folder(session.folder, session.session)
-    _check_session_folder(folder)
-    # The log only grows, so a note found now is still there under the lock.
-    _check_batch_links(os.path.join(folder, _LOG_NAME), signals)
-    with _SessionLock(folder):
-        meta, created = _open_session_for_writing(folder)
-        return _with_created(_append_batch(folder, meta, signals), created)
-
-
-def _append_batch(folder, meta, signals):
-    """Under the lock: write the whole batch with one write and one fsync."""
+def _append_batch(folder, meta, signals, batch):
+    """Under the lock: write the signals (one note, or a batch) with one write and one fsync."""
     log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
-        earlier = _find_duplicate_batch(tail, signals, meta["session_id"], log_path)
+        earlier = _find_duplicate(tail, signals, meta["session_id"], log_path, batch)
         if earlier is not None:
             return earlier, True
-        records = _batch_records(meta["session_id"], tail.highest_seq, signals)
+        records = _batch_records(meta["session_id"], tail.highest_seq, signals, batch)
         # Crash window: a kill mid-write leaves lines 1/N to K/N, a torn tail to readers,
         # which the next append or restore sets aside: the batch is all in the log or none.
         _append_line(descriptor, b"".join(map(_record_line, records)))
@@ -3213,18 +3174,20 @@ def _append_batch(folder, meta, signals):
     # The window holds an earlier batch whole.
     (records, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
     receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
-               "path": log_path, "note_ids": [record["id"] for record in records]}
+               "path": log_path}
+    if batch:
+        receipt["note_ids"] = [record["id"] for record in records]
     if duplicate:
         receipt["duplicate"] = True  # a retry: nothing new was written
     return _with_recovered(receipt, recovered)
 
 
-def _batch_records(session_id, highest_seq, signals) -> list:
+def _batch_records(session_id, highest_seq, signals, batch) -> list:
     """The batch's records, numbered after highest_seq, "@K" resolved, one timestamp for all."""
     count, timestamp = len(signals), _utc_now()
     ids = [_note_id_for(highest_seq + place) for place in range(1, count + 1)]
     return [_build_record(session_id, highest_seq + place, *_resolved_links(signal, ids).values(),
-                         timestamp=timestamp, batch="%d/%d" % (place, count))
+                         timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
             for place, signal in enumerate(signals, 1)]
 
 
@@ -3234,15 +3197,13 @@ def _resolved_links(signal, ids) -> dict:
             and value.startswith("@") else value for name, value in signal.items()}
 
 
-def _find_duplicate_batch(tail, signals, session_id, log_path):
-    """The records of a whole earlier batch this one repeats line for line, or None."""
+def _find_duplicate(tail, signals, session_id, log_path, batch):
+    """The intact records of an earlier append this one repeats (a batch line for line), or None."""
     count = len(signals)
-    for place, record in enumerate(tail.recent):
-        if record.get("batch") != "%d/%d" % (count, count) or place + count > len(tail.recent):
-            continue
+    for place in range(len(tail.recent) - count + 1):
         earlier = tail.recent[place:place + count][::-1]
         ids = [other.get("id") for other in earlier]
-        if not all(other.get("batch") == "%d/%d" % (line, count) and not _check_record(other, session_id)
+        if not all((not batch or other.get("batch") == "%d/%d" % (line, count)) and not _check_record(other, session_id)
                    and all(other.get(name) == value for name, value in _resolved_links(signal, ids).items())
                    for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
             continue
