@@ -900,25 +900,14 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
     split = _split_credential_problem(text, effect)
     if split:
         raise NotesError("--text %s%s" % (split[1], _REFUSAL_ADVICE["credential"]))
-    if status is not None and note_type != "gate":
-        raise NotesError("--status applies only to --type gate; drop it, or record a gate")
-    if ref is not None:
-        ref = _as_note_id(ref)
-        if ref is None:
-            # Not echoed: it may be a pasted secret.
-            raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
-                             "(tail lists the ids)")
-        if note_type == "gate" and status is None:
-            raise NotesError(
-                "a gate with --ref updates that gate, so it needs --status open, deferred or closed")
-    elif note_type == "gate" and status == "closed":
-        raise NotesError(
-            "a new gate cannot start closed; open it first, then close it with "
-            "--ref <its id> --status closed")
-    about, by = _clean_link("about", about), _clean_link("by", by)
-    if by is not None and (note_type != "gate" or ref is None):
-        raise NotesError("--by names the note that settles a gate update, so it goes only with --type gate "
-                         "--ref <the gate> --status ...; to link any other note, use --about")
+    rule = _gate_rule_broken(note_type, ref, status, by)
+    if rule:
+        raise NotesError(_GATE_RULES[rule][1])
+    # Not echoed: it may be a pasted secret.
+    if ref is not None and _as_note_id(ref) is None:
+        raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
+                         "(tail lists the ids)")
+    ref, about, by = _clean_link("ref", ref), _clean_link("about", about), _clean_link("by", by)
     return dict(zip(_SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
 
 
@@ -1098,9 +1087,9 @@ def _check_record(record: dict, session_id: str | None) -> list:
         problems.append(("foreign_session", None))
     if record["type"] not in NOTE_TYPES:
         problems.append(("unknown_type", None))
-    rule = _gate_rule_problem(record)
+    rule = _gate_rule_broken(record["type"], record.get("ref"), record.get("status"), record.get("by"))
     if rule:
-        problems.append(("gate_rule", rule))
+        problems.append(("gate_rule", _GATE_RULES[rule][0]))
     return problems
 
 
@@ -1120,16 +1109,30 @@ def _record_text_problems(text: str, effect: str | None) -> list:
     return problems
 
 
-def _gate_rule_problem(record: dict) -> str | None:
-    """Which gate rule of clean_signal the record breaks, or None."""
-    if "by" in record and (record["type"] != "gate" or "ref" not in record):
-        return "the record has a by, which only a gate update has"
-    if record["type"] != "gate":
-        return "the record has a status, which only a gate has" if "status" in record else None
-    if "ref" in record and "status" not in record:
-        return "the gate update has a ref but no status"
-    if "ref" not in record and record.get("status") == "closed":
-        return "the new gate starts closed"
+# The rules append keeps for gates: kind -> (what a reader says of a record breaking it, append's refusal).
+_GATE_RULES = {
+    "status": ("the record has a status, which only a gate has",
+               "--status applies only to --type gate; drop it, or record a gate"),
+    "no_status": ("the gate update has a ref but no status",
+                  "a gate with --ref updates that gate, so it needs --status open, deferred or closed"),
+    "closed": ("the new gate starts closed",
+               "a new gate cannot start closed; open it first, then close it with --ref <its id> --status closed"),
+    "by": ("the record has a by, which only a gate update has",
+           "--by names the note that settles a gate update, so it goes only with --type gate --ref <the gate> "
+           "--status ...; to link any other note, use --about"),
+}
+
+
+def _gate_rule_broken(note_type, ref, status, by) -> str | None:
+    """The kind of gate rule a note of these fields (None: absent) breaks, or None."""
+    if note_type != "gate" and status is not None:
+        return "status"
+    if note_type == "gate" and ref is not None and status is None:
+        return "no_status"
+    if note_type == "gate" and ref is None and status == "closed":
+        return "closed"
+    if by is not None and (note_type != "gate" or ref is None):
+        return "by"
     return None
 
 
