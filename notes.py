@@ -1136,6 +1136,35 @@ def _gate_rule_broken(note_type, ref, status, by) -> str | None:
     return None
 
 
+# The rules append keeps for links: kind -> (what a reader says of a record breaking it, append's refusal).
+_LINK_RULES = {
+    "missing": ("the %(name)s %(id)s names no earlier note", None),
+    "ref_not_gate": ("the gate update's ref %(id)s names a note that is not a gate",
+                     "--ref %(id)s is a %(type)s, not a gate; a gate update must name the gate it changes"),
+    "ref_gate": ("the ref %(id)s names a gate, which changes only through gate updates",
+                 "--ref %(id)s is a gate; gates change only through gate updates: append --type gate --ref %(id)s "
+                 "--status open|deferred|closed"),
+    "by_gate": ("the by %(id)s names a gate; a gate is settled by a decision or another note",
+                "--by %(id)s is a gate; --by names the note that settles this gate (a decision, a source): append "
+                "that note first, then name it"),
+    "supersede": (None, "--ref %(id)s would supersede a note labelled --provenance %(provenance)s, and this note is "
+                        "not labelled op or shared; nothing was written. If it answers, refines or comments on that "
+                        "note, link it with --about %(id)s instead (both stay live); if the operator confirmed the "
+                        "change, say so with --provenance op (or shared)"),
+}
+
+
+def _link_rule_broken(name, note_type, target_type, target_firm, provenance) -> str | None:
+    """The kind of link rule a note's ref, about or by breaks with the earlier note it names, or None."""
+    if name == "ref" and (note_type == "gate") != (target_type == "gate"):
+        return "ref_not_gate" if note_type == "gate" else "ref_gate"
+    if name == "by" and target_type == "gate":
+        return "by_gate"
+    if name == "ref" and note_type != "gate" and target_firm and provenance not in _FIRM_PROVENANCES:
+        return "supersede"
+    return None
+
+
 class _LogOrder:
     """What a forward reader keeps to check each line's place."""
 
@@ -1173,36 +1202,24 @@ class _LogOrder:
         return found
 
     def link_problems(self, record: dict) -> list:
-        seq, found = record["seq"], []
-        if "ref" in record:
-            wrong = self.ref_problem(record, int(record["ref"][1:]))
-            if wrong:
-                found.append(("ref_target", wrong))
-        for name in ("about", "by"):
+        """The problems of the record's links; counts supersede notices."""
+        found = []
+        for name in ("ref", "about", "by"):
             link = record.get(name)
             if link is None:
                 continue
-            if not 1 <= int(link[1:]) < seq:
-                found.append(("link_target", "the %s %s names no earlier note" % (name, link)))
-            elif name == "by" and int(link[1:]) in self.seqs:
-                found.append(("link_target", "the by %s names a gate; a gate is settled by a decision or "
-                                             "another note" % link))
+            target, firm, provenance = int(link[1:]), int(link[1:]) in self.firm, record.get("provenance")
+            # A notice, beside whatever else is wrong with the ref.
+            if _link_rule_broken(name, record["type"], "note", firm, provenance) == "supersede":
+                self.notice_count += 1
+                if len(self.notices) < _PROBLEMS_LISTED:
+                    self.notices.append(_problem(self.line, record["id"], "supersede_rule"))
+            kind = "missing" if not 1 <= target < record["seq"] else _link_rule_broken(
+                name, record["type"], "gate" if target in self.seqs else "note", firm, provenance)
+            if kind and kind != "supersede":
+                found.append(("ref_target" if name == "ref" else "link_target",
+                              _LINK_RULES[kind][0] % {"name": name, "id": link}))
         return found
-
-    def ref_problem(self, record: dict, target: int) -> str | None:
-        """The ref's problem, or None; counts supersede notices."""
-        ref, is_gate = record["ref"], record["type"] == "gate"
-        if not is_gate and target in self.firm and record.get("provenance") not in _FIRM_PROVENANCES:
-            self.notice_count += 1
-            if len(self.notices) < _PROBLEMS_LISTED:
-                self.notices.append(_problem(self.line, record["id"], "supersede_rule"))
-        if not 1 <= target < record["seq"]:
-            return "the ref %s names no earlier note" % ref
-        if is_gate and target not in self.seqs:
-            return "the gate update's ref %s names a note that is not a gate" % ref
-        if not is_gate and target in self.seqs:
-            return "the ref %s names a gate, which changes only through gate updates" % ref
-        return None
 
     def batch_problems(self, value) -> list:
         place, found = _batch_place_of(value), []
@@ -3038,47 +3055,17 @@ def _no_such_note(name, note_id, find):
 
 def _check_links(signal, find):
     """Refuse a link naming no note of the right kind, or a forbidden supersede."""
-    if signal["ref"] is not None:
-        target = _check_ref(signal["type"], signal["ref"], find)
-        _check_supersede_rule(signal, target)
-    for name in ("about", "by"):
+    for name in ("ref", "about", "by"):
         if signal[name] is None:
             continue
         target = find(signal[name])
         if target is None:
             raise _no_such_note(name, signal[name], find)
-        if name == "by" and target.get("type") == "gate":
-            raise NotesError("--by %s is a gate; --by names the note that settles this gate (a decision, a "
-                             "source): append that note first, then name it" % signal[name])
-
-
-def _check_supersede_rule(signal, target):
-    """Refuse superseding an op or shared note unless this note is labelled op or shared too."""
-    if signal["type"] == "gate" or target.get("provenance") not in _FIRM_PROVENANCES:
-        return
-    if signal["provenance"] in _FIRM_PROVENANCES:
-        return
-    raise NotesError(
-        "--ref %s would supersede a note labelled --provenance %s, and this note is not labelled op or "
-        "shared; nothing was written. If it answers, refines or comments on that note, link it with "
-        "--about %s instead (both stay live); if the operator confirmed the change, say so with "
-        "--provenance op (or shared)" % (signal["ref"], target["provenance"], signal["ref"]))
-
-
-def _check_ref(note_type, ref, find):
-    """The note a --ref names; refuses a missing one or one of the wrong kind."""
-    target = find(ref)
-    if target is None:
-        raise _no_such_note("ref", ref, find)
-    if note_type == "gate" and target.get("type") != "gate":
-        raise NotesError(
-            "--ref %s is a %s, not a gate; a gate update must name the gate it changes"
-            % (ref, target.get("type")))
-    if note_type != "gate" and target.get("type") == "gate":
-        raise NotesError(
-            "--ref %s is a gate; gates change only through gate updates: "
-            "append --type gate --ref %s --status open|deferred|closed" % (ref, ref))
-    return target
+        kind = _link_rule_broken(name, signal["type"], target.get("type"),
+                                 target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
+        if kind:
+            raise NotesError(_LINK_RULES[kind][1] % {"id": signal[name], "type": target.get("type"),
+                                                     "provenance": target.get("provenance")})
 
 
 # append --batch: several signals, written together or not at all
