@@ -1529,13 +1529,18 @@ def _special_file_error(path, mode):
         "for ever or never end. Move it aside, or pass another path" % (path, kind))
 
 
-def _open_regular_file(path, flags=os.O_RDONLY):
-    """os.open that refuses all but a regular file (O_NONBLOCK: a FIFO does not block)."""
+def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
+    """os.open that refuses all but a regular file (O_NONBLOCK: a FIFO does not block); follow=False: a link."""
+    if not (follow or _NO_FOLLOW) and os.path.islink(path):
+        raise _link_error(path)
     try:
-        descriptor = os.open(path, flags | _NON_BLOCKING | _BINARY, _PRIVATE_FILE_MODE)
+        descriptor = os.open(path, flags | _NON_BLOCKING | _BINARY | (0 if follow else _NO_FOLLOW),
+                             _PRIVATE_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ENXIO:  # a socket cannot be opened at all
             raise _special_file_error(path, os.stat(path).st_mode) from None
+        if not follow and error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise _link_error(path) from None
         raise
     try:
         mode = os.fstat(descriptor).st_mode
@@ -1627,24 +1632,13 @@ def _tighten_mode(descriptor):
 def _tighten_session_files(folder):
     for name in (_META_NAME, _LOG_NAME):
         try:
-            descriptor = _open_refusing_links(os.path.join(folder, name), os.O_RDONLY)
+            descriptor = _open_regular_file(os.path.join(folder, name), follow=False)
         except (OSError, NotesError):
             continue
         try:
             _tighten_mode(descriptor)
         finally:
             os.close(descriptor)
-
-
-def _open_refusing_links(path, flags):
-    if not _NO_FOLLOW and os.path.islink(path):
-        raise _link_error(path)
-    try:
-        return _open_regular_file(path, flags | _NO_FOLLOW)
-    except OSError as error:
-        if error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
-            raise _link_error(path) from None
-        raise
 
 
 def _lock_wait_seconds():
@@ -1710,7 +1704,7 @@ class _SessionLock:
                 self.folder_descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
                 # Again on the folder now held: it may have been swapped since it was resolved.
                 _check_owner(folder, os.fstat(self.folder_descriptor), "the session folder")
-            self.descriptor = _open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
+            self.descriptor = _open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False)
             if created:
                 _fsync_folder(folder)
         except OSError as error:
@@ -1771,39 +1765,22 @@ class _SessionLock:
         self.close_descriptors()
 
 
-def _open_log_for_reading(path):
+def _open_log(path):
+    """(read descriptor, size), or (None, 0) when there is no log yet."""
     try:
-        return _open_regular_file(path)
+        descriptor = _open_regular_file(path)
     except FileNotFoundError:
-        return None
+        return None, 0
     except IsADirectoryError:
         raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
-
-
-def _open_log_sized(path):
-    """(read descriptor, size), or (None, 0) when there is no log yet."""
-    descriptor = _open_log_for_reading(path)
-    if descriptor is None:
-        return None, 0
-    try:
-        return descriptor, os.fstat(descriptor).st_size
-    except BaseException:
-        os.close(descriptor)
-        raise
-
-
-def _log_size(path):
-    descriptor, size = _open_log_sized(path)
-    if descriptor is not None:
-        os.close(descriptor)
-    return size
+    return descriptor, os.fstat(descriptor).st_size
 
 
 def _log_view(folder):
     """(descriptor, size, in_flight: a writer is at work) of the log, for a reader."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
     if lock_path in _SessionLock.held:  # the writer itself reads
-        return (*_open_log_sized(log_path), False)
+        return (*_open_log(log_path), False)
     folder_lock = None
     if fcntl is not None:
         try:
@@ -1812,7 +1789,7 @@ def _log_view(folder):
             pass
     try:
         if folder_lock is not None and not _try_lock(folder_lock, shared=True):
-            return (*_open_log_sized(log_path), True)
+            return (*_open_log(log_path), True)
         return _log_view_by_lock_file(log_path, lock_path)
     finally:
         if folder_lock is not None:
@@ -1825,15 +1802,15 @@ def _log_view_by_lock_file(log_path, lock_path):
         lock = _open_regular_file(lock_path)
     except FileNotFoundError:
         # a lock made since: the size may cut a writer's line
-        descriptor, size = _open_log_sized(log_path)
+        descriptor, size = _open_log(log_path)
         return descriptor, size, os.path.lexists(lock_path)
     except OSError:  # unreadable: no writer can be seen
-        return (*_open_log_sized(log_path), False)
+        return (*_open_log(log_path), False)
     try:
         if not _try_lock(lock, shared=True):
-            return (*_open_log_sized(log_path), True)
+            return (*_open_log(log_path), True)
         try:
-            return (*_open_log_sized(log_path), False)
+            return (*_open_log(log_path), False)
         finally:
             _unlock(lock)
     finally:
@@ -1980,7 +1957,7 @@ def _replace_log(folder, chunks):
     rewrite once stale); after it the new log is whole, made durable by the folder fsync."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
-        descriptor = _open_refusing_links(log_path, os.O_RDONLY)
+        descriptor = _open_regular_file(log_path, follow=False)
     except FileNotFoundError:
         descriptor = None
     try:
@@ -2075,6 +2052,11 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
     The reader for what a client names inside the session folder (an export
     to restore, an artifact to check); the caller closes it."""
     parts = _inside_parts(relative, what, way_out)
+    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
+        path = os.path.realpath(os.path.join(folder, *parts))
+        if not path.startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
+            raise NotesError("%s passes through a link that leads out%s" % (what, way_out))
+        return _open_regular_file(path)
     try:
         parent = _walk_inside(folder, parts)
         try:
@@ -2261,7 +2243,7 @@ def _open_session_for_writing(folder):
 
 def _open_log_for_append(path):
     """Open the log to append; refuse a link or a hard link."""
-    descriptor = _open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    descriptor = _open_regular_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, False)
     try:
         _refuse_a_hard_linked_log(path, os.fstat(descriptor))
     except BaseException:
@@ -2497,7 +2479,7 @@ class _NotesById:
     def __call__(self, note_id):
         if note_id not in self.found:
             if self.handle is None:
-                descriptor, size = _open_log_sized(self.log_path)
+                descriptor, size = _open_log(self.log_path)
                 if descriptor is None:
                     self.empty = True
                     return None
@@ -4439,7 +4421,10 @@ def _restore_cut_short(folder, session, export):
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
             return False  # refused by check_session_folder
-    if _read_meta(folder) is not None or _log_size(log_path) == 0:
+    descriptor, size = _open_log(log_path)
+    if descriptor is not None:
+        os.close(descriptor)
+    if _read_meta(folder) is not None or size == 0:
         return False
     with _LogReader(folder, {"session_id": session["session_id"]}) as reader:
         existing, common = _common_prefix(reader.records(), export.records())
@@ -4477,7 +4462,7 @@ def _restore_export(folder, export):
 
 def _log_bytes_then(log_path, more):
     """Yield the log's bytes, then more's: a fast-forward's new log."""
-    descriptor, size = _open_log_sized(log_path)
+    descriptor, size = _open_log(log_path)
     if descriptor is not None:
         with open(descriptor, "rb") as handle:
             while size > 0:
@@ -4677,7 +4662,7 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
     log_path = os.path.join(folder, _LOG_NAME)
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
                           None, note_id, None)
-    descriptor = _open_log_for_reading(log_path)
+    descriptor = _open_log(log_path)[0]
     if descriptor is None:
         raise NotesError("redact %s: this session has no notes yet" % note_id)
     with open(descriptor, "rb") as handle:
@@ -5021,12 +5006,7 @@ def _check_read(folder, file):
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        if _CAN_WALK_INSIDE:
-            descriptor = _open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out)
-        elif os.path.realpath(path).startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
-            descriptor = _open_regular_file(os.path.realpath(path))
-        else:
-            raise NotesError("the artifact is reached through a link that leads out of the session folder" + way_out)
+        descriptor = _open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out)
     except FileNotFoundError:
         raise NotesError("%s does not exist%s" % (path, way_out)) from None
     except IsADirectoryError:
@@ -5775,13 +5755,7 @@ def _mcp_open_export(name, places):
             raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
     for place, relative in candidates:
         try:
-            if _CAN_WALK_INSIDE:
-                descriptor = _open_inside(place, relative, "export_file", way_out)
-            else:  # no dir_fd (Windows): the resolved path is checked instead
-                path = os.path.realpath(os.path.join(place, *_inside_parts(relative, "export_file", way_out)))
-                if not path.startswith(place.rstrip(os.sep) + os.sep):
-                    raise NotesError("export_file passes through a link that leads out" + way_out)
-                descriptor = _open_regular_file(path)
+            descriptor = _open_inside(place, relative, "export_file", way_out)
         except FileNotFoundError:
             continue
         except IsADirectoryError:
