@@ -553,18 +553,7 @@ def _record_line(record: dict) -> bytes:
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
-def _marker_alternation(markers) -> str:
-    """A regular expression finding any of the markers, as a tree of their beginnings (fast in re)."""
-    kept = [marker for marker in markers if not any(other != marker and other in marker for other in markers)]
-    by_first = {}
-    for marker in kept:
-        by_first.setdefault(marker[0], []).append(marker[1:])
-    branches = [re.escape(first) + (_marker_alternation(rests) if rests != [""] else "")
-                for first, rests in sorted(by_first.items())]
-    return branches[0] if len(branches) == 1 else "(?:%s)" % "|".join(branches)
-
-
-_FIRST_LOOK_WORD_SEARCH = re.compile(_marker_alternation(_FIRST_LOOK_WORDS)).search
+_FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))).search
 
 
 def _may_hold_credential(text: str) -> bool:
@@ -786,25 +775,9 @@ def _find_credential(text: str) -> str | None:
     return _credential_kind_in(text) or _joined_kind_in(text)
 
 
-def _character_class(codes) -> str:
-    """A regular-expression class of the code points, as ranges (fast in re)."""
-    runs = []
-    for code in sorted(codes):
-        if runs and runs[-1][1] == code - 1:
-            runs[-1][1] = code
-        else:
-            runs.append([code, code])
-    return "[%s]" % "".join(re.escape(chr(low)) + ("-" + re.escape(chr(high)) if high > low else "")
-                            for low, high in runs)
-
-
-_INVISIBLE_SEARCH = re.compile(_character_class(_INVISIBLE_CHARACTERS)).search
-
-
 def _visible_text(value: str) -> str:
     """The value without INVISIBLE_CHARACTERS, as the credential check reads it."""
-    # Every line read passes here; the search spares most text the translate.
-    return value if value.isascii() or not _INVISIBLE_SEARCH(value) else value.translate(_INVISIBLE_CHARACTERS)
+    return value if value.isascii() else value.translate(_INVISIBLE_CHARACTERS)
 
 
 def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
@@ -2018,10 +1991,8 @@ def _inside_error(error, what, way_out):
 
 
 def _walk_inside(folder, parts, make_folder=None):
-    """A descriptor on the folder that holds the last of parts, reached from folder by descriptor.
+    """A descriptor on the folder that holds the last of parts, each opened O_NOFOLLOW below the one above.
 
-    Each folder is opened relative to the one above with O_NOFOLLOW and
-    O_DIRECTORY: a link swapped in at any moment is refused, never followed.
     make_folder(): called before a missing folder is made; None refuses it."""
     descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
     try:
@@ -2047,10 +2018,7 @@ def _walk_inside(folder, parts, make_folder=None):
 
 
 def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
-    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere.
-
-    The reader for what a client names inside the session folder (an export
-    to restore, an artifact to check); the caller closes it."""
+    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere."""
     parts = _inside_parts(relative, what, way_out)
     if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
         path = os.path.realpath(os.path.join(folder, *parts))
@@ -2077,11 +2045,8 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
 def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
     """Write mode: replace or create the file at relative below folder with chunks, no link followed.
 
-    may_replace(descriptor) decides whether an existing regular file may be
-    replaced; make_new() is called before a folder or the file is created
-    (a bound may refuse).  A temporary file beside the target is renamed
-    over it by descriptor (renameat), so a crash leaves the old file or the
-    new one.  Return the path written, as folder joined with relative."""
+    may_replace(descriptor) may refuse an existing file; make_new() is called before anything is created.
+    Crash window: a temporary file is renamed over the target by descriptor: the old file or the new one."""
     parts = _inside_parts(relative, what, way_out)
     path = os.path.join(folder, *parts)
     try:
@@ -3582,9 +3547,7 @@ def _markdown_export(reader, meta, count, figures, problem_count, warnings, reop
 
 
 def _markdown_record(record, reopened):
-    """One record of the audit document, as lines; its text cannot forge the document's structure.
-
-    reopened: the note that took up each discarded path again, by the discard's id."""
+    """One record of the audit document, as lines; its text cannot forge the document's structure."""
     labels = []
     if "effect" in record:
         first, *rest = _markdown_split(record["effect"])
@@ -3866,9 +3829,7 @@ def _counted(number, noun) -> str:
 
 
 def _recap_progress(seen, open_gates, unconfirmed, first, listed) -> dict:
-    """recap's pending, synthesis and delivery keys, those with something to say.
-
-    first: (seq, id) of the pending item raised first; listed: the pending items listed, as (seq, item)."""
+    """recap's pending, synthesis and delivery keys, those with something to say."""
     progress = {}
     if open_gates or unconfirmed:
         pending = progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
@@ -4923,9 +4884,7 @@ def _check_discards(artifact, recap, find, settled) -> list:
 
 
 def _check_lost(artifact, recap) -> list:
-    """Live decisions and boundaries that no passage (or two in a row) mostly holds.
-
-    A boundary that names the artifact's own form ("The artifact is ..."), or excludes, holds by absence."""
+    """Live decisions and boundaries that no passage (or two in a row) mostly holds."""
     delivered = recap.get("delivery", {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"], re.I)
@@ -4990,9 +4949,7 @@ def _check_settled_stems(recap) -> set:
 
 
 def _check_read(folder, file):
-    """(path, text) of the artifact file, a regular file inside the session folder; refuse any other.
-
-    Where the platform walks by descriptor, no link is followed below the folder (open_inside)."""
+    """(path, text) of the artifact file, a regular file inside the session folder; refuse any other."""
     way_out = ("; save the artifact in the session folder %s and give its name (relative to that folder), "
                "such as plan.md" % folder)
     if not isinstance(file, str) or not file.strip() or "\0" in file:
@@ -5642,9 +5599,7 @@ def _mcp_value(command, option, item):
 
 
 def _mcp_export_path(folder, output):
-    """The file inside the session folder that export's output names; any way out of the folder is refused.
-
-    A same-user process could still swap a folder for a link before the write; it could write the file anyway."""
+    """The file inside the session folder that export's output names; any way out of the folder is refused."""
     way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
                % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
     if os.path.isabs(output) or output.startswith("~") or os.path.splitdrive(output)[0]:
