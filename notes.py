@@ -84,7 +84,7 @@ _PROBLEMS_LISTED = 100     # problems verify names, then counts
 _BACKWARD_BLOCK = 65536    # bytes per block read
 # A longer line is no record: reported, never held.
 _LINE_LIMIT = 1 << 20
-_EXPORT_SIZE_LIMIT = 256 << 20   # refused before it is read
+_EXPORT_SIZE_LIMIT = 16 << 20   # refused before it is read: restore parses it whole
 _META_SIZE_LIMIT = 1 << 20
 _SEQ_LIMIT = 999999999           # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
@@ -553,18 +553,7 @@ def _record_line(record: dict) -> bytes:
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
-def _marker_alternation(markers) -> str:
-    """A regular expression finding any of the markers, as a tree of their beginnings (fast in re)."""
-    kept = [marker for marker in markers if not any(other != marker and other in marker for other in markers)]
-    by_first = {}
-    for marker in kept:
-        by_first.setdefault(marker[0], []).append(marker[1:])
-    branches = [re.escape(first) + (_marker_alternation(rests) if rests != [""] else "")
-                for first, rests in sorted(by_first.items())]
-    return branches[0] if len(branches) == 1 else "(?:%s)" % "|".join(branches)
-
-
-_FIRST_LOOK_WORD_SEARCH = re.compile(_marker_alternation(_FIRST_LOOK_WORDS)).search
+_FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))).search
 
 
 def _may_hold_credential(text: str) -> bool:
@@ -786,25 +775,9 @@ def _find_credential(text: str) -> str | None:
     return _credential_kind_in(text) or _joined_kind_in(text)
 
 
-def _character_class(codes) -> str:
-    """A regular-expression class of the code points, as ranges (fast in re)."""
-    runs = []
-    for code in sorted(codes):
-        if runs and runs[-1][1] == code - 1:
-            runs[-1][1] = code
-        else:
-            runs.append([code, code])
-    return "[%s]" % "".join(re.escape(chr(low)) + ("-" + re.escape(chr(high)) if high > low else "")
-                            for low, high in runs)
-
-
-_INVISIBLE_SEARCH = re.compile(_character_class(_INVISIBLE_CHARACTERS)).search
-
-
 def _visible_text(value: str) -> str:
     """The value without INVISIBLE_CHARACTERS, as the credential check reads it."""
-    # Every line read passes here; the search spares most text the translate.
-    return value if value.isascii() or not _INVISIBLE_SEARCH(value) else value.translate(_INVISIBLE_CHARACTERS)
+    return value if value.isascii() else value.translate(_INVISIBLE_CHARACTERS)
 
 
 def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
@@ -900,25 +873,14 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
     split = _split_credential_problem(text, effect)
     if split:
         raise NotesError("--text %s%s" % (split[1], _REFUSAL_ADVICE["credential"]))
-    if status is not None and note_type != "gate":
-        raise NotesError("--status applies only to --type gate; drop it, or record a gate")
-    if ref is not None:
-        ref = _as_note_id(ref)
-        if ref is None:
-            # Not echoed: it may be a pasted secret.
-            raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
-                             "(tail lists the ids)")
-        if note_type == "gate" and status is None:
-            raise NotesError(
-                "a gate with --ref updates that gate, so it needs --status open, deferred or closed")
-    elif note_type == "gate" and status == "closed":
-        raise NotesError(
-            "a new gate cannot start closed; open it first, then close it with "
-            "--ref <its id> --status closed")
-    about, by = _clean_link("about", about), _clean_link("by", by)
-    if by is not None and (note_type != "gate" or ref is None):
-        raise NotesError("--by names the note that settles a gate update, so it goes only with --type gate "
-                         "--ref <the gate> --status ...; to link any other note, use --about")
+    rule = _gate_rule_broken(note_type, ref, status, by)
+    if rule:
+        raise NotesError(_GATE_RULES[rule][1])
+    # Not echoed: it may be a pasted secret.
+    if ref is not None and _as_note_id(ref) is None:
+        raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
+                         "(tail lists the ids)")
+    ref, about, by = _clean_link("ref", ref), _clean_link("about", about), _clean_link("by", by)
     return dict(zip(_SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
 
 
@@ -1035,7 +997,6 @@ _PROBLEM_DETAILS = {
     "batch_broken": "a batch is not whole: its lines K/N must run 1/N to N/N in a row",
     "incomplete_batch": "the last lines are an incomplete batch (an append --batch cut short); they are not "
                         "notes, and the next append moves them to a side file",
-    "seq_free_lines": "lines in a row that hold no seq, so no note: counted from the end, not read one by one",
     "redaction_unexplained": "the note holds the placeholder redact leaves, but no later source note says it "
                              "was redacted: it was edited by hand, or redact was cut short (run redact on it "
                              "again to record why)",
@@ -1099,9 +1060,9 @@ def _check_record(record: dict, session_id: str | None) -> list:
         problems.append(("foreign_session", None))
     if record["type"] not in NOTE_TYPES:
         problems.append(("unknown_type", None))
-    rule = _gate_rule_problem(record)
+    rule = _gate_rule_broken(record["type"], record.get("ref"), record.get("status"), record.get("by"))
     if rule:
-        problems.append(("gate_rule", rule))
+        problems.append(("gate_rule", _GATE_RULES[rule][0]))
     return problems
 
 
@@ -1121,16 +1082,59 @@ def _record_text_problems(text: str, effect: str | None) -> list:
     return problems
 
 
-def _gate_rule_problem(record: dict) -> str | None:
-    """Which gate rule of clean_signal the record breaks, or None."""
-    if "by" in record and (record["type"] != "gate" or "ref" not in record):
-        return "the record has a by, which only a gate update has"
-    if record["type"] != "gate":
-        return "the record has a status, which only a gate has" if "status" in record else None
-    if "ref" in record and "status" not in record:
-        return "the gate update has a ref but no status"
-    if "ref" not in record and record.get("status") == "closed":
-        return "the new gate starts closed"
+# The rules append keeps for gates: kind -> (what a reader says of a record breaking it, append's refusal).
+_GATE_RULES = {
+    "status": ("the record has a status, which only a gate has",
+               "--status applies only to --type gate; drop it, or record a gate"),
+    "no_status": ("the gate update has a ref but no status",
+                  "a gate with --ref updates that gate, so it needs --status open, deferred or closed"),
+    "closed": ("the new gate starts closed",
+               "a new gate cannot start closed; open it first, then close it with --ref <its id> --status closed"),
+    "by": ("the record has a by, which only a gate update has",
+           "--by names the note that settles a gate update, so it goes only with --type gate --ref <the gate> "
+           "--status ...; to link any other note, use --about"),
+}
+
+
+def _gate_rule_broken(note_type, ref, status, by) -> str | None:
+    """The kind of gate rule a note of these fields (None: absent) breaks, or None."""
+    if note_type != "gate" and status is not None:
+        return "status"
+    if note_type == "gate" and ref is not None and status is None:
+        return "no_status"
+    if note_type == "gate" and ref is None and status == "closed":
+        return "closed"
+    if by is not None and (note_type != "gate" or ref is None):
+        return "by"
+    return None
+
+
+# The rules append keeps for links: kind -> (what a reader says of a record breaking it, append's refusal).
+_LINK_RULES = {
+    "missing": ("the %(name)s %(id)s names no earlier note", None),
+    "ref_not_gate": ("the gate update's ref %(id)s names a note that is not a gate",
+                     "--ref %(id)s is a %(type)s, not a gate; a gate update must name the gate it changes"),
+    "ref_gate": ("the ref %(id)s names a gate, which changes only through gate updates",
+                 "--ref %(id)s is a gate; gates change only through gate updates: append --type gate --ref %(id)s "
+                 "--status open|deferred|closed"),
+    "by_gate": ("the by %(id)s names a gate; a gate is settled by a decision or another note",
+                "--by %(id)s is a gate; --by names the note that settles this gate (a decision, a source): append "
+                "that note first, then name it"),
+    "supersede": (None, "--ref %(id)s would supersede a note labelled --provenance %(provenance)s, and this note is "
+                        "not labelled op or shared; nothing was written. If it answers, refines or comments on that "
+                        "note, link it with --about %(id)s instead (both stay live); if the operator confirmed the "
+                        "change, say so with --provenance op (or shared)"),
+}
+
+
+def _link_rule_broken(name, note_type, target_type, target_firm, provenance) -> str | None:
+    """The kind of link rule a note's ref, about or by breaks with the earlier note it names, or None."""
+    if name == "ref" and (note_type == "gate") != (target_type == "gate"):
+        return "ref_not_gate" if note_type == "gate" else "ref_gate"
+    if name == "by" and target_type == "gate":
+        return "by_gate"
+    if name == "ref" and note_type != "gate" and target_firm and provenance not in _FIRM_PROVENANCES:
+        return "supersede"
     return None
 
 
@@ -1171,36 +1175,24 @@ class _LogOrder:
         return found
 
     def link_problems(self, record: dict) -> list:
-        seq, found = record["seq"], []
-        if "ref" in record:
-            wrong = self.ref_problem(record, int(record["ref"][1:]))
-            if wrong:
-                found.append(("ref_target", wrong))
-        for name in ("about", "by"):
+        """The problems of the record's links; counts supersede notices."""
+        found = []
+        for name in ("ref", "about", "by"):
             link = record.get(name)
             if link is None:
                 continue
-            if not 1 <= int(link[1:]) < seq:
-                found.append(("link_target", "the %s %s names no earlier note" % (name, link)))
-            elif name == "by" and int(link[1:]) in self.seqs:
-                found.append(("link_target", "the by %s names a gate; a gate is settled by a decision or "
-                                             "another note" % link))
+            target, firm, provenance = int(link[1:]), int(link[1:]) in self.firm, record.get("provenance")
+            # A notice, beside whatever else is wrong with the ref.
+            if _link_rule_broken(name, record["type"], "note", firm, provenance) == "supersede":
+                self.notice_count += 1
+                if len(self.notices) < _PROBLEMS_LISTED:
+                    self.notices.append(_problem(self.line, record["id"], "supersede_rule"))
+            kind = "missing" if not 1 <= target < record["seq"] else _link_rule_broken(
+                name, record["type"], "gate" if target in self.seqs else "note", firm, provenance)
+            if kind and kind != "supersede":
+                found.append(("ref_target" if name == "ref" else "link_target",
+                              _LINK_RULES[kind][0] % {"name": name, "id": link}))
         return found
-
-    def ref_problem(self, record: dict, target: int) -> str | None:
-        """The ref's problem, or None; counts supersede notices."""
-        ref, is_gate = record["ref"], record["type"] == "gate"
-        if not is_gate and target in self.firm and record.get("provenance") not in _FIRM_PROVENANCES:
-            self.notice_count += 1
-            if len(self.notices) < _PROBLEMS_LISTED:
-                self.notices.append(_problem(self.line, record["id"], "supersede_rule"))
-        if not 1 <= target < record["seq"]:
-            return "the ref %s names no earlier note" % ref
-        if is_gate and target not in self.seqs:
-            return "the gate update's ref %s names a note that is not a gate" % ref
-        if not is_gate and target in self.seqs:
-            return "the ref %s names a gate, which changes only through gate updates" % ref
-        return None
 
     def batch_problems(self, value) -> list:
         place, found = _batch_place_of(value), []
@@ -1253,7 +1245,7 @@ def _unterminated_line_problem(value) -> str:
 
 # tail names these by offset alone
 _LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
-                           "seq_free_lines", "incomplete_batch"))
+                           "incomplete_batch"))
 
 
 def _problem(line, record_id, kind: str, detail: str | None = None) -> dict:
@@ -1510,13 +1502,18 @@ def _special_file_error(path, mode):
         "for ever or never end. Move it aside, or pass another path" % (path, kind))
 
 
-def _open_regular_file(path, flags=os.O_RDONLY):
-    """os.open that refuses all but a regular file (O_NONBLOCK: a FIFO does not block)."""
+def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
+    """os.open that refuses all but a regular file (O_NONBLOCK: a FIFO does not block); follow=False: a link."""
+    if not (follow or _NO_FOLLOW) and os.path.islink(path):
+        raise _link_error(path)
     try:
-        descriptor = os.open(path, flags | _NON_BLOCKING | _BINARY, _PRIVATE_FILE_MODE)
+        descriptor = os.open(path, flags | _NON_BLOCKING | _BINARY | (0 if follow else _NO_FOLLOW),
+                             _PRIVATE_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ENXIO:  # a socket cannot be opened at all
             raise _special_file_error(path, os.stat(path).st_mode) from None
+        if not follow and error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise _link_error(path) from None
         raise
     try:
         mode = os.fstat(descriptor).st_mode
@@ -1608,24 +1605,13 @@ def _tighten_mode(descriptor):
 def _tighten_session_files(folder):
     for name in (_META_NAME, _LOG_NAME):
         try:
-            descriptor = _open_refusing_links(os.path.join(folder, name), os.O_RDONLY)
+            descriptor = _open_regular_file(os.path.join(folder, name), follow=False)
         except (OSError, NotesError):
             continue
         try:
             _tighten_mode(descriptor)
         finally:
             os.close(descriptor)
-
-
-def _open_refusing_links(path, flags):
-    if not _NO_FOLLOW and os.path.islink(path):
-        raise _link_error(path)
-    try:
-        return _open_regular_file(path, flags | _NO_FOLLOW)
-    except OSError as error:
-        if error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
-            raise _link_error(path) from None
-        raise
 
 
 def _lock_wait_seconds():
@@ -1691,7 +1677,7 @@ class _SessionLock:
                 self.folder_descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
                 # Again on the folder now held: it may have been swapped since it was resolved.
                 _check_owner(folder, os.fstat(self.folder_descriptor), "the session folder")
-            self.descriptor = _open_refusing_links(self.path, os.O_RDWR | os.O_CREAT)
+            self.descriptor = _open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False)
             if created:
                 _fsync_folder(folder)
         except OSError as error:
@@ -1752,32 +1738,15 @@ class _SessionLock:
         self.close_descriptors()
 
 
-def _open_log_for_reading(path):
+def _open_log(path):
+    """(read descriptor, size), or (None, 0) when there is no log yet."""
     try:
-        return _open_regular_file(path)
+        descriptor = _open_regular_file(path)
     except FileNotFoundError:
-        return None
+        return None, 0
     except IsADirectoryError:
         raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
-
-
-def _open_log_sized(path):
-    """(read descriptor, size), or (None, 0) when there is no log yet."""
-    descriptor = _open_log_for_reading(path)
-    if descriptor is None:
-        return None, 0
-    try:
-        return descriptor, os.fstat(descriptor).st_size
-    except BaseException:
-        os.close(descriptor)
-        raise
-
-
-def _log_size(path):
-    descriptor, size = _open_log_sized(path)
-    if descriptor is not None:
-        os.close(descriptor)
-    return size
+    return descriptor, os.fstat(descriptor).st_size
 
 
 def _ends_whole(descriptor, size):
@@ -1793,9 +1762,9 @@ def _log_view(folder):
     """(descriptor, size, in_flight: a writer is at work) of the log, for a reader."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
     if lock_path in _SessionLock.held:  # the writer itself reads
-        return (*_open_log_sized(log_path), False)
+        return (*_open_log(log_path), False)
     # A whole end needs no probe of the lock, so a reader stopped here never holds up a writer.
-    descriptor, size = _open_log_sized(log_path)
+    descriptor, size = _open_log(log_path)
     if descriptor is None or _ends_whole(descriptor, size):
         return descriptor, size, False
     os.close(descriptor)
@@ -1807,7 +1776,7 @@ def _log_view(folder):
             pass
     try:
         if folder_lock is not None and not _try_lock(folder_lock, shared=True):
-            return (*_open_log_sized(log_path), True)
+            return (*_open_log(log_path), True)
         return _log_view_by_lock_file(log_path, lock_path)
     finally:
         if folder_lock is not None:
@@ -1820,15 +1789,15 @@ def _log_view_by_lock_file(log_path, lock_path):
         lock = _open_regular_file(lock_path)
     except FileNotFoundError:
         # a lock made since: the size may cut a writer's line
-        descriptor, size = _open_log_sized(log_path)
+        descriptor, size = _open_log(log_path)
         return descriptor, size, os.path.lexists(lock_path)
     except OSError:  # unreadable: no writer can be seen
-        return (*_open_log_sized(log_path), False)
+        return (*_open_log(log_path), False)
     try:
         if not _try_lock(lock, shared=True):
-            return (*_open_log_sized(log_path), True)
+            return (*_open_log(log_path), True)
         try:
-            return (*_open_log_sized(log_path), False)
+            return (*_open_log(log_path), False)
         finally:
             _unlock(lock)
     finally:
@@ -1975,7 +1944,7 @@ def _replace_log(folder, chunks):
     rewrite once stale); after it the new log is whole, made durable by the folder fsync."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
-        descriptor = _open_refusing_links(log_path, os.O_RDONLY)
+        descriptor = _open_regular_file(log_path, follow=False)
     except FileNotFoundError:
         descriptor = None
     try:
@@ -2036,10 +2005,8 @@ def _inside_error(error, what, way_out):
 
 
 def _walk_inside(folder, parts, make_folder=None):
-    """A descriptor on the folder that holds the last of parts, reached from folder by descriptor.
+    """A descriptor on the folder that holds the last of parts, each opened O_NOFOLLOW below the one above.
 
-    Each folder is opened relative to the one above with O_NOFOLLOW and
-    O_DIRECTORY: a link swapped in at any moment is refused, never followed.
     make_folder(): called before a missing folder is made; None refuses it."""
     descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
     try:
@@ -2065,11 +2032,13 @@ def _walk_inside(folder, parts, make_folder=None):
 
 
 def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
-    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere.
-
-    The reader for what a client names inside the session folder (an export
-    to restore, an artifact to check); the caller closes it."""
+    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere."""
     parts = _inside_parts(relative, what, way_out)
+    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
+        path = os.path.realpath(os.path.join(folder, *parts))
+        if not path.startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
+            raise NotesError("%s passes through a link that leads out%s" % (what, way_out))
+        return _open_regular_file(path)
     try:
         parent = _walk_inside(folder, parts)
         try:
@@ -2090,11 +2059,8 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
 def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
     """Write mode: replace or create the file at relative below folder with chunks, no link followed.
 
-    may_replace(descriptor) decides whether an existing regular file may be
-    replaced; make_new() is called before a folder or the file is created
-    (a bound may refuse).  A temporary file beside the target is renamed
-    over it by descriptor (renameat), so a crash leaves the old file or the
-    new one.  Return the path written, as folder joined with relative."""
+    may_replace(descriptor) may refuse an existing file; make_new() is called before anything is created.
+    Crash window: a temporary file is renamed over the target by descriptor: the old file or the new one."""
     parts = _inside_parts(relative, what, way_out)
     path = os.path.join(folder, *parts)
     try:
@@ -2256,7 +2222,7 @@ def _open_session_for_writing(folder):
 
 def _open_log_for_append(path):
     """Open the log to append; refuse a link or a hard link."""
-    descriptor = _open_refusing_links(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    descriptor = _open_regular_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, False)
     try:
         _refuse_a_hard_linked_log(path, os.fstat(descriptor))
     except BaseException:
@@ -2274,9 +2240,8 @@ def _refuse_a_hard_linked_log(path, status):
             "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
 
 
-def _read_lines_backward(handle, size, count_runs=False):
-    """Yield (offset, line) from size back; a line over _LINE_LIMIT is None, and with
-    count_runs a run of seq-free lines is (offset, count)."""
+def _read_lines_backward(handle, size):
+    """Yield (offset, line) from size back; a line over _LINE_LIMIT is None."""
     pieces, length, position = [], 0, size  # pieces of the current line
     while position > 0:
         step = min(_BACKWARD_BLOCK, position)
@@ -2285,16 +2250,10 @@ def _read_lines_backward(handle, size, count_runs=False):
         block = handle.read(step)
         end = len(block)
         newline = block.rfind(b"\n", 0, end)
-        run_checked = not count_runs
         while newline >= 0:
             pieces.append(block[newline + 1:end])
             yield position + newline + 1, _joined_line(pieces, length + end - newline - 1)
             pieces, length, end = [], 0, newline
-            if not run_checked:
-                run_checked, run = True, _seq_free_run(block, end)
-                if run is not None:
-                    yield position + run[0], run[1]
-                    end = run[0] - 1  # the newline before the run
             newline = block.rfind(b"\n", 0, end)
         length += end
         if length <= _LINE_LIMIT:
@@ -2302,20 +2261,6 @@ def _read_lines_backward(handle, size, count_runs=False):
         else:
             pieces = []
     yield 0, _joined_line(pieces, length)
-
-
-_COUNTED_RUN = 100  # seq-free lines in a row worth counting, not parsing
-
-
-def _seq_free_run(block, end):
-    """(start, count) of block[:end]'s lines if _COUNTED_RUN or more and none can hold a seq."""
-    first = block.find(b"\n", 0, end)
-    if first < 0:
-        return None
-    count = block.count(b"\n", first + 1, end) + 1
-    if count < _COUNTED_RUN or any(block.find(marker, first + 1, end) >= 0 for marker in (b'"seq"', b"\\u")):
-        return None
-    return first + 1, count
 
 
 def _joined_line(pieces, length):
@@ -2374,7 +2319,7 @@ class _BackwardScan:
         self.needs_newline = False   # the last line is an object lacking its newline
         self.highest_seq = 0         # highest seq the lines walked can have held
         self.certain = False         # no line left can hold a higher one
-        self.lines = _read_lines_backward(handle, self.keep_end, count_runs=True)
+        self.lines = _read_lines_backward(handle, self.keep_end)
         self.session_id, self.in_flight = session_id, in_flight
 
     def __iter__(self):
@@ -2384,10 +2329,6 @@ class _BackwardScan:
         for position, (offset, line) in enumerate(self.lines):
             if position == 0 and (line == b"" or self.in_flight):
                 continue  # a healthy end, or a note in flight
-            if type(line) is int:  # a counted run of seq-free lines
-                damaged += line
-                yield offset, None, [("seq_free_lines", "%d lines in a row that hold no seq, so no note" % line)]
-                continue
             value, problems = _line_problems(line, position > 0, self.session_id)
             if position == 0:
                 self.needs_newline = value is not None
@@ -2494,8 +2435,8 @@ def _keep_torn_tail_in_place(descriptor, tail, why):
 def _find_note_line(handle, size, note_id):
     """(offset, line, record) of the note with this id, searched from the end, or None."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
-    for offset, line in _read_lines_backward(handle, size, count_runs=True):
-        if type(line) is bytes and needle in line:  # a counted run holds no note
+    for offset, line in _read_lines_backward(handle, size):
+        if line and needle in line:
             value, _ = _parse_line(line)
             if _is_the_note(value, note_id):
                 return offset, line, value
@@ -2517,7 +2458,7 @@ class _NotesById:
     def __call__(self, note_id):
         if note_id not in self.found:
             if self.handle is None:
-                descriptor, size = _open_log_sized(self.log_path)
+                descriptor, size = _open_log(self.log_path)
                 if descriptor is None:
                     self.empty = True
                     return None
@@ -2714,16 +2655,16 @@ class Session:
         if batch is not None:
             given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
                                                                  evidence, about, by)) if value is not None]
-            return _append_batch_entries(self, batch, given)
-        signal = _clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)
+            signals = _clean_batch(batch, given)
+        else:
+            signals = [_clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)]
         folder = _resolve_folder(self.folder, self.session)
         _check_session_folder(folder)
         # The log only grows, so a note found now is still there under the lock.
-        with _NotesById(os.path.join(folder, _LOG_NAME)) as in_log:
-            _check_links(signal, in_log)
+        _check_batch_links(os.path.join(folder, _LOG_NAME), signals, batch is not None)
         with _SessionLock(folder):
             meta, created = _open_session_for_writing(folder)
-            return _with_created(_append_signal(folder, meta, signal), created)
+            return _with_created(_append_batch(folder, meta, signals, batch is not None), created)
 
     def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
              compact=False) -> dict:
@@ -2881,11 +2822,8 @@ class Session:
         else:
             if not hasattr(export_file, "read"):
                 _check_path_text("the export file's path", export_file)
-            export, passed_over = _Export(export_file, accept_damaged), []  # checked, streamed: never held whole
-        try:
-            restored, recovered = _restore_export(folder, export)
-        finally:
-            export.close()
+            export, passed_over = _Export(export_file, accept_damaged), []
+        restored, recovered = _restore_export(folder, export)
         receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
                    "record_count": export.record_count, "restored": restored,
                    "path": os.path.join(folder, _LOG_NAME), "export": _restored_export(export)}
@@ -2974,24 +2912,6 @@ def _restorable_size(chunks, folder):
         yield chunk
 
 
-def _append_signal(folder, meta, signal):
-    """Under the lock: store the signal, or return the earlier note it repeats."""
-    log_path = os.path.join(folder, _LOG_NAME)
-
-    def store(descriptor, tail):
-        duplicate = _find_duplicate(tail, signal, meta["session_id"], log_path)
-        if duplicate is not None:
-            return duplicate, True
-        record = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-        _append_line(descriptor, _record_line(record))
-        return record, False
-    (record, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS, store)
-    receipt = {"ok": True, "command": "append", "note_id": record["id"], "seq": record["seq"], "path": log_path}
-    if duplicate:
-        receipt["duplicate"] = True  # a retry: nothing new was written
-    return _with_recovered(receipt, recovered)
-
-
 def _write_at_log_end(folder, window_records, store):
     """Under the lock: mend the log's end; return (store(descriptor, tail), what was mended)."""
     log_path = os.path.join(folder, _LOG_NAME)
@@ -3047,17 +2967,6 @@ def _recover_tail(folder, descriptor, tail):
     return None
 
 
-def _find_duplicate(tail, signal, session_id, log_path):
-    """The window's intact record the signal repeats, if still the latest word; else None."""
-    for place, record in enumerate(tail.recent):
-        if all(record.get(name) == value for name, value in signal.items()) and not _check_record(
-                record, session_id):
-            later = tail.recent[:place]  # newest first
-            with _NotesById(log_path) as in_log:
-                return record if _still_the_latest_word(record, later, in_log) else None
-    return None
-
-
 def _still_the_latest_word(record, later, in_log):
     """Whether no later record (newest first) superseded this one or changed its gate."""
     if record["type"] != "gate":
@@ -3107,47 +3016,17 @@ def _no_such_note(name, note_id, find):
 
 def _check_links(signal, find):
     """Refuse a link naming no note of the right kind, or a forbidden supersede."""
-    if signal["ref"] is not None:
-        target = _check_ref(signal["type"], signal["ref"], find)
-        _check_supersede_rule(signal, target)
-    for name in ("about", "by"):
+    for name in ("ref", "about", "by"):
         if signal[name] is None:
             continue
         target = find(signal[name])
         if target is None:
             raise _no_such_note(name, signal[name], find)
-        if name == "by" and target.get("type") == "gate":
-            raise NotesError("--by %s is a gate; --by names the note that settles this gate (a decision, a "
-                             "source): append that note first, then name it" % signal[name])
-
-
-def _check_supersede_rule(signal, target):
-    """Refuse superseding an op or shared note unless this note is labelled op or shared too."""
-    if signal["type"] == "gate" or target.get("provenance") not in _FIRM_PROVENANCES:
-        return
-    if signal["provenance"] in _FIRM_PROVENANCES:
-        return
-    raise NotesError(
-        "--ref %s would supersede a note labelled --provenance %s, and this note is not labelled op or "
-        "shared; nothing was written. If it answers, refines or comments on that note, link it with "
-        "--about %s instead (both stay live); if the operator confirmed the change, say so with "
-        "--provenance op (or shared)" % (signal["ref"], target["provenance"], signal["ref"]))
-
-
-def _check_ref(note_type, ref, find):
-    """The note a --ref names; refuses a missing one or one of the wrong kind."""
-    target = find(ref)
-    if target is None:
-        raise _no_such_note("ref", ref, find)
-    if note_type == "gate" and target.get("type") != "gate":
-        raise NotesError(
-            "--ref %s is a %s, not a gate; a gate update must name the gate it changes"
-            % (ref, target.get("type")))
-    if note_type != "gate" and target.get("type") == "gate":
-        raise NotesError(
-            "--ref %s is a gate; gates change only through gate updates: "
-            "append --type gate --ref %s --status open|deferred|closed" % (ref, ref))
-    return target
+        kind = _link_rule_broken(name, signal["type"], target.get("type"),
+                                 target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
+        if kind:
+            raise NotesError(_LINK_RULES[kind][1] % {"id": signal[name], "type": target.get("type"),
+                                                     "provenance": target.get("provenance")})
 
 
 # append --batch: several signals, written together or not at all
@@ -3213,8 +3092,8 @@ def _earlier_line(name, value, number) -> str:
     return "@%d" % int(digits)
 
 
-def _check_batch_links(log_path, signals):
-    """append's link checks on every line; "@K" names line K."""
+def _check_batch_links(log_path, signals, batch):
+    """append's link checks on every signal; in a batch, "@K" names line K."""
     with _NotesById(log_path) as in_log:
         def find(note_id):
             if note_id.startswith("@"):
@@ -3223,32 +3102,22 @@ def _check_batch_links(log_path, signals):
             return in_log(note_id)
         for number, signal in enumerate(signals, 1):
             try:
-                _check_links(signal, find)
+                _check_links(signal, find if batch else in_log)
             except NotesError as error:
+                if not batch:
+                    raise
                 raise NotesError("line %d: %s" % (number, error.message)) from None
 
 
-def _append_batch_entries(session, entries, flags_given) -> dict:
-    """Session.append(batch=...): check every line, then store them all."""
-    signals = _clean_batch(entries, flags_given)
-    folder = _resolve_folder(session.folder, session.session)
-    _check_session_folder(folder)
-    # The log only grows, so a note found now is still there under the lock.
-    _check_batch_links(os.path.join(folder, _LOG_NAME), signals)
-    with _SessionLock(folder):
-        meta, created = _open_session_for_writing(folder)
-        return _with_created(_append_batch(folder, meta, signals), created)
-
-
-def _append_batch(folder, meta, signals):
-    """Under the lock: write the whole batch with one write and one fsync."""
+def _append_batch(folder, meta, signals, batch):
+    """Under the lock: write the signals (one note, or a batch) with one write and one fsync."""
     log_path = os.path.join(folder, _LOG_NAME)
 
     def store(descriptor, tail):
-        earlier = _find_duplicate_batch(tail, signals, meta["session_id"], log_path)
+        earlier = _find_duplicate(tail, signals, meta["session_id"], log_path, batch)
         if earlier is not None:
             return earlier, True
-        records = _batch_records(meta["session_id"], tail.highest_seq, signals)
+        records = _batch_records(meta["session_id"], tail.highest_seq, signals, batch)
         # Crash window: a kill mid-write leaves lines 1/N to K/N, a torn tail to readers,
         # which the next append or restore sets aside: the batch is all in the log or none.
         _append_line(descriptor, b"".join(map(_record_line, records)))
@@ -3256,18 +3125,20 @@ def _append_batch(folder, meta, signals):
     # The window holds an earlier batch whole.
     (records, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
     receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
-               "path": log_path, "note_ids": [record["id"] for record in records]}
+               "path": log_path}
+    if batch:
+        receipt["note_ids"] = [record["id"] for record in records]
     if duplicate:
         receipt["duplicate"] = True  # a retry: nothing new was written
     return _with_recovered(receipt, recovered)
 
 
-def _batch_records(session_id, highest_seq, signals) -> list:
+def _batch_records(session_id, highest_seq, signals, batch) -> list:
     """The batch's records, numbered after highest_seq, "@K" resolved, one timestamp for all."""
     count, timestamp = len(signals), _utc_now()
     ids = [_note_id_for(highest_seq + place) for place in range(1, count + 1)]
     return [_build_record(session_id, highest_seq + place, *_resolved_links(signal, ids).values(),
-                         timestamp=timestamp, batch="%d/%d" % (place, count))
+                         timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
             for place, signal in enumerate(signals, 1)]
 
 
@@ -3277,15 +3148,13 @@ def _resolved_links(signal, ids) -> dict:
             and value.startswith("@") else value for name, value in signal.items()}
 
 
-def _find_duplicate_batch(tail, signals, session_id, log_path):
-    """The records of a whole earlier batch this one repeats line for line, or None."""
+def _find_duplicate(tail, signals, session_id, log_path, batch):
+    """The intact records of an earlier append this one repeats (a batch line for line), or None."""
     count = len(signals)
-    for place, record in enumerate(tail.recent):
-        if record.get("batch") != "%d/%d" % (count, count) or place + count > len(tail.recent):
-            continue
+    for place in range(len(tail.recent) - count + 1):
         earlier = tail.recent[place:place + count][::-1]
         ids = [other.get("id") for other in earlier]
-        if not all(other.get("batch") == "%d/%d" % (line, count) and not _check_record(other, session_id)
+        if not all((not batch or other.get("batch") == "%d/%d" % (line, count)) and not _check_record(other, session_id)
                    and all(other.get(name) == value for name, value in _resolved_links(signal, ids).items())
                    for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
             continue
@@ -3692,9 +3561,7 @@ def _markdown_export(reader, meta, count, figures, problem_count, warnings, reop
 
 
 def _markdown_record(record, reopened):
-    """One record of the audit document, as lines; its text cannot forge the document's structure.
-
-    reopened: the note that took up each discarded path again, by the discard's id."""
+    """One record of the audit document, as lines; its text cannot forge the document's structure."""
     labels = []
     if "effect" in record:
         first, *rest = _markdown_split(record["effect"])
@@ -3976,9 +3843,7 @@ def _counted(number, noun) -> str:
 
 
 def _recap_progress(seen, open_gates, unconfirmed, first, listed) -> dict:
-    """recap's pending, synthesis and delivery keys, those with something to say.
-
-    first: (seq, id) of the pending item raised first; listed: the pending items listed, as (seq, item)."""
+    """recap's pending, synthesis and delivery keys, those with something to say."""
     progress = {}
     if open_gates or unconfirmed:
         pending = progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
@@ -4325,117 +4190,22 @@ def _recap_markdown(recap):
     return "\n".join(lines)
 
 
-_EXPORT_READ_BLOCK = 1 << 16  # bytes read at a time from an export
-_EXPORT_VALUE_LIMIT = _LINE_LIMIT  # characters of one value at most: a longer one is no record
-_JSON_WHITESPACE = re.compile("[%s]*" % _JSON_SPACES)
-
-
 class _ExportShapeError(ValueError):
     """Why an export cannot be a session log (the reason names no value it holds)."""
 
 
-class _JsonStream:
-    """Reads a JSON document a value at a time (raw_decode on a growing buffer), hashing its bytes."""
-
-    def __init__(self, handle):
-        import codecs  # only restore needs it
-
-        self.handle, self.decoder = handle, codecs.getincrementaldecoder("utf-8")()
-        self.hash = hashlib.sha256()
-        self.text, self.position, self.ended, self.bytes_read = "", 0, False, 0
-
-    def fill(self) -> bool:
-        """Add a block to the buffer, dropping what was parsed; False at the end of the file."""
-        if self.ended:
-            return False
-        data = self.handle.read(_EXPORT_READ_BLOCK)
-        self.hash.update(data)
-        self.bytes_read += len(data)
-        if self.bytes_read > _EXPORT_SIZE_LIMIT:
-            raise _ExportShapeError("it grew past 256 MiB while it was read")
-        try:
-            more = self.decoder.decode(data, final=not data)
-        except UnicodeDecodeError:
-            raise _ExportShapeError("it is not valid UTF-8") from None
-        self.text, self.position, self.ended = self.text[self.position:] + more, 0, not data
-        return True
-
-    def peek(self) -> str:
-        """The next non-whitespace character ("" at the end)."""
-        while True:
-            self.position = _JSON_WHITESPACE.match(self.text, self.position).end()
-            if self.position < len(self.text) or not self.fill():
-                return self.text[self.position:self.position + 1]
-
-    def take(self, allowed: str) -> str:
-        character = self.peek()
-        if not character or character not in allowed:
-            raise _ExportShapeError("it is not JSON of the shape of an export")
-        self.position += 1
-        return character
-
-    def value(self):
-        """The next JSON value, refused past EXPORT_VALUE_LIMIT characters."""
-        limit = _EXPORT_VALUE_LIMIT
-        self.peek()
-        while True:
-            try:
-                value, end = _DECODER.raw_decode(self.text, self.position)
-                # A value that ends with the buffer may go on (a number): read on to be sure.
-                if end - self.position > limit:
-                    break
-                if end < len(self.text) or self.ended:
-                    self.position = end
-                    return value
-            except (ValueError, RecursionError):
-                if self.ended:
-                    raise _ExportShapeError("it is not JSON that can be read (broken, a number too big "
-                                           "for a float, or nested too deeply)") from None
-            if len(self.text) - self.position > limit:
-                break
-            self.fill()
-        raise _ExportShapeError("it holds a value over %d characters, larger than any record" % limit)
-
-    def elements(self):
-        """Yield the values of the next array."""
-        self.take("[")
-        if self.peek() == "]":
-            self.position += 1
-            return
-        while True:
-            yield self.value()
-            if self.take(",]") == "]":
-                return
+def _one_value_per_key(pairs) -> dict:
+    if len({key for key, _ in pairs}) < len(pairs):
+        raise _ExportShapeError("it is not a JSON object with one value per key")
+    return dict(pairs)
 
 
-def _export_parts(stream):
-    """Yield (key, value, None), or (key, None, elements) for records' array; refuse what follows."""
-    stream.take("{")
-    seen = set()
-    if stream.peek() == "}":
-        stream.position += 1
-    else:
-        while True:
-            key = stream.value()
-            if not isinstance(key, str) or key in seen:
-                raise _ExportShapeError("it is not a JSON object with one value per key")
-            seen.add(key)
-            stream.take(":")
-            if key == "records" and stream.peek() == "[":
-                elements = stream.elements()
-                yield key, None, elements
-                for _ in elements:
-                    pass
-            else:
-                yield key, stream.value(), None
-            if stream.take(",}") == "}":
-                break
-    if stream.peek():
-        raise _ExportShapeError("it holds more than one JSON value")
+_EXPORT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                                   object_pairs_hook=_one_value_per_key)
 
 
-def _open_export(source):
-    """(path, binary handle) of the export (a path or an open file), a regular file within the limit."""
+def _read_export(source):
+    """(path, bytes) of the export (a path or an open binary file), a regular file within the limit."""
     if hasattr(source, "read"):  # MCP's restore opens it by descriptor
         path, handle = getattr(source, "name", "the export"), source
     else:
@@ -4448,62 +4218,51 @@ def _open_export(source):
             raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
         except OSError as error:
             raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    status = os.fstat(handle.fileno())
-    if not stat.S_ISREG(status.st_mode) or status.st_size > _EXPORT_SIZE_LIMIT:
-        handle.close()
-        raise _special_file_error(path, status.st_mode) if not stat.S_ISREG(status.st_mode) else NotesError(
-            "%s is over 256 MiB, larger than any session export; nothing was written. Pass the path of a "
-            "session_export.json" % path)
-    handle.seek(0)
-    return path, handle
+    with handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise _special_file_error(path, status.st_mode)
+        handle.seek(0)
+        data = handle.read(_EXPORT_SIZE_LIMIT + 1) if status.st_size <= _EXPORT_SIZE_LIMIT else None
+    if data is None or len(data) > _EXPORT_SIZE_LIMIT:
+        raise NotesError("%s is over %d MiB, larger than any session export; nothing was written. Pass the path "
+                         "of a session_export.json" % (path, _EXPORT_SIZE_LIMIT >> 20))
+    return path, data
+
+
+def _parse_export(data):
+    try:
+        return _EXPORT_DECODER.decode(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _ExportShapeError("it is not valid UTF-8") from None
+    except _ExportShapeError:
+        raise
+    except (ValueError, RecursionError):
+        raise _ExportShapeError("it is not JSON that can be read (broken, a number too big for a float, or "
+                                "nested too deeply)") from None
 
 
 class _Export(_ProblemTally):
-    """An export checked in one streaming pass; later passes read its records again."""
-
-    HEAD_KEYS = ("schema_version", "exported_at", "session", "record_count")  # the top-level values kept
+    """An export read whole and checked as verify checks a log."""
 
     def __init__(self, source, accept_damaged=False):
         self.accept_damaged = accept_damaged
-        self.path, self.handle = _open_export(source)
-        path = self.path
-        self.session, self.record_count, self.notices = None, 0, []
-        self.exported_at = self.last_record = None
+        self.path, data = _read_export(source)
+        self.notices, self.exported_at, self.last_record = [], None, None
         _ProblemTally.__init__(self)
         try:
-            self.digest = self.check()
+            export = _parse_export(data)
+            reason = _export_shape_problem(export)
+            if reason:
+                raise _ExportShapeError(reason)
+            self.session, self.all = export["session"], export["records"]
+            self.check_records(self.session["session_id"], self.all)
         except _ExportShapeError as error:
-            self.close()
             raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
-                             "without" % (path, error), _EXIT_INTEGRITY) from None
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self):
-        self.handle.close()
-
-    def check(self) -> bytes:
-        """The first pass, returning the digest: the head's shape, then every record."""
-        head, walked = {}, False
-        stream = _JsonStream(self.handle)
-        for key, value, elements in _export_parts(stream):
-            if elements is not None:
-                head["records"] = []  # an array: its records are checked one at a time
-                if _export_shape_problem(head) is None:  # the session came first, as export writes it
-                    self.check_records(head["session"]["session_id"], elements)
-                    walked = True
-            elif key in self.HEAD_KEYS or key == "records":
-                head[key] = value
-        reason = _export_shape_problem(head)
-        if reason:
-            raise _ExportShapeError(reason)
-        self.session = head["session"]
-        if _is_timestamp(head.get("exported_at")):
-            self.exported_at = head["exported_at"]
-        if not walked:  # a hand-made export with its records before its session
-            self.check_records(self.session["session_id"], self.records(verify=False))
-        if head.get("record_count") != self.record_count:
+                             "without" % (self.path, error), _EXIT_INTEGRITY) from None
+        if _is_timestamp(export.get("exported_at")):
+            self.exported_at = export["exported_at"]
+        if export.get("record_count") != self.record_count:
             self.problem_count += 1
             self.problems.insert(0, _problem(None, None, "record_count", "record_count is not %d, the number "
                                             "of records the export holds" % self.record_count))
@@ -4514,25 +4273,27 @@ class _Export(_ProblemTally):
                 "restore --accept-damaged on this one to bring back every record exactly as the export holds "
                 "it, repairing and dropping nothing, so that verify then reports the same problems"
                 % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
-        return stream.hash.digest()
 
     def check_records(self, session_id, records):
         """Check each record as verify would: keep the first problems, count the rest."""
         seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
         redactions = _RedactionsSeen()
-        self.record_count, self.last_record = 0, None
+        self.record_count = 0
         for number, record in enumerate(records, 1):
             if not isinstance(record, dict):
                 raise _ExportShapeError("record %d is not an object" % number)
             kinds = _check_record(record, session_id)
             kinds += seen.place_problems(record, kinds)
-            if self.accept_damaged and not _is_usable(kinds):
-                try:
-                    _record_line(record)
-                except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
-                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, "
-                                     "or text that is not valid UTF-8); nothing was written" % (self.path, number),
+            try:
+                line = _record_line(record) if kinds or not _FIELD_RULES.keys() >= record.keys() else b""
+            except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+                if self.accept_damaged:
+                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, or "
+                                     "text that is not valid UTF-8); nothing was written" % (self.path, number),
                                      _EXIT_INTEGRITY) from None
+                line = b""
+            if len(line) > _LINE_LIMIT:
+                raise _ExportShapeError("it holds a value over %d characters, larger than any record" % _LINE_LIMIT)
             self.note_line_problems(number, record, kinds)
             if _is_usable(kinds):
                 redactions.meet(record, number)
@@ -4541,20 +4302,8 @@ class _Export(_ProblemTally):
         self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
         self.notices = _problem_messages(seen.notices, seen.notice_count)
 
-    def records(self, verify=True):
-        """Yield the records again; with verify, refuse at the end when the bytes differ from the first pass's."""
-        self.handle.seek(0)
-        stream = _JsonStream(self.handle)
-        try:
-            for _, _, elements in _export_parts(stream):
-                if elements is not None:
-                    yield from elements
-            changed = verify and stream.hash.digest() != self.digest
-        except _ExportShapeError:
-            changed = True
-        if changed:
-            raise NotesError("%s changed while it was being restored; nothing was written. Run restore "
-                             "again once nothing writes to it" % self.path, _EXIT_INTEGRITY)
+    def records(self):
+        return iter(self.all)
 
 
 def _export_shape_problem(export) -> str | None:
@@ -4580,7 +4329,7 @@ def _notes_kept_by_restore(folder, session, export):
     existing = 0
     if meta is not None:
         with _LogReader(folder, meta) as reader:
-            existing, common = _common_prefix(reader.records(), export.records(verify=False))
+            existing, common = _common_prefix(reader.records(), export.records())
             # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
             mendable = [entry for entry in reader.problems
                         if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
@@ -4647,24 +4396,14 @@ def _restore_cut_short(folder, session, export):
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
             return False  # refused by check_session_folder
-    if _read_meta(folder) is not None or _log_size(log_path) == 0:
+    descriptor, size = _open_log(log_path)
+    if descriptor is not None:
+        os.close(descriptor)
+    if _read_meta(folder) is not None or size == 0:
         return False
     with _LogReader(folder, {"session_id": session["session_id"]}) as reader:
-        existing, common = _common_prefix(reader.records(), export.records(verify=False))
+        existing, common = _common_prefix(reader.records(), export.records())
     return reader.problem_count == 0 and common == existing
-
-
-def _record_chunks(records):
-    """The records as log lines, in chunks of about EXPORT_READ_BLOCK bytes (one write each)."""
-    lines, length = [], 0
-    for record in records:
-        lines.append(_record_line(record))
-        length += len(lines[-1])
-        if length >= _EXPORT_READ_BLOCK:
-            yield b"".join(lines)
-            lines, length = [], 0
-    if lines:
-        yield b"".join(lines)
 
 
 def _write_restored_session(folder, session, records):
@@ -4675,7 +4414,7 @@ def _write_restored_session(folder, session, records):
         os.unlink(os.path.join(folder, _META_NAME))
         _fsync_folder(folder)
     # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
-    _write_file_atomically(os.path.join(folder, _LOG_NAME), _record_chunks(records))
+    _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, records))])
     _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
 
 
@@ -4691,17 +4430,14 @@ def _restore_export(folder, export):
             return export.record_count, None
         recovered = _mend_log_tail(folder)
         if kept < export.record_count:
-            records = export.records()
-            for _ in range(kept):  # the notes the log holds already
-                next(records)
             # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-            _replace_log(folder, _log_bytes_then(log_path, _record_chunks(records)))
+            _replace_log(folder, _log_bytes_then(log_path, map(_record_line, export.all[kept:])))
     return export.record_count - kept, recovered
 
 
 def _log_bytes_then(log_path, more):
     """Yield the log's bytes, then more's: a fast-forward's new log."""
-    descriptor, size = _open_log_sized(log_path)
+    descriptor, size = _open_log(log_path)
     if descriptor is not None:
         with open(descriptor, "rb") as handle:
             while size > 0:
@@ -4776,28 +4512,18 @@ def _export_in_folder(folder, accept_damaged) -> tuple:
     if not paths:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
-    exports, others = [], []
-    try:
-        for path in paths:
-            exports.append(_Export(path, accept_damaged))
-        longest = max(exports, key=lambda export: (export.record_count,
-                                                   os.path.basename(export.path) == _EXPORT_NAME))
-        others = [export for export in exports if export is not longest]
-        if not all(_is_earlier_part(export, longest) for export in others):
-            raise _exports_apart(folder, exports)
-    except BaseException:
-        for export in exports:
-            export.close()
-        raise
-    for export in others:
-        export.close()
+    exports = [_Export(path, accept_damaged) for path in paths]
+    longest = max(exports, key=lambda export: (export.record_count, os.path.basename(export.path) == _EXPORT_NAME))
+    others = [export for export in exports if export is not longest]
+    if not all(_is_earlier_part(export, longest) for export in others):
+        raise _exports_apart(folder, exports)
     return longest, [os.path.basename(export.path) for export in others]
 
 
 def _is_earlier_part(shorter, longer) -> bool:
-    records = longer.records(verify=False)
+    records = longer.records()
     return shorter.session["session_id"] == longer.session["session_id"] and all(
-        next(records, None) == record for record in shorter.records(verify=False))
+        next(records, None) == record for record in shorter.records())
 
 
 def _exports_apart(folder, exports):
@@ -4838,8 +4564,8 @@ def _redact_reason(reason) -> str:
 
 def _redaction_after(handle, size, note_id, seq):
     """The id of a source note after seq that records the redaction of note_id, or None."""
-    for _, line in _read_lines_backward(handle, size, count_runs=True):
-        value = _parse_line(line)[0] if type(line) is bytes and line else None
+    for _, line in _read_lines_backward(handle, size):
+        value = _parse_line(line)[0] if line else None
         if value is None:
             continue
         if _is_seq(value.get("seq")) and value["seq"] <= seq:
@@ -4911,7 +4637,7 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
     log_path = os.path.join(folder, _LOG_NAME)
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
                           None, note_id, None)
-    descriptor = _open_log_for_reading(log_path)
+    descriptor = _open_log(log_path)[0]
     if descriptor is None:
         raise NotesError("redact %s: this session has no notes yet" % note_id)
     with open(descriptor, "rb") as handle:
@@ -5172,9 +4898,7 @@ def _check_discards(artifact, recap, find, settled) -> list:
 
 
 def _check_lost(artifact, recap) -> list:
-    """Live decisions and boundaries that no passage (or two in a row) mostly holds.
-
-    A boundary that names the artifact's own form ("The artifact is ..."), or excludes, holds by absence."""
+    """Live decisions and boundaries that no passage (or two in a row) mostly holds."""
     delivered = recap.get("delivery", {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"], re.I)
@@ -5239,9 +4963,7 @@ def _check_settled_stems(recap) -> set:
 
 
 def _check_read(folder, file):
-    """(path, text) of the artifact file, a regular file inside the session folder; refuse any other.
-
-    Where the platform walks by descriptor, no link is followed below the folder (open_inside)."""
+    """(path, text) of the artifact file, a regular file inside the session folder; refuse any other."""
     way_out = ("; save the artifact in the session folder %s and give its name (relative to that folder), "
                "such as plan.md" % folder)
     if not isinstance(file, str) or not file.strip() or "\0" in file:
@@ -5255,12 +4977,7 @@ def _check_read(folder, file):
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        if _CAN_WALK_INSIDE:
-            descriptor = _open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out)
-        elif os.path.realpath(path).startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
-            descriptor = _open_regular_file(os.path.realpath(path))
-        else:
-            raise NotesError("the artifact is reached through a link that leads out of the session folder" + way_out)
+        descriptor = _open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out)
     except FileNotFoundError:
         raise NotesError("%s does not exist%s" % (path, way_out)) from None
     except IsADirectoryError:
@@ -5896,9 +5613,7 @@ def _mcp_value(command, option, item):
 
 
 def _mcp_export_path(folder, output):
-    """The file inside the session folder that export's output names; any way out of the folder is refused.
-
-    A same-user process could still swap a folder for a link before the write; it could write the file anyway."""
+    """The file inside the session folder that export's output names; any way out of the folder is refused."""
     way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
                % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
     if os.path.isabs(output) or output.startswith("~") or os.path.splitdrive(output)[0]:
@@ -6009,13 +5724,7 @@ def _mcp_open_export(name, places):
             raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
     for place, relative in candidates:
         try:
-            if _CAN_WALK_INSIDE:
-                descriptor = _open_inside(place, relative, "export_file", way_out)
-            else:  # no dir_fd (Windows): the resolved path is checked instead
-                path = os.path.realpath(os.path.join(place, *_inside_parts(relative, "export_file", way_out)))
-                if not path.startswith(place.rstrip(os.sep) + os.sep):
-                    raise NotesError("export_file passes through a link that leads out" + way_out)
-                descriptor = _open_regular_file(path)
+            descriptor = _open_inside(place, relative, "export_file", way_out)
         except FileNotFoundError:
             continue
         except IsADirectoryError:
@@ -6338,22 +6047,6 @@ def _dispatch(arguments):
     return getattr(Session(arguments.dir, session=arguments.session), command.method)(**keywords)
 
 
-def _parse_arguments_or_help(argv):
-    """(arguments, None), or (None, the text) of --help or --version, for main to print."""
-    import io
-
-    printed, stdout = io.StringIO(), sys.stdout
-    sys.stdout = printed
-    try:
-        return _parse_arguments(argv), None
-    except SystemExit as request:
-        if request.code:
-            raise
-        return None, printed.getvalue()
-    finally:
-        sys.stdout = stdout
-
-
 # A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
 _INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writes may have saved its note before it "
                                       "stopped: run it again, and a note already saved is answered as a duplicate "
@@ -6363,13 +6056,10 @@ _INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writ
 def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
-        arguments, printed = _parse_arguments_or_help(argv)
-        if arguments is None:  # --help or --version
-            return printed, _EXIT_OK
-        result = _dispatch(arguments)
+        result = _dispatch(_parse_arguments(argv))
         ok = not (isinstance(result, dict) and result.get("ok") is False)
         return result, _EXIT_OK if ok else _EXIT_INTEGRITY
-    except SystemExit as request:  # the MCP server's end
+    except SystemExit as request:  # --help, --version (printed), or the MCP server's end
         return None, request.code or 0
     except NotesError as error:
         return _error_receipt(error), error.exit_code

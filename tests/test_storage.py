@@ -547,10 +547,10 @@ def test_restore_refuses_a_fifo_and_a_device_at_once(tmp_path):
 def test_restore_refuses_an_export_larger_than_any_real_one_before_reading_it(tmp_path):
     export = tmp_path / "huge-export.json"
     with open(str(export), "wb") as handle:
-        handle.truncate(257 << 20)  # sparse: costs no disk
+        handle.truncate(17 << 20)  # sparse: costs no disk
     folder = tmp_path / "target"
     result = run_notes("restore", export, folder=folder, timeout=60)
-    assert_refused(result, 2, str(export), "256 MiB")
+    assert_refused(result, 2, str(export), "16 MiB")
     assert not folder.exists()
 
 

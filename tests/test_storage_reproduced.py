@@ -49,20 +49,6 @@ def test_a_hard_linked_log_is_refused_and_left_as_it_was(tmp_path, tail):
     assert other.read_bytes() == other_before
 
 
-# --------------------------------------------------------------------------
-# --help and --version into a full disk, unbuffered
-
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
-@pytest.mark.parametrize("arguments", [["--help"], ["--version"], ["append", "--help"]])
-def test_help_into_a_full_disk_unbuffered_is_not_a_success(tmp_path, arguments):
-    environment = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open("/dev/full", "wb") as full:
-        completed = subprocess.run([sys.executable, "-S", str(NOTES)] + arguments, stdout=full,
-                                   stderr=subprocess.PIPE, env=environment, timeout=60)
-    assert completed.returncode == 1, completed
-    assert json.loads(completed.stderr) == {"ok": False, "error": "cannot print the result (No space left on device)"}
-
-
 @pytest.mark.parametrize("arguments", [["--help"], ["--version"]])
 def test_help_and_version_still_print(arguments):
     result = run_notes(*arguments)
