@@ -3940,6 +3940,9 @@ class _Recap:
         # The notes after the delivery go with the other lists, oldest first.
         self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS + ("delivery",)
                                     for index, age in enumerate(ages.get(name, ())))
+        # Only when the rest cannot fit: the oldest pending entries go too, counted in truncated.
+        self.dropped_order += sorted((age, name, index) for name in ("deferred_gates", "unconfirmed", "open_gates")
+                                     for index, age in enumerate(ages.get(name, ())))
 
     def hints(self, cut):
         """How to see what was cut: a tail of the types cut, a wider recap for unconfirmed notes."""
@@ -3991,9 +3994,8 @@ class _Recap:
         needed = _printed_size(self.rendered(every, markdown))
         if needed > max_bytes:
             raise NotesError(
-                "recap needs %d bytes for what it never leaves out (open and deferred gates, unconfirmed "
-                "notes, mode, shape, warnings), more than --max-bytes %d; run it again with --max-bytes %d, "
-                "or with a smaller --limit" % (needed, max_bytes, needed))
+                "recap needs %d bytes for what it never leaves out (mode, shape, counts, warnings), more than "
+                "--max-bytes %d; run it again with --max-bytes %d" % (needed, max_bytes, needed))
         return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
 
 
@@ -4047,6 +4049,8 @@ def _recap_of(folder, meta, limit, reader):
     receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total, first, by_status["open"] + unconfirmed))
     _with_warnings(receipt, warnings)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
+    ages.update(open_gates=[seq for seq, _ in by_status["open"]], unconfirmed=[seq for seq, _ in unconfirmed],
+                deferred_gates=[seq for seq, _ in by_status["deferred"]])
     ages["delivery"] = synthesis.after_seqs
     return _Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
 

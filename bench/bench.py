@@ -175,6 +175,7 @@ sys.argv = [sys.argv[1]] + sys.argv[2:]
 sys.path.insert(0, __import__("os").path.dirname(sys.argv[0]))
 import notes
 code = notes.main(sys.argv[1:])
+sys.stderr.write("exit %d\\n" % code)
 try:  # Linux: the high-water mark of this program's own memory, reset by exec
     with open("/proc/self/status") as status:
         peak = [line.split()[1] for line in status if line.startswith("VmHWM:")][0]
@@ -185,13 +186,14 @@ sys.stderr.write("%s\\n" % peak)
 """
 
 
-def peak_memory(args: list) -> float:
-    """Peak resident memory (MiB) of one notes.py command, reported by its own process.
+def peak_memory(args: list) -> tuple:
+    """(peak resident memory in MiB, exit code) of one notes.py command, reported by its own process.
 
     (A child's rusage would count the pages of the forked parent before exec.)"""
     completed = subprocess.run([PYTHON, "-S", "-c", PEAK_MEMORY, NOTES] + args,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    return int(completed.stderr.strip().splitlines()[-1]) / 1024
+    *_, code, peak = completed.stderr.strip().splitlines()
+    return int(peak) / 1024, int(code.split()[1])
 
 
 PYTHON = sys.executable  # the interpreter measured; --python changes it
@@ -300,12 +302,14 @@ def main(argv=None) -> int:
         print("| %s | %.1f | %s | %.2f | %s | %s |" % (
             name.strip(), value, against, ratio, "<= %.2f" % goal if goal else "", met if goal else ""))
     print()
-    print("| peak memory, %d records | MiB | goal | met |" % large)
-    print("|---|---:|---:|---|")
-    for command, mebibytes in memory.items():
+    # A refusal (exit 2: recap's budget, export's size limit) is no answer: its memory says little.
+    print("| peak memory, %d records | MiB | exit | goal | met |" % large)
+    print("|---|---:|---:|---:|---|")
+    for command, (mebibytes, code) in memory.items():
         met = "yes" if mebibytes <= MEMORY_LIMIT_MIB else "NO"
         failed += met == "NO"
-        print("| %s | %.1f | <= %d | %s |" % (command, mebibytes, MEMORY_LIMIT_MIB, met))
+        print("| %s | %.1f | %d%s | <= %d | %s |" % (command, mebibytes, code, " (refused)" if code == 2 else "",
+                                                     MEMORY_LIMIT_MIB, met))
     return 1 if failed else 0
 
 
