@@ -61,12 +61,12 @@ PYTHONS = find_pythons()
 class Result:
     """What one run of notes.py left: exit code, output, parsed receipt."""
 
-    def __init__(self, completed: subprocess.CompletedProcess):
-        self.code = completed.returncode
-        self.stdout = completed.stdout
-        self.stderr = completed.stderr
+    def __init__(self, code: int, stdout: str, stderr: str):
+        self.code = code
+        self.stdout = stdout
+        self.stderr = stderr
         try:
-            self.receipt = json.loads(completed.stdout)
+            self.receipt = json.loads(stdout)
         except ValueError:
             self.receipt = None
 
@@ -74,18 +74,77 @@ class Result:
         return "Result(code=%r, stdout=%r, stderr=%r)" % (self.code, self.stdout[:500], self.stderr[:500])
 
 
-def run_notes(*args, folder=None, python=None, script=None, cwd=None, env=None, input=None,
-              timeout=60) -> Result:
-    """Run `python -S notes.py [--dir folder] args...` in a subprocess."""
-    command = [python or sys.executable, "-S", str(script or NOTES)]
-    if folder is not None:
-        command += ["--dir", str(folder)]
-    command += [str(arg) if not isinstance(arg, bytes) else arg for arg in args]
+def notes_argv(args, folder=None) -> list:
+    """The command line after the script's name: --dir folder (when given), then args (bytes kept)."""
+    argv = ["--dir", str(folder)] if folder is not None else []
+    return argv + [arg if isinstance(arg, bytes) else str(arg) for arg in args]
+
+
+def run_script(*args, folder=None, python=None, script=None, cwd=None, env=None, input=None,
+               timeout=60, prefix=()) -> Result:
+    """Run `[prefix...] python -S notes.py [--dir folder] args...` in a subprocess: for what only a
+    process shows (an entry point, another interpreter, processes side by side, kills, signals, its start-up)."""
+    command = list(prefix) + [python or sys.executable, "-S", str(script or NOTES)] + notes_argv(args, folder)
     completed = subprocess.run(command, capture_output=True, cwd=cwd, env=env, input=input,
                                timeout=timeout)
-    completed.stdout = completed.stdout.decode("utf-8", "replace")
-    completed.stderr = completed.stderr.decode("utf-8", "replace")
-    return Result(completed)
+    return Result(completed.returncode, completed.stdout.decode("utf-8", "replace"),
+                  completed.stderr.decode("utf-8", "replace"))
+
+
+def run_notes(*args, folder=None, python=None, script=None, cwd=None, env=None, input=None,
+              timeout=60) -> Result:
+    """Run notes.py [--dir folder] args... in this process, as the script would run (run_main).
+
+    Given python= or script=, it runs that interpreter or that copy of the file in a subprocess
+    instead (run_script); timeout bounds only a subprocess."""
+    if python is not None or script is not None:
+        return run_script(*args, folder=folder, python=python, script=script, cwd=cwd, env=env,
+                          input=input, timeout=timeout)
+    return run_main([os.fsdecode(arg) for arg in notes_argv(args, folder)], cwd=cwd, env=env, input=input)
+
+
+def run_main(argv, cwd=None, env=None, input=None) -> Result:
+    """notes.main(argv) in this process, with what a fresh script run would have, put back after:
+    standard input holding input (bytes; empty when None), fresh stdout and stderr, sys.argv,
+    os.environ replaced by env (when given), the working folder cwd (when given), SIGINT's handler.
+    An exception that escapes main is a traceback on stderr and exit code 1, as the script shows it."""
+    import io
+    import signal
+    import threading
+    import traceback
+
+    # Streams, environment and working folder are the process's: runs side by side need processes.
+    assert threading.current_thread() is threading.main_thread(), "run_script runs notes.py beside other runs"
+    stdin = io.TextIOWrapper(io.BytesIO(input or b""), encoding="utf-8")
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape")
+    stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
+    saved = sys.stdin, sys.stdout, sys.stderr, sys.argv, dict(os.environ), os.getcwd()
+    handler = signal.getsignal(signal.SIGINT)  # the MCP server sets its own
+    sys.stdin, sys.stdout, sys.stderr, sys.argv = stdin, stdout, stderr, [str(NOTES)] + list(argv)
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        if cwd is not None:
+            os.chdir(str(cwd))
+        try:
+            code = notes.main(list(argv))
+        except SystemExit as leaving:
+            code = leaving.code if isinstance(leaving.code, int) else (0 if leaving.code is None else 1)
+        except Exception:  # noqa: BLE001 - what the interpreter would print
+            traceback.print_exc()
+            code = 1
+        stdout.flush()
+        stderr.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr, sys.argv = saved[:4]
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(saved[4])
+        os.chdir(saved[5])
+        signal.signal(signal.SIGINT, handler)
+    return Result(code, stdout.buffer.getvalue().decode("utf-8", "replace"),
+                  stderr.buffer.getvalue().decode("utf-8", "replace"))
 
 
 def assert_no_traceback(result: Result) -> None:
@@ -261,11 +320,12 @@ def write_export(path, items: list, session_id: str = SESSION_ID, **changes) -> 
     return path
 
 
-def append(folder, note_type: str, text, *extra, code=0, **options) -> Result:
-    """`append --type note_type --text text extra...` through the real script; never a traceback.
+def append(folder, note_type: str, text, *extra, code=0, run=None, **options) -> Result:
+    """`append --type note_type --text text extra...` run by run (run_notes, or run_script for a
+    process of its own); never a traceback.
 
-    The run must exit with code (None: any code; the test looks itself); options go to run_notes."""
-    result = run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder, **options)
+    The run must exit with code (None: any code; the test looks itself); options go to the runner."""
+    result = (run or run_notes)("append", "--type", note_type, "--text", text, *extra, folder=folder, **options)
     assert_no_traceback(result)
     assert code is None or result.code == code, result
     return result

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import (HOLDER_SCRIPT, NOTES, REPO, assert_no_traceback, log_bytes, read_records, run_notes,
+from conftest import (HOLDER_SCRIPT, NOTES, REPO, assert_no_traceback, log_bytes, read_records, run_notes, run_script,
                       write_log, write_session)
 
 LOG = "session_notes.jsonl"
@@ -57,8 +57,8 @@ def test_concurrent_writers_get_unique_gapless_seqs(tmp_path, session):
     def writer(index):
         receipts = []
         for number in range(appends):
-            result = run_notes("append", "--type", "decision", "--text", "writer %d note %d" % (index, number),
-                               folder=session)
+            result = run_script("append", "--type", "decision", "--text", "writer %d note %d" % (index, number),
+                                folder=session)
             assert_no_traceback(result)
             assert result.code == 0, result
             receipts.append(result.receipt)
@@ -86,7 +86,7 @@ def test_concurrent_first_appends_in_an_empty_folder_share_one_session(tmp_path)
     writers, appends = 6, 4
 
     def writer(index):
-        return [run_notes("append", "--type", "source", "--text", "w%d n%d" % (index, number), folder=folder)
+        return [run_script("append", "--type", "source", "--text", "w%d n%d" % (index, number), folder=folder)
                 for number in range(appends)]
 
     results = [result for batch in start_together(writers, writer) for result in batch]
@@ -249,6 +249,22 @@ def exported_notes(path) -> dict:
     return export
 
 
+# Writes first.log and second.log (of the folder given) over the log by os.replace, in turn, until a file "stop" appears.
+REPLACER_SCRIPT = r"""
+import os, sys
+folder, log = sys.argv[1], sys.argv[2]
+data = [open(os.path.join(folder, name), "rb").read() for name in ("first.log", "second.log")]
+swap, stop, which = os.path.join(folder, "swap"), os.path.join(folder, "stop"), 0
+sys.stdout.write("replacing\n")
+sys.stdout.flush()
+while not os.path.exists(stop):
+    with open(swap, "wb") as handle:
+        handle.write(data[which])
+    os.replace(swap, log)
+    which = 1 - which
+"""
+
+
 def test_recap_and_export_read_one_log_while_another_replaces_it(tmp_path):
     # A restore or redact replaces the log with a new file at any moment.  A
     # reader that reads the log several times must read one file throughout:
@@ -266,18 +282,14 @@ def test_recap_and_export_read_one_log_while_another_replaces_it(tmp_path):
         answers[name] += (exported_notes(tmp_path / name),)
     assert answers["first"][0] != answers["second"][0]
 
-    stop = threading.Event()
-
-    def replace_again_and_again():
-        swap, which = tmp_path / "swap", 0
-        while not stop.is_set():
-            swap.write_bytes((first, second)[which])
-            os.replace(str(swap), str(folder / LOG))
-            which = 1 - which
-
-    replacer = threading.Thread(target=replace_again_and_again)
-    replacer.start()
+    # The replacer is a process of its own, as a restore or redact is: it never waits for the readers.
+    stop = tmp_path / "stop"
+    (tmp_path / "first.log").write_bytes(first)
+    (tmp_path / "second.log").write_bytes(second)
+    replacer = subprocess.Popen([sys.executable, "-S", "-c", REPLACER_SCRIPT, str(tmp_path), str(folder / LOG)],
+                                stdout=subprocess.PIPE)
     try:
+        assert replacer.stdout.readline() == b"replacing\n"
         results = []
         for number in range(6):
             recap = run_notes("recap", folder=folder)
@@ -285,8 +297,8 @@ def test_recap_and_export_read_one_log_while_another_replaces_it(tmp_path):
             export = run_notes("export", "--output", str(output), folder=folder)
             results.append((recap, export, exported_notes(output) if export.code == 0 else None))
     finally:
-        stop.set()
-        replacer.join()
+        stop.touch()
+        replacer.communicate(timeout=60)
     for recap, export, exported in results:
         assert_no_traceback(recap)
         assert_no_traceback(export)

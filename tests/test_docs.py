@@ -122,6 +122,6 @@ def test_document_commands_run(name, tmp_path):
         completed = subprocess.run([sys.executable] + words[1:], cwd=str(folder), capture_output=True,
                                    input=stdin or "", text=True, encoding="utf-8", errors="replace",
                                    timeout=60)
-        result = Result(completed)
+        result = Result(completed.returncode, completed.stdout, completed.stderr)
         assert_no_traceback(result)
         assert result.code == 0, "%s, command %d failed: %s\n%r" % (name, number, command, result)

@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from conftest import (NOTES, Result, append, assert_refused, code_point_cases, copy_fixture,
-                      folder_digest, log_bytes, notes, read_records, run_notes)
+from conftest import (NOTES, append, assert_refused, code_point_cases, copy_fixture,
+                      folder_digest, log_bytes, notes, read_records, run_notes, run_script)
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -374,18 +374,6 @@ def test_dir_below_a_file_is_refused(tmp_path, command):
 NO_CAPABILITIES = ["setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--"]
 
 
-def run_as(prefix, *args, folder=None, script=None) -> Result:
-    """run_notes, with a command prefix (such as NO_CAPABILITIES) before the interpreter."""
-    command = list(prefix) + [sys.executable, "-S", str(script or NOTES)]
-    if folder is not None:
-        command += ["--dir", str(folder)]
-    command += [str(arg) for arg in args]
-    completed = subprocess.run(command, capture_output=True, timeout=60)
-    completed.stdout = completed.stdout.decode("utf-8", "replace")
-    completed.stderr = completed.stderr.decode("utf-8", "replace")
-    return Result(completed)
-
-
 def cannot_create_in(folder: str, prefix=()) -> bool:
     """Whether a process started with prefix is unable to create a file in folder (tried for real)."""
     probe = (
@@ -409,7 +397,7 @@ def read_only_runner(folder: str):
     if cannot_create_in(folder):
         return run_notes
     if shutil.which(NO_CAPABILITIES[0]) and cannot_create_in(folder, NO_CAPABILITIES):
-        return lambda *args, **options: run_as(NO_CAPABILITIES, *args, **options)
+        return lambda *args, **options: run_script(*args, prefix=NO_CAPABILITIES, **options)
     return None
 
 

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import HALF_WRITER_SCRIPT, NOTES, read_records, run_notes
+from conftest import HALF_WRITER_SCRIPT, NOTES, read_records, run_notes, run_script
 
 WRITERS = 8
 APPENDS_EACH = 30
@@ -21,8 +21,8 @@ APPENDS_EACH = 30
 def append_in_turn(folder, writer, count, failures):
     """One writer: count appends, each a run of the real script."""
     for number in range(count):
-        result = run_notes("append", "--type", "decision", "--text", "Writer %d note %d." % (writer, number),
-                           folder=folder)
+        result = run_script("append", "--type", "decision", "--text", "Writer %d note %d." % (writer, number),
+                            folder=folder)
         if result.code != 0:
             failures.append(result)
 

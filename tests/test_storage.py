@@ -23,7 +23,7 @@ import time
 import pytest
 
 from conftest import (HALF_WRITER_SCRIPT, HOLDER_SCRIPT, NOTES, append, assert_no_traceback, assert_refused, folder_digest, line_of,
-                      log_bytes, make_record, notes, read_records, run_here, run_notes, write_log)
+                      log_bytes, make_record, notes, read_records, run_here, run_notes, run_script, write_log)
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -359,13 +359,14 @@ def test_verify_beside_concurrent_writers_never_reports_damage(tmp_path):
     def writer(index):
         for number in range(appends):
             # Long texts make each write take longer, widening the window a reader could fall into.
-            result = append(folder, "decision", "writer %d note %d " % (index, number) + "é" * 1900, code=None)
+            result = append(folder, "decision", "writer %d note %d " % (index, number) + "é" * 1900, code=None,
+                            run=run_script)
             if result.code != 0:
                 errors.append(result)
 
     def reader():
         while not finished.is_set():
-            result = run_notes("verify", folder=folder)
+            result = run_script("verify", folder=folder)
             codes.append(result.code)
             if result.code != 0:
                 errors.append(result)
