@@ -331,6 +331,52 @@ def append(folder, note_type: str, text, *extra, code=0, run=None, **options) ->
     return result
 
 
+def appended(folder, note_type: str, text, *extra) -> dict:
+    """`append --type note_type --text text extra...`, which must succeed: its receipt."""
+    return append(folder, note_type, text, *extra).receipt
+
+
+def recap(folder, *extra) -> dict:
+    """`recap extra...`, which must exit 0: its receipt."""
+    result = run_notes("recap", *extra, folder=folder)
+    assert_no_traceback(result)
+    assert result.code == 0, result
+    return result.receipt
+
+
+def recap_text(folder, *extra) -> str:
+    """`recap extra...`, which must exit 0: what it printed."""
+    result = run_notes("recap", *extra, folder=folder)
+    assert_no_traceback(result)
+    assert result.code == 0, result
+    return result.stdout
+
+
+def new_session(folder) -> str:
+    """`init` on folder, which must succeed: the new session's id."""
+    result = run_notes("init", folder=folder)
+    assert result.code == 0, result
+    return result.receipt["session_id"]
+
+
+def session_id_of(folder) -> str:
+    """The session id its meta file holds."""
+    with open(os.path.join(str(folder), META), "rb") as handle:
+        return json.loads(handle.read().decode("utf-8"))["session_id"]
+
+
+def mcp_answers(folder, *calls) -> list:
+    """Each (tool, arguments) as one tools/call line to `notes.py mcp` (after a tools/list), in this process;
+    the structured results, in order."""
+    lines = [json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call",
+                         "params": {"name": name, "arguments": arguments}})
+             for number, (name, arguments) in enumerate(calls, 1)]
+    lines.insert(0, json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}))
+    served = run_main(["--dir", str(folder), "mcp"], input=("\n".join(lines) + "\n").encode("utf-8"))
+    assert served.code == 0, served
+    return [json.loads(line)["result"] for line in served.stdout.splitlines()]
+
+
 def run_here(capsys, folder, *args):
     """notes.main in this process: (exit code, parsed receipt); never a traceback."""
     code = notes.main(["--dir", str(folder)] + [str(arg) for arg in args])

@@ -13,15 +13,9 @@ import sys
 
 import pytest
 
-from conftest import NOTES, LOG, line_of, log_bytes, make_record, run_notes, write_log
+from conftest import (LOG, NOTES, line_of, log_bytes, make_record, new_session, run_notes, write_log)
 
 LINUX_ONLY = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss in KiB is Linux's")
-
-
-def new_session(folder) -> str:
-    result = run_notes("init", folder=folder)
-    assert result.code == 0, result
-    return result.receipt["session_id"]
 
 
 def run_measured(*args, folder=None, timeout=300) -> tuple:

@@ -18,8 +18,7 @@ import sys
 
 import pytest
 
-from conftest import (LOG, NOTES, REPO, SESSION_ID, append, assert_no_traceback, assert_refused, copy_fixture,
-                      folder_digest, line_of, read_records, run_notes, v0_checksum, write_session)
+from conftest import (LOG, NOTES, REPO, SESSION_ID, append, assert_no_traceback, assert_refused, copy_fixture, folder_digest, line_of, read_records, recap, recap_text, run_notes, v0_checksum, write_session)
 
 FULL_RECORD_KEYS = ["id", "ts", "session_id", "seq", "type", "text", "effect", "ref", "status", "provenance",
                     "evidence", "checksum"]
@@ -28,20 +27,6 @@ DEFAULT_BUDGET = 12288
 
 # --------------------------------------------------------------------------
 # Local helpers
-
-def recap(folder, *extra) -> dict:
-    result = run_notes("recap", *extra, folder=folder)
-    assert result.code == 0, result
-    assert_no_traceback(result)
-    return result.receipt
-
-
-def recap_text(folder, *extra) -> str:
-    result = run_notes("recap", *extra, folder=folder)
-    assert result.code == 0, result
-    assert_no_traceback(result)
-    return result.stdout
-
 
 # --------------------------------------------------------------------------
 # 1. --provenance and --evidence

@@ -107,7 +107,7 @@ SECRETS = load("secrets.txt")
 NEAR_MISSES = load("near_misses.txt")
 
 
-def append(folder, text, effect):
+def append_with_effect(folder, text, effect):
     command = ["append", "--type", "decision", "--text", text]
     if effect is not None:
         command += ["--effect", effect]
@@ -128,7 +128,7 @@ def test_at_least_95_percent_of_the_secrets_are_refused_and_none_echoed(session)
     before = folder_digest(session)
     missed, named = [], set()
     for kind, text, effect in SECRETS:
-        result = append(session, text, effect)
+        result = append_with_effect(session, text, effect)
         assert_no_traceback(result)
         if result.code == 0:
             missed.append(kind)
@@ -153,7 +153,7 @@ def test_at_least_95_percent_of_the_secrets_are_refused_and_none_echoed(session)
 def test_no_near_miss_is_refused_and_each_is_stored_as_is(session):
     refused = []
     for name, text, effect in NEAR_MISSES:
-        result = append(session, text, effect)
+        result = append_with_effect(session, text, effect)
         assert_no_traceback(result)
         if result.code != 0:
             refused.append((name, result.receipt and result.receipt.get("error")))
@@ -167,7 +167,7 @@ def test_no_near_miss_is_refused_and_each_is_stored_as_is(session):
 def log_holding_a_split_key(session) -> tuple:
     """A log edited by hand to hold a key split between text and effect, which append refuses: (text, effect)."""
     kind, text, effect = next(case for case in SECRETS if case[0] == "aws_key_split_fields")
-    assert append(session, "Plain note.", None).code == 0
+    assert append_with_effect(session, "Plain note.", None).code == 0
     [record] = read_records(session)
     record.update(text=text, effect=effect)
     del record["checksum"]

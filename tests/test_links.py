@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import append, assert_refused, copy_fixture, folder_digest, notes, read_records, run_notes
+from conftest import (append, assert_refused, copy_fixture, folder_digest, notes, read_records, recap, run_notes)
 
 V0_RECORD_KEYS = ["id", "ts", "session_id", "seq", "type", "text", "checksum"]
 V0_RECORD_KEYS_WITH_EFFECT = ["id", "ts", "session_id", "seq", "type", "text", "effect", "checksum"]
@@ -36,12 +36,6 @@ def build_in_process(folder, signals) -> None:
     assert notes.main(["--dir", str(folder), "init"]) == 0
     for arguments in signals:
         assert notes.main(["--dir", str(folder), "append"] + list(arguments)) == 0, arguments
-
-
-def recap(folder) -> dict:
-    result = run_notes("recap", folder=folder)
-    assert result.code == 0, result
-    return result.receipt
 
 
 # --------------------------------------------------------------------------

@@ -9,8 +9,7 @@ import json
 import subprocess
 import sys
 
-from conftest import (NOTES, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes, make_record,
-                      read_records, run_notes, v0_checksum, write_log)
+from conftest import (NOTES, appended, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes, make_record, mcp_answers, read_records, recap, run_notes, session_id_of, v0_checksum, write_log)
 
 FULL_ORDER = ["id", "ts", "session_id", "seq", "type", "text", "effect", "ref", "status", "provenance", "evidence",
               "about", "by", "checksum"]
@@ -20,20 +19,6 @@ V0_TYPES = {"mode", "shape", "gate", "decision", "discard", "tension", "source",
 # --------------------------------------------------------------------------
 # Local helpers
 
-def append(folder, note_type, text, *extra) -> dict:
-    """Append through the real CLI and insist it worked; return the receipt."""
-    result = run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder)
-    assert result.code == 0, result
-    assert_no_traceback(result)
-    return result.receipt
-
-
-def recap(folder) -> dict:
-    result = run_notes("recap", folder=folder)
-    assert result.code == 0, result
-    return result.receipt
-
-
 def refused_unchanged(folder, *arguments, words=()) -> str:
     """The append is refused with exit 2, leaves every file as it was, and its message holds each word."""
     before = folder_digest(folder)
@@ -42,30 +27,14 @@ def refused_unchanged(folder, *arguments, words=()) -> str:
     return message
 
 
-def session_id_of(folder) -> str:
-    return json.loads((folder / "session_meta.json").read_text())["session_id"]
-
-
-def mcp_answers(folder, *calls) -> list:
-    """Each tools/call as one JSON-RPC line to `notes.py mcp`; the structured results, in order."""
-    lines = [json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call",
-                         "params": {"name": name, "arguments": arguments}})
-             for number, (name, arguments) in enumerate(calls, 1)]
-    lines.insert(0, json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}))
-    completed = subprocess.run([sys.executable, "-S", str(NOTES), "--dir", str(folder), "mcp"],
-                               input=("\n".join(lines) + "\n").encode("utf-8"), capture_output=True, timeout=60)
-    assert completed.returncode == 0, completed
-    return [json.loads(line)["result"] for line in completed.stdout.decode("utf-8").splitlines()]
-
-
 # --------------------------------------------------------------------------
 # 19.1: --about and --by, stored and checked
 
 def test_about_and_by_are_stored_in_order_before_the_checksum_and_covered_by_it(session):
-    append(session, "gate", "Channel is undecided.", "--provenance", "op")
-    append(session, "decision", "Reminders go by email.", "--provenance", "op", "--evidence", "declared")
-    append(session, "tension", "Email may land in spam.", "--about", "n00002")
-    append(session, "gate", "Closed: email.", "--effect", "Spec can name the channel.", "--ref", "n00001",
+    appended(session, "gate", "Channel is undecided.", "--provenance", "op")
+    appended(session, "decision", "Reminders go by email.", "--provenance", "op", "--evidence", "declared")
+    appended(session, "tension", "Email may land in spam.", "--about", "n00002")
+    appended(session, "gate", "Closed: email.", "--effect", "Spec can name the channel.", "--ref", "n00001",
            "--status", "closed", "--provenance", "op", "--evidence", "declared", "--about", "n00003",
            "--by", "n00002")
 
@@ -82,8 +51,8 @@ def test_about_and_by_are_stored_in_order_before_the_checksum_and_covered_by_it(
 
 
 def test_about_does_not_supersede_both_stay_live(session):
-    append(session, "decision", "Reminders go by email.", "--provenance", "op")
-    append(session, "decision", "Send them the day before.", "--about", "n00001", "--provenance", "model")
+    appended(session, "decision", "Reminders go by email.", "--provenance", "op")
+    appended(session, "decision", "Send them the day before.", "--about", "n00001", "--provenance", "model")
 
     state = recap(session)
     assert [item["id"] for item in state["decisions"]] == ["n00001"]
@@ -94,8 +63,8 @@ def test_about_does_not_supersede_both_stay_live(session):
 
 
 def test_links_that_name_no_note_of_the_right_kind_are_refused(session):
-    append(session, "gate", "Channel is undecided.")
-    append(session, "decision", "Reminders go by email.")
+    appended(session, "gate", "Channel is undecided.")
+    appended(session, "decision", "Reminders go by email.")
     refused_unchanged(session, "--type", "decision", "--text", "x", "--about", "n00009",
                       words=("--about n00009 names no note",))
     refused_unchanged(session, "--type", "gate", "--text", "Closed.", "--ref", "n00001", "--status", "closed",
@@ -108,7 +77,7 @@ def test_links_that_name_no_note_of_the_right_kind_are_refused(session):
 
 
 def test_a_link_that_is_not_a_note_id_is_refused_without_echoing_it(session):
-    append(session, "decision", "Reminders go by email.")
+    appended(session, "decision", "Reminders go by email.")
     for flag in ("--about", "--by"):
         message = refused_unchanged(session, "--type", "gate", "--text", "x", "--ref", "n00001", "--status",
                                     "open", flag, "AKIAIOSFODNN7SECRETX", words=(flag, "not a note id"))
@@ -116,21 +85,21 @@ def test_a_link_that_is_not_a_note_id_is_refused_without_echoing_it(session):
 
 
 def test_superseding_an_operator_note_takes_an_op_or_shared_note(session):
-    append(session, "decision", "Reminders go by email.", "--provenance", "op")
-    append(session, "decision", "We agreed on weekly digests.", "--provenance", "shared")
+    appended(session, "decision", "Reminders go by email.", "--provenance", "op")
+    appended(session, "decision", "We agreed on weekly digests.", "--provenance", "shared")
     for target in ("n00001", "n00002"):
         for labels in ([], ["--provenance", "model"]):
             message = refused_unchanged(session, "--type", "decision", "--text", "SMS instead.", "--ref", target,
                                         *labels, words=("--ref %s" % target, "--about %s" % target, "operator"))
             assert "nothing was written" in message
-    append(session, "decision", "SMS instead, the operator said.", "--ref", "n00001", "--provenance", "op")
-    append(session, "decision", "Monthly digests, agreed.", "--ref", "n00002", "--provenance", "shared")
+    appended(session, "decision", "SMS instead, the operator said.", "--ref", "n00001", "--provenance", "op")
+    appended(session, "decision", "Monthly digests, agreed.", "--ref", "n00002", "--provenance", "shared")
     # A model's note supersedes a model's note, and one without labels, as before.
-    append(session, "decision", "Texts under 160 characters.", "--provenance", "model")
-    append(session, "decision", "Texts under 140 characters.", "--ref", "n00005")
+    appended(session, "decision", "Texts under 160 characters.", "--provenance", "model")
+    appended(session, "decision", "Texts under 140 characters.", "--ref", "n00005")
     # A gate update supersedes nothing: an operator's gate is closed by whoever records it.
-    append(session, "gate", "Host is undecided.", "--provenance", "op")
-    append(session, "gate", "Host: local.", "--ref", "n00007", "--status", "closed", "--provenance", "model")
+    appended(session, "gate", "Host is undecided.", "--provenance", "op")
+    appended(session, "gate", "Host: local.", "--ref", "n00007", "--status", "closed", "--provenance", "model")
     assert run_notes("verify", folder=session).receipt["ok"] is True
 
 
@@ -210,11 +179,11 @@ def test_verify_and_restore_check_the_links_as_append_does(tmp_path):
 
 
 def test_the_duplicate_window_compares_the_new_fields(session):
-    append(session, "decision", "Reminders go by email.")
-    append(session, "decision", "Send them the day before.")
-    first = append(session, "tension", "Spam filters.", "--about", "n00001")
-    again = append(session, "tension", "Spam filters.", "--about", "n00001")
-    other = append(session, "tension", "Spam filters.", "--about", "n00002")
+    appended(session, "decision", "Reminders go by email.")
+    appended(session, "decision", "Send them the day before.")
+    first = appended(session, "tension", "Spam filters.", "--about", "n00001")
+    again = appended(session, "tension", "Spam filters.", "--about", "n00001")
+    other = appended(session, "tension", "Spam filters.", "--about", "n00002")
     assert again["duplicate"] is True and again["note_id"] == first["note_id"]
     assert "duplicate" not in other and other["note_id"] == "n00004"
 
@@ -238,7 +207,7 @@ def test_mcp_append_takes_about_and_by_with_the_same_checks(tmp_path):
     # The refusal is the CLI's, word for word, but for the tool's arguments named where it names flags.
     for note_type, text, extra in (("gate", "Channel is undecided.", []), ("decision", "Email.",
                                                                          ["--provenance", "op"])):
-        append(cli, note_type, text, *extra)
+        appended(cli, note_type, text, *extra)
     refused = run_notes("append", "--type", "decision", "--text", "SMS.", "--ref", "n00002", folder=cli)
     in_tool_words = refused.receipt["error"]
     for flag in ("--ref", "--provenance", "--about"):
@@ -272,12 +241,12 @@ def show(folder, note_id) -> dict:
 
 
 def test_show_gives_a_note_what_it_replaced_what_replaced_it_and_the_notes_about_it(session):
-    append(session, "decision", "Reminders go by email.")
-    append(session, "decision", "Reminders go by SMS.", "--ref", "n00001")
-    append(session, "tension", "SMS costs money.", "--about", "n00002")
-    append(session, "decision", "Reminders go by SMS, under 160 characters.", "--ref", "n00002")
-    append(session, "decision", "SMS and email both.", "--ref", "n00004")
-    append(session, "source", "Unrelated report.")
+    appended(session, "decision", "Reminders go by email.")
+    appended(session, "decision", "Reminders go by SMS.", "--ref", "n00001")
+    appended(session, "tension", "SMS costs money.", "--about", "n00002")
+    appended(session, "decision", "Reminders go by SMS, under 160 characters.", "--ref", "n00002")
+    appended(session, "decision", "SMS and email both.", "--ref", "n00004")
+    appended(session, "source", "Unrelated report.")
     records = read_records(session)
     before = folder_digest(session)
 
@@ -292,13 +261,13 @@ def test_show_gives_a_note_what_it_replaced_what_replaced_it_and_the_notes_about
 
 
 def test_show_gives_a_gate_its_updates_and_the_notes_that_settled_them(session):
-    append(session, "gate", "Channel is undecided.")
-    append(session, "decision", "Email first.", "--provenance", "op")
-    append(session, "gate", "Closed: email.", "--ref", "n00001", "--status", "closed", "--by", "n00002")
-    append(session, "gate", "Reopened: cost.", "--ref", "n00001", "--status", "open")
-    append(session, "decision", "SMS after all.", "--provenance", "op")
-    append(session, "gate", "Closed: SMS.", "--ref", "n00004", "--status", "closed", "--by", "n00005")
-    append(session, "tension", "The channel keeps coming back.", "--about", "n00001")
+    appended(session, "gate", "Channel is undecided.")
+    appended(session, "decision", "Email first.", "--provenance", "op")
+    appended(session, "gate", "Closed: email.", "--ref", "n00001", "--status", "closed", "--by", "n00002")
+    appended(session, "gate", "Reopened: cost.", "--ref", "n00001", "--status", "open")
+    appended(session, "decision", "SMS after all.", "--provenance", "op")
+    appended(session, "gate", "Closed: SMS.", "--ref", "n00004", "--status", "closed", "--by", "n00005")
+    appended(session, "tension", "The channel keeps coming back.", "--about", "n00001")
     records = read_records(session)
 
     gate = show(session, "n00001")
@@ -311,7 +280,7 @@ def test_show_gives_a_gate_its_updates_and_the_notes_that_settled_them(session):
 
 
 def test_show_refuses_an_id_it_cannot_find_without_echoing_a_value(session):
-    append(session, "decision", "Reminders go by email.")
+    appended(session, "decision", "Reminders go by email.")
     before = folder_digest(session)
     message = assert_refused(run_notes("show", "AKIAIOSFODNN7SECRETX", folder=session), 2, "note id such as n00012")
     assert "AKIA" not in message
@@ -337,10 +306,10 @@ def test_show_holds_only_the_chain_and_counts_what_it_leaves_out(tmp_path):
 
 
 def test_tail_grep_matches_text_and_effect_whatever_the_case(session):
-    append(session, "decision", "Reminders go by EMAIL.")
-    append(session, "gate", "Channel is undecided.", "--effect", "Blocks the e-mail section and the Email copy.")
-    append(session, "source", "Clinic report.")
-    append(session, "decision", "Texts are short.", "--effect", "fits an email preview")
+    appended(session, "decision", "Reminders go by EMAIL.")
+    appended(session, "gate", "Channel is undecided.", "--effect", "Blocks the e-mail section and the Email copy.")
+    appended(session, "source", "Clinic report.")
+    appended(session, "decision", "Texts are short.", "--effect", "fits an email preview")
     records = read_records(session)
 
     result = run_notes("tail", "--grep", "eMail", "--limit", "10", folder=session)
@@ -369,10 +338,10 @@ def test_tail_grep_reads_back_only_until_it_has_its_matches(tmp_path):
 
 
 def test_tail_names_its_superseded_records_and_keeps_them_as_the_log_holds_them(session):
-    append(session, "decision", "Use SMS.")
-    append(session, "gate", "Channel is undecided.")
-    append(session, "gate", "Closed.", "--ref", "n00002", "--status", "closed")
-    append(session, "decision", "Use email instead.", "--ref", "n00001")
+    appended(session, "decision", "Use SMS.")
+    appended(session, "gate", "Channel is undecided.")
+    appended(session, "gate", "Closed.", "--ref", "n00002", "--status", "closed")
+    appended(session, "decision", "Use email instead.", "--ref", "n00001")
     records = read_records(session)
 
     # The superseding note is filtered out, and still counts; a gate update supersedes nothing.
@@ -399,47 +368,47 @@ def test_mcp_tail_takes_grep(tmp_path):
 # 20.1: a repeat after a later note undid it is a new note, not a duplicate
 
 def test_a_gate_closed_reopened_and_closed_again_with_the_same_text_ends_closed(session):
-    append(session, "gate", "Channel is undecided.")
+    appended(session, "gate", "Channel is undecided.")
     closing = ["--ref", "n00001", "--status", "closed"]
-    append(session, "gate", "Closed: email.", *closing)
-    append(session, "gate", "Reopened: cost.", "--ref", "n00001", "--status", "open")
+    appended(session, "gate", "Closed: email.", *closing)
+    appended(session, "gate", "Reopened: cost.", "--ref", "n00001", "--status", "open")
 
-    again = append(session, "gate", "Closed: email.", *closing)
+    again = appended(session, "gate", "Closed: email.", *closing)
     assert "duplicate" not in again and again["note_id"] == "n00004"
     assert len(read_records(session)) == 4
     state = recap(session)
     assert state["open_gates"] == [] and [gate["update_id"] for gate in state["closed_gates"]] == ["n00004"]
     # An immediate retry of that closing is still answered with it.
-    retry = append(session, "gate", "Closed: email.", *closing)
+    retry = appended(session, "gate", "Closed: email.", *closing)
     assert retry["duplicate"] is True and retry["note_id"] == "n00004"
 
 
 def test_a_decision_reverted_to_its_earlier_wording_is_live_again(session):
-    append(session, "decision", "Use SMS.")
-    append(session, "decision", "Use email instead.", "--ref", "n00001")
+    appended(session, "decision", "Use SMS.")
+    appended(session, "decision", "Use email instead.", "--ref", "n00001")
 
-    again = append(session, "decision", "Use SMS.")
+    again = appended(session, "decision", "Use SMS.")
     assert "duplicate" not in again and again["note_id"] == "n00003"
     # The SMS decision is live again (as the new note); the email one too, since nothing superseded it.
     assert [item["id"] for item in recap(session)["decisions"]] == ["n00002", "n00003"]
-    assert append(session, "decision", "Use SMS.")["duplicate"] is True
+    assert appended(session, "decision", "Use SMS.")["duplicate"] is True
 
 
 def test_another_gates_update_does_not_stop_a_retry_being_a_duplicate(session):
-    append(session, "gate", "Channel is undecided.")
-    append(session, "gate", "Host is undecided.")
-    append(session, "gate", "Closed: email.", "--ref", "n00001", "--status", "closed")
-    append(session, "gate", "Host: local.", "--ref", "n00002", "--status", "closed")
-    retry = append(session, "gate", "Closed: email.", "--ref", "n00001", "--status", "closed")
+    appended(session, "gate", "Channel is undecided.")
+    appended(session, "gate", "Host is undecided.")
+    appended(session, "gate", "Closed: email.", "--ref", "n00001", "--status", "closed")
+    appended(session, "gate", "Host: local.", "--ref", "n00002", "--status", "closed")
+    retry = appended(session, "gate", "Closed: email.", "--ref", "n00001", "--status", "closed")
     assert retry["duplicate"] is True and retry["note_id"] == "n00003"
     # An update naming an update of the same gate (outside or inside the window) is the same gate.
-    append(session, "gate", "Reopened.", "--ref", "n00003", "--status", "open")
-    again = append(session, "gate", "Closed: email.", "--ref", "n00001", "--status", "closed")
+    appended(session, "gate", "Reopened.", "--ref", "n00003", "--status", "open")
+    again = appended(session, "gate", "Closed: email.", "--ref", "n00001", "--status", "closed")
     assert "duplicate" not in again and again["note_id"] == "n00006"
 
 
 def test_an_id_far_too_long_is_refused_and_never_echoed(session):
-    append(session, "decision", "Reminders go by email.")
+    appended(session, "decision", "Reminders go by email.")
     long_id = "n" + "7" * 5000
     for arguments in (["append", "--type", "decision", "--text", "x", "--about", long_id],
                       ["append", "--type", "gate", "--text", "x", "--ref", "n00001", "--status", "open", "--by",

@@ -19,11 +19,11 @@ SESSION_ID = "3a7d9c1e-5b2f-4d8a-9e6c-1f0b2a3c4d5e"
 # --------------------------------------------------------------------------
 # Local helpers
 
-def write_session(folder, signals) -> None:
+def write_signal_session(folder, signals) -> None:
     write_signals(folder, SESSION_ID, signals)
 
 
-def recap(folder, **options) -> dict:
+def session_recap(folder, **options) -> dict:
     """recap's receipt, in process."""
     return dict(notes.Session(folder).recap(**options))
 
@@ -50,9 +50,9 @@ PENDING_SESSION = [
 
 def test_pending_counts_open_gates_and_the_unconfirmed_list(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, PENDING_SESSION)
+    write_signal_session(folder, PENDING_SESSION)
 
-    receipt = recap(folder)
+    receipt = session_recap(folder)
 
     # The model's open gate n00003 counts once: it is pending as open, not also as unconfirmed.
     assert [item["id"] for item in receipt["open_gates"]] == ["n00002", "n00003"]
@@ -78,16 +78,16 @@ def test_pending_counts_open_gates_and_the_unconfirmed_list(tmp_path):
 ], ids=["one-gate", "unconfirmed-only", "shape-first", "nothing"])
 def test_pending_only_when_something_is(tmp_path, signals, pending):
     folder = tmp_path / "session"
-    write_session(folder, signals)
-    assert recap(folder).get("pending") == pending
+    write_signal_session(folder, signals)
+    assert session_recap(folder).get("pending") == pending
 
 
 def test_pending_counts_what_the_limit_leaves_out(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("gate", "Gate %d." % number) for number in range(1, 5)]
+    write_signal_session(folder, [("gate", "Gate %d." % number) for number in range(1, 5)]
                   + [("decision", "Proposal %d." % number, {"provenance": "model"}) for number in range(1, 4)])
 
-    receipt = recap(folder, limit=1)
+    receipt = session_recap(folder, limit=1)
 
     assert [item["id"] for item in receipt["open_gates"]] == ["n00004"]
     assert len(receipt["unconfirmed"]) == 1
@@ -104,7 +104,7 @@ def test_no_receipt_field_gives_an_order():
 
 def test_pending_says_which_items_came_after_the_last_delivery(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [
+    write_signal_session(folder, [
         ("gate", "Hosting is undecided."),  # n00001: open before the delivery, carried by it
         ("decision", "SMS.", {"provenance": "model"}),  # n00002: unconfirmed before it
         ("mode", "SYNTHESIS approved.", {"provenance": "op"}),  # n00003
@@ -114,7 +114,7 @@ def test_pending_says_which_items_came_after_the_last_delivery(tmp_path):
         ("gate", "Hosting still open: the PC is old.", {"ref": "n00001", "status": "open"}),  # n00007
     ])
 
-    receipt = recap(folder)
+    receipt = session_recap(folder)
 
     # The delivery is no proposal to confirm: it is neither unconfirmed nor pending.
     assert [item["id"] for item in receipt["unconfirmed"]] == ["n00002", "n00005"]
@@ -126,9 +126,9 @@ def test_pending_says_which_items_came_after_the_last_delivery(tmp_path):
 
 def test_pending_after_a_delivery_with_nothing_new(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("gate", "Hosting is undecided."), ("mode", "SYNTHESIS approved."),
+    write_signal_session(folder, [("gate", "Hosting is undecided."), ("mode", "SYNTHESIS approved."),
                            ("artifact", "Delivered v1.")])
-    assert recap(folder)["pending"] == {"open_gates": 1, "unconfirmed": 0, "raised_since": "n00001",
+    assert session_recap(folder)["pending"] == {"open_gates": 1, "unconfirmed": 0, "raised_since": "n00001",
                                         "since_delivery": []}
 
 
@@ -150,9 +150,9 @@ def test_pending_after_a_delivery_with_nothing_new(tmp_path):
 ], ids=["never", "lowercase", "entered", "stays", "ended", "entered-again"])
 def test_synthesis_says_whether_it_was_entered_or_ended(tmp_path, modes, synthesis, mode):
     folder = tmp_path / "session"
-    write_session(folder, [("mode", text) for text in modes])
+    write_signal_session(folder, [("mode", text) for text in modes])
 
-    receipt = recap(folder)
+    receipt = session_recap(folder)
 
     assert receipt.get("synthesis") == synthesis
     assert receipt["mode"]["id"] == mode
@@ -177,9 +177,9 @@ DELIVERY_SESSION = [
 
 def test_delivery_names_the_last_artifact_in_synthesis_and_the_live_notes_after_it(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, DELIVERY_SESSION)
+    write_signal_session(folder, DELIVERY_SESSION)
 
-    receipt = recap(folder)
+    receipt = session_recap(folder)
 
     assert receipt["delivery"] == {"id": "n00004", "after": [
         {"id": "n00006", "type": "decision", "text": "SMS, and email when no phone is on file."},
@@ -194,10 +194,10 @@ def test_delivery_names_the_last_artifact_in_synthesis_and_the_live_notes_after_
 
 def test_after_a_delivery_the_synthesis_note_is_no_longer_the_mode(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("mode", "SHAPING."), ("mode", "SYNTHESIS approved.", {"provenance": "model"}),
+    write_signal_session(folder, [("mode", "SHAPING."), ("mode", "SYNTHESIS approved.", {"provenance": "model"}),
                            ("artifact", "Runbook v1 delivered.", {"provenance": "model"})])
 
-    receipt = recap(folder)
+    receipt = session_recap(folder)
 
     assert receipt["mode"] is None
     assert receipt["synthesis"] == {"state": "delivered", "entered": "n00002", "delivered": "n00003"}
@@ -207,10 +207,10 @@ def test_after_a_delivery_the_synthesis_note_is_no_longer_the_mode(tmp_path):
 
 def test_the_mode_note_after_a_delivery_leaves_it_delivered(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered."),
+    write_signal_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered."),
                            ("mode", "SHAPING: synthesis ended with the delivery of v1.")])
 
-    receipt = recap(folder)
+    receipt = session_recap(folder)
 
     assert receipt["delivery"] == {"id": "n00002", "after": [], "more": 0}
     assert receipt["synthesis"] == {"state": "delivered", "entered": "n00001", "delivered": "n00002"}
@@ -219,10 +219,10 @@ def test_the_mode_note_after_a_delivery_leaves_it_delivered(tmp_path):
 
 def test_a_later_delivery_replaces_the_earlier_one(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, DELIVERY_SESSION + [("mode", "SYNTHESIS approved again."),  # n00010
+    write_signal_session(folder, DELIVERY_SESSION + [("mode", "SYNTHESIS approved again."),  # n00010
                                               ("artifact", "Runbook v2 delivered.")])  # n00011
 
-    receipt = recap(folder)
+    receipt = session_recap(folder)
 
     assert receipt["delivery"] == {"id": "n00011", "after": [], "more": 0}
     assert receipt["synthesis"] == {"state": "delivered", "entered": "n00010", "delivered": "n00011"}
@@ -230,10 +230,10 @@ def test_a_later_delivery_replaces_the_earlier_one(tmp_path):
 
 def test_synthesis_entered_again_after_a_delivery_and_stopped(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered."),
+    write_signal_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered."),
                            ("mode", "SYNTHESIS approved for v2."), ("mode", "SHAPING: STOP, a gap in v2.")])
 
-    receipt = recap(folder)
+    receipt = session_recap(folder)
 
     assert receipt["synthesis"] == {"state": "ended", "entered": "n00003", "ended": "n00004"}
     assert receipt["delivery"] == {"id": "n00002", "after": [], "more": 0}
@@ -242,10 +242,10 @@ def test_synthesis_entered_again_after_a_delivery_and_stopped(tmp_path):
 
 def test_an_artifact_note_after_a_delivery_is_a_boundary_until_synthesis_is_entered_again(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered."),
+    write_signal_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered."),
                            ("artifact", "Pricing stays out of the runbook.", {"provenance": "model"})])
 
-    receipt = recap(folder)
+    receipt = session_recap(folder)
 
     # The first artifact note delivered and ended synthesis; the second one sets a boundary, unconfirmed.
     assert receipt["delivery"] == {"id": "n00002", "after": [
@@ -256,20 +256,20 @@ def test_an_artifact_note_after_a_delivery_is_a_boundary_until_synthesis_is_ente
 
 def test_delivery_lists_the_newest_limit_notes_and_counts_the_rest(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Delivered.")]
+    write_signal_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Delivered.")]
                   + [("tension", "Tension %d." % number) for number in range(1, 31)])  # n00003-n00032
 
-    assert recap(folder, limit=5)["delivery"] == {
+    assert session_recap(folder, limit=5)["delivery"] == {
         "id": "n00002", "after": [{"id": "n%05d" % (number + 2), "type": "tension", "text": "Tension %d." % number}
                                   for number in range(26, 31)], "more": 25}
-    delivery = recap(folder)["delivery"]
+    delivery = session_recap(folder)["delivery"]
     assert [item["id"] for item in delivery["after"]] == ["n%05d" % seq for seq in range(13, 33)]
     assert delivery["more"] == 10
 
 
 def test_the_markdown_recap_reads_as_prose_for_the_operator(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [
+    write_signal_session(folder, [
         ("gate", "Hosting is undecided."),  # n00001
         ("decision", "SMS is the channel.", {"provenance": "op"}),  # n00002
         ("tension", "Cost grows with volume.", {"provenance": "shared", "evidence": "observed"}),  # n00003
@@ -313,13 +313,13 @@ def test_the_markdown_recap_reads_as_prose_for_the_operator(tmp_path):
 ], ids=["entered", "ended"])
 def test_markdown_synthesis_line(tmp_path, modes, line):
     folder = tmp_path / "session"
-    write_session(folder, [("mode", text) for text in modes])
+    write_signal_session(folder, [("mode", text) for text in modes])
     assert line in recap_md(folder).splitlines()
 
 
 def test_markdown_delivery_with_nothing_after_it(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook delivered.")])
+    write_signal_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Runbook delivered.")])
     lines = recap_md(folder).splitlines()
     assert "Delivered: Runbook delivered. [n00002]; nothing changed since." in lines
     assert lines[lines.index("## Since the delivery") + 2] == "- none"
@@ -346,14 +346,14 @@ def budget_session():
 @pytest.mark.parametrize("form", ["json", "md"])
 def test_a_300_note_session_with_a_delivery_fits_the_default_budget(tmp_path, form):
     folder = tmp_path / "session"
-    write_session(folder, budget_session())
+    write_signal_session(folder, budget_session())
 
     result = run_notes("recap", "--format", form, folder=folder)
 
     assert result.code == 0, result
     assert_no_traceback(result)
     assert len(result.stdout.encode("utf-8")) <= 12288
-    everything = recap(folder, max_bytes=100000000)
+    everything = session_recap(folder, max_bytes=100000000)
     assert [item["id"] for item in everything["delivery"]["after"]] == ["n%05d" % seq for seq in range(281, 301)]
     assert everything["delivery"]["more"] == 239
     if form == "json":
@@ -372,7 +372,7 @@ def test_a_300_note_session_with_a_delivery_fits_the_default_budget(tmp_path, fo
 def test_notes_after_the_delivery_go_before_the_budget_is_exceeded(tmp_path, form):
     # Open gates are never left out: with long ones, only the delivery's ids can make room.
     folder = tmp_path / "session"
-    write_session(folder, [("gate", "Open gate %d. %s" % (number, LONG)) for number in range(1, 6)]
+    write_signal_session(folder, [("gate", "Open gate %d. %s" % (number, LONG)) for number in range(1, 6)]
                   + [("mode", "SYNTHESIS approved."), ("artifact", "Delivered.")]
                   + [("gate", "Closing %d." % number, {"ref": "n%05d" % number, "status": "open"})
                      for number in (1, 2, 3, 4, 5)] * 4)  # n00008-n00027, live, none superseded
@@ -431,7 +431,7 @@ def test_help_says_what_enters_and_ends_synthesis_and_what_is_a_delivery():
 def test_markdown_notes_after_a_delivery_cannot_forge_structure(tmp_path):
     # A damaged log may hold a note of an unknown type: its type and text stay inside their line.
     folder = tmp_path / "session"
-    write_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Delivered."),
+    write_signal_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Delivered."),
                            ("x\n# Forged*", "Line one\n## Forged heading")])
     lines = recap_md(folder).splitlines()
     assert lines[lines.index("## Since the delivery") + 2] == "- X # forged\\*: Line one ## Forged heading [n00003]"

@@ -15,9 +15,7 @@ import shutil
 
 import pytest
 
-from conftest import (assert_no_traceback, assert_refused, copy_fixture, folder_digest, line_of,
-                      log_bytes, make_record, notes, read_records, run_here, run_notes, v0_checksum,
-                      write_log)
+from conftest import (assert_no_traceback, assert_refused, copy_fixture, folder_digest, line_of, log_bytes, make_record, notes, read_records, run_here, run_notes, session_id_of, v0_checksum, write_log)
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -28,11 +26,6 @@ HAVE_PROC_FDS = os.path.isdir("/proc/self/fd")
 
 # --------------------------------------------------------------------------
 # Local helpers
-
-def session_id_of(folder) -> str:
-    with open(os.path.join(str(folder), META), "rb") as handle:
-        return json.loads(handle.read().decode("utf-8"))["session_id"]
-
 
 def five_records(session_id: str) -> list:
     return [make_record(session_id, seq, note_type) for seq, note_type in

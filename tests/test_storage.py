@@ -22,8 +22,7 @@ import time
 
 import pytest
 
-from conftest import (HALF_WRITER_SCRIPT, HOLDER_SCRIPT, NOTES, append, assert_no_traceback, assert_refused, folder_digest, line_of,
-                      log_bytes, make_record, notes, read_records, run_here, run_notes, run_script, write_log)
+from conftest import (HALF_WRITER_SCRIPT, HOLDER_SCRIPT, NOTES, append, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes, make_record, new_session, notes, read_records, run_here, run_notes, run_script, session_id_of, write_log)
 
 LOG = "session_notes.jsonl"
 META = "session_meta.json"
@@ -35,17 +34,6 @@ HAVE_PROC_FDS = os.path.isdir("/proc/self/fd")
 
 # --------------------------------------------------------------------------
 # Local helpers
-
-def session_id_of(folder) -> str:
-    with open(os.path.join(str(folder), META), "rb") as handle:
-        return json.loads(handle.read().decode("utf-8"))["session_id"]
-
-
-def new_session(folder) -> str:
-    result = run_notes("init", folder=folder)
-    assert result.code == 0, result
-    return result.receipt["session_id"]
-
 
 def utc(seconds_ago: float = 0) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))

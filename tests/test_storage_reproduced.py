@@ -11,14 +11,9 @@ import sys
 
 import pytest
 
-from conftest import (NOTES, assert_refused, folder_digest, log_bytes,
-                      run_notes, write_log)
+from conftest import (NOTES, append, assert_refused, folder_digest, log_bytes, run_notes, write_log)
 
 POSIX = sys.platform != "win32"
-
-
-def append(folder, text, *extra):
-    return run_notes("append", "--type", "decision", "--text", text, *extra, folder=folder)
 
 
 # --------------------------------------------------------------------------
@@ -28,14 +23,14 @@ def append(folder, text, *extra):
 @pytest.mark.parametrize("tail", [b"", b'{"id":"n0000'], ids=["whole", "torn"])
 def test_a_hard_linked_log_is_refused_and_left_as_it_was(tmp_path, tail):
     folder = tmp_path / "session"
-    assert append(folder, "Before the link.").code == 0
+    assert append(folder, "decision", "Before the link.", code=None).code == 0
     export = tmp_path / "export.json"
     assert run_notes("export", "--output", export, folder=folder).code == 0
     write_log(folder, log_bytes(folder) + tail)
     other = tmp_path / "elsewhere.jsonl"
     os.link(str(folder / "session_notes.jsonl"), str(other))
     before, other_before = folder_digest(folder), other.read_bytes()
-    message = assert_refused(append(folder, "Through the link?"), 2, "hard links", "Nothing was written")
+    message = assert_refused(append(folder, "decision", "Through the link?", code=None), 2, "hard links", "Nothing was written")
     assert "cp " in message and "mv " in message, message  # the way out: give the log a file of its own
     assert folder_digest(folder) == before and other.read_bytes() == other_before
     # restore, which adds an export's missing notes to the log (and mends its tail), refuses it as well.
@@ -45,7 +40,7 @@ def test_a_hard_linked_log_is_refused_and_left_as_it_was(tmp_path, tail):
     log = str(folder / "session_notes.jsonl")
     shutil.copyfile(log, log + ".copy")
     os.replace(log + ".copy", log)
-    assert append(folder, "After the way out.").code == 0
+    assert append(folder, "decision", "After the way out.", code=None).code == 0
     assert other.read_bytes() == other_before
 
 
@@ -84,7 +79,7 @@ def chattr(flag, path) -> bool:
 def append_only_log(tmp_path):
     """A session whose log has a cut-off last line and the append-only attribute."""
     folder = tmp_path / "session"
-    assert append(folder, "Whole.").code == 0
+    assert append(folder, "decision", "Whole.", code=None).code == 0
     write_log(folder, log_bytes(folder) + b'{"id":"n0000')
     log = folder / "session_notes.jsonl"
     if not chattr("+a", log):
@@ -97,12 +92,12 @@ def test_an_append_only_log_leaves_no_pile_of_side_files(append_only_log):
     folder = append_only_log
     before = log_bytes(folder)
     for attempt in range(3):
-        result = append(folder, "Attempt %d." % attempt)
+        result = append(folder, "decision", "Attempt %d." % attempt, code=None)
         assert_refused(result, 2, "append-only", "Nothing was written", "chattr -a")
         assert [name for name in os.listdir(folder) if ".torn-" in name] == [], attempt
     assert log_bytes(folder) == before
     chattr("-a", folder / "session_notes.jsonl")
-    result = append(folder, "Once the attribute is gone.")
+    result = append(folder, "decision", "Once the attribute is gone.", code=None)
     assert result.code == 0 and result.receipt["recovered"]["kind"] == "torn_tail", result
     assert len([name for name in os.listdir(folder) if ".torn-" in name]) == 1
 
@@ -121,12 +116,12 @@ def plant_partial_copy(folder, name) -> str:
 @pytest.mark.parametrize("name", ["session_notes.jsonl", "session_meta.json"])
 @pytest.mark.parametrize("writer", ["append", "restore"])
 def test_a_later_writer_removes_a_killed_restores_partial_copy(session, tmp_path, name, writer):
-    assert append(session, "Kept.").code == 0
+    assert append(session, "decision", "Kept.", code=None).code == 0
     assert run_notes("export", "--output", tmp_path / "export.json", folder=session).code == 0
     partial = plant_partial_copy(session, name)
     export_partial = plant_partial_copy(session, "session_export.json")  # not a writer's: an export may be live
     if writer == "append":
-        result = append(session, "Later.")
+        result = append(session, "decision", "Later.", code=None)
     else:
         result = run_notes("restore", tmp_path / "export.json", folder=session)
     assert result.code == 0, result
@@ -149,8 +144,8 @@ def markup_outside_code_blocks(document: str) -> list:
 
 
 def test_the_markdown_export_shows_an_effect_as_typed(session, tmp_path):
-    assert append(session, "Styled.", "--effect", STYLE + "\nsecond line " + STYLE).code == 0
-    assert append(session, "After the style.").code == 0
+    assert append(session, "decision", "Styled.", "--effect", STYLE + "\nsecond line " + STYLE, code=None).code == 0
+    assert append(session, "decision", "After the style.", code=None).code == 0
     output = tmp_path / "audit.md"
     assert run_notes("export", "--format", "md", "--output", output, folder=session).code == 0
     document = output.read_text(encoding="utf-8")
@@ -164,7 +159,7 @@ def test_the_markdown_export_shows_an_effect_as_typed(session, tmp_path):
 @pytest.mark.parametrize("text", ["<style>hide</style> the rest", "# Not a heading", "> not a quote",
                                   "1. not a list", "+ not a list", "--- not a rule", "*not bold*"])
 def test_the_markdown_recap_shows_text_and_effect_as_typed(session, text):
-    assert append(session, text, "--effect", STYLE).code == 0
+    assert append(session, "decision", text, "--effect", STYLE, code=None).code == 0
     result = run_notes("recap", "--format", "md", folder=session)
     assert result.code == 0, result
     assert "<style>" not in result.stdout
@@ -174,7 +169,7 @@ def test_the_markdown_recap_shows_text_and_effect_as_typed(session, text):
 
 
 def test_plain_recap_lines_are_unchanged(session):
-    assert append(session, "The log is JSONL: café.", "--effect", "Append-only, v0-readable.").code == 0
+    assert append(session, "decision", "The log is JSONL: café.", "--effect", "Append-only, v0-readable.", code=None).code == 0
     result = run_notes("recap", "--format", "md", folder=session)
     assert "- The log is JSONL: café. Effect: Append-only, v0-readable. [n00001]" in result.stdout.splitlines()
 
@@ -197,7 +192,7 @@ sys.stdin.readline()
 
 @pytest.mark.skipif(not POSIX, reason="the writer stand-in locks with flock")
 def test_verify_says_the_last_line_is_being_written(session):
-    assert append(session, "Whole.").code == 0
+    assert append(session, "decision", "Whole.", code=None).code == 0
     write_log(session, log_bytes(session) + b'{"id":"n00002","ts":"2026-')
     writer = subprocess.Popen([sys.executable, "-S", "-c", HOLDING_WRITER, str(session)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -216,7 +211,7 @@ def test_verify_says_the_last_line_is_being_written(session):
 
 
 def test_verify_of_a_whole_log_beside_a_holder_has_no_warning(session):
-    assert append(session, "Whole.").code == 0
+    assert append(session, "decision", "Whole.", code=None).code == 0
     writer = subprocess.Popen([sys.executable, "-S", "-c", HOLDING_WRITER, str(session)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:

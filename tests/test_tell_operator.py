@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 
-from conftest import V0_FIXTURES, assert_no_traceback, copy_fixture, run_notes, write_signals
+from conftest import (V0_FIXTURES, appended, assert_no_traceback, copy_fixture, run_notes, write_signals)
 
 SESSION_ID = "6e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 OTHER_SESSION_ID = "9b8a7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
@@ -27,7 +27,7 @@ CHATGPT_HOW = "ChatGPT makes this sandbox link, shown in the chat, a download li
 # --------------------------------------------------------------------------
 # Local helpers
 
-def write_session(folder, signals, session_id=SESSION_ID) -> None:
+def write_signal_session(folder, signals, session_id=SESSION_ID) -> None:
     write_signals(folder, session_id, signals)
 
 
@@ -46,10 +46,6 @@ def succeeded(result):
 
 def local_keep(path) -> dict:
     return {"file": str(path), "host": "local", "how": LOCAL_HOW}
-
-
-def append(folder, note_type, text, *extra):
-    succeeded(run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder))
 
 
 GATED = [
@@ -78,7 +74,7 @@ def later_clue(export_path) -> str:
 
 def test_restore_into_a_fresh_folder_names_the_gates_and_the_file_to_keep(tmp_path):
     source = tmp_path / "source"
-    write_session(source, GATED)
+    write_signal_session(source, GATED)
     export_path = str(source / "session_export.json")
     succeeded(run_notes("export", folder=source))
     target = tmp_path / "target"
@@ -132,13 +128,13 @@ def test_restore_on_chatgpt_and_claude_ai_names_the_file_to_keep_in_the_hosts_wo
 
 def test_restore_without_gates_and_with_many(tmp_path):
     quiet = tmp_path / "quiet"
-    write_session(quiet, [("decision", "SMS is the channel.")])
+    write_signal_session(quiet, [("decision", "SMS is the channel.")])
     succeeded(run_notes("export", folder=quiet))
     receipt = succeeded(run_notes("restore", quiet / "session_export.json", folder=tmp_path / "quiet-back"))
     assert receipt["tell_operator"].startswith("The session is back with 1 note; no gate is open or deferred; ")
 
     busy = tmp_path / "busy"
-    write_session(busy, [("gate", "Gate %d." % number) for number in range(1, 9)])
+    write_signal_session(busy, [("gate", "Gate %d." % number) for number in range(1, 9)])
     succeeded(run_notes("export", folder=busy))
     receipt = succeeded(run_notes("restore", busy / "session_export.json", folder=tmp_path / "busy-back"))
     # A count, never ids (the operator does not see them): the sentence stays one short line.
@@ -147,7 +143,7 @@ def test_restore_without_gates_and_with_many(tmp_path):
 
 def test_restore_accept_damaged_says_the_problems_came_along(tmp_path):
     source = tmp_path / "source"
-    write_session(source, [("gate", "Hosting is undecided."), ("decision", "SMS is the channel.")])
+    write_signal_session(source, [("gate", "Hosting is undecided."), ("decision", "SMS is the channel.")])
     succeeded(run_notes("export", folder=source))
     export = json.loads((source / "session_export.json").read_text("utf-8"))
     export["records"][1]["text"] = "Edited by hand after its checksum was taken."
@@ -185,7 +181,7 @@ def test_export_of_the_v0_session_has_no_news_however_it_is_written(tmp_path):
 
 def test_open_gates_without_a_delivery_are_no_news(tmp_path):
     plain = tmp_path / "plain"
-    write_session(plain, GATED + [("artifact", "The runbook excludes raw notes.")])  # a boundary, no synthesis
+    write_signal_session(plain, GATED + [("artifact", "The runbook excludes raw notes.")])  # a boundary, no synthesis
     result = run_notes("export", folder=plain)
     assert succeeded(result) == {"ok": True, "command": "export", "record_count": 7,
                                  "path": str(plain / "session_export.json"),
@@ -194,10 +190,10 @@ def test_open_gates_without_a_delivery_are_no_news(tmp_path):
 
 def test_a_local_export_that_replaces_an_older_copy_gives_the_operator_nothing_to_do(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, GATED)
+    write_signal_session(folder, GATED)
     path = folder / "session_export.json"
     succeeded(run_notes("export", folder=folder))
-    append(folder, "decision", "Reminders go out 48 hours ahead.")
+    appended(folder, "decision", "Reminders go out 48 hours ahead.")
     for host in ("local", "mcp"):
         receipt = succeeded(run_notes("export", folder=folder, env=on_host(host)))
         assert receipt == {"ok": True, "command": "export", "record_count": 7, "path": str(path),
@@ -207,7 +203,7 @@ def test_a_local_export_that_replaces_an_older_copy_gives_the_operator_nothing_t
 
 def test_open_gates_after_a_delivery_are_news(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, GATED + [("mode", "SYNTHESIS approved."),  # n00007
+    write_signal_session(folder, GATED + [("mode", "SYNTHESIS approved."),  # n00007
                                    ("artifact", "Runbook v1 delivered.")])  # n00008
     output = tmp_path / "out.json"
 
@@ -221,7 +217,7 @@ def test_open_gates_after_a_delivery_are_news(tmp_path):
 
 def test_only_deferred_gates_after_a_delivery_are_no_news(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("gate", "Payment links.", {"status": "deferred"}), ("mode", "SYNTHESIS approved."),
+    write_signal_session(folder, [("gate", "Payment links.", {"status": "deferred"}), ("mode", "SYNTHESIS approved."),
                            ("artifact", "Runbook v1 delivered.")])
     receipt = succeeded(run_notes("export", "--output", tmp_path / "out.json", folder=folder))
     assert list(receipt) == ["ok", "command", "record_count", "path", "keep"]
@@ -232,7 +228,7 @@ def test_only_deferred_gates_after_a_delivery_are_no_news(tmp_path):
 
 def test_a_chatgpt_export_asks_for_the_download_every_time(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, GATED)
+    write_signal_session(folder, GATED)
     path = str(folder / "session_export.json")
     keep = {"file": "sandbox:" + path, "host": "chatgpt", "how": CHATGPT_HOW}
     download = ("Download session_export.json (%s) from its link in the chat and keep it: it brings the session "
@@ -240,7 +236,7 @@ def test_a_chatgpt_export_asks_for_the_download_every_time(tmp_path):
     first = succeeded(run_notes("export", folder=folder, env=on_host("chatgpt")))
     assert first == {"ok": True, "command": "export", "record_count": 6, "path": path, "keep": keep,
                      "tell_operator": download % "6 notes" + "."}
-    append(folder, "decision", "Reminders go out 48 hours ahead.")
+    appended(folder, "decision", "Reminders go out 48 hours ahead.")
 
     receipt = succeeded(run_notes("export", folder=folder, env=on_host("chatgpt")))
 
@@ -253,11 +249,11 @@ def test_a_chatgpt_export_asks_for_the_download_every_time(tmp_path):
 
 def test_a_claude_ai_markdown_export_names_the_outputs_folder(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("decision", "SMS is the channel.")])
+    write_signal_session(folder, [("decision", "SMS is the channel.")])
     path = folder / "session_export.md"
     assert "tell_operator" in succeeded(run_notes("export", "--format", "md", folder=folder,
                                                   env=on_host("claude-ai")))
-    append(folder, "decision", "Reminders go out 48 hours ahead.")
+    appended(folder, "decision", "Reminders go out 48 hours ahead.")
 
     receipt = succeeded(run_notes("export", "--format", "md", folder=folder, env=on_host("claude-ai")))
 
@@ -272,11 +268,11 @@ def test_a_claude_ai_markdown_export_names_the_outputs_folder(tmp_path):
 
 def test_an_export_over_another_sessions_export_says_so(tmp_path):
     other = tmp_path / "other"
-    write_session(other, [("decision", "Another idea.")], session_id=OTHER_SESSION_ID)
+    write_signal_session(other, [("decision", "Another idea.")], session_id=OTHER_SESSION_ID)
     shared = tmp_path / "shared" / "export.json"
     succeeded(run_notes("export", "--output", shared, folder=other))
     folder = tmp_path / "session"
-    write_session(folder, [("decision", "SMS is the channel.")])
+    write_signal_session(folder, [("decision", "SMS is the channel.")])
 
     receipt = succeeded(run_notes("export", "--output", shared, folder=folder, env=on_host("chatgpt")))
 
@@ -287,7 +283,7 @@ def test_an_export_over_another_sessions_export_says_so(tmp_path):
 
 def test_a_delivery_with_gates_open_joins_the_download(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, GATED + [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered.")])
+    write_signal_session(folder, GATED + [("mode", "SYNTHESIS approved."), ("artifact", "Runbook v1 delivered.")])
 
     receipt = succeeded(run_notes("export", "--format", "md", folder=folder, env=on_host("chatgpt")))
 
@@ -310,7 +306,7 @@ def test_the_host_comes_from_the_session_folder_unless_the_variable_says_otherwi
 
 def test_an_unknown_host_is_refused_without_echoing_it(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("decision", "SMS is the channel.")])
+    write_signal_session(folder, [("decision", "SMS is the channel.")])
     (folder / "session_export.json").write_bytes(b"")  # not an export: refused before any write anyway
     before = {path.name: path.read_bytes() for path in folder.iterdir()}
     for value in ("ChatGPT", "", "sk-live-4f9Qz81mXcV0pLr2TyBn"):
@@ -329,10 +325,10 @@ def test_an_unknown_host_is_refused_without_echoing_it(tmp_path):
 
 def test_the_sentence_stays_on_one_line_whatever_the_path_holds(tmp_path):
     folder = tmp_path / "session"
-    write_session(folder, [("decision", "SMS is the channel.")])
+    write_signal_session(folder, [("decision", "SMS is the channel.")])
     odd = tmp_path / "line\nbreak" / "export.json"
     succeeded(run_notes("export", "--output", odd, folder=folder, env=on_host("claude-ai")))
-    append(folder, "decision", "Reminders go out 48 hours ahead.")
+    appended(folder, "decision", "Reminders go out 48 hours ahead.")
 
     receipt = succeeded(run_notes("export", "--output", odd, folder=folder, env=on_host("claude-ai")))
 
