@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import codecs
 import glob
 import hashlib
 import json
 import os
+import random
+import re
 import shutil
+import string
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -454,6 +460,113 @@ def fenced_blocks(text: str) -> list:
 def code_blocks(text: str, language: str) -> list:
     """The bodies of the fenced blocks opened with ```language, in order."""
     return [body for opened, body in fenced_blocks(text) if opened == language]
+
+
+# --------------------------------------------------------------------------
+# Fake credentials: the corpora of tests/fixtures/credentials hold templates whose fields are
+# filled here with seeded random characters, so that no file of the project holds a key a
+# secret scanner could take for a real one.
+
+CREDENTIAL_CORPORA = FIXTURES / "credentials"
+DASHES = "-" * 5
+BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+FIELD_CLASSES = {
+    "A": string.ascii_letters + string.digits,
+    "U": string.ascii_uppercase + string.digits,
+    "H": "0123456789abcdef",
+    "X": "0123456789abcdefABCDEF",
+    "D": string.digits,
+    "B": string.ascii_letters + string.digits + "+/",
+    "S": string.ascii_letters + string.digits + "-_",
+    "L": string.ascii_lowercase + string.digits,
+    "P": string.ascii_letters + string.digits + "!#%&*+-=?@^_~",
+    "Z": string.ascii_uppercase + "234567",
+    "z": string.ascii_lowercase + "234567",
+    "W": BASE58,
+    "N": string.ascii_lowercase,
+}
+
+
+class Filler:
+    """Fills one template's fields ({A:20}, {PEM:label}, {JWT}...) with random characters drawn from a seed of its own."""
+
+    def __init__(self, seed: int):
+        self.random = random.Random(seed)
+
+    def draw(self, alphabet: str, length: int) -> str:
+        # A key mixes letters and digits: draw again until the value does, where the class has both.
+        while True:
+            value = "".join(self.random.choice(alphabet) for _ in range(length))
+            has_digit, has_letter = any(c.isdigit() for c in value), any(c.isalpha() for c in value)
+            if (has_digit and has_letter) or length < 4 or not (set(alphabet) & set(string.digits)) \
+                    or not (set(alphabet) & set(string.ascii_letters)):
+                return value
+
+    def lines(self, label: str, size: int, extra=()) -> list:
+        """An armoured block of size random bytes: BEGIN label, extra lines, the base64 body, END label."""
+        data = base64.b64encode(self.random.randbytes(size) if hasattr(self.random, "randbytes")
+                                else bytes(self.random.getrandbits(8) for _ in range(size))).decode("ascii")
+        body = [data[index:index + 64] for index in range(0, len(data), 64)]
+        return [DASHES + "BEGIN " + label + DASHES, *extra] + body + [DASHES + "END " + label + DASHES]
+
+    def jwt(self) -> str:
+        def encode(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+        claims = {"sub": "user-" + self.draw(FIELD_CLASSES["H"], 10), "iat": 1760000000 + self.random.randrange(10 ** 6)}
+        return ".".join([encode(b'{"alg":"HS256","typ":"JWT"}'), encode(json.dumps(claims).encode()),
+                         encode(bytes(self.random.getrandbits(8) for _ in range(32)))])
+
+    def putty(self) -> str:
+        lines = ["PuTTY-User-Key-File-3: ssh-ed25519", "Encryption: none", "Comment: deploy@bastion",
+                 "Public-Lines: 2", self.draw(FIELD_CLASSES["B"], 64), self.draw(FIELD_CLASSES["B"], 4) + "=",
+                 "Private-Lines: 1", self.draw(FIELD_CLASSES["B"], 43) + "=",
+                 "Private-MAC: " + self.draw(FIELD_CLASSES["H"], 64)]
+        return "\n".join(lines)
+
+    def field(self, match) -> str:
+        name, _, argument = match.group(1).partition(":")
+        pgp = ["Version: GnuPG v2", ""]
+        built = {
+            "G": lambda: str(uuid.UUID(int=self.random.getrandbits(128), version=4)),
+            "PEM": lambda: "\n".join(self.lines(argument, 180)),
+            "PEMSHORT": lambda: "\n".join(self.lines(argument, 12)),  # a block whose body is one short line
+            # as a JSON string holds it: the line breaks written as \n
+            "PEMLITERAL": lambda: "\\n".join(self.lines(argument, 600)) + "\\n",
+            "PGP": lambda: "\n".join(self.lines("PGP PRIVATE" + " KEY BLOCK", 200, pgp)),
+            "PGPPUBLIC": lambda: "\n".join(self.lines("PGP PUBLIC KEY BLOCK", 200, pgp)),
+            "PUTTY": self.putty,
+            "JWT": self.jwt,
+            "AUTHPLAIN": lambda: base64.b64encode(("\0relay@example.com\0" + self.draw(FIELD_CLASSES["A"], 14))
+                                                  .encode()).decode("ascii"),
+            "B64P": lambda: base64.b64encode(("ops:" + self.draw(FIELD_CLASSES["P"], int(argument or 0)))
+                                             .encode()).decode("ascii"),
+            "B64": lambda: base64.b64encode(argument.encode()).decode("ascii"),
+        }
+        if name in FIELD_CLASSES:
+            return self.draw(FIELD_CLASSES[name], int(argument))
+        if name in built:
+            return built[name]()
+        raise ValueError(match.group(0))
+
+    def fill(self, template: str) -> str:
+        return re.sub(r"\{([A-Za-z0-9]+(?::[^{}]*)?)\}", self.field, template)
+
+
+def load_corpus(name: str, first_seed: int = 0) -> list:
+    """(kind or name, text, effect or None) for each line of a credential corpus, filled in: a line is the
+    kind, then the text and, after another tab, the effect; line n is filled from seed first_seed + n."""
+    cases = []
+    for number, line in enumerate((CREDENTIAL_CORPORA / name).read_text(encoding="utf-8").splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        kind, *fields = line.split("\t")
+        filler = Filler(first_seed + number)
+        # The escapes first (\n, \uXXXX), on the ASCII-escaped line so that letters beyond ASCII survive;
+        # a filled value holds no backslash.
+        values = [filler.fill(codecs.decode(field.encode("ascii", "backslashreplace"), "unicode_escape"))
+                  for field in fields]
+        cases.append((kind, values[0], values[1] if len(values) > 1 else None))
+    return cases
 
 
 # --------------------------------------------------------------------------
