@@ -400,7 +400,7 @@ def no_shaping_notes_dir(monkeypatch):
     monkeypatch.delenv("SHAPING_NOTES_DIR", raising=False)
 
 
-# A writer stopped mid-append (test_storage, test_lock_survives): it takes the lock as a writer of this version
+# A writer stopped mid-append (test_storage): it takes the lock as a writer of this version
 # does (the folder, then the file) or as a 1.1.0 writer did (the file only),
 # writes half its line, and finishes when told.
 HALF_WRITER_SCRIPT = r"""

@@ -2,7 +2,7 @@
 append, verify, the readers and restore; restore --accept-damaged; C1 and bidirectional
 controls refused; a markdown export that note text cannot forge; dates before year 1000.
 
-The credential kinds and their near-misses (point 6) are in test_credentials.py.
+The credential kinds and their near-misses (point 6) are in test_guard.py.
 Fake credentials are assembled from pieces so that this file holds none.
 """
 

@@ -1,11 +1,10 @@
-"""Where notes live, and the install: --dir, then SHAPING_NOTES_DIR, then the folder that
-holds notes.py, or the user's data folder when an installer put it there; hints that name
-the command as it was run; `pip install .` giving `shaping-notes` and `python -m notes`,
-which work on first run and serve the contracts installed with them; an sdist that
-carries what the tests need."""
+"""Where notes live and the install: --dir, SHAPING_NOTES_DIR, the folder of notes.py or the user's data
+folder; `pip install .` giving `shaping-notes` and `python -m notes`; an sdist with what the tests need;
+notes.py where fcntl is missing."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -14,11 +13,13 @@ import stat
 import subprocess
 import sys
 import tarfile
+import types
 from pathlib import Path
 
 import pytest
 
-from conftest import NOTES, REPO, assert_refused, folder_digest, notes, read_records, run_notes
+from conftest import (NOTES, REPO, assert_refused, folder_digest, notes, read_records, run_notes)
+
 
 VERSION = notes.__version__
 # What a copy of the project needs to be installed, built and tested from.
@@ -423,3 +424,32 @@ def test_sdist_carries_the_tests_fixtures_and_contracts(installed, tmp_path):
                           if not name.endswith(".pyc"))
     assert wanted <= names, sorted(wanted - names)
     assert not [name for name in names if re.match(r"session_|\.session_", name)]
+
+
+# ==========================================================================
+# notes.py imports and locks where fcntl is missing (Windows), using msvcrt instead
+
+def load_notes_without_fcntl(monkeypatch, calls):
+    """A fresh copy of notes.py imported as on Windows: no fcntl, a recording msvcrt."""
+    fake_msvcrt = types.ModuleType("msvcrt")
+    fake_msvcrt.LK_LOCK, fake_msvcrt.LK_NBLCK, fake_msvcrt.LK_UNLCK = 1, 2, 0
+    fake_msvcrt.locking = lambda descriptor, mode, length: calls.append((mode, length))
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # makes `import fcntl` raise ImportError
+    monkeypatch.setitem(sys.modules, "msvcrt", fake_msvcrt)
+    spec = importlib.util.spec_from_file_location("notes_without_fcntl", str(NOTES))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_import_and_append_lock_through_msvcrt_when_fcntl_is_missing(tmp_path, monkeypatch, capsys):
+    calls = []
+    windows_notes = load_notes_without_fcntl(monkeypatch, calls)
+    assert windows_notes.fcntl is None
+    folder = tmp_path / "session"
+    code = windows_notes.main(["--dir", str(folder), "append", "--type", "decision", "--text", "Locked on Windows."])
+    receipt = json.loads(capsys.readouterr().out)
+    assert code == 0 and receipt["note_id"] == "n00001", receipt
+    assert [record["text"] for record in read_records(folder)] == ["Locked on Windows."]
+    lock_modes = [mode for mode, _ in calls]
+    assert lock_modes[0] in (1, 2) and lock_modes[-1] == 0, calls  # locked first, unlocked last
