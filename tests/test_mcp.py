@@ -17,7 +17,7 @@ import pytest
 
 from conftest import (LOG, NOTES, REPO, SESSION_ID, append, assert_no_traceback, assert_refused, code_blocks,
                       copy_fixture, folder_digest, line_of, make_record, read_records, recap, recap_text,
-                      run_notes, v0_checksum, write_session)
+                      run_main, run_notes, run_script, v0_checksum, write_session)
 
 
 # ==========================================================================
@@ -53,20 +53,24 @@ def call(request_id, tool, arguments, stateless=False) -> dict:
     return request(request_id, "tools/call", {"name": tool, "arguments": arguments}, stateless)
 
 
-def exchange(folder, *messages, python=None, script=None, timeout=60, extra=()):
+def exchange(folder, *messages, python=None, script=None, timeout=60, extra=(), process=False):
     """Send each message (a dict, or raw bytes) as one line, close stdin; return (code, answers, stderr).
 
-    extra: words after mcp (--session NAME, --restore-from DIR).  Every line the server printed
-    must be a JSON-RPC response: stdout carries nothing else."""
+    The server runs in this process (notes.main), unless process is true or python= or script= is
+    given: then it is `python -S notes.py ... mcp` in a subprocess.  extra: words after mcp
+    (--session NAME, --restore-from DIR).  Every line the server printed must be a JSON-RPC
+    response: stdout carries nothing else."""
     lines = [message if isinstance(message, bytes) else json.dumps(message).encode("utf-8")
              for message in messages]
-    completed = subprocess.run(server_command(folder, python, script) + [str(word) for word in extra],
-                               input=b"".join(line + b"\n" for line in lines),
-                               capture_output=True, timeout=timeout)
-    answers = [assert_response(line) for line in completed.stdout.decode("utf-8").splitlines()]
-    stderr = completed.stderr.decode("utf-8", "replace")
-    assert "Traceback" not in stderr, stderr
-    return completed.returncode, answers, stderr
+    served = ["mcp"] + [str(word) for word in extra]
+    data = b"".join(line + b"\n" for line in lines)
+    if process or python is not None or script is not None:
+        result = run_script(*served, folder=folder, python=python, script=script, input=data, timeout=timeout)
+    else:
+        result = run_main(["--dir", str(folder)] + served, input=data)
+    answers = [assert_response(line) for line in result.stdout.splitlines()]
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.code, answers, result.stderr
 
 
 def assert_response(line: str):
@@ -234,6 +238,7 @@ def test_initialize_answers_the_version_or_the_newest(tmp_path, version):
 
 
 def test_handshake_session(tmp_path):
+    # The stdio server as a client starts it: python -S notes.py mcp, in a process of its own.
     folder = tmp_path / "s"
     code, answers, _ = exchange(
         folder,
@@ -242,7 +247,7 @@ def test_handshake_session(tmp_path):
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         request(2, "ping"),
         request(3, "tools/list"),
-        call(4, "append", {"type": "decision", "text": "Handshake era."}))
+        call(4, "append", {"type": "decision", "text": "Handshake era."}), process=True)
     assert code == 0 and [answer["id"] for answer in answers] == [1, 2, 3, 4]
     assert answers[1]["result"] == {}
     assert [tool["name"] for tool in answers[2]["result"]["tools"]] == TOOLS

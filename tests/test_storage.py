@@ -2282,7 +2282,7 @@ def exported_notes(path) -> dict:
 
 # Writes first.log and second.log (of the folder given) over the log by os.replace, in turn, until a file "stop" appears.
 REPLACER_SCRIPT = r"""
-import os, sys
+import os, sys, time
 folder, log = sys.argv[1], sys.argv[2]
 data = [open(os.path.join(folder, name), "rb").read() for name in ("first.log", "second.log")]
 swap, stop, which = os.path.join(folder, "swap"), os.path.join(folder, "stop"), 0
@@ -2293,6 +2293,7 @@ while not os.path.exists(stop):
         handle.write(data[which])
     os.replace(swap, log)
     which = 1 - which
+    time.sleep(0.002)  # hundreds of swaps during each read, and a core left for the reader
 """
 
 
