@@ -383,6 +383,16 @@ def mcp_answers(folder, *calls) -> list:
     return [json.loads(line)["result"] for line in served.stdout.splitlines()]
 
 
+def refused_unchanged(folder, *args, words=(), python=None) -> str:
+    """Run notes.py on folder; require a clean exit-2 refusal naming words, and no change on disk."""
+    before = folder_digest(folder)
+    result = run_notes(*args, folder=folder, python=python)
+    error = assert_refused(result, 2, *words)
+    assert set(result.receipt) == {"ok", "error"}, result.receipt
+    assert folder_digest(folder) == before, "the refusal changed the session folder"
+    return error
+
+
 def run_here(capsys, folder, *args):
     """notes.main in this process: (exit code, parsed receipt); never a traceback."""
     code = notes.main(["--dir", str(folder)] + [str(arg) for arg in args])

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import (LOG, NOTES, REPO, SESSION_ID, append, assert_no_traceback, assert_refused,
                       code_point_cases, copy_fixture, folder_digest, line_of, log_bytes, notes, read_records,
-                      recap, recap_text, run_notes, run_script, v0_checksum, write_session)
+                      recap, recap_text, refused_unchanged, run_notes, run_script, v0_checksum, write_session)
 
 
 # ==========================================================================
@@ -31,16 +31,6 @@ EFFECT_LIMIT = 1000
 
 # --------------------------------------------------------------------------
 # Local helpers
-
-def refused_unchanged(folder, *args, words=(), python=None) -> str:
-    """Run notes.py on folder; require a clean exit-2 refusal naming words, and no change on disk."""
-    before = folder_digest(folder)
-    result = run_notes(*args, folder=folder, python=python)
-    error = assert_refused(result, 2, *words)
-    assert set(result.receipt) == {"ok", "error"}, result.receipt
-    assert folder_digest(folder) == before, "the refusal changed the session folder"
-    return error
-
 
 def run_in_process(capsys, argv) -> tuple:
     """notes.main(argv) in this process: (exit code, parsed output)."""

@@ -15,7 +15,9 @@ import sys
 
 import pytest
 
-from conftest import (HOLDER_SCRIPT, REPO, appended, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes, make_record, mcp_answers, notes, read_records, run_notes, session_id_of, v0_checksum, write_log)
+from conftest import (HOLDER_SCRIPT, REPO, appended, assert_no_traceback, assert_refused, folder_digest,
+                      line_of, log_bytes, make_record, mcp_answers, notes, read_records, run_notes,
+                      session_id_of, v0_checksum, write_log)
 
 FULL_ORDER = ["id", "ts", "session_id", "seq", "type", "text", "effect", "ref", "status", "provenance", "evidence",
               "about", "by", "batch", "checksum"]

@@ -14,8 +14,9 @@ import re
 
 import pytest
 
-from conftest import (SESSION_ID, assert_no_traceback, assert_refused, code_point_cases, folder_digest, line_of,
-                      log_bytes, make_record, notes, read_records, run_notes, write_export, write_log, write_session)
+from conftest import (SESSION_ID, assert_no_traceback, assert_refused, code_point_cases, folder_digest,
+                      line_of, log_bytes, make_record, notes, read_records, run_notes, write_export,
+                      write_log, write_session)
 
 META = "session_meta.json"
 LOG = "session_notes.jsonl"

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import (NOTES, SESSION_ID, append, appended, assert_no_traceback, assert_refused, copy_fixture,
                       folder_digest, line_of, log_bytes, make_record, mcp_answers, notes, read_records, recap,
-                      run_notes, session_id_of, v0_checksum, write_export, write_log, write_session)
+                      refused_unchanged, run_notes, session_id_of, v0_checksum, write_export, write_log,
+                      write_session)
 
 
 # ==========================================================================
@@ -308,14 +309,6 @@ V0_TYPES = {"mode", "shape", "gate", "decision", "discard", "tension", "source",
 # --------------------------------------------------------------------------
 # Local helpers
 
-def refused_unchanged(folder, *arguments, words=()) -> str:
-    """The append is refused with exit 2, leaves every file as it was, and its message holds each word."""
-    before = folder_digest(folder)
-    message = assert_refused(run_notes("append", *arguments, folder=folder), 2, *words)
-    assert folder_digest(folder) == before
-    return message
-
-
 # --------------------------------------------------------------------------
 # 19.1: --about and --by, stored and checked
 
@@ -354,21 +347,21 @@ def test_about_does_not_supersede_both_stay_live(session):
 def test_links_that_name_no_note_of_the_right_kind_are_refused(session):
     appended(session, "gate", "Channel is undecided.")
     appended(session, "decision", "Reminders go by email.")
-    refused_unchanged(session, "--type", "decision", "--text", "x", "--about", "n00009",
+    refused_unchanged(session, "append", "--type", "decision", "--text", "x", "--about", "n00009",
                       words=("--about n00009 names no note",))
-    refused_unchanged(session, "--type", "gate", "--text", "Closed.", "--ref", "n00001", "--status", "closed",
+    refused_unchanged(session, "append", "--type", "gate", "--text", "Closed.", "--ref", "n00001", "--status", "closed",
                       "--by", "n00009", words=("--by n00009 names no note",))
-    refused_unchanged(session, "--type", "gate", "--text", "Closed.", "--ref", "n00001", "--status", "closed",
+    refused_unchanged(session, "append", "--type", "gate", "--text", "Closed.", "--ref", "n00001", "--status", "closed",
                       "--by", "n00001", words=("--by n00001 is a gate",))
     # --by only on a gate update: not on a new gate, not on any other type.
     for arguments in (["--type", "gate", "--text", "New."], ["--type", "decision", "--text", "Done."]):
-        refused_unchanged(session, *arguments, "--by", "n00002", words=("--by", "gate update", "--about"))
+        refused_unchanged(session, "append", *arguments, "--by", "n00002", words=("--by", "gate update", "--about"))
 
 
 def test_a_link_that_is_not_a_note_id_is_refused_without_echoing_it(session):
     appended(session, "decision", "Reminders go by email.")
     for flag in ("--about", "--by"):
-        message = refused_unchanged(session, "--type", "gate", "--text", "x", "--ref", "n00001", "--status",
+        message = refused_unchanged(session, "append", "--type", "gate", "--text", "x", "--ref", "n00001", "--status",
                                     "open", flag, "AKIAIOSFODNN7SECRETX", words=(flag, "not a note id"))
         assert "AKIA" not in message
 
@@ -378,7 +371,7 @@ def test_superseding_an_operator_note_takes_an_op_or_shared_note(session):
     appended(session, "decision", "We agreed on weekly digests.", "--provenance", "shared")
     for target in ("n00001", "n00002"):
         for labels in ([], ["--provenance", "model"]):
-            message = refused_unchanged(session, "--type", "decision", "--text", "SMS instead.", "--ref", target,
+            message = refused_unchanged(session, "append", "--type", "decision", "--text", "SMS instead.", "--ref", target,
                                         *labels, words=("--ref %s" % target, "--about %s" % target, "operator"))
             assert "nothing was written" in message
     appended(session, "decision", "SMS instead, the operator said.", "--ref", "n00001", "--provenance", "op")

@@ -912,25 +912,6 @@ TYPES = ["mode", "shape", "gate", "decision", "discard", "tension", "source", "a
 # What only the command line has; no tool or argument description may say it.
 CLI_WORDING = [re.compile(r"(?<![\w])--[a-z]"), re.compile(r"exit \d"), re.compile(r"standard input"),
                re.compile(r"python3"), re.compile(r"notes\.py"), re.compile(r"\bprint\b")]
-# The tool's argument for each flag the CLI's refusals name, written out flag by flag.
-ARGUMENTS = {
-    "append": {"--type": "type", "--text": "text", "--effect": "effect", "--ref": "ref", "--status": "status",
-               "--provenance": "provenance", "--evidence": "evidence", "--about": "about", "--by": "by"},
-    "tail": {"--limit": "limit", "--type": "types", "--since": "since", "--until": "until", "--grep": "grep",
-             "--compact": "compact"},
-    "recap": {"--limit": "limit", "--format": "format", "--max-bytes": "max_bytes"},
-}
-
-
-def in_schema_words(receipt: dict, tool: str) -> dict:
-    """SPEC section 5: the CLI's refusal with each flag named as the argument, the --help pointer as the schema."""
-    error = re.sub(r"\(see: .* %s --help\)" % tool, "(see the input schema of the %s tool in tools/list)" % tool,
-                   receipt["error"])
-    for flag, name in ARGUMENTS[tool].items():
-        error = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(flag), name, error)
-    return dict(receipt, error=error)
-
-
 def sdk_parameters(folder, script=NOTES):
     try:
         from mcp import StdioServerParameters
@@ -1031,7 +1012,7 @@ REFUSED = {
 
 
 def cli_flags(arguments: dict, tool: str) -> list:
-    flags = {name: flag for flag, name in ARGUMENTS[tool].items()}
+    flags = {name: flag for flag, name in TOOL_ARGUMENTS[tool].items()}
     words = []
     for name, value in arguments.items():
         for item in value if isinstance(value, list) else [value]:
@@ -1055,7 +1036,7 @@ def test_refusals_name_the_argument_and_otherwise_are_the_cli_text(tmp_path):
         assert refused.code == 2, case
         result = results[case]
         assert result.is_error is True, case
-        assert result.structured_content == in_schema_words(refused.receipt, tool), case
+        assert result.structured_content == in_tool_words(refused.receipt, tool), case
         assert not re.search(r"(?<![\w])--[a-z]", result.structured_content["error"]), case
         assert "notes.py" not in result.structured_content["error"], case
     assert results["text-too-long"].structured_content["error"].startswith("text is 2001 characters")

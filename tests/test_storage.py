@@ -34,7 +34,8 @@ POSIX_MODES = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file mod
 
 
 # ==========================================================================
-# Storage integrity: torn tails, export beside the session's files, lock waits, retries, readers beside writers, special files, failed restores, odd values, Ctrl-C
+# Storage integrity: torn tails, export beside the session's files, lock waits, retries, readers
+# beside writers, special files, failed restores, odd values, Ctrl-C
 
 META = "session_meta.json"
 LOCK = "session_notes.lock"
@@ -2280,7 +2281,8 @@ def exported_notes(path) -> dict:
     return export
 
 
-# Writes first.log and second.log (of the folder given) over the log by os.replace, in turn, until a file "stop" appears.
+# Writes first.log and second.log (of the folder given) over the log by os.replace, in turn,
+# until a file "stop" appears.
 REPLACER_SCRIPT = r"""
 import os, sys, time
 folder, log = sys.argv[1], sys.argv[2]
