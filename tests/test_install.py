@@ -275,28 +275,52 @@ def copy_project(destination: Path) -> Path:
 
 
 class Installed:
-    """A virtual environment with shaping-notes installed from a copy of the project."""
+    """A virtual environment with shaping-notes installed from a copy of the project (in root)."""
 
-    def __init__(self, root: Path):
-        self.project = copy_project(root / "project")
-        subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, timeout=300)
+    def __init__(self, root: Path, built: bool = False):
+        """Build it in root, or, built, find the one already there."""
+        self.root, self.project = root, root / "project"
         bin_dir = root / "venv" / ("Scripts" if os.name == "nt" else "bin")
         self.python, self.command = str(bin_dir / "python"), str(bin_dir / "shaping-notes")
-        completed = subprocess.run([self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                                    str(self.project)], capture_output=True, text=True, timeout=600)
-        assert completed.returncode == 0, completed.stderr
+        if not built:
+            copy_project(self.project)
+            # No pip of its own (installing one into each new environment costs more than the rest):
+            # the pip that runs these tests installs into it.
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True,
+                           timeout=300)
+            completed = self.pip_install(str(self.project))
+            assert completed.returncode == 0, completed.stderr
         self.site = Path(subprocess.run([self.python, "-c", "import notes, os; print(os.path.dirname(notes.__file__))"],
                                         capture_output=True, text=True, check=True, cwd=str(root)).stdout.strip())
-        self.root = root
+
+    def pip_install(self, *requirements):
+        """`pip install requirements...` into this environment."""
+        return subprocess.run([sys.executable, "-m", "pip", "--python", self.python, "install", "--quiet",
+                               "--disable-pip-version-check"] + list(requirements),
+                              capture_output=True, text=True, timeout=600)
 
     def command_line(self, argv: list, cwd, **env):
         return subprocess.run(argv, capture_output=True, text=True, cwd=str(cwd), env=without_variable(**env),
                               timeout=60)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory) -> Installed:
-    return Installed(tmp_path_factory.mktemp("installed"))
+    """One environment for the whole run: pytest-xdist's workers share it, the first to come builds it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # no xdist: a run of its own
+        return Installed(tmp_path_factory.mktemp("installed"))
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker of this run
+    with open(str(shared / "installed.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        root = shared / "installed"
+        if (root / "built").exists():
+            return Installed(root, built=True)
+        root.mkdir(exist_ok=True)
+        environment = Installed(root)
+        (root / "built").touch()
+        return environment
 
 
 def snapshot(folder: Path) -> dict:
@@ -404,9 +428,7 @@ def test_installed_hints_show_shaping_notes(installed, tmp_path):
 def test_sdist_carries_the_tests_fixtures_and_contracts(installed, tmp_path):
     """The source distribution holds what `pytest` needs to run from it, and no session file."""
     built = tmp_path / "dist"
-    completed = subprocess.run(
-        [installed.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "setuptools>=77"],
-        capture_output=True, text=True, timeout=600)
+    completed = installed.pip_install("setuptools>=77")
     assert completed.returncode == 0, completed.stderr
     completed = subprocess.run(
         [installed.python, "-c", "import sys; from setuptools import build_meta; "
