@@ -149,6 +149,8 @@ def run_main(argv, cwd=None, env=None, input=None) -> Result:
             os.environ.update(saved[4])
         os.chdir(saved[5])
         signal.signal(signal.SIGINT, handler)
+    # The one state notes.py keeps between calls: the locks this process holds, none once a run is over.
+    assert not getattr(getattr(notes, "_SessionLock", None), "held", ()), "a run left its session lock held"
     return Result(code, stdout.buffer.getvalue().decode("utf-8", "replace"),
                   stderr.buffer.getvalue().decode("utf-8", "replace"))
 
