@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import codecs
 import glob
 import hashlib
 import json
 import os
+import random
+import re
 import shutil
+import string
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -61,12 +67,12 @@ PYTHONS = find_pythons()
 class Result:
     """What one run of notes.py left: exit code, output, parsed receipt."""
 
-    def __init__(self, completed: subprocess.CompletedProcess):
-        self.code = completed.returncode
-        self.stdout = completed.stdout
-        self.stderr = completed.stderr
+    def __init__(self, code: int, stdout: str, stderr: str):
+        self.code = code
+        self.stdout = stdout
+        self.stderr = stderr
         try:
-            self.receipt = json.loads(completed.stdout)
+            self.receipt = json.loads(stdout)
         except ValueError:
             self.receipt = None
 
@@ -74,18 +80,79 @@ class Result:
         return "Result(code=%r, stdout=%r, stderr=%r)" % (self.code, self.stdout[:500], self.stderr[:500])
 
 
-def run_notes(*args, folder=None, python=None, script=None, cwd=None, env=None, input=None,
-              timeout=60) -> Result:
-    """Run `python -S notes.py [--dir folder] args...` in a subprocess."""
-    command = [python or sys.executable, "-S", str(script or NOTES)]
-    if folder is not None:
-        command += ["--dir", str(folder)]
-    command += [str(arg) if not isinstance(arg, bytes) else arg for arg in args]
+def notes_argv(args, folder=None) -> list:
+    """The command line after the script's name: --dir folder (when given), then args (bytes kept)."""
+    argv = ["--dir", str(folder)] if folder is not None else []
+    return argv + [arg if isinstance(arg, bytes) else str(arg) for arg in args]
+
+
+def run_script(*args, folder=None, python=None, script=None, cwd=None, env=None, input=None,
+               timeout=60, prefix=()) -> Result:
+    """Run `[prefix...] python -S notes.py [--dir folder] args...` in a subprocess: for what only a
+    process shows (an entry point, another interpreter, processes side by side, kills, signals, its start-up)."""
+    command = list(prefix) + [python or sys.executable, "-S", str(script or NOTES)] + notes_argv(args, folder)
     completed = subprocess.run(command, capture_output=True, cwd=cwd, env=env, input=input,
                                timeout=timeout)
-    completed.stdout = completed.stdout.decode("utf-8", "replace")
-    completed.stderr = completed.stderr.decode("utf-8", "replace")
-    return Result(completed)
+    return Result(completed.returncode, completed.stdout.decode("utf-8", "replace"),
+                  completed.stderr.decode("utf-8", "replace"))
+
+
+def run_notes(*args, folder=None, python=None, script=None, cwd=None, env=None, input=None,
+              timeout=60) -> Result:
+    """Run notes.py [--dir folder] args... in this process, as the script would run (run_main).
+
+    Given python= or script=, it runs that interpreter or that copy of the file in a subprocess
+    instead (run_script); timeout bounds only a subprocess."""
+    if python is not None or script is not None:
+        return run_script(*args, folder=folder, python=python, script=script, cwd=cwd, env=env,
+                          input=input, timeout=timeout)
+    return run_main([os.fsdecode(arg) for arg in notes_argv(args, folder)], cwd=cwd, env=env, input=input)
+
+
+def run_main(argv, cwd=None, env=None, input=None) -> Result:
+    """notes.main(argv) in this process, with what a fresh script run would have, put back after:
+    standard input holding input (bytes; empty when None), fresh stdout and stderr, sys.argv,
+    os.environ replaced by env (when given), the working folder cwd (when given), SIGINT's handler.
+    An exception that escapes main is a traceback on stderr and exit code 1, as the script shows it."""
+    import io
+    import signal
+    import threading
+    import traceback
+
+    # Streams, environment and working folder are the process's: runs side by side need processes.
+    assert threading.current_thread() is threading.main_thread(), "run_script runs notes.py beside other runs"
+    stdin = io.TextIOWrapper(io.BytesIO(input or b""), encoding="utf-8")
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape")
+    stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
+    saved = sys.stdin, sys.stdout, sys.stderr, sys.argv, dict(os.environ), os.getcwd()
+    handler = signal.getsignal(signal.SIGINT)  # the MCP server sets its own
+    sys.stdin, sys.stdout, sys.stderr, sys.argv = stdin, stdout, stderr, [str(NOTES)] + list(argv)
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        if cwd is not None:
+            os.chdir(str(cwd))
+        try:
+            code = notes.main(list(argv))
+        except SystemExit as leaving:
+            code = leaving.code if isinstance(leaving.code, int) else (0 if leaving.code is None else 1)
+        except Exception:  # noqa: BLE001 - what the interpreter would print
+            traceback.print_exc()
+            code = 1
+        stdout.flush()
+        stderr.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr, sys.argv = saved[:4]
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(saved[4])
+        os.chdir(saved[5])
+        signal.signal(signal.SIGINT, handler)
+    # The one state notes.py keeps between calls: the locks this process holds, none once a run is over.
+    assert not getattr(getattr(notes, "_SessionLock", None), "held", ()), "a run left its session lock held"
+    return Result(code, stdout.buffer.getvalue().decode("utf-8", "replace"),
+                  stderr.buffer.getvalue().decode("utf-8", "replace"))
 
 
 def assert_no_traceback(result: Result) -> None:
@@ -261,14 +328,71 @@ def write_export(path, items: list, session_id: str = SESSION_ID, **changes) -> 
     return path
 
 
-def append(folder, note_type: str, text, *extra, code=0, **options) -> Result:
-    """`append --type note_type --text text extra...` through the real script; never a traceback.
+def append(folder, note_type: str, text, *extra, code=0, run=None, **options) -> Result:
+    """`append --type note_type --text text extra...` run by run (run_notes, or run_script for a
+    process of its own); never a traceback.
 
-    The run must exit with code (None: any code; the test looks itself); options go to run_notes."""
-    result = run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder, **options)
+    The run must exit with code (None: any code; the test looks itself); options go to the runner."""
+    result = (run or run_notes)("append", "--type", note_type, "--text", text, *extra, folder=folder, **options)
     assert_no_traceback(result)
     assert code is None or result.code == code, result
     return result
+
+
+def appended(folder, note_type: str, text, *extra) -> dict:
+    """`append --type note_type --text text extra...`, which must succeed: its receipt."""
+    return append(folder, note_type, text, *extra).receipt
+
+
+def recap(folder, *extra) -> dict:
+    """`recap extra...`, which must exit 0: its receipt."""
+    result = run_notes("recap", *extra, folder=folder)
+    assert_no_traceback(result)
+    assert result.code == 0, result
+    return result.receipt
+
+
+def recap_text(folder, *extra) -> str:
+    """`recap extra...`, which must exit 0: what it printed."""
+    result = run_notes("recap", *extra, folder=folder)
+    assert_no_traceback(result)
+    assert result.code == 0, result
+    return result.stdout
+
+
+def new_session(folder) -> str:
+    """`init` on folder, which must succeed: the new session's id."""
+    result = run_notes("init", folder=folder)
+    assert result.code == 0, result
+    return result.receipt["session_id"]
+
+
+def session_id_of(folder) -> str:
+    """The session id its meta file holds."""
+    with open(os.path.join(str(folder), META), "rb") as handle:
+        return json.loads(handle.read().decode("utf-8"))["session_id"]
+
+
+def mcp_answers(folder, *calls) -> list:
+    """Each (tool, arguments) as one tools/call line to `notes.py mcp` (after a tools/list), in this process;
+    the structured results, in order."""
+    lines = [json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call",
+                         "params": {"name": name, "arguments": arguments}})
+             for number, (name, arguments) in enumerate(calls, 1)]
+    lines.insert(0, json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}))
+    served = run_main(["--dir", str(folder), "mcp"], input=("\n".join(lines) + "\n").encode("utf-8"))
+    assert served.code == 0, served
+    return [json.loads(line)["result"] for line in served.stdout.splitlines()]
+
+
+def refused_unchanged(folder, *args, words=(), python=None) -> str:
+    """Run notes.py on folder; require a clean exit-2 refusal naming words, and no change on disk."""
+    before = folder_digest(folder)
+    result = run_notes(*args, folder=folder, python=python)
+    error = assert_refused(result, 2, *words)
+    assert set(result.receipt) == {"ok", "error"}, result.receipt
+    assert folder_digest(folder) == before, "the refusal changed the session folder"
+    return error
 
 
 def run_here(capsys, folder, *args):
@@ -288,7 +412,7 @@ def no_shaping_notes_dir(monkeypatch):
     monkeypatch.delenv("SHAPING_NOTES_DIR", raising=False)
 
 
-# A writer stopped mid-append (test_storage, test_lock_survives): it takes the lock as a writer of this version
+# A writer stopped mid-append (test_storage): it takes the lock as a writer of this version
 # does (the folder, then the file) or as a 1.1.0 writer did (the file only),
 # writes half its line, and finishes when told.
 HALF_WRITER_SCRIPT = r"""
@@ -348,6 +472,113 @@ def fenced_blocks(text: str) -> list:
 def code_blocks(text: str, language: str) -> list:
     """The bodies of the fenced blocks opened with ```language, in order."""
     return [body for opened, body in fenced_blocks(text) if opened == language]
+
+
+# --------------------------------------------------------------------------
+# Fake credentials: the corpora of tests/fixtures/credentials hold templates whose fields are
+# filled here with seeded random characters, so that no file of the project holds a key a
+# secret scanner could take for a real one.
+
+CREDENTIAL_CORPORA = FIXTURES / "credentials"
+DASHES = "-" * 5
+BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+FIELD_CLASSES = {
+    "A": string.ascii_letters + string.digits,
+    "U": string.ascii_uppercase + string.digits,
+    "H": "0123456789abcdef",
+    "X": "0123456789abcdefABCDEF",
+    "D": string.digits,
+    "B": string.ascii_letters + string.digits + "+/",
+    "S": string.ascii_letters + string.digits + "-_",
+    "L": string.ascii_lowercase + string.digits,
+    "P": string.ascii_letters + string.digits + "!#%&*+-=?@^_~",
+    "Z": string.ascii_uppercase + "234567",
+    "z": string.ascii_lowercase + "234567",
+    "W": BASE58,
+    "N": string.ascii_lowercase,
+}
+
+
+class Filler:
+    """Fills one template's fields ({A:20}, {PEM:label}, {JWT}...) with random characters drawn from a seed of its own."""
+
+    def __init__(self, seed: int):
+        self.random = random.Random(seed)
+
+    def draw(self, alphabet: str, length: int) -> str:
+        # A key mixes letters and digits: draw again until the value does, where the class has both.
+        while True:
+            value = "".join(self.random.choice(alphabet) for _ in range(length))
+            has_digit, has_letter = any(c.isdigit() for c in value), any(c.isalpha() for c in value)
+            if (has_digit and has_letter) or length < 4 or not (set(alphabet) & set(string.digits)) \
+                    or not (set(alphabet) & set(string.ascii_letters)):
+                return value
+
+    def lines(self, label: str, size: int, extra=()) -> list:
+        """An armoured block of size random bytes: BEGIN label, extra lines, the base64 body, END label."""
+        data = base64.b64encode(self.random.randbytes(size) if hasattr(self.random, "randbytes")
+                                else bytes(self.random.getrandbits(8) for _ in range(size))).decode("ascii")
+        body = [data[index:index + 64] for index in range(0, len(data), 64)]
+        return [DASHES + "BEGIN " + label + DASHES, *extra] + body + [DASHES + "END " + label + DASHES]
+
+    def jwt(self) -> str:
+        def encode(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+        claims = {"sub": "user-" + self.draw(FIELD_CLASSES["H"], 10), "iat": 1760000000 + self.random.randrange(10 ** 6)}
+        return ".".join([encode(b'{"alg":"HS256","typ":"JWT"}'), encode(json.dumps(claims).encode()),
+                         encode(bytes(self.random.getrandbits(8) for _ in range(32)))])
+
+    def putty(self) -> str:
+        lines = ["PuTTY-User-Key-File-3: ssh-ed25519", "Encryption: none", "Comment: deploy@bastion",
+                 "Public-Lines: 2", self.draw(FIELD_CLASSES["B"], 64), self.draw(FIELD_CLASSES["B"], 4) + "=",
+                 "Private-Lines: 1", self.draw(FIELD_CLASSES["B"], 43) + "=",
+                 "Private-MAC: " + self.draw(FIELD_CLASSES["H"], 64)]
+        return "\n".join(lines)
+
+    def field(self, match) -> str:
+        name, _, argument = match.group(1).partition(":")
+        pgp = ["Version: GnuPG v2", ""]
+        built = {
+            "G": lambda: str(uuid.UUID(int=self.random.getrandbits(128), version=4)),
+            "PEM": lambda: "\n".join(self.lines(argument, 180)),
+            "PEMSHORT": lambda: "\n".join(self.lines(argument, 12)),  # a block whose body is one short line
+            # as a JSON string holds it: the line breaks written as \n
+            "PEMLITERAL": lambda: "\\n".join(self.lines(argument, 600)) + "\\n",
+            "PGP": lambda: "\n".join(self.lines("PGP PRIVATE" + " KEY BLOCK", 200, pgp)),
+            "PGPPUBLIC": lambda: "\n".join(self.lines("PGP PUBLIC KEY BLOCK", 200, pgp)),
+            "PUTTY": self.putty,
+            "JWT": self.jwt,
+            "AUTHPLAIN": lambda: base64.b64encode(("\0relay@example.com\0" + self.draw(FIELD_CLASSES["A"], 14))
+                                                  .encode()).decode("ascii"),
+            "B64P": lambda: base64.b64encode(("ops:" + self.draw(FIELD_CLASSES["P"], int(argument or 0)))
+                                             .encode()).decode("ascii"),
+            "B64": lambda: base64.b64encode(argument.encode()).decode("ascii"),
+        }
+        if name in FIELD_CLASSES:
+            return self.draw(FIELD_CLASSES[name], int(argument))
+        if name in built:
+            return built[name]()
+        raise ValueError(match.group(0))
+
+    def fill(self, template: str) -> str:
+        return re.sub(r"\{([A-Za-z0-9]+(?::[^{}]*)?)\}", self.field, template)
+
+
+def load_corpus(name: str, first_seed: int = 0) -> list:
+    """(kind or name, text, effect or None) for each line of a credential corpus, filled in: a line is the
+    kind, then the text and, after another tab, the effect; line n is filled from seed first_seed + n."""
+    cases = []
+    for number, line in enumerate((CREDENTIAL_CORPORA / name).read_text(encoding="utf-8").splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        kind, *fields = line.split("\t")
+        filler = Filler(first_seed + number)
+        # The escapes first (\n, \uXXXX), on the ASCII-escaped line so that letters beyond ASCII survive;
+        # a filled value holds no backslash.
+        values = [filler.fill(codecs.decode(field.encode("ascii", "backslashreplace"), "unicode_escape"))
+                  for field in fields]
+        cases.append((kind, values[0], values[1] if len(values) > 1 else None))
+    return cases
 
 
 # --------------------------------------------------------------------------

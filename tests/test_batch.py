@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from conftest import (HOLDER_SCRIPT, REPO, assert_no_traceback, assert_refused, folder_digest, line_of,
-                      log_bytes, make_record, notes, read_records, run_notes, v0_checksum, write_log)
-from test_links_v2 import mcp_answers
+from conftest import (HOLDER_SCRIPT, REPO, appended, assert_no_traceback, assert_refused, folder_digest,
+                      line_of, log_bytes, make_record, mcp_answers, notes, read_records, run_notes,
+                      session_id_of, v0_checksum, write_log)
 
 FULL_ORDER = ["id", "ts", "session_id", "seq", "type", "text", "effect", "ref", "status", "provenance", "evidence",
               "about", "by", "batch", "checksum"]
@@ -38,16 +38,6 @@ def batch(folder, *signals, raw=None):
     return run_notes("append", "--batch", "-", folder=folder, input=lines_of(*signals) if raw is None else raw)
 
 
-def append(folder, note_type, text, *extra) -> dict:
-    result = run_notes("append", "--type", note_type, "--text", text, *extra, folder=folder)
-    assert result.code == 0, result
-    return result.receipt
-
-
-def session_id_of(folder) -> str:
-    return json.loads((folder / "session_meta.json").read_text())["session_id"]
-
-
 def log_path(folder) -> str:
     return str(folder / "session_notes.jsonl")
 
@@ -61,7 +51,7 @@ CLOSING = {"type": "gate", "ref": "n00001", "status": "closed", "by": "@1", "tex
 @pytest.fixture
 def gated(session):
     """A session whose first note, n00001, is an open gate labelled op."""
-    append(session, "gate", "The reminder channel is open.", "--provenance", "op", "--evidence", "declared")
+    appended(session, "gate", "The reminder channel is open.", "--provenance", "op", "--evidence", "declared")
     return session
 
 
@@ -91,7 +81,7 @@ def test_batch_writes_every_line_in_order_with_its_place_and_resolved_links(gate
 
 
 def test_plain_append_keeps_v0_receipt_and_record(session):
-    receipt = append(session, "decision", "The log stays append-only.")
+    receipt = appended(session, "decision", "The log stays append-only.")
     assert list(receipt) == ["ok", "command", "note_id", "seq", "path"]
     record = read_records(session)[0]
     assert list(record) == ["id", "ts", "session_id", "seq", "type", "text", "checksum"]
@@ -130,8 +120,8 @@ def test_batch_help_shows_the_option_and_a_quoted_here_document(tmp_path):
 def test_help_example_runs_as_shown(tmp_path):
     """The example of append --help, run as printed (its first gate update names n00002)."""
     folder = tmp_path / "example"
-    append(folder, "decision", "An earlier decision.")
-    append(folder, "gate", "How reminders go out is open.", "--provenance", "op")
+    appended(folder, "decision", "An earlier decision.")
+    appended(folder, "gate", "How reminders go out is open.", "--provenance", "op")
     text = run_notes("append", "--help", cwd=tmp_path).stdout
     lines = [line.strip() for line in text.splitlines()]
     start = lines.index("python3 -S notes.py append --batch - <<'EOF'")
@@ -195,7 +185,7 @@ def test_refused_batch_writes_nothing_names_the_line_and_echoes_no_value(gated, 
 
 
 def test_supersede_rule_holds_against_the_log(gated):
-    append(gated, "decision", "Reminders go by email.", "--provenance", "op")
+    appended(gated, "decision", "Reminders go by email.", "--provenance", "op")
     before = folder_digest(gated)
     assert_refused(batch(gated, {"type": "tension", "text": "Spam risk."},
                          {"type": "decision", "ref": "n00002", "text": "SMS.", "provenance": "model"}),
@@ -254,15 +244,15 @@ def test_partly_matching_batch_is_written_anew_whole(gated):
 
 
 def test_lines_matching_single_notes_are_no_duplicate_batch(session):
-    append(session, "shape", "Two parts.")
-    append(session, "tension", "They overlap.")
+    appended(session, "shape", "Two parts.")
+    appended(session, "tension", "They overlap.")
     result = batch(session, {"type": "shape", "text": "Two parts."}, {"type": "tension", "text": "They overlap."})
     assert result.receipt["note_ids"] == ["n00003", "n00004"] and "duplicate" not in result.receipt
 
 
 def test_retry_after_a_later_change_is_written_anew(gated):
     batch(gated, DECISION, CLOSING)
-    append(gated, "gate", "Reopened: email bounces.", "--ref", "n00001", "--status", "open", "--provenance", "op")
+    appended(gated, "gate", "Reopened: email bounces.", "--ref", "n00001", "--status", "open", "--provenance", "op")
     result = batch(gated, DECISION, CLOSING)
     assert result.code == 0 and "duplicate" not in result.receipt, result
     assert result.receipt["note_ids"] == ["n00005", "n00006"]
@@ -357,9 +347,9 @@ def test_next_batch_sets_an_incomplete_batch_aside_and_links_past_it(session):
 
 def test_restore_sets_an_incomplete_batch_aside_before_adding_notes(tmp_path):
     source = tmp_path / "source"
-    append(source, "gate", "Channel is open.", "--provenance", "op")
-    append(source, "shape", "Reminders, then reports.")
-    append(source, "decision", "Email.")
+    appended(source, "gate", "Channel is open.", "--provenance", "op")
+    appended(source, "shape", "Reminders, then reports.")
+    appended(source, "decision", "Email.")
     assert run_notes("export", folder=source).code == 0
     folder = tmp_path / "copy"
     folder.mkdir()
@@ -381,7 +371,7 @@ def test_a_complete_batch_without_its_last_newline_is_kept(session):
               + line_of(make_record(session_id, 2, "shape", "Two.", batch="2/2"))[:-1])
     summary = run_notes("summary", folder=session)
     assert summary.receipt["total"] == 2, summary
-    result = append(session, "shape", "Three.")
+    result = appended(session, "shape", "Three.")
     assert result["recovered"] == {"kind": "missing_newline"} and result["note_id"] == "n00003"
 
 
@@ -399,7 +389,7 @@ def test_a_batch_cut_short_before_the_end_stays_notes_and_verify_names_it(sessio
     assert [(entry["line"], entry["kind"]) for entry in verify.receipt["problems"]] == [
         (3, "batch_broken"), (4, "batch_broken")]
     assert "starts at line 1 stops after 2 of its 3 lines" in verify.receipt["problems"][0]["detail"]
-    result = append(session, "shape", "Six.")
+    result = appended(session, "shape", "Six.")
     assert result["note_id"] == "n00006" and "recovered" not in result
     assert log_bytes(session).startswith(data)
 
@@ -458,7 +448,7 @@ sys.exit(notes.main(sys.argv[2:]))
 
 
 def test_writer_killed_mid_batch_leaves_nothing_a_reader_counts(session):
-    append(session, "gate", "Channel is open.", "--provenance", "op")
+    appended(session, "gate", "Channel is open.", "--provenance", "op")
     before = log_bytes(session)
     signals = [{"type": "shape", "text": "Line %d of a long batch. " % n + "x" * 1500} for n in range(1, 41)]
     killed = subprocess.run([sys.executable, "-S", "-c", KILLED_WRITER, str(REPO), "--dir", str(session),
@@ -531,7 +521,7 @@ def test_restore_refuses_an_export_that_ends_in_an_incomplete_batch(tmp_path):
 def test_session_append_batch_gives_the_cli_receipt(tmp_path):
     cli, api = tmp_path / "cli", tmp_path / "api"
     for folder in (cli, api):
-        append(folder, "gate", "The reminder channel is open.", "--provenance", "op", "--evidence", "declared")
+        appended(folder, "gate", "The reminder channel is open.", "--provenance", "op", "--evidence", "declared")
     expected = batch(cli, DECISION, CLOSING)
     receipt = notes.Session(api).append(batch=[DECISION, CLOSING])
     assert receipt == json.loads(json.dumps(expected.receipt).replace(str(cli), str(api)))

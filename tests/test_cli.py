@@ -1,9 +1,5 @@
-"""Contract tests of the command line: receipts, exit codes, errors, defaults and help.
-
-Every test runs the real script in a subprocess under ``-S``, as a user would,
-except the JSON-writer equivalence and the unexpected-error path, which run
-in-process.
-"""
+"""The command line and the Python API: receipts, exit codes, errors, defaults and help; one parser that
+answers mistakes with the way out; notes.Session giving what the command line prints."""
 
 from __future__ import annotations
 
@@ -16,8 +12,12 @@ import sys
 
 import pytest
 
-from conftest import (NOTES, append, assert_no_traceback, assert_refused, folder_digest, notes, read_records,
-                      run_notes)
+from conftest import (NOTES, REPO, append, assert_no_traceback, assert_refused, copy_fixture, folder_digest,
+                      notes, read_records, run_notes)
+
+
+# ==========================================================================
+# Receipts, exit codes, errors, defaults and help
 
 NOTE_TYPES = ["mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"]
 INIT_KEYS = ["ok", "command", "session_id", "path"]
@@ -551,3 +551,342 @@ def test_output_that_cannot_be_written_is_reported_on_stderr(tmp_path, arguments
     assert json.loads(completed.stderr) == {"ok": False, "error": "cannot print the result (No space left on device)"}
     if arguments[0] == "append":
         assert [record["text"] for record in read_records(folder)] == ["Stored, not printed."]
+
+
+# ==========================================================================
+# One parser that answers mistakes with the way out, a normal exit, any Python
+
+# --------------------------------------------------------------------------
+# The version, kept in one place
+
+def test_version_prints_the_one_version_and_exits_0(tmp_path):
+    result = run_notes("--version", cwd=tmp_path)
+    assert result.code == 0 and result.stderr == ""
+    printed = result.stdout.strip()
+    assert re.fullmatch(r"notes\.py \d+\.\d+\.\d+", printed), printed
+    # pyproject.toml takes the version from notes.py, so the two cannot drift apart.
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'dynamic = ["version"]' in pyproject and 'attr = "notes.__version__"' in pyproject
+    assert not re.search(r"^version\s*=\s*\"", pyproject, re.MULTILINE)  # no second copy
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------
+# Mistakes answered with the way out: exit 2, nothing written, the help named
+
+MISTAKES = [
+    (["apend", "--type", "decision", "--text", "x"],
+     "unknown command (the first word after the options); did you mean append?", "(see: python3 -S notes.py --help)"),
+    (["append", "--type", "Decision", "--text", "x"],
+     "unknown type; did you mean decision?", "(see: python3 -S notes.py append --help)"),
+    (["append", "--type", "gate", "--status", "close", "--text", "x"],
+     "unknown status; did you mean closed?", "(see: python3 -S notes.py append --help)"),
+    (["tail", "-n", "3"], "tail has no option -n; use --limit instead", "(see: python3 -S notes.py tail --help)"),
+    (["tail", "--limt", "3"], "tail has no option --limt; use --limit instead", "tail --help"),
+    (["append", "--type", "decision", "--txt", "x"],
+     "append has no option --txt; use --text instead", "(see: python3 -S notes.py append --help)"),
+    (["append", "--type", "decision", "--text", "two", "words"],
+     "unexpected argument 8 (a word after append", "append --help"),
+    (["append", "--text", "x"], "--type is required", "append --help"),
+    (["append", "--type", "decision"], "--text is required", "append --help"),
+    (["recap", "--format", "markdown"], "unknown format; use one of", "recap --help"),
+]
+
+
+@pytest.mark.parametrize("arguments,mistake,way_out", MISTAKES, ids=[" ".join(m[0][:3]) for m in MISTAKES])
+def test_a_mistake_is_named_with_the_way_out(session, arguments, mistake, way_out):
+    before = folder_digest(session)
+    error = assert_refused(run_notes(*arguments, folder=session), 2, mistake, way_out)
+    assert "required" not in error or "is required" in mistake, error  # never hidden behind another error
+    assert folder_digest(session) == before
+
+
+def test_an_empty_dir_is_refused_before_anything_is_touched(tmp_path):
+    for arguments in (["append", "--type", "decision", "--text", "x"], ["init"], ["summary"]):
+        assert_refused(run_notes("--dir", "", *arguments, cwd=tmp_path), 2, "--dir is empty")
+        assert_refused(run_notes("--dir", "  ", *arguments, cwd=tmp_path), 2, "--dir is empty")
+    assert list(tmp_path.iterdir()) == []
+    # The folder holding notes.py is not touched either.
+    assert not (REPO / "session_notes.jsonl").exists() and not (REPO / "session_meta.json").exists()
+
+
+# --------------------------------------------------------------------------
+# A normal exit: profilers and closed outputs
+
+def test_cprofile_runs_the_script_and_prints_its_statistics(session):
+    completed = subprocess.run([sys.executable, "-S", "-m", "cProfile", "-s", "cumulative", str(NOTES),
+                                "--dir", str(session), "summary"], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert '"command": "summary"' in completed.stdout
+    assert "function calls" in completed.stdout and "cumulative" in completed.stdout
+    assert "Traceback" not in completed.stderr
+
+
+def test_a_closed_stdout_costs_no_note_and_no_traceback(tmp_path):
+    folder = tmp_path / "session"
+    completed = subprocess.run(["sh", "-c", '"$@" >&-', "sh", sys.executable, "-S", str(NOTES),
+                                "--dir", str(folder), "append", "--type", "decision", "--text", "Kept unprinted."],
+                               capture_output=True, timeout=60)
+    assert completed.returncode == 0 and completed.stderr == b"", completed
+    assert [record["text"] for record in read_records(folder)] == ["Kept unprinted."]
+
+
+# --------------------------------------------------------------------------
+# Any Python: without the C accelerators, and across PyPy and CPython
+
+BLOCKED_ACCELERATORS = """
+import runpy, sys
+for name in ("_json", "_sha2", "_sha256", "_md5", "_sha1", "_sha3", "_blake2"):
+    sys.modules[name] = None  # as on an interpreter that has no such module
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_runs_where_the_private_accelerator_modules_are_missing(tmp_path):
+    folder = tmp_path / "session"
+    command = [sys.executable, "-S", "-c", BLOCKED_ACCELERATORS, str(NOTES), "--dir", str(folder)]
+    appended = subprocess.run(command + ["append", "--type", "gate", "--text", "Café stays open."],
+                              capture_output=True, text=True, timeout=60)
+    assert appended.returncode == 0, appended.stderr
+    verified = run_notes("verify", folder=folder)
+    assert verified.code == 0 and verified.receipt["total"] == 1, verified
+
+
+PYPY = shutil.which("pypy3")
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("writer,checker", [("pypy", "cpython"), ("cpython", "pypy")])
+def test_a_log_written_by_one_interpreter_verifies_under_the_other(tmp_path, writer, checker):
+    assert PYPY is not None, "pypy3 is not installed: the long set needs it (.ci/run installs it)"
+    interpreters = {"pypy": PYPY, "cpython": sys.executable}
+    folder = tmp_path / "session"
+    for number, text in enumerate(["Gate: host is undecided ✓", "Decision: JSONL, «append-only»"], 1):
+        result = run_notes("append", "--type", "decision", "--text", text, "--effect", "Blocks %d." % number,
+                           folder=folder, python=interpreters[writer])
+        assert result.code == 0 and result.receipt["seq"] == number, result
+    for command in ("verify", "summary", "recap", "export"):
+        result = run_notes(command, folder=folder, python=interpreters[checker])
+        assert result.code == 0 and "warnings" not in result.receipt, result
+    # Both interpreters write the same export, but for the time it was taken.
+    exports = []
+    for name in (writer, checker):
+        path = tmp_path / ("%s.json" % name)
+        assert run_notes("export", "--output", path, folder=folder, python=interpreters[name]).code == 0
+        exports.append(re.sub(rb'"exported_at": "[^"]*"', b"", path.read_bytes()))
+    assert exports[0] == exports[1]
+
+
+# ==========================================================================
+# The Python API: notes.Session gives the receipts and refusals the command line prints
+
+SECRET = "AKIA" + "ABCDEFGHIJKLMNOP"
+
+
+def same_place(receipt, folder, other):
+    """The receipt as it reads with folder's path written as other's."""
+    return json.loads(json.dumps(receipt).replace(json.dumps(str(folder))[1:-1], json.dumps(str(other))[1:-1]))
+
+
+def without_time(record) -> dict:
+    """A record without its timestamp and the checksum that covers it."""
+    return {key: value for key, value in record.items() if key not in ("ts", "checksum")}
+
+
+def twin_sessions(tmp_path):
+    """Two folders holding the same session, built by the command line: (for the CLI, for the API)."""
+    cli = tmp_path / "cli"
+    for flags in (["--type", "gate", "--text", "Host runtime is open."],
+                  ["--type", "decision", "--text", "SMS only.", "--effect", "No e-mail."],
+                  ["--type", "gate", "--ref", "n00001", "--status", "deferred", "--text", "Later."],
+                  ["--type", "discard", "--text", "A chat bot.", "--provenance", "model"],
+                  ["--type", "decision", "--text", "Replaced.", "--ref", "n00002", "--evidence", "inferred"]):
+        assert run_notes("append", *flags, folder=cli).code == 0
+    api = tmp_path / "api"
+    shutil.copytree(str(cli), str(api))
+    return cli, api
+
+
+def test_the_readme_example_gives_the_cli_receipt(tmp_path):
+    receipt = notes.Session(tmp_path / "api").append(type="decision", text="x")
+    cli = run_notes("append", "--type", "decision", "--text", "x", folder=tmp_path / "cli")
+    assert cli.code == 0
+    assert receipt == same_place(cli.receipt, tmp_path / "cli", tmp_path / "api")
+    assert list(receipt) == ["ok", "command", "note_id", "seq", "path", "created"]
+    assert [record["text"] for record in read_records(tmp_path / "api")] == ["x"]
+
+
+# (CLI arguments, Session method, keyword arguments); each runs on its own twin.
+CASES = {
+    "init": (["init"], "init", {}),
+    "append": (["append", "--type", "gate", "--text", "Spec format?", "--provenance", "op"], "append",
+               {"type": "gate", "text": "Spec format?", "provenance": "op"}),
+    "append-duplicate": (["append", "--type", "discard", "--text", "A chat bot.", "--provenance", "model"],
+                         "append", {"type": "discard", "text": "A chat bot.", "provenance": "model"}),
+    "gate-update": (["append", "--type", "gate", "--ref", "n00001", "--status", "closed", "--text", "Linux."],
+                    "append", {"type": "gate", "ref": "n00001", "status": "closed", "text": "Linux."}),
+    "tail": (["tail"], "tail", {}),
+    "tail-filtered": (["tail", "--limit", "2", "--type", "gate", "--type", "discard", "--since", "2020-01-01"],
+                      "tail", {"limit": 2, "types": ["gate", "discard"], "since": "2020-01-01"}),
+    "summary": (["summary"], "summary", {}),
+    "recap": (["recap"], "recap", {}),
+    "recap-small": (["recap", "--limit", "1", "--max-bytes", "1200"], "recap", {"limit": 1, "max_bytes": 1200}),
+    "verify": (["verify"], "verify", {}),
+    "export": (["export"], "export", {}),
+    "export-md": (["export", "--format", "md"], "export", {"format": "md"}),
+}
+
+
+@pytest.mark.parametrize("flags, method, keywords", list(CASES.values()), ids=list(CASES))
+def test_each_command_gives_the_cli_receipt_and_files(tmp_path, flags, method, keywords):
+    cli, api = twin_sessions(tmp_path)
+    expected = run_notes(*flags, folder=cli)
+    assert expected.code == 0, expected
+    receipt = getattr(notes.Session(api), method)(**keywords)
+    assert receipt == same_place(expected.receipt, cli, api)
+    # The same records, but for the clock: the two runs may fall in different seconds.
+    assert [without_time(record) for record in read_records(api)] == [
+        without_time(record) for record in read_records(cli)]
+    assert sorted(folder_digest(api)) == sorted(folder_digest(cli))
+
+
+def test_recap_markdown_is_a_key_of_the_receipt_and_the_cli_prints_its_text(tmp_path):
+    cli, api = twin_sessions(tmp_path)
+    expected = run_notes("recap", "--format", "md", folder=cli)
+    receipt = notes.Session(api).recap(format="md")
+    assert expected.code == 0 and expected.stdout.startswith("# Recap\n")
+    assert receipt == {"ok": True, "command": "recap", "markdown": expected.stdout.replace(str(cli), str(api))}
+
+
+def test_restore_gives_the_cli_receipt(tmp_path):
+    source = copy_fixture("basic", tmp_path / "source")
+    export = source / "session_export.json"
+    expected = run_notes("restore", export, folder=tmp_path / "cli")
+    receipt = notes.Session(tmp_path / "api").restore(export_file=str(export))
+    assert expected.code == 0
+    assert receipt == same_place(expected.receipt, tmp_path / "cli", tmp_path / "api")
+    assert read_records(tmp_path / "api") == read_records(tmp_path / "cli")
+
+
+def test_restore_without_a_path_and_created_give_the_cli_receipts(tmp_path):
+    # Issue 30: the first append says created, on the API as on the command line; restore() looks in the folder.
+    first = notes.Session(tmp_path / "api").append(type="decision", text="x")
+    assert first["created"] is True and "created" not in notes.Session(tmp_path / "api").append(type="gate",
+                                                                                                 text="y?")
+    exported = notes.Session(tmp_path / "api").export()["path"]
+    for name in ("cli", "api-restored"):  # one export, so that both hold the same time
+        (tmp_path / name).mkdir()
+        shutil.copy(exported, str(tmp_path / name / "session_export.json"))
+    expected = run_notes("restore", folder=tmp_path / "cli")
+    receipt = notes.Session(tmp_path / "api-restored").restore()
+    assert expected.code == 0, expected
+    assert receipt == same_place(expected.receipt, tmp_path / "cli", tmp_path / "api-restored")
+    assert receipt["restored"] == 2
+
+
+def test_verify_of_a_damaged_log_is_a_receipt_not_an_exception(tmp_path):
+    folder = copy_fixture("tampered", tmp_path / "s")
+    before = folder_digest(folder)
+    expected = run_notes("verify", folder=folder)
+    receipt = notes.Session(folder).verify()
+    assert expected.code == 3 and receipt == expected.receipt and receipt["ok"] is False
+    assert folder_digest(folder) == before
+
+
+REFUSALS = {
+    "blank-text": (["append", "--type", "decision", "--text", "  "], "append", {"type": "decision", "text": "  "}),
+    "credential": (["append", "--type", "decision", "--text", "key " + SECRET], "append",
+                   {"type": "decision", "text": "key " + SECRET}),
+    "ref-to-nothing": (["append", "--type", "decision", "--text", "x", "--ref", "n00099"], "append",
+                       {"type": "decision", "text": "x", "ref": "n00099"}),
+    "status-on-decision": (["append", "--type", "decision", "--text", "x", "--status", "open"], "append",
+                           {"type": "decision", "text": "x", "status": "open"}),
+    "limit-zero": (["tail", "--limit", "0"], "tail", {"limit": 0}),
+    "bad-since": (["tail", "--since", "yesterday"], "tail", {"since": "yesterday"}),
+    "max-bytes-too-small": (["recap", "--max-bytes", "10"], "recap", {"max_bytes": 10}),
+    "export-over-the-log": (["export", "--output", "{folder}/session_notes.jsonl"], "export",
+                            {"output": "{folder}/session_notes.jsonl"}),
+}
+
+
+@pytest.mark.parametrize("flags, method, keywords", list(REFUSALS.values()), ids=list(REFUSALS))
+def test_a_refusal_raises_notes_error_with_the_cli_text(tmp_path, flags, method, keywords):
+    cli, api = twin_sessions(tmp_path)
+    before = folder_digest(api)
+    expected = run_notes(*[flag.format(folder=cli) for flag in flags], folder=cli)
+    assert expected.code == 2
+    keywords = {key: value.format(folder=api) if isinstance(value, str) else value
+                for key, value in keywords.items()}
+    with pytest.raises(notes.NotesError) as refusal:
+        getattr(notes.Session(api), method)(**keywords)
+    assert {"ok": False, "error": refusal.value.message} == same_place(expected.receipt, cli, api)
+    assert refusal.value.exit_code == 2
+    assert SECRET not in refusal.value.message
+    assert folder_digest(api) == before
+
+
+def test_a_missing_type_names_the_help_only_on_the_command_line(tmp_path):
+    expected = run_notes("append", "--text", "No type.", folder=tmp_path / "cli")
+    with pytest.raises(notes.NotesError) as refusal:
+        notes.Session(tmp_path / "api").append(type=None, text="No type.")
+    assert expected.receipt["error"] == refusal.value.message + " (see: python3 -S notes.py append --help)"
+    assert not (tmp_path / "api").exists()
+
+
+def test_the_api_checks_the_words_the_parser_checks(tmp_path):
+    session = notes.Session(tmp_path / "s")
+    for call in (lambda: session.append(type="idea", text="x"),
+                 lambda: session.append(type="decision", text="x", evidence="certain"),
+                 lambda: session.tail(types=["opinion"]),
+                 lambda: session.recap(format="pdf"),
+                 lambda: session.export(format="pdf")):
+        with pytest.raises(notes.NotesError, match="unknown --"):
+            call()
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_note_id_that_is_not_a_string_is_a_refusal_not_a_crash(tmp_path):
+    session = notes.Session(tmp_path / "s")
+    for name in ("ref", "about", "by"):
+        with pytest.raises(notes.NotesError, match="--%s is not a note id" % name):
+            session.append(**dict({"type": "gate", "text": "x", "status": "closed", "ref": "n00001"}, **{name: 12}))
+    for call in (lambda: session.show(note_id=12), lambda: session.redact(note_id=12, reason="x")):
+        with pytest.raises(notes.NotesError, match="takes a note id such as n00012"):
+            call()
+    assert not (tmp_path / "s").exists()
+
+
+def test_text_is_taken_as_given_never_read_from_stdin(tmp_path, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("from standard input"))
+    notes.Session(tmp_path).append(type="decision", text="-")
+    assert [record["text"] for record in read_records(tmp_path)] == ["-"]
+
+
+def test_an_empty_folder_argument_is_refused():
+    for folder in ("", "  "):
+        with pytest.raises(notes.NotesError, match="--dir is empty"):
+            notes.Session(folder)
+
+
+def test_all_names_the_public_api():
+    assert {"Session", "NotesError", "main", "__version__"} <= set(notes.__all__)
+    assert all(hasattr(notes, name) for name in notes.__all__)
+
+
+def test_the_readme_python_example_runs(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import NOTES, REPO, code_blocks
+
+    section = (REPO / "README.md").read_text("utf-8").split("## Python API", 1)[1].split("\n## ", 1)[0]
+    (example,) = code_blocks(section, "python")
+    shutil.copy(str(NOTES), str(tmp_path / "notes.py"))
+    completed = subprocess.run([sys.executable, "-S", "-c", example], cwd=str(tmp_path), capture_output=True,
+                               text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("# Recap\n")
+    assert [record["text"] for record in read_records(tmp_path / "shaping")] == ["The log stays append-only."]

@@ -2,7 +2,7 @@
 append, verify, the readers and restore; restore --accept-damaged; C1 and bidirectional
 controls refused; a markdown export that note text cannot forge; dates before year 1000.
 
-The credential kinds and their near-misses (point 6) are in test_credentials.py.
+The credential kinds and their near-misses (point 6) are in test_guard.py.
 Fake credentials are assembled from pieces so that this file holds none.
 """
 
@@ -14,8 +14,9 @@ import re
 
 import pytest
 
-from conftest import (SESSION_ID, assert_no_traceback, assert_refused, code_point_cases, folder_digest, line_of,
-                      log_bytes, make_record, notes, read_records, run_notes, write_export, write_log, write_session)
+from conftest import (SESSION_ID, assert_no_traceback, assert_refused, code_point_cases, folder_digest,
+                      line_of, log_bytes, make_record, notes, read_records, run_notes, write_export,
+                      write_log, write_session)
 
 META = "session_meta.json"
 LOG = "session_notes.jsonl"

@@ -1,11 +1,10 @@
-"""Where notes live, and the install: --dir, then SHAPING_NOTES_DIR, then the folder that
-holds notes.py, or the user's data folder when an installer put it there; hints that name
-the command as it was run; `pip install .` giving `shaping-notes` and `python -m notes`,
-which work on first run and serve the contracts installed with them; an sdist that
-carries what the tests need."""
+"""Where notes live and the install: --dir, SHAPING_NOTES_DIR, the folder of notes.py or the user's data
+folder; `pip install .` giving `shaping-notes` and `python -m notes`; an sdist with what the tests need;
+notes.py where fcntl is missing."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -14,11 +13,13 @@ import stat
 import subprocess
 import sys
 import tarfile
+import types
 from pathlib import Path
 
 import pytest
 
-from conftest import NOTES, REPO, assert_refused, folder_digest, notes, read_records, run_notes
+from conftest import (NOTES, REPO, assert_refused, folder_digest, notes, read_records, run_notes)
+
 
 VERSION = notes.__version__
 # What a copy of the project needs to be installed, built and tested from.
@@ -274,28 +275,52 @@ def copy_project(destination: Path) -> Path:
 
 
 class Installed:
-    """A virtual environment with shaping-notes installed from a copy of the project."""
+    """A virtual environment with shaping-notes installed from a copy of the project (in root)."""
 
-    def __init__(self, root: Path):
-        self.project = copy_project(root / "project")
-        subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, timeout=300)
+    def __init__(self, root: Path, built: bool = False):
+        """Build it in root, or, built, find the one already there."""
+        self.root, self.project = root, root / "project"
         bin_dir = root / "venv" / ("Scripts" if os.name == "nt" else "bin")
         self.python, self.command = str(bin_dir / "python"), str(bin_dir / "shaping-notes")
-        completed = subprocess.run([self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                                    str(self.project)], capture_output=True, text=True, timeout=600)
-        assert completed.returncode == 0, completed.stderr
+        if not built:
+            copy_project(self.project)
+            # No pip of its own (installing one into each new environment costs more than the rest):
+            # the pip that runs these tests installs into it.
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True,
+                           timeout=300)
+            completed = self.pip_install(str(self.project))
+            assert completed.returncode == 0, completed.stderr
         self.site = Path(subprocess.run([self.python, "-c", "import notes, os; print(os.path.dirname(notes.__file__))"],
                                         capture_output=True, text=True, check=True, cwd=str(root)).stdout.strip())
-        self.root = root
+
+    def pip_install(self, *requirements):
+        """`pip install requirements...` into this environment."""
+        return subprocess.run([sys.executable, "-m", "pip", "--python", self.python, "install", "--quiet",
+                               "--disable-pip-version-check"] + list(requirements),
+                              capture_output=True, text=True, timeout=600)
 
     def command_line(self, argv: list, cwd, **env):
         return subprocess.run(argv, capture_output=True, text=True, cwd=str(cwd), env=without_variable(**env),
                               timeout=60)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory) -> Installed:
-    return Installed(tmp_path_factory.mktemp("installed"))
+    """One environment for the whole run: pytest-xdist's workers share it, the first to come builds it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # no xdist: a run of its own
+        return Installed(tmp_path_factory.mktemp("installed"))
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker of this run
+    with open(str(shared / "installed.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        root = shared / "installed"
+        if (root / "built").exists():
+            return Installed(root, built=True)
+        root.mkdir(exist_ok=True)
+        environment = Installed(root)
+        (root / "built").touch()
+        return environment
 
 
 def snapshot(folder: Path) -> dict:
@@ -403,9 +428,7 @@ def test_installed_hints_show_shaping_notes(installed, tmp_path):
 def test_sdist_carries_the_tests_fixtures_and_contracts(installed, tmp_path):
     """The source distribution holds what `pytest` needs to run from it, and no session file."""
     built = tmp_path / "dist"
-    completed = subprocess.run(
-        [installed.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "setuptools>=77"],
-        capture_output=True, text=True, timeout=600)
+    completed = installed.pip_install("setuptools>=77")
     assert completed.returncode == 0, completed.stderr
     completed = subprocess.run(
         [installed.python, "-c", "import sys; from setuptools import build_meta; "
@@ -423,3 +446,32 @@ def test_sdist_carries_the_tests_fixtures_and_contracts(installed, tmp_path):
                           if not name.endswith(".pyc"))
     assert wanted <= names, sorted(wanted - names)
     assert not [name for name in names if re.match(r"session_|\.session_", name)]
+
+
+# ==========================================================================
+# notes.py imports and locks where fcntl is missing (Windows), using msvcrt instead
+
+def load_notes_without_fcntl(monkeypatch, calls):
+    """A fresh copy of notes.py imported as on Windows: no fcntl, a recording msvcrt."""
+    fake_msvcrt = types.ModuleType("msvcrt")
+    fake_msvcrt.LK_LOCK, fake_msvcrt.LK_NBLCK, fake_msvcrt.LK_UNLCK = 1, 2, 0
+    fake_msvcrt.locking = lambda descriptor, mode, length: calls.append((mode, length))
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # makes `import fcntl` raise ImportError
+    monkeypatch.setitem(sys.modules, "msvcrt", fake_msvcrt)
+    spec = importlib.util.spec_from_file_location("notes_without_fcntl", str(NOTES))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_import_and_append_lock_through_msvcrt_when_fcntl_is_missing(tmp_path, monkeypatch, capsys):
+    calls = []
+    windows_notes = load_notes_without_fcntl(monkeypatch, calls)
+    assert windows_notes.fcntl is None
+    folder = tmp_path / "session"
+    code = windows_notes.main(["--dir", str(folder), "append", "--type", "decision", "--text", "Locked on Windows."])
+    receipt = json.loads(capsys.readouterr().out)
+    assert code == 0 and receipt["note_id"] == "n00001", receipt
+    assert [record["text"] for record in read_records(folder)] == ["Locked on Windows."]
+    lock_modes = [mode for mode, _ in calls]
+    assert lock_modes[0] in (1, 2) and lock_modes[-1] == 0, calls  # locked first, unlocked last

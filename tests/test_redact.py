@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from conftest import (NOTES, REPO, SESSION_ID, assert_no_traceback, assert_refused, folder_digest, line_of, log_bytes,
-                      make_record, notes, run_here, run_notes, v0_checksum, write_log, write_session)
+from conftest import (NOTES, REPO, SESSION_ID, appended, assert_no_traceback, assert_refused, folder_digest,
+                      line_of, log_bytes, make_record, notes, run_here, run_notes, v0_checksum, write_log,
+                      write_session)
 
 SECRET = "Call Ann on 555-0100 at home."
 REASON = "It held a private phone number."
@@ -25,18 +26,12 @@ NOT_ERASED = (
     "delete them, and export again")
 
 
-def append(folder, *args):
-    result = run_notes("append", *args, folder=folder)
-    assert result.code == 0, result
-    return result.receipt
-
-
 def seeded(tmp_path):
     """A session of three notes, the second holding what must go; return (folder, its records)."""
     folder = tmp_path / "session"
-    append(folder, "--type", "gate", "--text", "Host runtime is undecided.")
-    append(folder, "--type", "decision", "--text", SECRET, "--effect", "Ann is the contact.", "--provenance", "op")
-    append(folder, "--type", "decision", "--text", "Use email.")
+    appended(folder, "gate", "Host runtime is undecided.")
+    appended(folder, "decision", SECRET, "--effect", "Ann is the contact.", "--provenance", "op")
+    appended(folder, "decision", "Use email.")
     return folder, [json.loads(line) for line in log_bytes(folder).splitlines()]
 
 
@@ -80,7 +75,7 @@ def test_redact_rewrites_only_that_line_and_appends_the_source_note_that_says_wh
             ("id", str), ("ts", str), ("session_id", str), ("seq", int), ("type", str), ("text", str),
             ("checksum", str)))
     # The next note is numbered after the source note.
-    assert append(folder, "--type", "mode", "--text", "Shaping.")["seq"] == 5
+    assert appended(folder, "mode", "Shaping.")["seq"] == 5
 
 
 def test_recap_says_what_redact_cannot_erase_only_when_the_log_holds_a_redaction(tmp_path):
@@ -157,7 +152,7 @@ def test_an_unexplained_placeholder_is_a_problem_that_redact_run_again_explains(
     # A placeholder put in by hand (or by a redact killed before its source note): verify
     # reports it; redact on that note appends the missing source note and nothing else.
     folder = tmp_path / "session"
-    append(folder, "--type", "mode", "--text", "Shaping.")
+    appended(folder, "mode", "Shaping.")
     session_id = json.loads((folder / "session_meta.json").read_text())["session_id"]
     first = log_bytes(folder)
     hand_made = placeholder_of(make_record(session_id, 2, text="Something private."))
@@ -181,7 +176,7 @@ def test_an_unexplained_placeholder_is_a_problem_that_redact_run_again_explains(
 
 def test_a_source_note_before_the_placeholder_does_not_explain_it(tmp_path):
     folder = tmp_path / "session"
-    append(folder, "--type", "mode", "--text", "Shaping.")
+    appended(folder, "mode", "Shaping.")
     session_id = json.loads((folder / "session_meta.json").read_text())["session_id"]
     early = make_record(session_id, 2, "source", text="Redacted n00003: it held a name.", about="n00001")
     write_log(folder, log_bytes(folder) + line_of(early) + line_of(placeholder_of(make_record(session_id, 3))))

@@ -1,25 +1,27 @@
-"""Issue 4: bad input and unsafe paths get a clean refusal and leave the session as it was.
-
-Every refusal here must exit 2 with exactly {"ok": false, "error": "..."} on stdout, show no
-traceback, name the problem in the error, and leave the session folder byte for byte as it
-was.  Characters that are allowed must come back exactly as given, and a record must stay
-one line of the log however exotic its text.
-"""
+"""append and its input rules: what a note may hold (characters, sizes, labels, standard input),
+where it may be written (unwritable folders, links), and refusals that name the way out without echoing
+what was typed."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import (NOTES, Result, append, assert_refused, code_point_cases, copy_fixture,
-                      folder_digest, log_bytes, notes, read_records, run_notes)
+from conftest import (LOG, NOTES, REPO, SESSION_ID, append, assert_no_traceback, assert_refused,
+                      code_point_cases, copy_fixture, folder_digest, line_of, log_bytes, notes, read_records,
+                      recap, recap_text, refused_unchanged, run_notes, run_script, v0_checksum, write_session)
 
-LOG = "session_notes.jsonl"
+
+# ==========================================================================
+# Bad input and unsafe paths: a clean refusal, and the session as it was
+
 META = "session_meta.json"
 LOCK = "session_notes.lock"
 
@@ -29,16 +31,6 @@ EFFECT_LIMIT = 1000
 
 # --------------------------------------------------------------------------
 # Local helpers
-
-def refused_unchanged(folder, *args, words=(), python=None) -> str:
-    """Run notes.py on folder; require a clean exit-2 refusal naming words, and no change on disk."""
-    before = folder_digest(folder)
-    result = run_notes(*args, folder=folder, python=python)
-    error = assert_refused(result, 2, *words)
-    assert set(result.receipt) == {"ok", "error"}, result.receipt
-    assert folder_digest(folder) == before, "the refusal changed the session folder"
-    return error
-
 
 def run_in_process(capsys, argv) -> tuple:
     """notes.main(argv) in this process: (exit code, parsed output)."""
@@ -374,18 +366,6 @@ def test_dir_below_a_file_is_refused(tmp_path, command):
 NO_CAPABILITIES = ["setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--"]
 
 
-def run_as(prefix, *args, folder=None, script=None) -> Result:
-    """run_notes, with a command prefix (such as NO_CAPABILITIES) before the interpreter."""
-    command = list(prefix) + [sys.executable, "-S", str(script or NOTES)]
-    if folder is not None:
-        command += ["--dir", str(folder)]
-    command += [str(arg) for arg in args]
-    completed = subprocess.run(command, capture_output=True, timeout=60)
-    completed.stdout = completed.stdout.decode("utf-8", "replace")
-    completed.stderr = completed.stderr.decode("utf-8", "replace")
-    return Result(completed)
-
-
 def cannot_create_in(folder: str, prefix=()) -> bool:
     """Whether a process started with prefix is unable to create a file in folder (tried for real)."""
     probe = (
@@ -409,7 +389,7 @@ def read_only_runner(folder: str):
     if cannot_create_in(folder):
         return run_notes
     if shutil.which(NO_CAPABILITIES[0]) and cannot_create_in(folder, NO_CAPABILITIES):
-        return lambda *args, **options: run_as(NO_CAPABILITIES, *args, **options)
+        return lambda *args, **options: run_script(*args, prefix=NO_CAPABILITIES, **options)
     return None
 
 
@@ -752,3 +732,190 @@ def test_an_unknown_mcp_argument_is_named_by_its_place_never_by_its_name(tmp_pat
     assert result["isError"] and result["structuredContent"] == {"ok": False, "error": (
         "tail takes no argument of the name given as argument 2 of this call; its arguments are: limit, types, "
         "since, until, grep, compact")}
+
+
+# ==========================================================================
+# No usage error repeats what was typed
+
+# Assembled here so that no file holds a whole fake key.
+SECRET = "AK" + "IA" + "QWERTY2345ZXCV67"
+SECRET_PIECES = [SECRET, SECRET[4:], SECRET[-10:]]
+
+USAGE_ERRORS = {
+    "unquoted text": ["append", "--type", "decision", "--text", "the", SECRET],
+    "unknown command": [SECRET],
+    "unknown command with options": [SECRET, "--type", "decision"],
+    "type choice": ["append", "--type", SECRET, "--text", "x"],
+    "status choice": ["append", "--type", "gate", "--status", SECRET, "--text", "x"],
+    "provenance choice": ["append", "--type", "decision", "--text", "x", "--provenance", SECRET],
+    "evidence choice": ["append", "--type", "decision", "--text", "x", "--evidence", SECRET],
+    "format choice": ["recap", "--format", SECRET],
+    "ref not a note id": ["append", "--type", "decision", "--text", "x", "--ref", SECRET],
+    "limit not an integer": ["tail", "--limit", SECRET],
+    "since not a time": ["tail", "--since", SECRET],
+    "until not a time": ["tail", "--until", SECRET],
+    "ambiguous option with a value": ["append", "--t=" + SECRET],
+    "value starting with a dash": ["append", "--type", "decision", "--text", "x", "-" + SECRET],
+    "option glued to a value": ["append", "--type", "decision", "--text", "x", "--" + SECRET.lower()],
+}
+
+
+@pytest.mark.parametrize("arguments", list(USAGE_ERRORS.values()), ids=list(USAGE_ERRORS))
+def test_a_usage_error_never_echoes_the_value(session, arguments):
+    before = folder_digest(session)
+    result = run_notes(*arguments, folder=session)
+    error = assert_refused(result, 2)
+    for piece in SECRET_PIECES + [SECRET.lower(), SECRET.lower()[4:]]:
+        assert piece not in result.stdout and piece not in result.stderr, (piece, result)
+    assert "--help" in error or "note id" in error or "UTC time" in error, error  # the way out
+    assert folder_digest(session) == before
+
+
+def test_a_stray_word_is_named_by_its_place(session):
+    result = run_notes("append", "--type", "decision", "--text", "the", SECRET, folder=session)
+    # --dir and its folder are arguments 1 and 2: the stray word is the 8th.
+    assert "unexpected argument 8 (a word after append" in assert_refused(result, 2, "put quotes around")
+
+
+def test_a_typo_is_answered_with_the_suggestion_only(session):
+    error = assert_refused(run_notes("append", "--type", "decison", "--text", "x", folder=session), 2)
+    assert "did you mean decision?" in error and "decison" not in error
+    error = assert_refused(run_notes("apend", "--type", "decision", folder=session), 2)
+    assert "did you mean append?" in error and "apend" not in error.replace("append", "")
+
+
+def test_a_refused_option_value_is_named_by_its_option(session):
+    # The option names the argument; its place is left out, so that an MCP call gets the same
+    # refusal, with the tool's argument (status) named where this names --status.
+    result = run_notes("append", "--type", "gate", "--status", SECRET, "--text", "x", folder=session)
+    assert assert_refused(result, 2).startswith("argument --status: unknown status; use one of")
+    result = run_notes("tail", "--limit=" + SECRET, folder=session)
+    assert assert_refused(result, 2).startswith("argument --limit: invalid int value")
+
+
+# ==========================================================================
+# --provenance and --evidence; --text - and --effect -
+
+FULL_RECORD_KEYS = ["id", "ts", "session_id", "seq", "type", "text", "effect", "ref", "status", "provenance",
+                    "evidence", "checksum"]
+
+
+# --------------------------------------------------------------------------
+# 1. --provenance and --evidence
+
+def test_labels_are_stored_after_status_and_before_the_checksum(session):
+    append(session, "gate", "Hosting is undecided.")
+    receipt = append(session, "gate", "Deferred until the clinic's IT contact answers.", "--ref", "n00001",
+                     "--status", "deferred", "--effect", "The runbook leaves hosting open.",
+                     "--provenance", "op", "--evidence", "declared").receipt
+
+    assert list(receipt) == ["ok", "command", "note_id", "seq", "path"]
+    record = read_records(session)[1]
+    assert list(record) == FULL_RECORD_KEYS
+    assert (record["provenance"], record["evidence"]) == ("op", "declared")
+    assert record["checksum"] == v0_checksum(record)
+    assert run_notes("verify", folder=session).code == 0
+
+
+@pytest.mark.parametrize("flag, value", [("--provenance", value) for value in ("op", "model", "shared")]
+                         + [("--evidence", value) for value in ("declared", "inferred", "observed", "validated")])
+def test_each_label_alone_is_stored_with_its_checksum(session, flag, value):
+    append(session, "decision", "Reminders go out 48 hours ahead.", flag, value)
+
+    record = read_records(session)[0]
+    assert list(record) == ["id", "ts", "session_id", "seq", "type", "text", flag[2:], "checksum"]
+    assert record[flag[2:]] == value
+    assert record["checksum"] == v0_checksum(record)
+
+
+def test_a_log_with_labels_stays_readable_by_a_v0_reader(session):
+    append(session, "decision", "SMS is the channel.", "--provenance", "op", "--evidence", "declared")
+    append(session, "source", "About 400 appointments a month.", "--evidence", "inferred")
+    append(session, "gate", "Consent wording is open.", "--provenance", "model")
+
+    lines = (session / LOG).read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    for line in lines[:-1]:
+        record = json.loads(line.decode("utf-8"))  # what v0 does with every line
+        assert isinstance(record, dict)
+        for key, kind in (("id", str), ("ts", str), ("session_id", str), ("seq", int), ("type", str),
+                          ("text", str), ("checksum", str)):
+            assert isinstance(record[key], kind)
+
+
+@pytest.mark.parametrize("flag, value", [("--provenance", "operator"), ("--provenance", "Model"),
+                                         ("--provenance", ""), ("--evidence", "guessed"),
+                                         ("--evidence", "INFERRED"), ("--evidence", " inferred")])
+def test_other_label_values_are_refused(session, flag, value):
+    append(session, "decision", "SMS is the channel.")
+    before = folder_digest(session)
+
+    result = run_notes("append", "--type", "decision", "--text", "Email is the fallback.", flag, value,
+                       folder=session)
+
+    # The error names the values that are allowed.
+    assert_refused(result, 2, flag, *(["model", "shared"] if flag == "--provenance" else ["inferred", "validated"]))
+    assert folder_digest(session) == before
+
+
+def test_the_same_words_from_another_source_are_a_new_note(session):
+    first = append(session, "decision", "Reminders go out 48 hours ahead.", "--provenance", "model").receipt
+    confirmed = append(session, "decision", "Reminders go out 48 hours ahead.", "--provenance", "op").receipt
+    retried = append(session, "decision", "Reminders go out 48 hours ahead.", "--provenance", "op").receipt
+
+    assert (first["note_id"], confirmed["note_id"]) == ("n00001", "n00002")
+    assert "duplicate" not in confirmed
+    assert retried["note_id"] == "n00002" and retried["duplicate"] is True
+    assert len(read_records(session)) == 2
+
+
+# --------------------------------------------------------------------------
+# 4. --text - and --effect -
+
+AWKWARD_TEXT = 'Deposit is $500; run `rm -rf /tmp/x` never. "Quoted", \'single\', \\n, café 東京 🧩\ttab\r\nline two'
+
+
+def test_text_from_standard_input_is_kept_byte_for_byte(session):
+    append(session, "decision", "-", "--effect", "Checked by hand.", input=(AWKWARD_TEXT + "\n").encode("utf-8"))
+
+    record = read_records(session)[0]
+    assert record["text"] == AWKWARD_TEXT
+    assert record["effect"] == "Checked by hand."
+
+
+def test_effect_from_standard_input(session):
+    append(session, "tension", "Cost against volume.", "--effect", "-", input=AWKWARD_TEXT.encode("utf-8"))
+
+    assert read_records(session)[0]["effect"] == AWKWARD_TEXT
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_a_quoted_here_document_reaches_the_log_untouched(session):
+    text = 'The fee is $25 for "late" cancellations; `fee --waive` and $(whoami) stay as written.'
+    script = "%s -S %s --dir %s append --type decision --text - <<'EOF'\n%s\nEOF\n" % (
+        shlex.quote(sys.executable), shlex.quote(str(NOTES)), shlex.quote(str(session)), text)
+
+    completed = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60)
+
+    assert completed.returncode == 0, completed
+    assert read_records(session)[0]["text"] == text
+
+
+@pytest.mark.parametrize("arguments, stdin, words", [
+    (["--text", "-", "--effect", "-"], b"Both at once.", ["--text -", "--effect -"]),
+    (["--text", "-"], "Café".encode("latin-1"), ["UTF-8"]),
+    (["--text", "-"], b"ok \xff\xfe", ["UTF-8"]),
+    (["--effect", "-", "--text", "Fine."], b"\xc3", ["--effect", "UTF-8"]),
+    (["--text", "-"], b"", ["empty"]),
+    (["--text", "-"], b" \n\t\n", ["empty"]),
+    (["--text", "-"], b"x" * 70000, ["standard input", "65536"]),
+    (["--text", "-"], b"The key is AKIAABCDEFGHIJKLMNOP.\n", ["credential"]),
+], ids=["both", "latin-1", "invalid bytes", "cut sequence in effect", "empty", "blank", "too long", "credential"])
+def test_bad_standard_input_is_refused_and_nothing_is_written(session, arguments, stdin, words):
+    append(session, "decision", "SMS is the channel.")
+    before = folder_digest(session)
+
+    result = run_notes("append", "--type", "decision", *arguments, folder=session, input=stdin)
+
+    assert_refused(result, 2, *words)
+    assert folder_digest(session) == before
