@@ -4198,14 +4198,24 @@ class _ExportShapeError(ValueError):
     """Why an export cannot be a session log (the reason names no value it holds)."""
 
 
-def _one_value_per_key(pairs) -> dict:
-    if len({key for key, _ in pairs}) < len(pairs):
-        raise _ExportShapeError("it is not a JSON object with one value per key")
-    return dict(pairs)
+# More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
+_EXPORT_OBJECT_LIMIT = 250000
 
 
-_EXPORT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
-                                   object_pairs_hook=_one_value_per_key)
+def _export_decoder():
+    """A decoder for one export: one value per key, and at most _EXPORT_OBJECT_LIMIT objects."""
+    objects = []
+
+    def one_value_per_key(pairs) -> dict:
+        objects.append(None)
+        if len(objects) > _EXPORT_OBJECT_LIMIT:
+            raise _ExportShapeError("it holds more JSON objects than any session export")
+        if len({key for key, _ in pairs}) < len(pairs):
+            raise _ExportShapeError("it is not a JSON object with one value per key")
+        return dict(pairs)
+
+    return json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                            object_pairs_hook=one_value_per_key)
 
 
 def _read_export(source):
@@ -4236,7 +4246,7 @@ def _read_export(source):
 
 def _parse_export(data):
     try:
-        return _EXPORT_DECODER.decode(data.decode("utf-8"))
+        return _export_decoder().decode(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise _ExportShapeError("it is not valid UTF-8") from None
     except _ExportShapeError:

@@ -2644,6 +2644,20 @@ def test_refusing_an_export_of_200000_empty_records_stays_under_64_mib(tmp_path)
     assert not folder.exists()
 
 
+@LINUX_ONLY
+def test_an_export_of_millions_of_empty_objects_is_refused_in_bounded_memory(tmp_path):
+    export = tmp_path / "session_export.json"
+    export.write_bytes(b'{"schema_version": "shaping-memory-export.v0", "records": [' + b",".join([b"{}"] * 5000000)
+                       + b"]}")
+    folder = tmp_path / "restored"
+    code, out, peak = run_measured("restore", export, folder=folder)
+    assert code == 3 and json.loads(out) == {"ok": False, "error": (
+        "%s is not a session export: it holds more JSON objects than any session export; nothing was written, "
+        "with --accept-damaged or without" % export)}
+    assert peak < 128, peak  # a plain parse of it takes gigabytes
+    assert not folder.exists()
+
+
 @pytest.mark.parametrize("layout", ["compact", "tabs and CRLF", "records first"])
 def test_restore_reads_any_json_layout_of_an_export(tmp_path, layout):
     records = many_records(5)
