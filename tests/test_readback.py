@@ -1536,37 +1536,34 @@ def test_what_recap_left_out_can_be_seen_with_the_commands_it_gives(big_session)
 
 
 @pytest.mark.parametrize("form", ["json", "md"])
-def test_max_bytes_is_never_exceeded(big_session, form):
-    smallest = None
-    for budget in (200000, 40000, 20000, 16000, 12288, 11000, 10000, 9000, 8000, 7000, 5000, 4000, 3000):
+def test_max_bytes_is_never_exceeded_and_only_a_budget_below_the_counts_is_refused(big_session, form):
+    for budget in (200000, 40000, 20000, 16000, 12288, 11000, 10000, 9000, 8000, 7000, 5000, 4000, 3000, 2000):
         result = run_notes("recap", "--format", form, "--max-bytes", budget, folder=big_session)
-        assert_no_traceback(result)
-        if result.code == 0:
-            assert len(result.stdout.encode("utf-8")) <= budget, budget
-            continue
-        # Below what it never leaves out, recap refuses and names the size that fits.
-        error = assert_refused(result, 2, "--max-bytes")
-        needed = int(re.search(r"--max-bytes (\d+)", error.split("; ")[-1]).group(1))
-        assert needed > budget
-        smallest = smallest or needed
-    assert smallest is not None
-    fitted = recap_text(big_session, "--format", form, "--max-bytes", smallest)
-    assert len(fitted.encode("utf-8")) <= smallest
+        assert result.code == 0, (budget, result)
+        assert len(result.stdout.encode("utf-8")) <= budget, budget
+    # Below what mode, shape, counts and warnings need, recap refuses and names the size that fits.
+    error = assert_refused(run_notes("recap", "--format", form, "--max-bytes", 300, folder=big_session), 2,
+                           "--max-bytes 300")
+    needed = int(re.search(r"--max-bytes (\d+)$", error).group(1))
+    assert needed > 300
+    fitted = recap_text(big_session, "--format", form, "--max-bytes", needed)
+    assert len(fitted.encode("utf-8")) <= needed
 
 
-def test_recap_refuses_when_its_gates_alone_exceed_the_budget(tmp_path):
+def test_recap_leaves_out_the_oldest_gates_last_and_only_when_nothing_else_fits(tmp_path):
     folder = tmp_path / "session"
     write_session(folder, [("gate", sentence("Long gate %d" % number, 1900)) for number in range(1, 4)]
                   + [("decision", "Small decision.")])
     before = folder_digest(folder)
 
-    error = assert_refused(run_notes("recap", "--max-bytes", "3000", folder=folder), 2, "--max-bytes 3000",
-                           "open and deferred gates")
+    output = recap_text(folder, "--max-bytes", "3000")
 
-    needed = int(re.search(r"with --max-bytes (\d+)", error).group(1))
-    output = recap_text(folder, "--max-bytes", needed)
-    assert len(output.encode("utf-8")) <= needed
-    assert len(json.loads(output)["open_gates"]) == 3
+    receipt = json.loads(output)
+    assert len(output.encode("utf-8")) <= 3000
+    assert [gate["id"] for gate in receipt["open_gates"]] == ["n00003"]
+    assert receipt["decisions"] == []  # the other lists go first
+    assert receipt["truncated"] == {"open_gates": 2, "decisions": 1}
+    assert receipt["pending"]["open_gates"] == 3
     assert folder_digest(folder) == before
 
 
