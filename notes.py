@@ -2774,9 +2774,10 @@ class Session:
 
 
 def _command(function):
-    """Make function the Session method of its name: how the sections below add their commands."""
-    function.__qualname__ = "Session." + function.__name__
-    setattr(Session, function.__name__, function)
+    """Make function _NAME the Session method NAME: how the sections below add their commands."""
+    name = function.__name__.lstrip("_")
+    function.__name__, function.__qualname__ = name, "Session." + name
+    setattr(Session, name, function)
     return function
 
 
@@ -3693,7 +3694,7 @@ def _read_recap(folder, meta, limit):
 
 
 @_command
-def recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_DEFAULT_MAX_BYTES) -> dict:
+def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_DEFAULT_MAX_BYTES) -> dict:
     """The state of the idea within max_bytes; with format="md", the receipt holds it as markdown text."""
     _check_choice("format", format, ("json", "md"))
     limit = _check_limit(limit)
@@ -4021,7 +4022,7 @@ def _check_artifact(folder, meta, file) -> dict:
 
 
 @_command
-def check(self, *, file) -> dict:
+def _check(self, *, file) -> dict:
     """Read an artifact file inside the session folder against the live log; list what it gets wrong.
 
     Findings are to look at: nothing is written or refused. file is relative to the session folder."""
@@ -4278,7 +4279,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
 
 
 @_command
-def export(self, *, output=None, format="json") -> dict:
+def _export(self, *, output=None, format="json") -> dict:
     """Write the whole session to one file: JSON or, with format="md", an audit document.
 
     output may replace an earlier export, never any other file."""
@@ -4677,7 +4678,7 @@ def _export_in_folder(folder, accept_damaged) -> tuple:
 
 
 @_command
-def restore(self, *, export_file=None, accept_damaged=False) -> dict:
+def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
     """Bring a session back into the folder from an export (ours or v0's), a path or an open binary file;
     by default, the one in the folder."""
     folder = _resolve_folder(self.folder, self.session)
@@ -4894,7 +4895,7 @@ def _append_batch(folder, meta, signals, batch):
 
 
 @_command
-def append(self, *, type=None, text=None, effect=None, ref=None, status=None, provenance=None,
+def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, provenance=None,
            evidence=None, about=None, by=None, batch=None) -> dict:
     """Append one memory signal; the receipt names its note (or the earlier one a retry repeats).
 
@@ -5040,7 +5041,7 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
 
 
 @_command
-def redact(self, *, note_id, reason) -> dict:
+def _redact(self, *, note_id, reason) -> dict:
     """Replace one note's text and effect with the placeholder; a source note records why.
 
     The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
