@@ -5,7 +5,8 @@ Appends each signal as one checksummed JSON line to session_notes.jsonl and
 reads the state back; docs/guarantees.md lists its promises.  Standard library only.
 
 Sections, each using only those above it: Constants; Errors; Record rules
-(pure); Storage; Session (the Python API); Command line; MCP; Entry (main).
+(pure); Storage; Session (the Python API); Recap; Export and restore; Batches;
+Redaction; Command line; MCP; Entry (main).
 """
 
 from __future__ import annotations
@@ -2622,7 +2623,7 @@ class _RedactionsSeen:
 
 
 # --------------------------------------------------------------------------
-# Session: the Python API, one method per command, and what the commands share
+# Session: the Python API, its core commands, and what the commands share
 
 class Session:
     """The Python API: one session folder, one method per command, each returning the receipt as a dict.
@@ -2646,25 +2647,6 @@ class Session:
             meta = _open_session_for_writing(folder)[0]
         return {"ok": True, "command": "init", "session_id": meta["session_id"],
                 "path": os.path.join(folder, _LOG_NAME)}
-
-    def append(self, *, type=None, text=None, effect=None, ref=None, status=None, provenance=None,
-               evidence=None, about=None, by=None, batch=None) -> dict:
-        """Append one memory signal; the receipt names its note (or the earlier one a retry repeats).
-
-        batch: a list of signals (dicts of these keywords; "@K" names the K-th), all written or none."""
-        if batch is not None:
-            given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
-                                                                 evidence, about, by)) if value is not None]
-            signals = _clean_batch(batch, given)
-        else:
-            signals = [_clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)]
-        folder = _resolve_folder(self.folder, self.session)
-        _check_session_folder(folder)
-        # The log only grows, so a note found now is still there under the lock.
-        _check_batch_links(os.path.join(folder, _LOG_NAME), signals, batch is not None)
-        with _SessionLock(folder):
-            meta, created = _open_session_for_writing(folder)
-            return _with_created(_append_batch(folder, meta, signals, batch is not None), created)
 
     def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
              compact=False) -> dict:
@@ -2739,17 +2721,6 @@ class Session:
         }
         return _with_warnings(receipt, reader.warnings())
 
-    def recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_DEFAULT_MAX_BYTES) -> dict:
-        """The state of the idea within max_bytes; with format="md", the receipt holds it as markdown text."""
-        _check_choice("format", format, ("json", "md"))
-        limit = _check_limit(limit)
-        if max_bytes < 1:
-            raise NotesError("--max-bytes must be 1 or more")
-        folder = _resolve_folder(self.folder, self.session)
-        meta = _require_session(folder)
-        fitted = _read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
-        return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
-
     def verify(self) -> dict:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
         folder = _resolve_folder(self.folder, self.session)
@@ -2782,79 +2753,6 @@ class Session:
                             "written, so it was not checked. Run verify again once that writer has finished")
         return _with_warnings(receipt, warnings + reader.notices())
 
-    def export(self, *, output=None, format="json") -> dict:
-        """Write the whole session to one file: JSON or, with format="md", an audit document.
-
-        output may replace an earlier export, never any other file."""
-        _check_choice("format", format, ("json", "md"))
-        folder = _resolve_folder(self.folder, self.session)
-        meta = _require_session(folder)
-        _check_meta_session_id(folder, meta)
-        host = _session_host(folder, self._over_mcp)
-        markdown = format == "md"
-        _check_path_text("--output", output)
-        if output:
-            output = os.path.abspath(os.path.expanduser(output))
-        else:
-            output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
-        _check_export_output(folder, output)
-        earlier = _earlier_export(output)
-
-        def write(chunks):
-            # A place that cannot take the file is a refusal; a failure while writing
-            # it (a full disk, say) is an unexpected error, as it is for append.
-            refusal = "cannot write %s (%s); choose another --output"
-            try:
-                os.makedirs(os.path.dirname(output), exist_ok=True)
-            except OSError as error:
-                raise NotesError(refusal % (output, error.strerror)) from None
-            _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
-            return output
-        return _export_session(folder, meta, markdown, earlier, write, host)
-
-    def restore(self, *, export_file=None, accept_damaged=False) -> dict:
-        """Bring a session back into the folder from an export (ours or v0's), a path or an open binary file;
-        by default, the one in the folder."""
-        folder = _resolve_folder(self.folder, self.session)
-        host = _session_host(folder, self._over_mcp)
-        if export_file is None:
-            export, passed_over = _export_in_folder(folder, accept_damaged)
-        else:
-            if not hasattr(export_file, "read"):
-                _check_path_text("the export file's path", export_file)
-            export, passed_over = _Export(export_file, accept_damaged), []
-        restored, recovered = _restore_export(folder, export)
-        receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
-                   "record_count": export.record_count, "restored": restored,
-                   "path": os.path.join(folder, _LOG_NAME), "export": _restored_export(export)}
-        if passed_over:
-            receipt["passed_over"] = passed_over
-        with _LogReader(folder, _read_meta(folder)) as reader:
-            gates = _recap_history(reader)[1]
-        receipt["tell_operator"] = _restore_tell_operator(host, folder, export, gates)
-        _with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices)
-        return _with_recovered(receipt, recovered)
-
-    def check(self, *, file) -> dict:
-        """Read an artifact file inside the session folder against the live log; list what it gets wrong.
-
-        Findings are to look at: nothing is written or refused. file is relative to the session folder."""
-        folder = _resolve_folder(self.folder)
-        return _check_artifact(folder, _require_session(folder), file)
-
-    def redact(self, *, note_id, reason) -> dict:
-        """Replace one note's text and effect with the placeholder; a source note records why.
-
-        The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
-        note_id = _command_note_id("redact", note_id)
-        reason = _redact_reason(reason)
-        folder = _resolve_folder(self.folder, self.session)
-        _require_session(folder)
-        _check_session_folder(folder)
-        with _SessionLock(folder):
-            meta = _open_session_for_writing(folder)[0]
-            return _redact_note(folder, meta, note_id, reason)
-
     def sessions(self) -> dict:
         """The folder's own session and each of sessions/, with its notes, gates and last export."""
         base = _resolve_folder(self.folder, create=False)
@@ -2875,41 +2773,12 @@ class Session:
         return receipt
 
 
-def _export_session(folder, meta, markdown, earlier, write, host):
-    """Export's passes over the log; write(chunks) writes the file and returns its path."""
-    # Every pass reads the same bytes (LogReader): the size is fixed before
-    # the first one, so notes appended meanwhile wait for the next export.
-    with _LogReader(folder, meta) as reader:
-        by_type, first_ts, last_ts = _count_by_type(reader)
-        count = reader.total
-        warnings = reader.warnings()
-        if markdown:
-            chunks = _markdown_export(reader, meta, count, (by_type, first_ts, last_ts),
-                                      reader.problem_count, warnings, _recap_history(reader)[3])
-        else:
-            chunks = _restorable_size(_json_export(reader, meta, count), folder)
-        output = write(chunks)
-        receipt = {"ok": True, "command": "export", "record_count": count, "path": output,
-                   "keep": _export_keep(host, output)}
-        news = _export_tell_operator(_download_sentence(host, output, count, markdown), earlier,
-                                     meta["session_id"], count, by_type, reader)
-    if news:
-        receipt["tell_operator"] = news
-    return _with_warnings(receipt, warnings)
-
-
-def _restorable_size(chunks, folder):
-    """Pass chunks on, refusing once they pass EXPORT_SIZE_LIMIT: restore would refuse the file."""
-    size = 0
-    for chunk in chunks:
-        size += len(chunk)
-        if size > _EXPORT_SIZE_LIMIT:
-            raise NotesError(
-                "the export would be over %d MiB, the most restore reads, so no export was written (an earlier "
-                "one stays as it was). The session itself is whole: to carry it elsewhere, copy %s and %s from "
-                "%s together; export --format md still writes a readable copy"
-                % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
-        yield chunk
+def _command(function):
+    """Make function _NAME the Session method NAME: how the sections below add their commands."""
+    name = function.__name__.lstrip("_")
+    function.__name__, function.__qualname__ = name, "Session." + name
+    setattr(Session, name, function)
+    return function
 
 
 def _write_at_log_end(folder, window_records, store):
@@ -2967,201 +2836,10 @@ def _recover_tail(folder, descriptor, tail):
     return None
 
 
-def _still_the_latest_word(record, later, in_log):
-    """Whether no later record (newest first) superseded this one or changed its gate."""
-    if record["type"] != "gate":
-        return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
-    updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
-    if not updates:
-        return True
-    window = {other.get("id"): other for other in later}
-
-    def lookup(note_id):
-        return window.get(note_id) or in_log(note_id)
-    gate = _gate_root(record, lookup)
-    return not any(_gate_root(update, lookup) == gate for update in updates)
-
-
-def _gate_root(record, lookup):
-    """The id of the gate a gate note belongs to; a loop (damage) ends the walk."""
-    visited = set()
-    while isinstance(record.get("ref"), str) and record["ref"] not in visited:
-        visited.add(record["ref"])
-        target = lookup(record["ref"])
-        if target is None or target.get("type") != "gate":
-            return record["ref"]
-        record = target
-    return record["id"] if "ref" not in record else record["ref"]
-
-
-def _with_created(receipt, created):
-    """Say created when this command started the session."""
-    if created:
-        receipt["created"] = True
-    return receipt
-
-
 def _with_recovered(receipt, recovered):
     if recovered:
         receipt["recovered"] = recovered
     return receipt
-
-
-def _no_such_note(name, note_id, find):
-    if getattr(find, "empty", False):
-        return NotesError("--%s %s names no note: this session folder holds no notes yet (a new session, or "
-                          "one whose files are gone); nothing was written" % (name, note_id))
-    return NotesError("--%s %s names no note in this session; check the id with tail or recap" % (name, note_id))
-
-
-def _check_links(signal, find):
-    """Refuse a link naming no note of the right kind, or a forbidden supersede."""
-    for name in ("ref", "about", "by"):
-        if signal[name] is None:
-            continue
-        target = find(signal[name])
-        if target is None:
-            raise _no_such_note(name, signal[name], find)
-        kind = _link_rule_broken(name, signal["type"], target.get("type"),
-                                 target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
-        if kind:
-            raise NotesError(_LINK_RULES[kind][1] % {"id": signal[name], "type": target.get("type"),
-                                                     "provenance": target.get("provenance")})
-
-
-# append --batch: several signals, written together or not at all
-
-def _refuse_a_long_batch(count):
-    if count > _BATCH_LINE_LIMIT:
-        raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
-                         % (count, _BATCH_LINE_LIMIT))
-
-
-def _clean_batch(entries, flags_given) -> list:
-    """Every line of a batch as a signal, "@K" links kept."""
-    if flags_given:
-        raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
-                         % ", ".join("--" + name for name in flags_given))
-    if not isinstance(entries, list):
-        raise NotesError("batch must be a list of signals, each a dict keyed as append's arguments")
-    if not entries:
-        raise NotesError("--batch got no signal; send one JSON object a line, such as {\"type\": "
-                         "\"decision\", \"text\": \"...\"}", help_for="append")
-    _refuse_a_long_batch(len(entries))
-    signals = []
-    for number, entry in enumerate(entries, 1):
-        try:
-            signals.append(_clean_batch_line(number, entry))
-        except NotesError as error:
-            raise NotesError("line %d: %s" % (number, error.message), help_for=error.help_for) from None
-    return signals
-
-
-def _clean_batch_line(number, entry) -> dict:
-    """One line of a batch as a signal, without ever echoing a value of it."""
-    if not isinstance(entry, dict):
-        raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
-                         % ", ".join(_SIGNAL_FIELDS))
-    if any(key not in _SIGNAL_FIELDS for key in entry):  # the key is not echoed either
-        raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
-                         "without dashes)" % ", ".join(_SIGNAL_FIELDS))
-    values = {name: entry.get(name) for name in _SIGNAL_FIELDS}
-    for name, value in values.items():
-        if value is not None and not isinstance(value, str):
-            raise NotesError("%s is not a string" % name)
-    places = {}
-    for name in _BATCH_LINK_FIELDS:
-        value = values[name].strip() if values[name] is not None else None
-        if value is not None and value.startswith("@"):
-            places[name] = _earlier_line(name, value, number)
-            values[name] = _note_id_for(1)  # a stand-in for clean_signal
-        elif value is not None and not _is_note_id(value):
-            raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
-                             "this batch" % name)
-    signal = _clean_signal(*values.values())
-    signal.update(places)
-    return signal
-
-
-def _earlier_line(name, value, number) -> str:
-    """The link "@K"; refused unless K (from 1) names an earlier line."""
-    digits = value[1:]
-    if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
-        raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and only "
-                         "a line before this one" % name)
-    return "@%d" % int(digits)
-
-
-def _check_batch_links(log_path, signals, batch):
-    """append's link checks on every signal; in a batch, "@K" names line K."""
-    with _NotesById(log_path) as in_log:
-        def find(note_id):
-            if note_id.startswith("@"):
-                earlier = signals[int(note_id[1:]) - 1]
-                return {name: value for name, value in earlier.items() if value is not None}
-            return in_log(note_id)
-        for number, signal in enumerate(signals, 1):
-            try:
-                _check_links(signal, find if batch else in_log)
-            except NotesError as error:
-                if not batch:
-                    raise
-                raise NotesError("line %d: %s" % (number, error.message)) from None
-
-
-def _append_batch(folder, meta, signals, batch):
-    """Under the lock: write the signals (one note, or a batch) with one write and one fsync."""
-    log_path = os.path.join(folder, _LOG_NAME)
-
-    def store(descriptor, tail):
-        earlier = _find_duplicate(tail, signals, meta["session_id"], log_path, batch)
-        if earlier is not None:
-            return earlier, True
-        records = _batch_records(meta["session_id"], tail.highest_seq, signals, batch)
-        # Crash window: a kill mid-write leaves lines 1/N to K/N, a torn tail to readers,
-        # which the next append or restore sets aside: the batch is all in the log or none.
-        _append_line(descriptor, b"".join(map(_record_line, records)))
-        return records, False
-    # The window holds an earlier batch whole.
-    (records, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
-    receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
-               "path": log_path}
-    if batch:
-        receipt["note_ids"] = [record["id"] for record in records]
-    if duplicate:
-        receipt["duplicate"] = True  # a retry: nothing new was written
-    return _with_recovered(receipt, recovered)
-
-
-def _batch_records(session_id, highest_seq, signals, batch) -> list:
-    """The batch's records, numbered after highest_seq, "@K" resolved, one timestamp for all."""
-    count, timestamp = len(signals), _utc_now()
-    ids = [_note_id_for(highest_seq + place) for place in range(1, count + 1)]
-    return [_build_record(session_id, highest_seq + place, *_resolved_links(signal, ids).values(),
-                         timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
-            for place, signal in enumerate(signals, 1)]
-
-
-def _resolved_links(signal, ids) -> dict:
-    """The signal with each "@K" link replaced by ids[K - 1]."""
-    return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
-            and value.startswith("@") else value for name, value in signal.items()}
-
-
-def _find_duplicate(tail, signals, session_id, log_path, batch):
-    """The intact records of an earlier append this one repeats (a batch line for line), or None."""
-    count = len(signals)
-    for place in range(len(tail.recent) - count + 1):
-        earlier = tail.recent[place:place + count][::-1]
-        ids = [other.get("id") for other in earlier]
-        if not all((not batch or other.get("batch") == "%d/%d" % (line, count)) and not _check_record(other, session_id)
-                   and all(other.get(name) == value for name, value in _resolved_links(signal, ids).items())
-                   for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
-            continue
-        later = tail.recent[:place]  # newest first
-        with _NotesById(log_path) as in_log:
-            return earlier if all(_still_the_latest_word(other, later, in_log) for other in earlier) else None
-    return None
 
 
 def _grep_pattern(text):
@@ -3253,6 +2931,65 @@ class _SupersededSeen:
 
     def was_superseded(self, record) -> bool:
         return record["seq"] in self.seqs
+
+
+class _CompactReceipt(dict):
+    """A receipt printed as one line of compact JSON."""
+
+
+def _is_unconfirmed(labels) -> bool:
+    return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
+
+
+# recap's first pass keeps this of a gate, not the gate itself; by: the note its latest update names.
+_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
+
+
+def _recap_history(reader):
+    """First pass: (superseded ids, GateState by gate id, counts by type, reopening note id by discard id)."""
+    superseded, gates, gate_of_update = set(), {}, {}
+    discards, reopened, asked_about = set(), {}, []
+    counts = dict.fromkeys(NOTE_TYPES, 0)
+    for index, record in enumerate(reader.records()):
+        if record["type"] in counts:
+            counts[record["type"]] += 1
+        ref = record.get("ref")
+        if record["type"] == "gate":
+            if ref is None:
+                gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"],
+                                                 _is_unconfirmed(record), None, None)
+                if record.get("about") in discards:
+                    asked_about.append((record["id"], record["about"]))
+            else:
+                root = gate_of_update.get(ref, ref)
+                if root in gates and record.get("status") in GATE_STATUSES:
+                    gate_of_update[record["id"]] = root
+                    gates[root] = gates[root]._replace(status=record["status"], changed_at=record["seq"],
+                                                       unconfirmed=_is_unconfirmed(record), update_index=index,
+                                                       by=record.get("by"))
+        elif isinstance(ref, str):
+            superseded.add(ref)
+            # Superseded by another kind of note, a discarded path was taken up again.
+            if ref in discards and record["type"] != "discard":
+                reopened.setdefault(ref, record["id"])
+        if record["type"] == "discard":
+            discards.add(record["id"])
+    for gate_id, discard in asked_about:  # an open or deferred gate about a discard asks again
+        if gates[gate_id].status != "closed":
+            reopened.setdefault(discard, gate_id)
+    return superseded, gates, counts, reopened
+
+
+def _keep_newest(entries, limit, cut, name):
+    """Keep the newest `limit` entries, counting the rest in cut[name]."""
+    if len(entries) > limit:
+        cut[name] = cut.get(name, 0) + len(entries) - limit
+        del entries[:len(entries) - limit]
+
+
+def _named_note(record) -> dict:
+    """Another note named in a recap item: its id, type and text."""
+    return {"id": record["id"], "type": record["type"], "text": record["text"]}
 
 
 _SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
@@ -3370,212 +3107,100 @@ def _count_by_type(reader):
     return by_type, first_ts, last_ts
 
 
-def _gates_phrase(gates) -> str:
-    """The open and deferred gates counted for the operator; "" when none."""
-    parts = []
-    for status in ("open", "deferred"):
-        number = sum(1 for gate in gates.values() if gate.status == status)
-        if number:
-            parts.append("%s %s" % (_counted(number, "question"), "still open" if status == "open" else "deferred"))
-    return " and ".join(parts)
-
-
-def _earlier_export(path, opener=None):
-    """(session id, note count) from the head of an export at path, or None; opener(path) opens it."""
-    opener = opener or _open_regular_file
-    head, _ = _read_export_head(path, opener)
-    if head is not None:
-        session, count = head.get("session"), head["record_count"]
-        return (session.get("session_id") if isinstance(session, dict) else None,
-                count if isinstance(count, int) and not isinstance(count, bool) else None)
+def _read_export_head(path, opener=None):
+    """(head, problem) from the export's bounded prefix before "records"; (None, None) if absent."""
     try:
-        with open(opener(path), "rb") as handle:
-            top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
-    except (NotesError, OSError):  # nothing was downloaded from there
-        return None
-    found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(", top)
-    return (found.group(1), int(found.group(2))) if found else None
-
-
-def _session_host(folder, over_mcp=False) -> str:
-    """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
-    chosen = os.environ.get(_HOST_VARIABLE)
-    if chosen is not None:
-        if chosen not in _HOSTS:  # never echoed: a variable may hold anything
-            raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was "
-                             "changed" % (_HOST_VARIABLE, ", ".join(_HOSTS)))
-        return chosen
-    if over_mcp:
-        return "mcp"
-    for host, root in _HOST_DOWNLOAD_FOLDERS.items():
-        if folder == root or folder.startswith(root + "/"):
-            return host
-    return "local"
-
-
-def _export_keep(host, path) -> dict:
-    """export's keep: the file the operator keeps, and how, in the host's words."""
-    shown = _visible(path, True)
-    how = {"mcp": "Saved at this path on the computer that runs the MCP server.",
-           "local": "Saved at this path on this computer.",
-           "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host)
-    if host == "chatgpt":
-        path = "sandbox:" + path
-    elif how is None:
-        how = "Claude.ai offers its outputs folder (%s) for download: this is %s in %s." % (
-            _HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown))
-    return {"file": path, "host": host, "how": how}
-
-
-def _download_sentence(host, output, count, markdown) -> str | None:
-    """The download the host asks of the operator; None where there is none."""
-    if host not in _HOST_DOWNLOAD_FOLDERS:
-        return None
-    return "Download %s (%s) from %s and keep it%s" % (
-        _visible(os.path.basename(output), True), _counted(count, "note"),
-        "its link in the chat" if host == "chatgpt" else "the outputs folder",
-        "" if markdown else ": it brings the session back in a new conversation")
-
-
-def _export_tell_operator(download, earlier, session_id, count, by_type, reader):
-    """The operator's part, if any: the download, what a replaced copy held, gates a delivery left open."""
-    gates_left = _gates_open_after_delivery(by_type, reader)
-    if download is None:
-        return "The artifact delivered last leaves %s." % gates_left if gates_left else None
-    parts = [download]
-    if earlier is not None and earlier != (session_id, count):
-        parts.append("the copy it replaced held %s" % (
-            "another session" if earlier[0] != session_id else
-            _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
-    if gates_left:
-        parts.append("the artifact delivered last leaves %s" % gates_left)
-    return "; ".join(parts) + "."
-
-
-def _gates_open_after_delivery(by_type, reader) -> str:
-    """The open and deferred gates counted when a delivery leaves a gate open, else ""."""
-    if not (by_type["gate"] and by_type["artifact"]):
-        return ""  # no delivery with gates possible: skip the passes
-    seen = _SynthesisSeen((), 0)
-    for record in reader.records():
-        seen.meet(record)
-    if seen.delivery is None:
-        return ""
-    gates = _recap_history(reader)[1]
-    return _gates_phrase(gates) if any(gate.status == "open" for gate in gates.values()) else ""
-
-
-def _check_export_output(folder, output):
-    """Refuse an --output that is a folder, a special file, or a session file."""
-    if os.path.isdir(output):
-        raise NotesError("--output %s is a folder; give a file path, such as %s"
-                         % (output, os.path.join(output, _EXPORT_NAME)))
-    if os.path.isfile(os.path.dirname(output)):
-        raise NotesError("--output %s is inside a file, not a folder" % output)
-    # The same file by name or by inode (a link).
-    real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
-    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
-        if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name)):
-            raise NotesError(
-                "--output %s is the session's own %s; an export never writes over a session file. "
-                "Choose another path, such as %s" % (output, name, os.path.join(folder, _EXPORT_NAME)))
-    if os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
-        raise NotesError("--output %s is a side file of the session, holding bytes set aside from its "
-                         "log; choose another path" % output)
-    try:
-        mode = os.lstat(output).st_mode
-    except OSError:
-        return
-    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
-        raise _special_file_error(output, mode)
-    # Anything else there is the user's: a mistyped or injected path must not cost it.
-    if stat.S_ISREG(mode) and not _is_earlier_export(output):
-        raise NotesError(
-            "--output %s exists and is not an export of this tool; an export replaces only an earlier "
-            "export. Choose another --output, or remove that file first" % output)
-
-
-def _is_earlier_export(path, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
-    """Whether the file at path starts as an export does."""
-    try:
-        descriptor = _open_regular_file(path)
-    except (OSError, NotesError):
-        return False
+        descriptor = (opener or _open_regular_file)(path)
+    except FileNotFoundError:
+        return None, None
+    except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
+        return None, "is not a regular file"
+    except OSError as error:
+        return None, "cannot be read (%s)" % error.strerror
     with open(descriptor, "rb") as handle:
-        return _starts_as_export(handle.fileno(), starts)
+        data = handle.read(_EXPORT_HEAD_LIMIT)
+    start = data.find(b'"records"')
+    while start != -1:
+        before = data[:start].rstrip()
+        if before.endswith(b","):
+            try:
+                head = _parse_json(before[:-1].decode("utf-8") + "}")
+            except (UnicodeDecodeError, ValueError):
+                head = None
+            if isinstance(head, dict) and "record_count" in head:
+                return head, None
+        start = data.find(b'"records"', start + 1)
+    return None, "is not a session export with a record_count in its first %d bytes" % _EXPORT_HEAD_LIMIT
 
 
-def _starts_as_export(descriptor, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
-    """Whether the open file begins as an export of this tool (or v0) does; read from its start."""
-    head = os.pread(descriptor, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread") else os.read(
-        descriptor, len(_EXPORT_JSON_START))
-    return head.startswith(starts)
+def _export_lag(folder, session_id, total):
+    """How many of the log's notes the default export lacks, by its record count."""
+    path = os.path.join(folder, _EXPORT_NAME)
+    lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
+    head, problem = _read_export_head(path)
+    if head is not None:
+        count, session = head["record_count"], head.get("session")
+        if (head.get("schema_version") != _EXPORT_SCHEMA or not isinstance(count, int)
+                or isinstance(count, bool) or count < 0):
+            problem = "is not a session export (%s with a record_count)" % _EXPORT_SCHEMA
+        elif not isinstance(session, dict) or session.get("session_id") != session_id:
+            problem = "holds another session"
+        elif count > total:
+            problem = ("holds %d notes, more than this log's %d: restore it to bring the newer notes in"
+                       % (count, total))
+            lag.update(record_count=count, missing=0)
+        else:
+            lag.update(record_count=count, missing=total - count)
+    if problem:
+        lag["problem"] = "%s %s" % (_EXPORT_NAME, problem)
+    return lag
 
 
-def _same_file(path, other):
+def _holds_session(folder) -> bool:
+    return any(os.path.lexists(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME))
+
+
+def _session_entry(name, folder):
+    """A session as the sessions receipt lists it."""
+    entry = {"name": name, "path": folder}
     try:
-        return os.path.samefile(path, other)
-    except OSError:
-        return False
+        meta = _require_session(folder)
+        with _LogReader(folder, meta) as reader:
+            gates = _recap_history(reader)[1]
+    except (NotesError, OSError) as error:
+        entry["error"] = getattr(error, "message", None) or "cannot read it (%s)" % error.strerror
+        return entry
+    last = reader.last_record
+    statuses = [gate.status for gate in gates.values()]
+    entry.update(total=reader.total,
+                 last_note={key: last[key] for key in ("id", "type", "text")} if last else None,
+                 open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
+                 last_export=_export_lag(folder, meta["session_id"], reader.total)
+                 if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
+    if reader.problem_count:
+        entry["problems"] = reader.problem_count
+    return entry
 
 
-def _json_export(reader, meta, count):
-    """Yield the export as pretty_json(export) would print it, record by record."""
-    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta,
-            "record_count": count}
-    # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
-    yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
-    written = 0
-    for record in reader.records():
-        if written == count:
-            break
-        # JSON strings hold no raw newline: every newline is layout.
-        text = _pretty_json(record).replace("\n", "\n    ")
-        yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
-        written += 1
-    yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
+# --------------------------------------------------------------------------
+# Recap: the state of the idea within a byte budget, as JSON or markdown, and check of an artifact against it
+
+def _counted(number, noun) -> str:
+    """The number and its noun, plural unless 1."""
+    return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
-def _markdown_export(reader, meta, count, figures, problem_count, warnings, reopened):
-    """Yield the audit document; the figures (by type, first and last ts) and reopened come from first passes."""
-    by_type, first_ts, last_ts = figures
-    created = meta.get("created_at")
-    lines = [
-        "# Shaping session %s" % _visible(meta["session_id"], True),
-        "",
-        "- Created: %s" % (_visible(created, True) if isinstance(created, str) else "unknown"),
-        "- Exported: %s" % _utc_now(),
-        "- Notes: %d (%s to %s)" % (count, first_ts or "none", last_ts or "none"),
-        "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
-        "- Verify: %s" % ("clean" if problem_count == 0 else "%d problems" % problem_count),
-    ]
-    lines.extend("  - %s" % message for message in warnings)
-    lines += ["", "## Notes", ""]
-    yield ("\n".join(lines) + "\n").encode("utf-8")
-    written = 0
-    for record in reader.records():
-        if written == count:
-            break
-        written += 1
-        yield ("\n".join(_markdown_record(record, reopened)) + "\n").encode("utf-8")
+def _one_line(value) -> str:
+    """A value on one line (a damaged log may hold any JSON value)."""
+    return " ".join((value if isinstance(value, str) else _compact_json(value)).splitlines())
 
 
-def _markdown_record(record, reopened):
-    """One record of the audit document, as lines; its text cannot forge the document's structure."""
-    labels = []
-    if "effect" in record:
-        first, *rest = _markdown_split(record["effect"])
-        labels += (["- Effect: " + _visible(_markdown_inline(first))]
-                   + ["      " + _visible(_markdown_inline(line)) for line in rest])
-    # Checked values: nothing to escape.
-    for key in ("ref", "status", "provenance", "evidence"):
-        if key in record:
-            labels.append("- %s: %s" % (key.capitalize(), record[key]))
-    if record["type"] == "discard" and record["id"] in reopened:
-        labels.append("- Reopened by: %s" % reopened[record["id"]])
-    return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
-            + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
-            + (labels + [""] if labels else []))
+def _visible(value, one_line=False):
+    """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX]."""
+    if value.isprintable():
+        return value
+    return "".join("[U+%04X]" % ord(character) if character in _FORBIDDEN_CHARACTERS
+                   or (one_line and character in "\r\n") else character for character in value)
 
 
 _MARKDOWN_INLINE_MARKUP = frozenset("\\`*_[]<>&~|")
@@ -3600,14 +3225,6 @@ def _markdown_split(text):
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def _visible(value, one_line=False):
-    """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX]."""
-    if value.isprintable():
-        return value
-    return "".join("[U+%04X]" % ord(character) if character in _FORBIDDEN_CHARACTERS
-                   or (one_line and character in "\r\n") else character for character in value)
-
-
 def _summarise_record(record):
     """A record as a recap item."""
     item = {"id": record["id"], "text": record["text"]}
@@ -3621,61 +3238,11 @@ def _summarise_record(record):
     return item
 
 
-def _is_unconfirmed(labels) -> bool:
-    return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
-
-
 def _gate_labels(gate) -> dict:
     """The labels of the note that set a recap gate's status."""
     if "update_id" in gate:
         return {key: gate["update_" + key] for key in ("provenance", "evidence") if "update_" + key in gate}
     return gate
-
-
-# recap's first pass keeps this of a gate, not the gate itself; by: the note its latest update names.
-_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
-
-
-def _recap_history(reader):
-    """First pass: (superseded ids, GateState by gate id, counts by type, reopening note id by discard id)."""
-    superseded, gates, gate_of_update = set(), {}, {}
-    discards, reopened, asked_about = set(), {}, []
-    counts = dict.fromkeys(NOTE_TYPES, 0)
-    for index, record in enumerate(reader.records()):
-        if record["type"] in counts:
-            counts[record["type"]] += 1
-        ref = record.get("ref")
-        if record["type"] == "gate":
-            if ref is None:
-                gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"],
-                                                 _is_unconfirmed(record), None, None)
-                if record.get("about") in discards:
-                    asked_about.append((record["id"], record["about"]))
-            else:
-                root = gate_of_update.get(ref, ref)
-                if root in gates and record.get("status") in GATE_STATUSES:
-                    gate_of_update[record["id"]] = root
-                    gates[root] = gates[root]._replace(status=record["status"], changed_at=record["seq"],
-                                                       unconfirmed=_is_unconfirmed(record), update_index=index,
-                                                       by=record.get("by"))
-        elif isinstance(ref, str):
-            superseded.add(ref)
-            # Superseded by another kind of note, a discarded path was taken up again.
-            if ref in discards and record["type"] != "discard":
-                reopened.setdefault(ref, record["id"])
-        if record["type"] == "discard":
-            discards.add(record["id"])
-    for gate_id, discard in asked_about:  # an open or deferred gate about a discard asks again
-        if gates[gate_id].status != "closed":
-            reopened.setdefault(discard, gate_id)
-    return superseded, gates, counts, reopened
-
-
-def _keep_newest(entries, limit, cut, name):
-    """Keep the newest `limit` entries, counting the rest in cut[name]."""
-    if len(entries) > limit:
-        cut[name] = cut.get(name, 0) + len(entries) - limit
-        del entries[:len(entries) - limit]
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
@@ -3731,11 +3298,6 @@ def _modes_in_force(latest, synthesis, unconfirmed) -> dict:
             if _is_unconfirmed(latest[note_type]):
                 unconfirmed.append((record["seq"], {"id": record["id"], "type": note_type, **latest[note_type]}))
     return latest
-
-
-def _named_note(record) -> dict:
-    """Another note named in a recap item: its id, type and text."""
-    return {"id": record["id"], "type": record["type"], "text": record["text"]}
 
 
 # A closed gate's recap keys: the gate, the update that closed it and who wrote that, and what settled it.
@@ -3837,11 +3399,6 @@ class _SynthesisSeen:
         return False
 
 
-def _counted(number, noun) -> str:
-    """The number and its noun, plural unless 1."""
-    return "%d %s%s" % (number, noun, "" if number == 1 else "s")
-
-
 def _recap_progress(seen, open_gates, unconfirmed, first, listed) -> dict:
     """recap's pending, synthesis and delivery keys, those with something to say."""
     progress = {}
@@ -3858,57 +3415,138 @@ def _recap_progress(seen, open_gates, unconfirmed, first, listed) -> dict:
     return progress
 
 
-def _read_export_head(path, opener=None):
-    """(head, problem) from the export's bounded prefix before "records"; (None, None) if absent."""
-    try:
-        descriptor = (opener or _open_regular_file)(path)
-    except FileNotFoundError:
-        return None, None
-    except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
-        return None, "is not a regular file"
-    except OSError as error:
-        return None, "cannot be read (%s)" % error.strerror
-    with open(descriptor, "rb") as handle:
-        data = handle.read(_EXPORT_HEAD_LIMIT)
-    start = data.find(b'"records"')
-    while start != -1:
-        before = data[:start].rstrip()
-        if before.endswith(b","):
-            try:
-                head = _parse_json(before[:-1].decode("utf-8") + "}")
-            except (UnicodeDecodeError, ValueError):
-                head = None
-            if isinstance(head, dict) and "record_count" in head:
-                return head, None
-        start = data.find(b'"records"', start + 1)
-    return None, "is not a session export with a record_count in its first %d bytes" % _EXPORT_HEAD_LIMIT
+def _why_unconfirmed(labels) -> str:
+    """Why a note is unconfirmed, in the operator's words."""
+    reasons = []
+    if labels.get("provenance") == "model":
+        reasons.append("proposed by the model")
+    if labels.get("evidence") == "inferred":
+        reasons.append("inferred")
+    return ", ".join(reasons)
 
 
-def _export_lag(folder, session_id, total):
-    """How many of the log's notes the default export lacks, by its record count."""
-    path = os.path.join(folder, _EXPORT_NAME)
-    lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
-    head, problem = _read_export_head(path)
-    if head is not None:
-        count, session = head["record_count"], head.get("session")
-        if (head.get("schema_version") != _EXPORT_SCHEMA or not isinstance(count, int)
-                or isinstance(count, bool) or count < 0):
-            problem = "is not a session export (%s with a record_count)" % _EXPORT_SCHEMA
-        elif not isinstance(session, dict) or session.get("session_id") != session_id:
-            problem = "holds another session"
-        elif count > total:
-            problem = ("holds %d notes, more than this log's %d: restore it to bring the newer notes in"
-                       % (count, total))
-            lag.update(record_count=count, missing=0)
-        else:
-            lag.update(record_count=count, missing=total - count)
-    if problem:
-        lag["problem"] = "%s %s" % (_EXPORT_NAME, problem)
-    return lag
+def _recap_item_line(item, kind="note", prefix=""):
+    """One recap item as an escaped markdown line; kind: "note", "gate" or "closed"."""
+    text = _markdown_inline(_one_line(item["text"]))
+    line = "- " + prefix + (text if prefix else _markdown_line_start(text))
+    if "effect" in item:
+        line += " Effect: " + _markdown_inline(_one_line(item["effect"]))
+    if "update_id" in item:  # a closed gate reads as its question, then its answer
+        answer = item["closed_by"]["text"] if "closed_by" in item else item.get("update_text", "")
+        line += (" - " if kind == "closed" else " Latest: ") + _markdown_inline(_one_line(answer))
+    if "reopened" in item:
+        again = item["reopened"]
+        line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
+                                      _markdown_inline(_one_line(again["text"])))
+    marks = [_markdown_inline(_one_line(item["id"]))]
+    labels = _gate_labels(item) if kind != "note" else item
+    if _is_unconfirmed(labels):
+        marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
+    elif "provenance" in labels:  # who a settled point came from
+        marks.append(_PROVENANCE_WORDS.get(labels["provenance"], "from " + _one_line(labels["provenance"])))
+    return "%s [%s]" % (line, "; ".join(marks))
 
 
-class _CompactReceipt(dict):
-    """A receipt printed as one line of compact JSON."""
+# A settled point's provenance in the markdown recap.
+_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
+                     "delivered": "the last delivery"}
+
+
+_RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
+                  ("Not yet confirmed", "unconfirmed", "unconfirmed"), ("Closed gates", "closed_gates", "closed"),
+                  ("Decisions", "decisions", "note"), ("Discarded paths", "discards", "note"),
+                  ("Tensions", "tensions", "note"), ("Sources", "sources", "note"),
+                  ("Artifact boundaries", "artifacts", "note"))
+
+
+def _recap_markdown_head(recap):
+    """The markdown recap's opening: counts in words and the export's lag."""
+    lag = recap["export_lag"]
+    if "problem" in lag:
+        export_line = "Export: %s." % lag["problem"]
+    elif lag["record_count"] is None:
+        export_line = "Export: no %s yet." % _EXPORT_NAME
+    elif lag["missing"] == 0:
+        export_line = "Export: %s holds every note." % _EXPORT_NAME
+    else:
+        export_line = "Export: %s lacks the %s; export again." % (
+            _EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
+    total = _counted(recap["total"], "note")
+    lines = ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export_line]
+    if "redacted" in recap:
+        not_erased = recap["redacted"]["not_erased"]
+        lines.append("Redacted notes: %d. %s." % (recap["redacted"]["count"], not_erased[0].upper() + not_erased[1:]))
+    return lines + [""]
+
+
+def _recap_markdown_progress(recap):
+    """The markdown recap's lines on pending work, synthesis and the last delivery, if any."""
+    lines = []
+    if "pending" in recap:
+        pending = recap["pending"]
+        parts = [text for number, text in (
+            (pending["open_gates"], _counted(pending["open_gates"], "open gate")),
+            (pending["unconfirmed"], _counted(pending["unconfirmed"], "note") + " not yet confirmed")) if number]
+        line = "Pending: %s, listed below" % " and ".join(parts)
+        if "since_delivery" in pending:
+            line += "; %s since the last delivery" % ("none of them" if not pending["since_delivery"] else
+                                                      "%d of them raised" % len(pending["since_delivery"]))
+        lines.append(line + ".")
+    state = recap.get("synthesis", {}).get("state")
+    if state in ("entered", "ended"):
+        lines.append("Synthesis: approved; the artifact is being written." if state == "entered" else
+                     "Synthesis: stopped before a delivery; shaping goes on.")
+    if "delivery" in recap:
+        delivery = recap["delivery"]
+        named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
+        count = len(delivery["after"]) + delivery["more"]
+        lines.append("Delivered: %s [%s]; %s." % (
+            _markdown_inline(_one_line(named[0])) if named else "the artifact", delivery["id"],
+            "nothing changed since" if count == 0 else
+            "%s since, listed under Since the delivery" % _counted(count, "note")))
+    return lines + [""] if lines else []
+
+
+def _recap_markdown_delivery(recap):
+    """The markdown recap's section on the notes after the last delivery, if there was one."""
+    if "delivery" not in recap:
+        return []
+    delivery = recap["delivery"]
+    lines = ["## Since the delivery", ""]
+    # A damaged log may hold any type: escaped as a text is.
+    lines += ["- %s: %s [%s]" % (_markdown_inline(_one_line(item["type"])).capitalize(),
+                                 _markdown_inline(_one_line(item["text"])), item["id"])
+              for item in delivery["after"]] or ["- none"]
+    if delivery["more"]:
+        lines.append("- (%d older not shown)" % delivery["more"])
+    return lines + [""]
+
+
+def _recap_markdown(recap):
+    """The recap as markdown for the operator."""
+    lines = _recap_markdown_head(recap) + _recap_markdown_progress(recap)
+    for title, key in (("Mode", "mode"), ("Shape", "shape")):
+        lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
+    for title, key, kind in _RECAP_SECTIONS:
+        lines += ["## " + title, ""]
+        for item in recap[key]:
+            if kind == "unconfirmed":
+                status = " (%s)" % _markdown_inline(_one_line(item["status"])) if item["type"] == "gate" else ""
+                item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
+                lines.append(_recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
+            elif item["id"] == recap.get("delivery", {}).get("id"):
+                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None), kind))
+            else:
+                lines.append(_recap_item_line(item, kind))
+        if not recap[key]:
+            lines.append("- none")
+        if recap.get("truncated", {}).get(key):
+            lines.append("- (%d older not shown)" % recap["truncated"][key])
+        lines.append("")
+    lines += _recap_markdown_delivery(recap)
+    if recap.get("warnings"):
+        lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
+    return "\n".join(lines)
 
 
 def _printed_form(result) -> str:
@@ -4012,12 +3650,6 @@ def _largest_fit(render, fits, fails, max_bytes):
     return best
 
 
-def _read_recap(folder, meta, limit):
-    """The Recap, from two passes over the log: history, then live notes."""
-    with _LogReader(folder, meta) as reader:
-        return _recap_of(folder, meta, limit, reader)
-
-
 def _recap_of(folder, meta, limit, reader):
     superseded, gates, counts, reopened = _recap_history(reader)
     warnings, redacted = reader.warnings(), reader.redactions.count
@@ -4055,661 +3687,23 @@ def _recap_of(folder, meta, limit, reader):
     return _Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
 
 
-def _one_line(value) -> str:
-    """A value on one line (a damaged log may hold any JSON value)."""
-    return " ".join((value if isinstance(value, str) else _compact_json(value)).splitlines())
-
-
-def _why_unconfirmed(labels) -> str:
-    """Why a note is unconfirmed, in the operator's words."""
-    reasons = []
-    if labels.get("provenance") == "model":
-        reasons.append("proposed by the model")
-    if labels.get("evidence") == "inferred":
-        reasons.append("inferred")
-    return ", ".join(reasons)
-
-
-def _recap_item_line(item, kind="note", prefix=""):
-    """One recap item as an escaped markdown line; kind: "note", "gate" or "closed"."""
-    text = _markdown_inline(_one_line(item["text"]))
-    line = "- " + prefix + (text if prefix else _markdown_line_start(text))
-    if "effect" in item:
-        line += " Effect: " + _markdown_inline(_one_line(item["effect"]))
-    if "update_id" in item:  # a closed gate reads as its question, then its answer
-        answer = item["closed_by"]["text"] if "closed_by" in item else item.get("update_text", "")
-        line += (" - " if kind == "closed" else " Latest: ") + _markdown_inline(_one_line(answer))
-    if "reopened" in item:
-        again = item["reopened"]
-        line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
-                                      _markdown_inline(_one_line(again["text"])))
-    marks = [_markdown_inline(_one_line(item["id"]))]
-    labels = _gate_labels(item) if kind != "note" else item
-    if _is_unconfirmed(labels):
-        marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
-    elif "provenance" in labels:  # who a settled point came from
-        marks.append(_PROVENANCE_WORDS.get(labels["provenance"], "from " + _one_line(labels["provenance"])))
-    return "%s [%s]" % (line, "; ".join(marks))
-
-
-# A settled point's provenance in the markdown recap.
-_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
-                     "delivered": "the last delivery"}
-
-
-_RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
-                  ("Not yet confirmed", "unconfirmed", "unconfirmed"), ("Closed gates", "closed_gates", "closed"),
-                  ("Decisions", "decisions", "note"), ("Discarded paths", "discards", "note"),
-                  ("Tensions", "tensions", "note"), ("Sources", "sources", "note"),
-                  ("Artifact boundaries", "artifacts", "note"))
-
-
-def _recap_markdown_head(recap):
-    """The markdown recap's opening: counts in words and the export's lag."""
-    lag = recap["export_lag"]
-    if "problem" in lag:
-        export = "Export: %s." % lag["problem"]
-    elif lag["record_count"] is None:
-        export = "Export: no %s yet." % _EXPORT_NAME
-    elif lag["missing"] == 0:
-        export = "Export: %s holds every note." % _EXPORT_NAME
-    else:
-        export = "Export: %s lacks the %s; export again." % (
-            _EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
-    total = _counted(recap["total"], "note")
-    lines = ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export]
-    if "redacted" in recap:
-        not_erased = recap["redacted"]["not_erased"]
-        lines.append("Redacted notes: %d. %s." % (recap["redacted"]["count"], not_erased[0].upper() + not_erased[1:]))
-    return lines + [""]
-
-
-def _recap_markdown_progress(recap):
-    """The markdown recap's lines on pending work, synthesis and the last delivery, if any."""
-    lines = []
-    if "pending" in recap:
-        pending = recap["pending"]
-        parts = [text for number, text in (
-            (pending["open_gates"], _counted(pending["open_gates"], "open gate")),
-            (pending["unconfirmed"], _counted(pending["unconfirmed"], "note") + " not yet confirmed")) if number]
-        line = "Pending: %s, listed below" % " and ".join(parts)
-        if "since_delivery" in pending:
-            line += "; %s since the last delivery" % ("none of them" if not pending["since_delivery"] else
-                                                      "%d of them raised" % len(pending["since_delivery"]))
-        lines.append(line + ".")
-    state = recap.get("synthesis", {}).get("state")
-    if state in ("entered", "ended"):
-        lines.append("Synthesis: approved; the artifact is being written." if state == "entered" else
-                     "Synthesis: stopped before a delivery; shaping goes on.")
-    if "delivery" in recap:
-        delivery = recap["delivery"]
-        named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
-        count = len(delivery["after"]) + delivery["more"]
-        lines.append("Delivered: %s [%s]; %s." % (
-            _markdown_inline(_one_line(named[0])) if named else "the artifact", delivery["id"],
-            "nothing changed since" if count == 0 else
-            "%s since, listed under Since the delivery" % _counted(count, "note")))
-    return lines + [""] if lines else []
-
-
-def _recap_markdown_delivery(recap):
-    """The markdown recap's section on the notes after the last delivery, if there was one."""
-    if "delivery" not in recap:
-        return []
-    delivery = recap["delivery"]
-    lines = ["## Since the delivery", ""]
-    # A damaged log may hold any type: escaped as a text is.
-    lines += ["- %s: %s [%s]" % (_markdown_inline(_one_line(item["type"])).capitalize(),
-                                 _markdown_inline(_one_line(item["text"])), item["id"])
-              for item in delivery["after"]] or ["- none"]
-    if delivery["more"]:
-        lines.append("- (%d older not shown)" % delivery["more"])
-    return lines + [""]
-
-
-def _recap_markdown(recap):
-    """The recap as markdown for the operator."""
-    lines = _recap_markdown_head(recap) + _recap_markdown_progress(recap)
-    for title, key in (("Mode", "mode"), ("Shape", "shape")):
-        lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
-    for title, key, kind in _RECAP_SECTIONS:
-        lines += ["## " + title, ""]
-        for item in recap[key]:
-            if kind == "unconfirmed":
-                status = " (%s)" % _markdown_inline(_one_line(item["status"])) if item["type"] == "gate" else ""
-                item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
-                lines.append(_recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
-            elif item["id"] == recap.get("delivery", {}).get("id"):
-                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None), kind))
-            else:
-                lines.append(_recap_item_line(item, kind))
-        if not recap[key]:
-            lines.append("- none")
-        if recap.get("truncated", {}).get(key):
-            lines.append("- (%d older not shown)" % recap["truncated"][key])
-        lines.append("")
-    lines += _recap_markdown_delivery(recap)
-    if recap.get("warnings"):
-        lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
-    return "\n".join(lines)
-
-
-class _ExportShapeError(ValueError):
-    """Why an export cannot be a session log (the reason names no value it holds)."""
-
-
-# More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
-_EXPORT_OBJECT_LIMIT = 250000
-
-
-def _export_decoder():
-    """A decoder for one export: one value per key, and at most _EXPORT_OBJECT_LIMIT objects."""
-    objects = []
-
-    def one_value_per_key(pairs) -> dict:
-        objects.append(None)
-        if len(objects) > _EXPORT_OBJECT_LIMIT:
-            raise _ExportShapeError("it holds more JSON objects than any session export")
-        if len({key for key, _ in pairs}) < len(pairs):
-            raise _ExportShapeError("it is not a JSON object with one value per key")
-        return dict(pairs)
-
-    return json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
-                            object_pairs_hook=one_value_per_key)
-
-
-def _read_export(source):
-    """(path, bytes) of the export (a path or an open binary file), a regular file within the limit."""
-    if hasattr(source, "read"):  # MCP's restore opens it by descriptor
-        path, handle = getattr(source, "name", "the export"), source
-    else:
-        path = os.path.abspath(os.path.expanduser(source))
-        try:
-            handle = open(_open_regular_file(path), "rb")
-        except FileNotFoundError:
-            raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
-        except IsADirectoryError:
-            raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
-        except OSError as error:
-            raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    with handle:
-        status = os.fstat(handle.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            raise _special_file_error(path, status.st_mode)
-        handle.seek(0)
-        data = handle.read(_EXPORT_SIZE_LIMIT + 1) if status.st_size <= _EXPORT_SIZE_LIMIT else None
-    if data is None or len(data) > _EXPORT_SIZE_LIMIT:
-        raise NotesError("%s is over %d MiB, larger than any session export; nothing was written. Pass the path "
-                         "of a session_export.json" % (path, _EXPORT_SIZE_LIMIT >> 20))
-    return path, data
-
-
-def _parse_export(data):
-    try:
-        return _export_decoder().decode(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise _ExportShapeError("it is not valid UTF-8") from None
-    except _ExportShapeError:
-        raise
-    except (ValueError, RecursionError):
-        raise _ExportShapeError("it is not JSON that can be read (broken, a number too big for a float, or "
-                                "nested too deeply)") from None
-
-
-class _Export(_ProblemTally):
-    """An export read whole and checked as verify checks a log."""
-
-    def __init__(self, source, accept_damaged=False):
-        self.accept_damaged = accept_damaged
-        self.path, data = _read_export(source)
-        self.notices, self.exported_at, self.last_record = [], None, None
-        _ProblemTally.__init__(self)
-        try:
-            export = _parse_export(data)
-            reason = _export_shape_problem(export)
-            if reason:
-                raise _ExportShapeError(reason)
-            self.session, self.all = export["session"], export["records"]
-            self.check_records(self.session["session_id"], self.all)
-        except _ExportShapeError as error:
-            raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
-                             "without" % (self.path, error), _EXIT_INTEGRITY) from None
-        if _is_timestamp(export.get("exported_at")):
-            self.exported_at = export["exported_at"]
-        if export.get("record_count") != self.record_count:
-            self.problem_count += 1
-            self.problems.insert(0, _problem(None, None, "record_count", "record_count is not %d, the number "
-                                            "of records the export holds" % self.record_count))
-            del self.problems[_PROBLEMS_LISTED:]
-        if self.problem_count and not self.accept_damaged:
-            raise NotesError(
-                "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
-                "restore --accept-damaged on this one to bring back every record exactly as the export holds "
-                "it, repairing and dropping nothing, so that verify then reports the same problems"
-                % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
-
-    def check_records(self, session_id, records):
-        """Check each record as verify would: keep the first problems, count the rest."""
-        seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
-        redactions = _RedactionsSeen()
-        self.record_count = 0
-        for number, record in enumerate(records, 1):
-            if not isinstance(record, dict):
-                raise _ExportShapeError("record %d is not an object" % number)
-            kinds = _check_record(record, session_id)
-            kinds += seen.place_problems(record, kinds)
-            try:
-                line = _record_line(record) if kinds or not _FIELD_RULES.keys() >= record.keys() else b""
-            except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
-                if self.accept_damaged:
-                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, or "
-                                     "text that is not valid UTF-8); nothing was written" % (self.path, number),
-                                     _EXIT_INTEGRITY) from None
-                line = b""
-            if len(line) > _LINE_LIMIT:
-                raise _ExportShapeError("it holds a value over %d characters, larger than any record" % _LINE_LIMIT)
-            self.note_line_problems(number, record, kinds)
-            if _is_usable(kinds):
-                redactions.meet(record, number)
-            self.record_count, self.last_record = number, record
-        # At the end: a batch cut short, then unexplained redactions.
-        self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
-        self.notices = _problem_messages(seen.notices, seen.notice_count)
-
-    def records(self):
-        return iter(self.all)
-
-
-def _export_shape_problem(export) -> str | None:
-    """Why an export's head cannot be a session log, or None."""
-    if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
-        return "not JSON with schema_version %s" % _EXPORT_SCHEMA
-    session, records = export.get("session"), export.get("records")
-    if not isinstance(session, dict) or not _is_session_id(session.get("session_id")):
-        return "its session has no usable session_id"
-    if not isinstance(session.get("created_at", ""), str):
-        return "its session's created_at is not a string"
-    if not isinstance(records, list):
-        return "its records are not a list"
-    return None
-
-
-def _notes_kept_by_restore(folder, session, export):
-    """How many export records the folder already holds (None: a fresh start); refuse anything else."""
-    if _restore_cut_short(folder, session, export):
-        return None
-    meta = _check_session_folder(folder)
-    log_path = os.path.join(folder, _LOG_NAME)
-    existing = 0
-    if meta is not None:
-        with _LogReader(folder, meta) as reader:
-            existing, common = _common_prefix(reader.records(), export.records())
-            # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
-            mendable = [entry for entry in reader.problems
-                        if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
-            if reader.problem_count > len(mendable):
-                raise NotesError(
-                    "the log in %s has problems (run verify); restore only adds to a healthy log, "
-                    "nothing was changed" % folder)
-            if existing and meta["session_id"] == session["session_id"] and common != existing:
-                raise _restore_behind_or_apart(folder, reader, common, export)
-    if meta is None or not existing:
-        if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
-            raise NotesError(
-                "%s holds lines that are not notes of a session; move it aside first" % log_path)
-        return None
-    if meta["session_id"] != session["session_id"]:
-        raise NotesError(
-            "%s holds another session (%s) with notes; nothing was changed. Restore into an "
-            "empty --dir instead" % (folder, meta["session_id"]))
-    return existing
-
-
-def _last_note_id(record) -> str | None:
-    return record["id"] if record is not None and _is_note_id(record.get("id")) else None
-
-
-def _restore_behind_or_apart(folder, reader, common, export):
-    """The refusal of an older export, or of copies that went different ways."""
-    existing = reader.total
-    if existing > export.record_count and common == export.record_count:
-        # An older export of this log: restoring it elsewhere would fork the session.
-        return NotesError(
-            "%s already holds session %s with %s up to %s, past this export's %d up to %s: it is an older copy, so "
-            "there is nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), "
-            "and run export to bring the export up to date" % (folder, reader.session_id, _counted(existing, "note"),
-                                                               _last_note_id(reader.last_record), export.record_count,
-                                                               _last_note_id(export.last_record) or "none"))
-    only = []
-    for number, record in enumerate(reader.records(), 1):
-        if number > common and len(only) < _RECAP_DEFAULT_LIMIT:
-            only.append({key: record[key] for key in ("id", "type", "text", "effect") if key in record})
-    return NotesError(
-        "the log in %s and this export went different ways after %s in common: the folder holds %s the export "
-        "lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
-        "append the notes of only_in_folder there again" % (folder, _counted(common, "note"),
-                                                            _counted(existing - common, "note")),
-        _EXIT_USAGE, {"only_in_folder": only, "only_in_folder_count": existing - common})
-
-
-def _common_prefix(log_records, export_records):
-    """(records in the log, how many of its first ones equal the export's first ones)."""
-    count = common = 0
-    matching = True
-    for record in log_records:
-        count += 1
-        if matching:
-            matching = next(export_records, None) == record
-            common += matching
-    return count, common
-
-
-def _restore_cut_short(folder, session, export):
-    """Whether the folder holds a restore cut short: the export's first notes, no meta."""
-    log_path = os.path.join(folder, _LOG_NAME)
-    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
-        if os.path.islink(os.path.join(folder, name)):
-            return False  # refused by check_session_folder
-    descriptor, size = _open_log(log_path)
-    if descriptor is not None:
-        os.close(descriptor)
-    if _read_meta(folder) is not None or size == 0:
-        return False
-    with _LogReader(folder, {"session_id": session["session_id"]}) as reader:
-        existing, common = _common_prefix(reader.records(), export.records())
-    return reader.problem_count == 0 and common == existing
-
-
-def _write_restored_session(folder, session, records):
-    """Write the log, then the meta last: a restore cut short leaves no session to fork."""
-    meta = _read_meta(folder)
-    if meta is not None and meta["session_id"] != session["session_id"]:
-        # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
-        os.unlink(os.path.join(folder, _META_NAME))
-        _fsync_folder(folder)
-    # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
-    _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, records))])
-    _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
-
-
-def _restore_export(folder, export):
-    """Bring the checked export into folder, whole or the notes it lacks: (restored, recovered)."""
-    session, log_path = export.session, os.path.join(folder, _LOG_NAME)
-    # Refused before the lock too, leaving the folder untouched; the check under it counts.
-    _notes_kept_by_restore(folder, session, export)
-    with _SessionLock(folder):
-        kept = _notes_kept_by_restore(folder, session, export)
-        if kept is None:
-            _write_restored_session(folder, session, export.records())
-            return export.record_count, None
-        recovered = _mend_log_tail(folder)
-        if kept < export.record_count:
-            # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-            _replace_log(folder, _log_bytes_then(log_path, map(_record_line, export.all[kept:])))
-    return export.record_count - kept, recovered
-
-
-def _log_bytes_then(log_path, more):
-    """Yield the log's bytes, then more's: a fast-forward's new log."""
-    descriptor, size = _open_log(log_path)
-    if descriptor is not None:
-        with open(descriptor, "rb") as handle:
-            while size > 0:
-                block = handle.read(min(_BACKWARD_BLOCK, size))
-                if not block:
-                    raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
-                yield block
-                size -= len(block)
-    yield from more
-
-
-def _restored_export(export) -> dict:
-    """restore's export key; the last note's text only when that note verifies."""
-    last, note = export.last_record, None
-    if last is not None:
-        sound = not _check_record(last, export.session["session_id"])  # never echo a secret or damage
-        note = {"id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
-                "text": last["text"] if sound else None}
-    return {"file": export.path, "exported_at": export.exported_at, "last_note": note}
-
-
-def _restore_tell_operator(host, folder, export, gates) -> str:
-    """What came back, gates left, how to tell a later export, which file to keep."""
-    sentence = "The session is back with %s" % _counted(export.record_count, "note")
-    if export.problem_count:
-        sentence += ", with %s kept as the export held them (verify lists them)" % _counted(
-            export.problem_count, "problem")
-    sentence += "; " + (_gates_phrase(gates) or "no gate is open or deferred")
-    stamp = export.exported_at
-    sentence += ("; this export was written at %s %s UTC: one downloaded later holds more notes" % (
-        stamp[:10], stamp[11:16]) if stamp else "; this export has no time: one with more notes is later")
-    return sentence + ", so restore that one instead if you have it; " + _file_to_keep(host, folder, export.path) + "."
-
-
-def _file_to_keep(host, folder, export_path) -> str:
-    """Which file to keep from now on, in the host's words (as export's keep)."""
-    kept = os.path.join(folder, _EXPORT_NAME)
-    shown = _visible(kept, True)
-    if host in _HOST_DOWNLOAD_FOLDERS:
-        return "from now on keep the %s that export %s" % (_EXPORT_NAME, "links in the chat (sandbox:%s)" % shown
-                                                           if host == "chatgpt" else "writes in the outputs folder "
-                                                           "(%s)" % shown)
-    if _same_file(kept, export_path) or kept == export_path:
-        return "keep %s from now on: export writes it" % shown
-    return ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
-            % (shown, _visible(export_path, True)))
-
-
-def _exports_in_folder(folder) -> list:
-    """The files in folder that begin as our JSON export, by name; refuse too many."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except OSError as error:
-        raise NotesError("cannot read %s (%s); pass the export's path: restore PATH" % (folder, error.strerror))
-    found = []
-    for entry in entries:
-        # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
-        if (entry.name[0] != "." and entry.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
-                and entry.is_file(follow_symlinks=False) and _is_earlier_export(entry.path, (_EXPORT_JSON_START,))):
-            found.append(entry.path)
-        if len(found) > _RESTORE_CANDIDATES_LIMIT:
-            raise NotesError("%s holds more than %d exports, more than restore compares; nothing was changed. "
-                             "Pass the one to restore: restore PATH" % (folder, _RESTORE_CANDIDATES_LIMIT))
-    return found
-
-
-def _export_in_folder(folder, accept_damaged) -> tuple:
-    """(the longest export in the folder, the others' names); refuse unless they are earlier parts of it."""
-    paths = _exports_in_folder(folder)
-    if not paths:
-        raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
-                         "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
-    exports = [_Export(path, accept_damaged) for path in paths]
-    longest = max(exports, key=lambda export: (export.record_count, os.path.basename(export.path) == _EXPORT_NAME))
-    others = [export for export in exports if export is not longest]
-    if not all(_is_earlier_part(export, longest) for export in others):
-        raise _exports_apart(folder, exports)
-    return longest, [os.path.basename(export.path) for export in others]
-
-
-def _is_earlier_part(shorter, longer) -> bool:
-    records = longer.records()
-    return shorter.session["session_id"] == longer.session["session_id"] and all(
-        next(records, None) == record for record in shorter.records())
-
-
-def _exports_apart(folder, exports):
-    listed = [{"file": os.path.basename(export.path), "session_id": export.session["session_id"],
-               "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
-               "exported_at": export.exported_at} for export in exports]
-    return NotesError("%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, "
-                      "or copies that went different ways; nothing was changed. Pass the one to restore: %s --dir "
-                      "%s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
-                      {"exports": listed})
-
-
-def _mend_log_tail(folder):
-    """Under the lock: mend the end of the log a crash left, as append does."""
-    descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
-    try:
-        with open(descriptor, "rb", closefd=False) as handle:
-            tail = _LogTail(handle, os.fstat(descriptor).st_size)
-        return _recover_tail(folder, descriptor, tail)
-    finally:
-        os.close(descriptor)
-
-
-# redact: the one audited rewrite of a complete line (SPEC section 5), the Session.redact method's parts
-
-
-# Problems a note may have and still be redacted: those of its text and effect, which the placeholder ends.
-_REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
-
-
-def _redact_reason(reason) -> str:
-    """The reason, checked as append checks a text (it goes into the source note)."""
-    if reason is None or not reason.strip():
-        raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
-                         "--reason 'It held a private phone number.'", help_for="redact")
-    return _clean_field("reason", reason, _REDACT_REASON_LIMIT)
-
-
-def _redaction_after(handle, size, note_id, seq):
-    """The id of a source note after seq that records the redaction of note_id, or None."""
-    for _, line in _read_lines_backward(handle, size):
-        value = _parse_line(line)[0] if line else None
-        if value is None:
-            continue
-        if _is_seq(value.get("seq")) and value["seq"] <= seq:
-            return None
-        if _is_redaction_note(value, note_id) and _is_usable(_check_record(value, None)):
-            return value["id"]
-    return None
-
-
-def _torn_lines_name(handle, tail, note_id) -> bool:
-    """Whether a line from tail.keep_end on (an incomplete batch, a cut-off line) names note_id."""
-    needle = ('"id":"%s"' % note_id).encode("ascii")
-    for offset, line in _read_lines_backward(handle, tail.size):
-        if offset < tail.keep_end:
-            return False
-        if line and needle in line:
-            return True
-    return False
-
-
-def _note_to_redact(handle, tail, note_id, session_id):
-    """(offset, line, record) of the note to redact; refuse what redact cannot explain: a line readers do not
-    count as a note, a record that does not verify (damage stays for verify to report), a redaction."""
-    found = _find_note_line(handle, tail.keep_end, note_id)
-    if found is None and _torn_lines_name(handle, tail, note_id):
-        raise NotesError(
-            "%s is in the last lines of the log, which a crash cut short (an incomplete batch or a cut-off line): "
-            "readers do not count them as notes, so there is no note to redact; nothing was changed. The next "
-            "append moves those lines to a side file (%s*): delete that file to remove their text" % (
-                note_id, _TORN_PREFIX))
-    if found is None:
-        raise NotesError("%s names no note in this session that can be read; check the id with tail or "
-                         "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
-    record = found[2]
-    damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
-    if damage:
-        raise NotesError(
-            "%s does not verify (%s): it was changed after it was written, or damaged, and redact leaves damage "
-            "as it is, for verify to keep reporting; nothing was changed. Run verify, and restore the session "
-            "from an intact export into a new --dir" % (note_id, ", ".join(damage)))
-    if _is_redaction_note(record):
-        raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
-                         "was changed" % note_id)
-    if _is_redacted(record):
-        earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"])
-        if earlier is not None:
-            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
-    return found
-
-
-def _rewritten_log(handle, size, offset, old_length, new_line, last_line):
-    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced by
-    new_line, then last_line."""
-    for start, end in ((0, offset), (offset + old_length, size)):
-        handle.seek(start)
-        left = end - start
-        while left > 0:
-            block = handle.read(min(_BACKWARD_BLOCK, left))
-            if not block:
-                raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
-            yield block
-            left -= len(block)
-        yield new_line if start == 0 else last_line
-
-
-def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: one rewrite holding the placeholder and, at the end, the source note that says why."""
-    # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
-    log_path = os.path.join(folder, _LOG_NAME)
-    signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
-                          None, note_id, None)
-    descriptor = _open_log(log_path)[0]
-    if descriptor is None:
-        raise NotesError("redact %s: this session has no notes yet" % note_id)
-    with open(descriptor, "rb") as handle:
-        status = os.fstat(descriptor)
-        _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
-        _refuse_a_protected_log(folder, descriptor)
-        tail = _LogTail(handle, status.st_size)
-        _refuse_an_absurd_seq(tail)
-        offset, line, record = _note_to_redact(handle, tail, note_id, meta["session_id"])
-        new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
-        recovered = None
-        if tail.keep_end < tail.size or tail.needs_newline:
-            recovered = _mend_log_tail(folder)
-            tail = _LogTail(handle, os.fstat(descriptor).st_size)
-        source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-        _replace_log(folder, _rewritten_log(handle, tail.size, offset, len(line), new_line, _record_line(source)))
-    receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
-               "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
-    still = _files_that_may_hold_old_text(folder)
-    if still:
-        receipt["may_still_hold"] = still
-    return _with_recovered(receipt, recovered)
-
-
-def _files_that_may_hold_old_text(folder) -> list:
-    """Session files that redact does not rewrite and that may hold old text."""
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    return [os.path.join(folder, name) for name in names
-            if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
-
-
-def _holds_session(folder) -> bool:
-    return any(os.path.lexists(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME))
-
-
-def _session_entry(name, folder):
-    """A session as the sessions receipt lists it."""
-    entry = {"name": name, "path": folder}
-    try:
-        meta = _require_session(folder)
-        with _LogReader(folder, meta) as reader:
-            gates = _recap_history(reader)[1]
-    except (NotesError, OSError) as error:
-        entry["error"] = getattr(error, "message", None) or "cannot read it (%s)" % error.strerror
-        return entry
-    last = reader.last_record
-    statuses = [gate.status for gate in gates.values()]
-    entry.update(total=reader.total,
-                 last_note={key: last[key] for key in ("id", "type", "text")} if last else None,
-                 open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
-                 last_export=_export_lag(folder, meta["session_id"], reader.total)
-                 if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
-    if reader.problem_count:
-        entry["problems"] = reader.problem_count
-    return entry
+def _read_recap(folder, meta, limit):
+    """The Recap, from two passes over the log: history, then live notes."""
+    with _LogReader(folder, meta) as reader:
+        return _recap_of(folder, meta, limit, reader)
+
+
+@_command
+def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_DEFAULT_MAX_BYTES) -> dict:
+    """The state of the idea within max_bytes; with format="md", the receipt holds it as markdown text."""
+    _check_choice("format", format, ("json", "md"))
+    limit = _check_limit(limit)
+    if max_bytes < 1:
+        raise NotesError("--max-bytes must be 1 or more")
+    folder = _resolve_folder(self.folder, self.session)
+    meta = _require_session(folder)
+    fitted = _read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
+    return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
 
 # check: an artifact read against the live state of the log, the Session.check method's parts.
@@ -4820,6 +3814,11 @@ def _check_leads(lines, passages) -> list:
     return leads
 
 
+def _check_short(text) -> str:
+    text = " ".join(_visible(_one_line(text)).split())
+    return text if len(text) <= _CHECK_EXCERPT else text[:_CHECK_EXCERPT - 3] + "..."
+
+
 class _CheckedArtifact:
     """An artifact's passages: their lines' stems, the lines that head each, and which passages hold a stem."""
 
@@ -4867,11 +3866,6 @@ class _CheckedArtifact:
         return {"kind": kind, "line": None if number is None else number + 1, "note": note and note["id"],
                 "note_text": note and _check_short(note["text"]),
                 "excerpt": None if number is None else _check_short(self.lines[number]), "confidence": confidence}
-
-
-def _check_short(text) -> str:
-    text = " ".join(_visible(_one_line(text)).split())
-    return text if len(text) <= _CHECK_EXCERPT else text[:_CHECK_EXCERPT - 3] + "..."
 
 
 def _check_residue(artifact, find) -> list:
@@ -5025,6 +4019,1040 @@ def _check_artifact(folder, meta, file) -> dict:
     if len(findings) > len(receipt["findings"]):
         receipt["not_listed"] = len(findings) - len(receipt["findings"])
     return receipt
+
+
+@_command
+def _check(self, *, file) -> dict:
+    """Read an artifact file inside the session folder against the live log; list what it gets wrong.
+
+    Findings are to look at: nothing is written or refused. file is relative to the session folder."""
+    folder = _resolve_folder(self.folder)
+    return _check_artifact(folder, _require_session(folder), file)
+
+
+# --------------------------------------------------------------------------
+# Export and restore: the whole session written to one file, and brought back from one
+
+def _gates_phrase(gates) -> str:
+    """The open and deferred gates counted for the operator; "" when none."""
+    parts = []
+    for status in ("open", "deferred"):
+        number = sum(1 for gate in gates.values() if gate.status == status)
+        if number:
+            parts.append("%s %s" % (_counted(number, "question"), "still open" if status == "open" else "deferred"))
+    return " and ".join(parts)
+
+
+def _earlier_export(path, opener=None):
+    """(session id, note count) from the head of an export at path, or None; opener(path) opens it."""
+    opener = opener or _open_regular_file
+    head, _ = _read_export_head(path, opener)
+    if head is not None:
+        session, count = head.get("session"), head["record_count"]
+        return (session.get("session_id") if isinstance(session, dict) else None,
+                count if isinstance(count, int) and not isinstance(count, bool) else None)
+    try:
+        with open(opener(path), "rb") as handle:
+            top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
+    except (NotesError, OSError):  # nothing was downloaded from there
+        return None
+    found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(", top)
+    return (found.group(1), int(found.group(2))) if found else None
+
+
+def _session_host(folder, over_mcp=False) -> str:
+    """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
+    chosen = os.environ.get(_HOST_VARIABLE)
+    if chosen is not None:
+        if chosen not in _HOSTS:  # never echoed: a variable may hold anything
+            raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was "
+                             "changed" % (_HOST_VARIABLE, ", ".join(_HOSTS)))
+        return chosen
+    if over_mcp:
+        return "mcp"
+    for host, root in _HOST_DOWNLOAD_FOLDERS.items():
+        if folder == root or folder.startswith(root + "/"):
+            return host
+    return "local"
+
+
+def _export_keep(host, path) -> dict:
+    """export's keep: the file the operator keeps, and how, in the host's words."""
+    shown = _visible(path, True)
+    how = {"mcp": "Saved at this path on the computer that runs the MCP server.",
+           "local": "Saved at this path on this computer.",
+           "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host)
+    if host == "chatgpt":
+        path = "sandbox:" + path
+    elif how is None:
+        how = "Claude.ai offers its outputs folder (%s) for download: this is %s in %s." % (
+            _HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown))
+    return {"file": path, "host": host, "how": how}
+
+
+def _download_sentence(host, output, count, markdown) -> str | None:
+    """The download the host asks of the operator; None where there is none."""
+    if host not in _HOST_DOWNLOAD_FOLDERS:
+        return None
+    return "Download %s (%s) from %s and keep it%s" % (
+        _visible(os.path.basename(output), True), _counted(count, "note"),
+        "its link in the chat" if host == "chatgpt" else "the outputs folder",
+        "" if markdown else ": it brings the session back in a new conversation")
+
+
+def _gates_open_after_delivery(by_type, reader) -> str:
+    """The open and deferred gates counted when a delivery leaves a gate open, else ""."""
+    if not (by_type["gate"] and by_type["artifact"]):
+        return ""  # no delivery with gates possible: skip the passes
+    seen = _SynthesisSeen((), 0)
+    for record in reader.records():
+        seen.meet(record)
+    if seen.delivery is None:
+        return ""
+    gates = _recap_history(reader)[1]
+    return _gates_phrase(gates) if any(gate.status == "open" for gate in gates.values()) else ""
+
+
+def _export_tell_operator(download, earlier, session_id, count, by_type, reader):
+    """The operator's part, if any: the download, what a replaced copy held, gates a delivery left open."""
+    gates_left = _gates_open_after_delivery(by_type, reader)
+    if download is None:
+        return "The artifact delivered last leaves %s." % gates_left if gates_left else None
+    parts = [download]
+    if earlier is not None and earlier != (session_id, count):
+        parts.append("the copy it replaced held %s" % (
+            "another session" if earlier[0] != session_id else
+            _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
+    if gates_left:
+        parts.append("the artifact delivered last leaves %s" % gates_left)
+    return "; ".join(parts) + "."
+
+
+def _starts_as_export(descriptor, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
+    """Whether the open file begins as an export of this tool (or v0) does; read from its start."""
+    head = os.pread(descriptor, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread") else os.read(
+        descriptor, len(_EXPORT_JSON_START))
+    return head.startswith(starts)
+
+
+def _is_earlier_export(path, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
+    """Whether the file at path starts as an export does."""
+    try:
+        descriptor = _open_regular_file(path)
+    except (OSError, NotesError):
+        return False
+    with open(descriptor, "rb") as handle:
+        return _starts_as_export(handle.fileno(), starts)
+
+
+def _same_file(path, other):
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
+
+
+def _check_export_output(folder, output):
+    """Refuse an --output that is a folder, a special file, or a session file."""
+    if os.path.isdir(output):
+        raise NotesError("--output %s is a folder; give a file path, such as %s"
+                         % (output, os.path.join(output, _EXPORT_NAME)))
+    if os.path.isfile(os.path.dirname(output)):
+        raise NotesError("--output %s is inside a file, not a folder" % output)
+    # The same file by name or by inode (a link).
+    real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
+    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
+        if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name)):
+            raise NotesError(
+                "--output %s is the session's own %s; an export never writes over a session file. "
+                "Choose another path, such as %s" % (output, name, os.path.join(folder, _EXPORT_NAME)))
+    if os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
+        raise NotesError("--output %s is a side file of the session, holding bytes set aside from its "
+                         "log; choose another path" % output)
+    try:
+        mode = os.lstat(output).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
+        raise _special_file_error(output, mode)
+    # Anything else there is the user's: a mistyped or injected path must not cost it.
+    if stat.S_ISREG(mode) and not _is_earlier_export(output):
+        raise NotesError(
+            "--output %s exists and is not an export of this tool; an export replaces only an earlier "
+            "export. Choose another --output, or remove that file first" % output)
+
+
+def _json_export(reader, meta, count):
+    """Yield the export as pretty_json(export) would print it, record by record."""
+    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta,
+            "record_count": count}
+    # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
+    yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
+    written = 0
+    for record in reader.records():
+        if written == count:
+            break
+        # JSON strings hold no raw newline: every newline is layout.
+        text = _pretty_json(record).replace("\n", "\n    ")
+        yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
+        written += 1
+    yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
+
+
+def _markdown_record(record, reopened):
+    """One record of the audit document, as lines; its text cannot forge the document's structure."""
+    labels = []
+    if "effect" in record:
+        first, *rest = _markdown_split(record["effect"])
+        labels += (["- Effect: " + _visible(_markdown_inline(first))]
+                   + ["      " + _visible(_markdown_inline(line)) for line in rest])
+    # Checked values: nothing to escape.
+    for key in ("ref", "status", "provenance", "evidence"):
+        if key in record:
+            labels.append("- %s: %s" % (key.capitalize(), record[key]))
+    if record["type"] == "discard" and record["id"] in reopened:
+        labels.append("- Reopened by: %s" % reopened[record["id"]])
+    return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
+            + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
+            + (labels + [""] if labels else []))
+
+
+def _markdown_export(reader, meta, count, figures, problem_count, warnings, reopened):
+    """Yield the audit document; the figures (by type, first and last ts) and reopened come from first passes."""
+    by_type, first_ts, last_ts = figures
+    created = meta.get("created_at")
+    lines = [
+        "# Shaping session %s" % _visible(meta["session_id"], True),
+        "",
+        "- Created: %s" % (_visible(created, True) if isinstance(created, str) else "unknown"),
+        "- Exported: %s" % _utc_now(),
+        "- Notes: %d (%s to %s)" % (count, first_ts or "none", last_ts or "none"),
+        "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
+        "- Verify: %s" % ("clean" if problem_count == 0 else "%d problems" % problem_count),
+    ]
+    lines.extend("  - %s" % message for message in warnings)
+    lines += ["", "## Notes", ""]
+    yield ("\n".join(lines) + "\n").encode("utf-8")
+    written = 0
+    for record in reader.records():
+        if written == count:
+            break
+        written += 1
+        yield ("\n".join(_markdown_record(record, reopened)) + "\n").encode("utf-8")
+
+
+def _restorable_size(chunks, folder):
+    """Pass chunks on, refusing once they pass EXPORT_SIZE_LIMIT: restore would refuse the file."""
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > _EXPORT_SIZE_LIMIT:
+            raise NotesError(
+                "the export would be over %d MiB, the most restore reads, so no export was written (an earlier "
+                "one stays as it was). The session itself is whole: to carry it elsewhere, copy %s and %s from "
+                "%s together; export --format md still writes a readable copy"
+                % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
+        yield chunk
+
+
+def _export_session(folder, meta, markdown, earlier, write, host):
+    """Export's passes over the log; write(chunks) writes the file and returns its path."""
+    # Every pass reads the same bytes (LogReader): the size is fixed before
+    # the first one, so notes appended meanwhile wait for the next export.
+    with _LogReader(folder, meta) as reader:
+        by_type, first_ts, last_ts = _count_by_type(reader)
+        count = reader.total
+        warnings = reader.warnings()
+        if markdown:
+            chunks = _markdown_export(reader, meta, count, (by_type, first_ts, last_ts),
+                                      reader.problem_count, warnings, _recap_history(reader)[3])
+        else:
+            chunks = _restorable_size(_json_export(reader, meta, count), folder)
+        output = write(chunks)
+        receipt = {"ok": True, "command": "export", "record_count": count, "path": output,
+                   "keep": _export_keep(host, output)}
+        news = _export_tell_operator(_download_sentence(host, output, count, markdown), earlier,
+                                     meta["session_id"], count, by_type, reader)
+    if news:
+        receipt["tell_operator"] = news
+    return _with_warnings(receipt, warnings)
+
+
+@_command
+def _export(self, *, output=None, format="json") -> dict:
+    """Write the whole session to one file: JSON or, with format="md", an audit document.
+
+    output may replace an earlier export, never any other file."""
+    _check_choice("format", format, ("json", "md"))
+    folder = _resolve_folder(self.folder, self.session)
+    meta = _require_session(folder)
+    _check_meta_session_id(folder, meta)
+    host = _session_host(folder, self._over_mcp)
+    markdown = format == "md"
+    _check_path_text("--output", output)
+    if output:
+        output = os.path.abspath(os.path.expanduser(output))
+    else:
+        output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
+    _check_export_output(folder, output)
+    earlier = _earlier_export(output)
+
+    def write(chunks):
+        # A place that cannot take the file is a refusal; a failure while writing
+        # it (a full disk, say) is an unexpected error, as it is for append.
+        refusal = "cannot write %s (%s); choose another --output"
+        try:
+            os.makedirs(os.path.dirname(output), exist_ok=True)
+        except OSError as error:
+            raise NotesError(refusal % (output, error.strerror)) from None
+        _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
+        return output
+    return _export_session(folder, meta, markdown, earlier, write, host)
+
+
+class _ExportShapeError(ValueError):
+    """Why an export cannot be a session log (the reason names no value it holds)."""
+
+
+# More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
+_EXPORT_OBJECT_LIMIT = 250000
+
+
+def _export_decoder():
+    """A decoder for one export: one value per key, and at most _EXPORT_OBJECT_LIMIT objects."""
+    objects = []
+
+    def one_value_per_key(pairs) -> dict:
+        objects.append(None)
+        if len(objects) > _EXPORT_OBJECT_LIMIT:
+            raise _ExportShapeError("it holds more JSON objects than any session export")
+        if len({key for key, _ in pairs}) < len(pairs):
+            raise _ExportShapeError("it is not a JSON object with one value per key")
+        return dict(pairs)
+
+    return json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                            object_pairs_hook=one_value_per_key)
+
+
+def _read_export(source):
+    """(path, bytes) of the export (a path or an open binary file), a regular file within the limit."""
+    if hasattr(source, "read"):  # MCP's restore opens it by descriptor
+        path, handle = getattr(source, "name", "the export"), source
+    else:
+        path = os.path.abspath(os.path.expanduser(source))
+        try:
+            handle = open(_open_regular_file(path), "rb")
+        except FileNotFoundError:
+            raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
+        except IsADirectoryError:
+            raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
+        except OSError as error:
+            raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
+    with handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise _special_file_error(path, status.st_mode)
+        handle.seek(0)
+        data = handle.read(_EXPORT_SIZE_LIMIT + 1) if status.st_size <= _EXPORT_SIZE_LIMIT else None
+    if data is None or len(data) > _EXPORT_SIZE_LIMIT:
+        raise NotesError("%s is over %d MiB, larger than any session export; nothing was written. Pass the path "
+                         "of a session_export.json" % (path, _EXPORT_SIZE_LIMIT >> 20))
+    return path, data
+
+
+def _parse_export(data):
+    try:
+        return _export_decoder().decode(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _ExportShapeError("it is not valid UTF-8") from None
+    except _ExportShapeError:
+        raise
+    except (ValueError, RecursionError):
+        raise _ExportShapeError("it is not JSON that can be read (broken, a number too big for a float, or "
+                                "nested too deeply)") from None
+
+
+def _export_shape_problem(export) -> str | None:
+    """Why an export's head cannot be a session log, or None."""
+    if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
+        return "not JSON with schema_version %s" % _EXPORT_SCHEMA
+    session, records = export.get("session"), export.get("records")
+    if not isinstance(session, dict) or not _is_session_id(session.get("session_id")):
+        return "its session has no usable session_id"
+    if not isinstance(session.get("created_at", ""), str):
+        return "its session's created_at is not a string"
+    if not isinstance(records, list):
+        return "its records are not a list"
+    return None
+
+
+class _Export(_ProblemTally):
+    """An export read whole and checked as verify checks a log."""
+
+    def __init__(self, source, accept_damaged=False):
+        self.accept_damaged = accept_damaged
+        self.path, data = _read_export(source)
+        self.notices, self.exported_at, self.last_record = [], None, None
+        _ProblemTally.__init__(self)
+        try:
+            export = _parse_export(data)
+            reason = _export_shape_problem(export)
+            if reason:
+                raise _ExportShapeError(reason)
+            self.session, self.all = export["session"], export["records"]
+            self.check_records(self.session["session_id"], self.all)
+        except _ExportShapeError as error:
+            raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
+                             "without" % (self.path, error), _EXIT_INTEGRITY) from None
+        if _is_timestamp(export.get("exported_at")):
+            self.exported_at = export["exported_at"]
+        if export.get("record_count") != self.record_count:
+            self.problem_count += 1
+            self.problems.insert(0, _problem(None, None, "record_count", "record_count is not %d, the number "
+                                            "of records the export holds" % self.record_count))
+            del self.problems[_PROBLEMS_LISTED:]
+        if self.problem_count and not self.accept_damaged:
+            raise NotesError(
+                "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
+                "restore --accept-damaged on this one to bring back every record exactly as the export holds "
+                "it, repairing and dropping nothing, so that verify then reports the same problems"
+                % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
+
+    def check_records(self, session_id, records):
+        """Check each record as verify would: keep the first problems, count the rest."""
+        seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
+        redactions = _RedactionsSeen()
+        self.record_count = 0
+        for number, record in enumerate(records, 1):
+            if not isinstance(record, dict):
+                raise _ExportShapeError("record %d is not an object" % number)
+            kinds = _check_record(record, session_id)
+            kinds += seen.place_problems(record, kinds)
+            try:
+                line = _record_line(record) if kinds or not _FIELD_RULES.keys() >= record.keys() else b""
+            except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+                if self.accept_damaged:
+                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, or "
+                                     "text that is not valid UTF-8); nothing was written" % (self.path, number),
+                                     _EXIT_INTEGRITY) from None
+                line = b""
+            if len(line) > _LINE_LIMIT:
+                raise _ExportShapeError("it holds a value over %d characters, larger than any record" % _LINE_LIMIT)
+            self.note_line_problems(number, record, kinds)
+            if _is_usable(kinds):
+                redactions.meet(record, number)
+            self.record_count, self.last_record = number, record
+        # At the end: a batch cut short, then unexplained redactions.
+        self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
+        self.notices = _problem_messages(seen.notices, seen.notice_count)
+
+    def records(self):
+        return iter(self.all)
+
+
+def _last_note_id(record) -> str | None:
+    return record["id"] if record is not None and _is_note_id(record.get("id")) else None
+
+
+def _restore_behind_or_apart(folder, reader, common, export):
+    """The refusal of an older export, or of copies that went different ways."""
+    existing = reader.total
+    if existing > export.record_count and common == export.record_count:
+        # An older export of this log: restoring it elsewhere would fork the session.
+        return NotesError(
+            "%s already holds session %s with %s up to %s, past this export's %d up to %s: it is an older copy, so "
+            "there is nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), "
+            "and run export to bring the export up to date" % (folder, reader.session_id, _counted(existing, "note"),
+                                                               _last_note_id(reader.last_record), export.record_count,
+                                                               _last_note_id(export.last_record) or "none"))
+    only = []
+    for number, record in enumerate(reader.records(), 1):
+        if number > common and len(only) < _RECAP_DEFAULT_LIMIT:
+            only.append({key: record[key] for key in ("id", "type", "text", "effect") if key in record})
+    return NotesError(
+        "the log in %s and this export went different ways after %s in common: the folder holds %s the export "
+        "lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
+        "append the notes of only_in_folder there again" % (folder, _counted(common, "note"),
+                                                            _counted(existing - common, "note")),
+        _EXIT_USAGE, {"only_in_folder": only, "only_in_folder_count": existing - common})
+
+
+def _common_prefix(log_records, export_records):
+    """(records in the log, how many of its first ones equal the export's first ones)."""
+    count = common = 0
+    matching = True
+    for record in log_records:
+        count += 1
+        if matching:
+            matching = next(export_records, None) == record
+            common += matching
+    return count, common
+
+
+def _restore_cut_short(folder, session, export):
+    """Whether the folder holds a restore cut short: the export's first notes, no meta."""
+    log_path = os.path.join(folder, _LOG_NAME)
+    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
+        if os.path.islink(os.path.join(folder, name)):
+            return False  # refused by check_session_folder
+    descriptor, size = _open_log(log_path)
+    if descriptor is not None:
+        os.close(descriptor)
+    if _read_meta(folder) is not None or size == 0:
+        return False
+    with _LogReader(folder, {"session_id": session["session_id"]}) as reader:
+        existing, common = _common_prefix(reader.records(), export.records())
+    return reader.problem_count == 0 and common == existing
+
+
+def _notes_kept_by_restore(folder, session, export):
+    """How many export records the folder already holds (None: a fresh start); refuse anything else."""
+    if _restore_cut_short(folder, session, export):
+        return None
+    meta = _check_session_folder(folder)
+    log_path = os.path.join(folder, _LOG_NAME)
+    existing = 0
+    if meta is not None:
+        with _LogReader(folder, meta) as reader:
+            existing, common = _common_prefix(reader.records(), export.records())
+            # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
+            mendable = [entry for entry in reader.problems
+                        if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
+            if reader.problem_count > len(mendable):
+                raise NotesError(
+                    "the log in %s has problems (run verify); restore only adds to a healthy log, "
+                    "nothing was changed" % folder)
+            if existing and meta["session_id"] == session["session_id"] and common != existing:
+                raise _restore_behind_or_apart(folder, reader, common, export)
+    if meta is None or not existing:
+        if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
+            raise NotesError(
+                "%s holds lines that are not notes of a session; move it aside first" % log_path)
+        return None
+    if meta["session_id"] != session["session_id"]:
+        raise NotesError(
+            "%s holds another session (%s) with notes; nothing was changed. Restore into an "
+            "empty --dir instead" % (folder, meta["session_id"]))
+    return existing
+
+
+def _write_restored_session(folder, session, records):
+    """Write the log, then the meta last: a restore cut short leaves no session to fork."""
+    meta = _read_meta(folder)
+    if meta is not None and meta["session_id"] != session["session_id"]:
+        # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
+        os.unlink(os.path.join(folder, _META_NAME))
+        _fsync_folder(folder)
+    # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
+    _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, records))])
+    _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
+
+
+def _log_bytes_then(log_path, more):
+    """Yield the log's bytes, then more's: a fast-forward's new log."""
+    descriptor, size = _open_log(log_path)
+    if descriptor is not None:
+        with open(descriptor, "rb") as handle:
+            while size > 0:
+                block = handle.read(min(_BACKWARD_BLOCK, size))
+                if not block:
+                    raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
+                yield block
+                size -= len(block)
+    yield from more
+
+
+def _mend_log_tail(folder):
+    """Under the lock: mend the end of the log a crash left, as append does."""
+    descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
+    try:
+        with open(descriptor, "rb", closefd=False) as handle:
+            tail = _LogTail(handle, os.fstat(descriptor).st_size)
+        return _recover_tail(folder, descriptor, tail)
+    finally:
+        os.close(descriptor)
+
+
+def _restore_export(folder, export):
+    """Bring the checked export into folder, whole or the notes it lacks: (restored, recovered)."""
+    session, log_path = export.session, os.path.join(folder, _LOG_NAME)
+    # Refused before the lock too, leaving the folder untouched; the check under it counts.
+    _notes_kept_by_restore(folder, session, export)
+    with _SessionLock(folder):
+        kept = _notes_kept_by_restore(folder, session, export)
+        if kept is None:
+            _write_restored_session(folder, session, export.records())
+            return export.record_count, None
+        recovered = _mend_log_tail(folder)
+        if kept < export.record_count:
+            # Crash window: before the rename the log is as it was; after it, it holds the rest too.
+            _replace_log(folder, _log_bytes_then(log_path, map(_record_line, export.all[kept:])))
+    return export.record_count - kept, recovered
+
+
+def _restored_export(export) -> dict:
+    """restore's export key; the last note's text only when that note verifies."""
+    last, note = export.last_record, None
+    if last is not None:
+        sound = not _check_record(last, export.session["session_id"])  # never echo a secret or damage
+        note = {"id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
+                "text": last["text"] if sound else None}
+    return {"file": export.path, "exported_at": export.exported_at, "last_note": note}
+
+
+def _file_to_keep(host, folder, export_path) -> str:
+    """Which file to keep from now on, in the host's words (as export's keep)."""
+    kept = os.path.join(folder, _EXPORT_NAME)
+    shown = _visible(kept, True)
+    if host in _HOST_DOWNLOAD_FOLDERS:
+        return "from now on keep the %s that export %s" % (_EXPORT_NAME, "links in the chat (sandbox:%s)" % shown
+                                                           if host == "chatgpt" else "writes in the outputs folder "
+                                                           "(%s)" % shown)
+    if _same_file(kept, export_path) or kept == export_path:
+        return "keep %s from now on: export writes it" % shown
+    return ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
+            % (shown, _visible(export_path, True)))
+
+
+def _restore_tell_operator(host, folder, export, gates) -> str:
+    """What came back, gates left, how to tell a later export, which file to keep."""
+    sentence = "The session is back with %s" % _counted(export.record_count, "note")
+    if export.problem_count:
+        sentence += ", with %s kept as the export held them (verify lists them)" % _counted(
+            export.problem_count, "problem")
+    sentence += "; " + (_gates_phrase(gates) or "no gate is open or deferred")
+    stamp = export.exported_at
+    sentence += ("; this export was written at %s %s UTC: one downloaded later holds more notes" % (
+        stamp[:10], stamp[11:16]) if stamp else "; this export has no time: one with more notes is later")
+    return sentence + ", so restore that one instead if you have it; " + _file_to_keep(host, folder, export.path) + "."
+
+
+def _exports_in_folder(folder) -> list:
+    """The files in folder that begin as our JSON export, by name; refuse too many."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as error:
+        raise NotesError("cannot read %s (%s); pass the export's path: restore PATH" % (folder, error.strerror))
+    found = []
+    for entry in entries:
+        # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
+        if (entry.name[0] != "." and entry.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
+                and entry.is_file(follow_symlinks=False) and _is_earlier_export(entry.path, (_EXPORT_JSON_START,))):
+            found.append(entry.path)
+        if len(found) > _RESTORE_CANDIDATES_LIMIT:
+            raise NotesError("%s holds more than %d exports, more than restore compares; nothing was changed. "
+                             "Pass the one to restore: restore PATH" % (folder, _RESTORE_CANDIDATES_LIMIT))
+    return found
+
+
+def _is_earlier_part(shorter, longer) -> bool:
+    records = longer.records()
+    return shorter.session["session_id"] == longer.session["session_id"] and all(
+        next(records, None) == record for record in shorter.records())
+
+
+def _exports_apart(folder, exports):
+    listed = [{"file": os.path.basename(export.path), "session_id": export.session["session_id"],
+               "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
+               "exported_at": export.exported_at} for export in exports]
+    return NotesError("%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, "
+                      "or copies that went different ways; nothing was changed. Pass the one to restore: %s --dir "
+                      "%s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
+                      {"exports": listed})
+
+
+def _export_in_folder(folder, accept_damaged) -> tuple:
+    """(the longest export in the folder, the others' names); refuse unless they are earlier parts of it."""
+    paths = _exports_in_folder(folder)
+    if not paths:
+        raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
+                         "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
+    exports = [_Export(path, accept_damaged) for path in paths]
+    longest = max(exports, key=lambda export: (export.record_count, os.path.basename(export.path) == _EXPORT_NAME))
+    others = [export for export in exports if export is not longest]
+    if not all(_is_earlier_part(export, longest) for export in others):
+        raise _exports_apart(folder, exports)
+    return longest, [os.path.basename(export.path) for export in others]
+
+
+@_command
+def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
+    """Bring a session back into the folder from an export (ours or v0's), a path or an open binary file;
+    by default, the one in the folder."""
+    folder = _resolve_folder(self.folder, self.session)
+    host = _session_host(folder, self._over_mcp)
+    if export_file is None:
+        export, passed_over = _export_in_folder(folder, accept_damaged)
+    else:
+        if not hasattr(export_file, "read"):
+            _check_path_text("the export file's path", export_file)
+        export, passed_over = _Export(export_file, accept_damaged), []
+    restored, recovered = _restore_export(folder, export)
+    receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
+               "record_count": export.record_count, "restored": restored,
+               "path": os.path.join(folder, _LOG_NAME), "export": _restored_export(export)}
+    if passed_over:
+        receipt["passed_over"] = passed_over
+    with _LogReader(folder, _read_meta(folder)) as reader:
+        gates = _recap_history(reader)[1]
+    receipt["tell_operator"] = _restore_tell_operator(host, folder, export, gates)
+    _with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices)
+    return _with_recovered(receipt, recovered)
+
+
+# --------------------------------------------------------------------------
+# Batches: append, one signal or several (--batch) checked, linked and written together or not at all
+
+def _with_created(receipt, created):
+    """Say created when this command started the session."""
+    if created:
+        receipt["created"] = True
+    return receipt
+
+
+def _no_such_note(name, note_id, find):
+    if getattr(find, "empty", False):
+        return NotesError("--%s %s names no note: this session folder holds no notes yet (a new session, or "
+                          "one whose files are gone); nothing was written" % (name, note_id))
+    return NotesError("--%s %s names no note in this session; check the id with tail or recap" % (name, note_id))
+
+
+def _check_links(signal, find):
+    """Refuse a link naming no note of the right kind, or a forbidden supersede."""
+    for name in ("ref", "about", "by"):
+        if signal[name] is None:
+            continue
+        target = find(signal[name])
+        if target is None:
+            raise _no_such_note(name, signal[name], find)
+        kind = _link_rule_broken(name, signal["type"], target.get("type"),
+                                 target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
+        if kind:
+            raise NotesError(_LINK_RULES[kind][1] % {"id": signal[name], "type": target.get("type"),
+                                                     "provenance": target.get("provenance")})
+
+
+def _refuse_a_long_batch(count):
+    if count > _BATCH_LINE_LIMIT:
+        raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
+                         % (count, _BATCH_LINE_LIMIT))
+
+
+def _earlier_line(name, value, number) -> str:
+    """The link "@K"; refused unless K (from 1) names an earlier line."""
+    digits = value[1:]
+    if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
+        raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and only "
+                         "a line before this one" % name)
+    return "@%d" % int(digits)
+
+
+def _clean_batch_line(number, entry) -> dict:
+    """One line of a batch as a signal, without ever echoing a value of it."""
+    if not isinstance(entry, dict):
+        raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
+                         % ", ".join(_SIGNAL_FIELDS))
+    if any(key not in _SIGNAL_FIELDS for key in entry):  # the key is not echoed either
+        raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
+                         "without dashes)" % ", ".join(_SIGNAL_FIELDS))
+    values = {name: entry.get(name) for name in _SIGNAL_FIELDS}
+    for name, value in values.items():
+        if value is not None and not isinstance(value, str):
+            raise NotesError("%s is not a string" % name)
+    places = {}
+    for name in _BATCH_LINK_FIELDS:
+        value = values[name].strip() if values[name] is not None else None
+        if value is not None and value.startswith("@"):
+            places[name] = _earlier_line(name, value, number)
+            values[name] = _note_id_for(1)  # a stand-in for clean_signal
+        elif value is not None and not _is_note_id(value):
+            raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
+                             "this batch" % name)
+    signal = _clean_signal(*values.values())
+    signal.update(places)
+    return signal
+
+
+def _clean_batch(entries, flags_given) -> list:
+    """Every line of a batch as a signal, "@K" links kept."""
+    if flags_given:
+        raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
+                         % ", ".join("--" + name for name in flags_given))
+    if not isinstance(entries, list):
+        raise NotesError("batch must be a list of signals, each a dict keyed as append's arguments")
+    if not entries:
+        raise NotesError("--batch got no signal; send one JSON object a line, such as {\"type\": "
+                         "\"decision\", \"text\": \"...\"}", help_for="append")
+    _refuse_a_long_batch(len(entries))
+    signals = []
+    for number, entry in enumerate(entries, 1):
+        try:
+            signals.append(_clean_batch_line(number, entry))
+        except NotesError as error:
+            raise NotesError("line %d: %s" % (number, error.message), help_for=error.help_for) from None
+    return signals
+
+
+def _check_batch_links(log_path, signals, batch):
+    """append's link checks on every signal; in a batch, "@K" names line K."""
+    with _NotesById(log_path) as in_log:
+        def find(note_id):
+            if note_id.startswith("@"):
+                earlier = signals[int(note_id[1:]) - 1]
+                return {name: value for name, value in earlier.items() if value is not None}
+            return in_log(note_id)
+        for number, signal in enumerate(signals, 1):
+            try:
+                _check_links(signal, find if batch else in_log)
+            except NotesError as error:
+                if not batch:
+                    raise
+                raise NotesError("line %d: %s" % (number, error.message)) from None
+
+
+def _gate_root(record, lookup):
+    """The id of the gate a gate note belongs to; a loop (damage) ends the walk."""
+    visited = set()
+    while isinstance(record.get("ref"), str) and record["ref"] not in visited:
+        visited.add(record["ref"])
+        target = lookup(record["ref"])
+        if target is None or target.get("type") != "gate":
+            return record["ref"]
+        record = target
+    return record["id"] if "ref" not in record else record["ref"]
+
+
+def _still_the_latest_word(record, later, in_log):
+    """Whether no later record (newest first) superseded this one or changed its gate."""
+    if record["type"] != "gate":
+        return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
+    updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
+    if not updates:
+        return True
+    window = {other.get("id"): other for other in later}
+
+    def lookup(note_id):
+        return window.get(note_id) or in_log(note_id)
+    gate = _gate_root(record, lookup)
+    return not any(_gate_root(update, lookup) == gate for update in updates)
+
+
+def _resolved_links(signal, ids) -> dict:
+    """The signal with each "@K" link replaced by ids[K - 1]."""
+    return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
+            and value.startswith("@") else value for name, value in signal.items()}
+
+
+def _find_duplicate(tail, signals, session_id, log_path, batch):
+    """The intact records of an earlier append this one repeats (a batch line for line), or None."""
+    count = len(signals)
+    for place in range(len(tail.recent) - count + 1):
+        earlier = tail.recent[place:place + count][::-1]
+        ids = [other.get("id") for other in earlier]
+        if not all((not batch or other.get("batch") == "%d/%d" % (line, count)) and not _check_record(other, session_id)
+                   and all(other.get(name) == value for name, value in _resolved_links(signal, ids).items())
+                   for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
+            continue
+        later = tail.recent[:place]  # newest first
+        with _NotesById(log_path) as in_log:
+            return earlier if all(_still_the_latest_word(other, later, in_log) for other in earlier) else None
+    return None
+
+
+def _batch_records(session_id, highest_seq, signals, batch) -> list:
+    """The batch's records, numbered after highest_seq, "@K" resolved, one timestamp for all."""
+    count, timestamp = len(signals), _utc_now()
+    ids = [_note_id_for(highest_seq + place) for place in range(1, count + 1)]
+    return [_build_record(session_id, highest_seq + place, *_resolved_links(signal, ids).values(),
+                         timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
+            for place, signal in enumerate(signals, 1)]
+
+
+def _append_batch(folder, meta, signals, batch):
+    """Under the lock: write the signals (one note, or a batch) with one write and one fsync."""
+    log_path = os.path.join(folder, _LOG_NAME)
+
+    def store(descriptor, tail):
+        earlier = _find_duplicate(tail, signals, meta["session_id"], log_path, batch)
+        if earlier is not None:
+            return earlier, True
+        records = _batch_records(meta["session_id"], tail.highest_seq, signals, batch)
+        # Crash window: a kill mid-write leaves lines 1/N to K/N, a torn tail to readers,
+        # which the next append or restore sets aside: the batch is all in the log or none.
+        _append_line(descriptor, b"".join(map(_record_line, records)))
+        return records, False
+    # The window holds an earlier batch whole.
+    (records, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
+    receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
+               "path": log_path}
+    if batch:
+        receipt["note_ids"] = [record["id"] for record in records]
+    if duplicate:
+        receipt["duplicate"] = True  # a retry: nothing new was written
+    return _with_recovered(receipt, recovered)
+
+
+@_command
+def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, provenance=None,
+           evidence=None, about=None, by=None, batch=None) -> dict:
+    """Append one memory signal; the receipt names its note (or the earlier one a retry repeats).
+
+    batch: a list of signals (dicts of these keywords; "@K" names the K-th), all written or none."""
+    if batch is not None:
+        given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
+                                                             evidence, about, by)) if value is not None]
+        signals = _clean_batch(batch, given)
+    else:
+        signals = [_clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)]
+    folder = _resolve_folder(self.folder, self.session)
+    _check_session_folder(folder)
+    # The log only grows, so a note found now is still there under the lock.
+    _check_batch_links(os.path.join(folder, _LOG_NAME), signals, batch is not None)
+    with _SessionLock(folder):
+        meta, created = _open_session_for_writing(folder)
+        return _with_created(_append_batch(folder, meta, signals, batch is not None), created)
+
+
+# --------------------------------------------------------------------------
+# Redaction: the one audited rewrite of a complete line (SPEC section 5)
+
+# Problems a note may have and still be redacted: those of its text and effect, which the placeholder ends.
+_REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
+
+
+def _redact_reason(reason) -> str:
+    """The reason, checked as append checks a text (it goes into the source note)."""
+    if reason is None or not reason.strip():
+        raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
+                         "--reason 'It held a private phone number.'", help_for="redact")
+    return _clean_field("reason", reason, _REDACT_REASON_LIMIT)
+
+
+def _redaction_after(handle, size, note_id, seq):
+    """The id of a source note after seq that records the redaction of note_id, or None."""
+    for _, line in _read_lines_backward(handle, size):
+        value = _parse_line(line)[0] if line else None
+        if value is None:
+            continue
+        if _is_seq(value.get("seq")) and value["seq"] <= seq:
+            return None
+        if _is_redaction_note(value, note_id) and _is_usable(_check_record(value, None)):
+            return value["id"]
+    return None
+
+
+def _torn_lines_name(handle, tail, note_id) -> bool:
+    """Whether a line from tail.keep_end on (an incomplete batch, a cut-off line) names note_id."""
+    needle = ('"id":"%s"' % note_id).encode("ascii")
+    for offset, line in _read_lines_backward(handle, tail.size):
+        if offset < tail.keep_end:
+            return False
+        if line and needle in line:
+            return True
+    return False
+
+
+def _note_to_redact(handle, tail, note_id, session_id):
+    """(offset, line, record) of the note to redact; refuse what redact cannot explain: a line readers do not
+    count as a note, a record that does not verify (damage stays for verify to report), a redaction."""
+    found = _find_note_line(handle, tail.keep_end, note_id)
+    if found is None and _torn_lines_name(handle, tail, note_id):
+        raise NotesError(
+            "%s is in the last lines of the log, which a crash cut short (an incomplete batch or a cut-off line): "
+            "readers do not count them as notes, so there is no note to redact; nothing was changed. The next "
+            "append moves those lines to a side file (%s*): delete that file to remove their text" % (
+                note_id, _TORN_PREFIX))
+    if found is None:
+        raise NotesError("%s names no note in this session that can be read; check the id with tail or "
+                         "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
+    record = found[2]
+    damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
+    if damage:
+        raise NotesError(
+            "%s does not verify (%s): it was changed after it was written, or damaged, and redact leaves damage "
+            "as it is, for verify to keep reporting; nothing was changed. Run verify, and restore the session "
+            "from an intact export into a new --dir" % (note_id, ", ".join(damage)))
+    if _is_redaction_note(record):
+        raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
+                         "was changed" % note_id)
+    if _is_redacted(record):
+        earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"])
+        if earlier is not None:
+            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+    return found
+
+
+def _rewritten_log(handle, size, offset, old_length, new_line, last_line):
+    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced by
+    new_line, then last_line."""
+    for start, end in ((0, offset), (offset + old_length, size)):
+        handle.seek(start)
+        left = end - start
+        while left > 0:
+            block = handle.read(min(_BACKWARD_BLOCK, left))
+            if not block:
+                raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
+            yield block
+            left -= len(block)
+        yield new_line if start == 0 else last_line
+
+
+def _files_that_may_hold_old_text(folder) -> list:
+    """Session files that redact does not rewrite and that may hold old text."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [os.path.join(folder, name) for name in names
+            if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
+
+
+def _redact_note(folder, meta, note_id, reason) -> dict:
+    """Under the lock: one rewrite holding the placeholder and, at the end, the source note that says why."""
+    # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
+    log_path = os.path.join(folder, _LOG_NAME)
+    signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
+                          None, note_id, None)
+    descriptor = _open_log(log_path)[0]
+    if descriptor is None:
+        raise NotesError("redact %s: this session has no notes yet" % note_id)
+    with open(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
+        _refuse_a_protected_log(folder, descriptor)
+        tail = _LogTail(handle, status.st_size)
+        _refuse_an_absurd_seq(tail)
+        offset, line, record = _note_to_redact(handle, tail, note_id, meta["session_id"])
+        new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
+        recovered = None
+        if tail.keep_end < tail.size or tail.needs_newline:
+            recovered = _mend_log_tail(folder)
+            tail = _LogTail(handle, os.fstat(descriptor).st_size)
+        source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
+        _replace_log(folder, _rewritten_log(handle, tail.size, offset, len(line), new_line, _record_line(source)))
+    receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
+               "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
+    still = _files_that_may_hold_old_text(folder)
+    if still:
+        receipt["may_still_hold"] = still
+    return _with_recovered(receipt, recovered)
+
+
+@_command
+def _redact(self, *, note_id, reason) -> dict:
+    """Replace one note's text and effect with the placeholder; a source note records why.
+
+    The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
+    note_id = _command_note_id("redact", note_id)
+    reason = _redact_reason(reason)
+    folder = _resolve_folder(self.folder, self.session)
+    _require_session(folder)
+    _check_session_folder(folder)
+    with _SessionLock(folder):
+        meta = _open_session_for_writing(folder)[0]
+        return _redact_note(folder, meta, note_id, reason)
 
 
 # --------------------------------------------------------------------------
