@@ -1823,6 +1823,18 @@ def _write_all(descriptor, data):
         view = view[written:]
 
 
+def _log_blocks(handle, start, end):
+    """Yield the bytes from start to end of an open log, a block at a time."""
+    handle.seek(start)
+    left = end - start
+    while left > 0:
+        block = handle.read(min(_BACKWARD_BLOCK, left))
+        if not block:
+            raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
+        yield block
+        left -= len(block)
+
+
 def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
     """Replace path with the bytes of chunks: a crash leaves the old file or the new."""
     if os.path.islink(path):
@@ -4553,12 +4565,7 @@ def _log_bytes_then(log_path, more):
     descriptor, size = _open_log(log_path)
     if descriptor is not None:
         with open(descriptor, "rb") as handle:
-            while size > 0:
-                block = handle.read(min(_BACKWARD_BLOCK, size))
-                if not block:
-                    raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
-                yield block
-                size -= len(block)
+            yield from _log_blocks(handle, 0, size)
     yield from more
 
 
@@ -4988,14 +4995,7 @@ def _rewritten_log(handle, size, offset, old_length, new_line, last_line):
     """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced by
     new_line, then last_line."""
     for start, end in ((0, offset), (offset + old_length, size)):
-        handle.seek(start)
-        left = end - start
-        while left > 0:
-            block = handle.read(min(_BACKWARD_BLOCK, left))
-            if not block:
-                raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
-            yield block
-            left -= len(block)
+        yield from _log_blocks(handle, start, end)
         yield new_line if start == 0 else last_line
 
 
