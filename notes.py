@@ -2044,14 +2044,19 @@ def _walk_inside(folder, parts, make_folder=None):
     return descriptor
 
 
+def _resolved_inside(path, folder, what, way_out):
+    """path resolved, refused when it leads out of folder: the check where no dir_fd walk is possible."""
+    resolved = os.path.realpath(path)
+    if not resolved.startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
+        raise NotesError("%s passes through a link that leads out%s" % (what, way_out))
+    return resolved
+
+
 def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
     """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere."""
     parts = _inside_parts(relative, what, way_out)
     if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
-        path = os.path.realpath(os.path.join(folder, *parts))
-        if not path.startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
-            raise NotesError("%s passes through a link that leads out%s" % (what, way_out))
-        return _open_regular_file(path)
+        return _open_regular_file(_resolved_inside(os.path.join(folder, *parts), folder, what, way_out))
     try:
         parent = _walk_inside(folder, parts)
         try:
@@ -5654,25 +5659,21 @@ def _mcp_value(command, option, item):
     raise NotesError("argument %s: %s" % (option.flag, message), help_for=command)
 
 
+_MCP_EXPORT_REFUSAL = "export over MCP writes only inside the session folder: output"
+
+
+def _mcp_export_way_out(folder):
+    return ("; give a file name inside the session folder, such as %s (it is written to %s)"
+            % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
+
+
 def _mcp_export_path(folder, output):
-    """The file inside the session folder that export's output names; any way out of the folder is refused."""
-    way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
-               % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
-    if os.path.isabs(output) or output.startswith("~") or os.path.splitdrive(output)[0]:
-        raise NotesError("export over MCP writes only inside the session folder: output is an absolute "
-                         "path" + way_out)
-    if ".." in output.replace("\\", "/").split("/"):
-        raise NotesError("export over MCP writes only inside the session folder: output climbs out "
-                         "with .." + way_out)
-    path = os.path.join(folder, output)
-    real_folder = os.path.realpath(folder)
-    real_parent = os.path.realpath(os.path.dirname(path))
-    if real_parent != real_folder and not real_parent.startswith(real_folder.rstrip(os.sep) + os.sep):
-        raise NotesError("export over MCP writes only inside the session folder: output passes through "
-                         "a link that leads out of it" + way_out)
+    """Where no dir_fd walk is possible: the file inside the session folder that export's output names."""
+    way_out = _mcp_export_way_out(folder)
+    path = os.path.join(folder, *_inside_parts(output, _MCP_EXPORT_REFUSAL, way_out))
+    _resolved_inside(path, folder, _MCP_EXPORT_REFUSAL, way_out)
     if os.path.islink(path):
-        raise NotesError("export over MCP writes only inside the session folder: output is a link"
-                         + way_out)
+        raise NotesError("%s is a link%s" % (_MCP_EXPORT_REFUSAL, way_out))
     return path
 
 
@@ -5691,9 +5692,7 @@ def _mcp_export(session, output, format):
     _check_meta_session_id(folder, meta)
     host = _session_host(folder, True)
     relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
-    what = "export over MCP writes only inside the session folder: output"
-    way_out = ("; give a file name inside the session folder, such as %s (it is written to %s)"
-               % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
+    what, way_out = _MCP_EXPORT_REFUSAL, _mcp_export_way_out(folder)
     parts = _inside_parts(relative, what, way_out)
     if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
         raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)

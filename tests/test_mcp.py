@@ -749,6 +749,25 @@ def test_restore_tool_without_dir_fd_checks_the_resolved_path(tmp_path, monkeypa
     assert restored["isError"] is False and restored["structuredContent"]["restored"] == 2
 
 
+def test_export_tool_without_dir_fd_checks_the_resolved_path(tmp_path, monkeypatch):
+    """Where os.open takes no dir_fd (Windows), export's output must resolve inside the folder (in-process)."""
+    from conftest import notes
+
+    monkeypatch.setattr(notes, "_CAN_WALK_INSIDE", False)
+    base, outside = tmp_path / "base", tmp_path / "outside"
+    outside.mkdir()
+    notes.Session(base).append(type="decision", text="One.")
+    os.symlink(str(outside), str(base / "linked"))
+    server = notes._McpServer(str(base), None, notes._mcp_served_tools(False), None)
+    refused = [notes._mcp_call_tool(server, {"name": "export", "arguments": {"output": name}})
+               for name in ("linked/e.json", "../outside/e.json", "/abs.json")]
+    assert [result["isError"] for result in refused] == [True, True, True]
+    assert "passes through a link that leads out" in refused[0]["structuredContent"]["error"]
+    assert os.listdir(str(outside)) == []
+    written = notes._mcp_call_tool(server, {"name": "export", "arguments": {"output": "mine.json"}})
+    assert written["isError"] is False and (base / "mine.json").exists()
+
+
 def test_a_restore_from_that_is_no_folder_stops_the_server_before_it_starts(tmp_path):
     completed = subprocess.run(server_command(tmp_path / "s") + ["--restore-from", str(tmp_path / "nowhere")],
                                input=json.dumps(request(1, "ping")).encode() + b"\n", capture_output=True,
