@@ -3964,12 +3964,16 @@ def _check_open(artifact, recap) -> list:
     for note, stems, is_gate in _check_open_notes(recap):
         places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
                          if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
-        claimed.update(artifact.best_line(-index, stems) for _, index in places if -index in marking)
-        for share, index in places:  # the largest share, earliest first
-            number = artifact.best_line(-index, stems)
-            if not artifact.marked(-index, number):
-                findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
-                break
+        lines = [(share, -index, artifact.best_line(-index, stems)) for share, index in places]
+        claimed.update(number for _, index, number in lines if index in marking)
+        # A point marked where it is stated is shown (the protocol marks it once): only an unmarked line that
+        # holds more of it than every marked one is a finding; the largest share, earliest first.
+        marked = [artifact.marked(index, number) for _, index, number in lines]
+        unmarked = [line for line, is_marked in zip(lines, marked) if not is_marked]
+        best_marked = max((share for (share, _, _), is_marked in zip(lines, marked) if is_marked), default=0)
+        if unmarked and unmarked[0][0] > best_marked:
+            share, _, number = unmarked[0]
+            findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
         if is_gate and not places:
             unshown.append(note)
     left_over = [number for number in marks if number not in claimed]

@@ -133,6 +133,19 @@ def test_what_does_not_count_as_a_mark(tmp_path, lines):
         ("unmarked_open", "n00004")]
 
 
+@pytest.mark.parametrize("marked, other, flagged", [
+    # Marked where it is stated; a later line shares fewer of its words: the point is shown.
+    ("Not decided: whether the sixth form takes part.", "The sixth form takes the register.", False),
+    # The unmarked line holds more of it than the marked one: it states the point as settled.
+    ("Not decided: how the sixth form takes turns.", "The sixth form takes part from September.", True),
+])
+def test_a_point_marked_once_is_shown_unless_a_line_holds_more_of_it_unmarked(tmp_path, marked, other, flagged):
+    folder = rota(tmp_path, "# Rota\n\n%s\n\nReminders go out by email.\n\n%s\n" % (marked, other))
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["kind"], finding["line"]) for finding in findings if finding["note"] == "n00004"] == (
+        [("unmarked_open", 7)] if flagged else [])
+
+
 def test_a_discard_negated_in_the_artifact_is_not_revived(tmp_path):
     folder = rota(tmp_path, "# Rota\n\nSign-in never uses a one-time code by SMS.\n")
     kinds = [finding["kind"] for finding in notes.Session(folder).check(file="plan.md")["findings"]]
