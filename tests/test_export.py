@@ -1111,6 +1111,7 @@ def test_restore_without_a_path_refuses_copies_that_went_different_ways(tmp_path
     target.mkdir()
     _, first = exported_session(tmp_path / "a", ["One.", "Two in a."])
     shutil.copy(str(first), str(target / "session_export.json"))
+    first = target / "session_export.json"  # the second export rewrites the first's path
     _, second = exported_session(tmp_path / "a", ["Three in a."])
     shutil.copy(str(second), str(target / "session_export (1).json"))
     other_id, idea = exported_session(tmp_path / "c", ["Another idea."])
