@@ -143,22 +143,11 @@ _UMASK_FILE_MODE = 0o666
 # C0 (but tab, LF, CR), DEL, C1 and bidirectional controls.
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
-# Kept in a note; removed only for the credential check.
-_INVISIBLE_CHARACTERS = dict.fromkeys([
-    0x00ad,                      # soft hyphen
-    0x034f,                      # combining grapheme joiner
-    0x061c,                      # Arabic letter mark
-    0x115f, 0x1160, 0x3164, 0xffa0,  # Hangul fillers
-    0x17b4, 0x17b5,              # Khmer inherent vowels
-    *range(0x180b, 0x1810),      # Mongolian selectors, vowel separator
-    *range(0x200b, 0x2010),      # zero-width characters, direction marks
-    *range(0x2060, 0x2065),      # word joiner, invisible operators
-    *range(0x206a, 0x2070),      # deprecated format characters
-    *range(0xfe00, 0xfe10),      # variation selectors
-    0xfeff,                      # byte order mark
-    *range(0xe0000, 0xe0080),    # tag characters
-    *range(0xe0100, 0xe01f0),    # variation selectors supplement
-])
+# Invisible characters: kept in a note, removed for the credential check.
+_INVISIBLE_CHARACTERS = dict.fromkeys([0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x3164, 0xffa0, 0x17b4, 0x17b5, 0xfeff,
+                                       *range(0x180b, 0x1810), *range(0x200b, 0x2010), *range(0x2060, 0x2065),
+                                       *range(0x206a, 0x2070), *range(0xfe00, 0xfe10), *range(0xe0000, 0xe0080),
+                                       *range(0xe0100, 0xe01f0)])
 
 _SESSION_ID_LIMIT = 100
 _HEX_DIGITS = frozenset("0123456789abcdef")
@@ -394,9 +383,7 @@ _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, 
 # The cheap first look: most notes show none of these; every secret found above shows one.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
                                 r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
-_FIRST_LOOK_WORDS = ("://", "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
-                     "hasło", "heslo", "adgangsk", "salasana", "jelsz", "sifre", "şifre", "пароль", "lösenord",
-                     "κωδικ", "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호")
+_FIRST_LOOK_WORDS = ("://",) + _PASSWORD_MARKERS[:-4]  # not pin, code, key, psk: too common
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # A key in groups ("AKIA IOSF ODNN ...", "sk-p roj- Ab12 ..."), which _find_credential joins.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
@@ -457,9 +444,8 @@ def _refuse_constant(name: str):
 
 
 def _finite_float(text: str) -> float:
-    """Refuse a float too big (1e999 would be infinity)."""
     value = float(text)
-    if value - value != 0:  # infinite
+    if value - value != 0:  # 1e999 is infinity
         raise ValueError("%s... is too big for a float" % text[:20])
     return value
 
@@ -480,8 +466,8 @@ def _parse_json(text: str):
     return value
 
 
-# Built once (plain form: json.dumps); checksummed values are never circular.
 _COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The checksum's form; checksummed values are never circular.
 _CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True,
                                       check_circular=False)
 
@@ -490,13 +476,8 @@ def _compact_json(value) -> str:
     return _COMPACT_ENCODER.encode(value)
 
 
-def _canonical_json(value) -> str:
-    """The form the checksum is taken of."""
-    return _CANONICAL_ENCODER.encode(value)
-
-
 def _pretty_json(value) -> str:
-    """JSON as v0 indents it (receipts, meta, exports)."""
+    """JSON as v0 indents it."""
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
@@ -512,9 +493,8 @@ def _note_id_for(seq: int) -> str:
 
 
 def _record_checksum(record: dict) -> str:
-    body = dict(record)
-    body.pop("checksum", None)
-    return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()[:16]
+    body = {key: value for key, value in record.items() if key != "checksum"}
+    return hashlib.sha256(_CANONICAL_ENCODER.encode(body).encode("utf-8")).hexdigest()[:16]
 
 
 def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
@@ -522,30 +502,11 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
                  evidence: str | None = None, about: str | None = None, by: str | None = None,
                  timestamp: str | None = None, batch: str | None = None) -> dict:
     """v0's keys in v0's order, the optional fields after, checksum last."""
-    record = {
-        "id": _note_id_for(seq),
-        "ts": timestamp or _utc_now(),
-        "session_id": session_id,
-        "seq": seq,
-        "type": note_type,
-        "text": text,
-    }
-    if effect:
-        record["effect"] = effect
-    if ref:
-        record["ref"] = ref
-    if status:
-        record["status"] = status
-    if provenance:
-        record["provenance"] = provenance
-    if evidence:
-        record["evidence"] = evidence
-    if about:
-        record["about"] = about
-    if by:
-        record["by"] = by
-    if batch:
-        record["batch"] = batch
+    record = {"id": _note_id_for(seq), "ts": timestamp or _utc_now(), "session_id": session_id, "seq": seq,
+              "type": note_type, "text": text}
+    record.update((key, value) for key, value in (("effect", effect), ("ref", ref), ("status", status),
+                  ("provenance", provenance), ("evidence", evidence), ("about", about), ("by", by), ("batch", batch))
+                  if value)
     record["checksum"] = _record_checksum(record)
     return record
 
@@ -558,21 +519,18 @@ _FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))
 
 
 def _may_hold_credential(text: str) -> bool:
-    """Whether the text passes the first look (FIRST_LOOK_SHAPES and its words)."""
+    """Whether the text passes the first look."""
     if _FIRST_LOOK_SHAPES(text):
         return True
     lowered = text.lower()
-    return (_FIRST_LOOK_WORD_SEARCH(lowered) is not None
-            or (("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered) is not None))
+    return bool(_FIRST_LOOK_WORD_SEARCH(lowered)
+                or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered))
 
 
 def _shannon_entropy(value: str) -> float:
-    """Shannon entropy in bits per character: random keys score high, words low."""
-    counts = {}
-    for character in value:
-        counts[character] = counts.get(character, 0) + 1
+    """Bits per character: random keys score high, words low."""
     length = len(value)
-    return -sum(count / length * math.log2(count / length) for count in counts.values())
+    return -sum(count / length * math.log2(count / length) for count in collections.Counter(value).values())
 
 
 def _is_placeholder(value: str) -> bool:
@@ -713,32 +671,15 @@ def _credential_match_is_real(match) -> bool:
     return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
-def _patterns_by_marker() -> dict:
-    """Marker -> the indexes of the CREDENTIAL_PATTERNS that name it."""
-    by_marker = {}
-    for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS):
-        for marker in markers:
-            by_marker.setdefault(marker, []).append(index)
-    return by_marker
-
-
-# Patterns by marker, and those always tried.
-_PATTERNS_BY_MARKER = _patterns_by_marker()
-_PATTERNS_WITHOUT_MARKERS = tuple(index for index, rule in enumerate(_CREDENTIAL_PATTERNS) if not rule[1])
-
-
-def _patterns_to_try(lowered: str) -> list:
-    """The indexes, in order, of the CREDENTIAL_PATTERNS whose markers the lower-cased text holds."""
-    found = set(_PATTERNS_WITHOUT_MARKERS)
-    for marker, indexes in _PATTERNS_BY_MARKER.items():
-        if marker in lowered:
-            found.update(indexes)
-    return sorted(found)
+# (index, marker) for each marker of each rule; "", always in the text, for a rule without markers.
+_PATTERN_MARKERS = tuple((index, marker) for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS)
+                         for marker in markers or ("",))
 
 
 def _credential_kind_in(text: str, context: bool = True, across: int | None = None) -> str | None:
     """The kind of the first credential found, or None; with across, only a match over that position."""
-    for index in _patterns_to_try(text.lower()):
+    lowered = text.lower()
+    for index in sorted({index for index, marker in _PATTERN_MARKERS if marker in lowered}):
         kind, _, pattern, is_context = _CREDENTIAL_PATTERNS[index]
         if is_context and not context:
             continue
