@@ -724,18 +724,13 @@ def _visible_text(value: str) -> str:
 
 def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
     """A credential that only the text and effect read together hold, as (kind, detail), or None."""
-    if not effect:
-        return None
-    text, effect = _visible_text(text), _visible_text(effect)
-    if not _may_hold_credential(text + effect):
+    text, effect = _visible_text(text), _visible_text(effect or "")
+    if not effect or not _may_hold_credential(text + effect):
         return None
     # Only a match over the seam counts.
     kind = (_credential_kind_in(text + effect, context=False, across=len(text))
-            or _credential_kind_in(text + " " + effect, across=len(text))
-            or _joined_kind_in(text + " " + effect))
-    if kind:
-        return "credential", "and effect together seem to hold a credential (%s) split between them" % kind
-    return None
+            or _credential_kind_in(text + " " + effect, across=len(text)) or _joined_kind_in(text + " " + effect))
+    return kind and ("credential", "and effect together seem to hold a credential (%s) split between them" % kind)
 
 
 def _character_name(character: str) -> str:
@@ -758,21 +753,18 @@ def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | Non
                     _character_name(character), position)
     if len(value) > limit:
         return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
-    # Some invisible characters (U+034F, U+FE0F) are printable.
-    kind = suspect and _find_credential(_visible_text(value))  # a key split by invisible characters is still a key
-    if kind:
-        return "credential", "seems to hold a credential (%s)" % kind
-    return None
+    # Some invisible characters (U+034F, U+FE0F) are printable: a key split by them is still a key.
+    kind = suspect and _find_credential(_visible_text(value))
+    return kind and ("credential", "seems to hold a credential (%s)" % kind)
 
 
 _REFUSAL_ADVICE = {
-    "invalid_unicode": "; the shell passed undecodable bytes: re-send it as plain UTF-8 text",
-    "control_character": "; remove it (tab, newline and carriage return are the only control characters "
-                         "kept; C1 and bidirectional controls can change what a reader sees)",
-    "too_long": ", because a memory signal is a minimal pointer, not content: keep the content in the "
-                "conversation and record only the decision, gate or boundary",
-    "credential": "; credentials never enter the log, which is plain text that gets uploaded, exported "
-                  "and shared. Describe where the secret lives instead of pasting it",
+    "invalid_unicode": "; re-send it as plain UTF-8 text",
+    "control_character": "; remove it (tab, newline and carriage return are the only control characters kept)",
+    "too_long": ": a memory signal is a pointer; keep the content in the conversation and record only the "
+                "decision, gate or boundary",
+    "credential": "; credentials never enter the log, which gets exported and shared: say where the secret "
+                  "lives instead",
 }
 
 
@@ -780,8 +772,7 @@ def _clean_field(name: str, value: str | None, limit: int) -> str:
     value = (value or "").strip()
     found = _signal_problem(value, limit)
     if found:
-        kind, detail = found
-        raise NotesError("--%s %s%s" % (name, detail, _REFUSAL_ADVICE[kind]))
+        raise NotesError("--%s %s%s" % (name, found[1], _REFUSAL_ADVICE[found[0]]))
     return value
 
 
@@ -798,8 +789,7 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
-        raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
-                         "append-only.'", help_for="append")
+        raise NotesError("--text is required: say what to keep", help_for="append")
     # The Python API bypasses the parser's checks.
     _check_choice("type", note_type, NOTE_TYPES)
     for name, value, allowed in (("provenance", provenance, PROVENANCES),
@@ -818,19 +808,13 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
     rule = _gate_rule_broken(note_type, ref, status, by)
     if rule:
         raise NotesError(_GATE_RULES[rule][1])
-    # Not echoed: it may be a pasted secret.
-    if ref is not None and _as_note_id(ref) is None:
-        raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
-                         "(tail lists the ids)")
     ref, about, by = _clean_link("ref", ref), _clean_link("about", about), _clean_link("by", by)
     return dict(zip(_SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
 
 
 def _clean_link(name: str, value: str | None) -> str | None:
-    if value is None:
-        return None
     cleaned = _as_note_id(value)
-    if cleaned is None:
+    if value is not None and cleaned is None:  # not echoed: it may be a pasted secret
         raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
     return cleaned
 
@@ -859,32 +843,15 @@ def _is_session_id(value) -> bool:
             and not value.isspace())
 
 
-def _is_checksum(value) -> bool:
-    return type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None
-
-
 def _batch_place(place) -> tuple | None:
     """(K, N) from "K/N" (1 <= K <= N, no leading zero), else None."""
-    if type(place) is not str or place.count("/") != 1:
-        return None
-    numbers = place.split("/")
-    if not all(0 < len(number) <= 9 and number.isdigit() and number.isascii() and number[0] != "0"
-               for number in numbers):
-        return None
-    line, count = int(numbers[0]), int(numbers[1])
-    return (line, count) if line <= count else None
+    match = type(place) is str and re.fullmatch(r"([1-9][0-9]{0,8})/([1-9][0-9]{0,8})", place)
+    place = match and (int(match.group(1)), int(match.group(2)))
+    return place if place and place[0] <= place[1] else None
 
 
 def _batch_place_of(value) -> tuple | None:
     return _batch_place(value.get("batch")) if isinstance(value, dict) else None
-
-
-def _is_batch_place(value) -> bool:
-    return _batch_place(value) is not None
-
-
-def _is_string(value) -> bool:
-    return type(value) is str
 
 
 def _is_plain_value(value) -> bool:
@@ -910,8 +877,7 @@ def _parse_line(raw: bytes) -> tuple:
 
 _PROBLEM_DETAILS = {
     "not_utf8": "the line is not valid UTF-8",
-    "not_json": "the line is not JSON that can be read (broken, a number too big for a float, or nested "
-                "too deeply)",
+    "not_json": "the line is not readable JSON (broken, a float too big, or nested too deeply)",
     "not_object": "the line is JSON but not an object",
     "missing_field": "the record lacks a field",
     "bad_field": "a field of the record holds a value of the wrong kind",
@@ -926,43 +892,34 @@ _PROBLEM_DETAILS = {
     "unknown_type": "the record has an unknown type",
     "ref_target": "the ref does not name an earlier note of the right kind",
     "link_target": "the about or by field does not name an earlier note of the right kind",
-    "gate_rule": "the record breaks a rule append keeps for gates: a status only on a gate, a gate update "
-                 "with its status, a new gate not closed, by only on a gate update",
-    "supersede_rule": "the record supersedes (ref) a note labelled op or shared without being labelled op or "
-                      "shared itself, which append now refuses: check with the operator that the "
-                      "change is theirs",
-    "seq_repeated": "the seq repeats or goes back: it is not above every seq before it",
+    "gate_rule": "the record breaks a rule append keeps for gates",
+    "supersede_rule": "the record supersedes (ref) a note labelled op or shared without being so labelled, which "
+                      "append now refuses: check with the operator that the change is theirs",
+    "seq_repeated": "the seq repeats or goes back",
     "seq_gap": "seq numbers are missing before this record",
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
     "missing_newline": "the last record lacks its newline; the next append adds it",
-    "line_too_long": "the line is longer than any record (over 1 MiB); it was passed over, not read",
+    "line_too_long": "the line is over 1 MiB, longer than any record; it was passed over",
     "batch_broken": "a batch is not whole: its lines K/N must run 1/N to N/N in a row",
-    "incomplete_batch": "the last lines are an incomplete batch (an append --batch cut short); they are not "
-                        "notes, and the next append moves them to a side file",
-    "redaction_unexplained": "the note holds the placeholder redact leaves, but no later source note says it "
-                             "was redacted: it was edited by hand, or redact was cut short (run redact on it "
-                             "again to record why)",
+    "incomplete_batch": "the last lines are an incomplete batch, not notes; the next append moves them to a side file",
+    "redaction_unexplained": "the note holds redact's placeholder, but no later source note says why: it was "
+                             "edited by hand, or redact was cut short (run redact on it again)",
 }
-# Readers skip a record with these: its fields cannot be trusted.
-_UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))
+_UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))  # readers skip such a record
 
 _REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
+_NOTE_ID_RULE = (_is_note_id, "a note id (n and five to eleven digits)")
+_STRING_RULE = (lambda value: type(value) is str, "a string")
 _FIELD_RULES = {
-    "id": (_is_note_id, "a note id (n and five to eleven digits)"),
-    "ts": (_is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
-    "session_id": (_is_string, "a string"),
-    "seq": (_is_seq, "a whole number from 1 to %d" % _SEQ_LIMIT),
-    "type": (_is_string, "a string"),
-    "text": (_is_string, "a string"),
-    "effect": (_is_string, "a string"),
-    "ref": (_is_note_id, "a note id (n and five to eleven digits)"),
+    "id": _NOTE_ID_RULE, "ts": (_is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"), "session_id": _STRING_RULE,
+    "seq": (_is_seq, "a whole number from 1 to %d" % _SEQ_LIMIT), "type": _STRING_RULE, "text": _STRING_RULE,
+    "effect": _STRING_RULE, "ref": _NOTE_ID_RULE, "about": _NOTE_ID_RULE, "by": _NOTE_ID_RULE,
     "status": (lambda value: value in GATE_STATUSES, "open, deferred or closed"),
     "provenance": (lambda value: value in PROVENANCES, "one of: " + ", ".join(PROVENANCES)),
     "evidence": (lambda value: value in EVIDENCE_LEVELS, "one of: " + ", ".join(EVIDENCE_LEVELS)),
-    "about": (_is_note_id, "a note id (n and five to eleven digits)"),
-    "by": (_is_note_id, "a note id (n and five to eleven digits)"),
-    "batch": (_is_batch_place, "K/N, line K of an N-line batch (1 <= K <= N)"),
-    "checksum": (_is_checksum, "16 lowercase hex digits"),
+    "batch": (lambda value: _batch_place(value) is not None, "K/N, line K of an N-line batch (1 <= K <= N)"),
+    "checksum": (lambda value: type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None,
+                 "16 lowercase hex digits"),
 }
 _PLAIN_RULE = (_is_plain_value, "a string, a number, true, false or null")
 
@@ -1024,17 +981,17 @@ def _record_text_problems(text: str, effect: str | None) -> list:
     return problems
 
 
-# The rules append keeps for gates: kind -> (what a reader says of a record breaking it, append's refusal).
+# The rules append keeps for gates and links: kind -> (what a reader says of a record breaking it, the refusal).
 _GATE_RULES = {
     "status": ("the record has a status, which only a gate has",
                "--status applies only to --type gate; drop it, or record a gate"),
     "no_status": ("the gate update has a ref but no status",
-                  "a gate with --ref updates that gate, so it needs --status open, deferred or closed"),
+                  "a gate update (--ref) needs --status open, deferred or closed"),
     "closed": ("the new gate starts closed",
-               "a new gate cannot start closed; open it first, then close it with --ref <its id> --status closed"),
+               "a new gate cannot start closed; open it, then close it with --ref <its id> --status closed"),
     "by": ("the record has a by, which only a gate update has",
-           "--by names the note that settles a gate update, so it goes only with --type gate --ref <the gate> "
-           "--status ...; to link any other note, use --about"),
+           "--by names the note that settles a gate update (--type gate --ref <the gate> --status ...); to link "
+           "any other note, use --about"),
 }
 
 
@@ -1051,21 +1008,18 @@ def _gate_rule_broken(note_type, ref, status, by) -> str | None:
     return None
 
 
-# The rules append keeps for links: kind -> (what a reader says of a record breaking it, append's refusal).
 _LINK_RULES = {
     "missing": ("the %(name)s %(id)s names no earlier note", None),
-    "ref_not_gate": ("the gate update's ref %(id)s names a note that is not a gate",
+    "ref_not_gate": ("the gate update's ref %(id)s is not a gate",
                      "--ref %(id)s is a %(type)s, not a gate; a gate update must name the gate it changes"),
-    "ref_gate": ("the ref %(id)s names a gate, which changes only through gate updates",
-                 "--ref %(id)s is a gate; gates change only through gate updates: append --type gate --ref %(id)s "
-                 "--status open|deferred|closed"),
-    "by_gate": ("the by %(id)s names a gate; a gate is settled by a decision or another note",
-                "--by %(id)s is a gate; --by names the note that settles this gate (a decision, a source): append "
-                "that note first, then name it"),
+    "ref_gate": ("the ref %(id)s names a gate, which changes only by gate updates",
+                 "--ref %(id)s is a gate, which changes only by a gate update: --type gate --ref %(id)s --status ..."),
+    "by_gate": ("the by %(id)s names a gate, not a note that settles one",
+                "--by %(id)s is a gate; name the note that settles this gate (a decision, a source), appended first"),
     "supersede": (None, "--ref %(id)s would supersede a note labelled --provenance %(provenance)s, and this note is "
-                        "not labelled op or shared; nothing was written. If it answers, refines or comments on that "
-                        "note, link it with --about %(id)s instead (both stay live); if the operator confirmed the "
-                        "change, say so with --provenance op (or shared)"),
+                        "not labelled op or shared; nothing was written. To answer or refine that note, link it with "
+                        "--about %(id)s (both stay live); if the operator confirmed the change, add --provenance op "
+                        "(or shared)"),
 }
 
 
@@ -1084,25 +1038,17 @@ class _LogOrder:
     """What a forward reader keeps to check each line's place."""
 
     def __init__(self):
-        self.seqs = set()                # seqs of gates
-        self.firm = set()                # seqs of non-gate notes labelled op or shared
-        self.highest = self.damaged = 0  # highest seq; lines since it with none
-        self.line = 0                    # lines (or export records) so far
-        self.batch_next = None           # (K, N) the next line must hold
-        self.batch_line = 0              # where the batch under way started
-        self.notices, self.notice_count = [], 0  # as verify's entries
+        self.seqs, self.firm = set(), set()  # seqs of gates; of non-gate notes labelled op or shared
+        self.highest = self.damaged = self.line = 0  # highest seq; lines since it with none; lines so far
+        self.batch_next, self.batch_line = None, 0  # (K, N) the next line must hold; where its batch started
+        self.notices, self.notice_count = [], 0  # supersede notices, as verify's entries
 
     def place_problems(self, value, kinds: list) -> list:
         """Problems of a record (None: unreadable) from its place."""
         seq = value.get("seq") if value is not None else None
-        found = []
         order = _seq_order_problem(seq, self.highest, self.damaged)
-        if order:
-            found.append((order, None))
-        if _is_seq(seq):
-            self.highest, self.damaged = max(self.highest, seq), 0
-        else:
-            self.damaged += 1
+        found = [(order, None)] if order else []
+        self.highest, self.damaged = (max(self.highest, seq), 0) if _is_seq(seq) else (self.highest, self.damaged + 1)
         self.line += 1
         if self.batch_next is not None or (value is not None and "batch" in value):
             found.extend(self.batch_problems(value))
@@ -1161,9 +1107,7 @@ class _LogOrder:
 
     def unfinished_batch(self) -> dict | None:
         """verify's entry for a batch left unfinished, or None."""
-        if self.batch_next is None:
-            return None
-        return _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
+        return self.batch_next and _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
 
 def _is_usable(problems: list) -> bool:
@@ -1223,9 +1167,8 @@ def _parse_time_filter(value: str | None, name: str) -> str | None:
             raise ValueError(value)  # strptime alone takes "2026-1-01" and other digits
         time.strptime(stamp, _TIMESTAMP_FORMAT)  # month 13, February 30, year 0
     except ValueError:
-        raise NotesError(
-            "--%s is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
-            % name) from None
+        raise NotesError("--%s is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
+                         % name) from None
     return stamp
 
 
@@ -1250,11 +1193,7 @@ def _is_redaction_note(record, note_id=None) -> bool:
 
 
 def _redacted_record(record) -> dict:
-    """The record as redact leaves it."""
-    redacted = dict(record)
-    redacted["text"] = _REDACTED_TEXT
-    if "effect" in redacted:
-        redacted["effect"] = _REDACTED_TEXT
+    redacted = {key: _REDACTED_TEXT if key in ("text", "effect") else value for key, value in record.items()}
     redacted["checksum"] = _record_checksum(redacted)
     return redacted
 
