@@ -83,16 +83,14 @@ _EXPORT_HEAD_LIMIT = 65536  # bytes read to find record_count
 _WARNINGS_LISTED = 20      # problems readers name, then count
 _PROBLEMS_LISTED = 100     # problems verify names, then counts
 _BACKWARD_BLOCK = 65536    # bytes per block read
-# A longer line is no record: reported, never held.
-_LINE_LIMIT = 1 << 20
+_LINE_LIMIT = 1 << 20  # a longer line is no record: reported, never held
 _EXPORT_SIZE_LIMIT = 16 << 20   # refused before it is read: restore parses it whole
 _META_SIZE_LIMIT = 1 << 20
 _SEQ_LIMIT = 999999999           # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
 _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
-# A repeat of one of the last N records within S seconds is a retry.
-_DUPLICATE_WINDOW_RECORDS = 20
+_DUPLICATE_WINDOW_RECORDS = 20  # a repeat of one of the last N records within S seconds is a retry
 _DUPLICATE_WINDOW_SECONDS = 600
 # build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
@@ -105,14 +103,13 @@ _DIR_VARIABLE = "SHAPING_NOTES_DIR"
 _SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
 _SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
 _SESSIONS_LISTED = 100
-# The host words which file to keep; the variable overrides the folder's path.
+# The host decides which file to keep.
 _HOST_VARIABLE = "SHAPING_NOTES_HOST"
 _HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
 _HOST_DOWNLOAD_FOLDERS = {"chatgpt": "/mnt/data", "claude-ai": "/mnt/user-data/outputs"}
 _RESTORE_CANDIDATES_LIMIT = 20  # exports in the folder that restore compares
-_PATH_LIMIT = 4096        # characters of a path given on the command line (Linux's PATH_MAX)
+_PATH_LIMIT = 4096        # characters of a path argument (PATH_MAX)
 _PATH_DEPTH_LIMIT = 256   # its folders: os.makedirs recurses once per missing one
-# Folder names an installer puts modules in (dist-packages is Debian's).
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
@@ -133,9 +130,9 @@ _LINUX_PROTECTED_FLAGS = 0x10 | 0x20
 _LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
 _LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
                              "armv8l", "riscv64", "s390x", "loongarch64")
-# A replace of the log failing so: the log or its folder is protected.
+# A replace of the log failing so: it or its folder is protected.
 _PROTECTED_ERRORS = (errno.EPERM, errno.EACCES, errno.EROFS)
-# The log may hold personal details; an export gets the umask's mode.
+# The log may hold personal details; an export gets the umask's.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
 _UMASK_FILE_MODE = 0o666
@@ -314,7 +311,7 @@ _VENDOR_PATTERNS = (
     ("token with a vendor prefix", ("-",),
      r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
 )
-# Password, PIN and door-code words in many languages; short ones stand alone (not spin, pinned).
+# Password, PIN and door-code words; short ones stand alone (not spin, pinned).
 _PASSWORD_WORDS = (
     r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
     r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
@@ -326,7 +323,7 @@ _PASSWORD_WORDS = (
 _PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
                      "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
                      "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
-# What may stand between such a word and its value: "is", a colon, "=", an arrow, a table's bar.
+# Between such a word and its value: "is", a colon, "=", an arrow, a table's bar.
 _PASSWORD_OPERATOR = (
     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
     r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*\*{0,2}[ \t]*"
@@ -368,7 +365,7 @@ _CONTEXT_PATTERNS = (
      r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)?"
      r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?"
      r"(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?)+)"),
-    # The general rule; _generic_value_is_secret judges the value. Public and site keys are public.
+    # _generic_value_is_secret judges the value. Public and site keys are public.
     ("secret after a secret-like word",
      ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
      r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
@@ -380,37 +377,34 @@ _CONTEXT_PATTERNS = (
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
-# The cheap first look: most notes show none of these; every secret found above shows one.
+# The cheap first look: every secret found above shows one of these; most notes none.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
                                 r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
 _FIRST_LOOK_WORDS = ("://",) + _PASSWORD_MARKERS[:-4]  # not pin, code, key, psk: too common
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
-# A key in groups ("AKIA IOSF ODNN ...", "sk-p roj- Ab12 ..."), which _find_credential joins.
+# A key in groups ("AKIA IOSF ODNN ..."), which _find_credential joins.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
 _SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
-_GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
-# Words that stand in for a password in documentation (https://user:pass@host).
+_GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"
+# Stand-ins for a password in documentation (https://user:pass@host).
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
-# Lower-case pieces that mark a value as a stand-in, not a secret.
 _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
 # The start of an SSH public key's base64 body (a private key never begins so).
 _SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
 _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-# Algorithm and protocol names that look like a password (argon2id, sha256, oauth2).
+# Algorithm and protocol names that look like a password.
 _ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
                    r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
-# Keys that open nothing (cache key, page token), and words describing one (key id, token type).
+# Keys that open nothing (cache key, page token); words describing one (key id, token type).
 _KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
                            r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
                            r"next|design|site)[ _-]?$")
 _KEY_DESCRIPTION = (r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
                     r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
-# Entropy (bits per character) below which a value after a secret-like word is not random.
-_GENERIC_ENTROPY_THRESHOLD = 3.0
+_GENERIC_ENTROPY_THRESHOLD = 3.0  # bits per character; below it a value is not random
 
 
-_NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
-# What redact leaves of a note's text and effect, and how its source note begins.
+_NOTE_ID_LIMIT = 12  # characters: no seq up to SEQ_LIMIT needs more
 _REDACTED_TEXT = "[redacted]"
 _REDACTION_PREFIX = "Redacted "
 _REDACT_REASON_LIMIT = _TEXT_LIMIT - len(_REDACTION_PREFIX) - _NOTE_ID_LIMIT - 2  # the source note's text fits
@@ -429,11 +423,8 @@ class NotesError(Exception):
     def __init__(self, message: str, exit_code: int = _EXIT_USAGE, details: dict | None = None,
                  help_for: str | None = None):
         super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-        self.details = details or {}
-        # the command whose --help the message points to
-        self.help_for = help_for
+        # help_for: the command whose --help the message points to
+        self.message, self.exit_code, self.details, self.help_for = message, exit_code, details or {}, help_for
 
 
 # --------------------------------------------------------------------------
@@ -451,12 +442,11 @@ def _finite_float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
-_JSON_SPACES = " \t\n\r"  # JSON's whitespace
 
 
 def _parse_json(text: str):
-    """One JSON document, or ValueError (also for NaN, huge floats, deep nesting)."""
-    body = text.strip(_JSON_SPACES)
+    """One JSON document, or ValueError (NaN, huge floats and deep nesting too)."""
+    body = text.strip(" \t\n\r")  # JSON's whitespace
     try:
         value, end = _DECODER.raw_decode(body)
     except RecursionError:
@@ -493,7 +483,8 @@ def _note_id_for(seq: int) -> str:
 
 
 def _record_checksum(record: dict) -> str:
-    body = {key: value for key, value in record.items() if key != "checksum"}
+    body = dict(record)
+    body.pop("checksum", None)
     return hashlib.sha256(_CANONICAL_ENCODER.encode(body).encode("utf-8")).hexdigest()[:16]
 
 
@@ -534,7 +525,7 @@ def _shannon_entropy(value: str) -> float:
 
 
 def _is_placeholder(value: str) -> bool:
-    """Whether the value is a stand-in: it names itself one, is mostly one character, or hardly varies."""
+    """Whether the value names itself a stand-in, is mostly one character, or hardly varies."""
     lowered = value.lower()
     repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
     return (any(word in lowered for word in _PLACEHOLDER_WORDS) or _shannon_entropy(value) < 2.0
@@ -564,13 +555,13 @@ def _reads_as_words(value: str) -> bool:
 
 
 def _looks_random(value: str) -> bool:
-    """Whether the value mixes upper case, lower case and digits with the spread of random text."""
+    """Whether the value mixes cases and digits with the spread of random text."""
     return (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
             and _shannon_entropy(value) >= 3.5 and not _is_placeholder(value))
 
 
 def _is_stand_in(value: str) -> bool:
-    """Whether a value after a key or password word is a stand-in, a reference, a path or a URL."""
+    """Whether the value is a stand-in, a reference, a path or a URL."""
     return (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../"))
             or value.lower() in _PLACEHOLDER_PASSWORDS or _is_placeholder(value))
 
@@ -629,7 +620,7 @@ def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
 
 
 def _pair_is_secret(value: str) -> bool:
-    """Whether the value after a user and a slash (or an e-mail address and a colon) is password-like."""
+    """Whether the value after a user and a slash (or an address and a colon) is password-like."""
     value = value.rstrip(".,:!?)]}")
     return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
             and any(c.isalpha() for c in value) and any(not c.isalpha() for c in value)
@@ -637,14 +628,14 @@ def _pair_is_secret(value: str) -> bool:
 
 
 def _codes_are_secret(codes: str) -> bool:
-    """Whether a list after a word for recovery codes holds two or more codes with digits."""
+    """Whether the list holds two or more codes with digits."""
     pieces = [piece for piece in re.split(r"[\s,;]+", codes) if piece]
     return (len(pieces) >= 2 and sum(any(c.isdigit() for c in piece) for piece in pieces) * 2 >= len(pieces)
             and not any(piece.isalpha() and piece.islower() for piece in pieces))
 
 
 def _credential_match_is_real(match) -> bool:
-    """Whether a pattern's match is a credential, not a documented example or a placeholder."""
+    """Whether a pattern's match is a credential, not an example or a placeholder."""
     groups = match.groupdict()
     following = match.string[match.end():match.end() + 1]
     if groups.get("password") is not None:
@@ -662,16 +653,13 @@ def _credential_match_is_real(match) -> bool:
         explicit = groups.get("operator") is None or not groups["operator"].isspace()
         return following != "(" and _password_value_is_secret(groups.get("keyword") or "password",
                                                                groups["secret"], explicit)
-    if groups.get("pair") is not None:
-        return _pair_is_secret(groups["pair"])
-    if groups.get("codes") is not None:
-        return _codes_are_secret(groups["codes"])
-    if groups.get("random") is not None:
-        return _looks_random(groups["random"])
+    for name, judge in (("pair", _pair_is_secret), ("codes", _codes_are_secret), ("random", _looks_random)):
+        if groups.get(name) is not None:
+            return judge(groups[name])
     return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
-# (index, marker) for each marker of each rule; "", always in the text, for a rule without markers.
+# (index, marker) for each marker of each rule; "" (in every text) for a rule without one.
 _PATTERN_MARKERS = tuple((index, marker) for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS)
                          for marker in markers or ("",))
 
@@ -693,7 +681,7 @@ def _credential_kind_in(text: str, context: bool = True, across: int | None = No
 
 
 def _join_key_groups(run) -> str:
-    """A run of groups with its separators taken out, unless half its pieces are lower-case words."""
+    """The run without its separators, unless half its pieces are lower-case words."""
     pieces = [piece for piece in re.split(_GROUP_SEPARATOR + "+", run.group()) if piece]
     words = sum(1 for piece in pieces if piece.isalpha() and piece.islower())
     return run.group() if words * 2 >= len(pieces) else re.sub(
@@ -701,29 +689,27 @@ def _join_key_groups(run) -> str:
 
 
 def _joined_kind_in(text: str) -> str | None:
-    """The kind of key a run of groups in the text holds once joined (vendor formats only), or None."""
+    """The kind of key a run of groups holds once joined (vendor formats only), or None."""
     for run in (_GROUPED_RUN, _SPACED_RUN):
         joined = re.sub(run, _join_key_groups, text)
-        kind = _credential_kind_in(joined, context=False) if joined != text else None
+        kind = joined != text and _credential_kind_in(joined, context=False)
         if kind:
             return kind
     return None
 
 
 def _find_credential(text: str) -> str | None:
-    """The kind of credential the text seems to hold, as it stands or with groups joined, or None."""
-    if not _may_hold_credential(text):
-        return None
-    return _credential_kind_in(text) or _joined_kind_in(text)
+    """The kind of credential the text seems to hold, or None."""
+    return _may_hold_credential(text) and (_credential_kind_in(text) or _joined_kind_in(text)) or None
 
 
 def _visible_text(value: str) -> str:
-    """The value without INVISIBLE_CHARACTERS, as the credential check reads it."""
+    """The value as the credential check reads it."""
     return value if value.isascii() else value.translate(_INVISIBLE_CHARACTERS)
 
 
 def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
-    """A credential that only the text and effect read together hold, as (kind, detail), or None."""
+    """A credential split between text and effect, as (kind, detail), or None."""
     text, effect = _visible_text(text), _visible_text(effect or "")
     if not effect or not _may_hold_credential(text + effect):
         return None
@@ -753,7 +739,7 @@ def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | Non
                     _character_name(character), position)
     if len(value) > limit:
         return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
-    # Some invisible characters (U+034F, U+FE0F) are printable: a key split by them is still a key.
+    # Some invisible characters are printable: a key split by them is still a key.
     kind = suspect and _find_credential(_visible_text(value))
     return kind and ("credential", "seems to hold a credential (%s)" % kind)
 
@@ -781,18 +767,16 @@ def _check_choice(name: str, value, allowed) -> None:
         raise NotesError("unknown --%s; use one of: %s" % (name, ", ".join(allowed)))
 
 
-def _clean_signal(note_type: str, text: str | None, effect: str | None,
-                 ref: str | None, status: str | None,
-                 provenance: str | None = None, evidence: str | None = None,
-                 about: str | None = None, by: str | None = None) -> dict:
-    """The signal checked, as field -> value in SIGNAL_FIELDS order."""
+def _clean_signal(note_type: str, text: str | None, effect: str | None, ref: str | None, status: str | None,
+                 provenance: str | None = None, evidence: str | None = None, about: str | None = None,
+                 by: str | None = None) -> dict:
+    """The signal checked, in SIGNAL_FIELDS order."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
         raise NotesError("--text is required: say what to keep", help_for="append")
     # The Python API bypasses the parser's checks.
-    _check_choice("type", note_type, NOTE_TYPES)
-    for name, value, allowed in (("provenance", provenance, PROVENANCES),
+    for name, value, allowed in (("type", note_type, NOTE_TYPES), ("provenance", provenance, PROVENANCES),
                                  ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
         if value is not None:
             _check_choice(name, value, allowed)
@@ -863,11 +847,9 @@ def _is_plain_value(value) -> bool:
 def _parse_line(raw: bytes) -> tuple:
     """(object, None) or (None, problem kind) for one line."""
     try:
-        text = raw.decode("utf-8")
+        value = _parse_json(raw.decode("utf-8"))
     except UnicodeDecodeError:
         return None, "not_utf8"
-    try:
-        value = _parse_json(text)
     except ValueError:
         return None, "not_json"
     if not isinstance(value, dict):
@@ -966,7 +948,7 @@ def _check_record(record: dict, session_id: str | None) -> list:
 
 
 def _record_text_problems(text: str, effect: str | None) -> list:
-    """What append would refuse in a stored text and effect, as (kind, detail) pairs: each alone, then both."""
+    """What append would refuse in a stored text and effect, as (kind, detail) pairs."""
     # One first look for both: a marker in either is one in the two joined.
     suspect = _may_hold_credential(_visible_text(text + effect if effect else text))
     problems = []
@@ -981,7 +963,7 @@ def _record_text_problems(text: str, effect: str | None) -> list:
     return problems
 
 
-# The rules append keeps for gates and links: kind -> (what a reader says of a record breaking it, the refusal).
+# Rules append keeps: kind -> (what a reader says of a record breaking it, the refusal).
 _GATE_RULES = {
     "status": ("the record has a status, which only a gate has",
                "--status applies only to --type gate; drop it, or record a gate"),
@@ -996,7 +978,7 @@ _GATE_RULES = {
 
 
 def _gate_rule_broken(note_type, ref, status, by) -> str | None:
-    """The kind of gate rule a note of these fields (None: absent) breaks, or None."""
+    """The gate rule these fields (None: absent) break, or None."""
     if note_type != "gate" and status is not None:
         return "status"
     if note_type == "gate" and ref is not None and status is None:
@@ -1024,7 +1006,7 @@ _LINK_RULES = {
 
 
 def _link_rule_broken(name, note_type, target_type, target_firm, provenance) -> str | None:
-    """The kind of link rule a note's ref, about or by breaks with the earlier note it names, or None."""
+    """The link rule a ref, about or by breaks with the note it names, or None."""
     if name == "ref" and (note_type == "gate") != (target_type == "gate"):
         return "ref_not_gate" if note_type == "gate" else "ref_gate"
     if name == "by" and target_type == "gate":
@@ -1063,7 +1045,7 @@ class _LogOrder:
         return found
 
     def link_problems(self, record: dict) -> list:
-        """The problems of the record's links; counts supersede notices."""
+        """Problems of the record's links; counts supersede notices."""
         found = []
         for name in ("ref", "about", "by"):
             link = record.get(name)
