@@ -556,7 +556,7 @@ def _reads_as_words(value: str) -> bool:
 
 def _looks_random(value: str) -> bool:
     """Whether the value mixes cases and digits with the spread of random text."""
-    return (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+    return (any(map(str.isupper, value)) and any(map(str.islower, value)) and any(map(str.isdigit, value))
             and _shannon_entropy(value) >= 3.5 and not _is_placeholder(value))
 
 
@@ -584,16 +584,15 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
     if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
             and re.search(r"(?i)commit|sha|hash|digest|checksum|fingerprint|etag|revision", before)):
         return False
-    kinds = sum(1 for test in (str.islower, str.isupper, str.isdigit, lambda c: not c.isalnum())
-                if any(test(character) for character in value))
+    kinds = sum(any(map(test, value)) for test in (str.islower, str.isupper, str.isdigit, lambda c: not c.isalnum()))
     if len(value) < 16:
         return (keyword.lower().startswith(("pass", "pwd")) and not operator.isspace() and kinds >= 2
-                and any(not character.isalpha() for character in value))
+                and not value.isalpha())
     if _shannon_entropy(value) < _GENERIC_ENTROPY_THRESHOLD:
         return False
     case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper()
                        and left.isalpha() and right.isalpha())
-    return any(character.isdigit() for character in value) or case_changes * 3 >= len(value)
+    return any(map(str.isdigit, value)) or case_changes * 3 >= len(value)
 
 
 def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
@@ -608,29 +607,27 @@ def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
         return False
     if "phrase" in lowered and explicit and re.fullmatch(r"(?i)[a-z]{3,}(?:[-_. ][a-z0-9]+){2,}", value):
         return True
-    letters = any(c.isalpha() for c in value)
-    others = any(not c.isalpha() for c in value)
-    if (len(value) < 6 or not letters or _is_date_or_uuid(value) or re.search(_ALGORITHM_NAME, value)
+    if (len(value) < 6 or not any(map(str.isalpha, value)) or _is_date_or_uuid(value) or re.search(_ALGORITHM_NAME, value)
             or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # a duration or a size: 90days, 16chars
         return False
     if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:", never after a bare space
-        return explicit and any(c.isdigit() for c in value) and not value.isupper() and value.count("_") < 2
+        return explicit and any(map(str.isdigit, value)) and not value.isupper() and value.count("_") < 2
     case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper())
-    return others or (explicit and len(value) >= 8 and case_changes >= 3)
+    return not value.isalpha() or explicit and len(value) >= 8 and case_changes >= 3
 
 
 def _pair_is_secret(value: str) -> bool:
     """Whether the value after a user and a slash (or an address and a colon) is password-like."""
     value = value.rstrip(".,:!?)]}")
     return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
-            and any(c.isalpha() for c in value) and any(not c.isalpha() for c in value)
+            and any(map(str.isalpha, value)) and not value.isalpha()
             and not (_is_word_like(value) and _reads_as_words(value)) and not re.search(_ALGORITHM_NAME, value))
 
 
 def _codes_are_secret(codes: str) -> bool:
     """Whether the list holds two or more codes with digits."""
     pieces = [piece for piece in re.split(r"[\s,;]+", codes) if piece]
-    return (len(pieces) >= 2 and sum(any(c.isdigit() for c in piece) for piece in pieces) * 2 >= len(pieces)
+    return (len(pieces) >= 2 and sum(any(map(str.isdigit, piece)) for piece in pieces) * 2 >= len(pieces)
             and not any(piece.isalpha() and piece.islower() for piece in pieces))
 
 
@@ -931,16 +928,11 @@ def _check_record(record: dict, session_id: str | None) -> list:
     try:
         checksum = _record_checksum(record)
     except UnicodeEncodeError:  # a lone surrogate anywhere
-        return [(kind, detail) for kind, detail in problems if kind != "invalid_unicode"] + [
-            ("invalid_unicode", None)]
-    if checksum != record["checksum"]:
-        problems.append(("bad_checksum", None))
-    if record["id"] != _note_id_for(record["seq"]):
-        problems.append(("id_mismatch", None))
-    if session_id is not None and record["session_id"] != session_id:
-        problems.append(("foreign_session", None))
-    if record["type"] not in NOTE_TYPES:
-        problems.append(("unknown_type", None))
+        return [problem for problem in problems if problem[0] != "invalid_unicode"] + [("invalid_unicode", None)]
+    problems += [(kind, None) for kind, broken in (
+        ("bad_checksum", checksum != record["checksum"]), ("id_mismatch", record["id"] != _note_id_for(record["seq"])),
+        ("foreign_session", session_id is not None and record["session_id"] != session_id),
+        ("unknown_type", record["type"] not in NOTE_TYPES)) if broken]
     rule = _gate_rule_broken(record["type"], record.get("ref"), record.get("status"), record.get("by"))
     if rule:
         problems.append(("gate_rule", _GATE_RULES[rule][0]))
