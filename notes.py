@@ -103,7 +103,7 @@ _DIR_VARIABLE = "SHAPING_NOTES_DIR"
 _SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
 _SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
 _SESSIONS_LISTED = 100
-# The host decides which file to keep.
+# The host (the variable, else the folder's path) words which file to keep.
 _HOST_VARIABLE = "SHAPING_NOTES_HOST"
 _HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
 _HOST_DOWNLOAD_FOLDERS = {"chatgpt": "/mnt/data", "claude-ai": "/mnt/user-data/outputs"}
@@ -510,7 +510,6 @@ _FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))
 
 
 def _may_hold_credential(text: str) -> bool:
-    """Whether the text passes the first look."""
     if _FIRST_LOOK_SHAPES(text):
         return True
     lowered = text.lower()
@@ -532,10 +531,12 @@ def _is_placeholder(value: str) -> bool:
             or repeated is not None and len(repeated.group()) * 4 >= len(value))
 
 
+_ANY_CASE_UUID = r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}"
+
+
 def _is_date_or_uuid(value: str) -> bool:
-    """Whether the value is a UUID, a date or a time."""
-    return re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-                        r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value) is not None
+    return re.fullmatch(_ANY_CASE_UUID + r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?",
+                        value) is not None
 
 
 def _is_word_like(value: str) -> bool:
@@ -576,7 +577,7 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
             or re.fullmatch(r"6L[A-Za-z0-9_-]{38}", value) and "secret" not in before.lower()
             or re.fullmatch(r"0x(?:[0-9A-Fa-f]{8}){1,2}", value)):
         return False  # a reCAPTCHA key is public unless named secret; 0x and 8 or 16 hex: a key id
-    if re.fullmatch(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
+    if re.fullmatch(_ANY_CASE_UUID, value):
         return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
     if _is_word_like(value):
         return False
@@ -859,7 +860,7 @@ _PROBLEM_DETAILS = {
     "not_json": "the line is not readable JSON (broken, a float too big, or nested too deeply)",
     "not_object": "the line is JSON but not an object",
     "missing_field": "the record lacks a field",
-    "bad_field": "a field of the record holds a value of the wrong kind",
+    "bad_field": "a field holds a value of the wrong kind",
     "invalid_unicode": "the record holds text that is not valid UTF-8 (a lone surrogate)",
     "control_character": "the record holds a control character that append refuses",
     "too_long": "the text or effect is longer than append allows",
@@ -1068,8 +1069,8 @@ class _LogOrder:
             return found
         if self.batch_next is None:  # this line must start a batch
             if place[0] != 1:
-                found.append(("batch_broken", "the line is line %d of a %d-line batch whose earlier lines "
-                                              "are not right before it" % place))
+                found.append(("batch_broken", "line %d of a %d-line batch without its earlier lines right "
+                                              "before it" % place))
                 return found
             self.batch_line = self.line
         self.batch_next = (place[0] + 1, place[1]) if place[0] < place[1] else None
