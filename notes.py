@@ -608,8 +608,8 @@ def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
         return False
     if "phrase" in lowered and explicit and re.fullmatch(r"(?i)[a-z]{3,}(?:[-_. ][a-z0-9]+){2,}", value):
         return True
-    if (len(value) < 6 or not any(map(str.isalpha, value)) or _is_date_or_uuid(value) or re.search(_ALGORITHM_NAME, value)
-            or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # a duration or a size: 90days, 16chars
+    if (len(value) < 6 or not any(map(str.isalpha, value)) or _is_date_or_uuid(value)
+            or re.search(_ALGORITHM_NAME, value) or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # 90days, 16chars
         return False
     if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:", never after a bare space
         return explicit and any(map(str.isdigit, value)) and not value.isupper() and value.count("_") < 2
