@@ -83,16 +83,14 @@ _EXPORT_HEAD_LIMIT = 65536  # bytes read to find record_count
 _WARNINGS_LISTED = 20      # problems readers name, then count
 _PROBLEMS_LISTED = 100     # problems verify names, then counts
 _BACKWARD_BLOCK = 65536    # bytes per block read
-# A longer line is no record: reported, never held.
-_LINE_LIMIT = 1 << 20
+_LINE_LIMIT = 1 << 20  # a longer line is no record: reported, never held
 _EXPORT_SIZE_LIMIT = 16 << 20   # refused before it is read: restore parses it whole
 _META_SIZE_LIMIT = 1 << 20
 _SEQ_LIMIT = 999999999           # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
 _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
-# A repeat of one of the last N records within S seconds is a retry.
-_DUPLICATE_WINDOW_RECORDS = 20
+_DUPLICATE_WINDOW_RECORDS = 20  # a repeat of one of the last N records within S seconds is a retry
 _DUPLICATE_WINDOW_SECONDS = 600
 # build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
@@ -105,14 +103,13 @@ _DIR_VARIABLE = "SHAPING_NOTES_DIR"
 _SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
 _SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
 _SESSIONS_LISTED = 100
-# The host words which file to keep; the variable overrides the folder's path.
+# The host (the variable, else the folder's path) words which file to keep.
 _HOST_VARIABLE = "SHAPING_NOTES_HOST"
 _HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
 _HOST_DOWNLOAD_FOLDERS = {"chatgpt": "/mnt/data", "claude-ai": "/mnt/user-data/outputs"}
 _RESTORE_CANDIDATES_LIMIT = 20  # exports in the folder that restore compares
-_PATH_LIMIT = 4096        # characters of a path given on the command line (Linux's PATH_MAX)
+_PATH_LIMIT = 4096        # characters of a path argument (PATH_MAX)
 _PATH_DEPTH_LIMIT = 256   # its folders: os.makedirs recurses once per missing one
-# Folder names an installer puts modules in (dist-packages is Debian's).
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
@@ -133,9 +130,9 @@ _LINUX_PROTECTED_FLAGS = 0x10 | 0x20
 _LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
 _LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
                              "armv8l", "riscv64", "s390x", "loongarch64")
-# A replace of the log failing so: the log or its folder is protected.
+# A replace of the log failing so: it or its folder is protected.
 _PROTECTED_ERRORS = (errno.EPERM, errno.EACCES, errno.EROFS)
-# The log may hold personal details; an export gets the umask's mode.
+# The log may hold personal details; an export gets the umask's.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
 _UMASK_FILE_MODE = 0o666
@@ -143,22 +140,11 @@ _UMASK_FILE_MODE = 0o666
 # C0 (but tab, LF, CR), DEL, C1 and bidirectional controls.
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
-# Kept in a note; removed only for the credential check.
-_INVISIBLE_CHARACTERS = dict.fromkeys([
-    0x00ad,                      # soft hyphen
-    0x034f,                      # combining grapheme joiner
-    0x061c,                      # Arabic letter mark
-    0x115f, 0x1160, 0x3164, 0xffa0,  # Hangul fillers
-    0x17b4, 0x17b5,              # Khmer inherent vowels
-    *range(0x180b, 0x1810),      # Mongolian selectors, vowel separator
-    *range(0x200b, 0x2010),      # zero-width characters, direction marks
-    *range(0x2060, 0x2065),      # word joiner, invisible operators
-    *range(0x206a, 0x2070),      # deprecated format characters
-    *range(0xfe00, 0xfe10),      # variation selectors
-    0xfeff,                      # byte order mark
-    *range(0xe0000, 0xe0080),    # tag characters
-    *range(0xe0100, 0xe01f0),    # variation selectors supplement
-])
+# Invisible characters: kept in a note, removed for the credential check.
+_INVISIBLE_CHARACTERS = dict.fromkeys([0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x3164, 0xffa0, 0x17b4, 0x17b5, 0xfeff,
+                                       *range(0x180b, 0x1810), *range(0x200b, 0x2010), *range(0x2060, 0x2065),
+                                       *range(0x206a, 0x2070), *range(0xfe00, 0xfe10), *range(0xe0000, 0xe0080),
+                                       *range(0xe0100, 0xe01f0)])
 
 _SESSION_ID_LIMIT = 100
 _HEX_DIGITS = frozenset("0123456789abcdef")
@@ -325,7 +311,7 @@ _VENDOR_PATTERNS = (
     ("token with a vendor prefix", ("-",),
      r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
 )
-# Password, PIN and door-code words in many languages; short ones stand alone (not spin, pinned).
+# Password, PIN and door-code words; short ones stand alone (not spin, pinned).
 _PASSWORD_WORDS = (
     r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
     r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
@@ -337,7 +323,7 @@ _PASSWORD_WORDS = (
 _PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
                      "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
                      "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
-# What may stand between such a word and its value: "is", a colon, "=", an arrow, a table's bar.
+# Between such a word and its value: "is", a colon, "=", an arrow, a table's bar.
 _PASSWORD_OPERATOR = (
     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
     r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*\*{0,2}[ \t]*"
@@ -379,7 +365,7 @@ _CONTEXT_PATTERNS = (
      r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)?"
      r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?"
      r"(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?)+)"),
-    # The general rule; _generic_value_is_secret judges the value. Public and site keys are public.
+    # _generic_value_is_secret judges the value. Public and site keys are public.
     ("secret after a secret-like word",
      ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
      r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
@@ -391,39 +377,34 @@ _CONTEXT_PATTERNS = (
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
-# The cheap first look: most notes show none of these; every secret found above shows one.
+# The cheap first look: every secret found above shows one of these; most notes none.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
                                 r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
-_FIRST_LOOK_WORDS = ("://", "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "haslo",
-                     "hasło", "heslo", "adgangsk", "salasana", "jelsz", "sifre", "şifre", "пароль", "lösenord",
-                     "κωδικ", "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호")
+_FIRST_LOOK_WORDS = ("://",) + _PASSWORD_MARKERS[:-4]  # not pin, code, key, psk: too common
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
-# A key in groups ("AKIA IOSF ODNN ...", "sk-p roj- Ab12 ..."), which _find_credential joins.
+# A key in groups ("AKIA IOSF ODNN ..."), which _find_credential joins.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
 _SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
-_GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"  # a space, tab, no-break or thin space, or a hyphen
-# Words that stand in for a password in documentation (https://user:pass@host).
+_GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"
+# Stand-ins for a password in documentation (https://user:pass@host).
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
-# Lower-case pieces that mark a value as a stand-in, not a secret.
 _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
 # The start of an SSH public key's base64 body (a private key never begins so).
 _SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
 _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-# Algorithm and protocol names that look like a password (argon2id, sha256, oauth2).
+# Algorithm and protocol names that look like a password.
 _ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
                    r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
-# Keys that open nothing (cache key, page token), and words describing one (key id, token type).
+# Keys that open nothing (cache key, page token); words describing one (key id, token type).
 _KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
                            r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
                            r"next|design|site)[ _-]?$")
 _KEY_DESCRIPTION = (r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
                     r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
-# Entropy (bits per character) below which a value after a secret-like word is not random.
-_GENERIC_ENTROPY_THRESHOLD = 3.0
+_GENERIC_ENTROPY_THRESHOLD = 3.0  # bits per character; below it a value is not random
 
 
-_NOTE_ID_LIMIT = 12  # characters of a note id at most: no seq up to SEQ_LIMIT needs more
-# What redact leaves of a note's text and effect, and how its source note begins.
+_NOTE_ID_LIMIT = 12  # characters: no seq up to SEQ_LIMIT needs more
 _REDACTED_TEXT = "[redacted]"
 _REDACTION_PREFIX = "Redacted "
 _REDACT_REASON_LIMIT = _TEXT_LIMIT - len(_REDACTION_PREFIX) - _NOTE_ID_LIMIT - 2  # the source note's text fits
@@ -442,11 +423,8 @@ class NotesError(Exception):
     def __init__(self, message: str, exit_code: int = _EXIT_USAGE, details: dict | None = None,
                  help_for: str | None = None):
         super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-        self.details = details or {}
-        # the command whose --help the message points to
-        self.help_for = help_for
+        # help_for: the command whose --help the message points to
+        self.message, self.exit_code, self.details, self.help_for = message, exit_code, details or {}, help_for
 
 
 # --------------------------------------------------------------------------
@@ -457,20 +435,18 @@ def _refuse_constant(name: str):
 
 
 def _finite_float(text: str) -> float:
-    """Refuse a float too big (1e999 would be infinity)."""
     value = float(text)
-    if value - value != 0:  # infinite
+    if value - value != 0:  # 1e999 is infinity
         raise ValueError("%s... is too big for a float" % text[:20])
     return value
 
 
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
-_JSON_SPACES = " \t\n\r"  # JSON's whitespace
 
 
 def _parse_json(text: str):
-    """One JSON document, or ValueError (also for NaN, huge floats, deep nesting)."""
-    body = text.strip(_JSON_SPACES)
+    """One JSON document, or ValueError (NaN, huge floats and deep nesting too)."""
+    body = text.strip(" \t\n\r")  # JSON's whitespace
     try:
         value, end = _DECODER.raw_decode(body)
     except RecursionError:
@@ -480,8 +456,8 @@ def _parse_json(text: str):
     return value
 
 
-# Built once (plain form: json.dumps); checksummed values are never circular.
 _COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The checksum's form; checksummed values are never circular.
 _CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True,
                                       check_circular=False)
 
@@ -490,13 +466,8 @@ def _compact_json(value) -> str:
     return _COMPACT_ENCODER.encode(value)
 
 
-def _canonical_json(value) -> str:
-    """The form the checksum is taken of."""
-    return _CANONICAL_ENCODER.encode(value)
-
-
 def _pretty_json(value) -> str:
-    """JSON as v0 indents it (receipts, meta, exports)."""
+    """JSON as v0 indents it."""
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
@@ -514,7 +485,7 @@ def _note_id_for(seq: int) -> str:
 def _record_checksum(record: dict) -> str:
     body = dict(record)
     body.pop("checksum", None)
-    return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(_CANONICAL_ENCODER.encode(body).encode("utf-8")).hexdigest()[:16]
 
 
 def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
@@ -522,30 +493,11 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
                  evidence: str | None = None, about: str | None = None, by: str | None = None,
                  timestamp: str | None = None, batch: str | None = None) -> dict:
     """v0's keys in v0's order, the optional fields after, checksum last."""
-    record = {
-        "id": _note_id_for(seq),
-        "ts": timestamp or _utc_now(),
-        "session_id": session_id,
-        "seq": seq,
-        "type": note_type,
-        "text": text,
-    }
-    if effect:
-        record["effect"] = effect
-    if ref:
-        record["ref"] = ref
-    if status:
-        record["status"] = status
-    if provenance:
-        record["provenance"] = provenance
-    if evidence:
-        record["evidence"] = evidence
-    if about:
-        record["about"] = about
-    if by:
-        record["by"] = by
-    if batch:
-        record["batch"] = batch
+    record = {"id": _note_id_for(seq), "ts": timestamp or _utc_now(), "session_id": session_id, "seq": seq,
+              "type": note_type, "text": text}
+    record.update((key, value) for key, value in (("effect", effect), ("ref", ref), ("status", status),
+                  ("provenance", provenance), ("evidence", evidence), ("about", about), ("by", by), ("batch", batch))
+                  if value)
     record["checksum"] = _record_checksum(record)
     return record
 
@@ -558,35 +510,33 @@ _FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))
 
 
 def _may_hold_credential(text: str) -> bool:
-    """Whether the text passes the first look (FIRST_LOOK_SHAPES and its words)."""
     if _FIRST_LOOK_SHAPES(text):
         return True
     lowered = text.lower()
-    return (_FIRST_LOOK_WORD_SEARCH(lowered) is not None
-            or (("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered) is not None))
+    return bool(_FIRST_LOOK_WORD_SEARCH(lowered)
+                or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered))
 
 
 def _shannon_entropy(value: str) -> float:
-    """Shannon entropy in bits per character: random keys score high, words low."""
-    counts = {}
-    for character in value:
-        counts[character] = counts.get(character, 0) + 1
+    """Bits per character: random keys score high, words low."""
     length = len(value)
-    return -sum(count / length * math.log2(count / length) for count in counts.values())
+    return -sum(count / length * math.log2(count / length) for count in collections.Counter(value).values())
 
 
 def _is_placeholder(value: str) -> bool:
-    """Whether the value is a stand-in: it names itself one, is mostly one character, or hardly varies."""
+    """Whether the value names itself a stand-in, is mostly one character, or hardly varies."""
     lowered = value.lower()
     repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
     return (any(word in lowered for word in _PLACEHOLDER_WORDS) or _shannon_entropy(value) < 2.0
             or repeated is not None and len(repeated.group()) * 4 >= len(value))
 
 
+_ANY_CASE_UUID = r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}"
+
+
 def _is_date_or_uuid(value: str) -> bool:
-    """Whether the value is a UUID, a date or a time."""
-    return re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-                        r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?", value) is not None
+    return re.fullmatch(_ANY_CASE_UUID + r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?",
+                        value) is not None
 
 
 def _is_word_like(value: str) -> bool:
@@ -606,13 +556,13 @@ def _reads_as_words(value: str) -> bool:
 
 
 def _looks_random(value: str) -> bool:
-    """Whether the value mixes upper case, lower case and digits with the spread of random text."""
-    return (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+    """Whether the value mixes cases and digits with the spread of random text."""
+    return (any(map(str.isupper, value)) and any(map(str.islower, value)) and any(map(str.isdigit, value))
             and _shannon_entropy(value) >= 3.5 and not _is_placeholder(value))
 
 
 def _is_stand_in(value: str) -> bool:
-    """Whether a value after a key or password word is a stand-in, a reference, a path or a URL."""
+    """Whether the value is a stand-in, a reference, a path or a URL."""
     return (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../"))
             or value.lower() in _PLACEHOLDER_PASSWORDS or _is_placeholder(value))
 
@@ -627,7 +577,7 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
             or re.fullmatch(r"6L[A-Za-z0-9_-]{38}", value) and "secret" not in before.lower()
             or re.fullmatch(r"0x(?:[0-9A-Fa-f]{8}){1,2}", value)):
         return False  # a reCAPTCHA key is public unless named secret; 0x and 8 or 16 hex: a key id
-    if re.fullmatch(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
+    if re.fullmatch(_ANY_CASE_UUID, value):
         return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
     if _is_word_like(value):
         return False
@@ -635,16 +585,15 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
     if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
             and re.search(r"(?i)commit|sha|hash|digest|checksum|fingerprint|etag|revision", before)):
         return False
-    kinds = sum(1 for test in (str.islower, str.isupper, str.isdigit, lambda c: not c.isalnum())
-                if any(test(character) for character in value))
+    kinds = sum(any(map(test, value)) for test in (str.islower, str.isupper, str.isdigit, lambda c: not c.isalnum()))
     if len(value) < 16:
         return (keyword.lower().startswith(("pass", "pwd")) and not operator.isspace() and kinds >= 2
-                and any(not character.isalpha() for character in value))
+                and not value.isalpha())
     if _shannon_entropy(value) < _GENERIC_ENTROPY_THRESHOLD:
         return False
     case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper()
                        and left.isalpha() and right.isalpha())
-    return any(character.isdigit() for character in value) or case_changes * 3 >= len(value)
+    return any(map(str.isdigit, value)) or case_changes * 3 >= len(value)
 
 
 def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
@@ -659,34 +608,32 @@ def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
         return False
     if "phrase" in lowered and explicit and re.fullmatch(r"(?i)[a-z]{3,}(?:[-_. ][a-z0-9]+){2,}", value):
         return True
-    letters = any(c.isalpha() for c in value)
-    others = any(not c.isalpha() for c in value)
-    if (len(value) < 6 or not letters or _is_date_or_uuid(value) or re.search(_ALGORITHM_NAME, value)
-            or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # a duration or a size: 90days, 16chars
+    if (len(value) < 6 or not any(map(str.isalpha, value)) or _is_date_or_uuid(value)
+            or re.search(_ALGORITHM_NAME, value) or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # 90days, 16chars
         return False
     if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:", never after a bare space
-        return explicit and any(c.isdigit() for c in value) and not value.isupper() and value.count("_") < 2
+        return explicit and any(map(str.isdigit, value)) and not value.isupper() and value.count("_") < 2
     case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper())
-    return others or (explicit and len(value) >= 8 and case_changes >= 3)
+    return not value.isalpha() or explicit and len(value) >= 8 and case_changes >= 3
 
 
 def _pair_is_secret(value: str) -> bool:
-    """Whether the value after a user and a slash (or an e-mail address and a colon) is password-like."""
+    """Whether the value after a user and a slash (or an address and a colon) is password-like."""
     value = value.rstrip(".,:!?)]}")
     return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
-            and any(c.isalpha() for c in value) and any(not c.isalpha() for c in value)
+            and any(map(str.isalpha, value)) and not value.isalpha()
             and not (_is_word_like(value) and _reads_as_words(value)) and not re.search(_ALGORITHM_NAME, value))
 
 
 def _codes_are_secret(codes: str) -> bool:
-    """Whether a list after a word for recovery codes holds two or more codes with digits."""
+    """Whether the list holds two or more codes with digits."""
     pieces = [piece for piece in re.split(r"[\s,;]+", codes) if piece]
-    return (len(pieces) >= 2 and sum(any(c.isdigit() for c in piece) for piece in pieces) * 2 >= len(pieces)
+    return (len(pieces) >= 2 and sum(any(map(str.isdigit, piece)) for piece in pieces) * 2 >= len(pieces)
             and not any(piece.isalpha() and piece.islower() for piece in pieces))
 
 
 def _credential_match_is_real(match) -> bool:
-    """Whether a pattern's match is a credential, not a documented example or a placeholder."""
+    """Whether a pattern's match is a credential, not an example or a placeholder."""
     groups = match.groupdict()
     following = match.string[match.end():match.end() + 1]
     if groups.get("password") is not None:
@@ -704,41 +651,21 @@ def _credential_match_is_real(match) -> bool:
         explicit = groups.get("operator") is None or not groups["operator"].isspace()
         return following != "(" and _password_value_is_secret(groups.get("keyword") or "password",
                                                                groups["secret"], explicit)
-    if groups.get("pair") is not None:
-        return _pair_is_secret(groups["pair"])
-    if groups.get("codes") is not None:
-        return _codes_are_secret(groups["codes"])
-    if groups.get("random") is not None:
-        return _looks_random(groups["random"])
+    for name, judge in (("pair", _pair_is_secret), ("codes", _codes_are_secret), ("random", _looks_random)):
+        if groups.get(name) is not None:
+            return judge(groups[name])
     return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
-def _patterns_by_marker() -> dict:
-    """Marker -> the indexes of the CREDENTIAL_PATTERNS that name it."""
-    by_marker = {}
-    for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS):
-        for marker in markers:
-            by_marker.setdefault(marker, []).append(index)
-    return by_marker
-
-
-# Patterns by marker, and those always tried.
-_PATTERNS_BY_MARKER = _patterns_by_marker()
-_PATTERNS_WITHOUT_MARKERS = tuple(index for index, rule in enumerate(_CREDENTIAL_PATTERNS) if not rule[1])
-
-
-def _patterns_to_try(lowered: str) -> list:
-    """The indexes, in order, of the CREDENTIAL_PATTERNS whose markers the lower-cased text holds."""
-    found = set(_PATTERNS_WITHOUT_MARKERS)
-    for marker, indexes in _PATTERNS_BY_MARKER.items():
-        if marker in lowered:
-            found.update(indexes)
-    return sorted(found)
+# (index, marker) for each marker of each rule; "" (in every text) for a rule without one.
+_PATTERN_MARKERS = tuple((index, marker) for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS)
+                         for marker in markers or ("",))
 
 
 def _credential_kind_in(text: str, context: bool = True, across: int | None = None) -> str | None:
     """The kind of the first credential found, or None; with across, only a match over that position."""
-    for index in _patterns_to_try(text.lower()):
+    lowered = text.lower()
+    for index in sorted({index for index, marker in _PATTERN_MARKERS if marker in lowered}):
         kind, _, pattern, is_context = _CREDENTIAL_PATTERNS[index]
         if is_context and not context:
             continue
@@ -752,7 +679,7 @@ def _credential_kind_in(text: str, context: bool = True, across: int | None = No
 
 
 def _join_key_groups(run) -> str:
-    """A run of groups with its separators taken out, unless half its pieces are lower-case words."""
+    """The run without its separators, unless half its pieces are lower-case words."""
     pieces = [piece for piece in re.split(_GROUP_SEPARATOR + "+", run.group()) if piece]
     words = sum(1 for piece in pieces if piece.isalpha() and piece.islower())
     return run.group() if words * 2 >= len(pieces) else re.sub(
@@ -760,41 +687,34 @@ def _join_key_groups(run) -> str:
 
 
 def _joined_kind_in(text: str) -> str | None:
-    """The kind of key a run of groups in the text holds once joined (vendor formats only), or None."""
+    """The kind of key a run of groups holds once joined (vendor formats only), or None."""
     for run in (_GROUPED_RUN, _SPACED_RUN):
         joined = re.sub(run, _join_key_groups, text)
-        kind = _credential_kind_in(joined, context=False) if joined != text else None
+        kind = joined != text and _credential_kind_in(joined, context=False)
         if kind:
             return kind
     return None
 
 
 def _find_credential(text: str) -> str | None:
-    """The kind of credential the text seems to hold, as it stands or with groups joined, or None."""
-    if not _may_hold_credential(text):
-        return None
-    return _credential_kind_in(text) or _joined_kind_in(text)
+    """The kind of credential the text seems to hold, or None."""
+    return _may_hold_credential(text) and (_credential_kind_in(text) or _joined_kind_in(text)) or None
 
 
 def _visible_text(value: str) -> str:
-    """The value without INVISIBLE_CHARACTERS, as the credential check reads it."""
+    """The value as the credential check reads it."""
     return value if value.isascii() else value.translate(_INVISIBLE_CHARACTERS)
 
 
 def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
-    """A credential that only the text and effect read together hold, as (kind, detail), or None."""
-    if not effect:
-        return None
-    text, effect = _visible_text(text), _visible_text(effect)
-    if not _may_hold_credential(text + effect):
+    """A credential split between text and effect, as (kind, detail), or None."""
+    text, effect = _visible_text(text), _visible_text(effect or "")
+    if not effect or not _may_hold_credential(text + effect):
         return None
     # Only a match over the seam counts.
     kind = (_credential_kind_in(text + effect, context=False, across=len(text))
-            or _credential_kind_in(text + " " + effect, across=len(text))
-            or _joined_kind_in(text + " " + effect))
-    if kind:
-        return "credential", "and effect together seem to hold a credential (%s) split between them" % kind
-    return None
+            or _credential_kind_in(text + " " + effect, across=len(text)) or _joined_kind_in(text + " " + effect))
+    return kind and ("credential", "and effect together seem to hold a credential (%s) split between them" % kind)
 
 
 def _character_name(character: str) -> str:
@@ -817,21 +737,18 @@ def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | Non
                     _character_name(character), position)
     if len(value) > limit:
         return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
-    # Some invisible characters (U+034F, U+FE0F) are printable.
-    kind = suspect and _find_credential(_visible_text(value))  # a key split by invisible characters is still a key
-    if kind:
-        return "credential", "seems to hold a credential (%s)" % kind
-    return None
+    # Some invisible characters are printable: a key split by them is still a key.
+    kind = suspect and _find_credential(_visible_text(value))
+    return kind and ("credential", "seems to hold a credential (%s)" % kind)
 
 
 _REFUSAL_ADVICE = {
-    "invalid_unicode": "; the shell passed undecodable bytes: re-send it as plain UTF-8 text",
-    "control_character": "; remove it (tab, newline and carriage return are the only control characters "
-                         "kept; C1 and bidirectional controls can change what a reader sees)",
-    "too_long": ", because a memory signal is a minimal pointer, not content: keep the content in the "
-                "conversation and record only the decision, gate or boundary",
-    "credential": "; credentials never enter the log, which is plain text that gets uploaded, exported "
-                  "and shared. Describe where the secret lives instead of pasting it",
+    "invalid_unicode": "; re-send it as plain UTF-8 text",
+    "control_character": "; remove it (tab, newline and carriage return are the only control characters kept)",
+    "too_long": ": a memory signal is a pointer; keep the content in the conversation and record only the "
+                "decision, gate or boundary",
+    "credential": "; credentials never enter the log, which gets exported and shared: say where the secret "
+                  "lives instead",
 }
 
 
@@ -839,8 +756,7 @@ def _clean_field(name: str, value: str | None, limit: int) -> str:
     value = (value or "").strip()
     found = _signal_problem(value, limit)
     if found:
-        kind, detail = found
-        raise NotesError("--%s %s%s" % (name, detail, _REFUSAL_ADVICE[kind]))
+        raise NotesError("--%s %s%s" % (name, found[1], _REFUSAL_ADVICE[found[0]]))
     return value
 
 
@@ -849,19 +765,16 @@ def _check_choice(name: str, value, allowed) -> None:
         raise NotesError("unknown --%s; use one of: %s" % (name, ", ".join(allowed)))
 
 
-def _clean_signal(note_type: str, text: str | None, effect: str | None,
-                 ref: str | None, status: str | None,
-                 provenance: str | None = None, evidence: str | None = None,
-                 about: str | None = None, by: str | None = None) -> dict:
-    """The signal checked, as field -> value in SIGNAL_FIELDS order."""
+def _clean_signal(note_type: str, text: str | None, effect: str | None, ref: str | None, status: str | None,
+                 provenance: str | None = None, evidence: str | None = None, about: str | None = None,
+                 by: str | None = None) -> dict:
+    """The signal checked, in SIGNAL_FIELDS order."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
-        raise NotesError("--text is required: say what to keep, for example --text 'The log stays "
-                         "append-only.'", help_for="append")
+        raise NotesError("--text is required: say what to keep", help_for="append")
     # The Python API bypasses the parser's checks.
-    _check_choice("type", note_type, NOTE_TYPES)
-    for name, value, allowed in (("provenance", provenance, PROVENANCES),
+    for name, value, allowed in (("type", note_type, NOTE_TYPES), ("provenance", provenance, PROVENANCES),
                                  ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
         if value is not None:
             _check_choice(name, value, allowed)
@@ -877,19 +790,13 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None,
     rule = _gate_rule_broken(note_type, ref, status, by)
     if rule:
         raise NotesError(_GATE_RULES[rule][1])
-    # Not echoed: it may be a pasted secret.
-    if ref is not None and _as_note_id(ref) is None:
-        raise NotesError("--ref is not a note id; pass the id of the note it updates, such as n00012 "
-                         "(tail lists the ids)")
     ref, about, by = _clean_link("ref", ref), _clean_link("about", about), _clean_link("by", by)
     return dict(zip(_SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
 
 
 def _clean_link(name: str, value: str | None) -> str | None:
-    if value is None:
-        return None
     cleaned = _as_note_id(value)
-    if cleaned is None:
+    if value is not None and cleaned is None:  # not echoed: it may be a pasted secret
         raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
     return cleaned
 
@@ -918,32 +825,15 @@ def _is_session_id(value) -> bool:
             and not value.isspace())
 
 
-def _is_checksum(value) -> bool:
-    return type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None
-
-
 def _batch_place(place) -> tuple | None:
     """(K, N) from "K/N" (1 <= K <= N, no leading zero), else None."""
-    if type(place) is not str or place.count("/") != 1:
-        return None
-    numbers = place.split("/")
-    if not all(0 < len(number) <= 9 and number.isdigit() and number.isascii() and number[0] != "0"
-               for number in numbers):
-        return None
-    line, count = int(numbers[0]), int(numbers[1])
-    return (line, count) if line <= count else None
+    match = type(place) is str and re.fullmatch(r"([1-9][0-9]{0,8})/([1-9][0-9]{0,8})", place)
+    place = match and (int(match.group(1)), int(match.group(2)))
+    return place if place and place[0] <= place[1] else None
 
 
 def _batch_place_of(value) -> tuple | None:
     return _batch_place(value.get("batch")) if isinstance(value, dict) else None
-
-
-def _is_batch_place(value) -> bool:
-    return _batch_place(value) is not None
-
-
-def _is_string(value) -> bool:
-    return type(value) is str
 
 
 def _is_plain_value(value) -> bool:
@@ -955,11 +845,9 @@ def _is_plain_value(value) -> bool:
 def _parse_line(raw: bytes) -> tuple:
     """(object, None) or (None, problem kind) for one line."""
     try:
-        text = raw.decode("utf-8")
+        value = _parse_json(raw.decode("utf-8"))
     except UnicodeDecodeError:
         return None, "not_utf8"
-    try:
-        value = _parse_json(text)
     except ValueError:
         return None, "not_json"
     if not isinstance(value, dict):
@@ -969,11 +857,10 @@ def _parse_line(raw: bytes) -> tuple:
 
 _PROBLEM_DETAILS = {
     "not_utf8": "the line is not valid UTF-8",
-    "not_json": "the line is not JSON that can be read (broken, a number too big for a float, or nested "
-                "too deeply)",
+    "not_json": "the line is not readable JSON (broken, a float too big, or nested too deeply)",
     "not_object": "the line is JSON but not an object",
     "missing_field": "the record lacks a field",
-    "bad_field": "a field of the record holds a value of the wrong kind",
+    "bad_field": "a field holds a value of the wrong kind",
     "invalid_unicode": "the record holds text that is not valid UTF-8 (a lone surrogate)",
     "control_character": "the record holds a control character that append refuses",
     "too_long": "the text or effect is longer than append allows",
@@ -985,43 +872,34 @@ _PROBLEM_DETAILS = {
     "unknown_type": "the record has an unknown type",
     "ref_target": "the ref does not name an earlier note of the right kind",
     "link_target": "the about or by field does not name an earlier note of the right kind",
-    "gate_rule": "the record breaks a rule append keeps for gates: a status only on a gate, a gate update "
-                 "with its status, a new gate not closed, by only on a gate update",
-    "supersede_rule": "the record supersedes (ref) a note labelled op or shared without being labelled op or "
-                      "shared itself, which append now refuses: check with the operator that the "
-                      "change is theirs",
-    "seq_repeated": "the seq repeats or goes back: it is not above every seq before it",
+    "gate_rule": "the record breaks a rule append keeps for gates",
+    "supersede_rule": "the record supersedes (ref) a note labelled op or shared without being so labelled, which "
+                      "append now refuses: check with the operator that the change is theirs",
+    "seq_repeated": "the seq repeats or goes back",
     "seq_gap": "seq numbers are missing before this record",
     "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
     "missing_newline": "the last record lacks its newline; the next append adds it",
-    "line_too_long": "the line is longer than any record (over 1 MiB); it was passed over, not read",
+    "line_too_long": "the line is over 1 MiB, longer than any record; it was passed over",
     "batch_broken": "a batch is not whole: its lines K/N must run 1/N to N/N in a row",
-    "incomplete_batch": "the last lines are an incomplete batch (an append --batch cut short); they are not "
-                        "notes, and the next append moves them to a side file",
-    "redaction_unexplained": "the note holds the placeholder redact leaves, but no later source note says it "
-                             "was redacted: it was edited by hand, or redact was cut short (run redact on it "
-                             "again to record why)",
+    "incomplete_batch": "the last lines are an incomplete batch, not notes; the next append moves them to a side file",
+    "redaction_unexplained": "the note holds redact's placeholder, but no later source note says why: it was "
+                             "edited by hand, or redact was cut short (run redact on it again)",
 }
-# Readers skip a record with these: its fields cannot be trusted.
-_UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))
+_UNUSABLE = frozenset(("missing_field", "bad_field", "invalid_unicode"))  # readers skip such a record
 
 _REQUIRED_FIELDS = ("id", "ts", "session_id", "seq", "type", "text", "checksum")
+_NOTE_ID_RULE = (_is_note_id, "a note id (n and five to eleven digits)")
+_STRING_RULE = (lambda value: type(value) is str, "a string")
 _FIELD_RULES = {
-    "id": (_is_note_id, "a note id (n and five to eleven digits)"),
-    "ts": (_is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"),
-    "session_id": (_is_string, "a string"),
-    "seq": (_is_seq, "a whole number from 1 to %d" % _SEQ_LIMIT),
-    "type": (_is_string, "a string"),
-    "text": (_is_string, "a string"),
-    "effect": (_is_string, "a string"),
-    "ref": (_is_note_id, "a note id (n and five to eleven digits)"),
+    "id": _NOTE_ID_RULE, "ts": (_is_timestamp, "a UTC time YYYY-MM-DDTHH:MM:SSZ"), "session_id": _STRING_RULE,
+    "seq": (_is_seq, "a whole number from 1 to %d" % _SEQ_LIMIT), "type": _STRING_RULE, "text": _STRING_RULE,
+    "effect": _STRING_RULE, "ref": _NOTE_ID_RULE, "about": _NOTE_ID_RULE, "by": _NOTE_ID_RULE,
     "status": (lambda value: value in GATE_STATUSES, "open, deferred or closed"),
     "provenance": (lambda value: value in PROVENANCES, "one of: " + ", ".join(PROVENANCES)),
     "evidence": (lambda value: value in EVIDENCE_LEVELS, "one of: " + ", ".join(EVIDENCE_LEVELS)),
-    "about": (_is_note_id, "a note id (n and five to eleven digits)"),
-    "by": (_is_note_id, "a note id (n and five to eleven digits)"),
-    "batch": (_is_batch_place, "K/N, line K of an N-line batch (1 <= K <= N)"),
-    "checksum": (_is_checksum, "16 lowercase hex digits"),
+    "batch": (lambda value: _batch_place(value) is not None, "K/N, line K of an N-line batch (1 <= K <= N)"),
+    "checksum": (lambda value: type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None,
+                 "16 lowercase hex digits"),
 }
 _PLAIN_RULE = (_is_plain_value, "a string, a number, true, false or null")
 
@@ -1051,16 +929,11 @@ def _check_record(record: dict, session_id: str | None) -> list:
     try:
         checksum = _record_checksum(record)
     except UnicodeEncodeError:  # a lone surrogate anywhere
-        return [(kind, detail) for kind, detail in problems if kind != "invalid_unicode"] + [
-            ("invalid_unicode", None)]
-    if checksum != record["checksum"]:
-        problems.append(("bad_checksum", None))
-    if record["id"] != _note_id_for(record["seq"]):
-        problems.append(("id_mismatch", None))
-    if session_id is not None and record["session_id"] != session_id:
-        problems.append(("foreign_session", None))
-    if record["type"] not in NOTE_TYPES:
-        problems.append(("unknown_type", None))
+        return [problem for problem in problems if problem[0] != "invalid_unicode"] + [("invalid_unicode", None)]
+    problems += [(kind, None) for kind, broken in (
+        ("bad_checksum", checksum != record["checksum"]), ("id_mismatch", record["id"] != _note_id_for(record["seq"])),
+        ("foreign_session", session_id is not None and record["session_id"] != session_id),
+        ("unknown_type", record["type"] not in NOTE_TYPES)) if broken]
     rule = _gate_rule_broken(record["type"], record.get("ref"), record.get("status"), record.get("by"))
     if rule:
         problems.append(("gate_rule", _GATE_RULES[rule][0]))
@@ -1068,7 +941,7 @@ def _check_record(record: dict, session_id: str | None) -> list:
 
 
 def _record_text_problems(text: str, effect: str | None) -> list:
-    """What append would refuse in a stored text and effect, as (kind, detail) pairs: each alone, then both."""
+    """What append would refuse in a stored text and effect, as (kind, detail) pairs."""
     # One first look for both: a marker in either is one in the two joined.
     suspect = _may_hold_credential(_visible_text(text + effect if effect else text))
     problems = []
@@ -1083,22 +956,22 @@ def _record_text_problems(text: str, effect: str | None) -> list:
     return problems
 
 
-# The rules append keeps for gates: kind -> (what a reader says of a record breaking it, append's refusal).
+# Rules append keeps: kind -> (what a reader says of a record breaking it, the refusal).
 _GATE_RULES = {
     "status": ("the record has a status, which only a gate has",
                "--status applies only to --type gate; drop it, or record a gate"),
     "no_status": ("the gate update has a ref but no status",
-                  "a gate with --ref updates that gate, so it needs --status open, deferred or closed"),
+                  "a gate update (--ref) needs --status open, deferred or closed"),
     "closed": ("the new gate starts closed",
-               "a new gate cannot start closed; open it first, then close it with --ref <its id> --status closed"),
+               "a new gate cannot start closed; open it, then close it with --ref <its id> --status closed"),
     "by": ("the record has a by, which only a gate update has",
-           "--by names the note that settles a gate update, so it goes only with --type gate --ref <the gate> "
-           "--status ...; to link any other note, use --about"),
+           "--by names the note that settles a gate update (--type gate --ref <the gate> --status ...); to link "
+           "any other note, use --about"),
 }
 
 
 def _gate_rule_broken(note_type, ref, status, by) -> str | None:
-    """The kind of gate rule a note of these fields (None: absent) breaks, or None."""
+    """The gate rule these fields (None: absent) break, or None."""
     if note_type != "gate" and status is not None:
         return "status"
     if note_type == "gate" and ref is not None and status is None:
@@ -1110,26 +983,23 @@ def _gate_rule_broken(note_type, ref, status, by) -> str | None:
     return None
 
 
-# The rules append keeps for links: kind -> (what a reader says of a record breaking it, append's refusal).
 _LINK_RULES = {
     "missing": ("the %(name)s %(id)s names no earlier note", None),
-    "ref_not_gate": ("the gate update's ref %(id)s names a note that is not a gate",
+    "ref_not_gate": ("the gate update's ref %(id)s is not a gate",
                      "--ref %(id)s is a %(type)s, not a gate; a gate update must name the gate it changes"),
-    "ref_gate": ("the ref %(id)s names a gate, which changes only through gate updates",
-                 "--ref %(id)s is a gate; gates change only through gate updates: append --type gate --ref %(id)s "
-                 "--status open|deferred|closed"),
-    "by_gate": ("the by %(id)s names a gate; a gate is settled by a decision or another note",
-                "--by %(id)s is a gate; --by names the note that settles this gate (a decision, a source): append "
-                "that note first, then name it"),
+    "ref_gate": ("the ref %(id)s names a gate, which changes only by gate updates",
+                 "--ref %(id)s is a gate, which changes only by a gate update: --type gate --ref %(id)s --status ..."),
+    "by_gate": ("the by %(id)s names a gate, not a note that settles one",
+                "--by %(id)s is a gate; name the note that settles this gate (a decision, a source), appended first"),
     "supersede": (None, "--ref %(id)s would supersede a note labelled --provenance %(provenance)s, and this note is "
-                        "not labelled op or shared; nothing was written. If it answers, refines or comments on that "
-                        "note, link it with --about %(id)s instead (both stay live); if the operator confirmed the "
-                        "change, say so with --provenance op (or shared)"),
+                        "not labelled op or shared; nothing was written. To answer or refine that note, link it with "
+                        "--about %(id)s (both stay live); if the operator confirmed the change, add --provenance op "
+                        "(or shared)"),
 }
 
 
 def _link_rule_broken(name, note_type, target_type, target_firm, provenance) -> str | None:
-    """The kind of link rule a note's ref, about or by breaks with the earlier note it names, or None."""
+    """The link rule a ref, about or by breaks with the note it names, or None."""
     if name == "ref" and (note_type == "gate") != (target_type == "gate"):
         return "ref_not_gate" if note_type == "gate" else "ref_gate"
     if name == "by" and target_type == "gate":
@@ -1143,25 +1013,17 @@ class _LogOrder:
     """What a forward reader keeps to check each line's place."""
 
     def __init__(self):
-        self.seqs = set()                # seqs of gates
-        self.firm = set()                # seqs of non-gate notes labelled op or shared
-        self.highest = self.damaged = 0  # highest seq; lines since it with none
-        self.line = 0                    # lines (or export records) so far
-        self.batch_next = None           # (K, N) the next line must hold
-        self.batch_line = 0              # where the batch under way started
-        self.notices, self.notice_count = [], 0  # as verify's entries
+        self.seqs, self.firm = set(), set()  # seqs of gates; of non-gate notes labelled op or shared
+        self.highest = self.damaged = self.line = 0  # highest seq; lines since it with none; lines so far
+        self.batch_next, self.batch_line = None, 0  # (K, N) the next line must hold; where its batch started
+        self.notices, self.notice_count = [], 0  # supersede notices, as verify's entries
 
     def place_problems(self, value, kinds: list) -> list:
         """Problems of a record (None: unreadable) from its place."""
         seq = value.get("seq") if value is not None else None
-        found = []
         order = _seq_order_problem(seq, self.highest, self.damaged)
-        if order:
-            found.append((order, None))
-        if _is_seq(seq):
-            self.highest, self.damaged = max(self.highest, seq), 0
-        else:
-            self.damaged += 1
+        found = [(order, None)] if order else []
+        self.highest, self.damaged = (max(self.highest, seq), 0) if _is_seq(seq) else (self.highest, self.damaged + 1)
         self.line += 1
         if self.batch_next is not None or (value is not None and "batch" in value):
             found.extend(self.batch_problems(value))
@@ -1176,7 +1038,7 @@ class _LogOrder:
         return found
 
     def link_problems(self, record: dict) -> list:
-        """The problems of the record's links; counts supersede notices."""
+        """Problems of the record's links; counts supersede notices."""
         found = []
         for name in ("ref", "about", "by"):
             link = record.get(name)
@@ -1207,8 +1069,8 @@ class _LogOrder:
             return found
         if self.batch_next is None:  # this line must start a batch
             if place[0] != 1:
-                found.append(("batch_broken", "the line is line %d of a %d-line batch whose earlier lines "
-                                              "are not right before it" % place))
+                found.append(("batch_broken", "line %d of a %d-line batch without its earlier lines right "
+                                              "before it" % place))
                 return found
             self.batch_line = self.line
         self.batch_next = (place[0] + 1, place[1]) if place[0] < place[1] else None
@@ -1220,9 +1082,7 @@ class _LogOrder:
 
     def unfinished_batch(self) -> dict | None:
         """verify's entry for a batch left unfinished, or None."""
-        if self.batch_next is None:
-            return None
-        return _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
+        return self.batch_next and _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
 
 def _is_usable(problems: list) -> bool:
@@ -1282,9 +1142,8 @@ def _parse_time_filter(value: str | None, name: str) -> str | None:
             raise ValueError(value)  # strptime alone takes "2026-1-01" and other digits
         time.strptime(stamp, _TIMESTAMP_FORMAT)  # month 13, February 30, year 0
     except ValueError:
-        raise NotesError(
-            "--%s is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
-            % name) from None
+        raise NotesError("--%s is not a UTC time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, with a year from 0001"
+                         % name) from None
     return stamp
 
 
@@ -1309,11 +1168,7 @@ def _is_redaction_note(record, note_id=None) -> bool:
 
 
 def _redacted_record(record) -> dict:
-    """The record as redact leaves it."""
-    redacted = dict(record)
-    redacted["text"] = _REDACTED_TEXT
-    if "effect" in redacted:
-        redacted["effect"] = _REDACTED_TEXT
+    redacted = {key: _REDACTED_TEXT if key in ("text", "effect") else value for key, value in record.items()}
     redacted["checksum"] = _record_checksum(redacted)
     return redacted
 

@@ -164,8 +164,8 @@ def test_an_unexplained_placeholder_is_a_problem_that_redact_run_again_explains(
     assert verify.receipt["redacted"] == 1
     recap = run_notes("recap", folder=folder)
     assert recap.code == 0 and recap.receipt["warnings"] == [
-        "line 2 (n00002): the note holds the placeholder redact leaves, but no later source note says it was "
-        "redacted: it was edited by hand, or redact was cut short (run redact on it again to record why)"], recap
+        "line 2 (n00002): the note holds redact's placeholder, but no later source note says why: it was "
+        "edited by hand, or redact was cut short (run redact on it again)"], recap
 
     result = run_notes("redact", "n00002", "--reason", REASON, folder=folder)
     assert result.code == 0 and result.receipt["redaction_note_id"] == "n00003", result
