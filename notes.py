@@ -2679,26 +2679,24 @@ class Session:
         pattern = _grep_pattern(grep)
         folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
-        log_path = os.path.join(folder, _LOG_NAME)
-        walk = _TailWalk(limit, lambda record: _tail_keeps(record, types, since, until, pattern))
+        walk = _TailWalk(limit, lambda record: (
+            (types is None or record["type"] in types) and (since is None or record["ts"] >= since)
+            and (until is None or record["ts"] < until) and (pattern is None or any(
+                pattern.search(record.get(key, "").casefold()) for key in ("text", "effect")))))
         descriptor, size, in_flight = _log_view(folder)
         if descriptor is None:
-            import io  # already loaded by the interpreter itself
-
-            handle = io.BytesIO()  # no log yet
-        else:
-            handle = open(descriptor, "rb")
-        with handle:
+            import io
+        with io.BytesIO() if descriptor is None else open(descriptor, "rb") as handle:
             scan = iter(_BackwardScan(handle, size, meta["session_id"], in_flight))
             walk.take(scan, size)
             if pattern is not None and not walk.cut_short:
                 walk.count_more(scan)
         records = walk.records[::-1]
-        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path,
+        receipt = {"ok": True, "command": "tail", "count": len(records), "path": os.path.join(folder, _LOG_NAME),
                    "records": [_compact_record(record) for record in records] if compact else records}
-        superseded_ids = [record["id"] for record in records if walk.superseded.was_superseded(record)]
-        if superseded_ids:
-            receipt["superseded"] = superseded_ids
+        superseded = [record["id"] for record in records if record["seq"] in walk.superseded]
+        if superseded:
+            receipt["superseded"] = superseded
         if walk.more:
             receipt["more" if walk.more_complete else "more_at_least"] = walk.more
         receipt = _with_warnings(receipt, _bounded_warnings(walk.warnings, walk.warning_count))
@@ -2708,15 +2706,15 @@ class Session:
         """One note and its chain, or its gate's updates; the notes about it; compact: each record compacted."""
         note_id = _command_note_id("show", note_id)
         folder = _resolve_folder(self.folder, self.session)
-        receipt = _show_note(folder, _require_session(folder), note_id)
+        with _LogReader(folder, _require_session(folder)) as reader:
+            receipt = _show_chain(reader, note_id)
         if not compact:
             return receipt
-        for key in ("record", "gate"):
-            if key in receipt:
-                receipt[key] = _compact_record(receipt[key])
-        for key in ("updates", "settled_by", "replaces", "replaced_by", "about"):
-            if key in receipt:
-                receipt[key] = [_compact_record(record) for record in receipt[key]]
+        for key, value in receipt.items():
+            if key in ("record", "gate"):
+                receipt[key] = _compact_record(value)
+            elif key in ("updates", "settled_by", "replaces", "replaced_by", "about"):
+                receipt[key] = [_compact_record(record) for record in value]
         return _CompactReceipt(receipt)
 
     def summary(self) -> dict:
@@ -2870,15 +2868,6 @@ def _grep_pattern(text):
     return re.compile(r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)")
 
 
-def _tail_keeps(record, types, since, until, pattern) -> bool:
-    return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
-            and (until is None or record["ts"] < until) and (pattern is None or _holds_words(record, pattern)))
-
-
-def _holds_words(record, pattern):
-    return bool(pattern.search(record["text"].casefold()) or pattern.search(record.get("effect", "").casefold()))
-
-
 # The fields of a record's compact form, after id, type and text: what it says and links, not its stamps.
 _COMPACT_FIELDS = ("effect", "ref", "status", "provenance", "evidence", "about", "by")
 
@@ -2891,15 +2880,15 @@ def _compact_record(record) -> dict:
 
 
 class _TailWalk:
-    """tail's walk back from the end: the records kept, the warnings of the lines read, the matches left out."""
+    """tail's walk back from the end: records kept, warnings, seqs superseded, matches left out."""
 
     def __init__(self, limit, keeps):
         self.limit, self.keeps = limit, keeps
         self.records, self.warnings, self.warning_count = [], [], 0
-        self.superseded, self.cut_short, self.more, self.more_complete = _SupersededSeen(), False, 0, True
+        self.superseded, self.cut_short, self.more, self.more_complete = set(), False, 0, True
 
     def take(self, scan, end):
-        """Read back from `end` until `limit` records are kept, or a reply's byte bound is reached."""
+        """Read back from end until limit records are kept or a reply's byte bound is reached."""
         kept_bytes = 0
         for offset, value, problems in scan:
             line_bytes, end = end - offset, offset
@@ -2911,7 +2900,9 @@ class _TailWalk:
                     self.warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
             if value is None or not _is_usable(problems):
                 continue
-            self.superseded.meet(value)  # a note filtered out still supersedes
+            ref = value.get("ref")  # a note filtered out still supersedes; a gate update does not
+            if value["type"] != "gate" and _is_note_id(ref):
+                self.superseded.add(int(ref[1:]))
             if self.keeps(value):
                 self.cut_short = bool(self.records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
                 if self.cut_short:
@@ -2934,22 +2925,6 @@ class _TailWalk:
                     return
 
 
-class _SupersededSeen:
-    """For a walk back from the end: the seqs superseded by the notes met so far."""
-
-    def __init__(self):
-        self.seqs = set()
-
-    def meet(self, record) -> None:
-        """Note what a usable record supersedes (a gate update supersedes nothing)."""
-        ref = record.get("ref")
-        if record["type"] != "gate" and _is_note_id(ref):
-            self.seqs.add(int(ref[1:]))
-
-    def was_superseded(self, record) -> bool:
-        return record["seq"] in self.seqs
-
-
 class _CompactReceipt(dict):
     """A receipt printed as one line of compact JSON."""
 
@@ -2964,34 +2939,30 @@ _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed
 
 def _recap_history(reader):
     """First pass: (superseded ids, GateState by gate id, counts by type, reopening note id by discard id)."""
-    superseded, gates, gate_of_update = set(), {}, {}
-    discards, reopened, asked_about = set(), {}, []
+    superseded, gates, root_of, discards, reopened, asked = set(), {}, {}, set(), {}, []
     counts = dict.fromkeys(NOTE_TYPES, 0)
     for index, record in enumerate(reader.records()):
-        if record["type"] in counts:
-            counts[record["type"]] += 1
-        ref = record.get("ref")
-        if record["type"] == "gate":
-            if ref is None:
-                gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"],
-                                                 _is_unconfirmed(record), None, None)
-                if record.get("about") in discards:
-                    asked_about.append((record["id"], record["about"]))
-            else:
-                root = gate_of_update.get(ref, ref)
-                if root in gates and record.get("status") in GATE_STATUSES:
-                    gate_of_update[record["id"]] = root
-                    gates[root] = gates[root]._replace(status=record["status"], changed_at=record["seq"],
-                                                       unconfirmed=_is_unconfirmed(record), update_index=index,
-                                                       by=record.get("by"))
+        kind, ref = record["type"], record.get("ref")
+        if kind in counts:
+            counts[kind] += 1
+        if kind == "gate" and ref is None:
+            gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
+                                             None, None)
+            if record.get("about") in discards:
+                asked.append((record["id"], record["about"]))
+        elif kind == "gate":
+            root = root_of.get(ref, ref)
+            if root in gates and record.get("status") in GATE_STATUSES:
+                root_of[record["id"]] = root
+                gates[root] = _GateState(record["status"], record["seq"], _is_unconfirmed(record), index,
+                                         record.get("by"))
         elif isinstance(ref, str):
             superseded.add(ref)
-            # Superseded by another kind of note, a discarded path was taken up again.
-            if ref in discards and record["type"] != "discard":
+            if ref in discards and kind != "discard":  # a discarded path taken up again
                 reopened.setdefault(ref, record["id"])
-        if record["type"] == "discard":
+        if kind == "discard":
             discards.add(record["id"])
-    for gate_id, discard in asked_about:  # an open or deferred gate about a discard asks again
+    for gate_id, discard in asked:  # an open or deferred gate about a discard asks again
         if gates[gate_id].status != "closed":
             reopened.setdefault(discard, gate_id)
     return superseded, gates, counts, reopened
@@ -3021,12 +2992,6 @@ def _command_note_id(command, value) -> str:
     return cleaned
 
 
-def _show_note(folder, meta, note_id) -> dict:
-    """show's receipt: the note, its chain or its gate's updates, the notes about it."""
-    with _LogReader(folder, meta) as reader:
-        return _show_chain(reader, note_id)
-
-
 def _show_chain(reader, note_id) -> dict:
     back, back_skipped = _chain_back(reader, note_id)
     if not back:
@@ -3034,7 +2999,7 @@ def _show_chain(reader, note_id) -> dict:
                          "the ids" % note_id)
     target, is_gate = back[0], back[0]["type"] == "gate"
     root = back[-1] if is_gate else target
-    found, not_listed, settled_ids = _chain_forward(reader, target, root["id"])
+    found, not_listed, settled_ids = _chain_forward(reader, is_gate, root["id"], note_id)
     receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
     if is_gate:
         receipt["state"] = found["updates"][-1]["status"] if found["updates"] else root.get("status", "open")
@@ -3043,11 +3008,10 @@ def _show_chain(reader, note_id) -> dict:
         receipt["updates"] = found["updates"]
         receipt["settled_by"] = _notes_named(reader, settled_ids, not_listed)
     else:
-        receipt["state"] = "superseded" if found["replaced_by"] else "live"
-        receipt["replaces"] = back[1:]
+        receipt.update(state="superseded" if found["replaced_by"] else "live", replaces=back[1:],
+                       replaced_by=found["replaced_by"])
         if back_skipped:
             not_listed["replaces"] = back_skipped
-        receipt["replaced_by"] = found["replaced_by"]
         reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
         if reopening is not None:  # as recap lists it
             receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
@@ -3081,21 +3045,19 @@ def _chain_back(reader, note_id):
     return chain, skipped
 
 
-def _chain_forward(reader, target, root_id):
+def _chain_forward(reader, is_gate, root_id, note_id):
     """One forward read: (updates or replacements, and notes about; left-out counts; by ids)."""
-    is_gate = target["type"] == "gate"
-    replacing = "updates" if is_gate else "replaced_by"
-    family = {root_id if is_gate else target["id"]}
-    found, not_listed, settled_ids = {replacing: [], "about": []}, {}, set()
+    name, family = "updates" if is_gate else "replaced_by", {root_id}
+    found, not_listed, settled_ids = {name: [], "about": []}, {}, set()
     for record in reader.records():
         ref = record.get("ref")
         if (record["type"] == "gate") == is_gate and isinstance(ref, str) and ref in family:
             family.add(record["id"])
-            found[replacing].append(record)
-            _keep_newest(found[replacing], _SHOW_LIST_LIMIT, not_listed, replacing)
+            found[name].append(record)
+            _keep_newest(found[name], _SHOW_LIST_LIMIT, not_listed, name)
             if is_gate and isinstance(record.get("by"), str):
                 settled_ids.add(record["by"])
-        if record.get("about") == target["id"]:
+        if record.get("about") == note_id:
             found["about"].append(record)
             _keep_newest(found["about"], _SHOW_LIST_LIMIT, not_listed, "about")
     return found, not_listed, settled_ids
@@ -3104,11 +3066,10 @@ def _chain_forward(reader, target, root_id):
 def _notes_named(reader, note_ids, not_listed):
     """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept."""
     named = []
-    if note_ids:
-        for record in reader.records():
-            if record["id"] in note_ids:
-                named.append(record)
-                _keep_newest(named, _SHOW_LIST_LIMIT, not_listed, "settled_by")
+    for record in reader.records() if note_ids else ():
+        if record["id"] in note_ids:
+            named.append(record)
+            _keep_newest(named, _SHOW_LIST_LIMIT, not_listed, "settled_by")
     return named
 
 
@@ -3321,14 +3282,14 @@ def _modes_in_force(latest, synthesis, unconfirmed) -> dict:
 _CLOSED_GATE_KEYS = ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
 
 
-def _recap_gates(gates, limit, cut):
-    """The gates recap lists: (seq, gate id) lists by status, unconfirmed, and the first pending one."""
+def _recap_gates(gates, reopened, limit, cut):
+    """(seq, gate id) lists by status, the unconfirmed, the first pending, and what the second pass fetches:
+    the listed gates by id, their updates by place, the notes that closed them or reopened a discard by id."""
     by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
-        # An open gate is listed once, as open, whoever raised it.
-        if gate.status != "open" and gate.unconfirmed:
+        if gate.status != "open" and gate.unconfirmed:  # an open gate is listed once, as open
             unconfirmed.append((gate.changed_at, gate_id))
             if gate.status == "closed":
                 continue
@@ -3339,11 +3300,14 @@ def _recap_gates(gates, limit, cut):
     for name, entries in (("open_gates", by_status["open"]), ("deferred_gates", by_status["deferred"]),
                           ("closed_gates", by_status["closed"]), ("unconfirmed", unconfirmed)):
         _keep_newest(entries, limit, cut, name)
-    return by_status, unconfirmed, first
+    ids = {gate_id for entries in [unconfirmed, *by_status.values()] for _, gate_id in entries}
+    note_ids = {gates[gate_id].by for gate_id in ids if gates[gate_id].status == "closed"} | set(reopened.values())
+    wanted = ids, {gates[gate_id].update_index for gate_id in ids} - {None}, note_ids - {None}, reopened
+    return by_status, unconfirmed, first, wanted
 
 
-def _gate_item(gate_id, gate, found) -> dict:
-    """A listed gate: its fields, its status, its latest update's."""
+def _gate_item(gate_id, gate, found, closed=False) -> dict:
+    """A listed gate: its fields, its status, its latest update's; closed: what closed it, in few keys."""
     record = found[gate_id]
     item = {"id": gate_id, "text": record["text"], "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
@@ -3351,37 +3315,20 @@ def _gate_item(gate_id, gate, found) -> dict:
         update = found[gate.update_index]
         item.update(update_id=update["id"], update_text=update["text"])
         item.update(("update_" + key, update[key]) for key in ("provenance", "evidence") if key in update)
-    return item
-
-
-def _closed_gate_item(gate_id, gate, found) -> dict:
-    """A closed gate: its question, and what closed it (the note its update names, else that update)."""
-    item = _gate_item(gate_id, gate, found)
-    closing = found.get(gate.by) if gate.by is not None else None
-    item["closed_by"] = _named_note(closing or found[gate.update_index])
+    if not closed:
+        return item
+    item["closed_by"] = _named_note(found.get(gate.by) or found[gate.update_index])  # the note its update names
     return {key: item[key] for key in _CLOSED_GATE_KEYS if key in item}
 
 
 def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
     """recap_gates' lists as (seq, item) by status; the unconfirmed gates join unconfirmed."""
-    by_status = {}
-    for status, entries in gate_lists.items():
-        item_of = _closed_gate_item if status == "closed" else _gate_item
-        by_status[status] = [(seq, item_of(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
     unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates[gate_id], found)})
                        for seq, gate_id in unconfirmed_gates)
     unconfirmed.sort(key=lambda entry: entry[0])
     _keep_newest(unconfirmed, limit, cut, "unconfirmed")
-    return by_status
-
-
-def _wanted_records(gates, reopened, *lists) -> tuple:
-    """What the second pass fetches: the ids of the gates in these lists, the places of their updates, the ids
-    of the notes that settled the closed ones or reopened a discard; and reopened."""
-    gate_ids = {gate_id for entries in lists for _, gate_id in entries}
-    note_ids = {gates[gate_id].by for gate_id in gate_ids if gates[gate_id].status == "closed"}
-    return (gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None},
-            (note_ids | set(reopened.values())) - {None}, reopened)
+    return {status: [(seq, _gate_item(gate_id, gates[gate_id], found, status == "closed")) for seq, gate_id in entries]
+            for status, entries in gate_lists.items()}
 
 
 class _SynthesisSeen:
@@ -3588,16 +3535,14 @@ class _Recap:
     """What recap found, lists whole and oldest first, before fitting to the byte budget."""
 
     def __init__(self, receipt, ages, limit_cut, counts, unconfirmed_total):
-        self.receipt = receipt
-        self.limit_cut = limit_cut                  # entries --limit left out, by list name
-        self.counts = counts                        # notes by type, for the hints
-        self.unconfirmed_total = unconfirmed_total  # unconfirmed notes before --limit
-        # The notes after the delivery go with the other lists, oldest first.
-        self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS + ("delivery",)
-                                    for index, age in enumerate(ages.get(name, ())))
-        # Only when the rest cannot fit: the oldest pending entries go too, counted in truncated.
-        self.dropped_order += sorted((age, name, index) for name in ("deferred_gates", "unconfirmed", "open_gates")
-                                     for index, age in enumerate(ages.get(name, ())))
+        self.receipt, self.limit_cut, self.counts = receipt, limit_cut, counts
+        self.unconfirmed_total = unconfirmed_total  # before --limit
+        # Oldest first, the notes after the delivery with the other lists; only when the rest cannot fit,
+        # the oldest pending entries too, counted in truncated.
+        self.dropped_order = [entry for names in (_CUTTABLE_RECAP_LISTS + ("delivery",),
+                                                  ("deferred_gates", "unconfirmed", "open_gates"))
+                              for entry in sorted((age, name, index) for name in names
+                                                  for index, age in enumerate(ages.get(name, ())))]
 
     def hints(self, cut):
         """How to see what was cut: a tail of the types cut, a wider recap for unconfirmed notes."""
@@ -3612,102 +3557,72 @@ class _Recap:
             hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
         return hints
 
-    def without(self, count):
-        """The receipt without the `count` oldest cuttable entries (the delivery's counted in its more)."""
-        dropped = {}
-        for _, name, _ in self.dropped_order[:count]:
-            dropped[name] = dropped.get(name, 0) + 1
-        result = _CompactReceipt(self.receipt)
-        for name, number in dropped.items():
-            if name == "delivery":
-                delivery = result["delivery"]
-                result["delivery"] = dict(delivery, after=delivery["after"][number:], more=delivery["more"] + number)
-            else:
-                result[name] = self.receipt[name][number:]
-        cut = {name: self.limit_cut.get(name, 0) + dropped.get(name, 0)
-               for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
-        truncated = {name: number for name, number in cut.items() if number}
-        warnings = result.pop("warnings", None)
-        if truncated:
-            result["truncated"] = truncated
-            result["see_truncated"] = self.hints(truncated)
-        return _with_warnings(result, warnings)
-
     def rendered(self, count, markdown):
-        """The printed form without the `count` oldest entries: receipt or markdown."""
-        shown = self.without(count)
-        # Fitting keeps lists oldest first; closed gates are shown newest first.
-        shown["closed_gates"] = shown["closed_gates"][::-1]
+        """The printed form (receipt or markdown) without the count oldest cuttable entries."""
+        dropped = collections.Counter(name for _, name, _ in self.dropped_order[:count])
+        shown = _CompactReceipt(self.receipt)
+        for name, number in dropped.items():
+            if name == "delivery":  # counted in its more
+                delivery = shown["delivery"]
+                shown["delivery"] = dict(delivery, after=delivery["after"][number:], more=delivery["more"] + number)
+            else:
+                shown[name] = self.receipt[name][number:]
+        truncated = {name: self.limit_cut.get(name, 0) + dropped[name]
+                     for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
+        truncated = {name: number for name, number in truncated.items() if number}
+        warnings = shown.pop("warnings", None)
+        if truncated:
+            shown.update(truncated=truncated, see_truncated=self.hints(truncated))
+        shown = _with_warnings(shown, warnings)
+        shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest first
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
-        """The printed form that fits max_bytes with the fewest oldest entries left out."""
-        whole = self.rendered(0, markdown)
-        if _printed_size(whole) <= max_bytes:
-            return whole
-        every = len(self.dropped_order)
-        needed = _printed_size(self.rendered(every, markdown))
+        """The printed form that fits max_bytes with the fewest oldest entries left out (by bisection)."""
+        best = self.rendered(0, markdown)
+        if _printed_size(best) <= max_bytes:
+            return best
+        fails, fits = 0, len(self.dropped_order)
+        best = self.rendered(fits, markdown)
+        needed = _printed_size(best)
         if needed > max_bytes:
             raise NotesError(
                 "recap needs %d bytes for what it never leaves out (mode, shape, counts, warnings), more than "
                 "--max-bytes %d; run it again with --max-bytes %d" % (needed, max_bytes, needed))
-        return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
-
-
-def _largest_fit(render, fits, fails, max_bytes):
-    """By bisection, render(step) for the step nearest `fails` that still fits max_bytes."""
-    best = render(fits)
-    while abs(fails - fits) > 1:
-        middle = (fits + fails) // 2
-        candidate = render(middle)
-        if _printed_size(candidate) <= max_bytes:
-            fits, best = middle, candidate
-        else:
-            fails = middle
-    return best
+        while fits - fails > 1:
+            middle = (fits + fails) // 2
+            candidate = self.rendered(middle, markdown)
+            if _printed_size(candidate) <= max_bytes:
+                fits, best = middle, candidate
+            else:
+                fails = middle
+        return best
 
 
 def _recap_of(folder, meta, limit, reader):
+    """The Recap, from two passes over the log: history, then live notes."""
     superseded, gates, counts, reopened = _recap_history(reader)
-    warnings, redacted = reader.warnings(), reader.redactions.count
-    limit_cut = {}
-    gate_lists, unconfirmed_gates, first_gate = _recap_gates(gates, limit, limit_cut)
-    wanted = _wanted_records(gates, reopened, unconfirmed_gates, *gate_lists.values())
+    warnings, redacted, cut = reader.warnings(), reader.redactions.count, {}
+    gate_lists, unconfirmed_gates, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
     synthesis = _SynthesisSeen(superseded, limit)
-    latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, limit_cut, wanted,
-                                                                     synthesis)
-    by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, limit_cut)
-    unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
-    lists = dict(kept, closed_gates=by_status["closed"])
+    latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis)
+    by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut)
+    unconfirmed_total = len(unconfirmed) + cut.get("unconfirmed", 0)
+    lists = dict(open_gates=by_status["open"], deferred_gates=by_status["deferred"], unconfirmed=unconfirmed,
+                 closed_gates=by_status["closed"], **kept)
     receipt = _CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
         mode=latest["mode"], shape=latest["shape"],
-        open_gates=[item for _, item in by_status["open"]],
-        deferred_gates=[item for _, item in by_status["deferred"]],
-        unconfirmed=[item for _, item in unconfirmed],
-        closed_gates=[item for _, item in by_status["closed"]])
-    for name, entries in kept.items():
-        receipt[name] = [item for _, item in entries]
-    receipt["superseded_count"] = len(superseded)
-    receipt["export_lag"] = _export_lag(folder, meta["session_id"], reader.total)
+        **{name: [item for _, item in entries] for name, entries in lists.items()}, superseded_count=len(superseded), export_lag=_export_lag(folder, meta["session_id"], reader.total))
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
-    open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
     # An open gate counts from the note that last set it open, an unconfirmed note from itself.
     first = min((entry for entry in (first_gate, first_note) if entry), default=None)
-    receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total, first, by_status["open"] + unconfirmed))
-    _with_warnings(receipt, warnings)
+    receipt.update(_recap_progress(synthesis, len(by_status["open"]) + cut.get("open_gates", 0), unconfirmed_total,
+                                   first, by_status["open"] + unconfirmed))
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
-    ages.update(open_gates=[seq for seq, _ in by_status["open"]], unconfirmed=[seq for seq, _ in unconfirmed],
-                deferred_gates=[seq for seq, _ in by_status["deferred"]])
-    ages["delivery"] = synthesis.after_seqs
-    return _Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
-
-
-def _read_recap(folder, meta, limit):
-    """The Recap, from two passes over the log: history, then live notes."""
-    with _LogReader(folder, meta) as reader:
-        return _recap_of(folder, meta, limit, reader)
+    return _Recap(_with_warnings(receipt, warnings), dict(ages, delivery=synthesis.after_seqs), cut, counts,
+                  unconfirmed_total)
 
 
 @_command
@@ -3719,7 +3634,9 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
         raise NotesError("--max-bytes must be 1 or more")
     folder = _resolve_folder(self.folder, self.session)
     meta = _require_session(folder)
-    fitted = _read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
+    with _LogReader(folder, meta) as reader:
+        recap = _recap_of(folder, meta, limit, reader)
+    fitted = recap.fitted(max_bytes, markdown=format == "md")
     return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
 
