@@ -2669,15 +2669,14 @@ class Session:
              compact=False) -> dict:
         """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
 
-        The receipt's superseded lists the ids a later note superseded; with grep, more (or more_at_least)
-        counts the matches left out; compact gives each record as compact_record does."""
+        superseded lists the ids a later note superseded; with grep, more (or more_at_least) counts the
+        matches left out; compact drops each record's stamps."""
         limit = _check_limit(limit)
         since, until = _parse_time_filter(since, "since"), _parse_time_filter(until, "until")
         types = set([types] if isinstance(types, str) else types) if types else None
         for note_type in types or ():
             _check_choice("type", note_type, NOTE_TYPES)
-        pattern = _grep_pattern(grep)
-        folder = _resolve_folder(self.folder, self.session)
+        pattern, folder = _grep_pattern(grep), _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
         walk = _TailWalk(limit, lambda record: (
             (types is None or record["type"] in types) and (since is None or record["ts"] >= since)
@@ -2723,36 +2722,24 @@ class Session:
         meta = _require_session(folder)
         with _LogReader(folder, meta) as reader:
             by_type = _count_by_type(reader)[0]
-        last = reader.last_record
-        receipt = {
-            "ok": True,
-            "command": "summary",
-            "session_id": meta["session_id"],
-            "path": reader.path,
-            "total": reader.total,
-            "by_type": by_type,
-            "last_note_id": last["id"] if last else None,
-            "last_type": last["type"] if last else None,
-        }
-        return _with_warnings(receipt, reader.warnings())
+        last = reader.last_record or {}
+        return _with_warnings({"ok": True, "command": "summary", "session_id": meta["session_id"], "path": reader.path,
+                               "total": reader.total, "by_type": by_type, "last_note_id": last.get("id"),
+                               "last_type": last.get("type")}, reader.warnings())
 
     def verify(self) -> dict:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
         folder = _resolve_folder(self.folder, self.session)
         meta = _require_session(folder)
-        meta_problems = []
-        for key in ("schema_version", "session_id", "created_at", "log_file"):
-            if not isinstance(meta.get(key), str):
-                meta_problems.append(_problem(None, None, "meta_field", "%s lacks %s" % (_META_NAME, key)))
+        bad = ["lacks " + key for key in ("schema_version", "session_id", "created_at", "log_file")
+               if not isinstance(meta.get(key), str)]
         if not _is_session_id(meta["session_id"]):
-            meta_problems.append(_problem(None, None, "meta_field", "%s has a session_id that is not a plain id "
-                                                                    "(writers refuse it)" % _META_NAME))
+            bad.append("has a session_id that is not a plain id (writers refuse it)")
+        meta_problems = [_problem(None, None, "meta_field", _META_NAME + " " + detail) for detail in bad]
         if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
-            meta_problems.append(_problem(None, None, "meta_schema",
-                                         "%s has an unknown schema_version" % _META_NAME))
+            meta_problems.append(_problem(None, None, "meta_schema", "%s has an unknown schema_version" % _META_NAME))
         with _LogReader(folder, meta) as reader:
-            for _ in reader.records():
-                pass
+            collections.deque(reader.records(), 0)
         problems = (meta_problems + reader.problems)[:_PROBLEMS_LISTED]
         count = len(meta_problems) + reader.problem_count
         receipt = {"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
@@ -2761,17 +2748,14 @@ class Session:
             receipt["problems_not_listed"] = count - len(problems)
         if reader.redactions.count:
             receipt["redacted"] = reader.redactions.count
-        warnings = []
-        if reader.unterminated_in_flight:
-            # A writer's line in flight: not a problem, but not checked.
-            warnings.append("the last line has no newline yet and a writer holds the lock: it is being "
-                            "written, so it was not checked. Run verify again once that writer has finished")
-        return _with_warnings(receipt, warnings + reader.notices())
+        # A writer's line in flight: not a problem, but not checked.
+        return _with_warnings(receipt, ["the last line has no newline yet and a writer holds the lock: it is being "
+                                        "written, so it was not checked. Run verify again once that writer has "
+                                        "finished"] * reader.unterminated_in_flight + reader.notices())
 
     def sessions(self) -> dict:
         """The folder's own session and each of sessions/, with its notes, gates and last export."""
         base = _resolve_folder(self.folder, create=False)
-        found = [(None, base)] if _holds_session(base) else []
         below = os.path.join(base, _SESSIONS_FOLDER)
         try:
             with os.scandir(below) as entries:
@@ -2779,7 +2763,8 @@ class Session:
                                if _SESSION_NAME_SHAPE.fullmatch(entry.name) and entry.is_dir())
         except OSError:  # no sessions folder
             names = []
-        found += [(name, os.path.join(below, name)) for name in names if _holds_session(os.path.join(below, name))]
+        found = [(name, folder) for name, folder in [(None, base)] + [(n, os.path.join(below, n)) for n in names]
+                 if any(os.path.lexists(os.path.join(folder, file)) for file in (_META_NAME, _LOG_NAME))]
         listed = [_session_entry(name, folder) for name, folder in found[:_SESSIONS_LISTED]]
         receipt = {"ok": True, "command": "sessions", "path": base, "current": self.session,
                    "count": len(listed), "sessions": listed}
@@ -2789,7 +2774,7 @@ class Session:
 
 
 def _command(function):
-    """Make function _NAME the Session method NAME: how the sections below add their commands."""
+    """Make function _NAME the Session method NAME (how later sections add commands)."""
     name = function.__name__.lstrip("_")
     function.__name__, function.__qualname__ = name, "Session." + name
     setattr(Session, name, function)
@@ -2806,7 +2791,9 @@ def _write_at_log_end(folder, window_records, store):
         raise _folder_error(folder, error) from None
     try:
         with open(descriptor, "rb", closefd=False) as handle:
-            tail = _LogTail(handle, os.fstat(descriptor).st_size, _duplicate_window_start(), window_records)
+            window_start = time.gmtime(time.time() - _DUPLICATE_WINDOW_SECONDS)
+            tail = _LogTail(handle, os.fstat(descriptor).st_size, time.strftime(_TIMESTAMP_FORMAT, window_start),
+                            window_records)
         _refuse_an_absurd_seq(tail)
         recovered = _recover_tail(folder, descriptor, tail)
         stored = store(descriptor, tail)
@@ -2815,10 +2802,6 @@ def _write_at_log_end(folder, window_records, store):
     finally:
         os.close(descriptor)
     return stored, recovered
-
-
-def _duplicate_window_start():
-    return time.strftime(_TIMESTAMP_FORMAT, time.gmtime(time.time() - _DUPLICATE_WINDOW_SECONDS))
 
 
 def _refuse_an_absurd_seq(tail):
@@ -2858,7 +2841,7 @@ def _with_recovered(receipt, recovered):
 
 
 def _grep_pattern(text):
-    """tail's grep words as a pattern for a casefolded text: each word whole, in order; None without grep."""
+    """tail's grep words, each whole and in order, as a pattern for casefolded text; None without grep."""
     if text is None:
         return None
     words = text.casefold().split()
@@ -2868,15 +2851,10 @@ def _grep_pattern(text):
     return re.compile(r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)")
 
 
-# The fields of a record's compact form, after id, type and text: what it says and links, not its stamps.
-_COMPACT_FIELDS = ("effect", "ref", "status", "provenance", "evidence", "about", "by")
-
-
 def _compact_record(record) -> dict:
     """A record without its time, session, seq, batch place and checksum."""
-    compact = {"id": record["id"], "type": record["type"], "text": record["text"]}
-    compact.update((key, record[key]) for key in _COMPACT_FIELDS if key in record)
-    return compact
+    return {key: record[key] for key in ("id", "type", "text", "effect", "ref", "status", "provenance", "evidence",
+                                         "about", "by") if key in record}
 
 
 class _TailWalk:
@@ -2916,7 +2894,7 @@ class _TailWalk:
                     return
 
     def count_more(self, scan):
-        """Count the further matches, up to LIMIT_MAX; lines read only for this raise no warnings."""
+        """Count further matches up to LIMIT_MAX, without warnings."""
         for _, value, problems in scan:
             if value is not None and _is_usable(problems) and self.keeps(value):
                 self.more += 1
@@ -2987,8 +2965,7 @@ def _command_note_id(command, value) -> str:
     """show's or redact's note id, checked, never echoed."""
     cleaned = _as_note_id(value)
     if cleaned is None:
-        raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command,
-                         help_for=command)
+        raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command, help_for=command)
     return cleaned
 
 
@@ -3075,13 +3052,11 @@ def _notes_named(reader, note_ids, not_listed):
 
 def _count_by_type(reader):
     """(notes by type, first ts, last ts), from the whole log."""
-    by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
-    first_ts = last_ts = None
+    by_type, first_ts, last_ts = dict.fromkeys(sorted(NOTE_TYPES), 0), None, None
     for record in reader.records():
         if record["type"] in by_type:
             by_type[record["type"]] += 1
-        first_ts = first_ts or record["ts"]
-        last_ts = record["ts"]
+        first_ts, last_ts = first_ts or record["ts"], record["ts"]
     return by_type, first_ts, last_ts
 
 
@@ -3097,17 +3072,14 @@ def _read_export_head(path, opener=None):
         return None, "cannot be read (%s)" % error.strerror
     with open(descriptor, "rb") as handle:
         data = handle.read(_EXPORT_HEAD_LIMIT)
-    start = data.find(b'"records"')
-    while start != -1:
-        before = data[:start].rstrip()
-        if before.endswith(b","):
-            try:
-                head = _parse_json(before[:-1].decode("utf-8") + "}")
-            except (UnicodeDecodeError, ValueError):
-                head = None
-            if isinstance(head, dict) and "record_count" in head:
-                return head, None
-        start = data.find(b'"records"', start + 1)
+    for found in re.finditer(b'"records"', data):
+        before = data[:found.start()].rstrip()
+        try:
+            head = _parse_json(before[:-1].decode("utf-8") + "}") if before.endswith(b",") else None
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(head, dict) and "record_count" in head:
+            return head, None
     return None, "is not a session export with a record_count in its first %d bytes" % _EXPORT_HEAD_LIMIT
 
 
@@ -3118,24 +3090,18 @@ def _export_lag(folder, session_id, total):
     head, problem = _read_export_head(path)
     if head is not None:
         count, session = head["record_count"], head.get("session")
-        if (head.get("schema_version") != _EXPORT_SCHEMA or not isinstance(count, int)
-                or isinstance(count, bool) or count < 0):
+        if head.get("schema_version") != _EXPORT_SCHEMA or type(count) is not int or count < 0:
             problem = "is not a session export (%s with a record_count)" % _EXPORT_SCHEMA
         elif not isinstance(session, dict) or session.get("session_id") != session_id:
             problem = "holds another session"
-        elif count > total:
-            problem = ("holds %d notes, more than this log's %d: restore it to bring the newer notes in"
-                       % (count, total))
-            lag.update(record_count=count, missing=0)
         else:
-            lag.update(record_count=count, missing=total - count)
+            lag.update(record_count=count, missing=max(total - count, 0))
+            if count > total:
+                problem = "holds %d notes, more than this log's %d: restore it to bring the newer notes in" % (
+                    count, total)
     if problem:
         lag["problem"] = "%s %s" % (_EXPORT_NAME, problem)
     return lag
-
-
-def _holds_session(folder) -> bool:
-    return any(os.path.lexists(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME))
 
 
 def _session_entry(name, folder):
@@ -3150,8 +3116,7 @@ def _session_entry(name, folder):
         return entry
     last = reader.last_record
     statuses = [gate.status for gate in gates.values()]
-    entry.update(total=reader.total,
-                 last_note={key: last[key] for key in ("id", "type", "text")} if last else None,
+    entry.update(total=reader.total, last_note=last and _named_note(last),
                  open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
                  last_export=_export_lag(folder, meta["session_id"], reader.total)
                  if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
@@ -3613,7 +3578,8 @@ def _recap_of(folder, meta, limit, reader):
     receipt = _CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
         mode=latest["mode"], shape=latest["shape"],
-        **{name: [item for _, item in entries] for name, entries in lists.items()}, superseded_count=len(superseded), export_lag=_export_lag(folder, meta["session_id"], reader.total))
+        **{name: [item for _, item in entries] for name, entries in lists.items()}, superseded_count=len(superseded),
+        export_lag=_export_lag(folder, meta["session_id"], reader.total))
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
     # An open gate counts from the note that last set it open, an unconfirmed note from itself.
