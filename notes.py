@@ -3146,22 +3146,14 @@ def _visible(value, one_line=False):
                    or (one_line and character in "\r\n") else character for character in value)
 
 
-_MARKDOWN_INLINE_MARKUP = frozenset("\\`*_[]<>&~|")
-
-
 def _markdown_inline(text):
     """text with a backslash before each character that could start markup inside a line."""
-    return "".join("\\" + character if character in _MARKDOWN_INLINE_MARKUP else character for character in text)
+    return re.sub(r"([\\`*_\[\]<>&~|])", r"\\\1", text)
 
 
-def _markdown_line_start(text):
-    """markdown_inline text that opens no block (heading, quote, list, rule) at a line's start."""
-    number = re.match(r"[0-9]{1,9}(?=[.)])", text)
-    if number:  # "1." or "1)" opens a numbered list: escape the dot
-        return text[:number.end()] + "\\" + text[number.end():]
-    if text[:1] in ("#", ">", "+", "-", "="):
-        return "\\" + text
-    return text
+def _md(value) -> str:
+    """A value on one line, its markup escaped."""
+    return _markdown_inline(_one_line(value))
 
 
 def _markdown_split(text):
@@ -3175,9 +3167,7 @@ def _summarise_record(record):
         item["effect"] = record["effect"]
     if record["type"] != "gate" and isinstance(record.get("ref"), str):
         item["replaces"] = record["ref"]
-    for key in ("provenance", "evidence"):
-        if key in record:
-            item[key] = record[key]
+    item.update((key, record[key]) for key in ("provenance", "evidence") if key in record)
     return item
 
 
@@ -3189,58 +3179,46 @@ def _gate_labels(gate) -> dict:
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, wanted records, first unconfirmed).
-
-    A delivery is no proposal to confirm, and a discard another kind of note
-    took up again stays listed as reopened."""
-    latest = {"mode": None, "shape": None}
-    list_of_type = dict(_RECAP_LISTS)
-    kept = {name: [] for _, name in _RECAP_LISTS}
+    """Second pass: (mode and shape in force, live notes by list, unconfirmed notes, wanted records, first
+    unconfirmed). A delivery is no proposal to confirm; a discard taken up again stays listed, as reopened."""
+    latest, lists, kept = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {name: [] for _, name in _RECAP_LISTS}
     unconfirmed, found, first = [], {}, None
     gate_ids, update_places, note_ids, reopened = wanted
     for index, record in enumerate(reader.records()):
-        delivered = synthesis.meet(record)
+        delivered, kind, note_id = synthesis.meet(record), record["type"], record["id"]
         if index in update_places:
             found[index] = record
-        elif record["type"] == "gate" and "ref" not in record and record["id"] in gate_ids:
-            found[record["id"]] = record  # the last gate with the id, as recap_history counts it
-        elif record["id"] in note_ids:
-            found[record["id"]] = record
-        if record["id"] in superseded and record["id"] not in reopened:
+        elif kind == "gate" and "ref" not in record and note_id in gate_ids:
+            found[note_id] = record  # the last gate with the id, as recap_history counts it
+        elif note_id in note_ids:
+            found[note_id] = record
+        if note_id in superseded and note_id not in reopened:
             continue
-        if record["type"] in latest:
-            latest[record["type"]] = record
-        elif record["type"] in list_of_type:
-            name, item = list_of_type[record["type"]], _summarise_record(record)
+        if kind in latest:
+            latest[kind] = record
+        elif kind in lists:
+            item = _summarise_record(record)
             # A tension holds nothing to confirm.
-            if (_is_unconfirmed(item) and record["type"] != "tension" and not delivered
-                    and record["id"] not in superseded):
-                unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
-                first = first or (record["seq"], item["id"])
+            if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
+                unconfirmed.append((record["seq"], {"id": note_id, "type": kind, **item}))
+                first = first or (record["seq"], note_id)
                 _keep_newest(unconfirmed, limit, cut, "unconfirmed")
             else:
-                kept[name].append((record["seq"], item))
-                _keep_newest(kept[name], limit, cut, name)
-    latest = _modes_in_force(latest, synthesis, unconfirmed)
+                kept[lists[kind]].append((record["seq"], item))
+                _keep_newest(kept[lists[kind]], limit, cut, lists[kind])
+    if latest["mode"] and synthesis.delivered_at is not None and latest["mode"]["seq"] < synthesis.delivered_at:
+        latest["mode"] = None  # a later delivery ended it
+    for kind, record in latest.items():
+        if record is not None:
+            latest[kind] = _summarise_record(record)
+            if _is_unconfirmed(latest[kind]):
+                unconfirmed.append((record["seq"], {"id": record["id"], "type": kind, **latest[kind]}))
     first = min(([first] if first else []) + [(seq, item["id"]) for seq, item in unconfirmed
                                               if item["type"] in latest], default=None)
     for _, item in kept["discards"] + unconfirmed:
-        if item["id"] in reopened and reopened[item["id"]] in found:
+        if reopened.get(item["id"]) in found:
             item["reopened"] = _named_note(found[reopened[item["id"]]])
     return latest, kept, unconfirmed, found, first
-
-
-def _modes_in_force(latest, synthesis, unconfirmed) -> dict:
-    """The latest mode and shape as recap items; a mode note a later delivery ended is no longer in force."""
-    if latest["mode"] is not None and synthesis.delivered_at is not None \
-            and latest["mode"]["seq"] < synthesis.delivered_at:
-        latest["mode"] = None
-    for note_type, record in latest.items():
-        if record is not None:
-            latest[note_type] = _summarise_record(record)
-            if _is_unconfirmed(latest[note_type]):
-                unconfirmed.append((record["seq"], {"id": record["id"], "type": note_type, **latest[note_type]}))
-    return latest
 
 
 # A closed gate's recap keys: the gate, the update that closed it and who wrote that, and what settled it.
@@ -3328,46 +3306,28 @@ class _SynthesisSeen:
         return False
 
 
-def _recap_progress(seen, open_gates, unconfirmed, first, listed) -> dict:
-    """recap's pending, synthesis and delivery keys, those with something to say."""
-    progress = {}
-    if open_gates or unconfirmed:
-        pending = progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
-                                         "raised_since": first[1]}
-        if seen.delivered_at is not None:
-            pending["since_delivery"] = [item["id"] for seq, item in sorted(listed, key=lambda entry: entry[0])
-                                         if seq > seen.delivered_at]
-    if seen.synthesis is not None:
-        progress["synthesis"] = seen.synthesis
-    if seen.delivery is not None:
-        progress["delivery"] = seen.delivery
-    return progress
-
-
 def _why_unconfirmed(labels) -> str:
     """Why a note is unconfirmed, in the operator's words."""
-    reasons = []
-    if labels.get("provenance") == "model":
-        reasons.append("proposed by the model")
-    if labels.get("evidence") == "inferred":
-        reasons.append("inferred")
-    return ", ".join(reasons)
+    return ", ".join(["proposed by the model"] * (labels.get("provenance") == "model")
+                     + ["inferred"] * (labels.get("evidence") == "inferred"))
 
 
 def _recap_item_line(item, kind="note", prefix=""):
     """One recap item as an escaped markdown line; kind: "note", "gate" or "closed"."""
-    text = _markdown_inline(_one_line(item["text"]))
-    line = "- " + prefix + (text if prefix else _markdown_line_start(text))
+    text = _md(item["text"])
+    # At a line's start, "1." or "1)" would open a list, "#" a heading, ">" a quote, "-" "+" "=" a list or rule.
+    line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))",
+                                                       lambda found: found.group() + "\\", text, count=1))
     if "effect" in item:
-        line += " Effect: " + _markdown_inline(_one_line(item["effect"]))
+        line += " Effect: " + _md(item["effect"])
     if "update_id" in item:  # a closed gate reads as its question, then its answer
         answer = item["closed_by"]["text"] if "closed_by" in item else item.get("update_text", "")
-        line += (" - " if kind == "closed" else " Latest: ") + _markdown_inline(_one_line(answer))
+        line += (" - " if kind == "closed" else " Latest: ") + _md(answer)
     if "reopened" in item:
         again = item["reopened"]
         line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
-                                      _markdown_inline(_one_line(again["text"])))
-    marks = [_markdown_inline(_one_line(item["id"]))]
+                                      _md(again["text"]))
+    marks = [_md(item["id"])]
     labels = _gate_labels(item) if kind != "note" else item
     if _is_unconfirmed(labels):
         marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
@@ -3389,30 +3349,25 @@ _RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "def
 
 
 def _recap_markdown_head(recap):
-    """The markdown recap's opening: counts in words and the export's lag."""
-    lag = recap["export_lag"]
+    """The markdown recap's opening: counts, the export's lag, pending work, synthesis, the last delivery."""
+    lag, missing = recap["export_lag"], recap["export_lag"]["missing"]
     if "problem" in lag:
-        export_line = "Export: %s." % lag["problem"]
+        export = lag["problem"]
     elif lag["record_count"] is None:
-        export_line = "Export: no %s yet." % _EXPORT_NAME
-    elif lag["missing"] == 0:
-        export_line = "Export: %s holds every note." % _EXPORT_NAME
+        export = "no %s yet" % _EXPORT_NAME
+    elif missing == 0:
+        export = "%s holds every note" % _EXPORT_NAME
     else:
-        export_line = "Export: %s lacks the %s; export again." % (
-            _EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
-    total = _counted(recap["total"], "note")
-    lines = ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export_line]
+        export = "%s lacks the %s; export again" % (
+            _EXPORT_NAME, "newest note" if missing == 1 else "%d newest notes" % missing)
+    lines = ["# Recap", "", "%s, %d superseded by later ones." % (_counted(recap["total"], "note"),
+                                                                 recap["superseded_count"]), "Export: %s." % export]
     if "redacted" in recap:
         not_erased = recap["redacted"]["not_erased"]
         lines.append("Redacted notes: %d. %s." % (recap["redacted"]["count"], not_erased[0].upper() + not_erased[1:]))
-    return lines + [""]
-
-
-def _recap_markdown_progress(recap):
-    """The markdown recap's lines on pending work, synthesis and the last delivery, if any."""
-    lines = []
-    if "pending" in recap:
-        pending = recap["pending"]
+    lines.append("")
+    progress, pending = [], recap.get("pending")
+    if pending:
         parts = [text for number, text in (
             (pending["open_gates"], _counted(pending["open_gates"], "open gate")),
             (pending["unconfirmed"], _counted(pending["unconfirmed"], "note") + " not yet confirmed")) if number]
@@ -3420,59 +3375,51 @@ def _recap_markdown_progress(recap):
         if "since_delivery" in pending:
             line += "; %s since the last delivery" % ("none of them" if not pending["since_delivery"] else
                                                       "%d of them raised" % len(pending["since_delivery"]))
-        lines.append(line + ".")
+        progress.append(line + ".")
     state = recap.get("synthesis", {}).get("state")
     if state in ("entered", "ended"):
-        lines.append("Synthesis: approved; the artifact is being written." if state == "entered" else
-                     "Synthesis: stopped before a delivery; shaping goes on.")
+        progress.append("Synthesis: approved; the artifact is being written." if state == "entered" else
+                        "Synthesis: stopped before a delivery; shaping goes on.")
     if "delivery" in recap:
         delivery = recap["delivery"]
         named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
         count = len(delivery["after"]) + delivery["more"]
-        lines.append("Delivered: %s [%s]; %s." % (
-            _markdown_inline(_one_line(named[0])) if named else "the artifact", delivery["id"],
-            "nothing changed since" if count == 0 else
+        progress.append("Delivered: %s [%s]; %s." % (
+            _md(named[0]) if named else "the artifact", delivery["id"], "nothing changed since" if count == 0 else
             "%s since, listed under Since the delivery" % _counted(count, "note")))
-    return lines + [""] if lines else []
-
-
-def _recap_markdown_delivery(recap):
-    """The markdown recap's section on the notes after the last delivery, if there was one."""
-    if "delivery" not in recap:
-        return []
-    delivery = recap["delivery"]
-    lines = ["## Since the delivery", ""]
-    # A damaged log may hold any type: escaped as a text is.
-    lines += ["- %s: %s [%s]" % (_markdown_inline(_one_line(item["type"])).capitalize(),
-                                 _markdown_inline(_one_line(item["text"])), item["id"])
-              for item in delivery["after"]] or ["- none"]
-    if delivery["more"]:
-        lines.append("- (%d older not shown)" % delivery["more"])
-    return lines + [""]
+    return lines + progress + [""] if progress else lines
 
 
 def _recap_markdown(recap):
     """The recap as markdown for the operator."""
-    lines = _recap_markdown_head(recap) + _recap_markdown_progress(recap)
+    lines = _recap_markdown_head(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
         lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
+    delivered = recap.get("delivery", {}).get("id")
     for title, key, kind in _RECAP_SECTIONS:
         lines += ["## " + title, ""]
         for item in recap[key]:
             if kind == "unconfirmed":
-                status = " (%s)" % _markdown_inline(_one_line(item["status"])) if item["type"] == "gate" else ""
-                item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
-                lines.append(_recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
-            elif item["id"] == recap.get("delivery", {}).get("id"):
-                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None), kind))
+                gate = item["type"] == "gate"
+                status = " (%s)" % _md(item["status"]) if gate else ""
+                kind_of = "closed" if gate and item["status"] == "closed" else "gate" if gate else "note"
+                lines.append(_recap_item_line(item, kind_of, "%s%s: " % (item["type"].capitalize(), status)))
             else:
-                lines.append(_recap_item_line(item, kind))
+                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None)
+                                              if item["id"] == delivered else item, kind))
         if not recap[key]:
             lines.append("- none")
         if recap.get("truncated", {}).get(key):
             lines.append("- (%d older not shown)" % recap["truncated"][key])
         lines.append("")
-    lines += _recap_markdown_delivery(recap)
+    if "delivery" in recap:
+        # A damaged log may hold any type: escaped as a text is.
+        lines += ["## Since the delivery", ""] + ["- %s: %s [%s]" % (_md(item["type"]).capitalize(), _md(item["text"]),
+                                                                     item["id"]) for item in recap["delivery"]["after"]]
+        lines += [] if recap["delivery"]["after"] else ["- none"]
+        if recap["delivery"]["more"]:
+            lines.append("- (%d older not shown)" % recap["delivery"]["more"])
+        lines.append("")
     if recap.get("warnings"):
         lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
     return "\n".join(lines)
@@ -3582,10 +3529,18 @@ def _recap_of(folder, meta, limit, reader):
         export_lag=_export_lag(folder, meta["session_id"], reader.total))
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
-    # An open gate counts from the note that last set it open, an unconfirmed note from itself.
-    first = min((entry for entry in (first_gate, first_note) if entry), default=None)
-    receipt.update(_recap_progress(synthesis, len(by_status["open"]) + cut.get("open_gates", 0), unconfirmed_total,
-                                   first, by_status["open"] + unconfirmed))
+    open_total = len(by_status["open"]) + cut.get("open_gates", 0)
+    if open_total or unconfirmed_total:
+        # An open gate counts from the note that last set it open, an unconfirmed note from itself.
+        first = min(entry for entry in (first_gate, first_note) if entry)
+        pending = receipt["pending"] = {"open_gates": open_total, "unconfirmed": unconfirmed_total,
+                                        "raised_since": first[1]}
+        if synthesis.delivered_at is not None:
+            pending["since_delivery"] = [item["id"] for seq, item in sorted(by_status["open"] + unconfirmed,
+                                                                            key=lambda entry: entry[0])
+                                         if seq > synthesis.delivered_at]
+    receipt.update((key, value) for key, value in (("synthesis", synthesis.synthesis),
+                                                   ("delivery", synthesis.delivery)) if value is not None)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
     return _Recap(_with_warnings(receipt, warnings), dict(ages, delivery=synthesis.after_seqs), cut, counts,
                   unconfirmed_total)
