@@ -3635,57 +3635,51 @@ _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in _CHECK_LOG_WORDS)
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
 
 
-def _check_passages(lines) -> list:
-    """[first, last, is a list item] (0-based lines) of each paragraph, list item, heading and table row."""
-    passages, current = [], None
-    for number, line in enumerate(lines):
-        stripped = line.strip()
-        if not stripped:
-            current = None
-            continue
-        single = stripped.startswith(("#", "|"))
-        if current is None or single or _CHECK_LIST_ITEM.match(line) or passages[-1][3]:
-            current = [number, number, bool(_CHECK_LIST_ITEM.match(line)), single]
-            passages.append(current)
-        else:
-            current[1] = number
-    return [passage[:3] for passage in passages]
-
-
-def _check_leads(lines, passages) -> list:
-    """For each passage, the lines that head it: the heading (## or deeper) of its section, and the line just
-    above it (above its list, for a list item) when that line ends with a colon, is such a heading or is bold."""
-    leads, heading = [], ""
-    for index, (first, _, in_list) in enumerate(passages):
-        above = index - 1
-        while in_list and above >= 0 and passages[above][2]:
-            above -= 1
-        lead = lines[passages[above][1]].strip() if above >= 0 else ""
-        if not (lead.strip("*_ ").endswith(":") or lead.startswith("##") or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
-            lead = ""
-        leads.append(heading + "\n" + lead)
-        if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
-            heading = lines[first] if lines[first].lstrip().startswith("##") else ""
-    return leads
-
-
 def _check_short(text) -> str:
     text = " ".join(_visible(_one_line(text)).split())
     return text if len(text) <= _CHECK_EXCERPT else text[:_CHECK_EXCERPT - 3] + "..."
 
 
 class _CheckedArtifact:
-    """An artifact's passages: their lines' stems, the lines that head each, and which passages hold a stem."""
+    """An artifact's passages (paragraph, list item, heading, table row), their lines' stems, the lines that
+    head each, and which passages hold a stem."""
 
     def __init__(self, text):
-        self.lines = text.splitlines()
-        self.passages = _check_passages(self.lines)
+        self.lines, passages, current = text.splitlines(), [], None
+        for number, line in enumerate(self.lines):
+            if not line.strip():
+                current = None
+                continue
+            single = line.strip().startswith(("#", "|"))
+            if current is None or single or _CHECK_LIST_ITEM.match(line) or passages[-1][3]:
+                current = [number, number, bool(_CHECK_LIST_ITEM.match(line)), single]
+                passages.append(current)
+            else:
+                current[1] = number
+        self.passages = [passage[:3] for passage in passages]  # [first, last, is a list item], 0-based lines
         self.line_stems = [_check_stems(line) for line in self.lines]
-        self.leads = _check_leads(self.lines, self.passages)
+        self.leads = self.heads()
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
         for index, (first, last, _) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:last + 1]):
                 self.holding[stem].add(index)
+
+    def heads(self) -> list:
+        """For each passage, its section's heading (## or deeper), and the line above it (above its list, for a
+        list item) when that line ends with a colon, is such a heading or is bold."""
+        leads, heading, lines = [], "", self.lines
+        for index, (first, _, in_list) in enumerate(self.passages):
+            above = index - 1
+            while in_list and above >= 0 and self.passages[above][2]:
+                above -= 1
+            lead = lines[self.passages[above][1]].strip() if above >= 0 else ""
+            if not (lead.strip("*_ ").endswith(":") or lead.startswith("##")
+                    or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
+                lead = ""
+            leads.append(heading + "\n" + lead)
+            if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
+                heading = lines[first] if lines[first].lstrip().startswith("##") else ""
+        return leads
 
     def hits(self, stems, span=1) -> collections.Counter:
         """Passage index -> how many of stems it holds (with span 2, it and the next one together)."""
@@ -3738,9 +3732,13 @@ def _check_residue(artifact, find) -> list:
     return findings
 
 
-def _check_discards(artifact, recap, find, settled) -> list:
+def _check_discards(artifact, recap, find) -> list:
     """Live discards restated in two lines in a row, the surer one without a negation: two of the discard's own
-    stems (those of its text and of the path it superseded, less any live note's), or the one of its name."""
+    stems (those of its text and of the path it superseded, less any other live note's), or the one of its name."""
+    texts = [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates",
+                                       "deferred_gates", "closed_gates") for note in recap[name]]
+    texts += [note.get("update_text", "") for note in recap["closed_gates"]]
+    settled = _check_stems(" ".join(texts + [recap[name]["text"] for name in ("mode", "shape") if recap[name]]))
     findings = []
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
@@ -3777,29 +3775,22 @@ def _check_lost(artifact, recap) -> list:
     return findings
 
 
-def _check_open_notes(recap) -> list:
-    """(note, stems, is an open or deferred gate) of each open point, once: gates first, then unconfirmed
-    notes (a gate closed on the model's word with the answer it was given)."""
-    notes, seen = [], set()
+def _check_open(artifact, recap) -> list:
+    """Open points (gates, then unconfirmed notes) a line states without a mark; open or deferred gates not
+    shown, when no marked line is left over that could be theirs."""
+    findings, unshown, claimed, seen = [], [], set(), set()
+    marks = [number for number, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
+    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= number <= last
+                                                                                       for number in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        text = note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else "")
-        stems = _check_stems(text, _CHECK_LOG_STEMS)
-        if stems:
-            notes.append((note, stems, note.get("type") is None))
-    return notes
-
-
-def _check_open(artifact, recap) -> list:
-    """Open points a line states without a mark; open or deferred gates not shown, when no marked line is
-    left over that could be theirs."""
-    findings, unshown, claimed = [], [], set()
-    marks = [number for number, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
-    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= number <= last
-                                                                                       for number in marks)}
-    for note, stems, is_gate in _check_open_notes(recap):
+        # A gate closed on the model's word is looked for with the answer it was given.
+        stems = _check_stems(note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else ""),
+                             _CHECK_LOG_STEMS)
+        if not stems:
+            continue
         places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
                          if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
         claimed.update(artifact.best_line(-index, stems) for _, index in places if -index in marking)
@@ -3808,21 +3799,12 @@ def _check_open(artifact, recap) -> list:
             if not artifact.marked(-index, number):
                 findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
                 break
-        if is_gate and not places:
+        if note.get("type") is None and not places:  # an open or deferred gate
             unshown.append(note)
     left_over = [number for number in marks if number not in claimed]
     if len(unshown) > len(left_over):
         findings += [artifact.finding("unmarked_open", None, note, "low") for note in unshown]
     return findings
-
-
-def _check_settled_stems(recap) -> set:
-    """The stems of every live note but discards and tensions: what a revived discard is told apart from."""
-    texts = [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates",
-                                       "deferred_gates", "closed_gates") for note in recap[name]]
-    texts += [note.get("update_text", "") for note in recap["closed_gates"]]
-    texts += [recap[name]["text"] for name in ("mode", "shape") if recap[name]]
-    return _check_stems(" ".join(texts))
 
 
 def _check_read(folder, file):
@@ -3862,7 +3844,7 @@ def _check_artifact(folder, meta, file) -> dict:
         recap = _recap_of(folder, meta, _LIMIT_MAX, reader).receipt
     artifact = _CheckedArtifact(text)
     with _NotesById(reader.path) as find:
-        findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find, _check_settled_stems(recap))
+        findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find)
                     + _check_lost(artifact, recap) + _check_open(artifact, recap))
     rank = {"high": 0, "medium": 1, "low": 2}
     findings.sort(key=lambda item: (rank[item["confidence"]], item["line"] is None, item["line"] or 0))
