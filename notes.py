@@ -2774,7 +2774,7 @@ class Session:
 
 
 def _command(function):
-    """Make function _NAME the Session method NAME (how later sections add commands)."""
+    """Make function _NAME the Session method NAME."""
     name = function.__name__.lstrip("_")
     function.__name__, function.__qualname__ = name, "Session." + name
     setattr(Session, name, function)
@@ -2782,7 +2782,7 @@ def _command(function):
 
 
 def _write_at_log_end(folder, window_records, store):
-    """Under the lock: mend the log's end; return (store(descriptor, tail), what was mended)."""
+    """Under the lock: mend the log's end; (store(descriptor, tail), what was mended)."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         created = not os.path.lexists(log_path)
@@ -2807,10 +2807,9 @@ def _write_at_log_end(folder, window_records, store):
 def _refuse_an_absurd_seq(tail):
     if tail.highest_seq >= _SEQ_LIMIT:
         raise NotesError(
-            "the last lines of the log hold a seq past %d, beyond any real session: the log was "
-            "edited or damaged, and numbering past it would make no sense. Nothing was written; run "
-            "verify to find the line, then restore the session from an intact export into a new --dir"
-            % _SEQ_LIMIT)
+            "the log's last lines hold a seq past %d, which no real session reaches: the log was edited or "
+            "damaged. Nothing was written; run verify to find the line, then restore the session from an "
+            "intact export into a new --dir" % _SEQ_LIMIT)
 
 
 def _recover_tail(folder, descriptor, tail):
@@ -2841,7 +2840,7 @@ def _with_recovered(receipt, recovered):
 
 
 def _grep_pattern(text):
-    """tail's grep words, each whole and in order, as a pattern for casefolded text; None without grep."""
+    """tail's grep words, whole and in order, as a pattern; None without grep."""
     if text is None:
         return None
     words = text.casefold().split()
@@ -2858,7 +2857,7 @@ def _compact_record(record) -> dict:
 
 
 class _TailWalk:
-    """tail's walk back from the end: records kept, warnings, seqs superseded, matches left out."""
+    """tail's walk back from the end."""
 
     def __init__(self, limit, keeps):
         self.limit, self.keeps = limit, keeps
@@ -2866,7 +2865,7 @@ class _TailWalk:
         self.superseded, self.cut_short, self.more, self.more_complete = set(), False, 0, True
 
     def take(self, scan, end):
-        """Read back from end until limit records are kept or a reply's byte bound is reached."""
+        """Read back until limit records are kept or a reply's byte bound is reached."""
         kept_bytes = 0
         for offset, value, problems in scan:
             line_bytes, end = end - offset, offset
@@ -2894,7 +2893,6 @@ class _TailWalk:
                     return
 
     def count_more(self, scan):
-        """Count further matches up to LIMIT_MAX, without warnings."""
         for _, value, problems in scan:
             if value is not None and _is_usable(problems) and self.keeps(value):
                 self.more += 1
@@ -2947,14 +2945,13 @@ def _recap_history(reader):
 
 
 def _keep_newest(entries, limit, cut, name):
-    """Keep the newest `limit` entries, counting the rest in cut[name]."""
+    """Keep the newest limit entries, counting the rest in cut[name]."""
     if len(entries) > limit:
         cut[name] = cut.get(name, 0) + len(entries) - limit
         del entries[:len(entries) - limit]
 
 
 def _named_note(record) -> dict:
-    """Another note named in a recap item: its id, type and text."""
     return {"id": record["id"], "type": record["type"], "text": record["text"]}
 
 
@@ -2962,7 +2959,6 @@ _SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
 
 
 def _command_note_id(command, value) -> str:
-    """show's or redact's note id, checked, never echoed."""
     cleaned = _as_note_id(value)
     if cleaned is None:
         raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command, help_for=command)
@@ -2999,7 +2995,7 @@ def _show_chain(reader, note_id) -> dict:
 
 
 def _chain_back(reader, note_id):
-    """(the note, then the notes its ref leads back to; how many were left out)."""
+    """(the note, then those its ref leads back to; how many were left out)."""
     chain, skipped, wanted = [], 0, note_id
     if reader.handle is None:
         return chain, skipped
@@ -3023,7 +3019,7 @@ def _chain_back(reader, note_id):
 
 
 def _chain_forward(reader, is_gate, root_id, note_id):
-    """One forward read: (updates or replacements, and notes about; left-out counts; by ids)."""
+    """(updates or replacements, and notes about; left-out counts; settling note ids)."""
     name, family = "updates" if is_gate else "replaced_by", {root_id}
     found, not_listed, settled_ids = {name: [], "about": []}, {}, set()
     for record in reader.records():
@@ -3041,7 +3037,6 @@ def _chain_forward(reader, is_gate, root_id, note_id):
 
 
 def _notes_named(reader, note_ids, not_listed):
-    """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept."""
     named = []
     for record in reader.records() if note_ids else ():
         if record["id"] in note_ids:
@@ -3061,7 +3056,7 @@ def _count_by_type(reader):
 
 
 def _read_export_head(path, opener=None):
-    """(head, problem) from the export's bounded prefix before "records"; (None, None) if absent."""
+    """(head, problem) from the export's prefix before "records"; (None, None) if absent."""
     try:
         descriptor = (opener or _open_regular_file)(path)
     except FileNotFoundError:
@@ -3084,7 +3079,7 @@ def _read_export_head(path, opener=None):
 
 
 def _export_lag(folder, session_id, total):
-    """How many of the log's notes the default export lacks, by its record count."""
+    """How many of the log's notes the default export lacks."""
     path = os.path.join(folder, _EXPORT_NAME)
     lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
     head, problem = _read_export_head(path)
@@ -3105,7 +3100,6 @@ def _export_lag(folder, session_id, total):
 
 
 def _session_entry(name, folder):
-    """A session as the sessions receipt lists it."""
     entry = {"name": name, "path": folder}
     try:
         meta = _require_session(folder)
@@ -3129,12 +3123,11 @@ def _session_entry(name, folder):
 # Recap: the state of the idea within a byte budget, as JSON or markdown, and check of an artifact against it
 
 def _counted(number, noun) -> str:
-    """The number and its noun, plural unless 1."""
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
 def _one_line(value) -> str:
-    """A value on one line (a damaged log may hold any JSON value)."""
+    """Any JSON value (a damaged log may hold one) on one line."""
     return " ".join((value if isinstance(value, str) else _compact_json(value)).splitlines())
 
 
@@ -3147,12 +3140,11 @@ def _visible(value, one_line=False):
 
 
 def _markdown_inline(text):
-    """text with a backslash before each character that could start markup inside a line."""
+    """text with each character that could start inline markup escaped."""
     return re.sub(r"([\\`*_\[\]<>&~|])", r"\\\1", text)
 
 
 def _md(value) -> str:
-    """A value on one line, its markup escaped."""
     return _markdown_inline(_one_line(value))
 
 
@@ -3161,7 +3153,6 @@ def _markdown_split(text):
 
 
 def _summarise_record(record):
-    """A record as a recap item."""
     item = {"id": record["id"], "text": record["text"]}
     if "effect" in record:
         item["effect"] = record["effect"]
@@ -3171,16 +3162,8 @@ def _summarise_record(record):
     return item
 
 
-def _gate_labels(gate) -> dict:
-    """The labels of the note that set a recap gate's status."""
-    if "update_id" in gate:
-        return {key: gate["update_" + key] for key in ("provenance", "evidence") if "update_" + key in gate}
-    return gate
-
-
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: (mode and shape in force, live notes by list, unconfirmed notes, wanted records, first
-    unconfirmed). A delivery is no proposal to confirm; a discard taken up again stays listed, as reopened."""
+    """Second pass: (mode and shape, live notes by list, unconfirmed, wanted records, first unconfirmed)."""
     latest, lists, kept = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {name: [] for _, name in _RECAP_LISTS}
     unconfirmed, found, first = [], {}, None
     gate_ids, update_places, note_ids, reopened = wanted
@@ -3226,8 +3209,7 @@ _CLOSED_GATE_KEYS = ("id", "text", "update_id", "closed_by", "update_provenance"
 
 
 def _recap_gates(gates, reopened, limit, cut):
-    """(seq, gate id) lists by status, the unconfirmed, the first pending, and what the second pass fetches:
-    the listed gates by id, their updates by place, the notes that closed them or reopened a discard by id."""
+    """(seq, gate id) lists by status and unconfirmed, the first pending, and what pass two fetches."""
     by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
@@ -3250,7 +3232,7 @@ def _recap_gates(gates, reopened, limit, cut):
 
 
 def _gate_item(gate_id, gate, found, closed=False) -> dict:
-    """A listed gate: its fields, its status, its latest update's; closed: what closed it, in few keys."""
+    """A listed gate, with its latest update; closed: what closed it, in fewer keys."""
     record = found[gate_id]
     item = {"id": gate_id, "text": record["text"], "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
@@ -3265,7 +3247,7 @@ def _gate_item(gate_id, gate, found, closed=False) -> dict:
 
 
 def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
-    """recap_gates' lists as (seq, item) by status; the unconfirmed gates join unconfirmed."""
+    """recap_gates' lists as (seq, item); the unconfirmed gates join unconfirmed."""
     unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates[gate_id], found)})
                        for seq, gate_id in unconfirmed_gates)
     unconfirmed.sort(key=lambda entry: entry[0])
@@ -3275,7 +3257,7 @@ def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limi
 
 
 class _SynthesisSeen:
-    """Where synthesis stands, and the last delivery with the live non-mode notes appended after it."""
+    """Where synthesis stands; the last delivery and the live non-mode notes after it."""
 
     def __init__(self, superseded, limit):
         self.superseded, self.limit = superseded, limit
@@ -3283,7 +3265,7 @@ class _SynthesisSeen:
         self.in_synthesis, self.after_seqs = False, []
 
     def meet(self, record) -> bool:
-        """Take in the next record (superseded too: it may begin or end synthesis); True for a delivery."""
+        """Take in any next record (a superseded one may begin or end synthesis); True for a delivery."""
         if record["type"] == "mode":
             entering = record["text"].startswith(_SYNTHESIS_WORD)
             if entering and not self.in_synthesis:
@@ -3307,7 +3289,6 @@ class _SynthesisSeen:
 
 
 def _why_unconfirmed(labels) -> str:
-    """Why a note is unconfirmed, in the operator's words."""
     return ", ".join(["proposed by the model"] * (labels.get("provenance") == "model")
                      + ["inferred"] * (labels.get("evidence") == "inferred"))
 
@@ -3328,7 +3309,9 @@ def _recap_item_line(item, kind="note", prefix=""):
         line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
                                       _md(again["text"]))
     marks = [_md(item["id"])]
-    labels = _gate_labels(item) if kind != "note" else item
+    labels = item  # a gate's are those of the note that set its status
+    if kind != "note" and "update_id" in item:
+        labels = {key: item["update_" + key] for key in ("provenance", "evidence") if "update_" + key in item}
     if _is_unconfirmed(labels):
         marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
     elif "provenance" in labels:  # who a settled point came from
@@ -3349,7 +3332,7 @@ _RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "def
 
 
 def _recap_markdown_head(recap):
-    """The markdown recap's opening: counts, the export's lag, pending work, synthesis, the last delivery."""
+    """The markdown recap's opening: counts, export, pending work, synthesis, delivery."""
     lag, missing = recap["export_lag"], recap["export_lag"]["missing"]
     if "problem" in lag:
         export = lag["problem"]
@@ -3391,7 +3374,6 @@ def _recap_markdown_head(recap):
 
 
 def _recap_markdown(recap):
-    """The recap as markdown for the operator."""
     lines = _recap_markdown_head(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
         lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
@@ -3426,7 +3408,7 @@ def _recap_markdown(recap):
 
 
 def _printed_form(result) -> str:
-    """The text main prints for a result: markdown as is, else JSON and a newline."""
+    """What main prints for a result."""
     if isinstance(result, str):
         return result
     if "markdown" in result:
@@ -3444,7 +3426,7 @@ _CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LIS
 
 
 class _Recap:
-    """What recap found, lists whole and oldest first, before fitting to the byte budget."""
+    """What recap found, lists whole and oldest first, before fitting the byte budget."""
 
     def __init__(self, receipt, ages, limit_cut, counts, unconfirmed_total):
         self.receipt, self.limit_cut, self.counts = receipt, limit_cut, counts
@@ -3456,21 +3438,8 @@ class _Recap:
                               for entry in sorted((age, name, index) for name in names
                                                   for index, age in enumerate(ages.get(name, ())))]
 
-    def hints(self, cut):
-        """How to see what was cut: a tail of the types cut, a wider recap for unconfirmed notes."""
-        types = [note_type for note_type in NOTE_TYPES
-                 if any(cut.get(name) for list_type, name in _RECAP_LISTS if list_type == note_type)
-                 or note_type == "gate" and any(cut.get(status + "_gates") for status in GATE_STATUSES)]
-        hints = []
-        if types:
-            hints.append("tail %s --limit %d" % (" ".join("--type " + note_type for note_type in types),
-                                                 min(_LIMIT_MAX, sum(self.counts[note_type] for note_type in types))))
-        if cut.get("unconfirmed"):  # a hint names only a limit the command takes
-            hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
-        return hints
-
     def rendered(self, count, markdown):
-        """The printed form (receipt or markdown) without the count oldest cuttable entries."""
+        """The printed form without the count oldest cuttable entries."""
         dropped = collections.Counter(name for _, name, _ in self.dropped_order[:count])
         shown = _CompactReceipt(self.receipt)
         for name, number in dropped.items():
@@ -3483,14 +3452,21 @@ class _Recap:
                      for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
         truncated = {name: number for name, number in truncated.items() if number}
         warnings = shown.pop("warnings", None)
-        if truncated:
-            shown.update(truncated=truncated, see_truncated=self.hints(truncated))
+        if truncated:  # and the commands that show what was cut
+            lists = dict(_RECAP_LISTS)
+            types = [kind for kind in NOTE_TYPES if truncated.get(lists.get(kind)) or kind == "gate"
+                     and any(truncated.get(status + "_gates") for status in GATE_STATUSES)]
+            hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
+                _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] if types else []
+            if truncated.get("unconfirmed"):  # a hint names only a limit the command takes
+                hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
+            shown.update(truncated=truncated, see_truncated=hints)
         shown = _with_warnings(shown, warnings)
         shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest first
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
-        """The printed form that fits max_bytes with the fewest oldest entries left out (by bisection)."""
+        """By bisection, the printed form that fits max_bytes with the fewest entries left out."""
         best = self.rendered(0, markdown)
         if _printed_size(best) <= max_bytes:
             return best
@@ -3512,7 +3488,7 @@ class _Recap:
 
 
 def _recap_of(folder, meta, limit, reader):
-    """The Recap, from two passes over the log: history, then live notes."""
+    """The Recap, from two passes: history, then live notes."""
     superseded, gates, counts, reopened = _recap_history(reader)
     warnings, redacted, cut = reader.warnings(), reader.redactions.count, {}
     gate_lists, unconfirmed_gates, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
@@ -3612,7 +3588,7 @@ _CHECK_RESIDUE = (
 
 
 def _check_stem(word) -> str:
-    """A word without its commonest English suffix, so that plural, tense and -ing forms meet."""
+    """A word without its commonest English suffix."""
     for suffix in _CHECK_SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word[-2] in "sui"):
             word = word[:-len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
@@ -3621,7 +3597,7 @@ def _check_stem(word) -> str:
 
 
 def _check_stems(text, drop=frozenset()) -> set:
-    """The content stems of a text: accents, case, stop words and one-letter words left out."""
+    """The content stems of a text, less accents, case, stop words and one-letter words."""
     import unicodedata
 
     plain = "".join(_CHECK_SIGNS.get(c, c) for c in unicodedata.normalize("NFKD", text.lower())
@@ -3641,8 +3617,7 @@ def _check_short(text) -> str:
 
 
 class _CheckedArtifact:
-    """An artifact's passages (paragraph, list item, heading, table row), their lines' stems, the lines that
-    head each, and which passages hold a stem."""
+    """An artifact's passages (paragraph, list item, heading, table row), stems, leads."""
 
     def __init__(self, text):
         self.lines, passages, current = text.splitlines(), [], None
@@ -3665,8 +3640,8 @@ class _CheckedArtifact:
                 self.holding[stem].add(index)
 
     def heads(self) -> list:
-        """For each passage, its section's heading (## or deeper), and the line above it (above its list, for a
-        list item) when that line ends with a colon, is such a heading or is bold."""
+        """Each passage's section heading (## or deeper) and the line above it (or its list) when that
+        line ends with a colon, is such a heading or is bold."""
         leads, heading, lines = [], "", self.lines
         for index, (first, _, in_list) in enumerate(self.passages):
             above = index - 1
@@ -3682,14 +3657,14 @@ class _CheckedArtifact:
         return leads
 
     def hits(self, stems, span=1) -> collections.Counter:
-        """Passage index -> how many of stems it holds (with span 2, it and the next one together)."""
+        """Passage index -> how many of stems it holds (span 2: with the next one)."""
         counts = collections.Counter()
         for stem in stems:
             counts.update({place - step for place in self.holding.get(stem, ()) for step in range(span)})
         return counts
 
     def marked(self, index, number) -> bool:
-        """Whether line number of passage index is marked: in its sentence, or by a line that heads it."""
+        """Whether line number of passage index is marked, in its sentence or by a lead."""
         first = self.passages[index][0]
         while not _CHECK_MARK.search(self.lines[number]):
             if number == first or re.search(r"[.!?]\W*$", self.lines[number - 1]):
@@ -3698,7 +3673,7 @@ class _CheckedArtifact:
         return True
 
     def window(self, index, stems):
-        """(stems found, the line holding more of them) of the two lines in a row of passage index that hold most."""
+        """(stems found, the line with more) of the two lines in a row of passage index that hold most."""
         first, last, _ = self.passages[index]
         found, number = max((((self.line_stems[number] | self.line_stems[min(number + 1, last)]) & stems, number)
                              for number in range(first, last + 1)), key=lambda pair: len(pair[0]))
@@ -3706,19 +3681,18 @@ class _CheckedArtifact:
         return found, after if len(self.line_stems[after] & stems) > len(self.line_stems[number] & stems) else number
 
     def best_line(self, index, stems) -> int:
-        """The 0-based line of passage index that holds most of stems."""
         first, last, _ = self.passages[index]
         return max(range(first, last + 1), key=lambda number: len(self.line_stems[number] & stems))
 
     def finding(self, kind, number, note, confidence) -> dict:
-        """A finding on 0-based line number (None: the artifact as a whole) about note (or None)."""
+        """A finding on 0-based line number (None: the whole) about note (or None)."""
         return {"kind": kind, "line": None if number is None else number + 1, "note": note and note["id"],
                 "note_text": note and _check_short(note["text"]),
                 "excerpt": None if number is None else _check_short(self.lines[number]), "confidence": confidence}
 
 
 def _check_residue(artifact, find) -> list:
-    """Process residue, one finding a line: the first pattern that matches, the surest first."""
+    """Process residue, one finding a line, the surest pattern first."""
     findings = []
     for number, line in enumerate(artifact.lines):
         for pattern, what, confidence in _CHECK_RESIDUE:
@@ -3733,8 +3707,8 @@ def _check_residue(artifact, find) -> list:
 
 
 def _check_discards(artifact, recap, find) -> list:
-    """Live discards restated in two lines in a row, the surer one without a negation: two of the discard's own
-    stems (those of its text and of the path it superseded, less any other live note's), or the one of its name."""
+    """Live discards restated, without a negation, in two lines in a row: two of their own stems (of the
+    discard and the path it superseded, less any other live note's), or the one of the discard's name."""
     texts = [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates",
                                        "deferred_gates", "closed_gates") for note in recap[name]]
     texts += [note.get("update_text", "") for note in recap["closed_gates"]]
@@ -3759,7 +3733,6 @@ def _check_discards(artifact, recap, find) -> list:
 
 
 def _check_lost(artifact, recap) -> list:
-    """Live decisions and boundaries that no passage (or two in a row) mostly holds."""
     delivered = recap.get("delivery", {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"], re.I)
@@ -3776,8 +3749,7 @@ def _check_lost(artifact, recap) -> list:
 
 
 def _check_open(artifact, recap) -> list:
-    """Open points (gates, then unconfirmed notes) a line states without a mark; open or deferred gates not
-    shown, when no marked line is left over that could be theirs."""
+    """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [number for number, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
     marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= number <= last
@@ -3808,7 +3780,7 @@ def _check_open(artifact, recap) -> list:
 
 
 def _check_read(folder, file):
-    """(path, text) of the artifact file, a regular file inside the session folder; refuse any other."""
+    """(path, text) of a regular file inside the session folder; refuse any other."""
     way_out = ("; save the artifact in the session folder %s and give its name (relative to that folder), "
                "such as plan.md" % folder)
     if not isinstance(file, str) or not file.strip() or "\0" in file:
@@ -3832,13 +3804,13 @@ def _check_read(folder, file):
     with open(descriptor, "rb") as handle:
         data = handle.read(_CHECK_FILE_LIMIT + 1)
     if len(data) > _CHECK_FILE_LIMIT:
-        raise NotesError("%s is over %d KiB, more than an artifact to check holds; check the text alone" % (
+        raise NotesError("%s is over %d KiB, too large for an artifact; check the text alone" % (
             path, _CHECK_FILE_LIMIT >> 10))
     return path, data.decode("utf-8", "replace")
 
 
 def _check_artifact(folder, meta, file) -> dict:
-    """The check receipt: findings, surest and earliest first, within recap's default byte budget."""
+    """Findings surest and earliest first, within recap's default byte budget."""
     path, text = _check_read(folder, file)
     with _LogReader(folder, meta) as reader:
         recap = _recap_of(folder, meta, _LIMIT_MAX, reader).receipt
