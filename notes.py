@@ -2656,6 +2656,10 @@ class Session:
         self.session = session
         self._over_mcp = False  # the MCP server's host
 
+    def _folder_meta(self):
+        folder = _resolve_folder(self.folder, self.session)
+        return folder, _require_session(folder)
+
     def init(self) -> dict:
         """Start a session in the folder, or report the one already there."""
         folder = _resolve_folder(self.folder, self.session)
@@ -2676,8 +2680,8 @@ class Session:
         types = set([types] if isinstance(types, str) else types) if types else None
         for note_type in types or ():
             _check_choice("type", note_type, NOTE_TYPES)
-        pattern, folder = _grep_pattern(grep), _resolve_folder(self.folder, self.session)
-        meta = _require_session(folder)
+        pattern = _grep_pattern(grep)
+        folder, meta = self._folder_meta()
         walk = _TailWalk(limit, lambda record: (
             (types is None or record["type"] in types) and (since is None or record["ts"] >= since)
             and (until is None or record["ts"] < until) and (pattern is None or any(
@@ -2704,8 +2708,7 @@ class Session:
     def show(self, *, note_id, compact=False) -> dict:
         """One note and its chain, or its gate's updates; the notes about it; compact: each record compacted."""
         note_id = _command_note_id("show", note_id)
-        folder = _resolve_folder(self.folder, self.session)
-        with _LogReader(folder, _require_session(folder)) as reader:
+        with _LogReader(*self._folder_meta()) as reader:
             receipt = _show_chain(reader, note_id)
         if not compact:
             return receipt
@@ -2718,8 +2721,7 @@ class Session:
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
-        folder = _resolve_folder(self.folder, self.session)
-        meta = _require_session(folder)
+        folder, meta = self._folder_meta()
         with _LogReader(folder, meta) as reader:
             by_type = _count_by_type(reader)[0]
         last = reader.last_record or {}
@@ -2729,8 +2731,7 @@ class Session:
 
     def verify(self) -> dict:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
-        folder = _resolve_folder(self.folder, self.session)
-        meta = _require_session(folder)
+        folder, meta = self._folder_meta()
         bad = ["lacks " + key for key in ("schema_version", "session_id", "created_at", "log_file")
                if not isinstance(meta.get(key), str)]
         if not _is_session_id(meta["session_id"]):
@@ -3487,13 +3488,15 @@ class _Recap:
         return best
 
 
-def _recap_of(folder, meta, limit, reader):
+def _recap_of(folder, meta, limit):
     """The Recap, from two passes: history, then live notes."""
-    superseded, gates, counts, reopened = _recap_history(reader)
-    warnings, redacted, cut = reader.warnings(), reader.redactions.count, {}
-    gate_lists, unconfirmed_gates, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
-    synthesis = _SynthesisSeen(superseded, limit)
-    latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis)
+    with _LogReader(folder, meta) as reader:
+        superseded, gates, counts, reopened = _recap_history(reader)
+        warnings, redacted, cut = reader.warnings(), reader.redactions.count, {}
+        gate_lists, unconfirmed_gates, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
+        synthesis = _SynthesisSeen(superseded, limit)
+        latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted,
+                                                                         synthesis)
     by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut)
     unconfirmed_total = len(unconfirmed) + cut.get("unconfirmed", 0)
     lists = dict(open_gates=by_status["open"], deferred_gates=by_status["deferred"], unconfirmed=unconfirmed,
@@ -3529,11 +3532,7 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
     limit = _check_limit(limit)
     if max_bytes < 1:
         raise NotesError("--max-bytes must be 1 or more")
-    folder = _resolve_folder(self.folder, self.session)
-    meta = _require_session(folder)
-    with _LogReader(folder, meta) as reader:
-        recap = _recap_of(folder, meta, limit, reader)
-    fitted = recap.fitted(max_bytes, markdown=format == "md")
+    fitted = _recap_of(*self._folder_meta(), limit).fitted(max_bytes, markdown=format == "md")
     return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
 
@@ -3812,10 +3811,9 @@ def _check_read(folder, file):
 def _check_artifact(folder, meta, file) -> dict:
     """Findings surest and earliest first, within recap's default byte budget."""
     path, text = _check_read(folder, file)
-    with _LogReader(folder, meta) as reader:
-        recap = _recap_of(folder, meta, _LIMIT_MAX, reader).receipt
+    recap = _recap_of(folder, meta, _LIMIT_MAX).receipt
     artifact = _CheckedArtifact(text)
-    with _NotesById(reader.path) as find:
+    with _NotesById(recap["path"]) as find:
         findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find)
                     + _check_lost(artifact, recap) + _check_open(artifact, recap))
     rank = {"high": 0, "medium": 1, "low": 2}
