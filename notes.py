@@ -2740,7 +2740,8 @@ class Session:
         if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
             meta_problems.append(_problem(None, None, "meta_schema", "%s has an unknown schema_version" % _META_NAME))
         with _LogReader(folder, meta) as reader:
-            collections.deque(reader.records(), 0)
+            for _ in reader.records():
+                pass
         problems = (meta_problems + reader.problems)[:_PROBLEMS_LISTED]
         count = len(meta_problems) + reader.problem_count
         receipt = {"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
@@ -2872,10 +2873,10 @@ class _TailWalk:
             line_bytes, end = end - offset, offset
             record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
             for kind, detail in problems:  # never echo an id that is no note id
-                where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
                 self.warning_count += 1
                 if len(self.warnings) < _WARNINGS_LISTED:
-                    self.warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
+                    where = "" if kind in _LINE_PROBLEMS else " (%s)" % record_id
+                    self.warnings.append("byte %d%s: %s" % (offset, where, detail or _PROBLEM_DETAILS[kind]))
             if value is None or not _is_usable(problems):
                 continue
             ref = value.get("ref")  # a note filtered out still supersedes; a gate update does not
@@ -2998,12 +2999,10 @@ def _show_chain(reader, note_id) -> dict:
 def _chain_back(reader, note_id):
     """(the note, then those its ref leads back to; how many were left out)."""
     chain, skipped, wanted = [], 0, note_id
-    if reader.handle is None:
-        return chain, skipped
-    for _, line in _read_lines_backward(reader.handle, reader.size):
+    for _, line in _read_lines_backward(reader.handle, reader.size) if reader.handle else ():
         if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
             continue
-        value, _ = _parse_line(line)
+        value = _parse_line(line)[0]
         if not _is_the_note(value, wanted):
             continue
         if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
@@ -3232,9 +3231,9 @@ def _recap_gates(gates, reopened, limit, cut):
     return by_status, unconfirmed, first, wanted
 
 
-def _gate_item(gate_id, gate, found, closed=False) -> dict:
+def _gate_item(gate_id, gates, found, closed=False) -> dict:
     """A listed gate, with its latest update; closed: what closed it, in fewer keys."""
-    record = found[gate_id]
+    record, gate = found[gate_id], gates[gate_id]
     item = {"id": gate_id, "text": record["text"], "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
     if gate.update_index is not None:
@@ -3249,11 +3248,11 @@ def _gate_item(gate_id, gate, found, closed=False) -> dict:
 
 def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
     """recap_gates' lists as (seq, item); the unconfirmed gates join unconfirmed."""
-    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates[gate_id], found)})
+    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates, found)})
                        for seq, gate_id in unconfirmed_gates)
     unconfirmed.sort(key=lambda entry: entry[0])
     _keep_newest(unconfirmed, limit, cut, "unconfirmed")
-    return {status: [(seq, _gate_item(gate_id, gates[gate_id], found, status == "closed")) for seq, gate_id in entries]
+    return {status: [(seq, _gate_item(gate_id, gates, found, status == "closed")) for seq, gate_id in entries]
             for status, entries in gate_lists.items()}
 
 
@@ -3536,9 +3535,7 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
     return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
 
-# check: an artifact read against the live state of the log, the Session.check method's parts.
-# Plain matching: words lower-cased, accents and stop words dropped, suffixes cut (check_stems); a note
-# is found in a passage (paragraph, list item, heading or table row) by the share of its stems there.
+# check: an artifact read against the live log. A note is found in a passage by the share of its stems there.
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
 _CHECK_LISTED = 50           # findings listed, then counted
