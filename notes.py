@@ -3181,7 +3181,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             latest[kind] = record
         elif kind in lists:
             item = _summarise_record(record)
-            # A tension holds nothing to confirm.
+            # A tension holds nothing to confirm, nor does a delivery.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
                 unconfirmed.append((record["seq"], {"id": note_id, "type": kind, **item}))
                 first = first or (record["seq"], note_id)
@@ -3202,10 +3202,6 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
         if reopened.get(item["id"]) in found:
             item["reopened"] = _named_note(found[reopened[item["id"]]])
     return latest, kept, unconfirmed, found, first
-
-
-# A closed gate's recap keys: the gate, the update that closed it and who wrote that, and what settled it.
-_CLOSED_GATE_KEYS = ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
 
 
 def _recap_gates(gates, reopened, limit, cut):
@@ -3243,7 +3239,8 @@ def _gate_item(gate_id, gates, found, closed=False) -> dict:
     if not closed:
         return item
     item["closed_by"] = _named_note(found.get(gate.by) or found[gate.update_index])  # the note its update names
-    return {key: item[key] for key in _CLOSED_GATE_KEYS if key in item}
+    return {key: item[key] for key in ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
+            if key in item}
 
 
 def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
@@ -3319,7 +3316,6 @@ def _recap_item_line(item, kind="note", prefix=""):
     return "%s [%s]" % (line, "; ".join(marks))
 
 
-# A settled point's provenance in the markdown recap.
 _PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
                      "delivered": "the last delivery"}
 
@@ -3395,13 +3391,11 @@ def _recap_markdown(recap):
             lines.append("- (%d older not shown)" % recap["truncated"][key])
         lines.append("")
     if "delivery" in recap:
+        after, more = recap["delivery"]["after"], recap["delivery"]["more"]
         # A damaged log may hold any type: escaped as a text is.
-        lines += ["## Since the delivery", ""] + ["- %s: %s [%s]" % (_md(item["type"]).capitalize(), _md(item["text"]),
-                                                                     item["id"]) for item in recap["delivery"]["after"]]
-        lines += [] if recap["delivery"]["after"] else ["- none"]
-        if recap["delivery"]["more"]:
-            lines.append("- (%d older not shown)" % recap["delivery"]["more"])
-        lines.append("")
+        lines += ["## Since the delivery", ""] + (["- %s: %s [%s]" % (_md(item["type"]).capitalize(), _md(item["text"]),
+                                                                      item["id"]) for item in after] or ["- none"])
+        lines += ["- (%d older not shown)" % more] * bool(more) + [""]
     if recap.get("warnings"):
         lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
     return "\n".join(lines)
