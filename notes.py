@@ -2847,8 +2847,7 @@ def _grep_pattern(text):
         return None
     words = text.casefold().split()
     if not words:
-        raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
-                         "--grep 'email'")
+        raise NotesError("--grep is empty; pass the words to look for, for example --grep 'email'")
     return re.compile(r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)")
 
 
@@ -3783,7 +3782,7 @@ def _check_read(folder, file):
         raise NotesError("check reads only files inside the session folder, and this file is outside it" + way_out)
     try:
         if os.path.isdir(path):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            raise IsADirectoryError()
         descriptor = _open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out)
     except FileNotFoundError:
         raise NotesError("%s does not exist%s" % (path, way_out)) from None
@@ -3807,8 +3806,8 @@ def _check_artifact(folder, meta, file) -> dict:
     with _NotesById(recap["path"]) as find:
         findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find)
                     + _check_lost(artifact, recap) + _check_open(artifact, recap))
-    rank = {"high": 0, "medium": 1, "low": 2}
-    findings.sort(key=lambda item: (rank[item["confidence"]], item["line"] is None, item["line"] or 0))
+    findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] is None,
+                                    item["line"] or 0))
     receipt = _CompactReceipt(ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
                               counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS})
     _with_warnings(receipt, recap.get("warnings"))
