@@ -2750,10 +2750,11 @@ class Session:
             receipt["problems_not_listed"] = count - len(problems)
         if reader.redactions.count:
             receipt["redacted"] = reader.redactions.count
-        # A writer's line in flight: not a problem, but not checked.
-        return _with_warnings(receipt, ["the last line has no newline yet and a writer holds the lock: it is being "
-                                        "written, so it was not checked. Run verify again once that writer has "
-                                        "finished"] * reader.unterminated_in_flight + reader.notices())
+        warnings = reader.notices()
+        if reader.unterminated_in_flight:  # a writer's line in flight: not a problem, but not checked
+            warnings.insert(0, "the last line has no newline yet and a writer holds the lock: it is being "
+                               "written, so it was not checked. Run verify again once that writer has finished")
+        return _with_warnings(receipt, warnings)
 
     def sessions(self) -> dict:
         """The folder's own session and each of sessions/, with its notes, gates and last export."""
