@@ -3243,16 +3243,6 @@ def _gate_item(gate_id, gates, found, closed=False) -> dict:
             if key in item}
 
 
-def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
-    """recap_gates' lists as (seq, item); the unconfirmed gates join unconfirmed."""
-    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates, found)})
-                       for seq, gate_id in unconfirmed_gates)
-    unconfirmed.sort(key=lambda entry: entry[0])
-    _keep_newest(unconfirmed, limit, cut, "unconfirmed")
-    return {status: [(seq, _gate_item(gate_id, gates, found, status == "closed")) for seq, gate_id in entries]
-            for status, entries in gate_lists.items()}
-
-
 class _SynthesisSeen:
     """Where synthesis stands; the last delivery and the live non-mode notes after it."""
 
@@ -3285,11 +3275,6 @@ class _SynthesisSeen:
         return False
 
 
-def _why_unconfirmed(labels) -> str:
-    return ", ".join(["proposed by the model"] * (labels.get("provenance") == "model")
-                     + ["inferred"] * (labels.get("evidence") == "inferred"))
-
-
 def _recap_item_line(item, kind="note", prefix=""):
     """One recap item as an escaped markdown line; kind: "note", "gate" or "closed"."""
     text = _md(item["text"])
@@ -3309,8 +3294,10 @@ def _recap_item_line(item, kind="note", prefix=""):
     labels = item  # a gate's are those of the note that set its status
     if kind != "note" and "update_id" in item:
         labels = {key: item["update_" + key] for key in ("provenance", "evidence") if "update_" + key in item}
-    if _is_unconfirmed(labels):
-        marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
+    if _is_unconfirmed(labels):  # under Not yet confirmed, why
+        why = ["proposed by the model"] * (labels.get("provenance") == "model") + ["inferred"] * (
+            labels.get("evidence") == "inferred")
+        marks.append(", ".join(why) if prefix else "not yet confirmed")
     elif "provenance" in labels:  # who a settled point came from
         marks.append(_PROVENANCE_WORDS.get(labels["provenance"], "from " + _one_line(labels["provenance"])))
     return "%s [%s]" % (line, "; ".join(marks))
@@ -3490,7 +3477,12 @@ def _recap_of(folder, meta, limit):
         synthesis = _SynthesisSeen(superseded, limit)
         latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted,
                                                                          synthesis)
-    by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut)
+    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates, found)})
+                       for seq, gate_id in unconfirmed_gates)
+    unconfirmed.sort(key=lambda entry: entry[0])
+    _keep_newest(unconfirmed, limit, cut, "unconfirmed")
+    by_status = {status: [(seq, _gate_item(gate_id, gates, found, status == "closed")) for seq, gate_id in entries]
+                 for status, entries in gate_lists.items()}
     unconfirmed_total = len(unconfirmed) + cut.get("unconfirmed", 0)
     lists = dict(open_gates=by_status["open"], deferred_gates=by_status["deferred"], unconfirmed=unconfirmed,
                  closed_gates=by_status["closed"], **kept)
