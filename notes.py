@@ -2511,6 +2511,10 @@ class Session:
         self.session = session
         self._over_mcp = False  # the MCP server's host
 
+    def _folder_meta(self):
+        folder = _resolve_folder(self.folder, self.session)
+        return folder, _require_session(folder)
+
     def init(self) -> dict:
         """Start a session in the folder, or report the one already there."""
         folder = _resolve_folder(self.folder, self.session)
@@ -2524,36 +2528,33 @@ class Session:
              compact=False) -> dict:
         """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
 
-        The receipt's superseded lists the ids a later note superseded; with grep, more (or more_at_least)
-        counts the matches left out; compact gives each record as compact_record does."""
+        superseded lists the ids a later note superseded; with grep, more (or more_at_least) counts the
+        matches left out; compact drops each record's stamps."""
         limit = _check_limit(limit)
         since, until = _parse_time_filter(since, "since"), _parse_time_filter(until, "until")
         types = set([types] if isinstance(types, str) else types) if types else None
         for note_type in types or ():
             _check_choice("type", note_type, NOTE_TYPES)
         pattern = _grep_pattern(grep)
-        folder = _resolve_folder(self.folder, self.session)
-        meta = _require_session(folder)
-        log_path = os.path.join(folder, _LOG_NAME)
-        walk = _TailWalk(limit, lambda record: _tail_keeps(record, types, since, until, pattern))
+        folder, meta = self._folder_meta()
+        walk = _TailWalk(limit, lambda record: (
+            (types is None or record["type"] in types) and (since is None or record["ts"] >= since)
+            and (until is None or record["ts"] < until) and (pattern is None or any(
+                pattern.search(record.get(key, "").casefold()) for key in ("text", "effect")))))
         descriptor, size, in_flight = _log_view(folder)
         if descriptor is None:
-            import io  # already loaded by the interpreter itself
-
-            handle = io.BytesIO()  # no log yet
-        else:
-            handle = open(descriptor, "rb")
-        with handle:
+            import io
+        with io.BytesIO() if descriptor is None else open(descriptor, "rb") as handle:
             scan = iter(_BackwardScan(handle, size, meta["session_id"], in_flight))
             walk.take(scan, size)
             if pattern is not None and not walk.cut_short:
                 walk.count_more(scan)
         records = walk.records[::-1]
-        receipt = {"ok": True, "command": "tail", "count": len(records), "path": log_path,
+        receipt = {"ok": True, "command": "tail", "count": len(records), "path": os.path.join(folder, _LOG_NAME),
                    "records": [_compact_record(record) for record in records] if compact else records}
-        superseded_ids = [record["id"] for record in records if walk.superseded.was_superseded(record)]
-        if superseded_ids:
-            receipt["superseded"] = superseded_ids
+        superseded = [record["id"] for record in records if record["seq"] in walk.superseded]
+        if superseded:
+            receipt["superseded"] = superseded
         if walk.more:
             receipt["more" if walk.more_complete else "more_at_least"] = walk.more
         receipt = _with_warnings(receipt, _bounded_warnings(walk.warnings, walk.warning_count))
@@ -2562,51 +2563,37 @@ class Session:
     def show(self, *, note_id, compact=False) -> dict:
         """One note and its chain, or its gate's updates; the notes about it; compact: each record compacted."""
         note_id = _command_note_id("show", note_id)
-        folder = _resolve_folder(self.folder, self.session)
-        receipt = _show_note(folder, _require_session(folder), note_id)
+        with _LogReader(*self._folder_meta()) as reader:
+            receipt = _show_chain(reader, note_id)
         if not compact:
             return receipt
-        for key in ("record", "gate"):
-            if key in receipt:
-                receipt[key] = _compact_record(receipt[key])
-        for key in ("updates", "settled_by", "replaces", "replaced_by", "about"):
-            if key in receipt:
-                receipt[key] = [_compact_record(record) for record in receipt[key]]
+        for key, value in receipt.items():
+            if key in ("record", "gate"):
+                receipt[key] = _compact_record(value)
+            elif key in ("updates", "settled_by", "replaces", "replaced_by", "about"):
+                receipt[key] = [_compact_record(record) for record in value]
         return _CompactReceipt(receipt)
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
-        folder = _resolve_folder(self.folder, self.session)
-        meta = _require_session(folder)
+        folder, meta = self._folder_meta()
         with _LogReader(folder, meta) as reader:
             by_type = _count_by_type(reader)[0]
-        last = reader.last_record
-        receipt = {
-            "ok": True,
-            "command": "summary",
-            "session_id": meta["session_id"],
-            "path": reader.path,
-            "total": reader.total,
-            "by_type": by_type,
-            "last_note_id": last["id"] if last else None,
-            "last_type": last["type"] if last else None,
-        }
-        return _with_warnings(receipt, reader.warnings())
+        last = reader.last_record or {}
+        return _with_warnings({"ok": True, "command": "summary", "session_id": meta["session_id"], "path": reader.path,
+                               "total": reader.total, "by_type": by_type, "last_note_id": last.get("id"),
+                               "last_type": last.get("type")}, reader.warnings())
 
     def verify(self) -> dict:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
-        folder = _resolve_folder(self.folder, self.session)
-        meta = _require_session(folder)
-        meta_problems = []
-        for key in ("schema_version", "session_id", "created_at", "log_file"):
-            if not isinstance(meta.get(key), str):
-                meta_problems.append(_problem(None, None, "meta_field", "%s lacks %s" % (_META_NAME, key)))
+        folder, meta = self._folder_meta()
+        bad = ["lacks " + key for key in ("schema_version", "session_id", "created_at", "log_file")
+               if not isinstance(meta.get(key), str)]
         if not _is_session_id(meta["session_id"]):
-            meta_problems.append(_problem(None, None, "meta_field", "%s has a session_id that is not a plain id "
-                                                                    "(writers refuse it)" % _META_NAME))
+            bad.append("has a session_id that is not a plain id (writers refuse it)")
+        meta_problems = [_problem(None, None, "meta_field", _META_NAME + " " + detail) for detail in bad]
         if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
-            meta_problems.append(_problem(None, None, "meta_schema",
-                                         "%s has an unknown schema_version" % _META_NAME))
+            meta_problems.append(_problem(None, None, "meta_schema", "%s has an unknown schema_version" % _META_NAME))
         with _LogReader(folder, meta) as reader:
             for _ in reader.records():
                 pass
@@ -2618,17 +2605,15 @@ class Session:
             receipt["problems_not_listed"] = count - len(problems)
         if reader.redactions.count:
             receipt["redacted"] = reader.redactions.count
-        warnings = []
-        if reader.unterminated_in_flight:
-            # A writer's line in flight: not a problem, but not checked.
-            warnings.append("the last line has no newline yet and a writer holds the lock: it is being "
-                            "written, so it was not checked. Run verify again once that writer has finished")
-        return _with_warnings(receipt, warnings + reader.notices())
+        warnings = reader.notices()
+        if reader.unterminated_in_flight:  # a writer's line in flight: not a problem, but not checked
+            warnings.insert(0, "the last line has no newline yet and a writer holds the lock: it is being "
+                               "written, so it was not checked. Run verify again once that writer has finished")
+        return _with_warnings(receipt, warnings)
 
     def sessions(self) -> dict:
         """The folder's own session and each of sessions/, with its notes, gates and last export."""
         base = _resolve_folder(self.folder, create=False)
-        found = [(None, base)] if _holds_session(base) else []
         below = os.path.join(base, _SESSIONS_FOLDER)
         try:
             with os.scandir(below) as entries:
@@ -2636,7 +2621,8 @@ class Session:
                                if _SESSION_NAME_SHAPE.fullmatch(entry.name) and entry.is_dir())
         except OSError:  # no sessions folder
             names = []
-        found += [(name, os.path.join(below, name)) for name in names if _holds_session(os.path.join(below, name))]
+        found = [(name, folder) for name, folder in [(None, base)] + [(n, os.path.join(below, n)) for n in names]
+                 if any(os.path.lexists(os.path.join(folder, file)) for file in (_META_NAME, _LOG_NAME))]
         listed = [_session_entry(name, folder) for name, folder in found[:_SESSIONS_LISTED]]
         receipt = {"ok": True, "command": "sessions", "path": base, "current": self.session,
                    "count": len(listed), "sessions": listed}
@@ -2646,7 +2632,7 @@ class Session:
 
 
 def _command(function):
-    """Make function _NAME the Session method NAME: how the sections below add their commands."""
+    """Make function _NAME the Session method NAME."""
     name = function.__name__.lstrip("_")
     function.__name__, function.__qualname__ = name, "Session." + name
     setattr(Session, name, function)
@@ -2654,7 +2640,7 @@ def _command(function):
 
 
 def _write_at_log_end(folder, window_records, store):
-    """Under the lock: mend the log's end; return (store(descriptor, tail), what was mended)."""
+    """Under the lock: mend the log's end; (store(descriptor, tail), what was mended)."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         created = not os.path.lexists(log_path)
@@ -2663,7 +2649,9 @@ def _write_at_log_end(folder, window_records, store):
         raise _folder_error(folder, error) from None
     try:
         with open(descriptor, "rb", closefd=False) as handle:
-            tail = _LogTail(handle, os.fstat(descriptor).st_size, _duplicate_window_start(), window_records)
+            window_start = time.gmtime(time.time() - _DUPLICATE_WINDOW_SECONDS)
+            tail = _LogTail(handle, os.fstat(descriptor).st_size, time.strftime(_TIMESTAMP_FORMAT, window_start),
+                            window_records)
         _refuse_an_absurd_seq(tail)
         recovered = _recover_tail(folder, descriptor, tail)
         stored = store(descriptor, tail)
@@ -2674,17 +2662,12 @@ def _write_at_log_end(folder, window_records, store):
     return stored, recovered
 
 
-def _duplicate_window_start():
-    return time.strftime(_TIMESTAMP_FORMAT, time.gmtime(time.time() - _DUPLICATE_WINDOW_SECONDS))
-
-
 def _refuse_an_absurd_seq(tail):
     if tail.highest_seq >= _SEQ_LIMIT:
         raise NotesError(
-            "the last lines of the log hold a seq past %d, beyond any real session: the log was "
-            "edited or damaged, and numbering past it would make no sense. Nothing was written; run "
-            "verify to find the line, then restore the session from an intact export into a new --dir"
-            % _SEQ_LIMIT)
+            "the log's last lines hold a seq past %d, which no real session reaches: the log was edited or "
+            "damaged. Nothing was written; run verify to find the line, then restore the session from an "
+            "intact export into a new --dir" % _SEQ_LIMIT)
 
 
 def _recover_tail(folder, descriptor, tail):
@@ -2715,58 +2698,45 @@ def _with_recovered(receipt, recovered):
 
 
 def _grep_pattern(text):
-    """tail's grep words as a pattern for a casefolded text: each word whole, in order; None without grep."""
+    """tail's grep words, whole and in order, as a pattern; None without grep."""
     if text is None:
         return None
     words = text.casefold().split()
     if not words:
-        raise NotesError("--grep is empty; pass the words to look for in texts and effects, for example "
-                         "--grep 'email'")
+        raise NotesError("--grep is empty; pass the words to look for, for example --grep 'email'")
     return re.compile(r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)")
-
-
-def _tail_keeps(record, types, since, until, pattern) -> bool:
-    return ((types is None or record["type"] in types) and (since is None or record["ts"] >= since)
-            and (until is None or record["ts"] < until) and (pattern is None or _holds_words(record, pattern)))
-
-
-def _holds_words(record, pattern):
-    return bool(pattern.search(record["text"].casefold()) or pattern.search(record.get("effect", "").casefold()))
-
-
-# The fields of a record's compact form, after id, type and text: what it says and links, not its stamps.
-_COMPACT_FIELDS = ("effect", "ref", "status", "provenance", "evidence", "about", "by")
 
 
 def _compact_record(record) -> dict:
     """A record without its time, session, seq, batch place and checksum."""
-    compact = {"id": record["id"], "type": record["type"], "text": record["text"]}
-    compact.update((key, record[key]) for key in _COMPACT_FIELDS if key in record)
-    return compact
+    return {key: record[key] for key in ("id", "type", "text", "effect", "ref", "status", "provenance", "evidence",
+                                         "about", "by") if key in record}
 
 
 class _TailWalk:
-    """tail's walk back from the end: the records kept, the warnings of the lines read, the matches left out."""
+    """tail's walk back from the end."""
 
     def __init__(self, limit, keeps):
         self.limit, self.keeps = limit, keeps
         self.records, self.warnings, self.warning_count = [], [], 0
-        self.superseded, self.cut_short, self.more, self.more_complete = _SupersededSeen(), False, 0, True
+        self.superseded, self.cut_short, self.more, self.more_complete = set(), False, 0, True
 
     def take(self, scan, end):
-        """Read back from `end` until `limit` records are kept, or a reply's byte bound is reached."""
+        """Read back until limit records are kept or a reply's byte bound is reached."""
         kept_bytes = 0
         for offset, value, problems in scan:
             line_bytes, end = end - offset, offset
             record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
             for kind, detail in problems:  # never echo an id that is no note id
-                where = "byte %d" % offset if kind in _LINE_PROBLEMS else "byte %d (%s)" % (offset, record_id)
                 self.warning_count += 1
                 if len(self.warnings) < _WARNINGS_LISTED:
-                    self.warnings.append("%s: %s" % (where, detail or _PROBLEM_DETAILS[kind]))
+                    where = "" if kind in _LINE_PROBLEMS else " (%s)" % record_id
+                    self.warnings.append("byte %d%s: %s" % (offset, where, detail or _PROBLEM_DETAILS[kind]))
             if value is None or not _is_usable(problems):
                 continue
-            self.superseded.meet(value)  # a note filtered out still supersedes
+            ref = value.get("ref")  # a note filtered out still supersedes; a gate update does not
+            if value["type"] != "gate" and _is_note_id(ref):
+                self.superseded.add(int(ref[1:]))
             if self.keeps(value):
                 self.cut_short = bool(self.records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
                 if self.cut_short:
@@ -2780,29 +2750,12 @@ class _TailWalk:
                     return
 
     def count_more(self, scan):
-        """Count the further matches, up to LIMIT_MAX; lines read only for this raise no warnings."""
         for _, value, problems in scan:
             if value is not None and _is_usable(problems) and self.keeps(value):
                 self.more += 1
                 if self.more >= _LIMIT_MAX:
                     self.more_complete = False
                     return
-
-
-class _SupersededSeen:
-    """For a walk back from the end: the seqs superseded by the notes met so far."""
-
-    def __init__(self):
-        self.seqs = set()
-
-    def meet(self, record) -> None:
-        """Note what a usable record supersedes (a gate update supersedes nothing)."""
-        ref = record.get("ref")
-        if record["type"] != "gate" and _is_note_id(ref):
-            self.seqs.add(int(ref[1:]))
-
-    def was_superseded(self, record) -> bool:
-        return record["seq"] in self.seqs
 
 
 class _CompactReceipt(dict):
@@ -2819,48 +2772,43 @@ _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed
 
 def _recap_history(reader):
     """First pass: (superseded ids, GateState by gate id, counts by type, reopening note id by discard id)."""
-    superseded, gates, gate_of_update = set(), {}, {}
-    discards, reopened, asked_about = set(), {}, []
+    superseded, gates, root_of, discards, reopened, asked = set(), {}, {}, set(), {}, []
     counts = dict.fromkeys(NOTE_TYPES, 0)
     for index, record in enumerate(reader.records()):
-        if record["type"] in counts:
-            counts[record["type"]] += 1
-        ref = record.get("ref")
-        if record["type"] == "gate":
-            if ref is None:
-                gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"],
-                                                 _is_unconfirmed(record), None, None)
-                if record.get("about") in discards:
-                    asked_about.append((record["id"], record["about"]))
-            else:
-                root = gate_of_update.get(ref, ref)
-                if root in gates and record.get("status") in GATE_STATUSES:
-                    gate_of_update[record["id"]] = root
-                    gates[root] = gates[root]._replace(status=record["status"], changed_at=record["seq"],
-                                                       unconfirmed=_is_unconfirmed(record), update_index=index,
-                                                       by=record.get("by"))
+        kind, ref = record["type"], record.get("ref")
+        if kind in counts:
+            counts[kind] += 1
+        if kind == "gate" and ref is None:
+            gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
+                                             None, None)
+            if record.get("about") in discards:
+                asked.append((record["id"], record["about"]))
+        elif kind == "gate":
+            root = root_of.get(ref, ref)
+            if root in gates and record.get("status") in GATE_STATUSES:
+                root_of[record["id"]] = root
+                gates[root] = _GateState(record["status"], record["seq"], _is_unconfirmed(record), index,
+                                         record.get("by"))
         elif isinstance(ref, str):
             superseded.add(ref)
-            # Superseded by another kind of note, a discarded path was taken up again.
-            if ref in discards and record["type"] != "discard":
+            if ref in discards and kind != "discard":  # a discarded path taken up again
                 reopened.setdefault(ref, record["id"])
-        if record["type"] == "discard":
+        if kind == "discard":
             discards.add(record["id"])
-    for gate_id, discard in asked_about:  # an open or deferred gate about a discard asks again
+    for gate_id, discard in asked:  # an open or deferred gate about a discard asks again
         if gates[gate_id].status != "closed":
             reopened.setdefault(discard, gate_id)
     return superseded, gates, counts, reopened
 
 
 def _keep_newest(entries, limit, cut, name):
-    """Keep the newest `limit` entries, counting the rest in cut[name]."""
+    """Keep the newest limit entries, counting the rest in cut[name]."""
     if len(entries) > limit:
         cut[name] = cut.get(name, 0) + len(entries) - limit
         del entries[:len(entries) - limit]
 
 
 def _named_note(record) -> dict:
-    """Another note named in a recap item: its id, type and text."""
     return {"id": record["id"], "type": record["type"], "text": record["text"]}
 
 
@@ -2868,18 +2816,10 @@ _SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
 
 
 def _command_note_id(command, value) -> str:
-    """show's or redact's note id, checked, never echoed."""
     cleaned = _as_note_id(value)
     if cleaned is None:
-        raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command,
-                         help_for=command)
+        raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command, help_for=command)
     return cleaned
-
-
-def _show_note(folder, meta, note_id) -> dict:
-    """show's receipt: the note, its chain or its gate's updates, the notes about it."""
-    with _LogReader(folder, meta) as reader:
-        return _show_chain(reader, note_id)
 
 
 def _show_chain(reader, note_id) -> dict:
@@ -2889,7 +2829,7 @@ def _show_chain(reader, note_id) -> dict:
                          "the ids" % note_id)
     target, is_gate = back[0], back[0]["type"] == "gate"
     root = back[-1] if is_gate else target
-    found, not_listed, settled_ids = _chain_forward(reader, target, root["id"])
+    found, not_listed, settled_ids = _chain_forward(reader, is_gate, root["id"], note_id)
     receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
     if is_gate:
         receipt["state"] = found["updates"][-1]["status"] if found["updates"] else root.get("status", "open")
@@ -2898,11 +2838,10 @@ def _show_chain(reader, note_id) -> dict:
         receipt["updates"] = found["updates"]
         receipt["settled_by"] = _notes_named(reader, settled_ids, not_listed)
     else:
-        receipt["state"] = "superseded" if found["replaced_by"] else "live"
-        receipt["replaces"] = back[1:]
+        receipt.update(state="superseded" if found["replaced_by"] else "live", replaces=back[1:],
+                       replaced_by=found["replaced_by"])
         if back_skipped:
             not_listed["replaces"] = back_skipped
-        receipt["replaced_by"] = found["replaced_by"]
         reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
         if reopening is not None:  # as recap lists it
             receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
@@ -2913,14 +2852,12 @@ def _show_chain(reader, note_id) -> dict:
 
 
 def _chain_back(reader, note_id):
-    """(the note, then the notes its ref leads back to; how many were left out)."""
+    """(the note, then those its ref leads back to; how many were left out)."""
     chain, skipped, wanted = [], 0, note_id
-    if reader.handle is None:
-        return chain, skipped
-    for _, line in _read_lines_backward(reader.handle, reader.size):
+    for _, line in _read_lines_backward(reader.handle, reader.size) if reader.handle else ():
         if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
             continue
-        value, _ = _parse_line(line)
+        value = _parse_line(line)[0]
         if not _is_the_note(value, wanted):
             continue
         if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
@@ -2936,51 +2873,45 @@ def _chain_back(reader, note_id):
     return chain, skipped
 
 
-def _chain_forward(reader, target, root_id):
-    """One forward read: (updates or replacements, and notes about; left-out counts; by ids)."""
-    is_gate = target["type"] == "gate"
-    replacing = "updates" if is_gate else "replaced_by"
-    family = {root_id if is_gate else target["id"]}
-    found, not_listed, settled_ids = {replacing: [], "about": []}, {}, set()
+def _chain_forward(reader, is_gate, root_id, note_id):
+    """(updates or replacements, and notes about; left-out counts; settling note ids)."""
+    name, family = "updates" if is_gate else "replaced_by", {root_id}
+    found, not_listed, settled_ids = {name: [], "about": []}, {}, set()
     for record in reader.records():
         ref = record.get("ref")
         if (record["type"] == "gate") == is_gate and isinstance(ref, str) and ref in family:
             family.add(record["id"])
-            found[replacing].append(record)
-            _keep_newest(found[replacing], _SHOW_LIST_LIMIT, not_listed, replacing)
+            found[name].append(record)
+            _keep_newest(found[name], _SHOW_LIST_LIMIT, not_listed, name)
             if is_gate and isinstance(record.get("by"), str):
                 settled_ids.add(record["by"])
-        if record.get("about") == target["id"]:
+        if record.get("about") == note_id:
             found["about"].append(record)
             _keep_newest(found["about"], _SHOW_LIST_LIMIT, not_listed, "about")
     return found, not_listed, settled_ids
 
 
 def _notes_named(reader, note_ids, not_listed):
-    """The records with these ids, in log order, newest SHOW_LIST_LIMIT kept."""
     named = []
-    if note_ids:
-        for record in reader.records():
-            if record["id"] in note_ids:
-                named.append(record)
-                _keep_newest(named, _SHOW_LIST_LIMIT, not_listed, "settled_by")
+    for record in reader.records() if note_ids else ():
+        if record["id"] in note_ids:
+            named.append(record)
+            _keep_newest(named, _SHOW_LIST_LIMIT, not_listed, "settled_by")
     return named
 
 
 def _count_by_type(reader):
     """(notes by type, first ts, last ts), from the whole log."""
-    by_type = dict.fromkeys(sorted(NOTE_TYPES), 0)
-    first_ts = last_ts = None
+    by_type, first_ts, last_ts = dict.fromkeys(sorted(NOTE_TYPES), 0), None, None
     for record in reader.records():
         if record["type"] in by_type:
             by_type[record["type"]] += 1
-        first_ts = first_ts or record["ts"]
-        last_ts = record["ts"]
+        first_ts, last_ts = first_ts or record["ts"], record["ts"]
     return by_type, first_ts, last_ts
 
 
 def _read_export_head(path, opener=None):
-    """(head, problem) from the export's bounded prefix before "records"; (None, None) if absent."""
+    """(head, problem) from the export's prefix before "records"; (None, None) if absent."""
     try:
         descriptor = (opener or _open_regular_file)(path)
     except FileNotFoundError:
@@ -2991,49 +2922,39 @@ def _read_export_head(path, opener=None):
         return None, "cannot be read (%s)" % error.strerror
     with open(descriptor, "rb") as handle:
         data = handle.read(_EXPORT_HEAD_LIMIT)
-    start = data.find(b'"records"')
-    while start != -1:
-        before = data[:start].rstrip()
-        if before.endswith(b","):
-            try:
-                head = _parse_json(before[:-1].decode("utf-8") + "}")
-            except (UnicodeDecodeError, ValueError):
-                head = None
-            if isinstance(head, dict) and "record_count" in head:
-                return head, None
-        start = data.find(b'"records"', start + 1)
+    for found in re.finditer(b'"records"', data):
+        before = data[:found.start()].rstrip()
+        try:
+            head = _parse_json(before[:-1].decode("utf-8") + "}") if before.endswith(b",") else None
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(head, dict) and "record_count" in head:
+            return head, None
     return None, "is not a session export with a record_count in its first %d bytes" % _EXPORT_HEAD_LIMIT
 
 
 def _export_lag(folder, session_id, total):
-    """How many of the log's notes the default export lacks, by its record count."""
+    """How many of the log's notes the default export lacks."""
     path = os.path.join(folder, _EXPORT_NAME)
     lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
     head, problem = _read_export_head(path)
     if head is not None:
         count, session = head["record_count"], head.get("session")
-        if (head.get("schema_version") != _EXPORT_SCHEMA or not isinstance(count, int)
-                or isinstance(count, bool) or count < 0):
+        if head.get("schema_version") != _EXPORT_SCHEMA or type(count) is not int or count < 0:
             problem = "is not a session export (%s with a record_count)" % _EXPORT_SCHEMA
         elif not isinstance(session, dict) or session.get("session_id") != session_id:
             problem = "holds another session"
-        elif count > total:
-            problem = ("holds %d notes, more than this log's %d: restore it to bring the newer notes in"
-                       % (count, total))
-            lag.update(record_count=count, missing=0)
         else:
-            lag.update(record_count=count, missing=total - count)
+            lag.update(record_count=count, missing=max(total - count, 0))
+            if count > total:
+                problem = "holds %d notes, more than this log's %d: restore it to bring the newer notes in" % (
+                    count, total)
     if problem:
         lag["problem"] = "%s %s" % (_EXPORT_NAME, problem)
     return lag
 
 
-def _holds_session(folder) -> bool:
-    return any(os.path.lexists(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME))
-
-
 def _session_entry(name, folder):
-    """A session as the sessions receipt lists it."""
     entry = {"name": name, "path": folder}
     try:
         meta = _require_session(folder)
@@ -3044,8 +2965,7 @@ def _session_entry(name, folder):
         return entry
     last = reader.last_record
     statuses = [gate.status for gate in gates.values()]
-    entry.update(total=reader.total,
-                 last_note={key: last[key] for key in ("id", "type", "text")} if last else None,
+    entry.update(total=reader.total, last_note=last and _named_note(last),
                  open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
                  last_export=_export_lag(folder, meta["session_id"], reader.total)
                  if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
@@ -3058,12 +2978,11 @@ def _session_entry(name, folder):
 # Recap: the state of the idea within a byte budget, as JSON or markdown, and check of an artifact against it
 
 def _counted(number, noun) -> str:
-    """The number and its noun, plural unless 1."""
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
 def _one_line(value) -> str:
-    """A value on one line (a damaged log may hold any JSON value)."""
+    """Any JSON value (a damaged log may hold one) on one line."""
     return " ".join((value if isinstance(value, str) else _compact_json(value)).splitlines())
 
 
@@ -3075,22 +2994,13 @@ def _visible(value, one_line=False):
                    or (one_line and character in "\r\n") else character for character in value)
 
 
-_MARKDOWN_INLINE_MARKUP = frozenset("\\`*_[]<>&~|")
-
-
 def _markdown_inline(text):
-    """text with a backslash before each character that could start markup inside a line."""
-    return "".join("\\" + character if character in _MARKDOWN_INLINE_MARKUP else character for character in text)
+    """text with each character that could start inline markup escaped."""
+    return re.sub(r"([\\`*_\[\]<>&~|])", r"\\\1", text)
 
 
-def _markdown_line_start(text):
-    """markdown_inline text that opens no block (heading, quote, list, rule) at a line's start."""
-    number = re.match(r"[0-9]{1,9}(?=[.)])", text)
-    if number:  # "1." or "1)" opens a numbered list: escape the dot
-        return text[:number.end()] + "\\" + text[number.end():]
-    if text[:1] in ("#", ">", "+", "-", "="):
-        return "\\" + text
-    return text
+def _md(value) -> str:
+    return _markdown_inline(_one_line(value))
 
 
 def _markdown_split(text):
@@ -3098,92 +3008,64 @@ def _markdown_split(text):
 
 
 def _summarise_record(record):
-    """A record as a recap item."""
     item = {"id": record["id"], "text": record["text"]}
     if "effect" in record:
         item["effect"] = record["effect"]
     if record["type"] != "gate" and isinstance(record.get("ref"), str):
         item["replaces"] = record["ref"]
-    for key in ("provenance", "evidence"):
-        if key in record:
-            item[key] = record[key]
+    item.update((key, record[key]) for key in ("provenance", "evidence") if key in record)
     return item
 
 
-def _gate_labels(gate) -> dict:
-    """The labels of the note that set a recap gate's status."""
-    if "update_id" in gate:
-        return {key: gate["update_" + key] for key in ("provenance", "evidence") if "update_" + key in gate}
-    return gate
-
-
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: (latest mode and shape, live notes by list, unconfirmed notes, wanted records, first unconfirmed).
-
-    A delivery is no proposal to confirm, and a discard another kind of note
-    took up again stays listed as reopened."""
-    latest = {"mode": None, "shape": None}
-    list_of_type = dict(_RECAP_LISTS)
-    kept = {name: [] for _, name in _RECAP_LISTS}
+    """Second pass: (mode and shape, live notes by list, unconfirmed, wanted records, first unconfirmed)."""
+    latest, lists, kept = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {name: [] for _, name in _RECAP_LISTS}
     unconfirmed, found, first = [], {}, None
     gate_ids, update_places, note_ids, reopened = wanted
     for index, record in enumerate(reader.records()):
-        delivered = synthesis.meet(record)
+        delivered, kind, note_id = synthesis.meet(record), record["type"], record["id"]
         if index in update_places:
             found[index] = record
-        elif record["type"] == "gate" and "ref" not in record and record["id"] in gate_ids:
-            found[record["id"]] = record  # the last gate with the id, as recap_history counts it
-        elif record["id"] in note_ids:
-            found[record["id"]] = record
-        if record["id"] in superseded and record["id"] not in reopened:
+        elif kind == "gate" and "ref" not in record and note_id in gate_ids:
+            found[note_id] = record  # the last gate with the id, as recap_history counts it
+        elif note_id in note_ids:
+            found[note_id] = record
+        if note_id in superseded and note_id not in reopened:
             continue
-        if record["type"] in latest:
-            latest[record["type"]] = record
-        elif record["type"] in list_of_type:
-            name, item = list_of_type[record["type"]], _summarise_record(record)
-            # A tension holds nothing to confirm.
-            if (_is_unconfirmed(item) and record["type"] != "tension" and not delivered
-                    and record["id"] not in superseded):
-                unconfirmed.append((record["seq"], {"id": item["id"], "type": record["type"], **item}))
-                first = first or (record["seq"], item["id"])
+        if kind in latest:
+            latest[kind] = record
+        elif kind in lists:
+            item = _summarise_record(record)
+            # A tension holds nothing to confirm, nor does a delivery.
+            if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
+                unconfirmed.append((record["seq"], {"id": note_id, "type": kind, **item}))
+                first = first or (record["seq"], note_id)
                 _keep_newest(unconfirmed, limit, cut, "unconfirmed")
             else:
-                kept[name].append((record["seq"], item))
-                _keep_newest(kept[name], limit, cut, name)
-    latest = _modes_in_force(latest, synthesis, unconfirmed)
+                kept[lists[kind]].append((record["seq"], item))
+                _keep_newest(kept[lists[kind]], limit, cut, lists[kind])
+    if latest["mode"] and synthesis.delivered_at is not None and latest["mode"]["seq"] < synthesis.delivered_at:
+        latest["mode"] = None  # a later delivery ended it
+    for kind, record in latest.items():
+        if record is not None:
+            latest[kind] = _summarise_record(record)
+            if _is_unconfirmed(latest[kind]):
+                unconfirmed.append((record["seq"], {"id": record["id"], "type": kind, **latest[kind]}))
     first = min(([first] if first else []) + [(seq, item["id"]) for seq, item in unconfirmed
                                               if item["type"] in latest], default=None)
     for _, item in kept["discards"] + unconfirmed:
-        if item["id"] in reopened and reopened[item["id"]] in found:
+        if reopened.get(item["id"]) in found:
             item["reopened"] = _named_note(found[reopened[item["id"]]])
     return latest, kept, unconfirmed, found, first
 
 
-def _modes_in_force(latest, synthesis, unconfirmed) -> dict:
-    """The latest mode and shape as recap items; a mode note a later delivery ended is no longer in force."""
-    if latest["mode"] is not None and synthesis.delivered_at is not None \
-            and latest["mode"]["seq"] < synthesis.delivered_at:
-        latest["mode"] = None
-    for note_type, record in latest.items():
-        if record is not None:
-            latest[note_type] = _summarise_record(record)
-            if _is_unconfirmed(latest[note_type]):
-                unconfirmed.append((record["seq"], {"id": record["id"], "type": note_type, **latest[note_type]}))
-    return latest
-
-
-# A closed gate's recap keys: the gate, the update that closed it and who wrote that, and what settled it.
-_CLOSED_GATE_KEYS = ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
-
-
-def _recap_gates(gates, limit, cut):
-    """The gates recap lists: (seq, gate id) lists by status, unconfirmed, and the first pending one."""
+def _recap_gates(gates, reopened, limit, cut):
+    """(seq, gate id) lists by status and unconfirmed, the first pending, and what pass two fetches."""
     by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
-        # An open gate is listed once, as open, whoever raised it.
-        if gate.status != "open" and gate.unconfirmed:
+        if gate.status != "open" and gate.unconfirmed:  # an open gate is listed once, as open
             unconfirmed.append((gate.changed_at, gate_id))
             if gate.status == "closed":
                 continue
@@ -3194,53 +3076,30 @@ def _recap_gates(gates, limit, cut):
     for name, entries in (("open_gates", by_status["open"]), ("deferred_gates", by_status["deferred"]),
                           ("closed_gates", by_status["closed"]), ("unconfirmed", unconfirmed)):
         _keep_newest(entries, limit, cut, name)
-    return by_status, unconfirmed, first
+    ids = {gate_id for entries in [unconfirmed, *by_status.values()] for _, gate_id in entries}
+    note_ids = {gates[gate_id].by for gate_id in ids if gates[gate_id].status == "closed"} | set(reopened.values())
+    wanted = ids, {gates[gate_id].update_index for gate_id in ids} - {None}, note_ids - {None}, reopened
+    return by_status, unconfirmed, first, wanted
 
 
-def _gate_item(gate_id, gate, found) -> dict:
-    """A listed gate: its fields, its status, its latest update's."""
-    record = found[gate_id]
+def _gate_item(gate_id, gates, found, closed=False) -> dict:
+    """A listed gate, with its latest update; closed: what closed it, in fewer keys."""
+    record, gate = found[gate_id], gates[gate_id]
     item = {"id": gate_id, "text": record["text"], "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
     if gate.update_index is not None:
         update = found[gate.update_index]
         item.update(update_id=update["id"], update_text=update["text"])
         item.update(("update_" + key, update[key]) for key in ("provenance", "evidence") if key in update)
-    return item
-
-
-def _closed_gate_item(gate_id, gate, found) -> dict:
-    """A closed gate: its question, and what closed it (the note its update names, else that update)."""
-    item = _gate_item(gate_id, gate, found)
-    closing = found.get(gate.by) if gate.by is not None else None
-    item["closed_by"] = _named_note(closing or found[gate.update_index])
-    return {key: item[key] for key in _CLOSED_GATE_KEYS if key in item}
-
-
-def _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, cut) -> dict:
-    """recap_gates' lists as (seq, item) by status; the unconfirmed gates join unconfirmed."""
-    by_status = {}
-    for status, entries in gate_lists.items():
-        item_of = _closed_gate_item if status == "closed" else _gate_item
-        by_status[status] = [(seq, item_of(gate_id, gates[gate_id], found)) for seq, gate_id in entries]
-    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates[gate_id], found)})
-                       for seq, gate_id in unconfirmed_gates)
-    unconfirmed.sort(key=lambda entry: entry[0])
-    _keep_newest(unconfirmed, limit, cut, "unconfirmed")
-    return by_status
-
-
-def _wanted_records(gates, reopened, *lists) -> tuple:
-    """What the second pass fetches: the ids of the gates in these lists, the places of their updates, the ids
-    of the notes that settled the closed ones or reopened a discard; and reopened."""
-    gate_ids = {gate_id for entries in lists for _, gate_id in entries}
-    note_ids = {gates[gate_id].by for gate_id in gate_ids if gates[gate_id].status == "closed"}
-    return (gate_ids, {gates[gate_id].update_index for gate_id in gate_ids} - {None},
-            (note_ids | set(reopened.values())) - {None}, reopened)
+    if not closed:
+        return item
+    item["closed_by"] = _named_note(found.get(gate.by) or found[gate.update_index])  # the note its update names
+    return {key: item[key] for key in ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
+            if key in item}
 
 
 class _SynthesisSeen:
-    """Where synthesis stands, and the last delivery with the live non-mode notes appended after it."""
+    """Where synthesis stands; the last delivery and the live non-mode notes after it."""
 
     def __init__(self, superseded, limit):
         self.superseded, self.limit = superseded, limit
@@ -3248,7 +3107,7 @@ class _SynthesisSeen:
         self.in_synthesis, self.after_seqs = False, []
 
     def meet(self, record) -> bool:
-        """Take in the next record (superseded too: it may begin or end synthesis); True for a delivery."""
+        """Take in any next record (a superseded one may begin or end synthesis); True for a delivery."""
         if record["type"] == "mode":
             entering = record["text"].startswith(_SYNTHESIS_WORD)
             if entering and not self.in_synthesis:
@@ -3271,55 +3130,34 @@ class _SynthesisSeen:
         return False
 
 
-def _recap_progress(seen, open_gates, unconfirmed, first, listed) -> dict:
-    """recap's pending, synthesis and delivery keys, those with something to say."""
-    progress = {}
-    if open_gates or unconfirmed:
-        pending = progress["pending"] = {"open_gates": open_gates, "unconfirmed": unconfirmed,
-                                         "raised_since": first[1]}
-        if seen.delivered_at is not None:
-            pending["since_delivery"] = [item["id"] for seq, item in sorted(listed, key=lambda entry: entry[0])
-                                         if seq > seen.delivered_at]
-    if seen.synthesis is not None:
-        progress["synthesis"] = seen.synthesis
-    if seen.delivery is not None:
-        progress["delivery"] = seen.delivery
-    return progress
-
-
-def _why_unconfirmed(labels) -> str:
-    """Why a note is unconfirmed, in the operator's words."""
-    reasons = []
-    if labels.get("provenance") == "model":
-        reasons.append("proposed by the model")
-    if labels.get("evidence") == "inferred":
-        reasons.append("inferred")
-    return ", ".join(reasons)
-
-
 def _recap_item_line(item, kind="note", prefix=""):
     """One recap item as an escaped markdown line; kind: "note", "gate" or "closed"."""
-    text = _markdown_inline(_one_line(item["text"]))
-    line = "- " + prefix + (text if prefix else _markdown_line_start(text))
+    text = _md(item["text"])
+    # At a line's start, "1." or "1)" would open a list, "#" a heading, ">" a quote, "-" "+" "=" a list or rule.
+    line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))",
+                                                       lambda found: found.group() + "\\", text, count=1))
     if "effect" in item:
-        line += " Effect: " + _markdown_inline(_one_line(item["effect"]))
+        line += " Effect: " + _md(item["effect"])
     if "update_id" in item:  # a closed gate reads as its question, then its answer
         answer = item["closed_by"]["text"] if "closed_by" in item else item.get("update_text", "")
-        line += (" - " if kind == "closed" else " Latest: ") + _markdown_inline(_one_line(answer))
+        line += (" - " if kind == "closed" else " Latest: ") + _md(answer)
     if "reopened" in item:
         again = item["reopened"]
         line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
-                                      _markdown_inline(_one_line(again["text"])))
-    marks = [_markdown_inline(_one_line(item["id"]))]
-    labels = _gate_labels(item) if kind != "note" else item
-    if _is_unconfirmed(labels):
-        marks.append(_why_unconfirmed(labels) if prefix else "not yet confirmed")
+                                      _md(again["text"]))
+    marks = [_md(item["id"])]
+    labels = item  # a gate's are those of the note that set its status
+    if kind != "note" and "update_id" in item:
+        labels = {key: item["update_" + key] for key in ("provenance", "evidence") if "update_" + key in item}
+    if _is_unconfirmed(labels):  # under Not yet confirmed, why
+        why = ["proposed by the model"] * (labels.get("provenance") == "model") + ["inferred"] * (
+            labels.get("evidence") == "inferred")
+        marks.append(", ".join(why) if prefix else "not yet confirmed")
     elif "provenance" in labels:  # who a settled point came from
         marks.append(_PROVENANCE_WORDS.get(labels["provenance"], "from " + _one_line(labels["provenance"])))
     return "%s [%s]" % (line, "; ".join(marks))
 
 
-# A settled point's provenance in the markdown recap.
 _PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
                      "delivered": "the last delivery"}
 
@@ -3332,30 +3170,25 @@ _RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "def
 
 
 def _recap_markdown_head(recap):
-    """The markdown recap's opening: counts in words and the export's lag."""
-    lag = recap["export_lag"]
+    """The markdown recap's opening: counts, export, pending work, synthesis, delivery."""
+    lag, missing = recap["export_lag"], recap["export_lag"]["missing"]
     if "problem" in lag:
-        export_line = "Export: %s." % lag["problem"]
+        export = lag["problem"]
     elif lag["record_count"] is None:
-        export_line = "Export: no %s yet." % _EXPORT_NAME
-    elif lag["missing"] == 0:
-        export_line = "Export: %s holds every note." % _EXPORT_NAME
+        export = "no %s yet" % _EXPORT_NAME
+    elif missing == 0:
+        export = "%s holds every note" % _EXPORT_NAME
     else:
-        export_line = "Export: %s lacks the %s; export again." % (
-            _EXPORT_NAME, "newest note" if lag["missing"] == 1 else "%d newest notes" % lag["missing"])
-    total = _counted(recap["total"], "note")
-    lines = ["# Recap", "", "%s, %d superseded by later ones." % (total, recap["superseded_count"]), export_line]
+        export = "%s lacks the %s; export again" % (
+            _EXPORT_NAME, "newest note" if missing == 1 else "%d newest notes" % missing)
+    lines = ["# Recap", "", "%s, %d superseded by later ones." % (_counted(recap["total"], "note"),
+                                                                 recap["superseded_count"]), "Export: %s." % export]
     if "redacted" in recap:
         not_erased = recap["redacted"]["not_erased"]
         lines.append("Redacted notes: %d. %s." % (recap["redacted"]["count"], not_erased[0].upper() + not_erased[1:]))
-    return lines + [""]
-
-
-def _recap_markdown_progress(recap):
-    """The markdown recap's lines on pending work, synthesis and the last delivery, if any."""
-    lines = []
-    if "pending" in recap:
-        pending = recap["pending"]
+    lines.append("")
+    progress, pending = [], recap.get("pending")
+    if pending:
         parts = [text for number, text in (
             (pending["open_gates"], _counted(pending["open_gates"], "open gate")),
             (pending["unconfirmed"], _counted(pending["unconfirmed"], "note") + " not yet confirmed")) if number]
@@ -3363,66 +3196,55 @@ def _recap_markdown_progress(recap):
         if "since_delivery" in pending:
             line += "; %s since the last delivery" % ("none of them" if not pending["since_delivery"] else
                                                       "%d of them raised" % len(pending["since_delivery"]))
-        lines.append(line + ".")
+        progress.append(line + ".")
     state = recap.get("synthesis", {}).get("state")
     if state in ("entered", "ended"):
-        lines.append("Synthesis: approved; the artifact is being written." if state == "entered" else
-                     "Synthesis: stopped before a delivery; shaping goes on.")
+        progress.append("Synthesis: approved; the artifact is being written." if state == "entered" else
+                        "Synthesis: stopped before a delivery; shaping goes on.")
     if "delivery" in recap:
         delivery = recap["delivery"]
         named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
         count = len(delivery["after"]) + delivery["more"]
-        lines.append("Delivered: %s [%s]; %s." % (
-            _markdown_inline(_one_line(named[0])) if named else "the artifact", delivery["id"],
-            "nothing changed since" if count == 0 else
+        progress.append("Delivered: %s [%s]; %s." % (
+            _md(named[0]) if named else "the artifact", delivery["id"], "nothing changed since" if count == 0 else
             "%s since, listed under Since the delivery" % _counted(count, "note")))
-    return lines + [""] if lines else []
-
-
-def _recap_markdown_delivery(recap):
-    """The markdown recap's section on the notes after the last delivery, if there was one."""
-    if "delivery" not in recap:
-        return []
-    delivery = recap["delivery"]
-    lines = ["## Since the delivery", ""]
-    # A damaged log may hold any type: escaped as a text is.
-    lines += ["- %s: %s [%s]" % (_markdown_inline(_one_line(item["type"])).capitalize(),
-                                 _markdown_inline(_one_line(item["text"])), item["id"])
-              for item in delivery["after"]] or ["- none"]
-    if delivery["more"]:
-        lines.append("- (%d older not shown)" % delivery["more"])
-    return lines + [""]
+    return lines + progress + [""] if progress else lines
 
 
 def _recap_markdown(recap):
-    """The recap as markdown for the operator."""
-    lines = _recap_markdown_head(recap) + _recap_markdown_progress(recap)
+    lines = _recap_markdown_head(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
         lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
+    delivered = recap.get("delivery", {}).get("id")
     for title, key, kind in _RECAP_SECTIONS:
         lines += ["## " + title, ""]
         for item in recap[key]:
             if kind == "unconfirmed":
-                status = " (%s)" % _markdown_inline(_one_line(item["status"])) if item["type"] == "gate" else ""
-                item_kind = "note" if item["type"] != "gate" else "closed" if item["status"] == "closed" else "gate"
-                lines.append(_recap_item_line(item, item_kind, "%s%s: " % (item["type"].capitalize(), status)))
-            elif item["id"] == recap.get("delivery", {}).get("id"):
-                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None), kind))
+                gate = item["type"] == "gate"
+                status = " (%s)" % _md(item["status"]) if gate else ""
+                kind_of = "closed" if gate and item["status"] == "closed" else "gate" if gate else "note"
+                lines.append(_recap_item_line(item, kind_of, "%s%s: " % (item["type"].capitalize(), status)))
             else:
-                lines.append(_recap_item_line(item, kind))
+                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None)
+                                              if item["id"] == delivered else item, kind))
         if not recap[key]:
             lines.append("- none")
         if recap.get("truncated", {}).get(key):
             lines.append("- (%d older not shown)" % recap["truncated"][key])
         lines.append("")
-    lines += _recap_markdown_delivery(recap)
+    if "delivery" in recap:
+        after, more = recap["delivery"]["after"], recap["delivery"]["more"]
+        # A damaged log may hold any type: escaped as a text is.
+        lines += ["## Since the delivery", ""] + (["- %s: %s [%s]" % (_md(item["type"]).capitalize(), _md(item["text"]),
+                                                                      item["id"]) for item in after] or ["- none"])
+        lines += ["- (%d older not shown)" % more] * bool(more) + [""]
     if recap.get("warnings"):
         lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
     return "\n".join(lines)
 
 
 def _printed_form(result) -> str:
-    """The text main prints for a result: markdown as is, else JSON and a newline."""
+    """What main prints for a result."""
     if isinstance(result, str):
         return result
     if "markdown" in result:
@@ -3440,129 +3262,107 @@ _CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LIS
 
 
 class _Recap:
-    """What recap found, lists whole and oldest first, before fitting to the byte budget."""
+    """What recap found, lists whole and oldest first, before fitting the byte budget."""
 
     def __init__(self, receipt, ages, limit_cut, counts, unconfirmed_total):
-        self.receipt = receipt
-        self.limit_cut = limit_cut                  # entries --limit left out, by list name
-        self.counts = counts                        # notes by type, for the hints
-        self.unconfirmed_total = unconfirmed_total  # unconfirmed notes before --limit
-        # The notes after the delivery go with the other lists, oldest first.
-        self.dropped_order = sorted((age, name, index) for name in _CUTTABLE_RECAP_LISTS + ("delivery",)
-                                    for index, age in enumerate(ages.get(name, ())))
-        # Only when the rest cannot fit: the oldest pending entries go too, counted in truncated.
-        self.dropped_order += sorted((age, name, index) for name in ("deferred_gates", "unconfirmed", "open_gates")
-                                     for index, age in enumerate(ages.get(name, ())))
-
-    def hints(self, cut):
-        """How to see what was cut: a tail of the types cut, a wider recap for unconfirmed notes."""
-        types = [note_type for note_type in NOTE_TYPES
-                 if any(cut.get(name) for list_type, name in _RECAP_LISTS if list_type == note_type)
-                 or note_type == "gate" and any(cut.get(status + "_gates") for status in GATE_STATUSES)]
-        hints = []
-        if types:
-            hints.append("tail %s --limit %d" % (" ".join("--type " + note_type for note_type in types),
-                                                 min(_LIMIT_MAX, sum(self.counts[note_type] for note_type in types))))
-        if cut.get("unconfirmed"):  # a hint names only a limit the command takes
-            hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
-        return hints
-
-    def without(self, count):
-        """The receipt without the `count` oldest cuttable entries (the delivery's counted in its more)."""
-        dropped = {}
-        for _, name, _ in self.dropped_order[:count]:
-            dropped[name] = dropped.get(name, 0) + 1
-        result = _CompactReceipt(self.receipt)
-        for name, number in dropped.items():
-            if name == "delivery":
-                delivery = result["delivery"]
-                result["delivery"] = dict(delivery, after=delivery["after"][number:], more=delivery["more"] + number)
-            else:
-                result[name] = self.receipt[name][number:]
-        cut = {name: self.limit_cut.get(name, 0) + dropped.get(name, 0)
-               for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
-        truncated = {name: number for name, number in cut.items() if number}
-        warnings = result.pop("warnings", None)
-        if truncated:
-            result["truncated"] = truncated
-            result["see_truncated"] = self.hints(truncated)
-        return _with_warnings(result, warnings)
+        self.receipt, self.limit_cut, self.counts = receipt, limit_cut, counts
+        self.unconfirmed_total = unconfirmed_total  # before --limit
+        # Oldest first, the notes after the delivery with the other lists; only when the rest cannot fit,
+        # the oldest pending entries too, counted in truncated.
+        self.dropped_order = [entry for names in (_CUTTABLE_RECAP_LISTS + ("delivery",),
+                                                  ("deferred_gates", "unconfirmed", "open_gates"))
+                              for entry in sorted((age, name, index) for name in names
+                                                  for index, age in enumerate(ages.get(name, ())))]
 
     def rendered(self, count, markdown):
-        """The printed form without the `count` oldest entries: receipt or markdown."""
-        shown = self.without(count)
-        # Fitting keeps lists oldest first; closed gates are shown newest first.
-        shown["closed_gates"] = shown["closed_gates"][::-1]
+        """The printed form without the count oldest cuttable entries."""
+        dropped = collections.Counter(name for _, name, _ in self.dropped_order[:count])
+        shown = _CompactReceipt(self.receipt)
+        for name, number in dropped.items():
+            if name == "delivery":  # counted in its more
+                delivery = shown["delivery"]
+                shown["delivery"] = dict(delivery, after=delivery["after"][number:], more=delivery["more"] + number)
+            else:
+                shown[name] = self.receipt[name][number:]
+        truncated = {name: self.limit_cut.get(name, 0) + dropped[name]
+                     for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
+        truncated = {name: number for name, number in truncated.items() if number}
+        warnings = shown.pop("warnings", None)
+        if truncated:  # and the commands that show what was cut
+            lists = dict(_RECAP_LISTS)
+            types = [kind for kind in NOTE_TYPES if truncated.get(lists.get(kind)) or kind == "gate"
+                     and any(truncated.get(status + "_gates") for status in GATE_STATUSES)]
+            hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
+                _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] if types else []
+            if truncated.get("unconfirmed"):  # a hint names only a limit the command takes
+                hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
+            shown.update(truncated=truncated, see_truncated=hints)
+        shown = _with_warnings(shown, warnings)
+        shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest first
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
-        """The printed form that fits max_bytes with the fewest oldest entries left out."""
-        whole = self.rendered(0, markdown)
-        if _printed_size(whole) <= max_bytes:
-            return whole
-        every = len(self.dropped_order)
-        needed = _printed_size(self.rendered(every, markdown))
+        """By bisection, the printed form that fits max_bytes with the fewest entries left out."""
+        best = self.rendered(0, markdown)
+        if _printed_size(best) <= max_bytes:
+            return best
+        fails, fits = 0, len(self.dropped_order)
+        best = self.rendered(fits, markdown)
+        needed = _printed_size(best)
         if needed > max_bytes:
             raise NotesError(
                 "recap needs %d bytes for what it never leaves out (mode, shape, counts, warnings), more than "
                 "--max-bytes %d; run it again with --max-bytes %d" % (needed, max_bytes, needed))
-        return _largest_fit(lambda count: self.rendered(count, markdown), every, 0, max_bytes)
+        while fits - fails > 1:
+            middle = (fits + fails) // 2
+            candidate = self.rendered(middle, markdown)
+            if _printed_size(candidate) <= max_bytes:
+                fits, best = middle, candidate
+            else:
+                fails = middle
+        return best
 
 
-def _largest_fit(render, fits, fails, max_bytes):
-    """By bisection, render(step) for the step nearest `fails` that still fits max_bytes."""
-    best = render(fits)
-    while abs(fails - fits) > 1:
-        middle = (fits + fails) // 2
-        candidate = render(middle)
-        if _printed_size(candidate) <= max_bytes:
-            fits, best = middle, candidate
-        else:
-            fails = middle
-    return best
-
-
-def _recap_of(folder, meta, limit, reader):
-    superseded, gates, counts, reopened = _recap_history(reader)
-    warnings, redacted = reader.warnings(), reader.redactions.count
-    limit_cut = {}
-    gate_lists, unconfirmed_gates, first_gate = _recap_gates(gates, limit, limit_cut)
-    wanted = _wanted_records(gates, reopened, unconfirmed_gates, *gate_lists.values())
-    synthesis = _SynthesisSeen(superseded, limit)
-    latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, limit_cut, wanted,
-                                                                     synthesis)
-    by_status = _listed_gates(gates, gate_lists, unconfirmed_gates, found, unconfirmed, limit, limit_cut)
-    unconfirmed_total = len(unconfirmed) + limit_cut.get("unconfirmed", 0)
-    lists = dict(kept, closed_gates=by_status["closed"])
+def _recap_of(folder, meta, limit):
+    """The Recap, from two passes: history, then live notes."""
+    with _LogReader(folder, meta) as reader:
+        superseded, gates, counts, reopened = _recap_history(reader)
+        warnings, redacted, cut = reader.warnings(), reader.redactions.count, {}
+        gate_lists, unconfirmed_gates, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
+        synthesis = _SynthesisSeen(superseded, limit)
+        latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted,
+                                                                         synthesis)
+    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates, found)})
+                       for seq, gate_id in unconfirmed_gates)
+    unconfirmed.sort(key=lambda entry: entry[0])
+    _keep_newest(unconfirmed, limit, cut, "unconfirmed")
+    by_status = {status: [(seq, _gate_item(gate_id, gates, found, status == "closed")) for seq, gate_id in entries]
+                 for status, entries in gate_lists.items()}
+    unconfirmed_total = len(unconfirmed) + cut.get("unconfirmed", 0)
+    lists = dict(open_gates=by_status["open"], deferred_gates=by_status["deferred"], unconfirmed=unconfirmed,
+                 closed_gates=by_status["closed"], **kept)
     receipt = _CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
         mode=latest["mode"], shape=latest["shape"],
-        open_gates=[item for _, item in by_status["open"]],
-        deferred_gates=[item for _, item in by_status["deferred"]],
-        unconfirmed=[item for _, item in unconfirmed],
-        closed_gates=[item for _, item in by_status["closed"]])
-    for name, entries in kept.items():
-        receipt[name] = [item for _, item in entries]
-    receipt["superseded_count"] = len(superseded)
-    receipt["export_lag"] = _export_lag(folder, meta["session_id"], reader.total)
+        **{name: [item for _, item in entries] for name, entries in lists.items()}, superseded_count=len(superseded),
+        export_lag=_export_lag(folder, meta["session_id"], reader.total))
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
-    open_total = len(by_status["open"]) + limit_cut.get("open_gates", 0)
-    # An open gate counts from the note that last set it open, an unconfirmed note from itself.
-    first = min((entry for entry in (first_gate, first_note) if entry), default=None)
-    receipt.update(_recap_progress(synthesis, open_total, unconfirmed_total, first, by_status["open"] + unconfirmed))
-    _with_warnings(receipt, warnings)
+    open_total = len(by_status["open"]) + cut.get("open_gates", 0)
+    if open_total or unconfirmed_total:
+        # An open gate counts from the note that last set it open, an unconfirmed note from itself.
+        first = min(entry for entry in (first_gate, first_note) if entry)
+        pending = receipt["pending"] = {"open_gates": open_total, "unconfirmed": unconfirmed_total,
+                                        "raised_since": first[1]}
+        if synthesis.delivered_at is not None:
+            pending["since_delivery"] = [item["id"] for seq, item in sorted(by_status["open"] + unconfirmed,
+                                                                            key=lambda entry: entry[0])
+                                         if seq > synthesis.delivered_at]
+    receipt.update((key, value) for key, value in (("synthesis", synthesis.synthesis),
+                                                   ("delivery", synthesis.delivery)) if value is not None)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
-    ages.update(open_gates=[seq for seq, _ in by_status["open"]], unconfirmed=[seq for seq, _ in unconfirmed],
-                deferred_gates=[seq for seq, _ in by_status["deferred"]])
-    ages["delivery"] = synthesis.after_seqs
-    return _Recap(receipt, ages, limit_cut, counts, unconfirmed_total)
-
-
-def _read_recap(folder, meta, limit):
-    """The Recap, from two passes over the log: history, then live notes."""
-    with _LogReader(folder, meta) as reader:
-        return _recap_of(folder, meta, limit, reader)
+    return _Recap(_with_warnings(receipt, warnings), dict(ages, delivery=synthesis.after_seqs), cut, counts,
+                  unconfirmed_total)
 
 
 @_command
@@ -3572,15 +3372,11 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
     limit = _check_limit(limit)
     if max_bytes < 1:
         raise NotesError("--max-bytes must be 1 or more")
-    folder = _resolve_folder(self.folder, self.session)
-    meta = _require_session(folder)
-    fitted = _read_recap(folder, meta, limit).fitted(max_bytes, markdown=format == "md")
+    fitted = _recap_of(*self._folder_meta(), limit).fitted(max_bytes, markdown=format == "md")
     return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
 
-# check: an artifact read against the live state of the log, the Session.check method's parts.
-# Plain matching: words lower-cased, accents and stop words dropped, suffixes cut (check_stems); a note
-# is found in a passage (paragraph, list item, heading or table row) by the share of its stems there.
+# check: an artifact read against the live log. A note is found in a passage by the share of its stems there.
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
 _CHECK_LISTED = 50           # findings listed, then counted
@@ -3629,7 +3425,7 @@ _CHECK_RESIDUE = (
 
 
 def _check_stem(word) -> str:
-    """A word without its commonest English suffix, so that plural, tense and -ing forms meet."""
+    """A word without its commonest English suffix."""
     for suffix in _CHECK_SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word[-2] in "sui"):
             word = word[:-len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
@@ -3638,7 +3434,7 @@ def _check_stem(word) -> str:
 
 
 def _check_stems(text, drop=frozenset()) -> set:
-    """The content stems of a text: accents, case, stop words and one-letter words left out."""
+    """The content stems of a text, less accents, case, stop words and one-letter words."""
     import unicodedata
 
     plain = "".join(_CHECK_SIGNS.get(c, c) for c in unicodedata.normalize("NFKD", text.lower())
@@ -3652,67 +3448,60 @@ _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in _CHECK_LOG_WORDS)
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
 
 
-def _check_passages(lines) -> list:
-    """[first, last, is a list item] (0-based lines) of each paragraph, list item, heading and table row."""
-    passages, current = [], None
-    for number, line in enumerate(lines):
-        stripped = line.strip()
-        if not stripped:
-            current = None
-            continue
-        single = stripped.startswith(("#", "|"))
-        if current is None or single or _CHECK_LIST_ITEM.match(line) or passages[-1][3]:
-            current = [number, number, bool(_CHECK_LIST_ITEM.match(line)), single]
-            passages.append(current)
-        else:
-            current[1] = number
-    return [passage[:3] for passage in passages]
-
-
-def _check_leads(lines, passages) -> list:
-    """For each passage, the lines that head it: the heading (## or deeper) of its section, and the line just
-    above it (above its list, for a list item) when that line ends with a colon, is such a heading or is bold."""
-    leads, heading = [], ""
-    for index, (first, _, in_list) in enumerate(passages):
-        above = index - 1
-        while in_list and above >= 0 and passages[above][2]:
-            above -= 1
-        lead = lines[passages[above][1]].strip() if above >= 0 else ""
-        if not (lead.strip("*_ ").endswith(":") or lead.startswith("##") or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
-            lead = ""
-        leads.append(heading + "\n" + lead)
-        if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
-            heading = lines[first] if lines[first].lstrip().startswith("##") else ""
-    return leads
-
-
 def _check_short(text) -> str:
     text = " ".join(_visible(_one_line(text)).split())
     return text if len(text) <= _CHECK_EXCERPT else text[:_CHECK_EXCERPT - 3] + "..."
 
 
 class _CheckedArtifact:
-    """An artifact's passages: their lines' stems, the lines that head each, and which passages hold a stem."""
+    """An artifact's passages (paragraph, list item, heading, table row), stems, leads."""
 
     def __init__(self, text):
-        self.lines = text.splitlines()
-        self.passages = _check_passages(self.lines)
+        self.lines, passages, current = text.splitlines(), [], None
+        for number, line in enumerate(self.lines):
+            if not line.strip():
+                current = None
+                continue
+            single = line.strip().startswith(("#", "|"))
+            if current is None or single or _CHECK_LIST_ITEM.match(line) or passages[-1][3]:
+                current = [number, number, bool(_CHECK_LIST_ITEM.match(line)), single]
+                passages.append(current)
+            else:
+                current[1] = number
+        self.passages = [passage[:3] for passage in passages]  # [first, last, is a list item], 0-based lines
         self.line_stems = [_check_stems(line) for line in self.lines]
-        self.leads = _check_leads(self.lines, self.passages)
+        self.leads = self.heads()
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
         for index, (first, last, _) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:last + 1]):
                 self.holding[stem].add(index)
 
+    def heads(self) -> list:
+        """Each passage's section heading (## or deeper) and the line above it (or its list) when that
+        line ends with a colon, is such a heading or is bold."""
+        leads, heading, lines = [], "", self.lines
+        for index, (first, _, in_list) in enumerate(self.passages):
+            above = index - 1
+            while in_list and above >= 0 and self.passages[above][2]:
+                above -= 1
+            lead = lines[self.passages[above][1]].strip() if above >= 0 else ""
+            if not (lead.strip("*_ ").endswith(":") or lead.startswith("##")
+                    or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
+                lead = ""
+            leads.append(heading + "\n" + lead)
+            if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
+                heading = lines[first] if lines[first].lstrip().startswith("##") else ""
+        return leads
+
     def hits(self, stems, span=1) -> collections.Counter:
-        """Passage index -> how many of stems it holds (with span 2, it and the next one together)."""
+        """Passage index -> how many of stems it holds (span 2: with the next one)."""
         counts = collections.Counter()
         for stem in stems:
             counts.update({place - step for place in self.holding.get(stem, ()) for step in range(span)})
         return counts
 
     def marked(self, index, number) -> bool:
-        """Whether line number of passage index is marked: in its sentence, or by a line that heads it."""
+        """Whether line number of passage index is marked, in its sentence or by a lead."""
         first = self.passages[index][0]
         while not _CHECK_MARK.search(self.lines[number]):
             if number == first or re.search(r"[.!?]\W*$", self.lines[number - 1]):
@@ -3721,7 +3510,7 @@ class _CheckedArtifact:
         return True
 
     def window(self, index, stems):
-        """(stems found, the line holding more of them) of the two lines in a row of passage index that hold most."""
+        """(stems found, the line with more) of the two lines in a row of passage index that hold most."""
         first, last, _ = self.passages[index]
         found, number = max((((self.line_stems[number] | self.line_stems[min(number + 1, last)]) & stems, number)
                              for number in range(first, last + 1)), key=lambda pair: len(pair[0]))
@@ -3729,19 +3518,18 @@ class _CheckedArtifact:
         return found, after if len(self.line_stems[after] & stems) > len(self.line_stems[number] & stems) else number
 
     def best_line(self, index, stems) -> int:
-        """The 0-based line of passage index that holds most of stems."""
         first, last, _ = self.passages[index]
         return max(range(first, last + 1), key=lambda number: len(self.line_stems[number] & stems))
 
     def finding(self, kind, number, note, confidence) -> dict:
-        """A finding on 0-based line number (None: the artifact as a whole) about note (or None)."""
+        """A finding on 0-based line number (None: the whole) about note (or None)."""
         return {"kind": kind, "line": None if number is None else number + 1, "note": note and note["id"],
                 "note_text": note and _check_short(note["text"]),
                 "excerpt": None if number is None else _check_short(self.lines[number]), "confidence": confidence}
 
 
 def _check_residue(artifact, find) -> list:
-    """Process residue, one finding a line: the first pattern that matches, the surest first."""
+    """Process residue, one finding a line, the surest pattern first."""
     findings = []
     for number, line in enumerate(artifact.lines):
         for pattern, what, confidence in _CHECK_RESIDUE:
@@ -3755,9 +3543,13 @@ def _check_residue(artifact, find) -> list:
     return findings
 
 
-def _check_discards(artifact, recap, find, settled) -> list:
-    """Live discards restated in two lines in a row, the surer one without a negation: two of the discard's own
-    stems (those of its text and of the path it superseded, less any live note's), or the one of its name."""
+def _check_discards(artifact, recap, find) -> list:
+    """Live discards restated, without a negation, in two lines in a row: two of their own stems (of the
+    discard and the path it superseded, less any other live note's), or the one of the discard's name."""
+    texts = [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates",
+                                       "deferred_gates", "closed_gates") for note in recap[name]]
+    texts += [note.get("update_text", "") for note in recap["closed_gates"]]
+    settled = _check_stems(" ".join(texts + [recap[name]["text"] for name in ("mode", "shape") if recap[name]]))
     findings = []
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
@@ -3778,7 +3570,6 @@ def _check_discards(artifact, recap, find, settled) -> list:
 
 
 def _check_lost(artifact, recap) -> list:
-    """Live decisions and boundaries that no passage (or two in a row) mostly holds."""
     delivered = recap.get("delivery", {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"], re.I)
@@ -3794,29 +3585,21 @@ def _check_lost(artifact, recap) -> list:
     return findings
 
 
-def _check_open_notes(recap) -> list:
-    """(note, stems, is an open or deferred gate) of each open point, once: gates first, then unconfirmed
-    notes (a gate closed on the model's word with the answer it was given)."""
-    notes, seen = [], set()
+def _check_open(artifact, recap) -> list:
+    """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
+    findings, unshown, claimed, seen = [], [], set(), set()
+    marks = [number for number, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
+    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= number <= last
+                                                                                       for number in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        text = note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else "")
-        stems = _check_stems(text, _CHECK_LOG_STEMS)
-        if stems:
-            notes.append((note, stems, note.get("type") is None))
-    return notes
-
-
-def _check_open(artifact, recap) -> list:
-    """Open points a line states without a mark; open or deferred gates not shown, when no marked line is
-    left over that could be theirs."""
-    findings, unshown, claimed = [], [], set()
-    marks = [number for number, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
-    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= number <= last
-                                                                                       for number in marks)}
-    for note, stems, is_gate in _check_open_notes(recap):
+        # A gate closed on the model's word is looked for with the answer it was given.
+        stems = _check_stems(note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else ""),
+                             _CHECK_LOG_STEMS)
+        if not stems:
+            continue
         places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
                          if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
         lines = [(share, -index, artifact.best_line(-index, stems)) for share, index in places]
@@ -3829,7 +3612,7 @@ def _check_open(artifact, recap) -> list:
         if unmarked and unmarked[0][0] > best_marked:
             share, _, number = unmarked[0]
             findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
-        if is_gate and not places:
+        if note.get("type") is None and not places:  # an open or deferred gate
             unshown.append(note)
     left_over = [number for number in marks if number not in claimed]
     if len(unshown) > len(left_over):
@@ -3837,17 +3620,8 @@ def _check_open(artifact, recap) -> list:
     return findings
 
 
-def _check_settled_stems(recap) -> set:
-    """The stems of every live note but discards and tensions: what a revived discard is told apart from."""
-    texts = [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates",
-                                       "deferred_gates", "closed_gates") for note in recap[name]]
-    texts += [note.get("update_text", "") for note in recap["closed_gates"]]
-    texts += [recap[name]["text"] for name in ("mode", "shape") if recap[name]]
-    return _check_stems(" ".join(texts))
-
-
 def _check_read(folder, file):
-    """(path, text) of the artifact file, a regular file inside the session folder; refuse any other."""
+    """(path, text) of a regular file inside the session folder; refuse any other."""
     way_out = ("; save the artifact in the session folder %s and give its name (relative to that folder), "
                "such as plan.md" % folder)
     if not isinstance(file, str) or not file.strip() or "\0" in file:
@@ -3860,7 +3634,7 @@ def _check_read(folder, file):
         raise NotesError("check reads only files inside the session folder, and this file is outside it" + way_out)
     try:
         if os.path.isdir(path):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            raise IsADirectoryError()
         descriptor = _open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out)
     except FileNotFoundError:
         raise NotesError("%s does not exist%s" % (path, way_out)) from None
@@ -3871,22 +3645,21 @@ def _check_read(folder, file):
     with open(descriptor, "rb") as handle:
         data = handle.read(_CHECK_FILE_LIMIT + 1)
     if len(data) > _CHECK_FILE_LIMIT:
-        raise NotesError("%s is over %d KiB, more than an artifact to check holds; check the text alone" % (
+        raise NotesError("%s is over %d KiB, too large for an artifact; check the text alone" % (
             path, _CHECK_FILE_LIMIT >> 10))
     return path, data.decode("utf-8", "replace")
 
 
 def _check_artifact(folder, meta, file) -> dict:
-    """The check receipt: findings, surest and earliest first, within recap's default byte budget."""
+    """Findings surest and earliest first, within recap's default byte budget."""
     path, text = _check_read(folder, file)
-    with _LogReader(folder, meta) as reader:
-        recap = _recap_of(folder, meta, _LIMIT_MAX, reader).receipt
+    recap = _recap_of(folder, meta, _LIMIT_MAX).receipt
     artifact = _CheckedArtifact(text)
-    with _NotesById(reader.path) as find:
-        findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find, _check_settled_stems(recap))
+    with _NotesById(recap["path"]) as find:
+        findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find)
                     + _check_lost(artifact, recap) + _check_open(artifact, recap))
-    rank = {"high": 0, "medium": 1, "low": 2}
-    findings.sort(key=lambda item: (rank[item["confidence"]], item["line"] is None, item["line"] or 0))
+    findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] is None,
+                                    item["line"] or 0))
     receipt = _CompactReceipt(ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
                               counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS})
     _with_warnings(receipt, recap.get("warnings"))
