@@ -4052,22 +4052,18 @@ def _check(self, *, file) -> dict:
 
 def _gates_phrase(gates) -> str:
     """The open and deferred gates counted for the operator; "" when none."""
-    parts = []
-    for status in ("open", "deferred"):
-        number = sum(1 for gate in gates.values() if gate.status == status)
-        if number:
-            parts.append("%s %s" % (_counted(number, "question"), "still open" if status == "open" else "deferred"))
-    return " and ".join(parts)
+    numbers = collections.Counter(gate.status for gate in gates.values())
+    return " and ".join("%s %s" % (_counted(numbers[status], "question"), words) for status, words
+                        in (("open", "still open"), ("deferred", "deferred")) if numbers[status])
 
 
-def _earlier_export(path, opener=None):
+def _earlier_export(path, opener=_open_regular_file):
     """(session id, note count) from the head of an export at path, or None; opener(path) opens it."""
-    opener = opener or _open_regular_file
-    head, _ = _read_export_head(path, opener)
+    head = _read_export_head(path, opener)[0]
     if head is not None:
         session, count = head.get("session"), head["record_count"]
         return (session.get("session_id") if isinstance(session, dict) else None,
-                count if isinstance(count, int) and not isinstance(count, bool) else None)
+                count if type(count) is int else None)
     try:
         with open(opener(path), "rb") as handle:
             top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
@@ -4087,10 +4083,8 @@ def _session_host(folder, over_mcp=False) -> str:
         return chosen
     if over_mcp:
         return "mcp"
-    for host, root in _HOST_DOWNLOAD_FOLDERS.items():
-        if folder == root or folder.startswith(root + "/"):
-            return host
-    return "local"
+    return next((host for host, root in _HOST_DOWNLOAD_FOLDERS.items()
+                 if folder == root or folder.startswith(root + "/")), "local")
 
 
 def _export_keep(host, path) -> dict:
@@ -4107,16 +4101,6 @@ def _export_keep(host, path) -> dict:
     return {"file": path, "host": host, "how": how}
 
 
-def _download_sentence(host, output, count, markdown) -> str | None:
-    """The download the host asks of the operator; None where there is none."""
-    if host not in _HOST_DOWNLOAD_FOLDERS:
-        return None
-    return "Download %s (%s) from %s and keep it%s" % (
-        _visible(os.path.basename(output), True), _counted(count, "note"),
-        "its link in the chat" if host == "chatgpt" else "the outputs folder",
-        "" if markdown else ": it brings the session back in a new conversation")
-
-
 def _gates_open_after_delivery(by_type, reader) -> str:
     """The open and deferred gates counted when a delivery leaves a gate open, else ""."""
     if not (by_type["gate"] and by_type["artifact"]):
@@ -4124,42 +4108,39 @@ def _gates_open_after_delivery(by_type, reader) -> str:
     seen = _SynthesisSeen((), 0)
     for record in reader.records():
         seen.meet(record)
-    if seen.delivery is None:
-        return ""
-    gates = _recap_history(reader)[1]
+    gates = _recap_history(reader)[1] if seen.delivery is not None else {}
     return _gates_phrase(gates) if any(gate.status == "open" for gate in gates.values()) else ""
 
 
-def _export_tell_operator(download, earlier, session_id, count, by_type, reader):
+def _export_tell_operator(host, output, markdown, earlier, session_id, by_type, reader):
     """The operator's part, if any: the download, what a replaced copy held, gates a delivery left open."""
+    parts, count = [], reader.total
+    if host in _HOST_DOWNLOAD_FOLDERS:
+        parts.append("Download %s (%s) from %s and keep it%s" % (
+            _visible(os.path.basename(output), True), _counted(count, "note"),
+            "its link in the chat" if host == "chatgpt" else "the outputs folder",
+            "" if markdown else ": it brings the session back in a new conversation"))
+        if earlier is not None and earlier != (session_id, count):
+            parts.append("the copy it replaced held %s" % (
+                "another session" if earlier[0] != session_id else
+                _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
     gates_left = _gates_open_after_delivery(by_type, reader)
-    if download is None:
-        return "The artifact delivered last leaves %s." % gates_left if gates_left else None
-    parts = [download]
-    if earlier is not None and earlier != (session_id, count):
-        parts.append("the copy it replaced held %s" % (
-            "another session" if earlier[0] != session_id else
-            _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
     if gates_left:
         parts.append("the artifact delivered last leaves %s" % gates_left)
-    return "; ".join(parts) + "."
+    text = "; ".join(parts) + "."
+    return text[0].upper() + text[1:] if parts else None
 
 
-def _starts_as_export(descriptor, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
-    """Whether the open file begins as an export of this tool (or v0) does; read from its start."""
-    head = os.pread(descriptor, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread") else os.read(
-        descriptor, len(_EXPORT_JSON_START))
-    return head.startswith(starts)
-
-
-def _is_earlier_export(path, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
-    """Whether the file at path starts as an export does."""
+def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)) -> bool:
+    """Whether the file (an open descriptor, read from its start, or a path) begins as an export of ours or v0's."""
+    if isinstance(file, int):
+        return (os.pread(file, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread")
+                else os.read(file, len(_EXPORT_JSON_START))).startswith(starts)
     try:
-        descriptor = _open_regular_file(path)
+        with open(_open_regular_file(file), "rb") as handle:
+            return handle.read(len(_EXPORT_JSON_START)).startswith(starts)
     except (OSError, NotesError):
         return False
-    with open(descriptor, "rb") as handle:
-        return _starts_as_export(handle.fileno(), starts)
 
 
 def _same_file(path, other):
@@ -4170,22 +4151,19 @@ def _same_file(path, other):
 
 
 def _check_export_output(folder, output):
-    """Refuse an --output that is a folder, a special file, or a session file."""
+    """Refuse an --output that is a folder, a special file, a session file, or a file that is no export."""
     if os.path.isdir(output):
         raise NotesError("--output %s is a folder; give a file path, such as %s"
                          % (output, os.path.join(output, _EXPORT_NAME)))
     if os.path.isfile(os.path.dirname(output)):
         raise NotesError("--output %s is inside a file, not a folder" % output)
-    # The same file by name or by inode (a link).
     real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
-    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
+    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):  # by name or by inode (a link)
         if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name)):
-            raise NotesError(
-                "--output %s is the session's own %s; an export never writes over a session file. "
-                "Choose another path, such as %s" % (output, name, os.path.join(folder, _EXPORT_NAME)))
+            raise NotesError("--output %s is the session's own %s, which export never writes over; choose "
+                             "another path, such as %s" % (output, name, os.path.join(folder, _EXPORT_NAME)))
     if os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
-        raise NotesError("--output %s is a side file of the session, holding bytes set aside from its "
-                         "log; choose another path" % output)
+        raise NotesError("--output %s is a side file of the session; choose another path" % output)
     try:
         mode = os.lstat(output).st_mode
     except OSError:
@@ -4193,7 +4171,7 @@ def _check_export_output(folder, output):
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
         raise _special_file_error(output, mode)
     # Anything else there is the user's: a mistyped or injected path must not cost it.
-    if stat.S_ISREG(mode) and not _is_earlier_export(output):
+    if stat.S_ISREG(mode) and not _starts_as_export(output):
         raise NotesError(
             "--output %s exists and is not an export of this tool; an export replaces only an earlier "
             "export. Choose another --output, or remove that file first" % output)
@@ -4201,19 +4179,15 @@ def _check_export_output(folder, output):
 
 def _json_export(reader, meta, count):
     """Yield the export as pretty_json(export) would print it, record by record."""
-    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta,
-            "record_count": count}
+    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta, "record_count": count}
     # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
-    written = 0
-    for record in reader.records():
-        if written == count:
-            break
+    before = "[\n    "
+    for _, record in zip(range(count), reader.records()):
         # JSON strings hold no raw newline: every newline is layout.
-        text = _pretty_json(record).replace("\n", "\n    ")
-        yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
-        written += 1
-    yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
+        yield (before + _pretty_json(record).replace("\n", "\n    ")).encode("utf-8")
+        before = ",\n    "
+    yield b"[]\n}\n" if before[0] == "[" else b"\n  ]\n}\n"
 
 
 def _markdown_record(record, reopened):
@@ -4224,9 +4198,8 @@ def _markdown_record(record, reopened):
         labels += (["- Effect: " + _visible(_markdown_inline(first))]
                    + ["      " + _visible(_markdown_inline(line)) for line in rest])
     # Checked values: nothing to escape.
-    for key in ("ref", "status", "provenance", "evidence"):
-        if key in record:
-            labels.append("- %s: %s" % (key.capitalize(), record[key]))
+    labels += ["- %s: %s" % (key.capitalize(), record[key]) for key in ("ref", "status", "provenance", "evidence")
+               if key in record]
     if record["type"] == "discard" and record["id"] in reopened:
         labels.append("- Reopened by: %s" % reopened[record["id"]])
     return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
@@ -4246,15 +4219,9 @@ def _markdown_export(reader, meta, count, figures, problem_count, warnings, reop
         "- Notes: %d (%s to %s)" % (count, first_ts or "none", last_ts or "none"),
         "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
         "- Verify: %s" % ("clean" if problem_count == 0 else "%d problems" % problem_count),
-    ]
-    lines.extend("  - %s" % message for message in warnings)
-    lines += ["", "## Notes", ""]
+    ] + ["  - %s" % message for message in warnings] + ["", "## Notes", ""]
     yield ("\n".join(lines) + "\n").encode("utf-8")
-    written = 0
-    for record in reader.records():
-        if written == count:
-            break
-        written += 1
+    for _, record in zip(range(count), reader.records()):
         yield ("\n".join(_markdown_record(record, reopened)) + "\n").encode("utf-8")
 
 
@@ -4274,12 +4241,10 @@ def _restorable_size(chunks, folder):
 
 def _export_session(folder, meta, markdown, earlier, write, host):
     """Export's passes over the log; write(chunks) writes the file and returns its path."""
-    # Every pass reads the same bytes (LogReader): the size is fixed before
-    # the first one, so notes appended meanwhile wait for the next export.
+    # Every pass reads the same bytes (LogReader): notes appended meanwhile wait for the next export.
     with _LogReader(folder, meta) as reader:
         by_type, first_ts, last_ts = _count_by_type(reader)
-        count = reader.total
-        warnings = reader.warnings()
+        count, warnings = reader.total, reader.warnings()
         if markdown:
             chunks = _markdown_export(reader, meta, count, (by_type, first_ts, last_ts),
                                       reader.problem_count, warnings, _recap_history(reader)[3])
@@ -4288,8 +4253,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
         output = write(chunks)
         receipt = {"ok": True, "command": "export", "record_count": count, "path": output,
                    "keep": _export_keep(host, output)}
-        news = _export_tell_operator(_download_sentence(host, output, count, markdown), earlier,
-                                     meta["session_id"], count, by_type, reader)
+        news = _export_tell_operator(host, output, markdown, earlier, meta["session_id"], by_type, reader)
     if news:
         receipt["tell_operator"] = news
     return _with_warnings(receipt, warnings)
@@ -4304,19 +4268,15 @@ def _export(self, *, output=None, format="json") -> dict:
     folder = _resolve_folder(self.folder, self.session)
     meta = _require_session(folder)
     _check_meta_session_id(folder, meta)
-    host = _session_host(folder, self._over_mcp)
-    markdown = format == "md"
+    host, markdown = _session_host(folder, self._over_mcp), format == "md"
     _check_path_text("--output", output)
-    if output:
-        output = os.path.abspath(os.path.expanduser(output))
-    else:
-        output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
+    output = (os.path.abspath(os.path.expanduser(output)) if output
+              else os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME))
     _check_export_output(folder, output)
     earlier = _earlier_export(output)
 
     def write(chunks):
-        # A place that cannot take the file is a refusal; a failure while writing
-        # it (a full disk, say) is an unexpected error, as it is for append.
+        # A place that cannot take the file is a refusal; a failure while writing it is an unexpected error.
         refusal = "cannot write %s (%s); choose another --output"
         try:
             os.makedirs(os.path.dirname(output), exist_ok=True)
@@ -4333,22 +4293,6 @@ class _ExportShapeError(ValueError):
 
 # More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
 _EXPORT_OBJECT_LIMIT = 250000
-
-
-def _export_decoder():
-    """A decoder for one export: one value per key, and at most _EXPORT_OBJECT_LIMIT objects."""
-    objects = []
-
-    def one_value_per_key(pairs) -> dict:
-        objects.append(None)
-        if len(objects) > _EXPORT_OBJECT_LIMIT:
-            raise _ExportShapeError("it holds more JSON objects than any session export")
-        if len({key for key, _ in pairs}) < len(pairs):
-            raise _ExportShapeError("it is not a JSON object with one value per key")
-        return dict(pairs)
-
-    return json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
-                            object_pairs_hook=one_value_per_key)
 
 
 def _read_export(source):
@@ -4377,9 +4321,20 @@ def _read_export(source):
     return path, data
 
 
-def _parse_export(data):
+def _parse_export(data) -> dict:
+    """The export in data, with one value per key and at most _EXPORT_OBJECT_LIMIT objects, a session and records."""
+    objects = [0]
+
+    def one_value_per_key(pairs) -> dict:
+        objects[0] += 1
+        if objects[0] > _EXPORT_OBJECT_LIMIT:
+            raise _ExportShapeError("it holds more JSON objects than any session export")
+        if len({key for key, _ in pairs}) < len(pairs):
+            raise _ExportShapeError("it is not a JSON object with one value per key")
+        return dict(pairs)
     try:
-        return _export_decoder().decode(data.decode("utf-8"))
+        export = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                                  object_pairs_hook=one_value_per_key).decode(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise _ExportShapeError("it is not valid UTF-8") from None
     except _ExportShapeError:
@@ -4387,20 +4342,16 @@ def _parse_export(data):
     except (ValueError, RecursionError):
         raise _ExportShapeError("it is not JSON that can be read (broken, a number too big for a float, or "
                                 "nested too deeply)") from None
-
-
-def _export_shape_problem(export) -> str | None:
-    """Why an export's head cannot be a session log, or None."""
     if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
-        return "not JSON with schema_version %s" % _EXPORT_SCHEMA
-    session, records = export.get("session"), export.get("records")
+        raise _ExportShapeError("not JSON with schema_version %s" % _EXPORT_SCHEMA)
+    session = export.get("session")
     if not isinstance(session, dict) or not _is_session_id(session.get("session_id")):
-        return "its session has no usable session_id"
+        raise _ExportShapeError("its session has no usable session_id")
     if not isinstance(session.get("created_at", ""), str):
-        return "its session's created_at is not a string"
-    if not isinstance(records, list):
-        return "its records are not a list"
-    return None
+        raise _ExportShapeError("its session's created_at is not a string")
+    if not isinstance(export.get("records"), list):
+        raise _ExportShapeError("its records are not a list")
+    return export
 
 
 class _Export(_ProblemTally):
@@ -4409,20 +4360,15 @@ class _Export(_ProblemTally):
     def __init__(self, source, accept_damaged=False):
         self.accept_damaged = accept_damaged
         self.path, data = _read_export(source)
-        self.notices, self.exported_at, self.last_record = [], None, None
         _ProblemTally.__init__(self)
         try:
             export = _parse_export(data)
-            reason = _export_shape_problem(export)
-            if reason:
-                raise _ExportShapeError(reason)
             self.session, self.all = export["session"], export["records"]
             self.check_records(self.session["session_id"], self.all)
         except _ExportShapeError as error:
             raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
                              "without" % (self.path, error), _EXIT_INTEGRITY) from None
-        if _is_timestamp(export.get("exported_at")):
-            self.exported_at = export["exported_at"]
+        self.exported_at = export["exported_at"] if _is_timestamp(export.get("exported_at")) else None
         if export.get("record_count") != self.record_count:
             self.problem_count += 1
             self.problems.insert(0, _problem(None, None, "record_count", "record_count is not %d, the number "
@@ -4432,14 +4378,14 @@ class _Export(_ProblemTally):
             raise NotesError(
                 "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
                 "restore --accept-damaged on this one to bring back every record exactly as the export holds "
-                "it, repairing and dropping nothing, so that verify then reports the same problems"
+                "it, so that verify then reports the same problems"
                 % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
 
     def check_records(self, session_id, records):
         """Check each record as verify would: keep the first problems, count the rest."""
         seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
         redactions = _RedactionsSeen()
-        self.record_count = 0
+        self.record_count, self.last_record = 0, None
         for number, record in enumerate(records, 1):
             if not isinstance(record, dict):
                 raise _ExportShapeError("record %d is not an object" % number)
@@ -4506,72 +4452,57 @@ def _common_prefix(log_records, export_records):
     return count, common
 
 
-def _restore_cut_short(folder, session, export):
+def _restore_cut_short(folder, export):
     """Whether the folder holds a restore cut short: the export's first notes, no meta."""
-    log_path = os.path.join(folder, _LOG_NAME)
-    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
-        if os.path.islink(os.path.join(folder, name)):
-            return False  # refused by check_session_folder
-    descriptor, size = _open_log(log_path)
+    if any(os.path.islink(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME, _LOCK_NAME)):
+        return False  # refused by check_session_folder
+    descriptor, size = _open_log(os.path.join(folder, _LOG_NAME))
     if descriptor is not None:
         os.close(descriptor)
     if _read_meta(folder) is not None or size == 0:
         return False
-    with _LogReader(folder, {"session_id": session["session_id"]}) as reader:
+    with _LogReader(folder, export.session) as reader:
         existing, common = _common_prefix(reader.records(), export.records())
     return reader.problem_count == 0 and common == existing
 
 
-def _notes_kept_by_restore(folder, session, export):
+def _notes_kept_by_restore(folder, export):
     """How many export records the folder already holds (None: a fresh start); refuse anything else."""
-    if _restore_cut_short(folder, session, export):
+    if _restore_cut_short(folder, export):
         return None
-    meta = _check_session_folder(folder)
+    meta, session_id = _check_session_folder(folder), export.session["session_id"]
     log_path = os.path.join(folder, _LOG_NAME)
     existing = 0
     if meta is not None:
         with _LogReader(folder, meta) as reader:
             existing, common = _common_prefix(reader.records(), export.records())
             # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
-            mendable = [entry for entry in reader.problems
-                        if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
-            if reader.problem_count > len(mendable):
-                raise NotesError(
-                    "the log in %s has problems (run verify); restore only adds to a healthy log, "
-                    "nothing was changed" % folder)
-            if existing and meta["session_id"] == session["session_id"] and common != existing:
+            if reader.problem_count > sum(entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
+                                          for entry in reader.problems):
+                raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
+                                 "nothing was changed" % folder)
+            if existing and meta["session_id"] == session_id and common != existing:
                 raise _restore_behind_or_apart(folder, reader, common, export)
     if meta is None or not existing:
         if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
-            raise NotesError(
-                "%s holds lines that are not notes of a session; move it aside first" % log_path)
+            raise NotesError("%s holds lines that are not notes of a session; move it aside first" % log_path)
         return None
-    if meta["session_id"] != session["session_id"]:
-        raise NotesError(
-            "%s holds another session (%s) with notes; nothing was changed. Restore into an "
-            "empty --dir instead" % (folder, meta["session_id"]))
+    if meta["session_id"] != session_id:
+        raise NotesError("%s holds another session (%s) with notes; nothing was changed. Restore into an "
+                         "empty --dir instead" % (folder, meta["session_id"]))
     return existing
 
 
-def _write_restored_session(folder, session, records):
+def _write_restored_session(folder, export):
     """Write the log, then the meta last: a restore cut short leaves no session to fork."""
-    meta = _read_meta(folder)
+    meta, session = _read_meta(folder), export.session
     if meta is not None and meta["session_id"] != session["session_id"]:
         # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
         os.unlink(os.path.join(folder, _META_NAME))
         _fsync_folder(folder)
     # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
-    _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, records))])
+    _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, export.all))])
     _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
-
-
-def _log_bytes_then(log_path, more):
-    """Yield the log's bytes, then more's: a fast-forward's new log."""
-    descriptor, size = _open_log(log_path)
-    if descriptor is not None:
-        with open(descriptor, "rb") as handle:
-            yield from _log_blocks(handle, 0, size)
-    yield from more
 
 
 def _mend_log_tail(folder):
@@ -4587,18 +4518,20 @@ def _mend_log_tail(folder):
 
 def _restore_export(folder, export):
     """Bring the checked export into folder, whole or the notes it lacks: (restored, recovered)."""
-    session, log_path = export.session, os.path.join(folder, _LOG_NAME)
     # Refused before the lock too, leaving the folder untouched; the check under it counts.
-    _notes_kept_by_restore(folder, session, export)
+    _notes_kept_by_restore(folder, export)
     with _SessionLock(folder):
-        kept = _notes_kept_by_restore(folder, session, export)
+        kept = _notes_kept_by_restore(folder, export)
         if kept is None:
-            _write_restored_session(folder, session, export.records())
+            _write_restored_session(folder, export)
             return export.record_count, None
         recovered = _mend_log_tail(folder)
         if kept < export.record_count:
-            # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-            _replace_log(folder, _log_bytes_then(log_path, map(_record_line, export.all[kept:])))
+            descriptor, size = _open_log(os.path.join(folder, _LOG_NAME))
+            with open(descriptor, "rb") as handle:
+                # Crash window: before the rename the log is as it was; after it, it holds the rest too.
+                _replace_log(folder, (chunk for part in (_log_blocks(handle, 0, size),
+                                                         map(_record_line, export.all[kept:])) for chunk in part))
     return export.record_count - kept, recovered
 
 
@@ -4651,7 +4584,7 @@ def _exports_in_folder(folder) -> list:
     for entry in entries:
         # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
         if (entry.name[0] != "." and entry.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
-                and entry.is_file(follow_symlinks=False) and _is_earlier_export(entry.path, (_EXPORT_JSON_START,))):
+                and entry.is_file(follow_symlinks=False) and _starts_as_export(entry.path, (_EXPORT_JSON_START,))):
             found.append(entry.path)
         if len(found) > _RESTORE_CANDIDATES_LIMIT:
             raise NotesError("%s holds more than %d exports, more than restore compares; nothing was changed. "
@@ -4665,27 +4598,22 @@ def _is_earlier_part(shorter, longer) -> bool:
         next(records, None) == record for record in shorter.records())
 
 
-def _exports_apart(folder, exports):
-    listed = [{"file": os.path.basename(export.path), "session_id": export.session["session_id"],
-               "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
-               "exported_at": export.exported_at} for export in exports]
-    return NotesError("%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, "
-                      "or copies that went different ways; nothing was changed. Pass the one to restore: %s --dir "
-                      "%s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
-                      {"exports": listed})
-
-
 def _export_in_folder(folder, accept_damaged) -> tuple:
     """(the longest export in the folder, the others' names); refuse unless they are earlier parts of it."""
-    paths = _exports_in_folder(folder)
-    if not paths:
+    exports = [_Export(path, accept_damaged) for path in _exports_in_folder(folder)]
+    if not exports:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
-    exports = [_Export(path, accept_damaged) for path in paths]
     longest = max(exports, key=lambda export: (export.record_count, os.path.basename(export.path) == _EXPORT_NAME))
     others = [export for export in exports if export is not longest]
     if not all(_is_earlier_part(export, longest) for export in others):
-        raise _exports_apart(folder, exports)
+        raise NotesError(
+            "%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, or copies "
+            "that went different ways; nothing was changed. Pass the one to restore: %s --dir %s restore PATH"
+            % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE, {"exports": [
+                {"file": os.path.basename(export.path), "session_id": export.session["session_id"],
+                 "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
+                 "exported_at": export.exported_at} for export in exports]})
     return longest, [os.path.basename(export.path) for export in others]
 
 
