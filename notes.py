@@ -4516,6 +4516,13 @@ def _mend_log_tail(folder):
         os.close(descriptor)
 
 
+def _log_then(handle, pieces):
+    """Yield, for each (start, end, more) of pieces, the log's bytes from start to end, then more."""
+    for start, end, more in pieces:
+        yield from _log_blocks(handle, start, end)
+        yield more
+
+
 def _restore_export(folder, export):
     """Bring the checked export into folder, whole or the notes it lacks: (restored, recovered)."""
     # Refused before the lock too, leaving the folder untouched; the check under it counts.
@@ -4530,8 +4537,7 @@ def _restore_export(folder, export):
             descriptor, size = _open_log(os.path.join(folder, _LOG_NAME))
             with open(descriptor, "rb") as handle:
                 # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-                _replace_log(folder, (chunk for part in (_log_blocks(handle, 0, size),
-                                                         map(_record_line, export.all[kept:])) for chunk in part))
+                _replace_log(folder, _log_then(handle, [(0, size, b"".join(map(_record_line, export.all[kept:])))]))
     return export.record_count - kept, recovered
 
 
@@ -4645,52 +4651,14 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
 # --------------------------------------------------------------------------
 # Batches: append, one signal or several (--batch) checked, linked and written together or not at all
 
-def _with_created(receipt, created):
-    """Say created when this command started the session."""
-    if created:
-        receipt["created"] = True
-    return receipt
-
-
-def _no_such_note(name, note_id, find):
-    if getattr(find, "empty", False):
-        return NotesError("--%s %s names no note: this session folder holds no notes yet (a new session, or "
-                          "one whose files are gone); nothing was written" % (name, note_id))
-    return NotesError("--%s %s names no note in this session; check the id with tail or recap" % (name, note_id))
-
-
-def _check_links(signal, find):
-    """Refuse a link naming no note of the right kind, or a forbidden supersede."""
-    for name in ("ref", "about", "by"):
-        if signal[name] is None:
-            continue
-        target = find(signal[name])
-        if target is None:
-            raise _no_such_note(name, signal[name], find)
-        kind = _link_rule_broken(name, signal["type"], target.get("type"),
-                                 target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
-        if kind:
-            raise NotesError(_LINK_RULES[kind][1] % {"id": signal[name], "type": target.get("type"),
-                                                     "provenance": target.get("provenance")})
-
-
 def _refuse_a_long_batch(count):
     if count > _BATCH_LINE_LIMIT:
         raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
                          % (count, _BATCH_LINE_LIMIT))
 
 
-def _earlier_line(name, value, number) -> str:
-    """The link "@K"; refused unless K (from 1) names an earlier line."""
-    digits = value[1:]
-    if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
-        raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and only "
-                         "a line before this one" % name)
-    return "@%d" % int(digits)
-
-
 def _clean_batch_line(number, entry) -> dict:
-    """One line of a batch as a signal, without ever echoing a value of it."""
+    """One line of a batch as a signal, "@K" links kept, without ever echoing a value of it."""
     if not isinstance(entry, dict):
         raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
                          % ", ".join(_SIGNAL_FIELDS))
@@ -4703,16 +4671,17 @@ def _clean_batch_line(number, entry) -> dict:
             raise NotesError("%s is not a string" % name)
     places = {}
     for name in _BATCH_LINK_FIELDS:
-        value = values[name].strip() if values[name] is not None else None
-        if value is not None and value.startswith("@"):
-            places[name] = _earlier_line(name, value, number)
-            values[name] = _note_id_for(1)  # a stand-in for clean_signal
+        value = values[name] and values[name].strip()
+        if value and value[0] == "@":
+            digits = value[1:]
+            if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
+                raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and "
+                                 "only a line before this one" % name)
+            places[name], values[name] = "@%d" % int(digits), _note_id_for(1)  # a stand-in for clean_signal
         elif value is not None and not _is_note_id(value):
             raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
                              "this batch" % name)
-    signal = _clean_signal(*values.values())
-    signal.update(places)
-    return signal
+    return dict(_clean_signal(*values.values()), **places)
 
 
 def _clean_batch(entries, flags_given) -> list:
@@ -4736,20 +4705,28 @@ def _clean_batch(entries, flags_given) -> list:
 
 
 def _check_batch_links(log_path, signals, batch):
-    """append's link checks on every signal; in a batch, "@K" names line K."""
+    """Refuse a link naming no note of the right kind, or a forbidden supersede; in a batch "@K" names line K."""
     with _NotesById(log_path) as in_log:
-        def find(note_id):
-            if note_id.startswith("@"):
-                earlier = signals[int(note_id[1:]) - 1]
-                return {name: value for name, value in earlier.items() if value is not None}
-            return in_log(note_id)
         for number, signal in enumerate(signals, 1):
-            try:
-                _check_links(signal, find if batch else in_log)
-            except NotesError as error:
-                if not batch:
-                    raise
-                raise NotesError("line %d: %s" % (number, error.message)) from None
+            for name in ("ref", "about", "by"):
+                note_id = signal[name]
+                if note_id is None:
+                    continue
+                target = in_log(note_id) if note_id[0] != "@" else {
+                    key: value for key, value in signals[int(note_id[1:]) - 1].items() if value is not None}
+                if target is None and in_log.empty and not batch:
+                    message = ("--%s %s names no note: this session folder holds no notes yet (a new session, or "
+                               "one whose files are gone); nothing was written" % (name, note_id))
+                elif target is None:
+                    message = "--%s %s names no note in this session; check the id with tail or recap" % (
+                        name, note_id)
+                else:
+                    kind = _link_rule_broken(name, signal["type"], target.get("type"),
+                                             target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
+                    message = kind and _LINK_RULES[kind][1] % {"id": note_id, "type": target.get("type"),
+                                                               "provenance": target.get("provenance")}
+                if message:
+                    raise NotesError(("line %d: " % number if batch else "") + message)
 
 
 def _gate_root(record, lookup):
@@ -4801,24 +4778,19 @@ def _find_duplicate(tail, signals, session_id, log_path, batch):
     return None
 
 
-def _batch_records(session_id, highest_seq, signals, batch) -> list:
-    """The batch's records, numbered after highest_seq, "@K" resolved, one timestamp for all."""
-    count, timestamp = len(signals), _utc_now()
-    ids = [_note_id_for(highest_seq + place) for place in range(1, count + 1)]
-    return [_build_record(session_id, highest_seq + place, *_resolved_links(signal, ids).values(),
-                         timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
-            for place, signal in enumerate(signals, 1)]
-
-
 def _append_batch(folder, meta, signals, batch):
     """Under the lock: write the signals (one note, or a batch) with one write and one fsync."""
-    log_path = os.path.join(folder, _LOG_NAME)
+    log_path, session_id = os.path.join(folder, _LOG_NAME), meta["session_id"]
 
     def store(descriptor, tail):
-        earlier = _find_duplicate(tail, signals, meta["session_id"], log_path, batch)
+        earlier = _find_duplicate(tail, signals, session_id, log_path, batch)
         if earlier is not None:
             return earlier, True
-        records = _batch_records(meta["session_id"], tail.highest_seq, signals, batch)
+        count, timestamp = len(signals), _utc_now()
+        ids = [_note_id_for(tail.highest_seq + place) for place in range(1, count + 1)]
+        records = [_build_record(session_id, tail.highest_seq + place, *_resolved_links(signal, ids).values(),
+                                 timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
+                   for place, signal in enumerate(signals, 1)]
         # Crash window: a kill mid-write leaves lines 1/N to K/N, a torn tail to readers,
         # which the next append or restore sets aside: the batch is all in the log or none.
         _append_line(descriptor, b"".join(map(_record_line, records)))
@@ -4840,19 +4812,19 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
     """Append one memory signal; the receipt names its note (or the earlier one a retry repeats).
 
     batch: a list of signals (dicts of these keywords; "@K" names the K-th), all written or none."""
+    fields = (type, text, effect, ref, status, provenance, evidence, about, by)
     if batch is not None:
-        given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
-                                                             evidence, about, by)) if value is not None]
-        signals = _clean_batch(batch, given)
+        signals = _clean_batch(batch, [name for name, value in zip(_SIGNAL_FIELDS, fields) if value is not None])
     else:
-        signals = [_clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)]
+        signals = [_clean_signal(*fields)]
     folder = _resolve_folder(self.folder, self.session)
     _check_session_folder(folder)
     # The log only grows, so a note found now is still there under the lock.
     _check_batch_links(os.path.join(folder, _LOG_NAME), signals, batch is not None)
     with _SessionLock(folder):
         meta, created = _open_session_for_writing(folder)
-        return _with_created(_append_batch(folder, meta, signals, batch is not None), created)
+        receipt = _append_batch(folder, meta, signals, batch is not None)
+    return dict(receipt, created=True) if created else receipt
 
 
 # --------------------------------------------------------------------------
@@ -4860,14 +4832,6 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
 
 # Problems a note may have and still be redacted: those of its text and effect, which the placeholder ends.
 _REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
-
-
-def _redact_reason(reason) -> str:
-    """The reason, checked as append checks a text (it goes into the source note)."""
-    if reason is None or not reason.strip():
-        raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
-                         "--reason 'It held a private phone number.'", help_for="redact")
-    return _clean_field("reason", reason, _REDACT_REASON_LIMIT)
 
 
 def _redaction_after(handle, size, note_id, seq):
@@ -4895,51 +4859,28 @@ def _torn_lines_name(handle, tail, note_id) -> bool:
 
 
 def _note_to_redact(handle, tail, note_id, session_id):
-    """(offset, line, record) of the note to redact; refuse what redact cannot explain: a line readers do not
-    count as a note, a record that does not verify (damage stays for verify to report), a redaction."""
+    """(offset, line, record) of the note to redact; refuse a line readers do not count as a note, a record
+    that does not verify (damage stays for verify to report), a redaction."""
     found = _find_note_line(handle, tail.keep_end, note_id)
     if found is None and _torn_lines_name(handle, tail, note_id):
-        raise NotesError(
-            "%s is in the last lines of the log, which a crash cut short (an incomplete batch or a cut-off line): "
-            "readers do not count them as notes, so there is no note to redact; nothing was changed. The next "
-            "append moves those lines to a side file (%s*): delete that file to remove their text" % (
-                note_id, _TORN_PREFIX))
+        raise NotesError("%s is in the last lines of the log, which a crash cut short, so there is no note to redact; "
+                         "nothing was changed. The next append moves them to a side file (%s*): delete it to remove "
+                         "their text" % (note_id, _TORN_PREFIX))
     if found is None:
-        raise NotesError("%s names no note in this session that can be read; check the id with tail or "
-                         "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
+        raise NotesError("%s names no note in this session that can be read; check the id with tail or recap "
+                         "(verify reports a damaged line)" % note_id)
     record = found[2]
     damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
     if damage:
-        raise NotesError(
-            "%s does not verify (%s): it was changed after it was written, or damaged, and redact leaves damage "
-            "as it is, for verify to keep reporting; nothing was changed. Run verify, and restore the session "
-            "from an intact export into a new --dir" % (note_id, ", ".join(damage)))
+        raise NotesError("%s does not verify (%s): redact leaves damage as it is, for verify to report; nothing "
+                         "was changed. Run verify, and restore the session from an intact export into a new --dir"
+                         % (note_id, ", ".join(damage)))
     if _is_redaction_note(record):
-        raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
-                         "was changed" % note_id)
-    if _is_redacted(record):
-        earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"])
-        if earlier is not None:
-            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+        raise NotesError("%s records a redaction, which stays for verify; nothing was changed" % note_id)
+    earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"]) if _is_redacted(record) else None
+    if earlier is not None:
+        raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
     return found
-
-
-def _rewritten_log(handle, size, offset, old_length, new_line, last_line):
-    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced by
-    new_line, then last_line."""
-    for start, end in ((0, offset), (offset + old_length, size)):
-        yield from _log_blocks(handle, start, end)
-        yield new_line if start == 0 else last_line
-
-
-def _files_that_may_hold_old_text(folder) -> list:
-    """Session files that redact does not rewrite and that may hold old text."""
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    return [os.path.join(folder, name) for name in names
-            if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
 
 
 def _redact_note(folder, meta, note_id, reason) -> dict:
@@ -4964,10 +4905,16 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
             recovered = _mend_log_tail(folder)
             tail = _LogTail(handle, os.fstat(descriptor).st_size)
         source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-        _replace_log(folder, _rewritten_log(handle, tail.size, offset, len(line), new_line, _record_line(source)))
+        _replace_log(folder, _log_then(handle, ((0, offset, new_line),
+                                                (offset + len(line), tail.size, _record_line(source)))))
     receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
                "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
-    still = _files_that_may_hold_old_text(folder)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        names = []
+    still = [os.path.join(folder, name) for name in names  # not rewritten, and may hold the old text
+             if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
     if still:
         receipt["may_still_hold"] = still
     return _with_recovered(receipt, recovered)
@@ -4979,13 +4926,15 @@ def _redact(self, *, note_id, reason) -> dict:
 
     The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
     note_id = _command_note_id("redact", note_id)
-    reason = _redact_reason(reason)
+    if reason is None or not reason.strip():
+        raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
+                         "--reason 'It held a private phone number.'", help_for="redact")
+    reason = _clean_field("reason", reason, _REDACT_REASON_LIMIT)  # as append checks a text: it goes in a note
     folder = _resolve_folder(self.folder, self.session)
     _require_session(folder)
     _check_session_folder(folder)
     with _SessionLock(folder):
-        meta = _open_session_for_writing(folder)[0]
-        return _redact_note(folder, meta, note_id, reason)
+        return _redact_note(folder, _open_session_for_writing(folder)[0], note_id, reason)
 
 
 # --------------------------------------------------------------------------
