@@ -4051,14 +4051,13 @@ def _check(self, *, file) -> dict:
 # Export and restore: the whole session written to one file, and brought back from one
 
 def _gates_phrase(gates) -> str:
-    """The open and deferred gates counted for the operator; "" when none."""
     numbers = collections.Counter(gate.status for gate in gates.values())
     return " and ".join("%s %s" % (_counted(numbers[status], "question"), words) for status, words
                         in (("open", "still open"), ("deferred", "deferred")) if numbers[status])
 
 
 def _earlier_export(path, opener=_open_regular_file):
-    """(session id, note count) from the head of an export at path, or None; opener(path) opens it."""
+    """(session id, note count) from an export's head, or None; opener(path) opens it."""
     head = _read_export_head(path, opener)[0]
     if head is not None:
         session, count = head.get("session"), head["record_count"]
@@ -4074,7 +4073,6 @@ def _earlier_export(path, opener=_open_regular_file):
 
 
 def _session_host(folder, over_mcp=False) -> str:
-    """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
     chosen = os.environ.get(_HOST_VARIABLE)
     if chosen is not None:
         if chosen not in _HOSTS:  # never echoed: a variable may hold anything
@@ -4088,7 +4086,6 @@ def _session_host(folder, over_mcp=False) -> str:
 
 
 def _export_keep(host, path) -> dict:
-    """export's keep: the file the operator keeps, and how, in the host's words."""
     shown = _visible(path, True)
     how = {"mcp": "Saved at this path on the computer that runs the MCP server.",
            "local": "Saved at this path on this computer.",
@@ -4102,7 +4099,7 @@ def _export_keep(host, path) -> dict:
 
 
 def _gates_open_after_delivery(by_type, reader) -> str:
-    """The open and deferred gates counted when a delivery leaves a gate open, else ""."""
+    """The gates counted when the artifact delivered last leaves one open, else ""."""
     if not (by_type["gate"] and by_type["artifact"]):
         return ""  # no delivery with gates possible: skip the passes
     seen = _SynthesisSeen((), 0)
@@ -4113,7 +4110,6 @@ def _gates_open_after_delivery(by_type, reader) -> str:
 
 
 def _export_tell_operator(host, output, markdown, earlier, session_id, by_type, reader):
-    """The operator's part, if any: the download, what a replaced copy held, gates a delivery left open."""
     parts, count = [], reader.total
     if host in _HOST_DOWNLOAD_FOLDERS:
         parts.append("Download %s (%s) from %s and keep it%s" % (
@@ -4132,7 +4128,7 @@ def _export_tell_operator(host, output, markdown, earlier, session_id, by_type, 
 
 
 def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)) -> bool:
-    """Whether the file (an open descriptor, read from its start, or a path) begins as an export of ours or v0's."""
+    """Whether the file (a descriptor, read from its start, or a path) begins as our or v0's export."""
     if isinstance(file, int):
         return (os.pread(file, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread")
                 else os.read(file, len(_EXPORT_JSON_START))).startswith(starts)
@@ -4151,19 +4147,17 @@ def _same_file(path, other):
 
 
 def _check_export_output(folder, output):
-    """Refuse an --output that is a folder, a special file, a session file, or a file that is no export."""
     if os.path.isdir(output):
         raise NotesError("--output %s is a folder; give a file path, such as %s"
                          % (output, os.path.join(output, _EXPORT_NAME)))
     if os.path.isfile(os.path.dirname(output)):
         raise NotesError("--output %s is inside a file, not a folder" % output)
     real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
-    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):  # by name or by inode (a link)
-        if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name)):
-            raise NotesError("--output %s is the session's own %s, which export never writes over; choose "
-                             "another path, such as %s" % (output, name, os.path.join(folder, _EXPORT_NAME)))
-    if os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
-        raise NotesError("--output %s is a side file of the session; choose another path" % output)
+    own = [name for name in (_META_NAME, _LOG_NAME, _LOCK_NAME)  # by name or by inode (a link)
+           if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name))]
+    if own or os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
+        raise NotesError("--output %s is the session's own %s, which export never writes over; choose another "
+                         "path, such as %s" % (output, (own or ["side file"])[0], os.path.join(folder, _EXPORT_NAME)))
     try:
         mode = os.lstat(output).st_mode
     except OSError:
@@ -4178,7 +4172,7 @@ def _check_export_output(folder, output):
 
 
 def _json_export(reader, meta, count):
-    """Yield the export as pretty_json(export) would print it, record by record."""
+    """Yield the export as _pretty_json would print it, record by record."""
     head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta, "record_count": count}
     # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
@@ -4191,7 +4185,7 @@ def _json_export(reader, meta, count):
 
 
 def _markdown_record(record, reopened):
-    """One record of the audit document, as lines; its text cannot forge the document's structure."""
+    """A record's lines in the audit document; its text cannot forge the document's structure."""
     labels = []
     if "effect" in record:
         first, *rest = _markdown_split(record["effect"])
@@ -4208,7 +4202,7 @@ def _markdown_record(record, reopened):
 
 
 def _markdown_export(reader, meta, count, figures, problem_count, warnings, reopened):
-    """Yield the audit document; the figures (by type, first and last ts) and reopened come from first passes."""
+    """Yield the audit document; figures (by type, first and last ts) and reopened come from earlier passes."""
     by_type, first_ts, last_ts = figures
     created = meta.get("created_at")
     lines = [
@@ -4226,15 +4220,13 @@ def _markdown_export(reader, meta, count, figures, problem_count, warnings, reop
 
 
 def _restorable_size(chunks, folder):
-    """Pass chunks on, refusing once they pass EXPORT_SIZE_LIMIT: restore would refuse the file."""
     size = 0
     for chunk in chunks:
         size += len(chunk)
         if size > _EXPORT_SIZE_LIMIT:
             raise NotesError(
-                "the export would be over %d MiB, the most restore reads, so no export was written (an earlier "
-                "one stays as it was). The session itself is whole: to carry it elsewhere, copy %s and %s from "
-                "%s together; export --format md still writes a readable copy"
+                "the export would be over %d MiB, more than restore reads; nothing was written. The session is "
+                "whole: to carry it elsewhere, copy %s and %s from %s together, or export --format md to read it"
                 % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
         yield chunk
 
@@ -4288,7 +4280,7 @@ def _export(self, *, output=None, format="json") -> dict:
 
 
 class _ExportShapeError(ValueError):
-    """Why an export cannot be a session log (the reason names no value it holds)."""
+    """Why an export cannot be a session log (naming no value it holds)."""
 
 
 # More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
@@ -4296,7 +4288,7 @@ _EXPORT_OBJECT_LIMIT = 250000
 
 
 def _read_export(source):
-    """(path, bytes) of the export (a path or an open binary file), a regular file within the limit."""
+    """(path, bytes) of the export (a path or an open binary file) within the limit."""
     if hasattr(source, "read"):  # MCP's restore opens it by descriptor
         path, handle = getattr(source, "name", "the export"), source
     else:
@@ -4322,7 +4314,7 @@ def _read_export(source):
 
 
 def _parse_export(data) -> dict:
-    """The export in data, with one value per key and at most _EXPORT_OBJECT_LIMIT objects, a session and records."""
+    """The export in data, one value per key, with a session and records; else _ExportShapeError."""
     objects = [0]
 
     def one_value_per_key(pairs) -> dict:
@@ -4376,13 +4368,12 @@ class _Export(_ProblemTally):
             del self.problems[_PROBLEMS_LISTED:]
         if self.problem_count and not self.accept_damaged:
             raise NotesError(
-                "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
-                "restore --accept-damaged on this one to bring back every record exactly as the export holds "
-                "it, so that verify then reports the same problems"
+                "%s is damaged (%d problems); nothing was written. Restore an intact export, or run restore "
+                "--accept-damaged to bring back every record exactly as the export holds it (verify then reports "
+                "the same problems)"
                 % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
 
     def check_records(self, session_id, records):
-        """Check each record as verify would: keep the first problems, count the rest."""
         seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
         redactions = _RedactionsSeen()
         self.record_count, self.last_record = 0, None
@@ -4418,20 +4409,16 @@ def _last_note_id(record) -> str | None:
 
 
 def _restore_behind_or_apart(folder, reader, common, export):
-    """The refusal of an older export, or of copies that went different ways."""
     existing = reader.total
     if existing > export.record_count and common == export.record_count:
         # An older export of this log: restoring it elsewhere would fork the session.
         return NotesError(
-            "%s already holds session %s with %s up to %s, past this export's %d up to %s: it is an older copy, so "
-            "there is nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), "
-            "and run export to bring the export up to date" % (folder, reader.session_id, _counted(existing, "note"),
-                                                               _last_note_id(reader.last_record), export.record_count,
-                                                               _last_note_id(export.last_record) or "none"))
-    only = []
-    for number, record in enumerate(reader.records(), 1):
-        if number > common and len(only) < _RECAP_DEFAULT_LIMIT:
-            only.append({key: record[key] for key in ("id", "type", "text", "effect") if key in record})
+            "%s already holds session %s with %s up to %s, past this export's %d up to %s: the export is older, "
+            "with nothing to restore; nothing was changed. Carry on here, and run export to bring it up to date"
+            % (folder, reader.session_id, _counted(existing, "note"), _last_note_id(reader.last_record),
+               export.record_count, _last_note_id(export.last_record) or "none"))
+    only = [{key: record[key] for key in ("id", "type", "text", "effect") if key in record}
+            for number, record in enumerate(reader.records(), 1) if common < number <= common + _RECAP_DEFAULT_LIMIT]
     return NotesError(
         "the log in %s and this export went different ways after %s in common: the folder holds %s the export "
         "lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
@@ -4441,14 +4428,10 @@ def _restore_behind_or_apart(folder, reader, common, export):
 
 
 def _common_prefix(log_records, export_records):
-    """(records in the log, how many of its first ones equal the export's first ones)."""
+    """(records in the log, how many of its first equal the export's first)."""
     count = common = 0
-    matching = True
-    for record in log_records:
-        count += 1
-        if matching:
-            matching = next(export_records, None) == record
-            common += matching
+    for count, record in enumerate(log_records, 1):
+        common += common == count - 1 and next(export_records, None) == record
     return count, common
 
 
@@ -4467,7 +4450,7 @@ def _restore_cut_short(folder, export):
 
 
 def _notes_kept_by_restore(folder, export):
-    """How many export records the folder already holds (None: a fresh start); refuse anything else."""
+    """How many export records the folder holds already (None: a fresh start); refuse anything else."""
     if _restore_cut_short(folder, export):
         return None
     meta, session_id = _check_session_folder(folder), export.session["session_id"]
@@ -4494,7 +4477,6 @@ def _notes_kept_by_restore(folder, export):
 
 
 def _write_restored_session(folder, export):
-    """Write the log, then the meta last: a restore cut short leaves no session to fork."""
     meta, session = _read_meta(folder), export.session
     if meta is not None and meta["session_id"] != session["session_id"]:
         # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
@@ -4517,14 +4499,14 @@ def _mend_log_tail(folder):
 
 
 def _log_then(handle, pieces):
-    """Yield, for each (start, end, more) of pieces, the log's bytes from start to end, then more."""
+    """Yield, for each (start, end, more), the log's bytes from start to end, then more."""
     for start, end, more in pieces:
         yield from _log_blocks(handle, start, end)
         yield more
 
 
 def _restore_export(folder, export):
-    """Bring the checked export into folder, whole or the notes it lacks: (restored, recovered)."""
+    """Bring the export in, whole or the notes the folder lacks: (restored, recovered)."""
     # Refused before the lock too, leaving the folder untouched; the check under it counts.
     _notes_kept_by_restore(folder, export)
     with _SessionLock(folder):
@@ -4542,7 +4524,7 @@ def _restore_export(folder, export):
 
 
 def _restored_export(export) -> dict:
-    """restore's export key; the last note's text only when that note verifies."""
+    """restore's export key; the last note's text only when it verifies."""
     last, note = export.last_record, None
     if last is not None:
         sound = not _check_record(last, export.session["session_id"])  # never echo a secret or damage
@@ -4552,7 +4534,6 @@ def _restored_export(export) -> dict:
 
 
 def _file_to_keep(host, folder, export_path) -> str:
-    """Which file to keep from now on, in the host's words (as export's keep)."""
     kept = os.path.join(folder, _EXPORT_NAME)
     shown = _visible(kept, True)
     if host in _HOST_DOWNLOAD_FOLDERS:
@@ -4566,7 +4547,6 @@ def _file_to_keep(host, folder, export_path) -> str:
 
 
 def _restore_tell_operator(host, folder, export, gates) -> str:
-    """What came back, gates left, how to tell a later export, which file to keep."""
     sentence = "The session is back with %s" % _counted(export.record_count, "note")
     if export.problem_count:
         sentence += ", with %s kept as the export held them (verify lists them)" % _counted(
@@ -4605,7 +4585,7 @@ def _is_earlier_part(shorter, longer) -> bool:
 
 
 def _export_in_folder(folder, accept_damaged) -> tuple:
-    """(the longest export in the folder, the others' names); refuse unless they are earlier parts of it."""
+    """(the longest export in the folder, the others' names); refuse unless they are parts of it."""
     exports = [_Export(path, accept_damaged) for path in _exports_in_folder(folder)]
     if not exports:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
@@ -4658,13 +4638,10 @@ def _refuse_a_long_batch(count):
 
 
 def _clean_batch_line(number, entry) -> dict:
-    """One line of a batch as a signal, "@K" links kept, without ever echoing a value of it."""
-    if not isinstance(entry, dict):
-        raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
-                         % ", ".join(_SIGNAL_FIELDS))
-    if any(key not in _SIGNAL_FIELDS for key in entry):  # the key is not echoed either
-        raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
-                         "without dashes)" % ", ".join(_SIGNAL_FIELDS))
+    """One line of a batch as a signal, "@K" links kept; refusals echo no value."""
+    if not isinstance(entry, dict) or any(key not in _SIGNAL_FIELDS for key in entry):  # no key is echoed
+        raise NotesError("the line is not a JSON object of signal fields; each line holds one JSON object with "
+                         "the keys %s (the flags without dashes)" % ", ".join(_SIGNAL_FIELDS))
     values = {name: entry.get(name) for name in _SIGNAL_FIELDS}
     for name, value in values.items():
         if value is not None and not isinstance(value, str):
@@ -4685,7 +4662,6 @@ def _clean_batch_line(number, entry) -> dict:
 
 
 def _clean_batch(entries, flags_given) -> list:
-    """Every line of a batch as a signal, "@K" links kept."""
     if flags_given:
         raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
                          % ", ".join("--" + name for name in flags_given))
@@ -4705,7 +4681,7 @@ def _clean_batch(entries, flags_given) -> list:
 
 
 def _check_batch_links(log_path, signals, batch):
-    """Refuse a link naming no note of the right kind, or a forbidden supersede; in a batch "@K" names line K."""
+    """Refuse a link to no note of the right kind, or a forbidden supersede; "@K" names line K."""
     with _NotesById(log_path) as in_log:
         for number, signal in enumerate(signals, 1):
             for name in ("ref", "about", "by"):
@@ -4757,7 +4733,6 @@ def _still_the_latest_word(record, later, in_log):
 
 
 def _resolved_links(signal, ids) -> dict:
-    """The signal with each "@K" link replaced by ids[K - 1]."""
     return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
             and value.startswith("@") else value for name, value in signal.items()}
 
@@ -4779,7 +4754,7 @@ def _find_duplicate(tail, signals, session_id, log_path, batch):
 
 
 def _append_batch(folder, meta, signals, batch):
-    """Under the lock: write the signals (one note, or a batch) with one write and one fsync."""
+    """Under the lock: write the signals (a note, or a batch) with one write and one fsync."""
     log_path, session_id = os.path.join(folder, _LOG_NAME), meta["session_id"]
 
     def store(descriptor, tail):
@@ -4791,8 +4766,7 @@ def _append_batch(folder, meta, signals, batch):
         records = [_build_record(session_id, tail.highest_seq + place, *_resolved_links(signal, ids).values(),
                                  timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
                    for place, signal in enumerate(signals, 1)]
-        # Crash window: a kill mid-write leaves lines 1/N to K/N, a torn tail to readers,
-        # which the next append or restore sets aside: the batch is all in the log or none.
+        # Crash window: a kill mid-write leaves lines 1/N to K/N, which readers and the next append take as a torn tail.
         _append_line(descriptor, b"".join(map(_record_line, records)))
         return records, False
     # The window holds an earlier batch whole.
@@ -4859,16 +4833,15 @@ def _torn_lines_name(handle, tail, note_id) -> bool:
 
 
 def _note_to_redact(handle, tail, note_id, session_id):
-    """(offset, line, record) of the note to redact; refuse a line readers do not count as a note, a record
-    that does not verify (damage stays for verify to report), a redaction."""
+    """(offset, line, record) of the note to redact; refuse what redact cannot explain."""
     found = _find_note_line(handle, tail.keep_end, note_id)
     if found is None and _torn_lines_name(handle, tail, note_id):
         raise NotesError("%s is in the last lines of the log, which a crash cut short, so there is no note to redact; "
                          "nothing was changed. The next append moves them to a side file (%s*): delete it to remove "
                          "their text" % (note_id, _TORN_PREFIX))
     if found is None:
-        raise NotesError("%s names no note in this session that can be read; check the id with tail or recap "
-                         "(verify reports a damaged line)" % note_id)
+        raise NotesError("%s names no note in this session that can be read; check the id with tail or recap"
+                         % note_id)
     record = found[2]
     damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
     if damage:
@@ -4884,7 +4857,7 @@ def _note_to_redact(handle, tail, note_id, session_id):
 
 
 def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: one rewrite holding the placeholder and, at the end, the source note that says why."""
+    """Under the lock: one rewrite with the placeholder and, at the end, the source note."""
     # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
     log_path = os.path.join(folder, _LOG_NAME)
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
