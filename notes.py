@@ -4498,11 +4498,13 @@ def _mend_log_tail(folder):
         os.close(descriptor)
 
 
-def _log_then(handle, pieces):
-    """Yield, for each (start, end, more), the log's bytes from start to end, then more."""
-    for start, end, more in pieces:
-        yield from _log_blocks(handle, start, end)
-        yield more
+def _log_then(log_path, pieces):
+    """Yield, for each (start, end, more), the log's bytes from start to end (None: its end), then more."""
+    descriptor, size = _open_log(log_path)
+    with open(descriptor, "rb") as handle:  # closed before the rename
+        for start, end, more in pieces:
+            yield from _log_blocks(handle, start, size if end is None else end)
+            yield more
 
 
 def _restore_export(folder, export):
@@ -4516,10 +4518,9 @@ def _restore_export(folder, export):
             return export.record_count, None
         recovered = _mend_log_tail(folder)
         if kept < export.record_count:
-            descriptor, size = _open_log(os.path.join(folder, _LOG_NAME))
-            with open(descriptor, "rb") as handle:
-                # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-                _replace_log(folder, _log_then(handle, [(0, size, b"".join(map(_record_line, export.all[kept:])))]))
+            # Crash window: before the rename the log is as it was; after it, it holds the rest too.
+            _replace_log(folder, _log_then(os.path.join(folder, _LOG_NAME),
+                                           [(0, None, b"".join(map(_record_line, export.all[kept:])))]))
     return export.record_count - kept, recovered
 
 
@@ -4878,8 +4879,8 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
             recovered = _mend_log_tail(folder)
             tail = _LogTail(handle, os.fstat(descriptor).st_size)
         source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-        _replace_log(folder, _log_then(handle, ((0, offset, new_line),
-                                                (offset + len(line), tail.size, _record_line(source)))))
+        _replace_log(folder, _log_then(log_path, ((0, offset, new_line),
+                                                  (offset + len(line), tail.size, _record_line(source)))))
     receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
                "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
     try:
