@@ -4579,12 +4579,6 @@ def _exports_in_folder(folder) -> list:
     return found
 
 
-def _is_earlier_part(shorter, longer) -> bool:
-    records = longer.records()
-    return shorter.session["session_id"] == longer.session["session_id"] and all(
-        next(records, None) == record for record in shorter.records())
-
-
 def _export_in_folder(folder, accept_damaged) -> tuple:
     """(the longest export in the folder, the others' names); refuse unless they are parts of it."""
     exports = [_Export(path, accept_damaged) for path in _exports_in_folder(folder)]
@@ -4593,7 +4587,8 @@ def _export_in_folder(folder, accept_damaged) -> tuple:
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
     longest = max(exports, key=lambda export: (export.record_count, os.path.basename(export.path) == _EXPORT_NAME))
     others = [export for export in exports if export is not longest]
-    if not all(_is_earlier_part(export, longest) for export in others):
+    if any(export.session["session_id"] != longest.session["session_id"]
+           or export.all != longest.all[:len(export.all)] for export in others):
         raise NotesError(
             "%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, or copies "
             "that went different ways; nothing was changed. Pass the one to restore: %s --dir %s restore PATH"
@@ -4691,12 +4686,11 @@ def _check_batch_links(log_path, signals, batch):
                     continue
                 target = in_log(note_id) if note_id[0] != "@" else {
                     key: value for key, value in signals[int(note_id[1:]) - 1].items() if value is not None}
-                if target is None and in_log.empty and not batch:
-                    message = ("--%s %s names no note: this session folder holds no notes yet (a new session, or "
-                               "one whose files are gone); nothing was written" % (name, note_id))
-                elif target is None:
-                    message = "--%s %s names no note in this session; check the id with tail or recap" % (
-                        name, note_id)
+                if target is None:
+                    message = "--%s %s names no note%s" % (name, note_id, (
+                        ": this session folder holds no notes yet (a new session, or one whose files are gone); "
+                        "nothing was written" if in_log.empty and not batch else
+                        " in this session; check the id with tail or recap"))
                 else:
                     kind = _link_rule_broken(name, signal["type"], target.get("type"),
                                              target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
