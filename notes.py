@@ -4605,12 +4605,10 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
     by default, the one in the folder."""
     folder = _resolve_folder(self.folder, self.session)
     host = _session_host(folder, self._over_mcp)
-    if export_file is None:
-        export, passed_over = _export_in_folder(folder, accept_damaged)
-    else:
-        if not hasattr(export_file, "read"):
-            _check_path_text("the export file's path", export_file)
-        export, passed_over = _Export(export_file, accept_damaged), []
+    if export_file is not None and not hasattr(export_file, "read"):
+        _check_path_text("the export file's path", export_file)
+    export, passed_over = (_export_in_folder(folder, accept_damaged) if export_file is None
+                           else (_Export(export_file, accept_damaged), []))
     restored, recovered = _restore_export(folder, export)
     receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
                "record_count": export.record_count, "restored": restored,
@@ -4830,13 +4828,11 @@ def _torn_lines_name(handle, tail, note_id) -> bool:
 def _note_to_redact(handle, tail, note_id, session_id):
     """(offset, line, record) of the note to redact; refuse what redact cannot explain."""
     found = _find_note_line(handle, tail.keep_end, note_id)
-    if found is None and _torn_lines_name(handle, tail, note_id):
+    if found is None:
         raise NotesError("%s is in the last lines of the log, which a crash cut short, so there is no note to redact; "
                          "nothing was changed. The next append moves them to a side file (%s*): delete it to remove "
-                         "their text" % (note_id, _TORN_PREFIX))
-    if found is None:
-        raise NotesError("%s names no note in this session that can be read; check the id with tail or recap"
-                         % note_id)
+                         "their text" % (note_id, _TORN_PREFIX) if _torn_lines_name(handle, tail, note_id) else
+                         "%s names no note in this session that can be read; check the id with tail or recap" % note_id)
     record = found[2]
     damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
     if damage:
