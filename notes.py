@@ -4074,15 +4074,11 @@ def _earlier_export(path, opener=_open_regular_file):
 
 def _session_host(folder, over_mcp=False) -> str:
     chosen = os.environ.get(_HOST_VARIABLE)
-    if chosen is not None:
-        if chosen not in _HOSTS:  # never echoed: a variable may hold anything
-            raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was "
-                             "changed" % (_HOST_VARIABLE, ", ".join(_HOSTS)))
-        return chosen
-    if over_mcp:
-        return "mcp"
-    return next((host for host, root in _HOST_DOWNLOAD_FOLDERS.items()
-                 if folder == root or folder.startswith(root + "/")), "local")
+    if chosen is not None and chosen not in _HOSTS:  # never echoed: a variable may hold anything
+        raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was changed"
+                         % (_HOST_VARIABLE, ", ".join(_HOSTS)))
+    return chosen or ("mcp" if over_mcp else next((host for host, root in _HOST_DOWNLOAD_FOLDERS.items()
+                                                   if folder == root or folder.startswith(root + "/")), "local"))
 
 
 def _export_keep(host, path) -> dict:
