@@ -4073,6 +4073,7 @@ def _earlier_export(path, opener=_open_regular_file):
 
 
 def _session_host(folder, over_mcp=False) -> str:
+    """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
     chosen = os.environ.get(_HOST_VARIABLE)
     if chosen is not None and chosen not in _HOSTS:  # never echoed: a variable may hold anything
         raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was changed"
