@@ -3683,23 +3683,18 @@ def _check(self, *, file) -> dict:
 # Export and restore: the whole session written to one file, and brought back from one
 
 def _gates_phrase(gates) -> str:
-    """The open and deferred gates counted for the operator; "" when none."""
-    parts = []
-    for status in ("open", "deferred"):
-        number = sum(1 for gate in gates.values() if gate.status == status)
-        if number:
-            parts.append("%s %s" % (_counted(number, "question"), "still open" if status == "open" else "deferred"))
-    return " and ".join(parts)
+    numbers = collections.Counter(gate.status for gate in gates.values())
+    return " and ".join("%s %s" % (_counted(numbers[status], "question"), words) for status, words
+                        in (("open", "still open"), ("deferred", "deferred")) if numbers[status])
 
 
-def _earlier_export(path, opener=None):
-    """(session id, note count) from the head of an export at path, or None; opener(path) opens it."""
-    opener = opener or _open_regular_file
-    head, _ = _read_export_head(path, opener)
+def _earlier_export(path, opener=_open_regular_file):
+    """(session id, note count) from an export's head, or None; opener(path) opens it."""
+    head = _read_export_head(path, opener)[0]
     if head is not None:
         session, count = head.get("session"), head["record_count"]
         return (session.get("session_id") if isinstance(session, dict) else None,
-                count if isinstance(count, int) and not isinstance(count, bool) else None)
+                count if type(count) is int else None)
     try:
         with open(opener(path), "rb") as handle:
             top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
@@ -3712,21 +3707,14 @@ def _earlier_export(path, opener=None):
 def _session_host(folder, over_mcp=False) -> str:
     """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
     chosen = os.environ.get(_HOST_VARIABLE)
-    if chosen is not None:
-        if chosen not in _HOSTS:  # never echoed: a variable may hold anything
-            raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was "
-                             "changed" % (_HOST_VARIABLE, ", ".join(_HOSTS)))
-        return chosen
-    if over_mcp:
-        return "mcp"
-    for host, root in _HOST_DOWNLOAD_FOLDERS.items():
-        if folder == root or folder.startswith(root + "/"):
-            return host
-    return "local"
+    if chosen is not None and chosen not in _HOSTS:  # never echoed: a variable may hold anything
+        raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was changed"
+                         % (_HOST_VARIABLE, ", ".join(_HOSTS)))
+    return chosen or ("mcp" if over_mcp else next((host for host, root in _HOST_DOWNLOAD_FOLDERS.items()
+                                                   if folder == root or folder.startswith(root + "/")), "local"))
 
 
 def _export_keep(host, path) -> dict:
-    """export's keep: the file the operator keeps, and how, in the host's words."""
     shown = _visible(path, True)
     how = {"mcp": "Saved at this path on the computer that runs the MCP server.",
            "local": "Saved at this path on this computer.",
@@ -3739,59 +3727,45 @@ def _export_keep(host, path) -> dict:
     return {"file": path, "host": host, "how": how}
 
 
-def _download_sentence(host, output, count, markdown) -> str | None:
-    """The download the host asks of the operator; None where there is none."""
-    if host not in _HOST_DOWNLOAD_FOLDERS:
-        return None
-    return "Download %s (%s) from %s and keep it%s" % (
-        _visible(os.path.basename(output), True), _counted(count, "note"),
-        "its link in the chat" if host == "chatgpt" else "the outputs folder",
-        "" if markdown else ": it brings the session back in a new conversation")
-
-
 def _gates_open_after_delivery(by_type, reader) -> str:
-    """The open and deferred gates counted when a delivery leaves a gate open, else ""."""
+    """The gates counted when the artifact delivered last leaves one open, else ""."""
     if not (by_type["gate"] and by_type["artifact"]):
         return ""  # no delivery with gates possible: skip the passes
     seen = _SynthesisSeen((), 0)
     for record in reader.records():
         seen.meet(record)
-    if seen.delivery is None:
-        return ""
-    gates = _recap_history(reader)[1]
+    gates = _recap_history(reader)[1] if seen.delivery is not None else {}
     return _gates_phrase(gates) if any(gate.status == "open" for gate in gates.values()) else ""
 
 
-def _export_tell_operator(download, earlier, session_id, count, by_type, reader):
-    """The operator's part, if any: the download, what a replaced copy held, gates a delivery left open."""
+def _export_tell_operator(host, output, markdown, earlier, session_id, by_type, reader):
+    parts, count = [], reader.total
+    if host in _HOST_DOWNLOAD_FOLDERS:
+        parts.append("Download %s (%s) from %s and keep it%s" % (
+            _visible(os.path.basename(output), True), _counted(count, "note"),
+            "its link in the chat" if host == "chatgpt" else "the outputs folder",
+            "" if markdown else ": it brings the session back in a new conversation"))
+        if earlier is not None and earlier != (session_id, count):
+            parts.append("the copy it replaced held %s" % (
+                "another session" if earlier[0] != session_id else
+                _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
     gates_left = _gates_open_after_delivery(by_type, reader)
-    if download is None:
-        return "The artifact delivered last leaves %s." % gates_left if gates_left else None
-    parts = [download]
-    if earlier is not None and earlier != (session_id, count):
-        parts.append("the copy it replaced held %s" % (
-            "another session" if earlier[0] != session_id else
-            _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
     if gates_left:
         parts.append("the artifact delivered last leaves %s" % gates_left)
-    return "; ".join(parts) + "."
+    text = "; ".join(parts) + "."
+    return text[0].upper() + text[1:] if parts else None
 
 
-def _starts_as_export(descriptor, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
-    """Whether the open file begins as an export of this tool (or v0) does; read from its start."""
-    head = os.pread(descriptor, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread") else os.read(
-        descriptor, len(_EXPORT_JSON_START))
-    return head.startswith(starts)
-
-
-def _is_earlier_export(path, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
-    """Whether the file at path starts as an export does."""
+def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)) -> bool:
+    """Whether the file (a descriptor, read from its start, or a path) begins as our or v0's export."""
+    if isinstance(file, int):
+        return (os.pread(file, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread")
+                else os.read(file, len(_EXPORT_JSON_START))).startswith(starts)
     try:
-        descriptor = _open_regular_file(path)
+        with open(_open_regular_file(file), "rb") as handle:
+            return handle.read(len(_EXPORT_JSON_START)).startswith(starts)
     except (OSError, NotesError):
         return False
-    with open(descriptor, "rb") as handle:
-        return _starts_as_export(handle.fileno(), starts)
 
 
 def _same_file(path, other):
@@ -3802,22 +3776,17 @@ def _same_file(path, other):
 
 
 def _check_export_output(folder, output):
-    """Refuse an --output that is a folder, a special file, or a session file."""
     if os.path.isdir(output):
         raise NotesError("--output %s is a folder; give a file path, such as %s"
                          % (output, os.path.join(output, _EXPORT_NAME)))
     if os.path.isfile(os.path.dirname(output)):
         raise NotesError("--output %s is inside a file, not a folder" % output)
-    # The same file by name or by inode (a link).
     real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
-    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
-        if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name)):
-            raise NotesError(
-                "--output %s is the session's own %s; an export never writes over a session file. "
-                "Choose another path, such as %s" % (output, name, os.path.join(folder, _EXPORT_NAME)))
-    if os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
-        raise NotesError("--output %s is a side file of the session, holding bytes set aside from its "
-                         "log; choose another path" % output)
+    own = [name for name in (_META_NAME, _LOG_NAME, _LOCK_NAME)  # by name or by inode (a link)
+           if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name))]
+    if own or os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
+        raise NotesError("--output %s is the session's own %s, which export never writes over; choose another "
+                         "path, such as %s" % (output, (own or ["side file"])[0], os.path.join(folder, _EXPORT_NAME)))
     try:
         mode = os.lstat(output).st_mode
     except OSError:
@@ -3825,40 +3794,35 @@ def _check_export_output(folder, output):
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
         raise _special_file_error(output, mode)
     # Anything else there is the user's: a mistyped or injected path must not cost it.
-    if stat.S_ISREG(mode) and not _is_earlier_export(output):
+    if stat.S_ISREG(mode) and not _starts_as_export(output):
         raise NotesError(
             "--output %s exists and is not an export of this tool; an export replaces only an earlier "
             "export. Choose another --output, or remove that file first" % output)
 
 
 def _json_export(reader, meta, count):
-    """Yield the export as pretty_json(export) would print it, record by record."""
-    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta,
-            "record_count": count}
+    """Yield the export as _pretty_json would print it, record by record."""
+    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta, "record_count": count}
     # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
-    written = 0
-    for record in reader.records():
-        if written == count:
-            break
+    before = "[\n    "
+    for _, record in zip(range(count), reader.records()):
         # JSON strings hold no raw newline: every newline is layout.
-        text = _pretty_json(record).replace("\n", "\n    ")
-        yield (("[\n    " if written == 0 else ",\n    ") + text).encode("utf-8")
-        written += 1
-    yield ("\n  ]\n}\n" if written else "[]\n}\n").encode("utf-8")
+        yield (before + _pretty_json(record).replace("\n", "\n    ")).encode("utf-8")
+        before = ",\n    "
+    yield b"[]\n}\n" if before[0] == "[" else b"\n  ]\n}\n"
 
 
 def _markdown_record(record, reopened):
-    """One record of the audit document, as lines; its text cannot forge the document's structure."""
+    """A record's lines in the audit document; its text cannot forge the document's structure."""
     labels = []
     if "effect" in record:
         first, *rest = _markdown_split(record["effect"])
         labels += (["- Effect: " + _visible(_markdown_inline(first))]
                    + ["      " + _visible(_markdown_inline(line)) for line in rest])
     # Checked values: nothing to escape.
-    for key in ("ref", "status", "provenance", "evidence"):
-        if key in record:
-            labels.append("- %s: %s" % (key.capitalize(), record[key]))
+    labels += ["- %s: %s" % (key.capitalize(), record[key]) for key in ("ref", "status", "provenance", "evidence")
+               if key in record]
     if record["type"] == "discard" and record["id"] in reopened:
         labels.append("- Reopened by: %s" % reopened[record["id"]])
     return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
@@ -3867,7 +3831,7 @@ def _markdown_record(record, reopened):
 
 
 def _markdown_export(reader, meta, count, figures, problem_count, warnings, reopened):
-    """Yield the audit document; the figures (by type, first and last ts) and reopened come from first passes."""
+    """Yield the audit document; figures (by type, first and last ts) and reopened come from earlier passes."""
     by_type, first_ts, last_ts = figures
     created = meta.get("created_at")
     lines = [
@@ -3878,40 +3842,30 @@ def _markdown_export(reader, meta, count, figures, problem_count, warnings, reop
         "- Notes: %d (%s to %s)" % (count, first_ts or "none", last_ts or "none"),
         "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
         "- Verify: %s" % ("clean" if problem_count == 0 else "%d problems" % problem_count),
-    ]
-    lines.extend("  - %s" % message for message in warnings)
-    lines += ["", "## Notes", ""]
+    ] + ["  - %s" % message for message in warnings] + ["", "## Notes", ""]
     yield ("\n".join(lines) + "\n").encode("utf-8")
-    written = 0
-    for record in reader.records():
-        if written == count:
-            break
-        written += 1
+    for _, record in zip(range(count), reader.records()):
         yield ("\n".join(_markdown_record(record, reopened)) + "\n").encode("utf-8")
 
 
 def _restorable_size(chunks, folder):
-    """Pass chunks on, refusing once they pass EXPORT_SIZE_LIMIT: restore would refuse the file."""
     size = 0
     for chunk in chunks:
         size += len(chunk)
         if size > _EXPORT_SIZE_LIMIT:
             raise NotesError(
-                "the export would be over %d MiB, the most restore reads, so no export was written (an earlier "
-                "one stays as it was). The session itself is whole: to carry it elsewhere, copy %s and %s from "
-                "%s together; export --format md still writes a readable copy"
+                "the export would be over %d MiB, more than restore reads; nothing was written. The session is "
+                "whole: to carry it elsewhere, copy %s and %s from %s together, or export --format md to read it"
                 % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
         yield chunk
 
 
 def _export_session(folder, meta, markdown, earlier, write, host):
     """Export's passes over the log; write(chunks) writes the file and returns its path."""
-    # Every pass reads the same bytes (LogReader): the size is fixed before
-    # the first one, so notes appended meanwhile wait for the next export.
+    # Every pass reads the same bytes (LogReader): notes appended meanwhile wait for the next export.
     with _LogReader(folder, meta) as reader:
         by_type, first_ts, last_ts = _count_by_type(reader)
-        count = reader.total
-        warnings = reader.warnings()
+        count, warnings = reader.total, reader.warnings()
         if markdown:
             chunks = _markdown_export(reader, meta, count, (by_type, first_ts, last_ts),
                                       reader.problem_count, warnings, _recap_history(reader)[3])
@@ -3920,8 +3874,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
         output = write(chunks)
         receipt = {"ok": True, "command": "export", "record_count": count, "path": output,
                    "keep": _export_keep(host, output)}
-        news = _export_tell_operator(_download_sentence(host, output, count, markdown), earlier,
-                                     meta["session_id"], count, by_type, reader)
+        news = _export_tell_operator(host, output, markdown, earlier, meta["session_id"], by_type, reader)
     if news:
         receipt["tell_operator"] = news
     return _with_warnings(receipt, warnings)
@@ -3936,19 +3889,15 @@ def _export(self, *, output=None, format="json") -> dict:
     folder = _resolve_folder(self.folder, self.session)
     meta = _require_session(folder)
     _check_meta_session_id(folder, meta)
-    host = _session_host(folder, self._over_mcp)
-    markdown = format == "md"
+    host, markdown = _session_host(folder, self._over_mcp), format == "md"
     _check_path_text("--output", output)
-    if output:
-        output = os.path.abspath(os.path.expanduser(output))
-    else:
-        output = os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME)
+    output = (os.path.abspath(os.path.expanduser(output)) if output
+              else os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME))
     _check_export_output(folder, output)
     earlier = _earlier_export(output)
 
     def write(chunks):
-        # A place that cannot take the file is a refusal; a failure while writing
-        # it (a full disk, say) is an unexpected error, as it is for append.
+        # A place that cannot take the file is a refusal; a failure while writing it is an unexpected error.
         refusal = "cannot write %s (%s); choose another --output"
         try:
             os.makedirs(os.path.dirname(output), exist_ok=True)
@@ -3960,31 +3909,15 @@ def _export(self, *, output=None, format="json") -> dict:
 
 
 class _ExportShapeError(ValueError):
-    """Why an export cannot be a session log (the reason names no value it holds)."""
+    """Why an export cannot be a session log (naming no value it holds)."""
 
 
 # More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
 _EXPORT_OBJECT_LIMIT = 250000
 
 
-def _export_decoder():
-    """A decoder for one export: one value per key, and at most _EXPORT_OBJECT_LIMIT objects."""
-    objects = []
-
-    def one_value_per_key(pairs) -> dict:
-        objects.append(None)
-        if len(objects) > _EXPORT_OBJECT_LIMIT:
-            raise _ExportShapeError("it holds more JSON objects than any session export")
-        if len({key for key, _ in pairs}) < len(pairs):
-            raise _ExportShapeError("it is not a JSON object with one value per key")
-        return dict(pairs)
-
-    return json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
-                            object_pairs_hook=one_value_per_key)
-
-
 def _read_export(source):
-    """(path, bytes) of the export (a path or an open binary file), a regular file within the limit."""
+    """(path, bytes) of the export (a path or an open binary file) within the limit."""
     if hasattr(source, "read"):  # MCP's restore opens it by descriptor
         path, handle = getattr(source, "name", "the export"), source
     else:
@@ -4009,9 +3942,20 @@ def _read_export(source):
     return path, data
 
 
-def _parse_export(data):
+def _parse_export(data) -> dict:
+    """The export in data, one value per key, with a session and records; else _ExportShapeError."""
+    objects = [0]
+
+    def one_value_per_key(pairs) -> dict:
+        objects[0] += 1
+        if objects[0] > _EXPORT_OBJECT_LIMIT:
+            raise _ExportShapeError("it holds more JSON objects than any session export")
+        if len({key for key, _ in pairs}) < len(pairs):
+            raise _ExportShapeError("it is not a JSON object with one value per key")
+        return dict(pairs)
     try:
-        return _export_decoder().decode(data.decode("utf-8"))
+        export = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                                  object_pairs_hook=one_value_per_key).decode(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise _ExportShapeError("it is not valid UTF-8") from None
     except _ExportShapeError:
@@ -4019,20 +3963,16 @@ def _parse_export(data):
     except (ValueError, RecursionError):
         raise _ExportShapeError("it is not JSON that can be read (broken, a number too big for a float, or "
                                 "nested too deeply)") from None
-
-
-def _export_shape_problem(export) -> str | None:
-    """Why an export's head cannot be a session log, or None."""
     if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
-        return "not JSON with schema_version %s" % _EXPORT_SCHEMA
-    session, records = export.get("session"), export.get("records")
+        raise _ExportShapeError("not JSON with schema_version %s" % _EXPORT_SCHEMA)
+    session = export.get("session")
     if not isinstance(session, dict) or not _is_session_id(session.get("session_id")):
-        return "its session has no usable session_id"
+        raise _ExportShapeError("its session has no usable session_id")
     if not isinstance(session.get("created_at", ""), str):
-        return "its session's created_at is not a string"
-    if not isinstance(records, list):
-        return "its records are not a list"
-    return None
+        raise _ExportShapeError("its session's created_at is not a string")
+    if not isinstance(export.get("records"), list):
+        raise _ExportShapeError("its records are not a list")
+    return export
 
 
 class _Export(_ProblemTally):
@@ -4041,20 +3981,15 @@ class _Export(_ProblemTally):
     def __init__(self, source, accept_damaged=False):
         self.accept_damaged = accept_damaged
         self.path, data = _read_export(source)
-        self.notices, self.exported_at, self.last_record = [], None, None
         _ProblemTally.__init__(self)
         try:
             export = _parse_export(data)
-            reason = _export_shape_problem(export)
-            if reason:
-                raise _ExportShapeError(reason)
             self.session, self.all = export["session"], export["records"]
             self.check_records(self.session["session_id"], self.all)
         except _ExportShapeError as error:
             raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
                              "without" % (self.path, error), _EXIT_INTEGRITY) from None
-        if _is_timestamp(export.get("exported_at")):
-            self.exported_at = export["exported_at"]
+        self.exported_at = export["exported_at"] if _is_timestamp(export.get("exported_at")) else None
         if export.get("record_count") != self.record_count:
             self.problem_count += 1
             self.problems.insert(0, _problem(None, None, "record_count", "record_count is not %d, the number "
@@ -4062,16 +3997,15 @@ class _Export(_ProblemTally):
             del self.problems[_PROBLEMS_LISTED:]
         if self.problem_count and not self.accept_damaged:
             raise NotesError(
-                "%s is damaged (%d problems); nothing was written. Restore from an intact export, or run "
-                "restore --accept-damaged on this one to bring back every record exactly as the export holds "
-                "it, repairing and dropping nothing, so that verify then reports the same problems"
+                "%s is damaged (%d problems); nothing was written. Restore an intact export, or run restore "
+                "--accept-damaged to bring back every record exactly as the export holds it (verify then reports "
+                "the same problems)"
                 % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
 
     def check_records(self, session_id, records):
-        """Check each record as verify would: keep the first problems, count the rest."""
         seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
         redactions = _RedactionsSeen()
-        self.record_count = 0
+        self.record_count, self.last_record = 0, None
         for number, record in enumerate(records, 1):
             if not isinstance(record, dict):
                 raise _ExportShapeError("record %d is not an object" % number)
@@ -4104,20 +4038,16 @@ def _last_note_id(record) -> str | None:
 
 
 def _restore_behind_or_apart(folder, reader, common, export):
-    """The refusal of an older export, or of copies that went different ways."""
     existing = reader.total
     if existing > export.record_count and common == export.record_count:
         # An older export of this log: restoring it elsewhere would fork the session.
         return NotesError(
-            "%s already holds session %s with %s up to %s, past this export's %d up to %s: it is an older copy, so "
-            "there is nothing to restore, and nothing was changed. Carry on in this folder (recap shows its state), "
-            "and run export to bring the export up to date" % (folder, reader.session_id, _counted(existing, "note"),
-                                                               _last_note_id(reader.last_record), export.record_count,
-                                                               _last_note_id(export.last_record) or "none"))
-    only = []
-    for number, record in enumerate(reader.records(), 1):
-        if number > common and len(only) < _RECAP_DEFAULT_LIMIT:
-            only.append({key: record[key] for key in ("id", "type", "text", "effect") if key in record})
+            "%s already holds session %s with %s up to %s, past this export's %d up to %s: the export is older, "
+            "with nothing to restore; nothing was changed. Carry on here, and run export to bring it up to date"
+            % (folder, reader.session_id, _counted(existing, "note"), _last_note_id(reader.last_record),
+               export.record_count, _last_note_id(export.last_record) or "none"))
+    only = [{key: record[key] for key in ("id", "type", "text", "effect") if key in record}
+            for number, record in enumerate(reader.records(), 1) if common < number <= common + _RECAP_DEFAULT_LIMIT]
     return NotesError(
         "the log in %s and this export went different ways after %s in common: the folder holds %s the export "
         "lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
@@ -4127,83 +4057,63 @@ def _restore_behind_or_apart(folder, reader, common, export):
 
 
 def _common_prefix(log_records, export_records):
-    """(records in the log, how many of its first ones equal the export's first ones)."""
+    """(records in the log, how many of its first equal the export's first)."""
     count = common = 0
-    matching = True
-    for record in log_records:
-        count += 1
-        if matching:
-            matching = next(export_records, None) == record
-            common += matching
+    for count, record in enumerate(log_records, 1):
+        common += common == count - 1 and next(export_records, None) == record
     return count, common
 
 
-def _restore_cut_short(folder, session, export):
+def _restore_cut_short(folder, export):
     """Whether the folder holds a restore cut short: the export's first notes, no meta."""
-    log_path = os.path.join(folder, _LOG_NAME)
-    for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
-        if os.path.islink(os.path.join(folder, name)):
-            return False  # refused by check_session_folder
-    descriptor, size = _open_log(log_path)
+    if any(os.path.islink(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME, _LOCK_NAME)):
+        return False  # refused by check_session_folder
+    descriptor, size = _open_log(os.path.join(folder, _LOG_NAME))
     if descriptor is not None:
         os.close(descriptor)
     if _read_meta(folder) is not None or size == 0:
         return False
-    with _LogReader(folder, {"session_id": session["session_id"]}) as reader:
+    with _LogReader(folder, export.session) as reader:
         existing, common = _common_prefix(reader.records(), export.records())
     return reader.problem_count == 0 and common == existing
 
 
-def _notes_kept_by_restore(folder, session, export):
-    """How many export records the folder already holds (None: a fresh start); refuse anything else."""
-    if _restore_cut_short(folder, session, export):
+def _notes_kept_by_restore(folder, export):
+    """How many export records the folder holds already (None: a fresh start); refuse anything else."""
+    if _restore_cut_short(folder, export):
         return None
-    meta = _check_session_folder(folder)
+    meta, session_id = _check_session_folder(folder), export.session["session_id"]
     log_path = os.path.join(folder, _LOG_NAME)
     existing = 0
     if meta is not None:
         with _LogReader(folder, meta) as reader:
             existing, common = _common_prefix(reader.records(), export.records())
             # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
-            mendable = [entry for entry in reader.problems
-                        if entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")]
-            if reader.problem_count > len(mendable):
-                raise NotesError(
-                    "the log in %s has problems (run verify); restore only adds to a healthy log, "
-                    "nothing was changed" % folder)
-            if existing and meta["session_id"] == session["session_id"] and common != existing:
+            if reader.problem_count > sum(entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
+                                          for entry in reader.problems):
+                raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
+                                 "nothing was changed" % folder)
+            if existing and meta["session_id"] == session_id and common != existing:
                 raise _restore_behind_or_apart(folder, reader, common, export)
     if meta is None or not existing:
         if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
-            raise NotesError(
-                "%s holds lines that are not notes of a session; move it aside first" % log_path)
+            raise NotesError("%s holds lines that are not notes of a session; move it aside first" % log_path)
         return None
-    if meta["session_id"] != session["session_id"]:
-        raise NotesError(
-            "%s holds another session (%s) with notes; nothing was changed. Restore into an "
-            "empty --dir instead" % (folder, meta["session_id"]))
+    if meta["session_id"] != session_id:
+        raise NotesError("%s holds another session (%s) with notes; nothing was changed. Restore into an "
+                         "empty --dir instead" % (folder, meta["session_id"]))
     return existing
 
 
-def _write_restored_session(folder, session, records):
-    """Write the log, then the meta last: a restore cut short leaves no session to fork."""
-    meta = _read_meta(folder)
+def _write_restored_session(folder, export):
+    meta, session = _read_meta(folder), export.session
     if meta is not None and meta["session_id"] != session["session_id"]:
         # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
         os.unlink(os.path.join(folder, _META_NAME))
         _fsync_folder(folder)
     # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
-    _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, records))])
+    _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, export.all))])
     _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
-
-
-def _log_bytes_then(log_path, more):
-    """Yield the log's bytes, then more's: a fast-forward's new log."""
-    descriptor, size = _open_log(log_path)
-    if descriptor is not None:
-        with open(descriptor, "rb") as handle:
-            yield from _log_blocks(handle, 0, size)
-    yield from more
 
 
 def _mend_log_tail(folder):
@@ -4217,25 +4127,34 @@ def _mend_log_tail(folder):
         os.close(descriptor)
 
 
+def _log_then(log_path, pieces):
+    """Yield, for each (start, end, more), the log's bytes from start to end (None: its end), then more."""
+    descriptor, size = _open_log(log_path)
+    with open(descriptor, "rb") as handle:  # closed before the rename
+        for start, end, more in pieces:
+            yield from _log_blocks(handle, start, size if end is None else end)
+            yield more
+
+
 def _restore_export(folder, export):
-    """Bring the checked export into folder, whole or the notes it lacks: (restored, recovered)."""
-    session, log_path = export.session, os.path.join(folder, _LOG_NAME)
+    """Bring the export in, whole or the notes the folder lacks: (restored, recovered)."""
     # Refused before the lock too, leaving the folder untouched; the check under it counts.
-    _notes_kept_by_restore(folder, session, export)
+    _notes_kept_by_restore(folder, export)
     with _SessionLock(folder):
-        kept = _notes_kept_by_restore(folder, session, export)
+        kept = _notes_kept_by_restore(folder, export)
         if kept is None:
-            _write_restored_session(folder, session, export.records())
+            _write_restored_session(folder, export)
             return export.record_count, None
         recovered = _mend_log_tail(folder)
         if kept < export.record_count:
             # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-            _replace_log(folder, _log_bytes_then(log_path, map(_record_line, export.all[kept:])))
+            _replace_log(folder, _log_then(os.path.join(folder, _LOG_NAME),
+                                           [(0, None, b"".join(map(_record_line, export.all[kept:])))]))
     return export.record_count - kept, recovered
 
 
 def _restored_export(export) -> dict:
-    """restore's export key; the last note's text only when that note verifies."""
+    """restore's export key; the last note's text only when it verifies."""
     last, note = export.last_record, None
     if last is not None:
         sound = not _check_record(last, export.session["session_id"])  # never echo a secret or damage
@@ -4245,7 +4164,6 @@ def _restored_export(export) -> dict:
 
 
 def _file_to_keep(host, folder, export_path) -> str:
-    """Which file to keep from now on, in the host's words (as export's keep)."""
     kept = os.path.join(folder, _EXPORT_NAME)
     shown = _visible(kept, True)
     if host in _HOST_DOWNLOAD_FOLDERS:
@@ -4259,7 +4177,6 @@ def _file_to_keep(host, folder, export_path) -> str:
 
 
 def _restore_tell_operator(host, folder, export, gates) -> str:
-    """What came back, gates left, how to tell a later export, which file to keep."""
     sentence = "The session is back with %s" % _counted(export.record_count, "note")
     if export.problem_count:
         sentence += ", with %s kept as the export held them (verify lists them)" % _counted(
@@ -4283,7 +4200,7 @@ def _exports_in_folder(folder) -> list:
     for entry in entries:
         # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
         if (entry.name[0] != "." and entry.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
-                and entry.is_file(follow_symlinks=False) and _is_earlier_export(entry.path, (_EXPORT_JSON_START,))):
+                and entry.is_file(follow_symlinks=False) and _starts_as_export(entry.path, (_EXPORT_JSON_START,))):
             found.append(entry.path)
         if len(found) > _RESTORE_CANDIDATES_LIMIT:
             raise NotesError("%s holds more than %d exports, more than restore compares; nothing was changed. "
@@ -4291,33 +4208,23 @@ def _exports_in_folder(folder) -> list:
     return found
 
 
-def _is_earlier_part(shorter, longer) -> bool:
-    records = longer.records()
-    return shorter.session["session_id"] == longer.session["session_id"] and all(
-        next(records, None) == record for record in shorter.records())
-
-
-def _exports_apart(folder, exports):
-    listed = [{"file": os.path.basename(export.path), "session_id": export.session["session_id"],
-               "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
-               "exported_at": export.exported_at} for export in exports]
-    return NotesError("%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, "
-                      "or copies that went different ways; nothing was changed. Pass the one to restore: %s --dir "
-                      "%s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
-                      {"exports": listed})
-
-
 def _export_in_folder(folder, accept_damaged) -> tuple:
-    """(the longest export in the folder, the others' names); refuse unless they are earlier parts of it."""
-    paths = _exports_in_folder(folder)
-    if not paths:
+    """(the longest export in the folder, the others' names); refuse unless they are parts of it."""
+    exports = [_Export(path, accept_damaged) for path in _exports_in_folder(folder)]
+    if not exports:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
-    exports = [_Export(path, accept_damaged) for path in paths]
     longest = max(exports, key=lambda export: (export.record_count, os.path.basename(export.path) == _EXPORT_NAME))
     others = [export for export in exports if export is not longest]
-    if not all(_is_earlier_part(export, longest) for export in others):
-        raise _exports_apart(folder, exports)
+    if any(export.session["session_id"] != longest.session["session_id"]
+           or export.all != longest.all[:len(export.all)] for export in others):
+        raise NotesError(
+            "%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, or copies "
+            "that went different ways; nothing was changed. Pass the one to restore: %s --dir %s restore PATH"
+            % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE, {"exports": [
+                {"file": os.path.basename(export.path), "session_id": export.session["session_id"],
+                 "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
+                 "exported_at": export.exported_at} for export in exports]})
     return longest, [os.path.basename(export.path) for export in others]
 
 
@@ -4327,12 +4234,10 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
     by default, the one in the folder."""
     folder = _resolve_folder(self.folder, self.session)
     host = _session_host(folder, self._over_mcp)
-    if export_file is None:
-        export, passed_over = _export_in_folder(folder, accept_damaged)
-    else:
-        if not hasattr(export_file, "read"):
-            _check_path_text("the export file's path", export_file)
-        export, passed_over = _Export(export_file, accept_damaged), []
+    if export_file is not None and not hasattr(export_file, "read"):
+        _check_path_text("the export file's path", export_file)
+    export, passed_over = (_export_in_folder(folder, accept_damaged) if export_file is None
+                           else (_Export(export_file, accept_damaged), []))
     restored, recovered = _restore_export(folder, export)
     receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
                "record_count": export.record_count, "restored": restored,
@@ -4349,78 +4254,37 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
 # --------------------------------------------------------------------------
 # Batches: append, one signal or several (--batch) checked, linked and written together or not at all
 
-def _with_created(receipt, created):
-    """Say created when this command started the session."""
-    if created:
-        receipt["created"] = True
-    return receipt
-
-
-def _no_such_note(name, note_id, find):
-    if getattr(find, "empty", False):
-        return NotesError("--%s %s names no note: this session folder holds no notes yet (a new session, or "
-                          "one whose files are gone); nothing was written" % (name, note_id))
-    return NotesError("--%s %s names no note in this session; check the id with tail or recap" % (name, note_id))
-
-
-def _check_links(signal, find):
-    """Refuse a link naming no note of the right kind, or a forbidden supersede."""
-    for name in ("ref", "about", "by"):
-        if signal[name] is None:
-            continue
-        target = find(signal[name])
-        if target is None:
-            raise _no_such_note(name, signal[name], find)
-        kind = _link_rule_broken(name, signal["type"], target.get("type"),
-                                 target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
-        if kind:
-            raise NotesError(_LINK_RULES[kind][1] % {"id": signal[name], "type": target.get("type"),
-                                                     "provenance": target.get("provenance")})
-
-
 def _refuse_a_long_batch(count):
     if count > _BATCH_LINE_LIMIT:
         raise NotesError("the batch holds %d lines; the limit is %d: split it into several batches"
                          % (count, _BATCH_LINE_LIMIT))
 
 
-def _earlier_line(name, value, number) -> str:
-    """The link "@K"; refused unless K (from 1) names an earlier line."""
-    digits = value[1:]
-    if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
-        raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and only "
-                         "a line before this one" % name)
-    return "@%d" % int(digits)
-
-
 def _clean_batch_line(number, entry) -> dict:
-    """One line of a batch as a signal, without ever echoing a value of it."""
-    if not isinstance(entry, dict):
-        raise NotesError("the line is not a JSON object; each line holds one JSON object with the keys %s"
-                         % ", ".join(_SIGNAL_FIELDS))
-    if any(key not in _SIGNAL_FIELDS for key in entry):  # the key is not echoed either
-        raise NotesError("the line holds a key that is not a signal field; the keys are %s (the flags "
-                         "without dashes)" % ", ".join(_SIGNAL_FIELDS))
+    """One line of a batch as a signal, "@K" links kept; refusals echo no value."""
+    if not isinstance(entry, dict) or any(key not in _SIGNAL_FIELDS for key in entry):  # no key is echoed
+        raise NotesError("the line is not a JSON object of signal fields; each line holds one JSON object with "
+                         "the keys %s (the flags without dashes)" % ", ".join(_SIGNAL_FIELDS))
     values = {name: entry.get(name) for name in _SIGNAL_FIELDS}
     for name, value in values.items():
         if value is not None and not isinstance(value, str):
             raise NotesError("%s is not a string" % name)
     places = {}
     for name in _BATCH_LINK_FIELDS:
-        value = values[name].strip() if values[name] is not None else None
-        if value is not None and value.startswith("@"):
-            places[name] = _earlier_line(name, value, number)
-            values[name] = _note_id_for(1)  # a stand-in for clean_signal
+        value = values[name] and values[name].strip()
+        if value and value[0] == "@":
+            digits = value[1:]
+            if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
+                raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and "
+                                 "only a line before this one" % name)
+            places[name], values[name] = "@%d" % int(digits), _note_id_for(1)  # a stand-in for clean_signal
         elif value is not None and not _is_note_id(value):
             raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
                              "this batch" % name)
-    signal = _clean_signal(*values.values())
-    signal.update(places)
-    return signal
+    return dict(_clean_signal(*values.values()), **places)
 
 
 def _clean_batch(entries, flags_given) -> list:
-    """Every line of a batch as a signal, "@K" links kept."""
     if flags_given:
         raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
                          % ", ".join("--" + name for name in flags_given))
@@ -4440,20 +4304,27 @@ def _clean_batch(entries, flags_given) -> list:
 
 
 def _check_batch_links(log_path, signals, batch):
-    """append's link checks on every signal; in a batch, "@K" names line K."""
+    """Refuse a link to no note of the right kind, or a forbidden supersede; "@K" names line K."""
     with _NotesById(log_path) as in_log:
-        def find(note_id):
-            if note_id.startswith("@"):
-                earlier = signals[int(note_id[1:]) - 1]
-                return {name: value for name, value in earlier.items() if value is not None}
-            return in_log(note_id)
         for number, signal in enumerate(signals, 1):
-            try:
-                _check_links(signal, find if batch else in_log)
-            except NotesError as error:
-                if not batch:
-                    raise
-                raise NotesError("line %d: %s" % (number, error.message)) from None
+            for name in ("ref", "about", "by"):
+                note_id = signal[name]
+                if note_id is None:
+                    continue
+                target = in_log(note_id) if note_id[0] != "@" else {
+                    key: value for key, value in signals[int(note_id[1:]) - 1].items() if value is not None}
+                if target is None:
+                    message = "--%s %s names no note%s" % (name, note_id, (
+                        ": this session folder holds no notes yet (a new session, or one whose files are gone); "
+                        "nothing was written" if in_log.empty and not batch else
+                        " in this session; check the id with tail or recap"))
+                else:
+                    kind = _link_rule_broken(name, signal["type"], target.get("type"),
+                                             target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
+                    message = kind and _LINK_RULES[kind][1] % {"id": note_id, "type": target.get("type"),
+                                                               "provenance": target.get("provenance")}
+                if message:
+                    raise NotesError(("line %d: " % number if batch else "") + message)
 
 
 def _gate_root(record, lookup):
@@ -4484,7 +4355,6 @@ def _still_the_latest_word(record, later, in_log):
 
 
 def _resolved_links(signal, ids) -> dict:
-    """The signal with each "@K" link replaced by ids[K - 1]."""
     return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
             and value.startswith("@") else value for name, value in signal.items()}
 
@@ -4505,26 +4375,20 @@ def _find_duplicate(tail, signals, session_id, log_path, batch):
     return None
 
 
-def _batch_records(session_id, highest_seq, signals, batch) -> list:
-    """The batch's records, numbered after highest_seq, "@K" resolved, one timestamp for all."""
-    count, timestamp = len(signals), _utc_now()
-    ids = [_note_id_for(highest_seq + place) for place in range(1, count + 1)]
-    return [_build_record(session_id, highest_seq + place, *_resolved_links(signal, ids).values(),
-                         timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
-            for place, signal in enumerate(signals, 1)]
-
-
 def _append_batch(folder, meta, signals, batch):
-    """Under the lock: write the signals (one note, or a batch) with one write and one fsync."""
-    log_path = os.path.join(folder, _LOG_NAME)
+    """Under the lock: write the signals (a note, or a batch) with one write and one fsync."""
+    log_path, session_id = os.path.join(folder, _LOG_NAME), meta["session_id"]
 
     def store(descriptor, tail):
-        earlier = _find_duplicate(tail, signals, meta["session_id"], log_path, batch)
+        earlier = _find_duplicate(tail, signals, session_id, log_path, batch)
         if earlier is not None:
             return earlier, True
-        records = _batch_records(meta["session_id"], tail.highest_seq, signals, batch)
-        # Crash window: a kill mid-write leaves lines 1/N to K/N, a torn tail to readers,
-        # which the next append or restore sets aside: the batch is all in the log or none.
+        count, timestamp = len(signals), _utc_now()
+        ids = [_note_id_for(tail.highest_seq + place) for place in range(1, count + 1)]
+        records = [_build_record(session_id, tail.highest_seq + place, *_resolved_links(signal, ids).values(),
+                                 timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
+                   for place, signal in enumerate(signals, 1)]
+        # Crash window: a kill mid-write leaves lines 1/N to K/N, which readers and the next append take as a torn tail.
         _append_line(descriptor, b"".join(map(_record_line, records)))
         return records, False
     # The window holds an earlier batch whole.
@@ -4544,19 +4408,19 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
     """Append one memory signal; the receipt names its note (or the earlier one a retry repeats).
 
     batch: a list of signals (dicts of these keywords; "@K" names the K-th), all written or none."""
+    fields = (type, text, effect, ref, status, provenance, evidence, about, by)
     if batch is not None:
-        given = [name for name, value in zip(_SIGNAL_FIELDS, (type, text, effect, ref, status, provenance,
-                                                             evidence, about, by)) if value is not None]
-        signals = _clean_batch(batch, given)
+        signals = _clean_batch(batch, [name for name, value in zip(_SIGNAL_FIELDS, fields) if value is not None])
     else:
-        signals = [_clean_signal(type, text, effect, ref, status, provenance, evidence, about, by)]
+        signals = [_clean_signal(*fields)]
     folder = _resolve_folder(self.folder, self.session)
     _check_session_folder(folder)
     # The log only grows, so a note found now is still there under the lock.
     _check_batch_links(os.path.join(folder, _LOG_NAME), signals, batch is not None)
     with _SessionLock(folder):
         meta, created = _open_session_for_writing(folder)
-        return _with_created(_append_batch(folder, meta, signals, batch is not None), created)
+        receipt = _append_batch(folder, meta, signals, batch is not None)
+    return dict(receipt, created=True) if created else receipt
 
 
 # --------------------------------------------------------------------------
@@ -4564,14 +4428,6 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
 
 # Problems a note may have and still be redacted: those of its text and effect, which the placeholder ends.
 _REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
-
-
-def _redact_reason(reason) -> str:
-    """The reason, checked as append checks a text (it goes into the source note)."""
-    if reason is None or not reason.strip():
-        raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
-                         "--reason 'It held a private phone number.'", help_for="redact")
-    return _clean_field("reason", reason, _REDACT_REASON_LIMIT)
 
 
 def _redaction_after(handle, size, note_id, seq):
@@ -4599,55 +4455,29 @@ def _torn_lines_name(handle, tail, note_id) -> bool:
 
 
 def _note_to_redact(handle, tail, note_id, session_id):
-    """(offset, line, record) of the note to redact; refuse what redact cannot explain: a line readers do not
-    count as a note, a record that does not verify (damage stays for verify to report), a redaction."""
+    """(offset, line, record) of the note to redact; refuse what redact cannot explain."""
     found = _find_note_line(handle, tail.keep_end, note_id)
-    if found is None and _torn_lines_name(handle, tail, note_id):
-        raise NotesError(
-            "%s is in the last lines of the log, which a crash cut short (an incomplete batch or a cut-off line): "
-            "readers do not count them as notes, so there is no note to redact; nothing was changed. The next "
-            "append moves those lines to a side file (%s*): delete that file to remove their text" % (
-                note_id, _TORN_PREFIX))
     if found is None:
-        raise NotesError("%s names no note in this session that can be read; check the id with tail or "
-                         "recap (a damaged line is reported by verify, and stays as it is)" % note_id)
+        raise NotesError("%s is in the last lines of the log, which a crash cut short, so there is no note to redact; "
+                         "nothing was changed. The next append moves them to a side file (%s*): delete it to remove "
+                         "their text" % (note_id, _TORN_PREFIX) if _torn_lines_name(handle, tail, note_id) else
+                         "%s names no note in this session that can be read; check the id with tail or recap" % note_id)
     record = found[2]
     damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
     if damage:
-        raise NotesError(
-            "%s does not verify (%s): it was changed after it was written, or damaged, and redact leaves damage "
-            "as it is, for verify to keep reporting; nothing was changed. Run verify, and restore the session "
-            "from an intact export into a new --dir" % (note_id, ", ".join(damage)))
+        raise NotesError("%s does not verify (%s): redact leaves damage as it is, for verify to report; nothing "
+                         "was changed. Run verify, and restore the session from an intact export into a new --dir"
+                         % (note_id, ", ".join(damage)))
     if _is_redaction_note(record):
-        raise NotesError("%s records a redaction, which stays so that verify can account for it; nothing "
-                         "was changed" % note_id)
-    if _is_redacted(record):
-        earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"])
-        if earlier is not None:
-            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+        raise NotesError("%s records a redaction, which stays for verify; nothing was changed" % note_id)
+    earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"]) if _is_redacted(record) else None
+    if earlier is not None:
+        raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
     return found
 
 
-def _rewritten_log(handle, size, offset, old_length, new_line, last_line):
-    """Yield the log's bytes with the line at offset (old_length bytes, newline excluded) replaced by
-    new_line, then last_line."""
-    for start, end in ((0, offset), (offset + old_length, size)):
-        yield from _log_blocks(handle, start, end)
-        yield new_line if start == 0 else last_line
-
-
-def _files_that_may_hold_old_text(folder) -> list:
-    """Session files that redact does not rewrite and that may hold old text."""
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    return [os.path.join(folder, name) for name in names
-            if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
-
-
 def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: one rewrite holding the placeholder and, at the end, the source note that says why."""
+    """Under the lock: one rewrite with the placeholder and, at the end, the source note."""
     # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
     log_path = os.path.join(folder, _LOG_NAME)
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
@@ -4668,10 +4498,16 @@ def _redact_note(folder, meta, note_id, reason) -> dict:
             recovered = _mend_log_tail(folder)
             tail = _LogTail(handle, os.fstat(descriptor).st_size)
         source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-        _replace_log(folder, _rewritten_log(handle, tail.size, offset, len(line), new_line, _record_line(source)))
+        _replace_log(folder, _log_then(log_path, ((0, offset, new_line),
+                                                  (offset + len(line), tail.size, _record_line(source)))))
     receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
                "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
-    still = _files_that_may_hold_old_text(folder)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        names = []
+    still = [os.path.join(folder, name) for name in names  # not rewritten, and may hold the old text
+             if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
     if still:
         receipt["may_still_hold"] = still
     return _with_recovered(receipt, recovered)
@@ -4683,13 +4519,15 @@ def _redact(self, *, note_id, reason) -> dict:
 
     The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
     note_id = _command_note_id("redact", note_id)
-    reason = _redact_reason(reason)
+    if reason is None or not reason.strip():
+        raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
+                         "--reason 'It held a private phone number.'", help_for="redact")
+    reason = _clean_field("reason", reason, _REDACT_REASON_LIMIT)  # as append checks a text: it goes in a note
     folder = _resolve_folder(self.folder, self.session)
     _require_session(folder)
     _check_session_folder(folder)
     with _SessionLock(folder):
-        meta = _open_session_for_writing(folder)[0]
-        return _redact_note(folder, meta, note_id, reason)
+        return _redact_note(folder, _open_session_for_writing(folder)[0], note_id, reason)
 
 
 # --------------------------------------------------------------------------

@@ -137,7 +137,7 @@ REFUSED_BATCHES = [
     ("bad type", [DECISION, dict(CLOSING, type=SECRET_LOOKING)], "line 2: unknown --type; use one of"),
     ("bad status", [DECISION, dict(CLOSING, status=SECRET_LOOKING)], "line 2: unknown --status; use one of"),
     ("bad provenance", [dict(DECISION, provenance=SECRET_LOOKING)], "line 1: unknown --provenance; use one of"),
-    ("unknown key", [DECISION, dict(CLOSING, **{SECRET_LOOKING: "x"})], "line 2: the line holds a key"),
+    ("unknown key", [DECISION, dict(CLOSING, **{SECRET_LOOKING: "x"})], "line 2: the line is not a JSON object of"),
     ("not a string", [dict(DECISION, text=12345)], "line 1: text is not a string"),
     ("no type", [{"text": "Alone."}], "line 1: --type is required"),
     ("no text", [DECISION, {"type": "decision"}], "line 2: --text is required"),
