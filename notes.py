@@ -5069,16 +5069,20 @@ _PROGRAM_DESCRIPTION = (
 
 
 class _Option:
-    """One option of a command: its flag, the Session keyword it fills, and how argparse and MCP read it."""
+    """One option of a command: its flag, the Session keyword it fills, how argparse and MCP read it."""
 
-    def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, from_stdin=False, mcp=True,
+    def __init__(self, flag, metavar, help_text, name=None, mcp_help=None, schema=None, from_stdin=False, mcp=True,
                  required=False, **settings):
-        self.flag, self.name, self.metavar, self.help_text = flag, name, metavar, help_text
+        self.flag, self.metavar, self.help_text = flag, metavar, help_text
+        self.name = name or flag.lstrip("-").replace("-", "_")
         self.mcp_help, self.schema, self.from_stdin, self.mcp = mcp_help, schema or {}, from_stdin, mcp
-        self.required, self.settings = required, settings  # required: checked by the command, named by MCP
+        self.required, self.settings = required, settings  # required: checked by the command, told by MCP
+        self.kind = ("boolean" if settings.get("action") == "store_const" else
+                     "integer" if settings.get("type") is int else "string")
+        self.many = settings.get("action") == "append"
 
     def parser_settings(self) -> dict:
-        """argparse's settings, choices made a type that suggests the nearest word for a typo."""
+        """argparse's settings; choices become a type that suggests the nearest word for a typo."""
         settings = dict(self.settings)
         if "choices" in settings:
             settings["type"] = _one_of(self.flag.lstrip("-"), settings.pop("choices"))
@@ -5093,41 +5097,40 @@ _COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, st
 
 
 def _flag(flag, help_text):
-    return _Option(flag, flag[2:].replace("-", "_"), None, help_text, action="store_const", const=True,
-                   default=False)
+    return _Option(flag, None, help_text, action="store_const", const=True, default=False)
 
 
 # The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
-                    "python3 -S notes.py init"),
-    "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
-                      "with SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends one "
-                      "beginning SHAPING) ends it, and so does an artifact note appended in synthesis: a delivery, "
-                      "which recap names with the live notes appended after it.", [
-        _Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
+                    "init"),
+    "append": _Command("Append one memory signal to the log and print its receipt. A mode note beginning SYNTHESIS "
+                      "enters synthesis; a later mode note that does not (STOP appends one beginning SHAPING) ends "
+                      "it, as does an artifact note appended in synthesis: a delivery, which recap names with the "
+                      "live notes after it.", [
+        _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                choices=NOTE_TYPES, required=True),
-        _Option("--text", "text", "TEXT", "what to keep (required), at most %d characters" % _TEXT_LIMIT,
+        _Option("--text", "TEXT", "what to keep (required), at most %d characters" % _TEXT_LIMIT,
                schema={"maxLength": _TEXT_LIMIT}, from_stdin=True, required=True),
-        _Option("--effect", "effect", "EFFECT", "optional consequence, at most %d characters" % _EFFECT_LIMIT,
+        _Option("--effect", "EFFECT", "optional consequence, at most %d characters" % _EFFECT_LIMIT,
                schema={"maxLength": _EFFECT_LIMIT}, from_stdin=True),
-        _Option("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
+        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
                "type; superseding an op or shared note takes --provenance op or shared)"),
-        _Option("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
+        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)",
                choices=GATE_STATUSES),
-        _Option("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
+        _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
                choices=PROVENANCES),
-        _Option("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
+        _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
                choices=EVIDENCE_LEVELS),
-        _Option("--about", "about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both "
-               "stay live (example: n00004)"),
-        _Option("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
+        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
+               "(example: n00004)"),
+        _Option("--by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
                "(example: --by n00005 with --ref n00002, --status closed)"),
-        _Option("--batch", "batch", "-", "read up to %d signals from standard input (at most %d KiB), one JSON "
-               "object a line with the keys above without dashes; a line names an earlier one as \"@K\" (K from "
-               "1) in ref, about or by. Every line is checked first, then all are written at once or none "
-               "(example below)" % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024), mcp=False),
-    ], "python3 -S notes.py append --type decision --provenance op --evidence declared "
+        _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object "
+               "a line with the keys above, no dashes; ref, about or by may name an earlier line as \"@K\" (K "
+               "from 1). All lines are checked, then all written or none (example below)"
+               % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024), mcp=False),
+    ], "append --type decision --provenance op --evidence declared "
        "--text 'The log stays append-only.'\n"
        "  python3 -S notes.py append --batch - <<'EOF'\n"
        '  {"type": "decision", "text": "Reminders go by email.", "provenance": "op", "evidence": "declared"}\n'
@@ -5135,85 +5138,82 @@ _COMMANDS = {
        '"provenance": "op", "evidence": "declared"}\n'
        "  EOF"),
     "tail": _Command("Print the last records, oldest first, optionally filtered.", [
-        _Option("--limit", "limit", "N", "how many records to print, at most %d (default %d)"
+        _Option("--limit", "N", "how many records to print, at most %d (default %d)"
                % (_LIMIT_MAX, _TAIL_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
                type=int, default=_TAIL_DEFAULT_LIMIT),
-        _Option("--type", "types", "TYPE", "keep only this type; repeat for several",
+        _Option("--type", "TYPE", "keep only this type; repeat for several", name="types",
                mcp_help="keep only these types (a list; one type alone may be given as a string)",
                action="append", choices=NOTE_TYPES),
-        _Option("--since", "since", "TS", "keep records at or after this time (YYYY-MM-DD or "
-               "YYYY-MM-DDTHH:MM:SSZ, UTC)"),
-        _Option("--until", "until", "TS", "keep records before this time (same forms as --since)"),
-        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds these words, whole and in "
+        _Option("--since", "TS", "keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
+        _Option("--until", "TS", "keep records before this time (same forms as --since)"),
+        _Option("--grep", "TEXT", "keep records whose text or effect holds these words, whole and in "
                "order, whatever the case; more then counts the matches left out (example: email)"),
         _flag("--compact", _COMPACT_HELP),
-    ], "python3 -S notes.py tail --limit 3 --type gate --compact"),
+    ], "tail --limit 3 --type gate --compact"),
     "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
                     "notes that settled them, the notes about it.", [
-        _Option("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003", required=True),
+        _Option("note_id", "NOTE_ID", "the note to look up, such as n00003", required=True),
         _flag("--compact", _COMPACT_HELP),
-    ], "python3 -S notes.py show n00003 --compact"),
+    ], "show n00003 --compact"),
     "summary": _Command("Print the number of records by type and the last note.", [],
-                       "python3 -S notes.py summary"),
-    "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, closed gates with "
-                     "what closed them, live decisions, discards (reopened ones marked) and more, within a size "
-                     "budget. pending: how many gates are open and notes unconfirmed, since when, and which "
-                     "came after the last delivery; synthesis: entered, delivered or ended, and by which notes; "
-                     "delivery: the last artifact note appended in synthesis and the live notes after it, mode "
-                     "notes aside.", [
-        _Option("--limit", "limit", "N", "items kept per list, newest first, at most %d (default %d)"
+                       "summary"),
+    "recap": _Command("Print the state of the idea within a size budget: open and deferred gates, unconfirmed notes, "
+                     "closed gates and what closed them, live decisions, discards (reopened ones marked) and more. "
+                     "pending: open gates and unconfirmed notes, since when, and which came after the last "
+                     "delivery; synthesis: entered, delivered or ended, by which notes; delivery: the last "
+                     "artifact note of synthesis and the live notes after it, mode notes aside.", [
+        _Option("--limit", "N", "items kept per list, newest first, at most %d (default %d)"
                % (_LIMIT_MAX, _RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
                type=int, default=_RECAP_DEFAULT_LIMIT),
-        _Option("--format", "format", "FORMAT", "json (default) or md", mcp_help="json (default), or md: the "
+        _Option("--format", "FORMAT", "json (default) or md", mcp_help="json (default), or md: the "
                "receipt's markdown holds the recap as a markdown text", choices=("json", "md"), default="json"),
-        _Option("--max-bytes", "max_bytes", "N", "at most this many bytes of output, leaving out the oldest "
-               "entries that can go (default %d)" % _RECAP_DEFAULT_MAX_BYTES,
-               schema={"minimum": 1}, type=int, default=_RECAP_DEFAULT_MAX_BYTES),
-    ], "python3 -S notes.py recap --format md"),
+        _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can "
+               "go (default %d)" % _RECAP_DEFAULT_MAX_BYTES, schema={"minimum": 1}, type=int,
+               default=_RECAP_DEFAULT_MAX_BYTES),
+    ], "recap --format md"),
     "verify": _Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
-                      "python3 -S notes.py verify",
+                      "verify",
                       "Check the meta and every line of the log. Problems found are a result, not an error: the "
                       "receipt's ok is false and problems lists them."),
     "export": _Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
                       "keep: which file the operator keeps, and how; tell_operator: what they have to do, if "
                       "anything.", [
-        _Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
+        _Option("--output", "PATH", "where to write (default %s, or %s with --format md, in the session "
                "folder)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="the file to write, inside the session "
                "folder and relative to it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
-        _Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
-    ], "python3 -S notes.py export --output /mnt/data/session_export.json"),
+        _Option("--format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
+    ], "export --output /mnt/data/session_export.json"),
     "restore": _Command("Bring a session back into the folder from a session_export.json; export: its time and last "
                        "note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
-        _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the "
-               "one in the session folder", nargs="?"),
+        _Option("export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the one in the "
+               "session folder", nargs="?"),
         _flag("--accept-damaged", "restore a damaged export anyway: every record exactly as the export holds it, "
               "nothing repaired or dropped (verify then reports the same problems)"),
-    ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json"),
-    "check": _Command("Read an artifact file in the session folder against the live log and list findings to "
-                     "look at: process residue (note ids, state names, the tool's words), revived discards, lost "
-                     "decisions and boundaries, and open points or unconfirmed proposals stated without a mark "
-                     "(Not decided: / Assumption to confirm:). Each names its line, note and confidence; "
-                     "nothing is written.", [
-        _Option("file", "file", "FILE", "the artifact, relative to the session folder (or an absolute path "
+    ], "--dir /mnt/data/shaping restore /mnt/data/session_export.json"),
+    "check": _Command("Read an artifact file in the session folder against the live log; nothing is written. "
+                     "Findings, each with its line, note and confidence: process residue (note ids, state names, "
+                     "the tool's words), revived discards, lost decisions and boundaries, open points or "
+                     "unconfirmed proposals without a mark (Not decided: / Assumption to confirm:).", [
+        _Option("file", "FILE", "the artifact, relative to the session folder (or an absolute path "
                "inside it), such as plan.md", required=True),
-    ], "python3 -S notes.py --dir /mnt/data check plan.md"),
+    ], "--dir /mnt/data check plan.md"),
     "redact": _Command("Replace one note's text and effect with %s in place, and append a source note that "
                       "says which note was redacted and why. Earlier exports and side files keep the old text."
                       % _REDACTED_TEXT, [
-        _Option("note_id", "note_id", "NOTE_ID", "the note to redact, such as n00004", required=True),
-        _Option("--reason", "reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
+        _Option("note_id", "NOTE_ID", "the note to redact, such as n00004", required=True),
+        _Option("--reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
                "characters" % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True,
                required=True),
-    ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'"),
+    ], "redact n00004 --reason 'It held a private phone number.'"),
     "sessions": _Command("List the folder's own session (name null) and each named one: notes, last note, open "
                         "and deferred gates, last export; current is the default.", [],
-                        "python3 -S notes.py sessions"),
+                        "sessions"),
     "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end "
                    "of input.", [
         _flag("--allow-redact", "serve redact as a tool as well (it rewrites a note; off unless given)"),
-        _Option("--restore-from", "restore_from", "DIR", "a folder the restore tool may also read exports from "
-               "(repeatable)", action="append"),
-    ], "python3 -S notes.py --dir /home/you/shaping mcp"),
+        _Option("--restore-from", "DIR", "a folder the restore tool may also read exports from (repeatable)",
+               action="append"),
+    ], "--dir /home/you/shaping mcp"),
 }
 # %% doubled: argparse formats help texts.
 _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
@@ -5262,7 +5262,6 @@ def _without_values(message: str) -> str:
 
 
 def _build_parser():
-    """The parser built from COMMANDS."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -5287,8 +5286,9 @@ def _build_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for name, command in _COMMANDS.items():
+        example = "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program))
         sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw,
-                                  epilog="example:\n  " + command.example.replace(_SCRIPT_COMMAND, program))
+                                  epilog=example)
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
         for option in command.options:
@@ -5331,7 +5331,7 @@ def _parse_arguments(argv):
     return arguments
 
 
-def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
+def _read_stdin(flag, byte_limit, without, too_much) -> str:
     """All of standard input for flag, as UTF-8 text of at most byte_limit bytes."""
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("%s - reads standard input, but there is none; %s" % (flag, without))
@@ -5341,8 +5341,8 @@ def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
     try:
         return data if isinstance(data, str) else data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise NotesError("standard input for %s is not valid UTF-8 (byte %d); send %s as UTF-8"
-                         % (flag, error.start, what)) from None
+        raise NotesError("standard input for %s is not valid UTF-8 (byte %d); send it as UTF-8"
+                         % (flag, error.start)) from None
 
 
 def _batch_from_stdin(source) -> list:
@@ -5352,7 +5352,7 @@ def _batch_from_stdin(source) -> list:
                          "for example from a quoted here-document <<'EOF'", help_for="append")
     data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "send the lines with a quoted here-document <<'EOF' or a pipe",
                        "send at most %d signals of minimal size, or split them into several batches"
-                       % _BATCH_LINE_LIMIT, "the lines")
+                       % _BATCH_LINE_LIMIT)
     lines = data.rstrip().split("\n") if data.strip() else []
     _refuse_a_long_batch(len(lines))
     entries = []
@@ -5386,13 +5386,12 @@ def _cli_keywords(arguments) -> dict:
         keywords[option.name] = _read_stdin(
             option.flag, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
             ("say why in at most %d characters" if option.name == "reason" else
-             "a memory signal is a minimal pointer of at most %d characters") % option.schema["maxLength"],
-            "the text")
+             "a memory signal is a minimal pointer of at most %d characters") % option.schema["maxLength"])
     return keywords
 
 
 def _error_receipt(error):
-    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
+    """The receipt of a command stopped by an exception."""
     if isinstance(error, PermissionError):  # wherever it was met: a refusal with the way out
         error = NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
                            "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
@@ -5452,47 +5451,33 @@ def _mcp_served_tools(allow_redact) -> tuple:
 
 
 class _ProtocolError(Exception):
-    """A JSON-RPC error: the request is wrong, not the note."""
-
-    def __init__(self, code, message, data=None):
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
+    """A JSON-RPC error (its args: code, message and maybe data): the request is wrong, not the note."""
 
 
 def _mcp_options(command):
-    """name -> Option for each option the command's tool takes."""
     return {option.name: option for option in _COMMANDS[command].options if option.mcp}
 
 
 def _mcp_wording(command, text):
-    """A command-line text in the tool's words: each --flag of the command named as its argument."""
+    """A command-line text in the tool's words: each --flag named as its argument, "print" as "return"."""
     for option in _COMMANDS["append" if command == "append_batch" else command].options:
         if option.flag.startswith("--"):
             text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
-    return text
-
-
-def _mcp_description(command, text):
-    """A --help text as a tool's description: flags named as arguments, "print" as "return"."""
     return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
-                  + found.group(2), _mcp_wording(command, text))
+                  + found.group(2), text)
 
 
 def _mcp_argument_schema(command, option):
-    """The JSON Schema of one tool argument, from its Option."""
-    extra = option.settings
-    schema = {"type": "boolean" if extra.get("action") == "store_const" else
-              "integer" if extra.get("type") is int else "string"}
-    if "choices" in extra:
-        schema["enum"] = list(extra["choices"])
+    schema = dict({"type": option.kind}, **option.schema)
+    if "choices" in option.settings:
+        schema["enum"] = list(option.settings["choices"])
     if option.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
         schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
-    schema.update(option.schema)
-    if extra.get("action") == "append":
+    if option.many:
         schema = {"type": "array", "items": schema}
-    schema["description"] = option.mcp_help or _mcp_description(command, option.help_text)
-    if extra.get("default") is not None:
-        schema["default"] = extra["default"]
+    schema["description"] = option.mcp_help or _mcp_wording(command, option.help_text)
+    if option.settings.get("default") is not None:
+        schema["default"] = option.settings["default"]
     return schema
 
 
@@ -5510,7 +5495,6 @@ _MCP_SESSION_SCHEMA = {"type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE
 
 
 def _mcp_listing(command):
-    """A tool as tools/list shows it."""
     if command == "append_batch":
         batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": _mcp_input_schema("append"),
                  "description": "the signals in order, each with append's arguments; ref, about or by may name an "
@@ -5522,7 +5506,7 @@ def _mcp_listing(command):
                        "checks it, then all are written together. The receipt lists every note id in note_ids.")
     else:
         schema = _mcp_input_schema(command)
-        description = _COMMANDS[command].mcp_purpose or _mcp_description(command, _COMMANDS[command].purpose)
+        description = _COMMANDS[command].mcp_purpose or _mcp_wording(command, _COMMANDS[command].purpose)
     if command != "sessions":
         schema["properties"]["session"] = _MCP_SESSION_SCHEMA
     # An append retried is a duplicate: idempotent; export may replace its output: destructive.
@@ -5533,7 +5517,7 @@ def _mcp_listing(command):
 
 
 def _mcp_keywords(command, arguments):
-    """The keyword arguments of the tool's Session method, each read as argparse reads its option."""
+    """The Session method's keyword arguments, each read as argparse reads its option."""
     import argparse
 
     options = _mcp_options(command)
@@ -5546,14 +5530,12 @@ def _mcp_keywords(command, arguments):
         if value == "-" and option.from_stdin:  # here standard input carries the protocol
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
-        many = option.settings.get("action") == "append"
-        kind = ("true or false" if option.settings.get("action") == "store_const" else
-                "an integer" if option.settings.get("type") is int else "a string")
+        many, kind = option.many, option.kind
         items = value if many and isinstance(value, list) else [] if value is None else [value]
-        if not all(type(item) is bool if kind == "true or false" else
-                   isinstance(item, str) or kind == "an integer" and type(item) is int for item in items):
-            raise NotesError("argument %r of %s must be %s%s" % (name, command, "a list of strings or " if many
-                                                                else "", kind))
+        if not all(type(item) is bool if kind == "boolean" else
+                   isinstance(item, str) or kind == "integer" and type(item) is int for item in items):
+            raise NotesError("argument %r of %s must be %s%s" % (name, command, "a list of strings or " if many else "",
+                             {"boolean": "true or false", "integer": "an integer"}.get(kind, "a string")))
         convert = option.parser_settings().get("type")
         try:  # refused in the command line's words
             items = [convert(str(item)) for item in items] if convert else items
@@ -5575,7 +5557,7 @@ _mcp_export_created = collections.Counter()
 
 
 def _mcp_export(session, output, format):
-    """The export tool: written by descriptor below the session folder (write_inside), within the bound."""
+    """The export tool: written by descriptor below the session folder, within the bound."""
     folder = _resolve_folder(session.folder, session.session)
     what, way_out = _MCP_EXPORT_REFUSAL, ("; give a file name inside the session folder, such as %s (it is "
                                           "written to %s)" % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
@@ -5733,7 +5715,6 @@ def _mcp_contracts():
 
 
 def _mcp_result(server, method, params):
-    """The result of one request, whatever the revision."""
     if method in ("initialize", "server/discover"):
         contracts = _mcp_contracts()
         result = {"capabilities": dict({"tools": {}}, **({"resources": {}} if contracts else {})),
@@ -5810,7 +5791,7 @@ def _mcp_answer(server, line):
         stateless = _mcp_stateless_version(method, params)
         result = _mcp_result(server, method, params)
     except _ProtocolError as error:
-        return _mcp_error(request_id, error.code, error.message, error.data)
+        return _mcp_error(request_id, *error.args)
     except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
         return _mcp_error(request_id, _RPC_INTERNAL_ERROR, "Internal error: %s: %s" % (type(error).__name__, error))
     if stateless:
@@ -5901,8 +5882,7 @@ def _silence_stdout():
 
 
 def _print_result(result):
-    """Print a receipt (a dict) or a text, as UTF-8 whatever the locale; None (help, version or JSON-RPC
-    already written) is only flushed."""
+    """Print a receipt or a text as UTF-8 whatever the locale; None (help, version, JSON-RPC) is only flushed."""
     if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
         return
     stream = getattr(sys.stdout, "buffer", None)
@@ -5947,7 +5927,6 @@ def _run_command(argv):
 
 
 def _serves_mcp(argv) -> bool:
-    """Whether argv asks for the MCP server."""
     words = iter(argv)
     for word in words:
         if word in ("--dir", "--session"):
