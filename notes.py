@@ -5438,11 +5438,11 @@ _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-# The tools in tools/list order; append_batch is append --batch, a tool of its own so that append keeps
-# type and text required; redact only with mcp --allow-redact: a call may come from an injected prompt.
+# append_batch: append --batch, a tool of its own so that append keeps type and text required;
+# redact only with mcp --allow-redact: a call may come from an injected prompt.
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
               "sessions", "restore", "redact")
-# restore reads only inside allowed folders (mcp_open_export) and adds notes, never removes one.
+# restore adds notes, never removes one; export may replace its output file.
 _MCP_WRITERS = ("append", "append_batch", "export", "restore", "redact")
 
 
@@ -5509,7 +5509,7 @@ def _mcp_listing(command):
         description = _COMMANDS[command].mcp_purpose or _mcp_wording(command, _COMMANDS[command].purpose)
     if command != "sessions":
         schema["properties"]["session"] = _MCP_SESSION_SCHEMA
-    # An append retried is a duplicate: idempotent; export may replace its output: destructive.
+    # An append retried is a duplicate: idempotent.
     hints = {"readOnlyHint": command not in _MCP_WRITERS, "destructiveHint": command in ("export", "redact"),
              "idempotentHint": command != "redact", "openWorldHint": False}
     return {"name": command, "title": command.replace("_", " ").capitalize(), "description": description,
@@ -5674,20 +5674,19 @@ def _mcp_call_tool(server, params):
         help_for = " (see the input schema of the %s tool in tools/list)" % error.help_for if error.help_for else ""
         receipt = {"ok": False, "error": _mcp_wording(name, error.message + help_for), **error.details}
         failed = True
-    except Exception as error:  # noqa: BLE001 - reported; the server goes on
+    except Exception as error:  # reported; the server goes on
         receipt, failed = _error_receipt(error), True
     # A verify that finds problems ran fine: its receipt says ok false.
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
 
-# Where pip puts an installed copy's contracts (data-files in pyproject.toml); not share/shaping-notes,
-# which under pip --user is the user data folder.
+# Where pip puts the contracts (data-files in pyproject.toml); share/shaping-notes is pip --user's data folder.
 _INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
 
 
 def _installed_contract_paths() -> dict:
-    """file name -> path of the contracts whose installer's record holds this very notes.py; {} when none."""
+    """file name -> path of the contracts installed with this very notes.py; {} when none."""
     import importlib.metadata  # only a server without contracts beside it needs it
 
     try:
@@ -5792,7 +5791,7 @@ def _mcp_answer(server, line):
         result = _mcp_result(server, method, params)
     except _ProtocolError as error:
         return _mcp_error(request_id, *error.args)
-    except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
+    except Exception as error:  # a fault in one answer must not end the server
         return _mcp_error(request_id, _RPC_INTERNAL_ERROR, "Internal error: %s: %s" % (type(error).__name__, error))
     if stateless:
         result["resultType"] = "complete"
@@ -5842,13 +5841,13 @@ def _serve_mcp(server) -> None:
             else:
                 try:
                     answer = _mcp_answer(server, line)
-                except Exception as error:  # noqa: BLE001 - a MemoryError, say
+                except Exception as error:  # a MemoryError, say
                     answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
             if answer is not None:
                 _mcp_send(sys.stdout.buffer, answer)
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
-    except Exception as error:  # noqa: BLE001 - main would print a receipt to stdout, which is not JSON-RPC
+    except Exception as error:  # main would print a receipt to stdout, which is not JSON-RPC
         _mcp_log("stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
     return None  # stdout carried only JSON-RPC
@@ -5922,7 +5921,7 @@ def _run_command(argv):
         return _INTERRUPTED, _EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # help to a reader that has gone: main handles it
-    except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
+    except Exception as error:  # no traceback ever reaches the user
         return _error_receipt(error), _EXIT_UNEXPECTED
 
 
