@@ -5219,7 +5219,6 @@ _COMMANDS = {
 _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 _SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
-_STDIN_HELP = "; - reads it from standard input"
 
 # Flags people type by habit -> ours.
 _HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
@@ -5294,7 +5293,7 @@ def _build_parser():
         for option in command.options:
             named = {"dest": option.name} if option.flag.startswith("-") else {}
             sub.add_argument(option.flag, metavar=option.metavar, **named, **option.parser_settings(),
-                             help=option.help_text + (_STDIN_HELP if option.from_stdin else ""))
+                             help=option.help_text + ("; - reads it from standard input" if option.from_stdin else ""))
     return parser
 
 
@@ -5604,8 +5603,7 @@ class _McpServer:
     def __init__(self, folder, session, tools, restore_from):
         self.home = Session(folder, session=session)
         self.home._over_mcp = True  # the MCP server's host
-        self.tools = tools
-        self.restore_from = []
+        self.tools, self.restore_from = tools, []
         for path in restore_from or ():
             if not path.strip() or not os.path.isdir(os.path.expanduser(path)):
                 raise NotesError("--restore-from names no folder; give one that exists, or leave it out")
@@ -5663,10 +5661,10 @@ def _mcp_call_tool(server, params):
                 raise NotesError("argument 'batch' of append_batch must be a list of signal objects, such as "
                                  "[{\"type\": \"decision\", \"text\": \"...\"}]")
             receipt = session.append(batch=arguments["batch"])
-        elif name in ("export", "restore"):  # a tool call may come from an injected prompt
-            keywords = _mcp_keywords(name, arguments)
-            receipt = _mcp_export(session, **keywords) if name == "export" else _mcp_restore(server, session,
-                                                                                             **keywords)
+        elif name == "export":  # a tool call may come from an injected prompt
+            receipt = _mcp_export(session, **_mcp_keywords(name, arguments))
+        elif name == "restore":
+            receipt = _mcp_restore(server, session, **_mcp_keywords(name, arguments))
         else:
             receipt = getattr(session, name)(**_mcp_keywords(name, arguments))
         failed = False
