@@ -5123,7 +5123,8 @@ _COMMANDS = {
         _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
                choices=EVIDENCE_LEVELS),
         _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
-               "(example: n00004)"),
+               "(example: --about n00004)", mcp_help="an earlier note this one answers, refines or comments on; "
+               "both stay live (example: n00004)"),
         _Option("--by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
                "(example: --by n00005 with --ref n00002, --status closed)"),
         _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object "
@@ -5146,8 +5147,10 @@ _COMMANDS = {
                action="append", choices=NOTE_TYPES),
         _Option("--since", "TS", "keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         _Option("--until", "TS", "keep records before this time (same forms as --since)"),
-        _Option("--grep", "TEXT", "keep records whose text or effect holds these words, whole and in "
-               "order, whatever the case; more then counts the matches left out (example: email)"),
+        _Option("--grep", "TEXT", "keep records whose text or effect holds the words of TEXT, whole and in "
+               "order, whatever the case; more then counts the matches left out (example: --grep 'email')",
+               mcp_help="keep records whose text or effect holds these words, whole and in order, whatever the "
+               "case; more then counts the matches left out (example: email)"),
         _flag("--compact", _COMPACT_HELP),
     ], "tail --limit 3 --type gate --compact"),
     "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
@@ -5309,17 +5312,16 @@ def _parse_arguments(argv):
     arguments, unknown = _build_parser().parse_known_args(argv)
     if unknown:
         word, command = unknown[0], arguments.command
-        flag = word.split("=", 1)[0]
+        flag, place = word.split("=", 1)[0], _argument_position(argv, word, command)
         # Named by its place, never by its value: an unquoted text may hold a secret.
         if not word.startswith("-"):
             hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
                     else "put quotes around a text that holds spaces")
             raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
-                _argument_position(argv, word, command), command, hint, _see_help(command)))
+                place, command, hint, _see_help(command)))
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
-                             "value that starts with a dash as --text=VALUE %s" % (
-                                 _argument_position(argv, word, command), command, _see_help(command)))
+                             "value that starts with a dash as --text=VALUE %s" % (place, command, _see_help(command)))
         flags = ["--dir", "--session"] + [option.flag for option in _COMMANDS[command].options
                                           if option.flag.startswith("-")]
         guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
