@@ -5104,10 +5104,10 @@ def _flag(flag, help_text):
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
                     "init"),
-    "append": _Command("Append one memory signal to the log and print its receipt. A mode note beginning SYNTHESIS "
-                      "enters synthesis; a later mode note that does not (STOP appends one beginning SHAPING) ends "
-                      "it, as does an artifact note appended in synthesis: a delivery, which recap names with the "
-                      "live notes after it.", [
+    "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
+                      "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends one "
+                      "beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which ends "
+                      "it too and which recap names with the live notes appended after it.", [
         _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                choices=NOTE_TYPES, required=True),
         _Option("--text", "TEXT", "what to keep (required), at most %d characters" % _TEXT_LIMIT,
@@ -5162,9 +5162,9 @@ _COMMANDS = {
                        "summary"),
     "recap": _Command("Print the state of the idea within a size budget: open and deferred gates, unconfirmed notes, "
                      "closed gates and what closed them, live decisions, discards (reopened ones marked) and more. "
-                     "pending: open gates and unconfirmed notes, since when, and which came after the last "
-                     "delivery; synthesis: entered, delivered or ended, by which notes; delivery: the last "
-                     "artifact note of synthesis and the live notes after it, mode notes aside.", [
+                     "pending: how many gates are open and notes unconfirmed, since when, and which came after the "
+                     "last delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last "
+                     "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
         _Option("--limit", "N", "items kept per list, newest first, at most %d (default %d)"
                % (_LIMIT_MAX, _RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
                type=int, default=_RECAP_DEFAULT_LIMIT),
@@ -5803,16 +5803,16 @@ def _mcp_answer(server, line):
 
 def _mcp_error(request_id, code, message, data=None):
     """A JSON-RPC error response, also logged on stderr."""
-    _mcp_log("error %d: %s" % (code, message))
+    _to_stderr("notes.py mcp: error %d: %s" % (code, message))
     error = {"code": code, "message": message}
     return {"jsonrpc": "2.0", "id": request_id, "error": error if data is None else dict(error, data=data)}
 
 
-def _mcp_log(message):
+def _to_stderr(line):
     try:
-        sys.stderr.write("notes.py mcp: %s\n" % message)
+        sys.stderr.write(line + "\n")
         sys.stderr.flush()
-    except (OSError, ValueError):  # the log is only a courtesy
+    except (OSError, ValueError, AttributeError):  # a courtesy: stderr may be closed or failing
         pass
 
 
@@ -5822,7 +5822,7 @@ def _serve_mcp(server) -> None:
 
     def stop_quietly(signum, frame):
         # Not KeyboardInterrupt: main prints nothing for SystemExit(0), wherever it surfaces.
-        _mcp_log("interrupted; stopping")
+        _to_stderr("notes.py mcp: interrupted; stopping")
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
@@ -5848,7 +5848,7 @@ def _serve_mcp(server) -> None:
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
     except Exception as error:  # main would print a receipt to stdout, which is not JSON-RPC
-        _mcp_log("stopped: %s" % type(error).__name__)
+        _to_stderr("notes.py mcp: stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
     return None  # stdout carried only JSON-RPC
 
@@ -5942,8 +5942,7 @@ def main(argv=None) -> int:
         result, code = _run_command(argv)
         if result is not None and code != _EXIT_OK and _serves_mcp(argv):
             # The server could not start or went down: stdout is JSON-RPC, so the refusal goes to stderr.
-            sys.stderr.write(_compact_json(result) + "\n")
-            sys.stderr.flush()
+            _to_stderr(_compact_json(result))
         else:
             _print_result(result)
         return code
@@ -5958,12 +5957,7 @@ def main(argv=None) -> int:
         return code
     except OSError as error:  # stdout on a full disk, say
         _silence_stdout()
-        try:
-            sys.stderr.write(_compact_json({"ok": False, "error": "cannot print the result (%s)" % error.strerror})
-                             + "\n")
-            sys.stderr.flush()
-        except (OSError, AttributeError):
-            pass
+        _to_stderr(_compact_json({"ok": False, "error": "cannot print the result (%s)" % error.strerror}))
         return _EXIT_UNEXPECTED
 
 
