@@ -4539,170 +4539,159 @@ _PROGRAM_DESCRIPTION = (
 
 
 class _Option:
-    """One option of a command: its flag, the Session keyword it fills, and how argparse and MCP read it."""
+    """One option of a command: its flag, the Session keyword it fills, how argparse and MCP read it."""
 
-    def __init__(self, flag, name, metavar, help_text, mcp_help=None, schema=None, from_stdin=False, mcp=True,
-                 **settings):
-        self.flag, self.name, self.metavar, self.help_text = flag, name, metavar, help_text
+    def __init__(self, flag, metavar, help_text, name=None, mcp_help=None, schema=None, from_stdin=False, mcp=True,
+                 required=False, **settings):
+        self.flag, self.metavar, self.help_text = flag, metavar, help_text
+        self.name = name or flag.lstrip("-").replace("-", "_")
         self.mcp_help, self.schema, self.from_stdin, self.mcp = mcp_help, schema or {}, from_stdin, mcp
-        self.settings = settings
+        self.required, self.settings = required, settings  # required: checked by the command, told by MCP
+        self.kind = ("boolean" if settings.get("action") == "store_const" else
+                     "integer" if settings.get("type") is int else "string")
+        self.many = settings.get("action") == "append"
 
     def parser_settings(self) -> dict:
-        """argparse's settings, choices made a type that suggests the nearest word for a typo."""
+        """argparse's settings; choices become a type that suggests the nearest word for a typo."""
         settings = dict(self.settings)
         if "choices" in settings:
             settings["type"] = _one_of(self.flag.lstrip("-"), settings.pop("choices"))
         return settings
 
 
-class _Command:
-    """One command: its purpose, options, --help example, and the Session method it runs (None for mcp)."""
-
-    def __init__(self, purpose, options, example, method, mcp_purpose=None):
-        self.purpose, self.options, self.example, self.method = purpose, options, example, method
-        self.mcp_purpose = mcp_purpose
-
+# A command runs the Session method of its name (mcp aside); mcp_purpose: its tool's description, if not purpose.
+_Command = collections.namedtuple("_Command", "purpose options example mcp_purpose", defaults=(None,))
 
 _COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, status, provenance, evidence, "
                  "about and by when present; no time, session, seq or checksum")
 
 
+def _flag(flag, help_text):
+    return _Option(flag, None, help_text, action="store_const", const=True, default=False)
+
+
 # The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [],
-                    "python3 -S notes.py init", "init"),
+                    "init"),
     "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
-                      "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends "
-                      "one beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which "
-                      "ends it too and which recap names with the live notes appended after it.", [
-        # Required, but checked by clean_signal, so that a misspelt option is named as the mistake.
-        _Option("--type", "type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
-               choices=NOTE_TYPES),
-        _Option("--text", "text", "TEXT", "what to keep (required), at most %d characters; - reads it from "
-               "standard input" % _TEXT_LIMIT, mcp_help="what to keep, at most %d characters" % _TEXT_LIMIT,
-               schema={"maxLength": _TEXT_LIMIT}, from_stdin=True),
-        _Option("--effect", "effect", "EFFECT", "optional consequence, at most %d characters; - reads it from "
-               "standard input" % _EFFECT_LIMIT, mcp_help="optional consequence, at most %d characters"
-               % _EFFECT_LIMIT, schema={"maxLength": _EFFECT_LIMIT}, from_stdin=True),
-        _Option("--ref", "ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
+                      "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends one "
+                      "beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which ends "
+                      "it too and which recap names with the live notes appended after it.", [
+        _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
+               choices=NOTE_TYPES, required=True),
+        _Option("--text", "TEXT", "what to keep (required), at most %d characters" % _TEXT_LIMIT,
+               schema={"maxLength": _TEXT_LIMIT}, from_stdin=True, required=True),
+        _Option("--effect", "EFFECT", "optional consequence, at most %d characters" % _EFFECT_LIMIT,
+               schema={"maxLength": _EFFECT_LIMIT}, from_stdin=True),
+        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
                "type; superseding an op or shared note takes --provenance op or shared)"),
-        _Option("--status", "status", "STATUS", "gate status: open, deferred or closed (gates only)",
+        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)",
                choices=GATE_STATUSES),
-        _Option("--provenance", "provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
+        _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
                choices=PROVENANCES),
-        _Option("--evidence", "evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
+        _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
                choices=EVIDENCE_LEVELS),
-        _Option("--about", "about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both "
-               "stay live (example: --about n00004)", mcp_help="an earlier note this one answers, refines or "
-               "comments on; both stay live (example: n00004)"),
-        _Option("--by", "by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
-               "(example: --ref n00002 --status closed --by n00005)", mcp_help="on a gate update: the earlier "
-               "note that settles the gate, not a gate (example: ref n00002, status closed, by n00005)"),
-        _Option("--batch", "batch", "-", "read up to %d signals from standard input (at most %d KiB), one JSON "
-               "object a line with the keys above without dashes; a line names an earlier one as \"@K\" (K from "
-               "1) in ref, about or by. Every line is checked first, then all are written at once or none "
-               "(example below)" % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024), mcp=False),
-    ], "python3 -S notes.py append --type decision --provenance op --evidence declared "
+        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
+               "(example: --about n00004)", mcp_help="an earlier note this one answers, refines or comments on; "
+               "both stay live (example: n00004)"),
+        _Option("--by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
+               "(example: --by n00005 with --ref n00002, --status closed)"),
+        _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object "
+               "a line with the keys above, no dashes; ref, about or by may name an earlier line as \"@K\" (K "
+               "from 1). All lines are checked, then all written or none (example below)"
+               % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024), mcp=False),
+    ], "append --type decision --provenance op --evidence declared "
        "--text 'The log stays append-only.'\n"
        "  python3 -S notes.py append --batch - <<'EOF'\n"
        '  {"type": "decision", "text": "Reminders go by email.", "provenance": "op", "evidence": "declared"}\n'
        '  {"type": "gate", "ref": "n00002", "status": "closed", "by": "@1", "text": "Closed: email.", '
        '"provenance": "op", "evidence": "declared"}\n'
-       "  EOF", "append"),
+       "  EOF"),
     "tail": _Command("Print the last records, oldest first, optionally filtered.", [
-        _Option("--limit", "limit", "N", "how many records to print, at most %d (default %d)"
+        _Option("--limit", "N", "how many records to print, at most %d (default %d)"
                % (_LIMIT_MAX, _TAIL_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
                type=int, default=_TAIL_DEFAULT_LIMIT),
-        _Option("--type", "types", "TYPE", "keep only this type; repeat for several",
+        _Option("--type", "TYPE", "keep only this type; repeat for several", name="types",
                mcp_help="keep only these types (a list; one type alone may be given as a string)",
                action="append", choices=NOTE_TYPES),
-        _Option("--since", "since", "TS", "keep records at or after TS (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)",
-               mcp_help="keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
-        _Option("--until", "until", "TS", "keep records before TS (same forms)",
-               mcp_help="keep records before this time (same forms as since)"),
-        _Option("--grep", "grep", "TEXT", "keep records whose text or effect holds the words of TEXT, whole and "
-               "in order, whatever the case; more then counts the matches left out (example: --grep 'email')",
+        _Option("--since", "TS", "keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
+        _Option("--until", "TS", "keep records before this time (same forms as --since)"),
+        _Option("--grep", "TEXT", "keep records whose text or effect holds the words of TEXT, whole and in "
+               "order, whatever the case; more then counts the matches left out (example: --grep 'email')",
                mcp_help="keep records whose text or effect holds these words, whole and in order, whatever the "
                "case; more then counts the matches left out (example: email)"),
-        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
-    ], "python3 -S notes.py tail --limit 3 --type gate --compact", "tail"),
+        _flag("--compact", _COMPACT_HELP),
+    ], "tail --limit 3 --type gate --compact"),
     "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
                     "notes that settled them, the notes about it.", [
-        _Option("note_id", "note_id", "NOTE_ID", "the note to look up, such as n00003"),
-        _Option("--compact", "compact", None, _COMPACT_HELP, action="store_const", const=True, default=False),
-    ], "python3 -S notes.py show n00003 --compact", "show"),
+        _Option("note_id", "NOTE_ID", "the note to look up, such as n00003", required=True),
+        _flag("--compact", _COMPACT_HELP),
+    ], "show n00003 --compact"),
     "summary": _Command("Print the number of records by type and the last note.", [],
-                       "python3 -S notes.py summary", "summary"),
-    "recap": _Command("Print the state of the idea: open and deferred gates, unconfirmed notes, closed gates with "
-                     "what closed them, live decisions, discards (reopened ones marked) and more, within a size "
-                     "budget. pending: how many gates are open and notes unconfirmed, since when, and which "
-                     "came after the last delivery; synthesis: entered, delivered or ended, and by which notes; "
-                     "delivery: the last artifact note appended in synthesis and the live notes after it, mode "
-                     "notes aside.", [
-        _Option("--limit", "limit", "N", "items kept per list, newest first, at most %d (default %d)"
+                       "summary"),
+    "recap": _Command("Print the state of the idea within a size budget: open and deferred gates, unconfirmed notes, "
+                     "closed gates and what closed them, live decisions, discards (reopened ones marked) and more. "
+                     "pending: how many gates are open and notes unconfirmed, since when, and which came after the "
+                     "last delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last "
+                     "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
+        _Option("--limit", "N", "items kept per list, newest first, at most %d (default %d)"
                % (_LIMIT_MAX, _RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
                type=int, default=_RECAP_DEFAULT_LIMIT),
-        _Option("--format", "format", "FORMAT", "json (default) or md", mcp_help="json (default), or md: the "
+        _Option("--format", "FORMAT", "json (default) or md", mcp_help="json (default), or md: the "
                "receipt's markdown holds the recap as a markdown text", choices=("json", "md"), default="json"),
-        _Option("--max-bytes", "max_bytes", "N", "print at most N bytes, leaving out the oldest entries that can "
-               "go (default %d)" % _RECAP_DEFAULT_MAX_BYTES, mcp_help="at most this many bytes of receipt, "
-               "leaving out the oldest entries that can go (default %d)" % _RECAP_DEFAULT_MAX_BYTES,
-               schema={"minimum": 1}, type=int, default=_RECAP_DEFAULT_MAX_BYTES),
-    ], "python3 -S notes.py recap --format md", "recap"),
+        _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can "
+               "go (default %d)" % _RECAP_DEFAULT_MAX_BYTES, schema={"minimum": 1}, type=int,
+               default=_RECAP_DEFAULT_MAX_BYTES),
+    ], "recap --format md"),
     "verify": _Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
-                      "python3 -S notes.py verify", "verify",
-                      mcp_purpose="Check the meta and every line of the log. Problems found are a result, not "
-                                  "an error: the receipt's ok is false and problems lists them."),
+                      "verify",
+                      "Check the meta and every line of the log. Problems found are a result, not an error: the "
+                      "receipt's ok is false and problems lists them."),
     "export": _Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
                       "keep: which file the operator keeps, and how; tell_operator: what they have to do, if "
                       "anything.", [
-        _Option("--output", "output", "PATH", "where to write (default %s, or %s with --format md, in the session "
+        _Option("--output", "PATH", "where to write (default %s, or %s with --format md, in the session "
                "folder)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="the file to write, inside the session "
                "folder and relative to it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
-        _Option("--format", "format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
-    ], "python3 -S notes.py export --output /mnt/data/session_export.json", "export"),
+        _Option("--format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
+    ], "export --output /mnt/data/session_export.json"),
     "restore": _Command("Bring a session back into the folder from a session_export.json; export: its time and last "
                        "note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
-        _Option("export_file", "export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the "
-               "one in the session folder", nargs="?"),
-        _Option("--accept-damaged", "accept_damaged", None,
-               "restore a damaged export anyway: every record exactly as the export holds it, nothing "
-               "repaired or dropped (verify then reports the same problems)",
-               action="store_const", const=True, default=False),
-    ], "python3 -S notes.py --dir /mnt/data/shaping restore /mnt/data/session_export.json", "restore"),
-    "check": _Command("Read an artifact file in the session folder against the live log and list findings to "
-                     "look at: process residue (note ids, state names, the tool's words), revived discards, lost "
-                     "decisions and boundaries, and open points or unconfirmed proposals stated without a mark "
-                     "(Not decided: / Assumption to confirm:). Each names its line, note and confidence; "
-                     "nothing is written.", [
-        _Option("file", "file", "FILE", "the artifact, relative to the session folder (or an absolute path "
-               "inside it), such as plan.md"),
-    ], "python3 -S notes.py --dir /mnt/data check plan.md", "check"),
+        _Option("export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the one in the "
+               "session folder", nargs="?"),
+        _flag("--accept-damaged", "restore a damaged export anyway: every record exactly as the export holds it, "
+              "nothing repaired or dropped (verify then reports the same problems)"),
+    ], "--dir /mnt/data/shaping restore /mnt/data/session_export.json"),
+    "check": _Command("Read an artifact file in the session folder against the live log; nothing is written. "
+                     "Findings, each with its line, note and confidence: process residue (note ids, state names, "
+                     "the tool's words), revived discards, lost decisions and boundaries, open points or "
+                     "unconfirmed proposals without a mark (Not decided: / Assumption to confirm:).", [
+        _Option("file", "FILE", "the artifact, relative to the session folder (or an absolute path "
+               "inside it), such as plan.md", required=True),
+    ], "--dir /mnt/data check plan.md"),
     "redact": _Command("Replace one note's text and effect with %s in place, and append a source note that "
                       "says which note was redacted and why. Earlier exports and side files keep the old text."
                       % _REDACTED_TEXT, [
-        _Option("note_id", "note_id", "NOTE_ID", "the note to redact, such as n00004"),
-        _Option("--reason", "reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
-               "characters; - reads it from standard input" % _REDACT_REASON_LIMIT,
-               mcp_help="why it is redacted (required; never the secret itself), at most %d characters"
-               % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True),
-    ], "python3 -S notes.py redact n00004 --reason 'It held a private phone number.'", "redact"),
+        _Option("note_id", "NOTE_ID", "the note to redact, such as n00004", required=True),
+        _Option("--reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
+               "characters" % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True,
+               required=True),
+    ], "redact n00004 --reason 'It held a private phone number.'"),
     "sessions": _Command("List the folder's own session (name null) and each named one: notes, last note, open "
                         "and deferred gates, last export; current is the default.", [],
-                        "python3 -S notes.py sessions", "sessions"),
+                        "sessions"),
     "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end "
                    "of input.", [
-        _Option("--allow-redact", "allow_redact", None, "serve redact as a tool as well (it rewrites a note; "
-               "off unless given)", action="store_const", const=True, default=False),
-        _Option("--restore-from", "restore_from", "DIR", "a folder the restore tool may also read exports from "
-               "(repeatable)", action="append"),
-    ], "python3 -S notes.py --dir /home/you/shaping mcp", None),
+        _flag("--allow-redact", "serve redact as a tool as well (it rewrites a note; off unless given)"),
+        _Option("--restore-from", "DIR", "a folder the restore tool may also read exports from (repeatable)",
+               action="append"),
+    ], "--dir /home/you/shaping mcp"),
 }
 # %% doubled: argparse formats help texts.
 _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 _SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
-
 
 # Flags people type by habit -> ours.
 _HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
@@ -4720,6 +4709,10 @@ def _see_help(command=None):
     return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
 
 
+def _did_you_mean(guess):
+    return "did you mean %s? " % guess if guess else ""
+
+
 def _one_of(name, allowed):
     """An argparse type taking only the allowed words, suggesting the nearest for a typo."""
     import argparse
@@ -4727,9 +4720,9 @@ def _one_of(name, allowed):
     def check(value):
         if value in allowed:
             return value
-        guess = _closest(value, allowed)  # the value itself is never echoed
+        # the value itself is never echoed
         raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
-            name, "did you mean %s? " % guess if guess else "", ", ".join(allowed)))
+            name, _did_you_mean(_closest(value, allowed)), ", ".join(allowed)))
     return check
 
 
@@ -4741,7 +4734,6 @@ def _without_values(message: str) -> str:
 
 
 def _build_parser():
-    """The parser built from COMMANDS."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -4749,14 +4741,14 @@ def _build_parser():
             command = self.prog.split(" ", 1)[1] if " " in self.prog else None
             if command is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
-                guess = _closest(word, list(_COMMANDS))
                 message = "unknown command (the first word after the options); %scommands: %s" % (
-                    "did you mean %s? " % guess if guess else "", ", ".join(_COMMANDS))
+                    _did_you_mean(_closest(word, list(_COMMANDS))), ", ".join(_COMMANDS))
             raise NotesError("%s %s" % (_without_values(message), _see_help(command)))
 
     program = _invoked_as()
+    raw = argparse.RawDescriptionHelpFormatter
     parser = Parser(prog=_CONSOLE_COMMAND if program == _CONSOLE_COMMAND else "notes.py",
-                    description=_PROGRAM_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+                    description=_PROGRAM_DESCRIPTION, formatter_class=raw,
                     epilog="example:\n  %s append --type gate --provenance op --evidence declared "
                            "--text 'Host runtime is undecided.'\n\n"
                            "run '%s COMMAND --help' for a command's options" % (program, program))
@@ -4766,85 +4758,62 @@ def _build_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for name, command in _COMMANDS.items():
-        sub = commands.add_parser(name, help=command.purpose, description=command.purpose,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                  epilog="example:\n  " + command.example.replace(_SCRIPT_COMMAND, program))
+        example = "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program))
+        sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw,
+                                  epilog=example)
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
         for option in command.options:
-            settings = option.parser_settings()
-            if option.flag.startswith("-"):
-                sub.add_argument(option.flag, dest=option.name, metavar=option.metavar, help=option.help_text,
-                                 **settings)
-            else:
-                sub.add_argument(option.name, metavar=option.metavar, help=option.help_text, **settings)
+            named = {"dest": option.name} if option.flag.startswith("-") else {}
+            sub.add_argument(option.flag, metavar=option.metavar, **named, **option.parser_settings(),
+                             help=option.help_text + ("; - reads it from standard input" if option.from_stdin else ""))
     return parser
 
 
 def _argument_position(argv, word, command) -> int:
     """The 1-based place in argv of a stray word, looked for after the command's name."""
     start = argv.index(command) + 1 if command in argv else 0
-    for index in range(start, len(argv)):
-        if argv[index] == word:
-            return index + 1
-    return argv.index(word) + 1 if word in argv else len(argv)
+    return next((index + 1 for index in range(start, len(argv)) if argv[index] == word),
+                argv.index(word) + 1 if word in argv else len(argv))
 
 
 def _parse_arguments(argv):
     """Parse argv with the one parser; name an unknown option as the mistake it is."""
     arguments, unknown = _build_parser().parse_known_args(argv)
     if unknown:
-        word = unknown[0]
+        word, command = unknown[0], arguments.command
+        flag, place = word.split("=", 1)[0], _argument_position(argv, word, command)
+        # Named by its place, never by its value: an unquoted text may hold a secret.
         if not word.startswith("-"):
-            # Named by its place, never by its value: an unquoted text may hold a secret.
             hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
                     else "put quotes around a text that holds spaces")
             raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
-                _argument_position(argv, word, arguments.command), arguments.command, hint,
-                _see_help(arguments.command)))
-        flag = word.split("=", 1)[0]
+                place, command, hint, _see_help(command)))
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
-                             "value that starts with a dash as --text=VALUE %s" % (
-                                 _argument_position(argv, word, arguments.command), arguments.command,
-                                 _see_help(arguments.command)))
-        flags = ["--dir", "--session"] + [option.flag for option in _COMMANDS[arguments.command].options
-                             if option.flag.startswith("-")]
+                             "value that starts with a dash as --text=VALUE %s" % (place, command, _see_help(command)))
+        flags = ["--dir", "--session"] + [option.flag for option in _COMMANDS[command].options
+                                          if option.flag.startswith("-")]
         guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
         raise NotesError("%s has no option %s; %s%s" % (
-            arguments.command, flag, "use %s instead " % guess if guess else "", _see_help(arguments.command)))
+            command, flag, "use %s instead " % guess if guess else "", _see_help(command)))
     _check_dir_argument(arguments.dir)
     _check_session_name(arguments.session)
     return arguments
 
 
-def _read_stdin(flag, byte_limit, without, too_much, what) -> str:
+def _read_stdin(flag, byte_limit, without, too_much) -> str:
     """All of standard input for flag, as UTF-8 text of at most byte_limit bytes."""
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("%s - reads standard input, but there is none; %s" % (flag, without))
     data = getattr(sys.stdin, "buffer", sys.stdin).read(byte_limit + 1)
     if len(data) > byte_limit:
         raise NotesError("standard input for %s holds more than %d bytes; %s" % (flag, byte_limit, too_much))
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise NotesError("standard input for %s is not valid UTF-8 (byte %d); send %s as UTF-8"
-                             % (flag, error.start, what)) from None
-    return data
-
-
-def _value_from_stdin(asking) -> str:
-    """The value of the one option in asking (given as "-"), read from standard input."""
-    if len(asking) > 1:
-        raise NotesError("%s both ask for standard input, which carries one value; read one of them from "
-                         "standard input and pass the other as an argument" % " and ".join("%s -" % option.flag
-                                                                                           for option in asking))
-    option = asking[0]
-    return _read_stdin(option.flag, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
-                       ("say why in at most %d characters" if option.name == "reason" else
-                        "a memory signal is a minimal pointer of at most %d characters") % option.schema["maxLength"],
-                       "the text")
+    try:
+        return data if isinstance(data, str) else data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise NotesError("standard input for %s is not valid UTF-8 (byte %d); send it as UTF-8"
+                         % (flag, error.start)) from None
 
 
 def _batch_from_stdin(source) -> list:
@@ -4854,10 +4823,8 @@ def _batch_from_stdin(source) -> list:
                          "for example from a quoted here-document <<'EOF'", help_for="append")
     data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "send the lines with a quoted here-document <<'EOF' or a pipe",
                        "send at most %d signals of minimal size, or split them into several batches"
-                       % _BATCH_LINE_LIMIT, "the lines")
-    lines = data.split("\n")
-    while lines and not lines[-1].strip():
-        lines.pop()
+                       % _BATCH_LINE_LIMIT)
+    lines = data.rstrip().split("\n") if data.strip() else []
     _refuse_a_long_batch(len(lines))
     entries = []
     for number, line in enumerate(lines, 1):
@@ -4880,26 +4847,29 @@ def _cli_keywords(arguments) -> dict:
     if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
         keywords["batch"] = _batch_from_stdin(keywords["batch"])
         return keywords
+    # "-" reads standard input, which only the command line has
     asking = [option for option in options if option.from_stdin and keywords[option.name] == "-"]
-    if asking:  # "-" reads standard input, which only the command line has
-        keywords[asking[0].name] = _value_from_stdin(asking)
+    if len(asking) > 1:
+        raise NotesError("%s both ask for standard input, which carries one value; read one of them from "
+                         "standard input and pass the other as an argument" % " and ".join(
+                             "%s -" % option.flag for option in asking))
+    for option in asking:
+        keywords[option.name] = _read_stdin(
+            option.flag, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
+            ("say why in at most %d characters" if option.name == "reason" else
+             "a memory signal is a minimal pointer of at most %d characters") % option.schema["maxLength"])
     return keywords
 
 
 def _error_receipt(error):
-    """The receipt of a command stopped by an exception: a refusal's message and details, or the unexpected."""
-    if isinstance(error, PermissionError):
-        error = _permission_refusal(error)
+    """The receipt of a command stopped by an exception."""
+    if isinstance(error, PermissionError):  # wherever it was met: a refusal with the way out
+        error = NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
+                           "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
     if isinstance(error, NotesError):
         message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
         return {"ok": False, "error": message, **error.details}
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
-
-
-def _permission_refusal(error):
-    """A file or folder this user may not open, wherever it was met: a refusal with the way out."""
-    return NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
-                      "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
 
 
 # --------------------------------------------------------------------------
@@ -4939,34 +4909,12 @@ _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-_MCP_READER_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
-                    "openWorldHint": False}
-# tool -> (arguments its schema requires, annotations). An append retried is a duplicate: idempotent.
-_MCP_TOOLS = {
-    "append": (("type", "text"),
-               {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
-                "openWorldHint": False}),
-    # A tool of its own, so that append keeps type and text required.
-    "append_batch": (("batch",),
-                     {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
-                      "openWorldHint": False}),
-    "recap": ((), _MCP_READER_HINTS),
-    "tail": ((), _MCP_READER_HINTS),
-    "show": (("note_id",), _MCP_READER_HINTS),
-    "summary": ((), _MCP_READER_HINTS),
-    "verify": ((), _MCP_READER_HINTS),
-    "export": ((), {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
-                    "openWorldHint": False}),
-    "check": (("file",), _MCP_READER_HINTS),
-    "sessions": ((), _MCP_READER_HINTS),
-    # Reads only inside allowed folders (mcp_open_export); adds notes, never removes one.
-    "restore": ((), {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
-                     "openWorldHint": False}),
-    # Only with mcp --allow-redact: a call may come from an injected prompt, and redact rewrites the log.
-    "redact": (("note_id", "reason"),
-               {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
-                "openWorldHint": False}),
-}
+# append_batch: append --batch, a tool of its own so that append keeps type and text required;
+# redact only with mcp --allow-redact: a call may come from an injected prompt.
+_MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
+              "sessions", "restore", "redact")
+# restore adds notes, never removes one; export may replace its output file.
+_MCP_WRITERS = ("append", "append_batch", "export", "restore", "redact")
 
 
 def _mcp_served_tools(allow_redact) -> tuple:
@@ -4974,91 +4922,43 @@ def _mcp_served_tools(allow_redact) -> tuple:
 
 
 class _ProtocolError(Exception):
-    """A JSON-RPC error: the request is wrong, not the note."""
-
-    def __init__(self, code, message, data=None):
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
+    """A JSON-RPC error (its args: code, message and maybe data): the request is wrong, not the note."""
 
 
 def _mcp_options(command):
-    """name -> Option for each option the command's tool takes."""
     return {option.name: option for option in _COMMANDS[command].options if option.mcp}
 
 
-# A NOTE_ID argument: n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed.
-_MCP_NOTE_ID_SCHEMA = {"pattern": "^\\s*n[0-9]{5,11}\\s*$"}
-
-
-# A tool that is one mode of a command -> that command.
-_TOOL_COMMANDS = {"append_batch": "append"}
-
-
 def _mcp_wording(command, text):
-    """A command-line text in the tool's words: each --flag of the command named as its argument."""
-    for option in _COMMANDS[_TOOL_COMMANDS.get(command, command)].options:
+    """A command-line text in the tool's words: each --flag named as its argument, "print" as "return"."""
+    for option in _COMMANDS["append" if command == "append_batch" else command].options:
         if option.flag.startswith("--"):
             text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
-    return text
-
-
-def _mcp_description(command, text):
-    """A --help text as a tool's description: flags named as arguments, "print" as "return"."""
     return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
-                  + found.group(2), _mcp_wording(command, text))
+                  + found.group(2), text)
 
 
 def _mcp_argument_schema(command, option):
-    """The JSON Schema of one tool argument, from its Option."""
-    extra = option.settings
-    schema = {"type": "boolean" if extra.get("action") == "store_const" else
-              "integer" if extra.get("type") is int else "string"}
-    if "choices" in extra:
-        schema["enum"] = list(extra["choices"])
-    if option.metavar == "NOTE_ID":
-        schema.update(_MCP_NOTE_ID_SCHEMA)
-    schema.update(option.schema)
-    if extra.get("action") == "append":
+    schema = dict({"type": option.kind}, **option.schema)
+    if "choices" in option.settings:
+        schema["enum"] = list(option.settings["choices"])
+    if option.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
+        schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
+    if option.many:
         schema = {"type": "array", "items": schema}
-    schema["description"] = option.mcp_help or _mcp_description(command, option.help_text)
-    if extra.get("default") is not None:
-        schema["default"] = extra["default"]
+    schema["description"] = option.mcp_help or _mcp_wording(command, option.help_text)
+    if option.settings.get("default") is not None:
+        schema["default"] = option.settings["default"]
     return schema
 
 
-def _mcp_tool_listing(command):
-    """A tool as tools/list shows it."""
-    if command == "append_batch":
-        return _mcp_batch_listing()
-    marked_required, hints = _MCP_TOOLS[command]
-    properties, required = {}, []
-    for name, option in _mcp_options(command).items():
-        properties[name] = _mcp_argument_schema(command, option)
-        if option.settings.get("required") or name in marked_required:
-            required.append(name)
-    input_schema = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        input_schema["required"] = required
-    return {"name": command, "title": command.capitalize(),
-            "description": _COMMANDS[command].mcp_purpose or _mcp_description(command, _COMMANDS[command].purpose),
-            "inputSchema": input_schema, "annotations": hints}
-
-
-def _mcp_batch_listing():
-    """The append_batch tool as tools/list shows it."""
-    signal = _mcp_tool_listing("append")["inputSchema"]
-    _, hints = _MCP_TOOLS["append_batch"]
-    batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": signal,
-             "description": "the signals in order, each with append's arguments; ref, about or by may name an "
-                            "earlier signal of the list as \"@K\" (K from 1), such as a decision and the gate "
-                            "update it settles with \"by\": \"@1\""}
-    return {"name": "append_batch", "title": "Append batch",
-            "description": "Append several memory signals at once, all or none: every one is checked as append "
-                           "checks it, then all are written together. The receipt lists every note id in "
-                           "note_ids.",
-            "inputSchema": {"type": "object", "properties": {"batch": batch}, "required": ["batch"],
-                            "additionalProperties": False},
-            "annotations": hints}
+def _mcp_input_schema(command):
+    options = _mcp_options(command)
+    schema = {"type": "object", "properties": {name: _mcp_argument_schema(command, option)
+                                               for name, option in options.items()},
+              "additionalProperties": False}
+    required = [name for name, option in options.items() if option.required]
+    return dict(schema, required=required) if required else schema
 
 
 _MCP_SESSION_SCHEMA = {"type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE.pattern,
@@ -5066,103 +4966,83 @@ _MCP_SESSION_SCHEMA = {"type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE
 
 
 def _mcp_listing(command):
-    listing = _mcp_tool_listing(command)
+    if command == "append_batch":
+        batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": _mcp_input_schema("append"),
+                 "description": "the signals in order, each with append's arguments; ref, about or by may name an "
+                                "earlier signal of the list as \"@K\" (K from 1), such as a decision and the gate "
+                                "update it settles with \"by\": \"@1\""}
+        schema = {"type": "object", "properties": {"batch": batch}, "required": ["batch"],
+                  "additionalProperties": False}
+        description = ("Append several memory signals at once, all or none: every one is checked as append "
+                       "checks it, then all are written together. The receipt lists every note id in note_ids.")
+    else:
+        schema = _mcp_input_schema(command)
+        description = _COMMANDS[command].mcp_purpose or _mcp_wording(command, _COMMANDS[command].purpose)
     if command != "sessions":
-        listing["inputSchema"]["properties"]["session"] = _MCP_SESSION_SCHEMA
-    return listing
-
-
-def _mcp_append_batch(session, arguments) -> dict:
-    """Run append_batch: its batch is a list of signal objects."""
-    if set(arguments) - {"batch"}:
-        raise NotesError("append_batch takes only the argument batch, a list of signal objects; call append "
-                         "for one signal")
-    entries = arguments.get("batch")
-    if not isinstance(entries, list):
-        raise NotesError("argument 'batch' of append_batch must be a list of signal objects, such as "
-                         "[{\"type\": \"decision\", \"text\": \"...\"}]")
-    return session.append(batch=entries)
+        schema["properties"]["session"] = _MCP_SESSION_SCHEMA
+    # An append retried is a duplicate: idempotent.
+    hints = {"readOnlyHint": command not in _MCP_WRITERS, "destructiveHint": command in ("export", "redact"),
+             "idempotentHint": command != "redact", "openWorldHint": False}
+    return {"name": command, "title": command.replace("_", " ").capitalize(), "description": description,
+            "inputSchema": schema, "annotations": hints}
 
 
 def _mcp_keywords(command, arguments):
-    """The keyword arguments of the tool's Session method, each read as argparse reads its option."""
+    """The Session method's keyword arguments, each read as argparse reads its option."""
+    import argparse
+
     options = _mcp_options(command)
-    for name, value in arguments.items():
+    keywords = {name: option.settings.get("default") for name, option in options.items()}
+    for place, (name, value) in enumerate(arguments.items(), 1):
         if name not in options:  # named by its place, never by its name: a client wrote it
             raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
-                             "are: %s" % (command, list(arguments).index(name) + 1, ", ".join(options) or "none"))
-        if value == "-" and options[name].from_stdin:
-            # Here standard input carries the protocol.
+                             "are: %s" % (command, place, ", ".join(options) or "none"))
+        option = options[name]
+        if value == "-" and option.from_stdin:  # here standard input carries the protocol
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
-        many = options[name].settings.get("action") == "append"
-        kind = ("true or false" if options[name].settings.get("action") == "store_const" else
-                "an integer" if options[name].settings.get("type") is int else "a string")
-        for item in value if many and isinstance(value, list) else [] if value is None else [value]:
-            fits = (type(item) is bool if kind == "true or false" else
-                    isinstance(item, str) or kind == "an integer" and type(item) is int)
-            if not fits:
-                raise NotesError("argument %r of %s must be %s%s" % (
-                    name, command, "a list of strings or " if many else "", kind))
-    keywords = {name: option.settings.get("default") for name, option in options.items()}
-    for name, value in arguments.items():
+        many, kind = option.many, option.kind
+        items = value if many and isinstance(value, list) else [] if value is None else [value]
+        if not all(type(item) is bool if kind == "boolean" else
+                   isinstance(item, str) or kind == "integer" and type(item) is int for item in items):
+            raise NotesError("argument %r of %s must be %s%s" % (name, command, "a list of strings or " if many else "",
+                             {"boolean": "true or false", "integer": "an integer"}.get(kind, "a string")))
+        convert = option.parser_settings().get("type")
+        try:  # refused in the command line's words
+            items = [convert(str(item)) for item in items] if convert else items
+        except argparse.ArgumentTypeError as error:
+            raise NotesError("argument %s: %s" % (option.flag, error), help_for=command) from None
+        except ValueError:
+            raise NotesError("argument %s: invalid %s value" % (option.flag, convert.__name__),
+                             help_for=command) from None
         if value is not None:
-            items = [_mcp_value(command, options[name], item) for item in
-                     (value if isinstance(value, list) else [value])]
-            keywords[name] = items if options[name].settings.get("action") == "append" else items[0]
+            keywords[name] = items if many else items[0]
     return keywords
 
 
-def _mcp_value(command, option, item):
-    """One tool argument converted as argparse converts its option, refused in its words."""
-    import argparse
-
-    convert = option.parser_settings().get("type")
-    if convert is None:
-        return item
-    try:
-        return convert(str(item))
-    except argparse.ArgumentTypeError as error:
-        message = str(error)
-    except (TypeError, ValueError):
-        message = "invalid %s value: %r" % (getattr(convert, "__name__", repr(convert)), str(item))
-    raise NotesError("argument %s: %s" % (option.flag, message), help_for=command)
-
-
 _MCP_EXPORT_REFUSAL = "export over MCP writes only inside the session folder: output"
-
-
-def _mcp_export_way_out(folder):
-    return ("; give a file name inside the session folder, such as %s (it is written to %s)"
-            % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
-
-
-def _mcp_export_path(folder, output):
-    """Where no dir_fd walk is possible: the file inside the session folder that export's output names."""
-    way_out = _mcp_export_way_out(folder)
-    path = os.path.join(folder, *_inside_parts(output, _MCP_EXPORT_REFUSAL, way_out))
-    _resolved_inside(path, folder, _MCP_EXPORT_REFUSAL, way_out)
-    if os.path.islink(path):
-        raise NotesError("%s is a link%s" % (_MCP_EXPORT_REFUSAL, way_out))
-    return path
-
-
-# The most files and folders export creates over MCP in one server's run, per
-# session folder: a tool call may come from injected text, which must not fill
-# the folder.  Replacing an earlier export creates nothing and is not counted.
+# The most files and folders export creates over MCP in one server's run, per session folder: a tool call
+# may come from injected text, which must not fill the folder. Replacing an earlier export is not counted.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
 
 def _mcp_export(session, output, format):
-    """The export tool: written by descriptor below the session folder (write_inside), within the bound."""
-    _check_choice("format", format, ("json", "md"))
+    """The export tool: written by descriptor below the session folder, within the bound."""
     folder = _resolve_folder(session.folder, session.session)
+    what, way_out = _MCP_EXPORT_REFUSAL, ("; give a file name inside the session folder, such as %s (it is "
+                                          "written to %s)" % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
+    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
+        if output:
+            output = os.path.join(folder, *_inside_parts(output, what, way_out))
+            _resolved_inside(output, folder, what, way_out)
+            if os.path.islink(output):
+                raise NotesError("%s is a link%s" % (what, way_out))
+        return session.export(output=output, format=format)
+    _check_choice("format", format, ("json", "md"))
     meta = _require_session(folder)
     _check_meta_session_id(folder, meta)
-    host = _session_host(folder, True)
     relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
-    what, way_out = _MCP_EXPORT_REFUSAL, _mcp_export_way_out(folder)
     parts = _inside_parts(relative, what, way_out)
     if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
         raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)
@@ -5186,9 +5066,7 @@ def _mcp_export(session, output, format):
         except OSError as error:
             raise _write_error(os.path.join(folder, relative), error, "choose another output") from None
     earlier = _earlier_export(relative, lambda path: _open_inside(folder, path, what, way_out))
-    return _export_session(folder, meta, format == "md", earlier, write, host)
-
-
+    return _export_session(folder, meta, format == "md", earlier, write, _session_host(folder, True))
 
 
 class _McpServer:
@@ -5197,8 +5075,11 @@ class _McpServer:
     def __init__(self, folder, session, tools, restore_from):
         self.home = Session(folder, session=session)
         self.home._over_mcp = True  # the MCP server's host
-        self.tools = tools
-        self.restore_from = tuple(_mcp_restore_folder(path) for path in restore_from or ())
+        self.tools, self.restore_from = tools, []
+        for path in restore_from or ():
+            if not path.strip() or not os.path.isdir(os.path.expanduser(path)):
+                raise NotesError("--restore-from names no folder; give one that exists, or leave it out")
+            self.restore_from.append(os.path.realpath(os.path.expanduser(path)))
 
     def session(self, name):
         if name is None:
@@ -5209,28 +5090,16 @@ class _McpServer:
         return session
 
 
-def _mcp_restore_folder(path):
-    if not path.strip() or not os.path.isdir(os.path.expanduser(path)):
-        raise NotesError("--restore-from names no folder; give one that exists, or leave it out")
-    return os.path.realpath(os.path.expanduser(path))
-
-
 def _mcp_restore(server, session, export_file, accept_damaged):
     """The restore tool: Session.restore of the export opened inside an allowed folder."""
-    folder = _resolve_folder(session.folder, session.session)
     if export_file is None:  # the one in the session folder, as the command looks for it
         return session.restore(accept_damaged=accept_damaged)
-    with _mcp_open_export(export_file, (folder,) + server.restore_from) as handle:
-        return session.restore(export_file=handle, accept_damaged=accept_damaged)
-
-
-def _mcp_open_export(name, places):
-    """The export a client names, opened below the first of places that holds it."""
+    places = [_resolve_folder(session.folder, session.session)] + server.restore_from
     way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
-    candidates = [(place, name) for place in places]
-    if os.path.isabs(name):
-        candidates = [(place, name[len(place.rstrip(os.sep)) + 1:]) for place in places
-                      if name.startswith(place.rstrip(os.sep) + os.sep)]
+    candidates = [(place, export_file) for place in places]
+    if os.path.isabs(export_file):
+        candidates = [(place, export_file[len(place.rstrip(os.sep)) + 1:]) for place in places
+                      if export_file.startswith(place.rstrip(os.sep) + os.sep)]
         if not candidates:
             raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
     for place, relative in candidates:
@@ -5240,7 +5109,8 @@ def _mcp_open_export(name, places):
             continue
         except IsADirectoryError:
             raise NotesError("export_file is a folder" + way_out) from None
-        return open(os.path.join(place, relative), "rb", opener=lambda path, flags: descriptor)
+        with open(os.path.join(place, relative), "rb", opener=lambda path, flags: descriptor) as handle:
+            return session.restore(export_file=handle, accept_damaged=accept_damaged)
     raise NotesError("export_file names no file in the folders restore reads" + way_out)
 
 
@@ -5250,52 +5120,43 @@ def _mcp_call_tool(server, params):
     if not isinstance(name, str) or name not in server.tools:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
                             % (_compact_json(name), ", ".join(server.tools)))
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
+    if not isinstance(arguments, (dict, type(None))):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        arguments = dict(arguments)  # sessions lists all: no session
+        arguments = dict(arguments or {})  # sessions lists all: no session
         session = server.session(None if name == "sessions" else arguments.pop("session", None))
         if name == "append_batch":  # signal objects: no option carries them
-            receipt = _mcp_append_batch(session, arguments)
+            if set(arguments) - {"batch"}:
+                raise NotesError("append_batch takes only the argument batch, a list of signal objects; call "
+                                 "append for one signal")
+            if not isinstance(arguments.get("batch"), list):
+                raise NotesError("argument 'batch' of append_batch must be a list of signal objects, such as "
+                                 "[{\"type\": \"decision\", \"text\": \"...\"}]")
+            receipt = session.append(batch=arguments["batch"])
+        elif name == "export":  # a tool call may come from an injected prompt
+            receipt = _mcp_export(session, **_mcp_keywords(name, arguments))
+        elif name == "restore":
+            receipt = _mcp_restore(server, session, **_mcp_keywords(name, arguments))
         else:
-            keywords = _mcp_keywords(name, arguments)
-            # A tool call may come from an injected prompt.
-            if name == "export" and _CAN_WALK_INSIDE:
-                receipt = _mcp_export(session, keywords["output"], keywords["format"])
-            elif name == "restore":
-                receipt = _mcp_restore(server, session, **keywords)
-            else:
-                if name == "export" and keywords["output"]:  # no dir_fd here (Windows): the path is checked
-                    keywords["output"] = _mcp_export_path(_resolve_folder(session.folder, session.session),
-                                                          keywords["output"])
-                receipt = getattr(session, _COMMANDS[name].method)(**keywords)
+            receipt = getattr(session, name)(**_mcp_keywords(name, arguments))
         failed = False
-    except Exception as error:  # noqa: BLE001 - reported; the server goes on
-        receipt, failed = _mcp_refusal(name, error), True
+    except NotesError as error:  # the command line's refusal, in the tool's words, pointing at its schema
+        help_for = " (see the input schema of the %s tool in tools/list)" % error.help_for if error.help_for else ""
+        receipt = {"ok": False, "error": _mcp_wording(name, error.message + help_for), **error.details}
+        failed = True
+    except Exception as error:  # reported; the server goes on
+        receipt, failed = _error_receipt(error), True
     # A verify that finds problems ran fine: its receipt says ok false.
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
 
-def _mcp_refusal(command, error):
-    """The receipt of a refused tool call: the command line's, in the tool's words, pointing at its schema."""
-    if not isinstance(error, NotesError):
-        return _error_receipt(error)
-    message = error.message
-    if error.help_for is not None:
-        message += " (see the input schema of the %s tool in tools/list)" % error.help_for
-    return {"ok": False, "error": _mcp_wording(command, message), **error.details}
-
-
-# Where pip puts an installed copy's contracts (data-files in pyproject.toml); not share/shaping-notes,
-# which under pip --user is the user data folder.
+# Where pip puts the contracts (data-files in pyproject.toml); share/shaping-notes is pip --user's data folder.
 _INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
 
 
 def _installed_contract_paths() -> dict:
-    """file name -> path of the contracts whose installer's record holds this very notes.py; {} when none."""
+    """file name -> path of the contracts installed with this very notes.py; {} when none."""
     import importlib.metadata  # only a server without contracts beside it needs it
 
     try:
@@ -5314,58 +5175,24 @@ def _mcp_contracts():
     import pathlib
 
     here = os.path.dirname(os.path.realpath(__file__))
-    installed = None
-    found = []
-    for name, description in _MCP_CONTRACTS:
-        path = os.path.join(here, name)
-        if not os.path.isfile(path) and _is_installed_package_folder(here):
-            if installed is None:
-                installed = _installed_contract_paths()
-            path = installed.get(name, path)
-        if os.path.isfile(path):
-            found.append((pathlib.Path(path).as_uri(), path, name, description))
-    return found
-
-
-def _mcp_read_resource(params):
-    for uri, path, _, _ in _mcp_contracts():
-        if uri == params.get("uri"):
-            try:
-                with open(path, "rb") as handle:
-                    text = handle.read().decode("utf-8", "replace")
-            except OSError as error:
-                raise _ProtocolError(_RPC_INTERNAL_ERROR,
-                                    "cannot read %s (%s)" % (path, error.strerror)) from None
-            return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
-    raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown resource: %s" % _compact_json(params.get("uri")))
-
-
-def _mcp_capabilities():
-    capabilities = {"tools": {}}
-    if _mcp_contracts():
-        capabilities["resources"] = {}
-    return capabilities
-
-
-def _mcp_instructions():
-    """The instructions, naming the contracts only when this copy serves them."""
-    if not _mcp_contracts():
-        return _MCP_INSTRUCTIONS
-    return _MCP_INSTRUCTIONS + "\n" + _MCP_CONTRACTS_INSTRUCTION
+    paths = {name: os.path.join(here, name) for name, _ in _MCP_CONTRACTS}
+    if not all(map(os.path.isfile, paths.values())) and _is_installed_package_folder(here):
+        installed = _installed_contract_paths()
+        paths = {name: path if os.path.isfile(path) else installed.get(name, path) for name, path in paths.items()}
+    return [(pathlib.Path(paths[name]).as_uri(), paths[name], name, description)
+            for name, description in _MCP_CONTRACTS if os.path.isfile(paths[name])]
 
 
 def _mcp_result(server, method, params):
-    """The result of one request, whatever the revision."""
-    if method == "initialize":
-        requested = params.get("protocolVersion")
-        if requested not in _MCP_HANDSHAKE_VERSIONS:
-            requested = _MCP_HANDSHAKE_VERSIONS[-1]  # the newest we speak; the client may then leave
-        return {"protocolVersion": requested,
-                "capabilities": _mcp_capabilities(), "serverInfo": _MCP_SERVER_INFO,
-                "instructions": _mcp_instructions()}
-    if method == "server/discover":
-        return {"supportedVersions": list(_MCP_STATELESS_VERSIONS), "capabilities": _mcp_capabilities(),
-                "instructions": _mcp_instructions()}
+    if method in ("initialize", "server/discover"):
+        contracts = _mcp_contracts()
+        result = {"capabilities": dict({"tools": {}}, **({"resources": {}} if contracts else {})),
+                  "instructions": _MCP_INSTRUCTIONS + ("\n" + _MCP_CONTRACTS_INSTRUCTION if contracts else "")}
+        if method == "server/discover":
+            return dict(result, supportedVersions=list(_MCP_STATELESS_VERSIONS))
+        requested = params.get("protocolVersion")  # else the newest we speak; the client may then leave
+        return dict(result, serverInfo=_MCP_SERVER_INFO, protocolVersion=requested
+                    if requested in _MCP_HANDSHAKE_VERSIONS else _MCP_HANDSHAKE_VERSIONS[-1])
     if method == "ping":
         return {}
     if method == "tools/list":
@@ -5375,9 +5202,17 @@ def _mcp_result(server, method, params):
     if method == "resources/list":
         return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
                                "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
-    if method == "resources/read":
-        return _mcp_read_resource(params)
-    raise _ProtocolError(_RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
+    if method != "resources/read":
+        raise _ProtocolError(_RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
+    for uri, path, _, _ in _mcp_contracts():
+        if uri == params.get("uri"):
+            try:
+                with open(path, "rb") as handle:
+                    text = handle.read().decode("utf-8", "replace")
+            except OSError as error:
+                raise _ProtocolError(_RPC_INTERNAL_ERROR, "cannot read %s (%s)" % (path, error.strerror)) from None
+            return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
+    raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown resource: %s" % _compact_json(params.get("uri")))
 
 
 def _mcp_stateless_version(method, params):
@@ -5390,19 +5225,24 @@ def _mcp_stateless_version(method, params):
     version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
     if not isinstance(version, str):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
-    if version not in _MCP_STATELESS_VERSIONS:
-        # handshake versions come only through initialize
+    if version not in _MCP_STATELESS_VERSIONS:  # handshake versions come only through initialize
         raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
                             {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
     return version
 
 
-def _mcp_answer(server, message):
-    """The response to one JSON-RPC message; None for a notification or a client's response."""
+def _mcp_answer(server, line):
+    """The response to one line of input; None for a notification or a client's response."""
+    try:
+        message = _parse_json(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError is a ValueError too
+        return _mcp_error(None, _RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
+    if isinstance(message, list):  # refused, so that one line is one bounded reply
+        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
+                         "not served; send one request per line")
     if not isinstance(message, dict):
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
-    request_id = message.get("id")
-    has_id = "id" in message
+    request_id, has_id = message.get("id"), "id" in message
     if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
         request_id = None  # MCP ids are strings or integers, never null
     if "method" not in message and ("result" in message or "error" in message):
@@ -5414,17 +5254,15 @@ def _mcp_answer(server, message):
     if not has_id:
         return None  # a notification (initialized, cancelled...): nothing to answer
     try:
-        if params is None:
-            params = {}
+        params = {} if params is None else params
         if not isinstance(params, dict):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "params must be an object")
         stateless = _mcp_stateless_version(method, params)
         result = _mcp_result(server, method, params)
     except _ProtocolError as error:
-        return _mcp_error(request_id, error.code, error.message, error.data)
-    except Exception as error:  # noqa: BLE001 - a fault in one answer must not end the server
-        return _mcp_error(request_id, _RPC_INTERNAL_ERROR,
-                         "Internal error: %s: %s" % (type(error).__name__, error))
+        return _mcp_error(request_id, *error.args)
+    except Exception as error:  # a fault in one answer must not end the server
+        return _mcp_error(request_id, _RPC_INTERNAL_ERROR, "Internal error: %s: %s" % (type(error).__name__, error))
     if stateless:
         result["resultType"] = "complete"
         if method in _MCP_CACHEABLE:
@@ -5435,31 +5273,17 @@ def _mcp_answer(server, message):
 
 def _mcp_error(request_id, code, message, data=None):
     """A JSON-RPC error response, also logged on stderr."""
+    _to_stderr("notes.py mcp: error %d: %s" % (code, message))
     error = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    _mcp_log("error %d: %s" % (code, message))
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error if data is None else dict(error, data=data)}
 
 
-def _mcp_log(message):
+def _to_stderr(line):
     try:
-        sys.stderr.write("notes.py mcp: %s\n" % message)
+        sys.stderr.write(line + "\n")
         sys.stderr.flush()
-    except (OSError, ValueError):  # the log is only a courtesy
+    except (OSError, ValueError, AttributeError):  # a courtesy: stderr may be closed or failing
         pass
-
-
-def _mcp_answer_line(server, line):
-    """The response to one line of input; a JSON-RPC batch is refused, so that one line is one bounded reply."""
-    try:
-        message = _parse_json(line.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError is a ValueError too
-        return _mcp_error(None, _RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
-    if isinstance(message, list):
-        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
-                         "not served; send one request per line")
-    return _mcp_answer(server, message)
 
 
 def _serve_mcp(server) -> None:
@@ -5468,40 +5292,35 @@ def _serve_mcp(server) -> None:
 
     def stop_quietly(signum, frame):
         # Not KeyboardInterrupt: main prints nothing for SystemExit(0), wherever it surfaces.
-        _mcp_log("interrupted; stopping")
+        _to_stderr("notes.py mcp: interrupted; stopping")
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
     if sys.stdin is None:  # standard input closed: at its end already
         return None
+    source = sys.stdin.buffer
     try:
-        _mcp_serve_lines(server, sys.stdin.buffer, sys.stdout.buffer)
+        # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
+        for line in iter(lambda: source.readline(_LINE_LIMIT + 1), b""):
+            if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
+                while line and not line.endswith(b"\n"):
+                    line = source.readline(_LINE_LIMIT)
+                answer = _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message over 1 MiB")
+            elif not line.strip():
+                continue
+            else:
+                try:
+                    answer = _mcp_answer(server, line)
+                except Exception as error:  # a MemoryError, say
+                    answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
+            if answer is not None:
+                _mcp_send(sys.stdout.buffer, answer)
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
-    except Exception as error:  # noqa: BLE001 - a MemoryError reading a line, say
-        # main would print a receipt to stdout, which is not JSON-RPC: log it instead.
-        _mcp_log("stopped: %s" % type(error).__name__)
+    except Exception as error:  # main would print a receipt to stdout, which is not JSON-RPC
+        _to_stderr("notes.py mcp: stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
     return None  # stdout carried only JSON-RPC
-
-
-def _mcp_serve_lines(server, source, sink):
-    """Answer each line of source on sink until the end of input."""
-    # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
-    for line in iter(lambda: source.readline(_LINE_LIMIT + 1), b""):
-        if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
-            while line and not line.endswith(b"\n"):
-                line = source.readline(_LINE_LIMIT)
-            answer = _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message over 1 MiB")
-        elif not line.strip():
-            continue
-        else:
-            try:
-                answer = _mcp_answer_line(server, line)
-            except Exception as error:  # noqa: BLE001 - a MemoryError, say
-                answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
-        if answer is not None:
-            _mcp_send(sink, answer)
 
 
 def _mcp_send(sink, answer):
@@ -5532,30 +5351,25 @@ def _silence_stdout():
 
 
 def _print_result(result):
-    """Print a receipt (a dict) or a text, as UTF-8 whatever the locale."""
+    """Print a receipt or a text as UTF-8 whatever the locale; None (help, version, JSON-RPC) is only flushed."""
     if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
         return
-    if result is None:  # help, version or JSON-RPC already written: flush it
-        sys.stdout.flush()
-        return
-    text = _printed_form(result)
     stream = getattr(sys.stdout, "buffer", None)
-    if stream is None:  # a replaced stdout, such as a test's capture
-        sys.stdout.write(text)
-    else:
+    if result is not None and stream is None:  # a replaced stdout, such as a test's capture
+        sys.stdout.write(_printed_form(result))
+    elif result is not None:
         sys.stdout.flush()
-        stream.write(text.encode("utf-8", "backslashreplace"))
+        stream.write(_printed_form(result).encode("utf-8", "backslashreplace"))
     sys.stdout.flush()
 
 
 def _dispatch(arguments):
     """Serve MCP, or run the command's Session method; return what to print."""
-    command = _COMMANDS[arguments.command]
-    if command.method is None:
+    if arguments.command == "mcp":
         return _serve_mcp(_McpServer(arguments.dir, arguments.session, _mcp_served_tools(arguments.allow_redact),
                                      arguments.restore_from))
     keywords = _cli_keywords(arguments)
-    return getattr(Session(arguments.dir, session=arguments.session), command.method)(**keywords)
+    return getattr(Session(arguments.dir, session=arguments.session), arguments.command)(**keywords)
 
 
 # A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
@@ -5568,24 +5382,20 @@ def _run_command(argv):
     """Parse and run one command: (what to print or None, exit code)."""
     try:
         result = _dispatch(_parse_arguments(argv))
-        ok = not (isinstance(result, dict) and result.get("ok") is False)
-        return result, _EXIT_OK if ok else _EXIT_INTEGRITY
+        return result, _EXIT_INTEGRITY if isinstance(result, dict) and result.get("ok") is False else _EXIT_OK
     except SystemExit as request:  # --help, --version (printed), or the MCP server's end
         return None, request.code or 0
-    except NotesError as error:
-        return _error_receipt(error), error.exit_code
-    except PermissionError as error:
-        return _error_receipt(error), _EXIT_USAGE
+    except (NotesError, PermissionError) as error:
+        return _error_receipt(error), getattr(error, "exit_code", _EXIT_USAGE)
     except KeyboardInterrupt:
         return _INTERRUPTED, _EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # help to a reader that has gone: main handles it
-    except Exception as error:  # noqa: BLE001 - no traceback ever reaches the user
+    except Exception as error:  # no traceback ever reaches the user
         return _error_receipt(error), _EXIT_UNEXPECTED
 
 
 def _serves_mcp(argv) -> bool:
-    """Whether argv asks for the MCP server."""
     words = iter(argv)
     for word in words:
         if word in ("--dir", "--session"):
@@ -5597,35 +5407,28 @@ def _serves_mcp(argv) -> bool:
 
 def main(argv=None) -> int:
     """Run one command; print its receipt or error as JSON; return the exit code."""
-    code = _EXIT_OK
-    argv = sys.argv[1:] if argv is None else argv
+    argv, code = sys.argv[1:] if argv is None else argv, _EXIT_OK
     try:
         result, code = _run_command(argv)
         if result is not None and code != _EXIT_OK and _serves_mcp(argv):
             # The server could not start or went down: stdout is JSON-RPC, so the refusal goes to stderr.
-            sys.stderr.write(_compact_json(result) + "\n")
-            sys.stderr.flush()
-            return code
-        _print_result(result)
+            _to_stderr(_compact_json(result))
+        else:
+            _print_result(result)
+        return code
     except KeyboardInterrupt:  # while printing: the command had run
         try:
             _print_result(_INTERRUPTED)
         except (OSError, KeyboardInterrupt):
             pass
         return _EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader has gone: the command has run and there is no one left to tell.
+    except BrokenPipeError:  # the reader has gone: the command has run and there is no one left to tell
         _silence_stdout()
+        return code
     except OSError as error:  # stdout on a full disk, say
         _silence_stdout()
-        try:
-            sys.stderr.write(_compact_json({"ok": False, "error": "cannot print the result (%s)"
-                                                                 % error.strerror}) + "\n")
-            sys.stderr.flush()
-        except (OSError, AttributeError):
-            pass
+        _to_stderr(_compact_json({"ok": False, "error": "cannot print the result (%s)" % error.strerror}))
         return _EXIT_UNEXPECTED
-    return code
 
 
 if __name__ == "__main__":
