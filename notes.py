@@ -3675,7 +3675,7 @@ def _check(self, *, file) -> dict:
     """Read an artifact file inside the session folder against the live log; list what it gets wrong.
 
     Findings are to look at: nothing is written or refused. file is relative to the session folder."""
-    folder = _resolve_folder(self.folder)
+    folder = _resolve_folder(self.folder, self.session)
     return _check_artifact(folder, _require_session(folder), file)
 
 

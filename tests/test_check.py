@@ -146,6 +146,14 @@ def test_a_point_marked_once_is_shown_unless_a_line_holds_more_of_it_unmarked(tm
         [("unmarked_open", 7)] if flagged else [])
 
 
+def test_check_reads_the_named_session(tmp_path, capsys):
+    write_session(tmp_path / "sessions" / "rota", ROTA)
+    (tmp_path / "sessions" / "rota" / "plan.md").write_text("# Rota\n\nThe sixth form takes part.\n", "utf-8")
+    code, receipt = run_here(capsys, tmp_path, "--session", "rota", "check", "plan.md")
+    assert code == 0 and receipt["path"] == str(tmp_path / "sessions" / "rota" / "plan.md")
+    assert ("unmarked_open", "n00004") in [(finding["kind"], finding["note"]) for finding in receipt["findings"]]
+
+
 def test_a_discard_negated_in_the_artifact_is_not_revived(tmp_path):
     folder = rota(tmp_path, "# Rota\n\nSign-in never uses a one-time code by SMS.\n")
     kinds = [finding["kind"] for finding in notes.Session(folder).check(file="plan.md")["findings"]]
