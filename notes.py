@@ -1332,15 +1332,14 @@ def _invoked_as() -> str:
 
 
 def _is_installed_package_folder(folder) -> bool:
-    """Whether folder is where an installer put notes.py (a reinstall replaces it)."""
+    """Whether an installer put notes.py in folder (a reinstall replaces it)."""
     if os.path.basename(folder).lower() in _INSTALLED_FOLDER_NAMES:
         return True
     try:
-        names = os.listdir(folder)
+        return any(n.lower().startswith("shaping_notes-") and n.lower().endswith(".dist-info")
+                   for n in os.listdir(folder))
     except OSError:
         return False
-    return any(name.lower().startswith("shaping_notes-") and name.lower().endswith(".dist-info")
-               for name in names)
 
 
 def _check_dir_argument(folder):
@@ -1350,12 +1349,13 @@ def _check_dir_argument(folder):
 
 
 def _check_path_text(name, path):
-    """Refuse a path no file system takes, which os calls would end in an unexpected ValueError (a NUL) or
-    RecursionError (os.makedirs, a folder per level)."""
-    text = None if path is None else os.fsdecode(path)
-    if text is not None and "\0" in text:
+    """Refuse a path no file system takes (os calls would raise ValueError on a NUL, RecursionError if deep)."""
+    if path is None:
+        return
+    text = os.fsdecode(path)
+    if "\0" in text:
         raise NotesError("%s holds a NUL character, which no file name can; pass the path without it" % name)
-    if text is not None and (len(text) > _PATH_LIMIT or text.replace(os.sep, "/").count("/") > _PATH_DEPTH_LIMIT):
+    if len(text) > _PATH_LIMIT or text.replace(os.sep, "/").count("/") > _PATH_DEPTH_LIMIT:
         raise NotesError("%s is over %d characters or %d folders deep, more than a file system takes; pass a "
                          "shorter path" % (name, _PATH_LIMIT, _PATH_DEPTH_LIMIT))
 
@@ -1368,14 +1368,12 @@ def _home_folder() -> str:
 
 
 def _check_session_name(name, what="--session"):
-    """Refuse a bad session name without repeating it."""
     if name is not None and not (isinstance(name, str) and _SESSION_NAME_SHAPE.fullmatch(name)):
         raise NotesError("%s takes 1 to 64 letters, digits, -, _ or ., the first a letter or digit (such as "
                          "pricing-page); the name given is not one" % what)
 
 
 def _user_data_folder() -> str:
-    """The user's data folder for this platform."""
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA", "")
         if not os.path.isabs(base):
@@ -1398,19 +1396,15 @@ def _default_folder(create=True) -> str:
     if not create and os.path.isabs(folder):
         return os.path.realpath(folder)
     if not os.path.isabs(folder):  # no home: "~" stayed
-        raise NotesError(
-            "notes.py is installed as a package and cannot tell your home folder, so it has no data "
-            "folder for the notes. Pass the session folder with --dir (for example: %s --dir "
-            "/absolute/path/to/shaping init) or set %s" % (_invoked_as(), _DIR_VARIABLE))
-    # Crash window: mkdirs left undone by a stop are done by the next run.
-    try:
+        raise NotesError("notes.py is installed as a package and cannot tell your home folder; pass --dir "
+                         "(for example: %s --dir /absolute/path/to/shaping init) or set %s"
+                         % (_invoked_as(), _DIR_VARIABLE))
+    try:  # Crash window: mkdirs left undone by a stop are done by the next run.
         _make_private_folders(folder)  # 0700, as XDG asks
     except OSError as error:
-        raise NotesError(
-            "notes.py is installed as a package, so it keeps its notes in %s, but cannot create that "
-            "folder (%s). Pass the session folder with --dir (for example: %s --dir ~/shaping init) "
-            "or set %s (for example: export %s=~/shaping)"
-            % (folder, error.strerror or error, _invoked_as(), _DIR_VARIABLE, _DIR_VARIABLE)) from None
+        raise NotesError("notes.py is installed as a package but cannot create its data folder %s (%s); pass "
+                         "--dir (for example: %s --dir ~/shaping init) or set %s"
+                         % (folder, error.strerror or error, _invoked_as(), _DIR_VARIABLE)) from None
     return os.path.realpath(folder)
 
 
@@ -1418,11 +1412,9 @@ def _resolve_folder(folder, session=None, create=True):
     """--dir, else $SHAPING_NOTES_DIR, else the default folder; for a session, its sessions/NAME."""
     if folder is None:
         folder = os.environ.get(_DIR_VARIABLE)
-        # set but empty: a mistake, not the default
-        if folder is not None and not folder.strip():
-            raise NotesError(
-                "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
-                "unset it, or pass --dir" % (_DIR_VARIABLE, _DIR_VARIABLE))
+        if folder is not None and not folder.strip():  # a mistake, not the default
+            raise NotesError("%s is set but empty; set it to the session folder, unset it, or pass --dir"
+                             % _DIR_VARIABLE)
     folder = _default_folder(create) if folder is None else os.path.realpath(os.path.expanduser(folder))
     _check_folder_is_private(folder)
     if session is None:
@@ -1433,46 +1425,38 @@ def _resolve_folder(folder, session=None, create=True):
 
 
 def _check_folder_is_private(folder):
-    """Refuse a session folder, or a session file in it, that another user could read or swap (check_owner)."""
-    for path, kind in ((folder, "the session folder"), (os.path.join(folder, _META_NAME), "the session meta"),
-                       (os.path.join(folder, _LOG_NAME), "the session log"),
-                       (os.path.join(folder, _LOCK_NAME), "the session lock")):
+    """Refuse a session folder, or a session file in it, that another user could read or swap."""
+    for name, kind in (("", "folder"), (_META_NAME, "meta"), (_LOG_NAME, "log"), (_LOCK_NAME, "lock")):
+        path = os.path.join(folder, name) if name else folder
         try:
             status = os.lstat(path)
         except OSError:  # missing (made later, by this user), or refused where it is used
             continue
-        _check_owner(path, status, kind)
+        _check_owner(path, status, "the session " + kind)
 
 
 def _check_owner(path, status, kind):
-    """Refuse what another user owns (root aside), and a folder everyone may write without the sticky bit.
-
-    Either lets that user read the notes, or swap the log for one of their
-    own that then verifies as ok.  Root's own view is no exception: run as
-    root, a folder of another user is still refused.  Group-writable stays
-    (a common umask).  Windows gives no owner here: nothing is checked."""
+    """Refuse what another user owns (root aside, even run as root), and a world-writable folder without the
+    sticky bit: that user could read the notes or swap the log. Windows gives no owner: nothing checked."""
     if os.name == "nt" or not hasattr(os, "geteuid"):
         return
     if status.st_uid not in (0, os.geteuid()):
-        raise NotesError(
-            "%s %s belongs to another user (uid %d), who could read the notes or swap the log for their own; "
-            "nothing was read or written. %s --dir with a folder of your own, for example --dir ~/shaping"
-            % (kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else "Move it aside, or pass"))
+        raise NotesError("%s %s belongs to another user (uid %d), who could read or swap the notes; nothing was "
+                         "read or written. %s --dir with a folder of your own" % (
+                             kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else
+                             "Move it aside, or pass"))
     if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
-        raise NotesError(
-            "%s %s is writable by every user without the sticky bit, so anyone could swap its log for their "
-            "own; nothing was read or written. Make it private (chmod 700 %s), or pass --dir with a folder of "
-            "your own, for example --dir ~/shaping" % (kind, path, path))
+        raise NotesError("%s %s is writable by every user without the sticky bit, so anyone could swap its log; "
+                         "nothing was read or written. Run chmod 700 %s, or pass --dir with a folder of your own"
+                         % (kind, path, path))
 
 
 def _folder_error(folder, error):
     """The refusal of a writer that cannot create its files in the folder."""
     if error.errno in _NO_ROOM_ERRORS:
         return _write_error(folder, error, "")
-    return NotesError(
-        "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
-        "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
-        % (folder, error.strerror or error))
+    return NotesError("cannot create or write the session files in %s (%s); pass --dir with a folder you can "
+                      "write" % (folder, error.strerror or error))
 
 
 def _write_error(path, error, way_out):
@@ -1484,23 +1468,15 @@ def _write_error(path, error, way_out):
 
 
 def _link_error(path):
-    return NotesError(
-        "%s is a symbolic link; notes.py does not write through links, since a planted link "
-        "could send the session anywhere. Replace it with the real file, or use another --dir" % path)
+    return NotesError("%s is a symbolic link, which notes.py never writes through; replace it with the real "
+                      "file, or use another --dir" % path)
 
 
 def _special_file_error(path, mode):
-    if stat.S_ISFIFO(mode):
-        kind = "a FIFO (named pipe)"
-    elif stat.S_ISSOCK(mode):
-        kind = "a socket"
-    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        kind = "a device"
-    else:
-        kind = "a special file"
-    return NotesError(
-        "%s is %s, not a regular file; notes.py never reads or writes one, since it could block "
-        "for ever or never end. Move it aside, or pass another path" % (path, kind))
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
+    return NotesError("%s is %s, not a regular file, which could block for ever; move it aside, or pass "
+                      "another path" % (path, kind))
 
 
 def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
@@ -1528,24 +1504,14 @@ def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
     return descriptor
 
 
-def _read_regular_file(path, limit, too_large):
-    """The file's bytes; refuse one over limit bytes with too_large."""
-    descriptor = _open_regular_file(path)
-    with open(descriptor, "rb") as handle:
-        if os.fstat(descriptor).st_size > limit:
-            raise NotesError(too_large)
-        data = handle.read(limit + 1)
-    if len(data) > limit:  # it grew while being read
-        raise NotesError(too_large)
-    return data
-
-
 def _read_meta(folder):
     """The meta, None when there is none; refuse a damaged one."""
     path = os.path.join(folder, _META_NAME)
     try:
-        raw = _read_regular_file(path, _META_SIZE_LIMIT, "%s is over 1 MiB, far larger than a session meta; "
-                                "move it aside" % path)
+        with open(_open_regular_file(path), "rb") as handle:
+            raw = handle.read(_META_SIZE_LIMIT + 1)  # read, not stat: it may grow meanwhile
+        if len(raw) > _META_SIZE_LIMIT:
+            raise NotesError("%s is over 1 MiB, far larger than a session meta; move it aside" % path)
     except FileNotFoundError:
         return None
     except NotADirectoryError:  # --dir names a file
@@ -1559,10 +1525,8 @@ def _read_meta(folder):
     except ValueError:
         meta = None
     if not isinstance(meta, dict) or not isinstance(meta.get("session_id"), str) or not meta["session_id"]:
-        raise NotesError(
-            "%s is damaged (not a JSON object with a session_id); nothing was changed. "
-            "Restore the session from an export into a new --dir, or move the folder aside "
-            "and run init" % path)
+        raise NotesError("%s is damaged (not a JSON object with a session_id); nothing was changed. Restore an "
+                         "export into a new --dir, or move the folder aside and run init" % path)
     return meta
 
 
@@ -1577,16 +1541,18 @@ def _require_session(folder):
 
 
 def _fsync_folder(folder):
+    """fsync a folder, given by path or descriptor; a filesystem that cannot is let be."""
     if os.name == "nt":  # Windows cannot open a folder
         return
-    descriptor = os.open(folder, os.O_RDONLY)
+    descriptor = folder if isinstance(folder, int) else os.open(folder, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     except OSError as error:
         if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
             raise
     finally:
-        os.close(descriptor)
+        if descriptor is not folder:
+            os.close(descriptor)
 
 
 def _tighten_mode(descriptor):
@@ -1595,8 +1561,7 @@ def _tighten_mode(descriptor):
         return
     status = os.fstat(descriptor)
     mode = stat.S_IMODE(status.st_mode)
-    # A hard-linked file's other name is not ours.
-    if status.st_uid == os.geteuid() and mode & 0o077 and status.st_nlink == 1:
+    if status.st_uid == os.geteuid() and mode & 0o077 and status.st_nlink == 1:  # a hard link's other name isn't ours
         try:
             os.fchmod(descriptor, mode & 0o700)
         except OSError:  # no modes (FAT)
@@ -1624,9 +1589,9 @@ def _lock_wait_seconds():
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds <= _LOCK_WAIT_LIMIT:  # NaN fails this too
-        raise NotesError(
-            "%s is not a number of seconds from 0 to %d; set it to how long a writer may wait "
-            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT, _LOCK_WAIT_SECONDS))
+        raise NotesError("%s is not a number of seconds from 0 to %d; set it to how long a writer may wait for "
+                         "the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT,
+                                                                 _LOCK_WAIT_SECONDS))
     return seconds
 
 
@@ -1666,12 +1631,14 @@ class _SessionLock:
     def __init__(self, folder):
         self.path = os.path.join(folder, _LOCK_NAME)
         self.wait = _lock_wait_seconds()  # refused before anything is created
-        self.descriptor = None
-        self.folder_descriptor = None
+        self.descriptor = self.folder_descriptor = None
 
     def __enter__(self):
         folder = os.path.dirname(self.path)
-        _prepare_folder(folder)
+        try:
+            _make_private_folders(folder)
+        except OSError as error:
+            raise _folder_error(folder, error) from None
         created = not os.path.exists(self.path)
         try:
             if fcntl is not None:
@@ -1708,11 +1675,10 @@ class _SessionLock:
         while not _try_lock(descriptor):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise NotesError(
-                    "%s holds the lock %s and did not release it within %g s; nothing was written. Run the "
-                    "same command again; if the lock stays held, that command is stopped or hung (Ctrl-Z "
-                    "stops one): resume or end it, or set %s to wait longer"
-                    % (self.holder(descriptor), self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
+                raise NotesError("%s holds the lock %s beyond %g s; nothing was written. Run the command again; if "
+                                 "the lock stays held, resume or end that stopped or hung command, or set %s to "
+                                 "wait longer" % (self.holder(descriptor), self.path, self.wait, _LOCK_WAIT_VARIABLE),
+                                 _EXIT_UNEXPECTED)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
 
@@ -1740,7 +1706,8 @@ class _SessionLock:
 
 
 def _open_log(path):
-    """(read descriptor, size), or (None, 0) when there is no log yet."""
+    """(read descriptor, size); (None, 0) when there is no log yet."""
+
     try:
         descriptor = _open_regular_file(path)
     except FileNotFoundError:
@@ -1839,38 +1806,45 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
     """Replace path with the bytes of chunks: a crash leaves the old file or the new."""
     if os.path.islink(path):
         raise _link_error(path)
-    folder = os.path.dirname(path)
-    _remove_stale_temporary_files(folder, (os.path.basename(path),))
+    _replace_file(*os.path.split(path), chunks, mode, refusal)
+
+
+def _replace_file(folder, name, chunks, mode, refusal=None):
+    """Write chunks to a fresh temporary file in folder (a path, or a descriptor: by dir_fd), rename it over name."""
+    at = folder if isinstance(folder, int) else None
+    _remove_stale_temporary_files(folder, (name,))
+    temporary = ".%s.%s.tmp" % (name, os.urandom(6).hex())
+    if at is None:
+        temporary, name = os.path.join(folder, temporary), os.path.join(folder, name)
     try:
-        temporary, descriptor = _create_new_file(
-            os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp", mode)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY, mode, dir_fd=at)
     except OSError as error:
         if refusal is None:
             raise
-        raise NotesError(refusal % (path, error.strerror)) from None
+        raise NotesError(refusal % (name, error.strerror)) from None
     try:
         for chunk in chunks:
             _write_all(descriptor, chunk)
         os.fsync(descriptor)
         os.close(descriptor)
         descriptor = None
-        # Crash window: before the replace, the old file stays (its temporary is removed later).
-        os.replace(temporary, path)
+        # Crash window: before the replace, the old file stays (its temporary is removed later, once stale).
+        os.replace(temporary, name, src_dir_fd=at, dst_dir_fd=at)
     except BaseException:
         if descriptor is not None:
             os.close(descriptor)
-        _discard_temporary(temporary)
+        _discard_temporary(temporary, at)
         raise
     _fsync_folder(folder)
 
 
-def _discard_temporary(path):
+def _discard_temporary(name, at=None):
     """Remove a temporary file; one its folder will not let go (chattr +a) is at least emptied of its copy."""
     try:
-        os.unlink(path)
+        os.unlink(name, dir_fd=at)
     except OSError:
-        try:
-            os.truncate(path, 0)  # the name is still ours: an append-only folder lets no one replace it
+        try:  # the name is still ours: an append-only folder lets no one replace it
+            os.close(os.open(name, os.O_WRONLY | os.O_TRUNC | _NO_FOLLOW | _BINARY, dir_fd=at))
         except OSError:
             pass
 
@@ -1911,6 +1885,18 @@ def _is_protected_inode(descriptor):
     return bool(int.from_bytes(answer[:4], sys.byteorder) & _LINUX_PROTECTED_FLAGS)
 
 
+def _protection(path, descriptor, named):
+    """(what, way out) when the user protected the file or folder open at descriptor, else None.
+
+    The mode bits are read, not tried: root writes past them."""
+    mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
+    if not mode & stat.S_IWUSR:
+        return "%s is read-only (mode %04o)" % (named, mode), "chmod u+w %s" % path
+    if _is_protected_inode(descriptor):
+        return "%s is immutable or append-only (chattr +i or +a)" % named, "chattr -ia %s" % path
+    return None
+
+
 def _protected_folder(folder):
     """(what, way out) when the user protected the folder against new names and renames, else None."""
     if os.name == "nt":  # a folder cannot be opened there, and its read-only mark does not stop writes
@@ -1920,41 +1906,25 @@ def _protected_folder(folder):
     except OSError:  # not readable by us: a replace that fails says what is wrong
         return None
     try:
-        mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
-        if not mode & stat.S_IWUSR:
-            return "the folder %s is read-only (mode %04o)" % (folder, mode), "chmod u+w %s" % folder
-        if _is_protected_inode(descriptor):
-            return "the folder %s is immutable or append-only (chattr +i or +a)" % folder, "chattr -ia %s" % folder
+        return _protection(folder, descriptor, "the folder " + folder)
     finally:
         os.close(descriptor)
-    return None
 
 
 def _refuse_a_protected_log(folder, descriptor=None):
-    """Refuse to replace the log (open at descriptor; None: there is none) when the user protected it or its
-    folder; else return the mode its copy gets, its own owner bits.
-
-    The mode bits are read, not tried: root writes past them."""
+    """Refuse to replace the log (open at descriptor, if any) the user protected, or its folder; else return
+    the mode its copy gets, its own owner bits."""
     log_path = os.path.join(folder, _LOG_NAME)
-    mode = stat.S_IMODE(os.fstat(descriptor).st_mode) if descriptor is not None else _PRIVATE_FILE_MODE
-    if not mode & stat.S_IWUSR:
-        found = "%s is read-only (mode %04o)" % (log_path, mode), "chmod u+w %s" % log_path
-    elif descriptor is not None and _is_protected_inode(descriptor):
-        found = "%s is immutable or append-only (chattr +i or +a)" % log_path, "chattr -ia %s" % log_path
-    else:
-        found = _protected_folder(folder)
+    found = descriptor is not None and _protection(log_path, descriptor, log_path) or _protected_folder(folder)
     if found:
         raise NotesError("%s, so the log is not rewritten: nothing was changed, and the protection stays. To go "
                          "on, lift it (%s) and run the command again" % found)
-    return mode & 0o700
+    return stat.S_IMODE(os.fstat(descriptor).st_mode) & 0o700 if descriptor is not None else _PRIVATE_FILE_MODE
 
 
 def _replace_log(folder, chunks):
-    """Under the lock: replace the log with the bytes chunks yields, in one rename, so that every reader
-    reads the old log or the new one, whole; refuse a log or folder the user protected, changing nothing.
-
-    Crash window: before os.replace the log is untouched (the temporary file is removed, or by a later
-    rewrite once stale); after it the new log is whole, made durable by the folder fsync."""
+    """Under the lock: replace the log with chunks in one rename (readers read the old log or the new, whole);
+    refuse a log or folder the user protected, changing nothing."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         descriptor = _open_regular_file(log_path, follow=False)
@@ -1970,15 +1940,12 @@ def _replace_log(folder, chunks):
     except OSError as error:
         if error.errno not in _PROTECTED_ERRORS:
             raise
-        raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable or "
-                         "append-only, or on a read-only filesystem), so the log is not rewritten: nothing was "
-                         "changed. To go on, lift the protection and run the command again"
-                         % (log_path, error.strerror)) from None
+        raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable, "
+                         "append-only or on a read-only filesystem); nothing was changed. Lift the protection "
+                         "and run the command again" % (log_path, error.strerror)) from None
 
 
-# open_inside walks a path below a folder one component at a time, by
-# descriptor (dir_fd), following no link: where the platform cannot
-# (Windows), callers keep checking the resolved path instead.
+# Walking below a folder by dir_fd, following no link; without it (Windows), the resolved path is checked.
 _CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
                     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
 _INSIDE_PATH_LIMIT = 1024   # characters of a path below a folder: far more than an export name needs
@@ -1987,8 +1954,7 @@ _INSIDE_WAY_OUT = "; give the path of a file inside the folder"
 
 
 def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
-    """The components of a path that must stay below a folder; refuse one that could lead out, or that
-    no file system takes (a NUL, an empty component, over INSIDE_PATH_LIMIT or INSIDE_DEPTH_LIMIT)."""
+    """The components of a path that must stay below a folder; refuse one that could lead out, or no disk takes."""
     def refuse(problem):
         return NotesError("%s %s%s" % (what, problem, way_out))
     text = os.fspath(relative)
@@ -2018,13 +1984,12 @@ def _inside_error(error, what, way_out):
 
 
 def _walk_inside(folder, parts, make_folder=None):
-    """A descriptor on the folder that holds the last of parts, each opened O_NOFOLLOW below the one above.
-
-    make_folder(): called before a missing folder is made; None refuses it."""
+    """A descriptor on the folder holding the last of parts, each opened O_NOFOLLOW below the one above;
+    make_folder() is called before a missing folder is made (None: refuse it)."""
     descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
     try:
         for part in parts[:-1]:
-            flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
             try:
                 child = os.open(part, flags, dir_fd=descriptor)
             except FileNotFoundError:
@@ -2077,8 +2042,7 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
 def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
     """Write mode: replace or create the file at relative below folder with chunks, no link followed.
 
-    may_replace(descriptor) may refuse an existing file; make_new() is called before anything is created.
-    Crash window: a temporary file is renamed over the target by descriptor: the old file or the new one."""
+    may_replace(descriptor) may refuse an existing file; make_new() is called before anything is created."""
     parts = _inside_parts(relative, what, way_out)
     path = os.path.join(folder, *parts)
     try:
@@ -2087,8 +2051,7 @@ def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", 
         raise _inside_error(error, what, way_out) from None
     try:
         _check_inside_target(parent, parts[-1], path, may_replace, make_new)
-        _remove_stale_temporary_files(parent, (parts[-1],))
-        _replace_inside(parent, parts[-1], chunks)
+        _replace_file(parent, parts[-1], chunks, _UMASK_FILE_MODE)
     finally:
         os.close(parent)
     return path
@@ -2118,41 +2081,10 @@ def _check_inside_target(parent, name, path, may_replace, make_new):
         os.close(descriptor)
 
 
-def _replace_inside(parent, name, chunks):
-    """Write chunks to a fresh temporary file in parent and rename it over name, both by descriptor."""
-    temporary = ".%s.%s.tmp" % (name, os.urandom(6).hex())
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY,
-                         _UMASK_FILE_MODE, dir_fd=parent)
-    try:
-        for chunk in chunks:
-            _write_all(descriptor, chunk)
-        os.fsync(descriptor)
-        os.close(descriptor)
-        descriptor = None
-        # Crash window: until the rename the target keeps its old content and
-        # the temporary file stays under a dot-name (the next write of the
-        # same file removes it once stale); the folder fsync makes it durable.
-        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
-    except BaseException:
-        if descriptor is not None:
-            os.close(descriptor)
-        try:
-            os.unlink(temporary, dir_fd=parent)
-        except OSError:
-            pass
-        raise
-    try:
-        os.fsync(parent)
-    except OSError as error:
-        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # the filesystem cannot sync folders
-            raise
-
-
 def _write_meta(folder, session_id, created_at):
     meta = {"schema_version": _META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, _LOG_NAME)}
-    # surrogates of a non-UTF-8 folder name become \udcXX
-    text = _pretty_json(meta) + "\n"
+    text = _pretty_json(meta) + "\n"  # surrogates of a non-UTF-8 folder name become \udcXX
     _write_file_atomically(os.path.join(folder, _META_NAME), [text.encode("utf-8", "backslashreplace")])
     return meta
 
@@ -2171,35 +2103,25 @@ def _check_session_folder(folder):
     meta = _read_meta(folder)
     _check_meta_session_id(folder, meta)
     log_path = os.path.join(folder, _LOG_NAME)
-    try:
-        # before the lock: a refusal changes nothing
+    try:  # before the lock too: a refusal changes nothing
         _refuse_a_hard_linked_log(log_path, os.lstat(log_path))
     except OSError:
         pass  # no log yet
     if meta is None and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
-        raise NotesError(
-            "%s holds notes but %s is missing, so the session id is unknown; nothing was "
-            "changed. Bring the session back from its export with restore into another --dir, "
-            "or move the log aside to start a new session" % (log_path, _META_NAME))
+        raise NotesError("%s holds notes but %s is missing; nothing was changed. Restore the session's export "
+                         "into another --dir, or move the log aside to start a new session" % (log_path, _META_NAME))
     return meta
 
 
 def _check_meta_session_id(folder, meta):
-    """Refuse to write with a meta whose session_id is no plain id: every record and export would carry it,
-    and restore refuses such an export (is_session_id)."""
+    """Refuse a meta whose session_id is no plain id: every record and export would carry it, and restore
+    refuses such an export."""
     if meta is not None and not _is_session_id(meta["session_id"]):
         raise NotesError(
             "%s holds a session_id that is not a plain id (1 to %d printable characters: no tab, newline, NUL "
             "or lone surrogate), so no export of it could be restored; nothing was written. Bring the session "
             "back from an earlier export into a new --dir, or move the folder aside and run init"
             % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
-
-
-def _prepare_folder(folder):
-    try:
-        _make_private_folders(folder)
-    except OSError as error:
-        raise _folder_error(folder, error) from None
 
 
 def _make_private_folders(folder):
@@ -2214,16 +2136,14 @@ def _make_private_folders(folder):
     for path in reversed(missing):
         try:
             os.mkdir(path, _PRIVATE_FOLDER_MODE)
-        except FileExistsError:
-            if not os.path.isdir(path):  # a file in the way
+        except FileExistsError:  # a concurrent writer made it, or a file is in the way
+            if not os.path.isdir(path):
                 raise
-            # else a concurrent writer made it
 
 
 def _open_session_for_writing(folder):
     """Under the lock: (the meta, whether this call started the session)."""
-    # under the lock, again: an init or restore may have come first
-    meta = _check_session_folder(folder)
+    meta = _check_session_folder(folder)  # again: an init or restore may have come first
     if meta is not None:
         return meta, False
     try:
@@ -2252,10 +2172,9 @@ def _open_log_for_append(path):
 def _refuse_a_hard_linked_log(path, status):
     """Writing to a log with another name would change that file too."""
     if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
-        raise NotesError(
-            "%s has %d hard links: another name elsewhere shares its bytes, and writing here would change "
-            "that file as well. Nothing was written. Give the log a file of its own (in its folder: cp %s "
-            "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
+        raise NotesError("%s has %d hard links: writing here would change the other file too. Nothing was "
+                         "written. Give the log a file of its own (in its folder: cp %s log.copy && mv log.copy "
+                         "%s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
 
 
 def _read_lines_backward(handle, size):
@@ -2398,22 +2317,13 @@ def _set_aside_torn_tail(folder, descriptor, tail):
     side_path, side = _create_new_file(os.path.join(folder, "%s%s-%d" % (
         _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
     try:
-        os.lseek(descriptor, tail.keep_end, os.SEEK_SET)
-        left = tail.size - tail.keep_end
-        while left > 0:
-            block = os.read(descriptor, min(_BACKWARD_BLOCK, left))
-            if not block:
-                raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
-            _write_all(side, block)
-            left -= len(block)
+        with open(descriptor, "rb", closefd=False) as handle:
+            for block in _log_blocks(handle, tail.keep_end, tail.size):
+                _write_all(side, block)
         os.fsync(side)
-    except BaseException:
-        # the log still holds every torn byte
+    except BaseException:  # the log still holds every torn byte
         os.close(side)
-        try:
-            os.unlink(side_path)
-        except OSError:
-            pass
+        _discard_temporary(side_path)
         raise
     os.close(side)
     _fsync_folder(folder)
@@ -2461,11 +2371,6 @@ def _find_note_line(handle, size, note_id):
     return None
 
 
-def _find_note(handle, size, note_id):
-    found = _find_note_line(handle, size, note_id)
-    return found[2] if found else None
-
-
 class _NotesById:
     """Notes by id, each searched once from the log's end, opened at the first lookup."""
 
@@ -2483,7 +2388,8 @@ class _NotesById:
                 self.handle = open(descriptor, "rb")
                 self.size = _end_before_incomplete_batch(self.handle, size)
                 self.empty = size == 0
-            self.found[note_id] = _find_note(self.handle, self.size, note_id)
+            found = _find_note_line(self.handle, self.size, note_id)
+            self.found[note_id] = found and found[2]
         return self.found[note_id]
 
     def __enter__(self):
@@ -2495,20 +2401,10 @@ class _NotesById:
 
 
 def _append_line(descriptor, line):
-    """Append one record, fsync; on failure cut it off.
-
-    Crash window: a kill mid-write leaves a torn tail, set aside by the next append."""
-    _append_chunks(descriptor, (line,))
-
-
-def _append_chunks(descriptor, chunks):
-    """Append the chunks, fsync once; on any failure cut them off.
-
-    Crash window: a kill leaves whole lines, perhaps a cut-off one: a torn tail."""
+    """Append line (one or more records), fsync; on any failure cut it off."""
     start = os.lseek(descriptor, 0, os.SEEK_END)
     try:
-        for chunk in chunks:
-            _write_all(descriptor, chunk)
+        _write_all(descriptor, line)  # Crash window: a kill leaves whole lines and a torn tail, set aside next time.
         os.fsync(descriptor)
     except BaseException:
         try:

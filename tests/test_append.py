@@ -716,9 +716,8 @@ def test_an_empty_home_is_refused_never_read_as_the_root_folder(tmp_path, capsys
     existed = os.path.lexists("/.local")
     code, receipt = main_here(capsys, "append", "--type", "decision", "--text", "Where?")
     assert (code, receipt) == (2, {"ok": False, "error": (
-        "notes.py is installed as a package and cannot tell your home folder, so it has no data folder for the "
-        "notes. Pass the session folder with --dir (for example: python3 -S notes.py --dir "
-        "/absolute/path/to/shaping init) or set SHAPING_NOTES_DIR")})
+        "notes.py is installed as a package and cannot tell your home folder; pass --dir (for example: "
+        "python3 -S notes.py --dir /absolute/path/to/shaping init) or set SHAPING_NOTES_DIR")})
     assert os.path.lexists("/.local") == existed
 
 
