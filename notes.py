@@ -1349,7 +1349,7 @@ def _check_dir_argument(folder):
 
 
 def _check_path_text(name, path):
-    """Refuse a path no file system takes (os calls would raise ValueError on a NUL, RecursionError if deep)."""
+    """Refuse a path no file system takes (os calls would raise ValueError or RecursionError)."""
     if path is None:
         return
     text = os.fsdecode(path)
@@ -1360,13 +1360,6 @@ def _check_path_text(name, path):
                          "shorter path" % (name, _PATH_LIMIT, _PATH_DEPTH_LIMIT))
 
 
-def _home_folder() -> str:
-    """The home folder, as expanduser finds it; "~" when HOME is set but empty (expanduser would give "/")."""
-    if os.name != "nt" and os.environ.get("HOME") is not None and not os.environ["HOME"].strip():
-        return "~"
-    return os.path.expanduser("~")
-
-
 def _check_session_name(name, what="--session"):
     if name is not None and not (isinstance(name, str) and _SESSION_NAME_SHAPE.fullmatch(name)):
         raise NotesError("%s takes 1 to 64 letters, digits, -, _ or ., the first a letter or digit (such as "
@@ -1375,15 +1368,15 @@ def _check_session_name(name, what="--session"):
 
 def _user_data_folder() -> str:
     if os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA", "")
-        if not os.path.isabs(base):
-            base = os.path.join(_home_folder(), "AppData", "Local")
+        base, usual = os.environ.get("LOCALAPPDATA", ""), ("AppData", "Local")
     elif sys.platform == "darwin":
-        base = os.path.join(_home_folder(), "Library", "Application Support")
+        base, usual = "", ("Library", "Application Support")
     else:
-        base = os.environ.get("XDG_DATA_HOME", "")
-        if not os.path.isabs(base):
-            base = os.path.join(_home_folder(), ".local", "share")
+        base, usual = os.environ.get("XDG_DATA_HOME", ""), (".local", "share")
+    if not os.path.isabs(base):  # HOME set but empty: "~" stays (expanduser would give "/")
+        home = os.environ.get("HOME")
+        base = os.path.join("~" if os.name != "nt" and home is not None and not home.strip()
+                            else os.path.expanduser("~"), *usual)
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
@@ -1393,14 +1386,13 @@ def _default_folder(create=True) -> str:
     if not _is_installed_package_folder(here):
         return here
     folder = _user_data_folder()
-    if not create and os.path.isabs(folder):
-        return os.path.realpath(folder)
     if not os.path.isabs(folder):  # no home: "~" stayed
         raise NotesError("notes.py is installed as a package and cannot tell your home folder; pass --dir "
                          "(for example: %s --dir /absolute/path/to/shaping init) or set %s"
                          % (_invoked_as(), _DIR_VARIABLE))
     try:  # Crash window: mkdirs left undone by a stop are done by the next run.
-        _make_private_folders(folder)  # 0700, as XDG asks
+        if create:
+            _make_private_folders(folder)  # 0700, as XDG asks
     except OSError as error:
         raise NotesError("notes.py is installed as a package but cannot create its data folder %s (%s); pass "
                          "--dir (for example: %s --dir ~/shaping init) or set %s"
@@ -1436,8 +1428,7 @@ def _check_folder_is_private(folder):
 
 
 def _check_owner(path, status, kind):
-    """Refuse what another user owns (root aside, even run as root), and a world-writable folder without the
-    sticky bit: that user could read the notes or swap the log. Windows gives no owner: nothing checked."""
+    """Refuse what another user owns (root aside, even for root), or a folder all may write, not sticky."""
     if os.name == "nt" or not hasattr(os, "geteuid"):
         return
     if status.st_uid not in (0, os.geteuid()):
@@ -1452,7 +1443,6 @@ def _check_owner(path, status, kind):
 
 
 def _folder_error(folder, error):
-    """The refusal of a writer that cannot create its files in the folder."""
     if error.errno in _NO_ROOM_ERRORS:
         return _write_error(folder, error, "")
     return NotesError("cannot create or write the session files in %s (%s); pass --dir with a folder you can "
@@ -1460,10 +1450,10 @@ def _folder_error(folder, error):
 
 
 def _write_error(path, error, way_out):
-    """The refusal of a write that failed; on a full disk another folder on it would not help, so say so."""
+    """On a full disk another folder on it would not help, so say so."""
     if error.errno in _NO_ROOM_ERRORS:
-        return NotesError("no room left on the disk that holds %s (%s); nothing was written. Free some space "
-                          "on that disk, then run the same command again" % (path, error.strerror or error))
+        return NotesError("no room left on the disk holding %s (%s); nothing was written. Free some space, then "
+                          "run the command again" % (path, error.strerror or error))
     return NotesError("cannot write %s (%s); %s" % (path, error.strerror or error, way_out))
 
 
@@ -1480,7 +1470,7 @@ def _special_file_error(path, mode):
 
 
 def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
-    """os.open that refuses all but a regular file (O_NONBLOCK: a FIFO does not block); follow=False: a link."""
+    """os.open, refusing all but a regular file (O_NONBLOCK: a FIFO cannot block) and, if not follow, a link."""
     if not (follow or _NO_FOLLOW) and os.path.islink(path):
         raise _link_error(path)
     try:
@@ -1492,15 +1482,12 @@ def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
         if not follow and error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise _link_error(path) from None
         raise
-    try:
-        mode = os.fstat(descriptor).st_mode
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        if not stat.S_ISREG(mode):
-            raise _special_file_error(path, mode)
-    except BaseException:
-        os.close(descriptor)
-        raise
+        raise _special_file_error(path, mode)
     return descriptor
 
 
@@ -1533,15 +1520,13 @@ def _read_meta(folder):
 def _require_session(folder):
     meta = _read_meta(folder)
     if meta is None:
-        raise NotesError(
-            "no session in %s (no %s there); start one with: %s --dir %s init, "
-            "or bring one back from an export with: %s --dir %s restore "
-            "session_export.json" % (folder, _META_NAME, _invoked_as(), folder, _invoked_as(), folder))
+        raise NotesError("no session in %s (no %s there); start one with: %s --dir %s init, or restore an export "
+                         "with: %s --dir %s restore session_export.json"
+                         % (folder, _META_NAME, _invoked_as(), folder, _invoked_as(), folder))
     return meta
 
 
 def _fsync_folder(folder):
-    """fsync a folder, given by path or descriptor; a filesystem that cannot is let be."""
     if os.name == "nt":  # Windows cannot open a folder
         return
     descriptor = folder if isinstance(folder, int) else os.open(folder, os.O_RDONLY)
@@ -1555,37 +1540,27 @@ def _fsync_folder(folder):
             os.close(descriptor)
 
 
-def _tighten_mode(descriptor):
-    """Make a session file this user owns private when it is wider."""
-    if os.name == "nt":
-        return
-    status = os.fstat(descriptor)
-    mode = stat.S_IMODE(status.st_mode)
-    if status.st_uid == os.geteuid() and mode & 0o077 and status.st_nlink == 1:  # a hard link's other name isn't ours
-        try:
-            os.fchmod(descriptor, mode & 0o700)
-        except OSError:  # no modes (FAT)
-            pass
-
-
 def _tighten_session_files(folder):
-    for name in (_META_NAME, _LOG_NAME):
+    """Make the session files this user owns private where they are wider."""
+    for name in () if os.name == "nt" else (_LOCK_NAME, _META_NAME, _LOG_NAME):
         try:
             descriptor = _open_regular_file(os.path.join(folder, name), follow=False)
         except (OSError, NotesError):
             continue
         try:
-            _tighten_mode(descriptor)
+            status = os.fstat(descriptor)  # a hard-linked file's other name is not ours
+            if status.st_uid == os.geteuid() and status.st_mode & 0o077 and status.st_nlink == 1:
+                os.fchmod(descriptor, stat.S_IMODE(status.st_mode) & 0o700)
+        except OSError:  # no modes (FAT)
+            pass
         finally:
             os.close(descriptor)
 
 
 def _lock_wait_seconds():
     value = os.environ.get(_LOCK_WAIT_VARIABLE, "").strip()
-    if not value:
-        return _LOCK_WAIT_SECONDS
     try:
-        seconds = float(value)
+        seconds = float(value) if value else _LOCK_WAIT_SECONDS
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds <= _LOCK_WAIT_LIMIT:  # NaN fails this too
@@ -1613,8 +1588,7 @@ def _try_lock(descriptor, shared=False):
 
 def _unlock(descriptor):
     if fcntl is not None:
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-        return
+        return fcntl.flock(descriptor, fcntl.LOCK_UN)
     import msvcrt
 
     try:
@@ -1631,39 +1605,30 @@ class _SessionLock:
     def __init__(self, folder):
         self.path = os.path.join(folder, _LOCK_NAME)
         self.wait = _lock_wait_seconds()  # refused before anything is created
-        self.descriptor = self.folder_descriptor = None
+        self.descriptors = []  # the folder's (but on Windows), then the lock file's
 
     def __enter__(self):
         folder = os.path.dirname(self.path)
         try:
-            _make_private_folders(folder)
-        except OSError as error:
-            raise _folder_error(folder, error) from None
-        created = not os.path.exists(self.path)
-        try:
-            if fcntl is not None:
-                self.folder_descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
-                # Again on the folder now held: it may have been swapped since it was resolved.
-                _check_owner(folder, os.fstat(self.folder_descriptor), "the session folder")
-            self.descriptor = _open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False)
-            if created:
-                _fsync_folder(folder)
-        except OSError as error:
-            self.close_descriptors()
-            raise _folder_error(folder, error) from None
-        except BaseException:  # a refusal: leave nothing open
-            self.close_descriptors()
-            raise
-        try:
+            try:
+                _make_private_folders(folder)
+                created = not os.path.exists(self.path)
+                if fcntl is not None:
+                    self.descriptors.append(os.open(folder, os.O_RDONLY | _FOLDER_ONLY))
+                    # Again on the folder now held: it may have been swapped since it was resolved.
+                    _check_owner(folder, os.fstat(self.descriptors[0]), "the session folder")
+                self.descriptors.append(_open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False))
+                if created:
+                    _fsync_folder(folder)
+            except OSError as error:
+                raise _folder_error(folder, error) from None
             deadline = time.monotonic() + self.wait
-            if self.folder_descriptor is not None:
-                self.wait_for_lock(self.folder_descriptor, deadline)
-            self.wait_for_lock(self.descriptor, deadline)
-            _tighten_mode(self.descriptor)
+            for descriptor in self.descriptors:
+                self.wait_for_lock(descriptor, deadline)
             _tighten_session_files(folder)
             # Under the lock, any temporary log or meta is a killed writer's.
             _remove_stale_temporary_files(folder, (_LOG_NAME, _META_NAME), older_than=0)
-        except BaseException:
+        except BaseException:  # a refusal: leave nothing open
             self.close_descriptors()
             raise
         _SessionLock.held.add(self.path)
@@ -1674,40 +1639,31 @@ class _SessionLock:
         pause = 0.001
         while not _try_lock(descriptor):
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0:  # readers hold it shared, a writer alone: a shared lock still free says readers
+                holder = "another notes.py command" if fcntl is None else "another writer"
+                if fcntl is not None and _try_lock(descriptor, shared=True):
+                    _unlock(descriptor)
+                    holder = "a notes.py command reading the log"
                 raise NotesError("%s holds the lock %s beyond %g s; nothing was written. Run the command again; if "
                                  "the lock stays held, resume or end that stopped or hung command, or set %s to "
-                                 "wait longer" % (self.holder(descriptor), self.path, self.wait, _LOCK_WAIT_VARIABLE),
-                                 _EXIT_UNEXPECTED)
+                                 "wait longer" % (holder, self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
 
-    @staticmethod
-    def holder(descriptor):
-        """Who holds the lock, as far as flock tells: readers hold it shared, a writer alone."""
-        if fcntl is None:
-            return "another notes.py command"
-        if _try_lock(descriptor, shared=True):  # only readers hold it: a shared lock is still free
-            _unlock(descriptor)
-            return "a notes.py command reading the log"
-        return "another writer"
-
     def close_descriptors(self):
-        for descriptor in (self.descriptor, self.folder_descriptor):
-            if descriptor is not None:
-                os.close(descriptor)
-        self.descriptor = self.folder_descriptor = None
+        for descriptor in reversed(self.descriptors):
+            os.close(descriptor)
+        self.descriptors = []
 
     def __exit__(self, *exc_info):
         _SessionLock.held.discard(self.path)
         if fcntl is None:
-            _unlock(self.descriptor)
+            _unlock(self.descriptors[-1])
         self.close_descriptors()
 
 
 def _open_log(path):
     """(read descriptor, size); (None, 0) when there is no log yet."""
-
     try:
         descriptor = _open_regular_file(path)
     except FileNotFoundError:
@@ -1718,66 +1674,54 @@ def _open_log(path):
 
 
 def _ends_whole(descriptor, size):
-    """The first size bytes end with a whole line and no incomplete batch: no writer is mid-way in them."""
+    """Whether the first size bytes end whole (a line and no incomplete batch): no writer is mid-way."""
     if size == 0:
         return True
     with open(descriptor, "rb", closefd=False) as handle:
         handle.seek(size - 1)
-        return handle.read(1) == b"\n" and _incomplete_batch_start(handle, size) is None
+        return handle.read(1) == b"\n" and _end_before_incomplete_batch(handle, size) == size
 
 
 def _log_view(folder):
     """(descriptor, size, in_flight: a writer is at work) of the log, for a reader."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
-    if lock_path in _SessionLock.held:  # the writer itself reads
-        return (*_open_log(log_path), False)
-    # A whole end needs no probe of the lock, so a reader stopped here never holds up a writer.
     descriptor, size = _open_log(log_path)
-    if descriptor is None or _ends_whole(descriptor, size):
+    # The writer itself reads; a whole end needs no probe of the lock, so a reader never holds up a writer.
+    if lock_path in _SessionLock.held or descriptor is None or _ends_whole(descriptor, size):
         return descriptor, size, False
     os.close(descriptor)
-    folder_lock = None
-    if fcntl is not None:
+    locks = []  # held shared while the size is taken again: the folder's, then the lock file's (older writers)
+    try:
         try:
-            folder_lock = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+            if fcntl is not None:
+                locks.append(os.open(folder, os.O_RDONLY | _FOLDER_ONLY))
         except OSError:  # the lock file still tells
             pass
-    try:
-        if folder_lock is not None and not _try_lock(folder_lock, shared=True):
-            return (*_open_log(log_path), True)
-        return _log_view_by_lock_file(log_path, lock_path)
-    finally:
-        if folder_lock is not None:
-            os.close(folder_lock)
-
-
-def _log_view_by_lock_file(log_path, lock_path):
-    """_log_view's answer from the lock file (older writers, and Windows)."""
-    try:
-        lock = _open_regular_file(lock_path)
-    except FileNotFoundError:
-        # a lock made since: the size may cut a writer's line
-        descriptor, size = _open_log(log_path)
-        return descriptor, size, os.path.lexists(lock_path)
-    except OSError:  # unreadable: no writer can be seen
-        return (*_open_log(log_path), False)
-    try:
-        if not _try_lock(lock, shared=True):
+        if locks and not _try_lock(locks[0], shared=True):
             return (*_open_log(log_path), True)
         try:
+            locks.append(_open_regular_file(lock_path))
+        except FileNotFoundError:  # a lock made since: the size may cut a writer's line
+            return (*_open_log(log_path), os.path.lexists(lock_path))
+        except OSError:  # unreadable: no writer can be seen
             return (*_open_log(log_path), False)
+        busy = not _try_lock(locks[-1], shared=True)
+        try:
+            return (*_open_log(log_path), busy)
         finally:
-            _unlock(lock)
+            if not busy:
+                _unlock(locks[-1])
     finally:
-        os.close(lock)
+        for lock in locks:
+            os.close(lock)
 
 
-def _create_new_file(stem, suffix, mode=_PRIVATE_FILE_MODE):
-    """Create stem + suffix, or stem-1 + suffix...; return (path, descriptor)."""
+def _create_new_file(stem, suffix="", mode=_PRIVATE_FILE_MODE, at=None):
+    """Create stem + suffix, or stem-1 + suffix...: (path, descriptor)."""
     path, attempt = stem + suffix, 0
     while True:
         try:
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY, mode)
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY, mode, dir_fd=at)
         except FileExistsError:
             attempt += 1
             path = "%s-%d%s" % (stem, attempt, suffix)
@@ -1791,7 +1735,6 @@ def _write_all(descriptor, data):
 
 
 def _log_blocks(handle, start, end):
-    """Yield the bytes from start to end of an open log, a block at a time."""
     handle.seek(start)
     left = end - start
     while left > 0:
@@ -1810,14 +1753,14 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
 
 
 def _replace_file(folder, name, chunks, mode, refusal=None):
-    """Write chunks to a fresh temporary file in folder (a path, or a descriptor: by dir_fd), rename it over name."""
+    """Write chunks to a new temporary file in folder (a path, or a descriptor) and rename it over name."""
     at = folder if isinstance(folder, int) else None
     _remove_stale_temporary_files(folder, (name,))
-    temporary = ".%s.%s.tmp" % (name, os.urandom(6).hex())
+    stem = ".%s.%s" % (name, os.urandom(6).hex())
     if at is None:
-        temporary, name = os.path.join(folder, temporary), os.path.join(folder, name)
+        stem, name = os.path.join(folder, stem), os.path.join(folder, name)
     try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY, mode, dir_fd=at)
+        temporary, descriptor = _create_new_file(stem, ".tmp", mode, at)
     except OSError as error:
         if refusal is None:
             raise
@@ -1829,7 +1772,10 @@ def _replace_file(folder, name, chunks, mode, refusal=None):
         os.close(descriptor)
         descriptor = None
         # Crash window: before the replace, the old file stays (its temporary is removed later, once stale).
-        os.replace(temporary, name, src_dir_fd=at, dst_dir_fd=at)
+        if at is None:
+            os.replace(temporary, name)
+        else:
+            os.replace(temporary, name, src_dir_fd=at, dst_dir_fd=at)
     except BaseException:
         if descriptor is not None:
             os.close(descriptor)
@@ -1839,7 +1785,7 @@ def _replace_file(folder, name, chunks, mode, refusal=None):
 
 
 def _discard_temporary(name, at=None):
-    """Remove a temporary file; one its folder will not let go (chattr +a) is at least emptied of its copy."""
+    """Remove a temporary file; one an append-only folder keeps is at least emptied."""
     try:
         os.unlink(name, dir_fd=at)
     except OSError:
@@ -1851,28 +1797,22 @@ def _discard_temporary(name, at=None):
 
 def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
     """Delete killed writes' .NAME.<12 hex>.tmp files once older_than seconds old."""
-    prefixes = tuple("." + name + "." for name in names)
+    shape = re.compile(r"\.(?:%s)\.[0-9a-f]{12}(?:-.*)?\.tmp" % "|".join(map(re.escape, names)), re.DOTALL)
     try:
-        entries = list(os.scandir(folder))
+        entries = [entry for entry in os.scandir(folder) if shape.fullmatch(entry.name)]
     except OSError:
         return
     for entry in entries:
-        prefix = next((prefix for prefix in prefixes if entry.name.startswith(prefix)), None)
-        if prefix is None or not entry.name.endswith(".tmp"):
-            continue
-        middle = entry.name[len(prefix):-len(".tmp")].split("-")[0]
-        if len(middle) != 12 or not _HEX_DIGITS.issuperset(middle):
-            continue
         try:
             if (entry.is_file(follow_symlinks=False)
                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
-                os.unlink(entry.name, dir_fd=folder) if isinstance(folder, int) else os.unlink(entry.path)
+                os.unlink(entry.path, dir_fd=folder if isinstance(folder, int) else None)  # path: name, by a descriptor
         except OSError:
             pass  # only clutter
 
 
 def _is_protected_inode(descriptor):
-    """Whether the file or folder open at descriptor is immutable or append-only (chattr +i or +a, chflags)."""
+    """Whether the file or folder at descriptor is immutable or append-only (chattr +i/+a, chflags)."""
     flags = getattr(os.fstat(descriptor), "st_flags", None)
     if flags is not None:  # BSD and macOS give them with the status
         return bool(flags & (stat.UF_IMMUTABLE | stat.UF_APPEND | stat.SF_IMMUTABLE | stat.SF_APPEND))
@@ -1886,9 +1826,7 @@ def _is_protected_inode(descriptor):
 
 
 def _protection(path, descriptor, named):
-    """(what, way out) when the user protected the file or folder open at descriptor, else None.
-
-    The mode bits are read, not tried: root writes past them."""
+    """(what, way out) if the user protected the file or folder at descriptor (mode bits read: root writes)."""
     mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
     if not mode & stat.S_IWUSR:
         return "%s is read-only (mode %04o)" % (named, mode), "chmod u+w %s" % path
@@ -1898,7 +1836,7 @@ def _protection(path, descriptor, named):
 
 
 def _protected_folder(folder):
-    """(what, way out) when the user protected the folder against new names and renames, else None."""
+    """(what, way out) when the user protected the folder against new names and renames."""
     if os.name == "nt":  # a folder cannot be opened there, and its read-only mark does not stop writes
         return None
     try:
@@ -1912,8 +1850,7 @@ def _protected_folder(folder):
 
 
 def _refuse_a_protected_log(folder, descriptor=None):
-    """Refuse to replace the log (open at descriptor, if any) the user protected, or its folder; else return
-    the mode its copy gets, its own owner bits."""
+    """Refuse to replace a log (at descriptor, if any) or folder the user protected; else the copy's mode."""
     log_path = os.path.join(folder, _LOG_NAME)
     found = descriptor is not None and _protection(log_path, descriptor, log_path) or _protected_folder(folder)
     if found:
@@ -1923,8 +1860,7 @@ def _refuse_a_protected_log(folder, descriptor=None):
 
 
 def _replace_log(folder, chunks):
-    """Under the lock: replace the log with chunks in one rename (readers read the old log or the new, whole);
-    refuse a log or folder the user protected, changing nothing."""
+    """Under the lock: replace the log in one rename; refuse a log or folder the user protected."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         descriptor = _open_regular_file(log_path, follow=False)
@@ -1941,7 +1877,7 @@ def _replace_log(folder, chunks):
         if error.errno not in _PROTECTED_ERRORS:
             raise
         raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable, "
-                         "append-only or on a read-only filesystem); nothing was changed. Lift the protection "
+                         "append-only or on a read-only filesystem); nothing was changed: lift the protection "
                          "and run the command again" % (log_path, error.strerror)) from None
 
 
@@ -1954,26 +1890,22 @@ _INSIDE_WAY_OUT = "; give the path of a file inside the folder"
 
 
 def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
-    """The components of a path that must stay below a folder; refuse one that could lead out, or no disk takes."""
-    def refuse(problem):
-        return NotesError("%s %s%s" % (what, problem, way_out))
+    """The components of a path below a folder; refuse one that leads out, or that no disk takes."""
     text = os.fspath(relative)
-    if "\0" in text:
-        raise refuse("holds a NUL character")
-    if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]:
-        raise refuse("is an absolute path")
     parts = [part for part in text.split("/") if part != "."]
-    if ".." in text.replace("\\", "/").split("/"):
-        raise refuse("climbs out with ..")
-    if not parts or "" in parts:
-        raise refuse("is empty, ends with / or holds an empty component (//)")
-    if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT:
-        raise refuse("is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT))
+    problem = ("holds a NUL character" if "\0" in text else
+               "is an absolute path" if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]
+               else "climbs out with .." if ".." in text.replace("\\", "/").split("/")
+               else "is empty, ends with / or holds an empty component (//)" if not parts or "" in parts
+               else "is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT)
+               if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT else None)
+    if problem:
+        raise NotesError("%s %s%s" % (what, problem, way_out))
     return parts
 
 
 def _inside_error(error, what, way_out):
-    """The refusal of an OSError met while walking below a folder (the path is not repeated: a client wrote it)."""
+    """The refusal of an OSError below a folder; the path is a client's, so not named."""
     if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
         problem = "passes through a link or a file where a folder should be"
     elif error.errno == errno.ENOENT:
@@ -1984,8 +1916,7 @@ def _inside_error(error, what, way_out):
 
 
 def _walk_inside(folder, parts, make_folder=None):
-    """A descriptor on the folder holding the last of parts, each opened O_NOFOLLOW below the one above;
-    make_folder() is called before a missing folder is made (None: refuse it)."""
+    """A descriptor on the folder holding parts[-1], each part opened O_NOFOLLOW; make_folder may refuse."""
     descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
     flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
     try:
@@ -2010,7 +1941,7 @@ def _walk_inside(folder, parts, make_folder=None):
 
 
 def _resolved_inside(path, folder, what, way_out):
-    """path resolved, refused when it leads out of folder: the check where no dir_fd walk is possible."""
+    """path resolved, refused if it leads out of folder: the check where dir_fd is missing."""
     resolved = os.path.realpath(path)
     if not resolved.startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
         raise NotesError("%s passes through a link that leads out%s" % (what, way_out))
@@ -2018,7 +1949,7 @@ def _resolved_inside(path, folder, what, way_out):
 
 
 def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
-    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere."""
+    """A descriptor on the regular file at relative below folder, following no link."""
     parts = _inside_parts(relative, what, way_out)
     if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
         return _open_regular_file(_resolved_inside(os.path.join(folder, *parts), folder, what, way_out))
@@ -2040,9 +1971,7 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
 
 
 def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
-    """Write mode: replace or create the file at relative below folder with chunks, no link followed.
-
-    may_replace(descriptor) may refuse an existing file; make_new() is called before anything is created."""
+    """Replace or create the file at relative below folder, following no link."""
     parts = _inside_parts(relative, what, way_out)
     path = os.path.join(folder, *parts)
     try:
@@ -2058,7 +1987,7 @@ def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", 
 
 
 def _check_inside_target(parent, name, path, may_replace, make_new):
-    """Refuse a target below parent that is a link, a folder, a special file, or a file may_replace refuses."""
+    """Refuse a target that is a link, a folder, a special file, or a file may_replace refuses."""
     try:
         descriptor = os.open(name, os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
     except FileNotFoundError:
@@ -2114,14 +2043,11 @@ def _check_session_folder(folder):
 
 
 def _check_meta_session_id(folder, meta):
-    """Refuse a meta whose session_id is no plain id: every record and export would carry it, and restore
-    refuses such an export."""
+    """Refuse a meta whose session_id is no plain id: every record would carry it."""
     if meta is not None and not _is_session_id(meta["session_id"]):
-        raise NotesError(
-            "%s holds a session_id that is not a plain id (1 to %d printable characters: no tab, newline, NUL "
-            "or lone surrogate), so no export of it could be restored; nothing was written. Bring the session "
-            "back from an earlier export into a new --dir, or move the folder aside and run init"
-            % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
+        raise NotesError("%s holds a session_id that is not a plain id (1 to %d printable characters); nothing was "
+                         "written. Restore an earlier export into a new --dir, or move the folder aside and run "
+                         "init" % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
 
 
 def _make_private_folders(folder):
@@ -2159,7 +2085,6 @@ def _open_session_for_writing(folder):
 
 
 def _open_log_for_append(path):
-    """Open the log to append; refuse a link or a hard link."""
     descriptor = _open_regular_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, False)
     try:
         _refuse_a_hard_linked_log(path, os.fstat(descriptor))
@@ -2170,7 +2095,6 @@ def _open_log_for_append(path):
 
 
 def _refuse_a_hard_linked_log(path, status):
-    """Writing to a log with another name would change that file too."""
     if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
         raise NotesError("%s has %d hard links: writing here would change the other file too. Nothing was "
                          "written. Give the log a file of its own (in its folder: cp %s log.copy && mv log.copy "
@@ -2223,11 +2147,9 @@ def _read_lines_forward(handle, size):
             yield None, line.endswith(b"\n")
 
 
-def _incomplete_batch_start(handle, size):
-    """Offset of an incomplete --batch at the end, or None.
-
-    Crash window: a batch killed mid-write leaves lines 1/N to K/N (K < N)."""
-    expected = None  # (K, N) the line before must hold
+def _end_before_incomplete_batch(handle, size):
+    """The offset of an incomplete --batch at the end, else size."""
+    expected = None  # (K, N) the line before must hold; Crash window: a killed batch leaves lines 1/N to K/N, K < N
     for position, (offset, line) in enumerate(_read_lines_backward(handle, size)):
         value = _parse_line(line)[0] if line else None
         if position == 0 and value is None:
@@ -2235,16 +2157,11 @@ def _incomplete_batch_start(handle, size):
         place = _batch_place_of(value)
         if place is None or (expected is None and place[0] == place[1]) or (
                 expected is not None and place != expected):
-            return None
+            return size
         if place[0] == 1:
             return offset
         expected = (place[0] - 1, place[1])
-    return None
-
-
-def _end_before_incomplete_batch(handle, size):
-    start = _incomplete_batch_start(handle, size)
-    return size if start is None else start
+    return size
 
 
 class _BackwardScan:
@@ -2289,14 +2206,14 @@ class _BackwardScan:
         self.certain = True
 
 
-class _LogTail:
+class _LogTail(_BackwardScan):
     """The log's end, as a writer needs it: torn tail, next seq, recent records."""
 
     def __init__(self, handle, size, recent_since=None, window_records=_DUPLICATE_WINDOW_RECORDS):
-        scan = _BackwardScan(handle, size)
-        self.recent = []
+        _BackwardScan.__init__(self, handle, size)
+        self.size, self.recent = size, []
         window_left = window_records if recent_since is not None else 0
-        for _, record, _ in scan:
+        for _, record, _ in self:
             if record is None or not _is_seq(record.get("seq")):
                 continue
             if window_left:
@@ -2306,16 +2223,14 @@ class _LogTail:
                     window_left = 0  # in time order: the rest are older
                 else:
                     self.recent.append(record)
-            if scan.certain and not window_left:
+            if self.certain and not window_left:
                 break
-        self.size, self.keep_end, self.needs_newline = size, scan.keep_end, scan.needs_newline
-        self.highest_seq, self.incomplete_batch = scan.highest_seq, scan.incomplete_batch
 
 
 def _set_aside_torn_tail(folder, descriptor, tail):
     """Copy the torn bytes to a side file, then cut them from the log."""
     side_path, side = _create_new_file(os.path.join(folder, "%s%s-%d" % (
-        _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
+        _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())))
     try:
         with open(descriptor, "rb", closefd=False) as handle:
             for block in _log_blocks(handle, tail.keep_end, tail.size):
@@ -2327,35 +2242,26 @@ def _set_aside_torn_tail(folder, descriptor, tail):
         raise
     os.close(side)
     _fsync_folder(folder)
-    # Crash window: the bytes are in both files; the next append copies them again.
-    try:
+    try:  # Crash window: the bytes are in both files; the next append copies them again.
         os.ftruncate(descriptor, tail.keep_end)
-    except PermissionError:
-        _refuse_an_append_only_log(folder, side_path, tail)
+    except PermissionError:  # append-only: take the side file back, and refuse
+        os.unlink(side_path)
+        _fsync_folder(folder)
+        log_path = os.path.join(folder, _LOG_NAME)
+        raise NotesError("%s is append-only (chattr +a, or its mount forbids cutting files), so its cut-off last "
+                         "line (%d bytes) cannot be set aside. Nothing was written. Run chattr -a %s and append "
+                         "again, or restore an export into a new --dir"
+                         % (log_path, tail.size - tail.keep_end, log_path)) from None
     os.fsync(descriptor)
     return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
-
-
-def _refuse_an_append_only_log(folder, side_path, tail):
-    """The log cannot be cut (chattr +a): remove the new side file, and refuse."""
-    os.unlink(side_path)
-    _fsync_folder(folder)
-    log_path = os.path.join(folder, _LOG_NAME)
-    raise NotesError(
-        "%s is append-only (chattr +a, or a mount that forbids cutting files): its cut-off last line "
-        "(%d bytes) cannot be set aside, and a note written after it would read as damage. Nothing was "
-        "written. Remove the attribute (chattr -a %s) and append again, or restore the session from an "
-        "export into a new --dir" % (log_path, tail.size - tail.keep_end, log_path))
 
 
 _NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
 
 
 def _keep_torn_tail_in_place(descriptor, tail, why):
-    """End the torn tail with a newline, making it a damaged line (which holds a seq).
-
-    Crash window: one write; until it, the tail waits for the next append."""
-    _append_line(descriptor, b"\n")
+    """End the torn tail with a newline: a damaged line, which holds a seq."""
+    _append_line(descriptor, b"\n")  # Crash window: one write; until it, the tail waits for the next append.
     tail.highest_seq += 1
     return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
 
@@ -2371,11 +2277,22 @@ def _find_note_line(handle, size, note_id):
     return None
 
 
-class _NotesById:
-    """Notes by id, each searched once from the log's end, opened at the first lookup."""
+class _ClosesHandle:
+    handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.handle is not None:
+            self.handle.close()
+
+
+class _NotesById(_ClosesHandle):
+    """Notes by id, each searched once from the log's end (opened at the first lookup)."""
 
     def __init__(self, log_path):
-        self.log_path, self.handle, self.size, self.found = log_path, None, 0, {}
+        self.log_path, self.size, self.found = log_path, 0, {}
         self.empty = False  # found, at the first lookup, to hold no line at all
 
     def __call__(self, note_id):
@@ -2391,13 +2308,6 @@ class _NotesById:
             found = _find_note_line(self.handle, self.size, note_id)
             self.found[note_id] = found and found[2]
         return self.found[note_id]
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        if self.handle is not None:
-            self.handle.close()
 
 
 def _append_line(descriptor, line):
@@ -2426,50 +2336,26 @@ def _line_problems(raw, terminated, session_id):
     return value, [(kind, None)] + problems if kind else problems
 
 
-class _LogReader(_ProblemTally):
+class _LogReader(_ProblemTally, _ClosesHandle):
     """Reads the log forward, checking each line; all passes read the file opened first."""
 
     def __init__(self, folder, meta):
-        self.path = os.path.join(folder, _LOG_NAME)
-        self.session_id = meta.get("session_id")
         _ProblemTally.__init__(self)  # of the last pass
-        self.total = 0
-        self.last_record = None
-        self.order = _LogOrder()
-        self.redactions = _RedactionsSeen()
-        descriptor, self.size, self.in_flight = _log_view(folder)
+        self.path, self.session_id = os.path.join(folder, _LOG_NAME), meta.get("session_id")
+        self.total, self.last_record, self.unterminated_in_flight = 0, None, False
+        self.order, self.redactions = _LogOrder(), _RedactionsSeen()
+        descriptor, self.size_seen, self.in_flight = _log_view(folder)
         self.handle = open(descriptor, "rb") if descriptor is not None else None
-        self.unterminated_in_flight = False
         # not read: an incomplete batch at the end
-        self.size_seen = self.size
-        if self.size:
-            self.size = _end_before_incomplete_batch(self.handle, self.size)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        if self.handle is not None:
-            self.handle.close()
+        self.size = _end_before_incomplete_batch(self.handle, self.size_seen) if self.size_seen else 0
 
     def records(self):
+        """Each usable record in log order, noting this pass's problems on the way."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         self.order = seen = _LogOrder()
         self.redactions = _RedactionsSeen()
         if self.size:
-            yield from self.read_records(seen)
-        self.note_batch_ends(seen)
-        self.note_problems(self.redactions.problems())
-
-    def note_batch_ends(self, seen):
-        """A batch left unfinished, then an incomplete batch at the end unless in flight."""
-        ends = [seen.unfinished_batch()]
-        if self.size < self.size_seen and not self.in_flight:
-            ends.append(_problem(seen.line + 1, None, "incomplete_batch"))
-        self.note_problems(list(filter(None, ends)))
-
-    def read_records(self, seen):
-        self.handle.seek(0)
+            self.handle.seek(0)
         for number, (raw, terminated) in enumerate(_read_lines_forward(self.handle, self.size), 1):
             if not terminated and self.in_flight:
                 self.unterminated_in_flight = True
@@ -2483,6 +2369,10 @@ class _LogReader(_ProblemTally):
                 self.last_record = value
                 self.redactions.meet(value, number)
                 yield value
+        ends = [seen.unfinished_batch()]
+        if self.size < self.size_seen and not self.in_flight:  # an incomplete batch at the end
+            ends.append(_problem(seen.line + 1, None, "incomplete_batch"))
+        self.note_problems(list(filter(None, ends)) + self.redactions.problems())
 
     def warnings(self):
         return _problem_messages(self.problems, self.problem_count)
@@ -2493,7 +2383,6 @@ class _LogReader(_ProblemTally):
 
 
 def _bounded_warnings(messages, count):
-    """The first _WARNINGS_LISTED messages, then how many more."""
     messages = messages[:_WARNINGS_LISTED]
     if count > len(messages):
         messages.append("%d more problems not listed; run verify for the full list" % (count - len(messages)))
@@ -2504,8 +2393,7 @@ def _problem_messages(problems: list, count: int) -> list:
     messages = []
     for entry in problems[:_WARNINGS_LISTED]:
         where = "" if entry["line"] is None else "line %d" % entry["line"]
-        if entry["id"]:
-            where += " (%s)" % entry["id"]
+        where += " (%s)" % entry["id"] if entry["id"] else ""
         messages.append("%s: %s" % (where, entry["detail"]) if where else entry["detail"])
     return _bounded_warnings(messages, count)
 
