@@ -1322,7 +1322,7 @@ def _redacted_record(record) -> dict:
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
 def _invoked_as() -> str:
-    started = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    started = os.path.basename(sys.argv[0]) if sys.argv else ""
     if os.path.splitext(started)[0] == _CONSOLE_COMMAND:
         return _CONSOLE_COMMAND
     # python -m notes has a module spec; a script run has none.
@@ -2170,9 +2170,9 @@ class _BackwardScan:
     def __init__(self, handle, size, session_id=None, in_flight=False):
         self.keep_end = _end_before_incomplete_batch(handle, size)  # torn from here on
         self.incomplete_batch = self.keep_end < size
-        self.needs_newline = False   # the last line is an object lacking its newline
-        self.highest_seq = 0         # highest seq the lines walked can have held
-        self.certain = False         # no line left can hold a higher one
+        self.needs_newline = False  # the last line is an object lacking its newline
+        self.highest_seq = 0  # highest seq the lines walked can have held
+        self.certain = False  # no line left can hold a higher one
         self.lines = _read_lines_backward(handle, self.keep_end)
         self.session_id, self.in_flight = session_id, in_flight
 
@@ -2271,7 +2271,7 @@ def _find_note_line(handle, size, note_id):
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for offset, line in _read_lines_backward(handle, size):
         if line and needle in line:
-            value, _ = _parse_line(line)
+            value = _parse_line(line)[0]
             if _is_the_note(value, note_id):
                 return offset, line, value
     return None
