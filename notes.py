@@ -1906,12 +1906,10 @@ def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
 
 def _inside_error(error, what, way_out):
     """The refusal of an OSError below a folder; the path is a client's, so not named."""
-    if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-        problem = "passes through a link or a file where a folder should be"
-    elif error.errno == errno.ENOENT:
-        problem = "names a folder that does not exist"
-    else:
-        problem = "cannot be opened (%s)" % (error.strerror or error)
+    problem = ("passes through a link or a file where a folder should be"
+               if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) else
+               "names a folder that does not exist" if error.errno == errno.ENOENT else
+               "cannot be opened (%s)" % (error.strerror or error))
     return NotesError("%s %s%s" % (what, problem, way_out))
 
 
