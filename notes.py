@@ -1177,7 +1177,7 @@ def _redacted_record(record) -> dict:
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
 def _invoked_as() -> str:
-    started = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    started = os.path.basename(sys.argv[0]) if sys.argv else ""
     if os.path.splitext(started)[0] == _CONSOLE_COMMAND:
         return _CONSOLE_COMMAND
     # python -m notes has a module spec; a script run has none.
@@ -1187,15 +1187,14 @@ def _invoked_as() -> str:
 
 
 def _is_installed_package_folder(folder) -> bool:
-    """Whether folder is where an installer put notes.py (a reinstall replaces it)."""
+    """Whether an installer put notes.py in folder (a reinstall replaces it)."""
     if os.path.basename(folder).lower() in _INSTALLED_FOLDER_NAMES:
         return True
     try:
-        names = os.listdir(folder)
+        return any(n.lower().startswith("shaping_notes-") and n.lower().endswith(".dist-info")
+                   for n in os.listdir(folder))
     except OSError:
         return False
-    return any(name.lower().startswith("shaping_notes-") and name.lower().endswith(".dist-info")
-               for name in names)
 
 
 def _check_dir_argument(folder):
@@ -1205,42 +1204,34 @@ def _check_dir_argument(folder):
 
 
 def _check_path_text(name, path):
-    """Refuse a path no file system takes, which os calls would end in an unexpected ValueError (a NUL) or
-    RecursionError (os.makedirs, a folder per level)."""
-    text = None if path is None else os.fsdecode(path)
-    if text is not None and "\0" in text:
+    """Refuse a path no file system takes (os calls would raise ValueError or RecursionError)."""
+    if path is None:
+        return
+    text = os.fsdecode(path)
+    if "\0" in text:
         raise NotesError("%s holds a NUL character, which no file name can; pass the path without it" % name)
-    if text is not None and (len(text) > _PATH_LIMIT or text.replace(os.sep, "/").count("/") > _PATH_DEPTH_LIMIT):
+    if len(text) > _PATH_LIMIT or text.replace(os.sep, "/").count("/") > _PATH_DEPTH_LIMIT:
         raise NotesError("%s is over %d characters or %d folders deep, more than a file system takes; pass a "
                          "shorter path" % (name, _PATH_LIMIT, _PATH_DEPTH_LIMIT))
 
 
-def _home_folder() -> str:
-    """The home folder, as expanduser finds it; "~" when HOME is set but empty (expanduser would give "/")."""
-    if os.name != "nt" and os.environ.get("HOME") is not None and not os.environ["HOME"].strip():
-        return "~"
-    return os.path.expanduser("~")
-
-
 def _check_session_name(name, what="--session"):
-    """Refuse a bad session name without repeating it."""
     if name is not None and not (isinstance(name, str) and _SESSION_NAME_SHAPE.fullmatch(name)):
         raise NotesError("%s takes 1 to 64 letters, digits, -, _ or ., the first a letter or digit (such as "
                          "pricing-page); the name given is not one" % what)
 
 
 def _user_data_folder() -> str:
-    """The user's data folder for this platform."""
     if os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA", "")
-        if not os.path.isabs(base):
-            base = os.path.join(_home_folder(), "AppData", "Local")
+        base, usual = os.environ.get("LOCALAPPDATA", ""), ("AppData", "Local")
     elif sys.platform == "darwin":
-        base = os.path.join(_home_folder(), "Library", "Application Support")
+        base, usual = "", ("Library", "Application Support")
     else:
-        base = os.environ.get("XDG_DATA_HOME", "")
-        if not os.path.isabs(base):
-            base = os.path.join(_home_folder(), ".local", "share")
+        base, usual = os.environ.get("XDG_DATA_HOME", ""), (".local", "share")
+    if not os.path.isabs(base):  # HOME set but empty: "~" stays (expanduser would give "/")
+        home = os.environ.get("HOME")
+        base = os.path.join("~" if os.name != "nt" and home is not None and not home.strip()
+                            else os.path.expanduser("~"), *usual)
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
@@ -1250,22 +1241,17 @@ def _default_folder(create=True) -> str:
     if not _is_installed_package_folder(here):
         return here
     folder = _user_data_folder()
-    if not create and os.path.isabs(folder):
-        return os.path.realpath(folder)
     if not os.path.isabs(folder):  # no home: "~" stayed
-        raise NotesError(
-            "notes.py is installed as a package and cannot tell your home folder, so it has no data "
-            "folder for the notes. Pass the session folder with --dir (for example: %s --dir "
-            "/absolute/path/to/shaping init) or set %s" % (_invoked_as(), _DIR_VARIABLE))
-    # Crash window: mkdirs left undone by a stop are done by the next run.
-    try:
-        _make_private_folders(folder)  # 0700, as XDG asks
+        raise NotesError("notes.py is installed as a package and cannot tell your home folder; pass --dir "
+                         "(for example: %s --dir /absolute/path/to/shaping init) or set %s"
+                         % (_invoked_as(), _DIR_VARIABLE))
+    try:  # Crash window: mkdirs left undone by a stop are done by the next run.
+        if create:
+            _make_private_folders(folder)  # 0700, as XDG asks
     except OSError as error:
-        raise NotesError(
-            "notes.py is installed as a package, so it keeps its notes in %s, but cannot create that "
-            "folder (%s). Pass the session folder with --dir (for example: %s --dir ~/shaping init) "
-            "or set %s (for example: export %s=~/shaping)"
-            % (folder, error.strerror or error, _invoked_as(), _DIR_VARIABLE, _DIR_VARIABLE)) from None
+        raise NotesError("notes.py is installed as a package but cannot create its data folder %s (%s); pass "
+                         "--dir (for example: %s --dir ~/shaping init) or set %s"
+                         % (folder, error.strerror or error, _invoked_as(), _DIR_VARIABLE)) from None
     return os.path.realpath(folder)
 
 
@@ -1273,11 +1259,9 @@ def _resolve_folder(folder, session=None, create=True):
     """--dir, else $SHAPING_NOTES_DIR, else the default folder; for a session, its sessions/NAME."""
     if folder is None:
         folder = os.environ.get(_DIR_VARIABLE)
-        # set but empty: a mistake, not the default
-        if folder is not None and not folder.strip():
-            raise NotesError(
-                "%s is set but empty; set it to the session folder (for example %s=~/shaping), "
-                "unset it, or pass --dir" % (_DIR_VARIABLE, _DIR_VARIABLE))
+        if folder is not None and not folder.strip():  # a mistake, not the default
+            raise NotesError("%s is set but empty; set it to the session folder, unset it, or pass --dir"
+                             % _DIR_VARIABLE)
     folder = _default_folder(create) if folder is None else os.path.realpath(os.path.expanduser(folder))
     _check_folder_is_private(folder)
     if session is None:
@@ -1288,78 +1272,60 @@ def _resolve_folder(folder, session=None, create=True):
 
 
 def _check_folder_is_private(folder):
-    """Refuse a session folder, or a session file in it, that another user could read or swap (check_owner)."""
-    for path, kind in ((folder, "the session folder"), (os.path.join(folder, _META_NAME), "the session meta"),
-                       (os.path.join(folder, _LOG_NAME), "the session log"),
-                       (os.path.join(folder, _LOCK_NAME), "the session lock")):
+    """Refuse a session folder, or a session file in it, that another user could read or swap."""
+    for name, kind in (("", "folder"), (_META_NAME, "meta"), (_LOG_NAME, "log"), (_LOCK_NAME, "lock")):
+        path = os.path.join(folder, name) if name else folder
         try:
             status = os.lstat(path)
         except OSError:  # missing (made later, by this user), or refused where it is used
             continue
-        _check_owner(path, status, kind)
+        _check_owner(path, status, "the session " + kind)
 
 
 def _check_owner(path, status, kind):
-    """Refuse what another user owns (root aside), and a folder everyone may write without the sticky bit.
-
-    Either lets that user read the notes, or swap the log for one of their
-    own that then verifies as ok.  Root's own view is no exception: run as
-    root, a folder of another user is still refused.  Group-writable stays
-    (a common umask).  Windows gives no owner here: nothing is checked."""
+    """Refuse what another user owns (root aside, even for root), or a folder all may write, not sticky."""
     if os.name == "nt" or not hasattr(os, "geteuid"):
         return
     if status.st_uid not in (0, os.geteuid()):
-        raise NotesError(
-            "%s %s belongs to another user (uid %d), who could read the notes or swap the log for their own; "
-            "nothing was read or written. %s --dir with a folder of your own, for example --dir ~/shaping"
-            % (kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else "Move it aside, or pass"))
+        raise NotesError("%s %s belongs to another user (uid %d), who could read or swap the notes; nothing was "
+                         "read or written. %s --dir with a folder of your own" % (
+                             kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else
+                             "Move it aside, or pass"))
     if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
-        raise NotesError(
-            "%s %s is writable by every user without the sticky bit, so anyone could swap its log for their "
-            "own; nothing was read or written. Make it private (chmod 700 %s), or pass --dir with a folder of "
-            "your own, for example --dir ~/shaping" % (kind, path, path))
+        raise NotesError("%s %s is writable by every user without the sticky bit, so anyone could swap its log; "
+                         "nothing was read or written. Run chmod 700 %s, or pass --dir with a folder of your own"
+                         % (kind, path, path))
 
 
 def _folder_error(folder, error):
-    """The refusal of a writer that cannot create its files in the folder."""
     if error.errno in _NO_ROOM_ERRORS:
         return _write_error(folder, error, "")
-    return NotesError(
-        "cannot create or write the session files in %s (%s); pass --dir with a folder you can "
-        "write, for example --dir ~/shaping or --dir /mnt/data/shaping"
-        % (folder, error.strerror or error))
+    return NotesError("cannot create or write the session files in %s (%s); pass --dir with a folder you can "
+                      "write" % (folder, error.strerror or error))
 
 
 def _write_error(path, error, way_out):
-    """The refusal of a write that failed; on a full disk another folder on it would not help, so say so."""
+    """On a full disk another folder on it would not help, so say so."""
     if error.errno in _NO_ROOM_ERRORS:
-        return NotesError("no room left on the disk that holds %s (%s); nothing was written. Free some space "
-                          "on that disk, then run the same command again" % (path, error.strerror or error))
+        return NotesError("no room left on the disk holding %s (%s); nothing was written. Free some space, then "
+                          "run the command again" % (path, error.strerror or error))
     return NotesError("cannot write %s (%s); %s" % (path, error.strerror or error, way_out))
 
 
 def _link_error(path):
-    return NotesError(
-        "%s is a symbolic link; notes.py does not write through links, since a planted link "
-        "could send the session anywhere. Replace it with the real file, or use another --dir" % path)
+    return NotesError("%s is a symbolic link, which notes.py never writes through; replace it with the real "
+                      "file, or use another --dir" % path)
 
 
 def _special_file_error(path, mode):
-    if stat.S_ISFIFO(mode):
-        kind = "a FIFO (named pipe)"
-    elif stat.S_ISSOCK(mode):
-        kind = "a socket"
-    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        kind = "a device"
-    else:
-        kind = "a special file"
-    return NotesError(
-        "%s is %s, not a regular file; notes.py never reads or writes one, since it could block "
-        "for ever or never end. Move it aside, or pass another path" % (path, kind))
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
+    return NotesError("%s is %s, not a regular file, which could block for ever; move it aside, or pass "
+                      "another path" % (path, kind))
 
 
 def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
-    """os.open that refuses all but a regular file (O_NONBLOCK: a FIFO does not block); follow=False: a link."""
+    """os.open, refusing all but a regular file (O_NONBLOCK: a FIFO cannot block) and, if not follow, a link."""
     if not (follow or _NO_FOLLOW) and os.path.islink(path):
         raise _link_error(path)
     try:
@@ -1371,36 +1337,23 @@ def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
         if not follow and error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise _link_error(path) from None
         raise
-    try:
-        mode = os.fstat(descriptor).st_mode
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        if not stat.S_ISREG(mode):
-            raise _special_file_error(path, mode)
-    except BaseException:
-        os.close(descriptor)
-        raise
+        raise _special_file_error(path, mode)
     return descriptor
-
-
-def _read_regular_file(path, limit, too_large):
-    """The file's bytes; refuse one over limit bytes with too_large."""
-    descriptor = _open_regular_file(path)
-    with open(descriptor, "rb") as handle:
-        if os.fstat(descriptor).st_size > limit:
-            raise NotesError(too_large)
-        data = handle.read(limit + 1)
-    if len(data) > limit:  # it grew while being read
-        raise NotesError(too_large)
-    return data
 
 
 def _read_meta(folder):
     """The meta, None when there is none; refuse a damaged one."""
     path = os.path.join(folder, _META_NAME)
     try:
-        raw = _read_regular_file(path, _META_SIZE_LIMIT, "%s is over 1 MiB, far larger than a session meta; "
-                                "move it aside" % path)
+        with open(_open_regular_file(path), "rb") as handle:
+            raw = handle.read(_META_SIZE_LIMIT + 1)  # read, not stat: it may grow meanwhile
+        if len(raw) > _META_SIZE_LIMIT:
+            raise NotesError("%s is over 1 MiB, far larger than a session meta; move it aside" % path)
     except FileNotFoundError:
         return None
     except NotADirectoryError:  # --dir names a file
@@ -1414,74 +1367,61 @@ def _read_meta(folder):
     except ValueError:
         meta = None
     if not isinstance(meta, dict) or not isinstance(meta.get("session_id"), str) or not meta["session_id"]:
-        raise NotesError(
-            "%s is damaged (not a JSON object with a session_id); nothing was changed. "
-            "Restore the session from an export into a new --dir, or move the folder aside "
-            "and run init" % path)
+        raise NotesError("%s is damaged (not a JSON object with a session_id); nothing was changed. Restore an "
+                         "export into a new --dir, or move the folder aside and run init" % path)
     return meta
 
 
 def _require_session(folder):
     meta = _read_meta(folder)
     if meta is None:
-        raise NotesError(
-            "no session in %s (no %s there); start one with: %s --dir %s init, "
-            "or bring one back from an export with: %s --dir %s restore "
-            "session_export.json" % (folder, _META_NAME, _invoked_as(), folder, _invoked_as(), folder))
+        raise NotesError("no session in %s (no %s there); start one with: %s --dir %s init, or restore an export "
+                         "with: %s --dir %s restore session_export.json"
+                         % (folder, _META_NAME, _invoked_as(), folder, _invoked_as(), folder))
     return meta
 
 
 def _fsync_folder(folder):
     if os.name == "nt":  # Windows cannot open a folder
         return
-    descriptor = os.open(folder, os.O_RDONLY)
+    descriptor = folder if isinstance(folder, int) else os.open(folder, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     except OSError as error:
         if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
             raise
     finally:
-        os.close(descriptor)
-
-
-def _tighten_mode(descriptor):
-    """Make a session file this user owns private when it is wider."""
-    if os.name == "nt":
-        return
-    status = os.fstat(descriptor)
-    mode = stat.S_IMODE(status.st_mode)
-    # A hard-linked file's other name is not ours.
-    if status.st_uid == os.geteuid() and mode & 0o077 and status.st_nlink == 1:
-        try:
-            os.fchmod(descriptor, mode & 0o700)
-        except OSError:  # no modes (FAT)
-            pass
+        if descriptor is not folder:
+            os.close(descriptor)
 
 
 def _tighten_session_files(folder):
-    for name in (_META_NAME, _LOG_NAME):
+    """Make the session files this user owns private where they are wider."""
+    for name in () if os.name == "nt" else (_LOCK_NAME, _META_NAME, _LOG_NAME):
         try:
             descriptor = _open_regular_file(os.path.join(folder, name), follow=False)
         except (OSError, NotesError):
             continue
         try:
-            _tighten_mode(descriptor)
+            status = os.fstat(descriptor)  # a hard-linked file's other name is not ours
+            if status.st_uid == os.geteuid() and status.st_mode & 0o077 and status.st_nlink == 1:
+                os.fchmod(descriptor, stat.S_IMODE(status.st_mode) & 0o700)
+        except OSError:  # no modes (FAT)
+            pass
         finally:
             os.close(descriptor)
 
 
 def _lock_wait_seconds():
     value = os.environ.get(_LOCK_WAIT_VARIABLE, "").strip()
-    if not value:
-        return _LOCK_WAIT_SECONDS
     try:
-        seconds = float(value)
+        seconds = float(value) if value else _LOCK_WAIT_SECONDS
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds <= _LOCK_WAIT_LIMIT:  # NaN fails this too
-        raise NotesError(
-            "%s is not a number of seconds from 0 to %d; set it to how long a writer may wait "
-            "for the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT, _LOCK_WAIT_SECONDS))
+        raise NotesError("%s is not a number of seconds from 0 to %d; set it to how long a writer may wait for "
+                         "the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT,
+                                                                 _LOCK_WAIT_SECONDS))
     return seconds
 
 
@@ -1503,8 +1443,7 @@ def _try_lock(descriptor, shared=False):
 
 def _unlock(descriptor):
     if fcntl is not None:
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-        return
+        return fcntl.flock(descriptor, fcntl.LOCK_UN)
     import msvcrt
 
     try:
@@ -1521,37 +1460,30 @@ class _SessionLock:
     def __init__(self, folder):
         self.path = os.path.join(folder, _LOCK_NAME)
         self.wait = _lock_wait_seconds()  # refused before anything is created
-        self.descriptor = None
-        self.folder_descriptor = None
+        self.descriptors = []  # the folder's (but on Windows), then the lock file's
 
     def __enter__(self):
         folder = os.path.dirname(self.path)
-        _prepare_folder(folder)
-        created = not os.path.exists(self.path)
         try:
-            if fcntl is not None:
-                self.folder_descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
-                # Again on the folder now held: it may have been swapped since it was resolved.
-                _check_owner(folder, os.fstat(self.folder_descriptor), "the session folder")
-            self.descriptor = _open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False)
-            if created:
-                _fsync_folder(folder)
-        except OSError as error:
-            self.close_descriptors()
-            raise _folder_error(folder, error) from None
-        except BaseException:  # a refusal: leave nothing open
-            self.close_descriptors()
-            raise
-        try:
+            try:
+                _make_private_folders(folder)
+                created = not os.path.exists(self.path)
+                if fcntl is not None:
+                    self.descriptors.append(os.open(folder, os.O_RDONLY | _FOLDER_ONLY))
+                    # Again on the folder now held: it may have been swapped since it was resolved.
+                    _check_owner(folder, os.fstat(self.descriptors[0]), "the session folder")
+                self.descriptors.append(_open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False))
+                if created:
+                    _fsync_folder(folder)
+            except OSError as error:
+                raise _folder_error(folder, error) from None
             deadline = time.monotonic() + self.wait
-            if self.folder_descriptor is not None:
-                self.wait_for_lock(self.folder_descriptor, deadline)
-            self.wait_for_lock(self.descriptor, deadline)
-            _tighten_mode(self.descriptor)
+            for descriptor in self.descriptors:
+                self.wait_for_lock(descriptor, deadline)
             _tighten_session_files(folder)
             # Under the lock, any temporary log or meta is a killed writer's.
             _remove_stale_temporary_files(folder, (_LOG_NAME, _META_NAME), older_than=0)
-        except BaseException:
+        except BaseException:  # a refusal: leave nothing open
             self.close_descriptors()
             raise
         _SessionLock.held.add(self.path)
@@ -1562,40 +1494,31 @@ class _SessionLock:
         pause = 0.001
         while not _try_lock(descriptor):
             left = deadline - time.monotonic()
-            if left <= 0:
-                raise NotesError(
-                    "%s holds the lock %s and did not release it within %g s; nothing was written. Run the "
-                    "same command again; if the lock stays held, that command is stopped or hung (Ctrl-Z "
-                    "stops one): resume or end it, or set %s to wait longer"
-                    % (self.holder(descriptor), self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
+            if left <= 0:  # readers hold it shared, a writer alone: a shared lock still free says readers
+                holder = "another notes.py command" if fcntl is None else "another writer"
+                if fcntl is not None and _try_lock(descriptor, shared=True):
+                    _unlock(descriptor)
+                    holder = "a notes.py command reading the log"
+                raise NotesError("%s holds the lock %s beyond %g s; nothing was written. Run the command again; if "
+                                 "the lock stays held, resume or end that stopped or hung command, or set %s to "
+                                 "wait longer" % (holder, self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
 
-    @staticmethod
-    def holder(descriptor):
-        """Who holds the lock, as far as flock tells: readers hold it shared, a writer alone."""
-        if fcntl is None:
-            return "another notes.py command"
-        if _try_lock(descriptor, shared=True):  # only readers hold it: a shared lock is still free
-            _unlock(descriptor)
-            return "a notes.py command reading the log"
-        return "another writer"
-
     def close_descriptors(self):
-        for descriptor in (self.descriptor, self.folder_descriptor):
-            if descriptor is not None:
-                os.close(descriptor)
-        self.descriptor = self.folder_descriptor = None
+        for descriptor in reversed(self.descriptors):
+            os.close(descriptor)
+        self.descriptors = []
 
     def __exit__(self, *exc_info):
         _SessionLock.held.discard(self.path)
         if fcntl is None:
-            _unlock(self.descriptor)
+            _unlock(self.descriptors[-1])
         self.close_descriptors()
 
 
 def _open_log(path):
-    """(read descriptor, size), or (None, 0) when there is no log yet."""
+    """(read descriptor, size); (None, 0) when there is no log yet."""
     try:
         descriptor = _open_regular_file(path)
     except FileNotFoundError:
@@ -1606,66 +1529,54 @@ def _open_log(path):
 
 
 def _ends_whole(descriptor, size):
-    """The first size bytes end with a whole line and no incomplete batch: no writer is mid-way in them."""
+    """Whether the first size bytes end whole (a line and no incomplete batch): no writer is mid-way."""
     if size == 0:
         return True
     with open(descriptor, "rb", closefd=False) as handle:
         handle.seek(size - 1)
-        return handle.read(1) == b"\n" and _incomplete_batch_start(handle, size) is None
+        return handle.read(1) == b"\n" and _end_before_incomplete_batch(handle, size) == size
 
 
 def _log_view(folder):
     """(descriptor, size, in_flight: a writer is at work) of the log, for a reader."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
-    if lock_path in _SessionLock.held:  # the writer itself reads
-        return (*_open_log(log_path), False)
-    # A whole end needs no probe of the lock, so a reader stopped here never holds up a writer.
     descriptor, size = _open_log(log_path)
-    if descriptor is None or _ends_whole(descriptor, size):
+    # The writer itself reads; a whole end needs no probe of the lock, so a reader never holds up a writer.
+    if lock_path in _SessionLock.held or descriptor is None or _ends_whole(descriptor, size):
         return descriptor, size, False
     os.close(descriptor)
-    folder_lock = None
-    if fcntl is not None:
+    locks = []  # held shared while the size is taken again: the folder's, then the lock file's (older writers)
+    try:
         try:
-            folder_lock = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+            if fcntl is not None:
+                locks.append(os.open(folder, os.O_RDONLY | _FOLDER_ONLY))
         except OSError:  # the lock file still tells
             pass
-    try:
-        if folder_lock is not None and not _try_lock(folder_lock, shared=True):
-            return (*_open_log(log_path), True)
-        return _log_view_by_lock_file(log_path, lock_path)
-    finally:
-        if folder_lock is not None:
-            os.close(folder_lock)
-
-
-def _log_view_by_lock_file(log_path, lock_path):
-    """_log_view's answer from the lock file (older writers, and Windows)."""
-    try:
-        lock = _open_regular_file(lock_path)
-    except FileNotFoundError:
-        # a lock made since: the size may cut a writer's line
-        descriptor, size = _open_log(log_path)
-        return descriptor, size, os.path.lexists(lock_path)
-    except OSError:  # unreadable: no writer can be seen
-        return (*_open_log(log_path), False)
-    try:
-        if not _try_lock(lock, shared=True):
+        if locks and not _try_lock(locks[0], shared=True):
             return (*_open_log(log_path), True)
         try:
+            locks.append(_open_regular_file(lock_path))
+        except FileNotFoundError:  # a lock made since: the size may cut a writer's line
+            return (*_open_log(log_path), os.path.lexists(lock_path))
+        except OSError:  # unreadable: no writer can be seen
             return (*_open_log(log_path), False)
+        busy = not _try_lock(locks[-1], shared=True)
+        try:
+            return (*_open_log(log_path), busy)
         finally:
-            _unlock(lock)
+            if not busy:
+                _unlock(locks[-1])
     finally:
-        os.close(lock)
+        for lock in locks:
+            os.close(lock)
 
 
-def _create_new_file(stem, suffix, mode=_PRIVATE_FILE_MODE):
-    """Create stem + suffix, or stem-1 + suffix...; return (path, descriptor)."""
+def _create_new_file(stem, suffix="", mode=_PRIVATE_FILE_MODE, at=None):
+    """Create stem + suffix, or stem-1 + suffix...: (path, descriptor)."""
     path, attempt = stem + suffix, 0
     while True:
         try:
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY, mode)
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY, mode, dir_fd=at)
         except FileExistsError:
             attempt += 1
             path = "%s-%d%s" % (stem, attempt, suffix)
@@ -1679,7 +1590,6 @@ def _write_all(descriptor, data):
 
 
 def _log_blocks(handle, start, end):
-    """Yield the bytes from start to end of an open log, a block at a time."""
     handle.seek(start)
     left = end - start
     while left > 0:
@@ -1694,66 +1604,70 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
     """Replace path with the bytes of chunks: a crash leaves the old file or the new."""
     if os.path.islink(path):
         raise _link_error(path)
-    folder = os.path.dirname(path)
-    _remove_stale_temporary_files(folder, (os.path.basename(path),))
+    _replace_file(*os.path.split(path), chunks, mode, refusal)
+
+
+def _replace_file(folder, name, chunks, mode, refusal=None):
+    """Write chunks to a new temporary file in folder (a path, or a descriptor) and rename it over name."""
+    at = folder if isinstance(folder, int) else None
+    _remove_stale_temporary_files(folder, (name,))
+    stem = ".%s.%s" % (name, os.urandom(6).hex())
+    if at is None:
+        stem, name = os.path.join(folder, stem), os.path.join(folder, name)
     try:
-        temporary, descriptor = _create_new_file(
-            os.path.join(folder, ".%s.%s" % (os.path.basename(path), os.urandom(6).hex())), ".tmp", mode)
+        temporary, descriptor = _create_new_file(stem, ".tmp", mode, at)
     except OSError as error:
         if refusal is None:
             raise
-        raise NotesError(refusal % (path, error.strerror)) from None
+        raise NotesError(refusal % (name, error.strerror)) from None
     try:
         for chunk in chunks:
             _write_all(descriptor, chunk)
         os.fsync(descriptor)
         os.close(descriptor)
         descriptor = None
-        # Crash window: before the replace, the old file stays (its temporary is removed later).
-        os.replace(temporary, path)
+        # Crash window: before the replace, the old file stays (its temporary is removed later, once stale).
+        if at is None:
+            os.replace(temporary, name)
+        else:
+            os.replace(temporary, name, src_dir_fd=at, dst_dir_fd=at)
     except BaseException:
         if descriptor is not None:
             os.close(descriptor)
-        _discard_temporary(temporary)
+        _discard_temporary(temporary, at)
         raise
     _fsync_folder(folder)
 
 
-def _discard_temporary(path):
-    """Remove a temporary file; one its folder will not let go (chattr +a) is at least emptied of its copy."""
+def _discard_temporary(name, at=None):
+    """Remove a temporary file; one an append-only folder keeps is at least emptied."""
     try:
-        os.unlink(path)
+        os.unlink(name, dir_fd=at)
     except OSError:
-        try:
-            os.truncate(path, 0)  # the name is still ours: an append-only folder lets no one replace it
+        try:  # the name is still ours: an append-only folder lets no one replace it
+            os.close(os.open(name, os.O_WRONLY | os.O_TRUNC | _NO_FOLLOW | _BINARY, dir_fd=at))
         except OSError:
             pass
 
 
 def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
     """Delete killed writes' .NAME.<12 hex>.tmp files once older_than seconds old."""
-    prefixes = tuple("." + name + "." for name in names)
+    shape = re.compile(r"\.(?:%s)\.[0-9a-f]{12}(?:-.*)?\.tmp" % "|".join(map(re.escape, names)), re.DOTALL)
     try:
-        entries = list(os.scandir(folder))
+        entries = [entry for entry in os.scandir(folder) if shape.fullmatch(entry.name)]
     except OSError:
         return
     for entry in entries:
-        prefix = next((prefix for prefix in prefixes if entry.name.startswith(prefix)), None)
-        if prefix is None or not entry.name.endswith(".tmp"):
-            continue
-        middle = entry.name[len(prefix):-len(".tmp")].split("-")[0]
-        if len(middle) != 12 or not _HEX_DIGITS.issuperset(middle):
-            continue
         try:
             if (entry.is_file(follow_symlinks=False)
                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
-                os.unlink(entry.name, dir_fd=folder) if isinstance(folder, int) else os.unlink(entry.path)
+                os.unlink(entry.path, dir_fd=folder if isinstance(folder, int) else None)  # path: name, by a descriptor
         except OSError:
             pass  # only clutter
 
 
 def _is_protected_inode(descriptor):
-    """Whether the file or folder open at descriptor is immutable or append-only (chattr +i or +a, chflags)."""
+    """Whether the file or folder at descriptor is immutable or append-only (chattr +i/+a, chflags)."""
     flags = getattr(os.fstat(descriptor), "st_flags", None)
     if flags is not None:  # BSD and macOS give them with the status
         return bool(flags & (stat.UF_IMMUTABLE | stat.UF_APPEND | stat.SF_IMMUTABLE | stat.SF_APPEND))
@@ -1766,8 +1680,18 @@ def _is_protected_inode(descriptor):
     return bool(int.from_bytes(answer[:4], sys.byteorder) & _LINUX_PROTECTED_FLAGS)
 
 
+def _protection(path, descriptor, named):
+    """(what, way out) if the user protected the file or folder at descriptor (mode bits read: root writes)."""
+    mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
+    if not mode & stat.S_IWUSR:
+        return "%s is read-only (mode %04o)" % (named, mode), "chmod u+w %s" % path
+    if _is_protected_inode(descriptor):
+        return "%s is immutable or append-only (chattr +i or +a)" % named, "chattr -ia %s" % path
+    return None
+
+
 def _protected_folder(folder):
-    """(what, way out) when the user protected the folder against new names and renames, else None."""
+    """(what, way out) when the user protected the folder against new names and renames."""
     if os.name == "nt":  # a folder cannot be opened there, and its read-only mark does not stop writes
         return None
     try:
@@ -1775,41 +1699,23 @@ def _protected_folder(folder):
     except OSError:  # not readable by us: a replace that fails says what is wrong
         return None
     try:
-        mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
-        if not mode & stat.S_IWUSR:
-            return "the folder %s is read-only (mode %04o)" % (folder, mode), "chmod u+w %s" % folder
-        if _is_protected_inode(descriptor):
-            return "the folder %s is immutable or append-only (chattr +i or +a)" % folder, "chattr -ia %s" % folder
+        return _protection(folder, descriptor, "the folder " + folder)
     finally:
         os.close(descriptor)
-    return None
 
 
 def _refuse_a_protected_log(folder, descriptor=None):
-    """Refuse to replace the log (open at descriptor; None: there is none) when the user protected it or its
-    folder; else return the mode its copy gets, its own owner bits.
-
-    The mode bits are read, not tried: root writes past them."""
+    """Refuse to replace a log (at descriptor, if any) or folder the user protected; else the copy's mode."""
     log_path = os.path.join(folder, _LOG_NAME)
-    mode = stat.S_IMODE(os.fstat(descriptor).st_mode) if descriptor is not None else _PRIVATE_FILE_MODE
-    if not mode & stat.S_IWUSR:
-        found = "%s is read-only (mode %04o)" % (log_path, mode), "chmod u+w %s" % log_path
-    elif descriptor is not None and _is_protected_inode(descriptor):
-        found = "%s is immutable or append-only (chattr +i or +a)" % log_path, "chattr -ia %s" % log_path
-    else:
-        found = _protected_folder(folder)
+    found = descriptor is not None and _protection(log_path, descriptor, log_path) or _protected_folder(folder)
     if found:
         raise NotesError("%s, so the log is not rewritten: nothing was changed, and the protection stays. To go "
                          "on, lift it (%s) and run the command again" % found)
-    return mode & 0o700
+    return stat.S_IMODE(os.fstat(descriptor).st_mode) & 0o700 if descriptor is not None else _PRIVATE_FILE_MODE
 
 
 def _replace_log(folder, chunks):
-    """Under the lock: replace the log with the bytes chunks yields, in one rename, so that every reader
-    reads the old log or the new one, whole; refuse a log or folder the user protected, changing nothing.
-
-    Crash window: before os.replace the log is untouched (the temporary file is removed, or by a later
-    rewrite once stale); after it the new log is whole, made durable by the folder fsync."""
+    """Under the lock: replace the log in one rename; refuse a log or folder the user protected."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
         descriptor = _open_regular_file(log_path, follow=False)
@@ -1825,15 +1731,12 @@ def _replace_log(folder, chunks):
     except OSError as error:
         if error.errno not in _PROTECTED_ERRORS:
             raise
-        raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable or "
-                         "append-only, or on a read-only filesystem), so the log is not rewritten: nothing was "
-                         "changed. To go on, lift the protection and run the command again"
-                         % (log_path, error.strerror)) from None
+        raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable, "
+                         "append-only or on a read-only filesystem); nothing was changed: lift the protection "
+                         "and run the command again" % (log_path, error.strerror)) from None
 
 
-# open_inside walks a path below a folder one component at a time, by
-# descriptor (dir_fd), following no link: where the platform cannot
-# (Windows), callers keep checking the resolved path instead.
+# Walking below a folder by dir_fd, following no link; without it (Windows), the resolved path is checked.
 _CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
                     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
 _INSIDE_PATH_LIMIT = 1024   # characters of a path below a folder: far more than an export name needs
@@ -1842,44 +1745,35 @@ _INSIDE_WAY_OUT = "; give the path of a file inside the folder"
 
 
 def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
-    """The components of a path that must stay below a folder; refuse one that could lead out, or that
-    no file system takes (a NUL, an empty component, over INSIDE_PATH_LIMIT or INSIDE_DEPTH_LIMIT)."""
-    def refuse(problem):
-        return NotesError("%s %s%s" % (what, problem, way_out))
+    """The components of a path below a folder; refuse one that leads out, or that no disk takes."""
     text = os.fspath(relative)
-    if "\0" in text:
-        raise refuse("holds a NUL character")
-    if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]:
-        raise refuse("is an absolute path")
     parts = [part for part in text.split("/") if part != "."]
-    if ".." in text.replace("\\", "/").split("/"):
-        raise refuse("climbs out with ..")
-    if not parts or "" in parts:
-        raise refuse("is empty, ends with / or holds an empty component (//)")
-    if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT:
-        raise refuse("is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT))
+    problem = ("holds a NUL character" if "\0" in text else
+               "is an absolute path" if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]
+               else "climbs out with .." if ".." in text.replace("\\", "/").split("/")
+               else "is empty, ends with / or holds an empty component (//)" if not parts or "" in parts
+               else "is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT)
+               if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT else None)
+    if problem:
+        raise NotesError("%s %s%s" % (what, problem, way_out))
     return parts
 
 
 def _inside_error(error, what, way_out):
-    """The refusal of an OSError met while walking below a folder (the path is not repeated: a client wrote it)."""
-    if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-        problem = "passes through a link or a file where a folder should be"
-    elif error.errno == errno.ENOENT:
-        problem = "names a folder that does not exist"
-    else:
-        problem = "cannot be opened (%s)" % (error.strerror or error)
+    """The refusal of an OSError below a folder; the path is a client's, so not named."""
+    problem = ("passes through a link or a file where a folder should be"
+               if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) else
+               "names a folder that does not exist" if error.errno == errno.ENOENT else
+               "cannot be opened (%s)" % (error.strerror or error))
     return NotesError("%s %s%s" % (what, problem, way_out))
 
 
 def _walk_inside(folder, parts, make_folder=None):
-    """A descriptor on the folder that holds the last of parts, each opened O_NOFOLLOW below the one above.
-
-    make_folder(): called before a missing folder is made; None refuses it."""
+    """A descriptor on the folder holding parts[-1], each part opened O_NOFOLLOW; make_folder may refuse."""
     descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
     try:
         for part in parts[:-1]:
-            flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
             try:
                 child = os.open(part, flags, dir_fd=descriptor)
             except FileNotFoundError:
@@ -1900,7 +1794,7 @@ def _walk_inside(folder, parts, make_folder=None):
 
 
 def _resolved_inside(path, folder, what, way_out):
-    """path resolved, refused when it leads out of folder: the check where no dir_fd walk is possible."""
+    """path resolved, refused if it leads out of folder: the check where dir_fd is missing."""
     resolved = os.path.realpath(path)
     if not resolved.startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
         raise NotesError("%s passes through a link that leads out%s" % (what, way_out))
@@ -1908,7 +1802,7 @@ def _resolved_inside(path, folder, what, way_out):
 
 
 def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
-    """Read mode: a descriptor on the regular file at relative below folder, no link followed anywhere."""
+    """A descriptor on the regular file at relative below folder, following no link."""
     parts = _inside_parts(relative, what, way_out)
     if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
         return _open_regular_file(_resolved_inside(os.path.join(folder, *parts), folder, what, way_out))
@@ -1930,10 +1824,7 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
 
 
 def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
-    """Write mode: replace or create the file at relative below folder with chunks, no link followed.
-
-    may_replace(descriptor) may refuse an existing file; make_new() is called before anything is created.
-    Crash window: a temporary file is renamed over the target by descriptor: the old file or the new one."""
+    """Replace or create the file at relative below folder, following no link."""
     parts = _inside_parts(relative, what, way_out)
     path = os.path.join(folder, *parts)
     try:
@@ -1942,15 +1833,14 @@ def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", 
         raise _inside_error(error, what, way_out) from None
     try:
         _check_inside_target(parent, parts[-1], path, may_replace, make_new)
-        _remove_stale_temporary_files(parent, (parts[-1],))
-        _replace_inside(parent, parts[-1], chunks)
+        _replace_file(parent, parts[-1], chunks, _UMASK_FILE_MODE)
     finally:
         os.close(parent)
     return path
 
 
 def _check_inside_target(parent, name, path, may_replace, make_new):
-    """Refuse a target below parent that is a link, a folder, a special file, or a file may_replace refuses."""
+    """Refuse a target that is a link, a folder, a special file, or a file may_replace refuses."""
     try:
         descriptor = os.open(name, os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
     except FileNotFoundError:
@@ -1973,41 +1863,10 @@ def _check_inside_target(parent, name, path, may_replace, make_new):
         os.close(descriptor)
 
 
-def _replace_inside(parent, name, chunks):
-    """Write chunks to a fresh temporary file in parent and rename it over name, both by descriptor."""
-    temporary = ".%s.%s.tmp" % (name, os.urandom(6).hex())
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY,
-                         _UMASK_FILE_MODE, dir_fd=parent)
-    try:
-        for chunk in chunks:
-            _write_all(descriptor, chunk)
-        os.fsync(descriptor)
-        os.close(descriptor)
-        descriptor = None
-        # Crash window: until the rename the target keeps its old content and
-        # the temporary file stays under a dot-name (the next write of the
-        # same file removes it once stale); the folder fsync makes it durable.
-        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
-    except BaseException:
-        if descriptor is not None:
-            os.close(descriptor)
-        try:
-            os.unlink(temporary, dir_fd=parent)
-        except OSError:
-            pass
-        raise
-    try:
-        os.fsync(parent)
-    except OSError as error:
-        if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # the filesystem cannot sync folders
-            raise
-
-
 def _write_meta(folder, session_id, created_at):
     meta = {"schema_version": _META_SCHEMA, "session_id": session_id, "created_at": created_at,
             "log_file": os.path.join(folder, _LOG_NAME)}
-    # surrogates of a non-UTF-8 folder name become \udcXX
-    text = _pretty_json(meta) + "\n"
+    text = _pretty_json(meta) + "\n"  # surrogates of a non-UTF-8 folder name become \udcXX
     _write_file_atomically(os.path.join(folder, _META_NAME), [text.encode("utf-8", "backslashreplace")])
     return meta
 
@@ -2026,35 +1885,22 @@ def _check_session_folder(folder):
     meta = _read_meta(folder)
     _check_meta_session_id(folder, meta)
     log_path = os.path.join(folder, _LOG_NAME)
-    try:
-        # before the lock: a refusal changes nothing
+    try:  # before the lock too: a refusal changes nothing
         _refuse_a_hard_linked_log(log_path, os.lstat(log_path))
     except OSError:
         pass  # no log yet
     if meta is None and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
-        raise NotesError(
-            "%s holds notes but %s is missing, so the session id is unknown; nothing was "
-            "changed. Bring the session back from its export with restore into another --dir, "
-            "or move the log aside to start a new session" % (log_path, _META_NAME))
+        raise NotesError("%s holds notes but %s is missing; nothing was changed. Restore the session's export "
+                         "into another --dir, or move the log aside to start a new session" % (log_path, _META_NAME))
     return meta
 
 
 def _check_meta_session_id(folder, meta):
-    """Refuse to write with a meta whose session_id is no plain id: every record and export would carry it,
-    and restore refuses such an export (is_session_id)."""
+    """Refuse a meta whose session_id is no plain id: every record would carry it."""
     if meta is not None and not _is_session_id(meta["session_id"]):
-        raise NotesError(
-            "%s holds a session_id that is not a plain id (1 to %d printable characters: no tab, newline, NUL "
-            "or lone surrogate), so no export of it could be restored; nothing was written. Bring the session "
-            "back from an earlier export into a new --dir, or move the folder aside and run init"
-            % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
-
-
-def _prepare_folder(folder):
-    try:
-        _make_private_folders(folder)
-    except OSError as error:
-        raise _folder_error(folder, error) from None
+        raise NotesError("%s holds a session_id that is not a plain id (1 to %d printable characters); nothing was "
+                         "written. Restore an earlier export into a new --dir, or move the folder aside and run "
+                         "init" % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
 
 
 def _make_private_folders(folder):
@@ -2069,16 +1915,14 @@ def _make_private_folders(folder):
     for path in reversed(missing):
         try:
             os.mkdir(path, _PRIVATE_FOLDER_MODE)
-        except FileExistsError:
-            if not os.path.isdir(path):  # a file in the way
+        except FileExistsError:  # a concurrent writer made it, or a file is in the way
+            if not os.path.isdir(path):
                 raise
-            # else a concurrent writer made it
 
 
 def _open_session_for_writing(folder):
     """Under the lock: (the meta, whether this call started the session)."""
-    # under the lock, again: an init or restore may have come first
-    meta = _check_session_folder(folder)
+    meta = _check_session_folder(folder)  # again: an init or restore may have come first
     if meta is not None:
         return meta, False
     try:
@@ -2094,7 +1938,6 @@ def _open_session_for_writing(folder):
 
 
 def _open_log_for_append(path):
-    """Open the log to append; refuse a link or a hard link."""
     descriptor = _open_regular_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, False)
     try:
         _refuse_a_hard_linked_log(path, os.fstat(descriptor))
@@ -2105,12 +1948,10 @@ def _open_log_for_append(path):
 
 
 def _refuse_a_hard_linked_log(path, status):
-    """Writing to a log with another name would change that file too."""
     if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
-        raise NotesError(
-            "%s has %d hard links: another name elsewhere shares its bytes, and writing here would change "
-            "that file as well. Nothing was written. Give the log a file of its own (in its folder: cp %s "
-            "log.copy && mv log.copy %s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
+        raise NotesError("%s has %d hard links: writing here would change the other file too. Nothing was "
+                         "written. Give the log a file of its own (in its folder: cp %s log.copy && mv log.copy "
+                         "%s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
 
 
 def _read_lines_backward(handle, size):
@@ -2159,11 +2000,9 @@ def _read_lines_forward(handle, size):
             yield None, line.endswith(b"\n")
 
 
-def _incomplete_batch_start(handle, size):
-    """Offset of an incomplete --batch at the end, or None.
-
-    Crash window: a batch killed mid-write leaves lines 1/N to K/N (K < N)."""
-    expected = None  # (K, N) the line before must hold
+def _end_before_incomplete_batch(handle, size):
+    """The offset of an incomplete --batch at the end, else size."""
+    expected = None  # (K, N) the line before must hold; Crash window: a killed batch leaves lines 1/N to K/N, K < N
     for position, (offset, line) in enumerate(_read_lines_backward(handle, size)):
         value = _parse_line(line)[0] if line else None
         if position == 0 and value is None:
@@ -2171,16 +2010,11 @@ def _incomplete_batch_start(handle, size):
         place = _batch_place_of(value)
         if place is None or (expected is None and place[0] == place[1]) or (
                 expected is not None and place != expected):
-            return None
+            return size
         if place[0] == 1:
             return offset
         expected = (place[0] - 1, place[1])
-    return None
-
-
-def _end_before_incomplete_batch(handle, size):
-    start = _incomplete_batch_start(handle, size)
-    return size if start is None else start
+    return size
 
 
 class _BackwardScan:
@@ -2189,9 +2023,9 @@ class _BackwardScan:
     def __init__(self, handle, size, session_id=None, in_flight=False):
         self.keep_end = _end_before_incomplete_batch(handle, size)  # torn from here on
         self.incomplete_batch = self.keep_end < size
-        self.needs_newline = False   # the last line is an object lacking its newline
-        self.highest_seq = 0         # highest seq the lines walked can have held
-        self.certain = False         # no line left can hold a higher one
+        self.needs_newline = False  # the last line is an object lacking its newline
+        self.highest_seq = 0  # highest seq the lines walked can have held
+        self.certain = False  # no line left can hold a higher one
         self.lines = _read_lines_backward(handle, self.keep_end)
         self.session_id, self.in_flight = session_id, in_flight
 
@@ -2225,14 +2059,14 @@ class _BackwardScan:
         self.certain = True
 
 
-class _LogTail:
+class _LogTail(_BackwardScan):
     """The log's end, as a writer needs it: torn tail, next seq, recent records."""
 
     def __init__(self, handle, size, recent_since=None, window_records=_DUPLICATE_WINDOW_RECORDS):
-        scan = _BackwardScan(handle, size)
-        self.recent = []
+        _BackwardScan.__init__(self, handle, size)
+        self.size, self.recent = size, []
         window_left = window_records if recent_since is not None else 0
-        for _, record, _ in scan:
+        for _, record, _ in self:
             if record is None or not _is_seq(record.get("seq")):
                 continue
             if window_left:
@@ -2242,65 +2076,45 @@ class _LogTail:
                     window_left = 0  # in time order: the rest are older
                 else:
                     self.recent.append(record)
-            if scan.certain and not window_left:
+            if self.certain and not window_left:
                 break
-        self.size, self.keep_end, self.needs_newline = size, scan.keep_end, scan.needs_newline
-        self.highest_seq, self.incomplete_batch = scan.highest_seq, scan.incomplete_batch
 
 
 def _set_aside_torn_tail(folder, descriptor, tail):
     """Copy the torn bytes to a side file, then cut them from the log."""
     side_path, side = _create_new_file(os.path.join(folder, "%s%s-%d" % (
-        _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())), "")
+        _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())))
     try:
-        os.lseek(descriptor, tail.keep_end, os.SEEK_SET)
-        left = tail.size - tail.keep_end
-        while left > 0:
-            block = os.read(descriptor, min(_BACKWARD_BLOCK, left))
-            if not block:
-                raise OSError(errno.EIO, "the log is shorter than it was a moment ago")
-            _write_all(side, block)
-            left -= len(block)
+        with open(descriptor, "rb", closefd=False) as handle:
+            for block in _log_blocks(handle, tail.keep_end, tail.size):
+                _write_all(side, block)
         os.fsync(side)
-    except BaseException:
-        # the log still holds every torn byte
+    except BaseException:  # the log still holds every torn byte
         os.close(side)
-        try:
-            os.unlink(side_path)
-        except OSError:
-            pass
+        _discard_temporary(side_path)
         raise
     os.close(side)
     _fsync_folder(folder)
-    # Crash window: the bytes are in both files; the next append copies them again.
-    try:
+    try:  # Crash window: the bytes are in both files; the next append copies them again.
         os.ftruncate(descriptor, tail.keep_end)
-    except PermissionError:
-        _refuse_an_append_only_log(folder, side_path, tail)
+    except PermissionError:  # append-only: take the side file back, and refuse
+        os.unlink(side_path)
+        _fsync_folder(folder)
+        log_path = os.path.join(folder, _LOG_NAME)
+        raise NotesError("%s is append-only (chattr +a, or its mount forbids cutting files), so its cut-off last "
+                         "line (%d bytes) cannot be set aside. Nothing was written. Run chattr -a %s and append "
+                         "again, or restore an export into a new --dir"
+                         % (log_path, tail.size - tail.keep_end, log_path)) from None
     os.fsync(descriptor)
     return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
-
-
-def _refuse_an_append_only_log(folder, side_path, tail):
-    """The log cannot be cut (chattr +a): remove the new side file, and refuse."""
-    os.unlink(side_path)
-    _fsync_folder(folder)
-    log_path = os.path.join(folder, _LOG_NAME)
-    raise NotesError(
-        "%s is append-only (chattr +a, or a mount that forbids cutting files): its cut-off last line "
-        "(%d bytes) cannot be set aside, and a note written after it would read as damage. Nothing was "
-        "written. Remove the attribute (chattr -a %s) and append again, or restore the session from an "
-        "export into a new --dir" % (log_path, tail.size - tail.keep_end, log_path))
 
 
 _NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
 
 
 def _keep_torn_tail_in_place(descriptor, tail, why):
-    """End the torn tail with a newline, making it a damaged line (which holds a seq).
-
-    Crash window: one write; until it, the tail waits for the next append."""
-    _append_line(descriptor, b"\n")
+    """End the torn tail with a newline: a damaged line, which holds a seq."""
+    _append_line(descriptor, b"\n")  # Crash window: one write; until it, the tail waits for the next append.
     tail.highest_seq += 1
     return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
 
@@ -2310,22 +2124,28 @@ def _find_note_line(handle, size, note_id):
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for offset, line in _read_lines_backward(handle, size):
         if line and needle in line:
-            value, _ = _parse_line(line)
+            value = _parse_line(line)[0]
             if _is_the_note(value, note_id):
                 return offset, line, value
     return None
 
 
-def _find_note(handle, size, note_id):
-    found = _find_note_line(handle, size, note_id)
-    return found[2] if found else None
+class _ClosesHandle:
+    handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.handle is not None:
+            self.handle.close()
 
 
-class _NotesById:
-    """Notes by id, each searched once from the log's end, opened at the first lookup."""
+class _NotesById(_ClosesHandle):
+    """Notes by id, each searched once from the log's end (opened at the first lookup)."""
 
     def __init__(self, log_path):
-        self.log_path, self.handle, self.size, self.found = log_path, None, 0, {}
+        self.log_path, self.size, self.found = log_path, 0, {}
         self.empty = False  # found, at the first lookup, to hold no line at all
 
     def __call__(self, note_id):
@@ -2338,32 +2158,16 @@ class _NotesById:
                 self.handle = open(descriptor, "rb")
                 self.size = _end_before_incomplete_batch(self.handle, size)
                 self.empty = size == 0
-            self.found[note_id] = _find_note(self.handle, self.size, note_id)
+            found = _find_note_line(self.handle, self.size, note_id)
+            self.found[note_id] = found and found[2]
         return self.found[note_id]
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        if self.handle is not None:
-            self.handle.close()
 
 
 def _append_line(descriptor, line):
-    """Append one record, fsync; on failure cut it off.
-
-    Crash window: a kill mid-write leaves a torn tail, set aside by the next append."""
-    _append_chunks(descriptor, (line,))
-
-
-def _append_chunks(descriptor, chunks):
-    """Append the chunks, fsync once; on any failure cut them off.
-
-    Crash window: a kill leaves whole lines, perhaps a cut-off one: a torn tail."""
+    """Append line (one or more records), fsync; on any failure cut it off."""
     start = os.lseek(descriptor, 0, os.SEEK_END)
     try:
-        for chunk in chunks:
-            _write_all(descriptor, chunk)
+        _write_all(descriptor, line)  # Crash window: a kill leaves whole lines and a torn tail, set aside next time.
         os.fsync(descriptor)
     except BaseException:
         try:
@@ -2385,50 +2189,26 @@ def _line_problems(raw, terminated, session_id):
     return value, [(kind, None)] + problems if kind else problems
 
 
-class _LogReader(_ProblemTally):
+class _LogReader(_ProblemTally, _ClosesHandle):
     """Reads the log forward, checking each line; all passes read the file opened first."""
 
     def __init__(self, folder, meta):
-        self.path = os.path.join(folder, _LOG_NAME)
-        self.session_id = meta.get("session_id")
         _ProblemTally.__init__(self)  # of the last pass
-        self.total = 0
-        self.last_record = None
-        self.order = _LogOrder()
-        self.redactions = _RedactionsSeen()
-        descriptor, self.size, self.in_flight = _log_view(folder)
+        self.path, self.session_id = os.path.join(folder, _LOG_NAME), meta.get("session_id")
+        self.total, self.last_record, self.unterminated_in_flight = 0, None, False
+        self.order, self.redactions = _LogOrder(), _RedactionsSeen()
+        descriptor, self.size_seen, self.in_flight = _log_view(folder)
         self.handle = open(descriptor, "rb") if descriptor is not None else None
-        self.unterminated_in_flight = False
         # not read: an incomplete batch at the end
-        self.size_seen = self.size
-        if self.size:
-            self.size = _end_before_incomplete_batch(self.handle, self.size)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        if self.handle is not None:
-            self.handle.close()
+        self.size = _end_before_incomplete_batch(self.handle, self.size_seen) if self.size_seen else 0
 
     def records(self):
+        """Each usable record in log order, noting this pass's problems on the way."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         self.order = seen = _LogOrder()
         self.redactions = _RedactionsSeen()
         if self.size:
-            yield from self.read_records(seen)
-        self.note_batch_ends(seen)
-        self.note_problems(self.redactions.problems())
-
-    def note_batch_ends(self, seen):
-        """A batch left unfinished, then an incomplete batch at the end unless in flight."""
-        ends = [seen.unfinished_batch()]
-        if self.size < self.size_seen and not self.in_flight:
-            ends.append(_problem(seen.line + 1, None, "incomplete_batch"))
-        self.note_problems(list(filter(None, ends)))
-
-    def read_records(self, seen):
-        self.handle.seek(0)
+            self.handle.seek(0)
         for number, (raw, terminated) in enumerate(_read_lines_forward(self.handle, self.size), 1):
             if not terminated and self.in_flight:
                 self.unterminated_in_flight = True
@@ -2442,6 +2222,10 @@ class _LogReader(_ProblemTally):
                 self.last_record = value
                 self.redactions.meet(value, number)
                 yield value
+        ends = [seen.unfinished_batch()]
+        if self.size < self.size_seen and not self.in_flight:  # an incomplete batch at the end
+            ends.append(_problem(seen.line + 1, None, "incomplete_batch"))
+        self.note_problems(list(filter(None, ends)) + self.redactions.problems())
 
     def warnings(self):
         return _problem_messages(self.problems, self.problem_count)
@@ -2452,7 +2236,6 @@ class _LogReader(_ProblemTally):
 
 
 def _bounded_warnings(messages, count):
-    """The first _WARNINGS_LISTED messages, then how many more."""
     messages = messages[:_WARNINGS_LISTED]
     if count > len(messages):
         messages.append("%d more problems not listed; run verify for the full list" % (count - len(messages)))
@@ -2463,8 +2246,7 @@ def _problem_messages(problems: list, count: int) -> list:
     messages = []
     for entry in problems[:_WARNINGS_LISTED]:
         where = "" if entry["line"] is None else "line %d" % entry["line"]
-        if entry["id"]:
-            where += " (%s)" % entry["id"]
+        where += " (%s)" % entry["id"] if entry["id"] else ""
         messages.append("%s: %s" % (where, entry["detail"]) if where else entry["detail"])
     return _bounded_warnings(messages, count)
 

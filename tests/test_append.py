@@ -703,8 +703,8 @@ def test_a_full_disk_says_to_free_space_not_to_pick_another_folder(tmp_path, cap
     folder = tmp_path / "session"
     code, receipt = main_here(capsys, "--dir", folder, "init")
     assert (code, receipt) == (2, {"ok": False, "error": (
-        "no room left on the disk that holds %s (No space left on device); nothing was written. Free some space "
-        "on that disk, then run the same command again" % folder)})
+        "no room left on the disk holding %s (No space left on device); nothing was written. Free some space, "
+        "then run the command again" % folder)})
 
 
 def test_an_empty_home_is_refused_never_read_as_the_root_folder(tmp_path, capsys, monkeypatch):
@@ -716,9 +716,8 @@ def test_an_empty_home_is_refused_never_read_as_the_root_folder(tmp_path, capsys
     existed = os.path.lexists("/.local")
     code, receipt = main_here(capsys, "append", "--type", "decision", "--text", "Where?")
     assert (code, receipt) == (2, {"ok": False, "error": (
-        "notes.py is installed as a package and cannot tell your home folder, so it has no data folder for the "
-        "notes. Pass the session folder with --dir (for example: python3 -S notes.py --dir "
-        "/absolute/path/to/shaping init) or set SHAPING_NOTES_DIR")})
+        "notes.py is installed as a package and cannot tell your home folder; pass --dir (for example: "
+        "python3 -S notes.py --dir /absolute/path/to/shaping init) or set SHAPING_NOTES_DIR")})
     assert os.path.lexists("/.local") == existed
 
 

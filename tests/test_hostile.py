@@ -612,9 +612,8 @@ def test_a_meta_whose_session_id_is_no_plain_id_is_refused_by_every_writer(tmp_p
     (folder / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     export = write_export(tmp_path / "carried.json", [])
     before = folder_digest(folder)
-    message = ("%s holds a session_id that is not a plain id (1 to 100 printable characters: no tab, newline, NUL "
-               "or lone surrogate), so no export of it could be restored; nothing was written. Bring the session "
-               "back from an earlier export into a new --dir, or move the folder aside and run init"
+    message = ("%s holds a session_id that is not a plain id (1 to 100 printable characters); nothing was written. "
+               "Restore an earlier export into a new --dir, or move the folder aside and run init"
                % os.path.join(str(folder), META))
     for words in (["init"], ["append", "--type", "decision", "--text", "Later."], ["export"],
                   ["export", "--format", "md"], ["redact", "n00001", "--reason", "A test."],

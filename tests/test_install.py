@@ -189,7 +189,7 @@ def test_an_unwritable_data_folder_is_refused_with_the_way_out(tmp_path):
     env = without_variable(**user_home(tmp_path, blocked))
     before = folder_digest(tmp_path)
     result = run_notes(*APPEND, script=script, cwd=tmp_path, env=env)
-    assert_refused(result, 2, "keeps its notes in %s" % (blocked / "shaping-notes"), "--dir", "SHAPING_NOTES_DIR")
+    assert_refused(result, 2, "cannot create its data folder %s" % (blocked / "shaping-notes"), "--dir", "SHAPING_NOTES_DIR")
     assert folder_digest(tmp_path) == before
 
 

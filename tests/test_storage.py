@@ -765,9 +765,9 @@ def test_a_reader_holding_the_lock_is_named_as_a_reader_not_a_writer(tmp_path, c
         os.close(descriptor)
     assert code == 1
     assert json.loads(capsys.readouterr().out) == {"ok": False, "error": (
-        "a notes.py command reading the log holds the lock %s and did not release it within 0.2 s; nothing was "
-        "written. Run the same command again; if the lock stays held, that command is stopped or hung (Ctrl-Z "
-        "stops one): resume or end it, or set SHAPING_NOTES_LOCK_WAIT to wait longer" % (folder / LOCK))}
+        "a notes.py command reading the log holds the lock %s beyond 0.2 s; nothing was written. Run the command "
+        "again; if the lock stays held, resume or end that stopped or hung command, or set SHAPING_NOTES_LOCK_WAIT "
+        "to wait longer" % (folder / LOCK))}
     assert folder_digest(folder) == before
 
 
@@ -2841,9 +2841,8 @@ def test_a_folder_of_another_user_is_refused_by_every_entry_point_even_to_root(t
     folder, export = kept_session(tmp_path)
     os.chown(folder, OTHER_USER, -1)
     refused_everywhere(capsys, folder, export, (
-        "the session folder %s belongs to another user (uid %d), who could read the notes or swap the log for "
-        "their own; nothing was read or written. Pass --dir with a folder of your own, for example --dir "
-        "~/shaping" % (folder, OTHER_USER)))
+        "the session folder %s belongs to another user (uid %d), who could read or swap the notes; nothing was "
+        "read or written. Pass --dir with a folder of your own" % (folder, OTHER_USER)))
 
 
 @POSIX_MODES
@@ -2854,9 +2853,8 @@ def test_a_session_file_of_another_user_is_refused(tmp_path, capsys, name, kind)
     folder, export = kept_session(tmp_path)
     os.chown(folder / name, OTHER_USER, -1)
     refused_everywhere(capsys, folder, export, (
-        "the session %s %s belongs to another user (uid %d), who could read the notes or swap the log for "
-        "their own; nothing was read or written. Move it aside, or pass --dir with a folder of your own, for "
-        "example --dir ~/shaping" % (kind, folder / name, OTHER_USER)))
+        "the session %s %s belongs to another user (uid %d), who could read or swap the notes; nothing was "
+        "read or written. Move it aside, or pass --dir with a folder of your own" % (kind, folder / name, OTHER_USER)))
 
 
 @POSIX_MODES
@@ -2864,9 +2862,8 @@ def test_a_folder_everyone_may_write_without_the_sticky_bit_is_refused(tmp_path,
     folder, export = kept_session(tmp_path)
     os.chmod(folder, 0o777)
     refused_everywhere(capsys, folder, export, (
-        "the session folder %s is writable by every user without the sticky bit, so anyone could swap its log "
-        "for their own; nothing was read or written. Make it private (chmod 700 %s), or pass --dir with a "
-        "folder of your own, for example --dir ~/shaping" % (folder, folder)))
+        "the session folder %s is writable by every user without the sticky bit, so anyone could swap its log; "
+        "nothing was read or written. Run chmod 700 %s, or pass --dir with a folder of your own" % (folder, folder)))
 
 
 @POSIX_MODES
