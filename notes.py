@@ -147,7 +147,6 @@ _INVISIBLE_CHARACTERS = dict.fromkeys([0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x316
                                        *range(0xe0100, 0xe01f0)])
 
 _SESSION_ID_LIMIT = 100
-_HEX_DIGITS = frozenset("0123456789abcdef")
 # [0-9], unlike \d, is ASCII digits only.
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
