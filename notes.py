@@ -856,7 +856,7 @@ def _parse_line(raw: bytes) -> tuple:
 
 _PROBLEM_DETAILS = {
     "not_utf8": "the line is not valid UTF-8",
-    "not_json": "the line is not readable JSON (broken, a float too big, or nested too deeply)",
+    "not_json": "the line is not readable JSON (broken, a number too big, or nested too deeply)",
     "not_object": "the line is JSON but not an object",
     "missing_field": "the record lacks a field",
     "bad_field": "a field holds a value of the wrong kind",
@@ -4044,7 +4044,7 @@ def _refuse_a_long_batch(count):
 def _clean_batch_line(number, entry) -> dict:
     """One line of a batch as a signal, "@K" links kept; refusals echo no value."""
     if not isinstance(entry, dict) or any(key not in _SIGNAL_FIELDS for key in entry):  # no key is echoed
-        raise NotesError("the line is not a JSON object of signal fields; each line holds one JSON object with "
+        raise NotesError("the line is not a JSON object of signal fields only; each line holds one JSON object with "
                          "the keys %s (the flags without dashes)" % ", ".join(_SIGNAL_FIELDS))
     values = {name: entry.get(name) for name in _SIGNAL_FIELDS}
     for name, value in values.items():
