@@ -3456,8 +3456,7 @@ def _check(self, *, file) -> dict:
     """Read an artifact file inside the session folder against the live log; list what it gets wrong.
 
     Findings are to look at: nothing is written or refused. file is relative to the session folder."""
-    folder = _resolve_folder(self.folder, self.session)
-    return _check_artifact(folder, _require_session(folder), file)
+    return _check_artifact(*self._folder_meta(), file)
 
 
 # --------------------------------------------------------------------------
@@ -3667,8 +3666,7 @@ def _export(self, *, output=None, format="json") -> dict:
 
     output may replace an earlier export, never any other file."""
     _check_choice("format", format, ("json", "md"))
-    folder = _resolve_folder(self.folder, self.session)
-    meta = _require_session(folder)
+    folder, meta = self._folder_meta()
     _check_meta_session_id(folder, meta)
     host, markdown = _session_host(folder, self._over_mcp), format == "md"
     _check_path_text("--output", output)
@@ -4304,8 +4302,7 @@ def _redact(self, *, note_id, reason) -> dict:
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
                          "--reason 'It held a private phone number.'", help_for="redact")
     reason = _clean_field("reason", reason, _REDACT_REASON_LIMIT)  # as append checks a text: it goes in a note
-    folder = _resolve_folder(self.folder, self.session)
-    _require_session(folder)
+    folder = self._folder_meta()[0]
     _check_session_folder(folder)
     with _SessionLock(folder):
         return _redact_note(folder, _open_session_for_writing(folder)[0], note_id, reason)
