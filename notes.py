@@ -1008,11 +1008,31 @@ def _link_rule_broken(name, note_type, target_type, target_firm, provenance) -> 
     return None
 
 
+class _SeqKinds:
+    """Which seqs read are gates or firm notes, a byte each; the plain form, a set of seqs, holds about
+    fifty bytes a note (docs/performance.md). A seq far past the others (damage) goes to a dict."""
+
+    GATE, FIRM = 1, 2
+
+    def __init__(self):
+        self.dense, self.far = bytearray(), {}
+
+    def add(self, seq: int, kind: int):
+        if seq < len(self.dense) + 4096:
+            self.dense.extend(bytes(max(0, seq + 1 - len(self.dense))))
+            self.dense[seq] |= kind
+        else:
+            self.far[seq] = self.far.get(seq, 0) | kind
+
+    def get(self, seq: int) -> int:
+        return self.dense[seq] if seq < len(self.dense) else self.far.get(seq, 0)
+
+
 class _LogOrder:
     """What a forward reader keeps to check each line's place."""
 
     def __init__(self):
-        self.seqs, self.firm = set(), set()  # seqs of gates; of non-gate notes labelled op or shared
+        self.kinds = _SeqKinds()  # gates and non-gate notes labelled op or shared
         self.highest = self.damaged = self.line = 0  # highest seq; lines since it with none; lines so far
         self.batch_next, self.batch_line = None, 0  # (K, N) the next line must hold; where its batch started
         self.notices, self.notice_count = [], 0  # supersede notices, as verify's entries
@@ -1031,9 +1051,9 @@ class _LogOrder:
         if "ref" in value or "about" in value or "by" in value:
             found.extend(self.link_problems(value))
         if value["type"] == "gate":
-            self.seqs.add(value["seq"])
+            self.kinds.add(value["seq"], _SeqKinds.GATE)
         elif value.get("provenance") in _FIRM_PROVENANCES:
-            self.firm.add(value["seq"])
+            self.kinds.add(value["seq"], _SeqKinds.FIRM)
         return found
 
     def link_problems(self, record: dict) -> list:
@@ -1043,14 +1063,16 @@ class _LogOrder:
             link = record.get(name)
             if link is None:
                 continue
-            target, firm, provenance = int(link[1:]), int(link[1:]) in self.firm, record.get("provenance")
+            target, provenance = int(link[1:]), record.get("provenance")
+            target_kind = self.kinds.get(target)
+            firm = bool(target_kind & _SeqKinds.FIRM)
             # A notice, beside whatever else is wrong with the ref.
             if _link_rule_broken(name, record["type"], "note", firm, provenance) == "supersede":
                 self.notice_count += 1
                 if len(self.notices) < _PROBLEMS_LISTED:
                     self.notices.append(_problem(self.line, record["id"], "supersede_rule"))
             kind = "missing" if not 1 <= target < record["seq"] else _link_rule_broken(
-                name, record["type"], "gate" if target in self.seqs else "note", firm, provenance)
+                name, record["type"], "gate" if target_kind & _SeqKinds.GATE else "note", firm, provenance)
             if kind and kind != "supersede":
                 found.append(("ref_target" if name == "ref" else "link_target",
                               _LINK_RULES[kind][0] % {"name": name, "id": link}))

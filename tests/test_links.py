@@ -13,7 +13,7 @@ import pytest
 from conftest import (NOTES, SESSION_ID, append, appended, assert_no_traceback, assert_refused, copy_fixture,
                       folder_digest, line_of, log_bytes, make_record, mcp_answers, notes, read_records, recap,
                       refused_unchanged, run_notes, session_id_of, v0_checksum, write_export, write_log,
-                      write_session)
+                      run_here, write_session)
 
 
 # ==========================================================================
@@ -426,6 +426,32 @@ def test_the_supersede_notice_stands_beside_whatever_else_is_wrong_with_the_ref(
     assert len(verified.receipt["warnings"]) == 1
     assert verified.receipt["warnings"][0].startswith("line 2 (n00001): the record supersedes (ref) a note "
                                                       "labelled op or shared")
+
+
+def test_links_to_notes_far_past_a_gap_in_the_seqs_are_checked_as_any_others(tmp_path, capsys):
+    # A damaged log jumps from seq 2 to 999,900,000: the gate and the operator's
+    # note there are still known by their seqs when later notes link to them,
+    # and the reader holds no more for the jump (256 MiB of address space do).
+    folder = tmp_path / "gap"
+    write_session(folder, [("decision", "Start.")])
+    write_log(folder, log_bytes(folder) + b"".join(map(line_of, [
+        make_record(SESSION_ID, 999900000, "gate", "Host?"),
+        make_record(SESSION_ID, 999900001, text="Reminders by email.", provenance="op"),
+        make_record(SESSION_ID, 999900002, text="Local host.", ref="n999900000"),
+        make_record(SESSION_ID, 999900003, text="SMS instead.", ref="n999900001"),
+        make_record(SESSION_ID, 999900004, "gate", "Host: local.", ref="n999900000", status="closed")])))
+
+    code, receipt = run_here(capsys, folder, "verify")
+    assert code == 3
+    assert [(entry["line"], entry["kind"]) for entry in receipt["problems"]] == [(2, "seq_gap"), (4, "ref_target")]
+    assert receipt["problems"][1]["detail"] == "the ref n999900000 names a gate, which changes only by gate updates"
+    assert len(receipt["warnings"]) == 1
+    assert receipt["warnings"][0].startswith("line 5 (n999900003): the record supersedes (ref) a note labelled op")
+    limit = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (256 << 20,) * 2); "
+             "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    limited = subprocess.run([sys.executable, "-S", "-c", limit, NOTES, "--dir", str(folder), "verify"],
+                             capture_output=True, text=True)
+    assert (limited.returncode, json.loads(limited.stdout)) == (3, receipt), limited.stderr
 
 
 def test_verify_and_restore_check_the_links_as_append_does(tmp_path):
