@@ -379,6 +379,13 @@ _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, 
 # The cheap first look: every secret found above shows one of these; most notes none.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
                                 r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
+# Prose that has such a shape, as a whole run of letters, digits and "&": a version or a model (v2, mp3,
+# EC2), a number with its unit or rank (10am, 70th, 4K), a name in camel case (macOS, LibreOffice), an
+# abbreviation (B&B).
+_PROSE_RUN = re.compile(r"[A-Za-z]{1,3}[0-9]{1,3}|[0-9]+(?:[a-z]{1,3}|[A-Z])|[A-Z]?[a-z]+[A-Z](?:[a-z]+|[A-Z]*)"
+                        r"|[A-Z]{1,2}&[A-Z]{1,2}").fullmatch
+_RUN_AFTER = re.compile(r"[^\W_]*(?:&[^\W_]+)*").match
+_PROSE_EDGE = frozenset(" \t\n,.;:!?()[]'\"‘’“”-/") | {""}  # what stands beside a prose run, or its end
 _FIRST_LOOK_WORDS = ("://",) + _PASSWORD_MARKERS[:-4]  # not pin, code, key, psk: too common
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # A key in groups ("AKIA IOSF ODNN ..."), which _find_credential joins.
@@ -506,13 +513,25 @@ def _record_line(record: dict) -> bytes:
 
 
 _FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))).search
+# Most notes are ASCII: their search skips the other scripts' words (the plain form searches for all).
+_FIRST_LOOK_ASCII_WORD_SEARCH = re.compile("|".join(re.escape(word) for word in _FIRST_LOOK_WORDS
+                                                    if word.isascii())).search
 
 
 def _may_hold_credential(text: str) -> bool:
-    if _FIRST_LOOK_SHAPES(text):
-        return True
+    shape = _FIRST_LOOK_SHAPES(text)
+    while shape:
+        start = shape.start()  # back to the start of its run: a prose run is short
+        while start > shape.start() - 16 and start and (text[start - 1].isalnum() or text[start - 1] == "&"):
+            start -= 1
+        end = _RUN_AFTER(text, start).end()
+        if (not start <= shape.start() < end <= start + 16 or not _PROSE_RUN(text, start, end)
+                or text[max(start - 1, 0):start] not in _PROSE_EDGE or text[end:end + 1] not in _PROSE_EDGE):
+            return True
+        shape = _FIRST_LOOK_SHAPES(text, shape.end())
     lowered = text.lower()
-    return bool(_FIRST_LOOK_WORD_SEARCH(lowered)
+    words = _FIRST_LOOK_ASCII_WORD_SEARCH if lowered.isascii() else _FIRST_LOOK_WORD_SEARCH
+    return bool(words(lowered)
                 or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered))
 
 

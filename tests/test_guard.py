@@ -271,6 +271,16 @@ def test_the_first_look_lets_every_credential_through_and_stops_plain_prose():
     assert not notes._may_hold_credential("The reminder goes out by SMS 48 hours ahead.")
     assert not notes._may_hold_credential("The booking page shows each clinic's next free slot; "
                                           "we keep the access rules in one place.")
+    # Prose that has a credential's shape in a short run of its own: versions and models, numbers with
+    # a unit or a rank, names in camel case, abbreviations.
+    assert not notes._may_hold_credential("Delivered v2 of the runbook (v1 is kept): B2 and S3-compatible "
+                                          "buckets, 4K scans, mp3 files and EC2 at 10am on the 70th day.")
+    assert not notes._may_hold_credential("The B&B's list moves from LibreOffice/Numbers to eBay, macOS and "
+                                          "iPhone; under-16s.Then the 2nd run.")
+    # The same shapes inside a longer or odder run are not prose.
+    for text in ("admin / JEn%4=caQ! worked", "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", "code v1=ab12",
+                 "AKIA IOSF ODNN 7EXA MPLE", "the key is macOSx9Tq", "pair: bob/eBay2024!"):
+        assert notes._may_hold_credential(text), text
 
 
 def test_fake_credentials_are_distinct_from_near_misses():
