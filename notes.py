@@ -2287,7 +2287,7 @@ class Session:
     def __init__(self, folder=None, *, session=None):
         _check_dir_argument(folder)
         _check_session_name(session)
-        # Resolved by each method: a bad signal is refused first; _over_mcp: the MCP server's host.
+        # The folder is resolved by each method, after the argument checks.
         self.folder, self.session, self._over_mcp = None if folder is None else os.fspath(folder), session, False
 
     def _folder_meta(self):
@@ -2316,15 +2316,14 @@ class Session:
             _check_choice("type", kind, NOTE_TYPES)
         pattern = _grep_pattern(grep)
         folder, meta = self._folder_meta()
+
+        def keeps(r):
+            return (not types or r["type"] in types) and (since or "") <= r["ts"] < (until or "~") and (
+                pattern is None or any(pattern.search(r.get(key, "").casefold()) for key in ("text", "effect")))
         descriptor, size, in_flight = _log_view(folder)
-        if descriptor is None:
-            import io
-        with io.BytesIO() if descriptor is None else open(descriptor, "rb") as handle:
+        with _ClosesHandle() if descriptor is None else open(descriptor, "rb") as handle:  # no log: none is read
             records, superseded, warnings, count, more = _tail_walk(
-                iter(_BackwardScan(handle, size, meta["session_id"], in_flight)), size, limit, lambda r: (
-                    (not types or r["type"] in types) and (since is None or r["ts"] >= since)
-                    and (until is None or r["ts"] < until) and (pattern is None or any(
-                        pattern.search(r.get(key, "").casefold()) for key in ("text", "effect")))), pattern)
+                iter(_BackwardScan(handle, size, meta["session_id"], in_flight)), size, limit, keeps, pattern)
         records.reverse()
         receipt = _with({"ok": True, "command": "tail", "count": len(records), "path": os.path.join(
             folder, _LOG_NAME), "records": _compact_record(records) if compact else records},
@@ -2347,9 +2346,9 @@ class Session:
         with _LogReader(folder, meta) as reader:
             by_type = _count_by_type(reader)[0]
         last = reader.last_record or {}
-        return _with_warnings({"ok": True, "command": "summary", "session_id": meta["session_id"], "path": reader.path,
-                               "total": reader.total, "by_type": by_type, "last_note_id": last.get("id"),
-                               "last_type": last.get("type")}, reader.warnings())
+        return _with({"ok": True, "command": "summary", "session_id": meta["session_id"], "path": reader.path,
+                      "total": reader.total, "by_type": by_type, "last_note_id": last.get("id"),
+                      "last_type": last.get("type")}, warnings=reader.warnings())
 
     def verify(self) -> dict:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
@@ -2377,11 +2376,11 @@ class Session:
         base = _resolve_folder(self.folder, create=False)
         below = os.path.join(base, _SESSIONS_FOLDER)
         try:
-            with os.scandir(below) as entries:
-                names = sorted(e.name for e in entries if _SESSION_NAME_SHAPE.fullmatch(e.name) and e.is_dir())
+            with os.scandir(below) as scan:
+                found = sorted((e.name, e.path) for e in scan if _SESSION_NAME_SHAPE.fullmatch(e.name) and e.is_dir())
         except OSError:  # no sessions folder
-            names = []
-        found = [(name, folder) for name, folder in [(None, base)] + [(n, os.path.join(below, n)) for n in names]
+            found = []
+        found = [(name, folder) for name, folder in [(None, base)] + found
                  if any(os.path.lexists(os.path.join(folder, file)) for file in (_META_NAME, _LOG_NAME))]
         listed = [_session_entry(name, folder) for name, folder in found[:_SESSIONS_LISTED]]
         return _with({"ok": True, "command": "sessions", "path": base, "current": self.session,
@@ -2445,21 +2444,17 @@ def _compact_record(record):
     """A record (or each of a list) without its time, session, seq, batch place and checksum."""
     if isinstance(record, list):
         return [_compact_record(item) for item in record]
-    return {key: record[key] for key in ("id", "type", "text", "effect", "ref", "status", "provenance", "evidence",
-                                         "about", "by") if key in record}
+    return {key: record[key] for key in ("id",) + _SIGNAL_FIELDS if key in record}
 
 
 def _tail_walk(scan, end, limit, keeps, grep):
     """tail's walk back: (records newest first, seqs superseded, warnings, their count, {more key: count})."""
     records, superseded, warnings, count, kept_bytes = [], set(), [], 0, 0
     for offset, value, problems in scan:
-        line_bytes, end = end - offset, offset
-        record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
-        for kind, detail in problems:  # never echo an id that is no note id
-            count += 1
-            if len(warnings) < _WARNINGS_LISTED:
-                where = "" if kind in _LINE_PROBLEMS else " (%s)" % record_id
-                warnings.append("byte %d%s: %s" % (offset, where, detail or _PROBLEM_DETAILS[kind]))
+        line_bytes, end, count = end - offset, offset, count + len(problems)
+        at = " (%s)" % value["id"] if value is not None and _is_note_id(value.get("id")) else " (no id)"  # no other id
+        warnings += ["byte %d%s: %s" % (offset, "" if kind in _LINE_PROBLEMS else at, detail or _PROBLEM_DETAILS[kind])
+                     for kind, detail in problems[:_WARNINGS_LISTED - len(warnings)]]
         if value is None or not _is_usable(problems):
             continue
         ref = value.get("ref")  # a note filtered out still supersedes; a gate update does not
@@ -2468,10 +2463,10 @@ def _tail_walk(scan, end, limit, keeps, grep):
         if not keeps(value):
             continue
         if records and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT:
-            warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB of log, the "
-                               "most one reply carries; ask for fewer records or a narrower time span"
-                            % (len(records), _TAIL_BYTES_LIMIT >> 20))
-            return records, superseded, warnings, count, {}
+            warnings.insert(0, "tail stopped at %d records: they hold over %d MiB of log, the most one reply carries; "
+                               "ask for fewer or a narrower time span" % (len(records), _TAIL_BYTES_LIMIT >> 20))
+            grep = None
+            break
         kept_bytes += line_bytes
         records.append(value)
         if len(records) >= limit:
@@ -2480,8 +2475,8 @@ def _tail_walk(scan, end, limit, keeps, grep):
     for _, value, problems in scan if grep else ():  # the matches left out
         more += value is not None and _is_usable(problems) and keeps(value)
         if more >= _LIMIT_MAX:
-            return records, superseded, warnings, count, {"more_at_least": more}
-    return records, superseded, warnings, count, {"more": more}
+            break
+    return records, superseded, warnings, count, {"more" if more < _LIMIT_MAX else "more_at_least": more}
 
 
 class _CompactReceipt(dict):
@@ -2504,18 +2499,15 @@ def _recap_history(reader):
         kind, ref = record["type"], record.get("ref")
         if kind in counts:
             counts[kind] += 1
-        if kind == "gate" and ref is None:
-            gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
-                                             None, None)
-            if record.get("about") in discards:
-                asked.append((record["id"], record["about"]))
-        elif kind == "gate":
-            root = root_of.get(ref, ref)
-            if root in gates and record.get("status") in GATE_STATUSES:
+        if kind == "gate":
+            root = root_of.get(ref, ref) or record["id"]
+            if ref is None or root in gates and record.get("status") in GATE_STATUSES:
                 root_of[record["id"]] = root
-                gates[root] = _GateState(record["status"], record["seq"], _is_unconfirmed(record), index,
-                                         record.get("by"))
-        elif isinstance(ref, str):
+                gates[root] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
+                                         ref and index, ref and record.get("by"))
+            if ref is None and record.get("about") in discards:
+                asked.append((root, record["about"]))
+        elif ref:
             superseded.add(ref)
             if ref in discards and kind != "discard":  # a discarded path taken up again
                 reopened.setdefault(ref, record["id"])
@@ -2555,33 +2547,31 @@ def _show_chain(reader, note_id) -> dict:
                          "the ids" % note_id)
     target, is_gate = back[0], back[0]["type"] == "gate"
     root = back[-1] if is_gate else target
-    found, not_listed, settled_ids = _chain_forward(reader, is_gate, root["id"], note_id)
+    later, about, not_listed, settled = _chain_forward(reader, is_gate, root["id"], note_id)
     receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
     if is_gate:
-        receipt["state"] = found["updates"][-1]["status"] if found["updates"] else root.get("status", "open")
+        receipt["state"] = later[-1]["status"] if later else root.get("status", "open")
         if root is not target:
             receipt["gate"] = root
-        receipt.update(updates=found["updates"], settled_by=_notes_named(reader, settled_ids, not_listed))
+        receipt.update(updates=later, settled_by=_notes_named(reader, settled, not_listed))
     else:
-        receipt.update(state="superseded" if found["replaced_by"] else "live", replaces=back[1:],
-                       replaced_by=found["replaced_by"])
+        receipt.update(state="superseded" if later else "live", replaces=back[1:], replaced_by=later)
         _with(not_listed, replaces=back_skipped)
         reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
         if reopening is not None:  # as recap lists it
             receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
-    receipt["about"] = found["about"]
+    receipt["about"] = about
     return _with(receipt, not_listed=not_listed, warnings=reader.warnings())
 
 
 def _chain_back(reader, note_id):
     """(the note, then those its ref leads back to; how many were left out)."""
-    chain, skipped, wanted = [], 0, note_id
-    for _, line in _read_lines_backward(reader.handle, reader.size) if reader.handle else ():
-        if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
-            continue
-        value = _parse_line(line)[0]
-        if not _is_the_note(value, wanted):
-            continue
+    chain, skipped, end, wanted = [], 0, reader.size, note_id
+    while reader.handle:
+        found = _find_note_line(reader.handle, end, wanted)
+        if found is None:
+            break
+        end, _, value = found
         if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
             break  # a ref across kinds is damage
         if len(chain) > _SHOW_LIST_LIMIT:
@@ -2595,21 +2585,19 @@ def _chain_back(reader, note_id):
 
 
 def _chain_forward(reader, is_gate, root_id, note_id):
-    """(updates or replacements, and notes about; left-out counts; settling note ids)."""
-    name, family = "updates" if is_gate else "replaced_by", {root_id}
-    found, not_listed, settled_ids = {name: [], "about": []}, {}, set()
+    """(updates or replacements, notes about, left-out counts, settling note ids)."""
+    later, about, not_listed, settled, family = [], [], {}, set(), {root_id}
     for record in reader.records():
-        ref = record.get("ref")
-        if (record["type"] == "gate") == is_gate and isinstance(ref, str) and ref in family:
+        if (record["type"] == "gate") == is_gate and record.get("ref") in family:
             family.add(record["id"])
-            found[name].append(record)
-            _keep_newest(found[name], _SHOW_LIST_LIMIT, not_listed, name)
-            if is_gate and isinstance(record.get("by"), str):
-                settled_ids.add(record["by"])
+            later.append(record)
+            _keep_newest(later, _SHOW_LIST_LIMIT, not_listed, "updates" if is_gate else "replaced_by")
+            if is_gate and record.get("by"):
+                settled.add(record["by"])
         if record.get("about") == note_id:
-            found["about"].append(record)
-            _keep_newest(found["about"], _SHOW_LIST_LIMIT, not_listed, "about")
-    return found, not_listed, settled_ids
+            about.append(record)
+            _keep_newest(about, _SHOW_LIST_LIMIT, not_listed, "about")
+    return later, about, not_listed, settled
 
 
 def _notes_named(reader, note_ids, not_listed):
@@ -2656,9 +2644,8 @@ def _read_export_head(path, opener=None):
 
 def _export_lag(folder, session_id, total):
     """How many of the log's notes the default export lacks."""
-    path = os.path.join(folder, _EXPORT_NAME)
-    lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
-    head, problem = _read_export_head(path)
+    lag = {"path": os.path.join(folder, _EXPORT_NAME), "record_count": None, "missing": total}  # if no usable one
+    head, problem = _read_export_head(lag["path"])
     if head is not None:
         count, session = head["record_count"], head.get("session")
         if head.get("schema_version") != _EXPORT_SCHEMA or type(count) is not int or count < 0:
@@ -3977,8 +3964,8 @@ def _refuse_a_long_batch(count):
 def _clean_batch_line(number, entry) -> dict:
     """One line of a batch as a signal, "@K" links kept; refusals echo no value."""
     if not isinstance(entry, dict) or not set(entry).issubset(_SIGNAL_FIELDS):  # no key is echoed
-        raise NotesError("the line is not a JSON object of signal fields only; each line holds one JSON object with "
-                         "the keys %s (the flags without dashes)" % ", ".join(_SIGNAL_FIELDS))
+        raise NotesError("the line is not a JSON object of signal fields only: %s (append's flags without dashes)"
+                         % ", ".join(_SIGNAL_FIELDS))
     values, places = {name: entry.get(name) for name in _SIGNAL_FIELDS}, {}
     for name, value in values.items():
         if value is not None and not isinstance(value, str):
@@ -4001,7 +3988,7 @@ def _clean_batch(entries, flags_given) -> list:
         raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
                          % ", ".join("--" + name for name in flags_given))
     if not isinstance(entries, list):
-        raise NotesError("batch must be a list of signals, each a dict keyed as append's arguments")
+        raise NotesError("batch must be a list of dicts keyed as append's arguments")
     if not entries:
         raise NotesError("--batch got no signal; send one JSON object a line, such as {\"type\": "
                          "\"decision\", \"text\": \"...\"}", help_for="append")
@@ -4018,36 +4005,32 @@ def _clean_batch(entries, flags_given) -> list:
 def _check_batch_links(log_path, signals, batch):
     """Refuse a link to no note of the right kind, or a forbidden supersede; "@K" names line K."""
     with _NotesById(log_path) as in_log:
-        for number, signal in enumerate(signals, 1):
-            for name in _BATCH_LINK_FIELDS:
-                note_id = signal[name]
-                if note_id is None:
-                    continue
-                target = signals[int(note_id[1:]) - 1] if note_id[0] == "@" else in_log(note_id)
-                if target is None:
-                    message = "--%s %s names no note%s" % (name, note_id, (
-                        ": this session folder holds no notes yet (a new session, or one whose files are gone); "
-                        "nothing was written" if in_log.empty and not batch else
-                        " in this session; check the id with tail or recap"))
-                else:
-                    kind = _link_rule_broken(name, signal["type"], target.get("type"),
-                                             target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
-                    message = kind and _LINK_RULES[kind][1] % {"id": note_id, "type": target.get("type"),
-                                                               "provenance": target.get("provenance")}
-                if message:
-                    raise NotesError(("line %d: " % number if batch else "") + message)
+        for number, signal, name in [(n, s, k) for n, s in enumerate(signals, 1) for k in _BATCH_LINK_FIELDS if s[k]]:
+            note_id = signal[name]
+            target = signals[int(note_id[1:]) - 1] if note_id[0] == "@" else in_log(note_id)
+            if target is None:
+                message = "--%s %s names no note%s" % (name, note_id, (
+                    ": this session folder holds no notes yet (a new session, or one whose files are gone); "
+                    "nothing was written" if in_log.empty and not batch else
+                    " in this session; check the id with tail or recap"))
+            else:
+                kind = _link_rule_broken(name, signal["type"], target["type"],
+                                         target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
+                message = kind and _LINK_RULES[kind][1] % dict(target, id=note_id)
+            if message:
+                raise NotesError(("line %d: " % number if batch else "") + message)
 
 
 def _gate_root(record, window, in_log):
     """The id of the gate a gate note belongs to; a loop (damage) ends the walk."""
-    visited = set()
-    while isinstance(record.get("ref"), str) and record["ref"] not in visited:
-        visited.add(record["ref"])
-        target = window.get(record["ref"]) or in_log(record["ref"])
+    visited, ref = set(), record.get("ref")
+    while isinstance(ref, str) and ref not in visited:
+        visited.add(ref)
+        target = window.get(ref) or in_log(ref)
         if target is None or target.get("type") != "gate":
-            return record["ref"]
-        record = target
-    return record["id"] if "ref" not in record else record["ref"]
+            return ref
+        record, ref = target, target.get("ref")
+    return record["id"] if "ref" not in record else ref
 
 
 def _still_the_latest_word(record, later, in_log):
@@ -4080,37 +4063,6 @@ def _find_duplicate(tail, signals, session_id, log_path, batch):
     return None
 
 
-def _append_batch(folder, meta, signals, batch):
-    """Under the lock: mend the log's end, then write the signals (a note, or a batch) with one write and fsync."""
-    log_path, session_id, count = os.path.join(folder, _LOG_NAME), meta["session_id"], len(signals)
-    try:
-        created = not os.path.lexists(log_path)
-        descriptor = _open_log_for_append(log_path)
-    except OSError as error:
-        raise _folder_error(folder, error) from None
-    try:
-        with open(descriptor, "rb", closefd=False) as handle:  # the window holds an earlier batch whole
-            tail = _LogTail(handle, os.fstat(descriptor).st_size, time.strftime(_TIMESTAMP_FORMAT, time.gmtime(
-                time.time() - _DUPLICATE_WINDOW_SECONDS)), _DUPLICATE_WINDOW_RECORDS + count - 1)
-        _refuse_an_absurd_seq(tail)
-        recovered = _recover_tail(folder, descriptor, tail)
-        records = duplicate = _find_duplicate(tail, signals, session_id, log_path, batch)
-        if duplicate is None:
-            timestamp, ids = _utc_now(), [_note_id_for(tail.highest_seq + place) for place in range(1, count + 1)]
-            records = [_build_record(session_id, tail.highest_seq + place, *_resolved_links(signal, ids).values(),
-                                     timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
-                       for place, signal in enumerate(signals, 1)]
-            # Crash window: a kill mid-write leaves lines 1/N to K/N, which readers and the next append take as torn.
-            _append_line(descriptor, b"".join(map(_record_line, records)))
-        if created:
-            _fsync_folder(folder)
-    finally:
-        os.close(descriptor)
-    return _with({"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
-                  "path": log_path}, note_ids=batch and [record["id"] for record in records],
-                 duplicate=duplicate is not None, recovered=recovered)  # duplicate: a retry, nothing new written
-
-
 @_command
 def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, provenance=None,
            evidence=None, about=None, by=None, batch=None) -> dict:
@@ -4120,20 +4072,44 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
     fields = (type, text, effect, ref, status, provenance, evidence, about, by)
     signals = [_clean_signal(*fields)] if batch is None else _clean_batch(
         batch, [name for name, value in zip(_SIGNAL_FIELDS, fields) if value is not None])
-    folder = _resolve_folder(self.folder, self.session)
+    folder, batch, count = _resolve_folder(self.folder, self.session), batch is not None, len(signals)
+    log_path = os.path.join(folder, _LOG_NAME)
     _check_session_folder(folder)
-    # The log only grows, so a note found now is still there under the lock.
-    _check_batch_links(os.path.join(folder, _LOG_NAME), signals, batch is not None)
+    _check_batch_links(log_path, signals, batch)  # the log only grows: a note found now is there under the lock
     with _SessionLock(folder):
         meta, created = _open_session_for_writing(folder)
-        receipt = _append_batch(folder, meta, signals, batch is not None)
-    return dict(receipt, created=True) if created else receipt
+        try:
+            new_log = not os.path.lexists(log_path)
+            descriptor = _open_log_for_append(log_path)
+        except OSError as error:
+            raise _folder_error(folder, error) from None
+        try:
+            with open(descriptor, "rb", closefd=False) as handle:  # the window holds an earlier batch whole
+                tail = _LogTail(handle, os.fstat(descriptor).st_size, time.strftime(_TIMESTAMP_FORMAT, time.gmtime(
+                    time.time() - _DUPLICATE_WINDOW_SECONDS)), _DUPLICATE_WINDOW_RECORDS + count - 1)
+            _refuse_an_absurd_seq(tail)
+            recovered = _recover_tail(folder, descriptor, tail)
+            records = duplicate = _find_duplicate(tail, signals, meta["session_id"], log_path, batch)
+            if duplicate is None:
+                now, ids = _utc_now(), [_note_id_for(tail.highest_seq + place) for place in range(1, count + 1)]
+                records = [_build_record(meta["session_id"], tail.highest_seq + place, *_resolved_links(
+                    signal, ids).values(), timestamp=now, batch="%d/%d" % (place, count) if batch else None)
+                    for place, signal in enumerate(signals, 1)]
+                # Crash window: a kill mid-write leaves lines 1/N to K/N; readers and the next append take them as torn.
+                _append_line(descriptor, b"".join(map(_record_line, records)))
+            if new_log:
+                _fsync_folder(folder)
+        finally:
+            os.close(descriptor)
+    return _with({"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
+                  "path": log_path}, note_ids=batch and [record["id"] for record in records],
+                 duplicate=duplicate is not None, recovered=recovered, created=created)  # duplicate: a retry
 
 
 # --------------------------------------------------------------------------
 # Redaction: the one audited rewrite of a complete line (SPEC section 5)
 
-# Problems a note may have and still be redacted: its text's and effect's, which the placeholder ends.
+# A note's problems the placeholder ends: redact takes a note with these.
 _REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
 
 
@@ -4164,8 +4140,8 @@ def _note_to_redact(handle, tail, note_id, session_id):
     record = found[2]
     damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
     if damage:
-        raise NotesError("%s does not verify (%s): redact leaves damage as it is, for verify to report; nothing "
-                         "was changed. Run verify, and restore the session from an intact export into a new --dir"
+        raise NotesError("%s does not verify (%s): redact leaves damage as it is; nothing was changed. Run verify, "
+                         "and restore the session from an intact export into a new --dir"
                          % (note_id, ", ".join(damage)))
     if _is_redaction_note(record):
         raise NotesError("%s records a redaction, which stays for verify; nothing was changed" % note_id)
@@ -4173,40 +4149,6 @@ def _note_to_redact(handle, tail, note_id, session_id):
     if earlier:
         raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
     return found
-
-
-def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: one rewrite with the placeholder and, at the end, the source note."""
-    # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
-    log_path = os.path.join(folder, _LOG_NAME)
-    signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, about=note_id)
-    descriptor = _open_log(log_path)[0]
-    if descriptor is None:
-        raise NotesError("redact %s: this session has no notes yet" % note_id)
-    with open(descriptor, "rb") as handle:
-        status = os.fstat(descriptor)
-        _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
-        _refuse_a_protected_log(folder, descriptor)
-        tail = _LogTail(handle, status.st_size)
-        _refuse_an_absurd_seq(tail)
-        offset, line, record = _note_to_redact(handle, tail, note_id, meta["session_id"])
-        new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
-        recovered = None
-        if tail.keep_end < tail.size or tail.needs_newline:
-            recovered = _mend_log_tail(folder)
-            tail = _LogTail(handle, os.fstat(descriptor).st_size)
-        source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-        _replace_log(folder, _log_then(log_path, ((0, offset, new_line),
-                                                  (offset + len(line), tail.size, _record_line(source)))))
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        names = []
-    return _with({"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
-                  "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED},
-                 may_still_hold=[os.path.join(folder, name) for name in names  # not rewritten: may hold the old text
-                                 if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)],
-                 recovered=recovered)
 
 
 @_command
@@ -4218,11 +4160,40 @@ def _redact(self, *, note_id, reason) -> dict:
     if reason is None or not reason.strip():
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
                          "--reason 'It held a private phone number.'", help_for="redact")
-    reason = _clean_field("reason", reason, _REDACT_REASON_LIMIT)  # as append checks a text: it goes in a note
+    signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, _clean_field(
+        "reason", reason, _REDACT_REASON_LIMIT)), None, None, None, about=note_id)  # checked as append's text
     folder = self._folder_meta()[0]
+    log_path = os.path.join(folder, _LOG_NAME)
     _check_session_folder(folder)
     with _SessionLock(folder):
-        return _redact_note(folder, _open_session_for_writing(folder)[0], note_id, reason)
+        session_id = _open_session_for_writing(folder)[0]["session_id"]
+        descriptor = _open_log(log_path)[0]
+        if descriptor is None:
+            raise NotesError("redact %s: this session has no notes yet" % note_id)
+        # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
+        with open(descriptor, "rb") as handle:
+            status = os.fstat(descriptor)
+            _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
+            _refuse_a_protected_log(folder, descriptor)
+            tail = _LogTail(handle, status.st_size)
+            _refuse_an_absurd_seq(tail)
+            offset, line, record = _note_to_redact(handle, tail, note_id, session_id)
+            new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
+            recovered = (tail.keep_end < tail.size or tail.needs_newline) and _mend_log_tail(folder)
+            if recovered:
+                tail = _LogTail(handle, os.fstat(descriptor).st_size)
+            source = _build_record(session_id, tail.highest_seq + 1, *signal.values())
+            _replace_log(folder, _log_then(log_path, ((0, offset, new_line),
+                                                      (offset + len(line), tail.size, _record_line(source)))))
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            names = []
+    return _with({"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
+                  "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED},
+                 may_still_hold=[os.path.join(folder, name) for name in names  # not rewritten: may hold the old text
+                                 if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)],
+                 recovered=recovered)
 
 
 # --------------------------------------------------------------------------
