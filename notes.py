@@ -2287,7 +2287,7 @@ class Session:
     def __init__(self, folder=None, *, session=None):
         _check_dir_argument(folder)
         _check_session_name(session)
-        # The folder is resolved by each method, after the argument checks.
+        # resolved per method, after its argument checks
         self.folder, self.session, self._over_mcp = None if folder is None else os.fspath(folder), session, False
 
     def _folder_meta(self):
@@ -2320,15 +2320,12 @@ class Session:
         def keeps(r):
             return (not types or r["type"] in types) and (since or "") <= r["ts"] < (until or "~") and (
                 pattern is None or any(pattern.search(r.get(key, "").casefold()) for key in ("text", "effect")))
-        descriptor, size, in_flight = _log_view(folder)
-        with _ClosesHandle() if descriptor is None else open(descriptor, "rb") as handle:  # no log: none is read
-            records, superseded, warnings, count, more = _tail_walk(
-                iter(_BackwardScan(handle, size, meta["session_id"], in_flight)), size, limit, keeps, pattern)
-        records.reverse()
-        receipt = _with({"ok": True, "command": "tail", "count": len(records), "path": os.path.join(
-            folder, _LOG_NAME), "records": _compact_record(records) if compact else records},
-            superseded=[r["id"] for r in records if r["seq"] in superseded], **more,
-            warnings=_bounded_warnings(warnings, count))
+        fd, size, in_flight = _log_view(folder)
+        with _ClosesHandle() if fd is None else open(fd, "rb") as handle:  # no log: none is read
+            records, extra = _tail_walk(iter(_BackwardScan(handle, size, meta["session_id"], in_flight)), size, limit,
+                                        keeps, pattern)
+        receipt = _with({"ok": True, "command": "tail", "count": len(records), "path": os.path.join(folder, _LOG_NAME),
+                         "records": _compact_record(records) if compact else records}, **extra)
         return _CompactReceipt(receipt) if compact else receipt
 
     def show(self, *, note_id, compact=False) -> dict:
@@ -2407,23 +2404,23 @@ def _refuse_an_absurd_seq(tail):
                          "written; run verify, and restore an intact export into a new --dir" % _SEQ_LIMIT)
 
 
-def _recover_tail(folder, descriptor, tail):
+def _recover_tail(folder, fd, tail):
     """Mend the end a crash left; return what was done, or None."""
     if tail.keep_end == tail.size:
         if tail.needs_newline:
-            _append_line(descriptor, b"\n")
+            _append_line(fd, b"\n")
             return {"kind": "missing_newline"}
         return None
     if tail.incomplete_batch:
-        return dict(_set_aside_torn_tail(folder, descriptor, tail), kind="incomplete_batch")
+        return dict(_set_aside_torn_tail(folder, fd, tail), kind="incomplete_batch")
     if tail.size - tail.keep_end > _LINE_LIMIT:
-        return _keep_torn_tail_in_place(descriptor, tail, "longer than any record, so not a note cut off")
+        return _keep_torn_tail_in_place(fd, tail, "longer than any record, so not a note cut off")
     try:
-        return _set_aside_torn_tail(folder, descriptor, tail)
+        return _set_aside_torn_tail(folder, fd, tail)
     except OSError as error:
         if error.errno not in _NO_ROOM_ERRORS:
             raise
-        return _keep_torn_tail_in_place(descriptor, tail, "no room for a side file")
+        return _keep_torn_tail_in_place(fd, tail, "no room for a side file")
 
 
 def _with_recovered(receipt, recovered):
@@ -2441,14 +2438,14 @@ def _grep_pattern(text):
 
 
 def _compact_record(record):
-    """A record (or each of a list) without its time, session, seq, batch place and checksum."""
+    """A record, or each of a list, with only its id and signal fields."""
     if isinstance(record, list):
         return [_compact_record(item) for item in record]
     return {key: record[key] for key in ("id",) + _SIGNAL_FIELDS if key in record}
 
 
 def _tail_walk(scan, end, limit, keeps, grep):
-    """tail's walk back: (records newest first, seqs superseded, warnings, their count, {more key: count})."""
+    """tail's walk back: (records oldest first, the receipt's superseded, more and warnings)."""
     records, superseded, warnings, count, kept_bytes = [], set(), [], 0, 0
     for offset, value, problems in scan:
         line_bytes, end, count = end - offset, offset, count + len(problems)
@@ -2476,7 +2473,9 @@ def _tail_walk(scan, end, limit, keeps, grep):
         more += value is not None and _is_usable(problems) and keeps(value)
         if more >= _LIMIT_MAX:
             break
-    return records, superseded, warnings, count, {"more" if more < _LIMIT_MAX else "more_at_least": more}
+    records.reverse()
+    return records, {"superseded": [r["id"] for r in records if r["seq"] in superseded], "more" if more < _LIMIT_MAX
+                     else "more_at_least": more, "warnings": _bounded_warnings(warnings, count)}
 
 
 class _CompactReceipt(dict):
@@ -2541,7 +2540,21 @@ def _command_note_id(command, value) -> str:
 
 
 def _show_chain(reader, note_id) -> dict:
-    back, back_skipped = _chain_back(reader, note_id)
+    back, back_skipped, end, wanted = [], 0, reader.size, note_id
+    while reader.handle:  # the note, then those its ref leads back to
+        found = _find_note_line(reader.handle, end, wanted)
+        if found is None:
+            break
+        end, _, value = found
+        if back and (value["type"] == "gate") != (back[0]["type"] == "gate"):
+            break  # a ref across kinds is damage
+        if len(back) > _SHOW_LIST_LIMIT:
+            back[-1], back_skipped = value, back_skipped + 1
+        else:
+            back.append(value)
+        wanted = value.get("ref")
+        if not (_is_note_id(wanted) and int(wanted[1:]) < value["seq"]):
+            break
     if not back:
         raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists "
                          "the ids" % note_id)
@@ -2562,26 +2575,6 @@ def _show_chain(reader, note_id) -> dict:
             receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
     receipt["about"] = about
     return _with(receipt, not_listed=not_listed, warnings=reader.warnings())
-
-
-def _chain_back(reader, note_id):
-    """(the note, then those its ref leads back to; how many were left out)."""
-    chain, skipped, end, wanted = [], 0, reader.size, note_id
-    while reader.handle:
-        found = _find_note_line(reader.handle, end, wanted)
-        if found is None:
-            break
-        end, _, value = found
-        if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
-            break  # a ref across kinds is damage
-        if len(chain) > _SHOW_LIST_LIMIT:
-            chain[-1], skipped = value, skipped + 1
-        else:
-            chain.append(value)
-        wanted = value.get("ref")
-        if not (_is_note_id(wanted) and int(wanted[1:]) < value["seq"]):
-            break
-    return chain, skipped
 
 
 def _chain_forward(reader, is_gate, root_id, note_id):
@@ -2622,20 +2615,19 @@ def _count_by_type(reader):
 def _read_export_head(path, opener=None):
     """(head, problem) from the export's prefix before "records"; (None, None) if absent."""
     try:
-        descriptor = (opener or _open_regular_file)(path)
+        fd = (opener or _open_regular_file)(path)
     except FileNotFoundError:
         return None, None
     except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
         return None, "is not a regular file"
     except OSError as error:
         return None, "cannot be read (%s)" % error.strerror
-    with open(descriptor, "rb") as handle:
+    with open(fd, "rb") as handle:
         data = handle.read(_EXPORT_HEAD_LIMIT)
-    for found in re.finditer(b'"records"', data):
-        before = data[:found.start()].rstrip()
+    for found in re.finditer(rb',\s*"records"', data):
         try:
-            head = _parse_json(before[:-1].decode("utf-8") + "}") if before.endswith(b",") else None
-        except (UnicodeDecodeError, ValueError):
+            head = _parse_json(data[:found.start()].decode("utf-8") + "}")
+        except ValueError:  # a UnicodeDecodeError too
             continue
         if isinstance(head, dict) and "record_count" in head:
             return head, None
@@ -3974,8 +3966,7 @@ def _clean_batch_line(number, entry) -> dict:
             continue
         value, place = value.strip(), re.fullmatch("@([0-9]{1,3})", value.strip())
         if value[:1] == "@" and not (place and 0 < int(place[1]) < number):
-            raise NotesError("%s names no earlier line of this batch; @K names line K (from 1) before this one"
-                             % name)
+            raise NotesError("%s names no earlier line of this batch; @K names line K (from 1) before this one" % name)
         if place:
             places[name], values[name] = "@%d" % int(place[1]), _note_id_for(1)  # a stand-in for clean_signal
         elif not _is_note_id(value):
@@ -4080,15 +4071,15 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
         meta, created = _open_session_for_writing(folder)
         try:
             new_log = not os.path.lexists(log_path)
-            descriptor = _open_log_for_append(log_path)
+            fd = _open_log_for_append(log_path)
         except OSError as error:
             raise _folder_error(folder, error) from None
         try:
-            with open(descriptor, "rb", closefd=False) as handle:  # the window holds an earlier batch whole
-                tail = _LogTail(handle, os.fstat(descriptor).st_size, time.strftime(_TIMESTAMP_FORMAT, time.gmtime(
+            with open(fd, "rb", closefd=False) as handle:  # the window holds an earlier batch whole
+                tail = _LogTail(handle, os.fstat(fd).st_size, time.strftime(_TIMESTAMP_FORMAT, time.gmtime(
                     time.time() - _DUPLICATE_WINDOW_SECONDS)), _DUPLICATE_WINDOW_RECORDS + count - 1)
             _refuse_an_absurd_seq(tail)
-            recovered = _recover_tail(folder, descriptor, tail)
+            recovered = _recover_tail(folder, fd, tail)
             records = duplicate = _find_duplicate(tail, signals, meta["session_id"], log_path, batch)
             if duplicate is None:
                 now, ids = _utc_now(), [_note_id_for(tail.highest_seq + place) for place in range(1, count + 1)]
@@ -4096,11 +4087,11 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
                     signal, ids).values(), timestamp=now, batch="%d/%d" % (place, count) if batch else None)
                     for place, signal in enumerate(signals, 1)]
                 # Crash window: a kill mid-write leaves lines 1/N to K/N; readers and the next append take them as torn.
-                _append_line(descriptor, b"".join(map(_record_line, records)))
+                _append_line(fd, b"".join(map(_record_line, records)))
             if new_log:
                 _fsync_folder(folder)
         finally:
-            os.close(descriptor)
+            os.close(fd)
     return _with({"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
                   "path": log_path}, note_ids=batch and [record["id"] for record in records],
                  duplicate=duplicate is not None, recovered=recovered, created=created)  # duplicate: a retry
@@ -4111,17 +4102,6 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
 
 # A note's problems the placeholder ends: redact takes a note with these.
 _REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
-
-
-def _redaction_after(handle, size, note_id, seq):
-    """The id of a source note after seq that records the redaction of note_id, or None."""
-    for _, line in _read_lines_backward(handle, size):
-        value = _parse_line(line)[0] if line else None
-        if value is not None and _is_seq(value.get("seq")) and value["seq"] <= seq:
-            return None
-        if value is not None and _is_redaction_note(value, note_id) and _is_usable(_check_record(value, None)):
-            return value["id"]
-    return None
 
 
 def _note_to_redact(handle, tail, note_id, session_id):
@@ -4145,9 +4125,12 @@ def _note_to_redact(handle, tail, note_id, session_id):
                          % (note_id, ", ".join(damage)))
     if _is_redaction_note(record):
         raise NotesError("%s records a redaction, which stays for verify; nothing was changed" % note_id)
-    earlier = _is_redacted(record) and _redaction_after(handle, tail.keep_end, note_id, record["seq"])
-    if earlier:
-        raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+    for _, line in _read_lines_backward(handle, tail.keep_end) if _is_redacted(record) else ():
+        value = _parse_line(line)[0] if line else None  # a source note after it that says why
+        if value is not None and _is_seq(value.get("seq")) and value["seq"] <= record["seq"]:
+            break
+        if value is not None and _is_redaction_note(value, note_id) and _is_usable(_check_record(value, None)):
+            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, value["id"]))
     return found
 
 
@@ -4157,7 +4140,7 @@ def _redact(self, *, note_id, reason) -> dict:
 
     The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
     note_id = _command_note_id("redact", note_id)
-    if reason is None or not reason.strip():
+    if not (reason or "").strip():
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
                          "--reason 'It held a private phone number.'", help_for="redact")
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, _clean_field(
@@ -4167,21 +4150,21 @@ def _redact(self, *, note_id, reason) -> dict:
     _check_session_folder(folder)
     with _SessionLock(folder):
         session_id = _open_session_for_writing(folder)[0]["session_id"]
-        descriptor = _open_log(log_path)[0]
-        if descriptor is None:
+        fd = _open_log(log_path)[0]
+        if fd is None:
             raise NotesError("redact %s: this session has no notes yet" % note_id)
         # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
-        with open(descriptor, "rb") as handle:
-            status = os.fstat(descriptor)
+        with open(fd, "rb") as handle:
+            status = os.fstat(fd)
             _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
-            _refuse_a_protected_log(folder, descriptor)
+            _refuse_a_protected_log(folder, fd)
             tail = _LogTail(handle, status.st_size)
             _refuse_an_absurd_seq(tail)
             offset, line, record = _note_to_redact(handle, tail, note_id, session_id)
             new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
             recovered = (tail.keep_end < tail.size or tail.needs_newline) and _mend_log_tail(folder)
             if recovered:
-                tail = _LogTail(handle, os.fstat(descriptor).st_size)
+                tail = _LogTail(handle, os.fstat(fd).st_size)
             source = _build_record(session_id, tail.highest_seq + 1, *signal.values())
             _replace_log(folder, _log_then(log_path, ((0, offset, new_line),
                                                       (offset + len(line), tail.size, _record_line(source)))))
