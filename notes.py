@@ -2339,11 +2339,10 @@ class Session:
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
-        folder, meta = self._folder_meta()
-        with _LogReader(folder, meta) as reader:
+        with _LogReader(*self._folder_meta()) as reader:
             by_type = _count_by_type(reader)[0]
         last = reader.last_record or {}
-        return _with({"ok": True, "command": "summary", "session_id": meta["session_id"], "path": reader.path,
+        return _with({"ok": True, "command": "summary", "session_id": reader.session_id, "path": reader.path,
                       "total": reader.total, "by_type": by_type, "last_note_id": last.get("id"),
                       "last_type": last.get("type")}, warnings=reader.warnings())
 
@@ -2362,8 +2361,8 @@ class Session:
         count, problems = len(bad) + reader.problem_count, problems[:_PROBLEMS_LISTED]
         warnings = reader.notices()
         if reader.unterminated_in_flight:  # a writer's line in flight: not a problem, but not checked
-            warnings.insert(0, "the last line has no newline yet and a writer holds the lock: it is being "
-                               "written, so it was not checked. Run verify again once that writer has finished")
+            warnings.insert(0, "the last line is being written (no newline yet, a writer holds the lock), so it was "
+                               "not checked; run verify again once that writer has finished")
         return _with({"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
                       "problems": problems}, problems_not_listed=count - len(problems),
                      redacted=reader.redactions.count, warnings=warnings)
@@ -2371,9 +2370,8 @@ class Session:
     def sessions(self) -> dict:
         """The folder's own session and each of sessions/, with its notes, gates and last export."""
         base = _resolve_folder(self.folder, create=False)
-        below = os.path.join(base, _SESSIONS_FOLDER)
         try:
-            with os.scandir(below) as scan:
+            with os.scandir(os.path.join(base, _SESSIONS_FOLDER)) as scan:
                 found = sorted((e.name, e.path) for e in scan if _SESSION_NAME_SHAPE.fullmatch(e.name) and e.is_dir())
         except OSError:  # no sessions folder
             found = []
@@ -2409,8 +2407,7 @@ def _recover_tail(folder, fd, tail):
     if tail.keep_end == tail.size:
         if tail.needs_newline:
             _append_line(fd, b"\n")
-            return {"kind": "missing_newline"}
-        return None
+        return {"kind": "missing_newline"} if tail.needs_newline else None
     if tail.incomplete_batch:
         return dict(_set_aside_torn_tail(folder, fd, tail), kind="incomplete_batch")
     if tail.size - tail.keep_end > _LINE_LIMIT:
@@ -2526,7 +2523,7 @@ def _keep_newest(entries, limit, cut, name):
 
 
 def _named_note(record) -> dict:
-    return {"id": record["id"], "type": record["type"], "text": record["text"]}
+    return {key: record[key] for key in ("id", "type", "text")}
 
 
 _SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
@@ -2556,11 +2553,20 @@ def _show_chain(reader, note_id) -> dict:
         if not (_is_note_id(wanted) and int(wanted[1:]) < value["seq"]):
             break
     if not back:
-        raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists "
-                         "the ids" % note_id)
+        raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists ids" % note_id)
     target, is_gate = back[0], back[0]["type"] == "gate"
     root = back[-1] if is_gate else target
-    later, about, not_listed, settled = _chain_forward(reader, is_gate, root["id"], note_id)
+    later, about, not_listed, settled, family = [], [], {}, set(), {root["id"]}
+    for record in reader.records():  # what came after it, and the notes about it
+        if (record["type"] == "gate") == is_gate and record.get("ref") in family:
+            family.add(record["id"])
+            later.append(record)
+            _keep_newest(later, _SHOW_LIST_LIMIT, not_listed, "updates" if is_gate else "replaced_by")
+            if is_gate and record.get("by"):
+                settled.add(record["by"])
+        if record.get("about") == note_id:
+            about.append(record)
+            _keep_newest(about, _SHOW_LIST_LIMIT, not_listed, "about")
     receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
     if is_gate:
         receipt["state"] = later[-1]["status"] if later else root.get("status", "open")
@@ -2575,22 +2581,6 @@ def _show_chain(reader, note_id) -> dict:
             receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
     receipt["about"] = about
     return _with(receipt, not_listed=not_listed, warnings=reader.warnings())
-
-
-def _chain_forward(reader, is_gate, root_id, note_id):
-    """(updates or replacements, notes about, left-out counts, settling note ids)."""
-    later, about, not_listed, settled, family = [], [], {}, set(), {root_id}
-    for record in reader.records():
-        if (record["type"] == "gate") == is_gate and record.get("ref") in family:
-            family.add(record["id"])
-            later.append(record)
-            _keep_newest(later, _SHOW_LIST_LIMIT, not_listed, "updates" if is_gate else "replaced_by")
-            if is_gate and record.get("by"):
-                settled.add(record["by"])
-        if record.get("about") == note_id:
-            about.append(record)
-            _keep_newest(about, _SHOW_LIST_LIMIT, not_listed, "about")
-    return later, about, not_listed, settled
 
 
 def _notes_named(reader, note_ids, not_listed):
@@ -2659,8 +2649,7 @@ def _session_entry(name, folder):
         with _LogReader(folder, meta) as reader:
             gates = _recap_history(reader)[1]
     except (NotesError, OSError) as error:
-        entry["error"] = getattr(error, "message", None) or "cannot read it (%s)" % error.strerror
-        return entry
+        return dict(entry, error=getattr(error, "message", None) or "cannot read it (%s)" % error.strerror)
     statuses = [gate.status for gate in gates.values()]
     entry.update(total=reader.total, last_note=reader.last_record and _named_note(reader.last_record),
                  open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
@@ -4027,9 +4016,9 @@ def _gate_root(record, window, in_log):
 def _still_the_latest_word(record, later, in_log):
     """Whether no later record (newest first) superseded this one or changed its gate."""
     if record["type"] != "gate":
-        return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
-    updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
-    window = {other.get("id"): other for other in later}
+        return not any(o.get("type") != "gate" and o.get("ref") == record["id"] for o in later)
+    updates = [o for o in later if o.get("type") == "gate" and isinstance(o.get("ref"), str)]
+    window = {o.get("id"): o for o in later}
     gate = updates and _gate_root(record, window, in_log)
     return not any(_gate_root(update, window, in_log) == gate for update in updates)
 
