@@ -2645,15 +2645,14 @@ def _export_lag(folder, session_id, total):
 def _session_entry(name, folder):
     entry = {"name": name, "path": folder}
     try:
-        meta = _require_session(folder)
-        with _LogReader(folder, meta) as reader:
+        with _LogReader(folder, _require_session(folder)) as reader:
             gates = _recap_history(reader)[1]
     except (NotesError, OSError) as error:
         return dict(entry, error=getattr(error, "message", None) or "cannot read it (%s)" % error.strerror)
     statuses = [gate.status for gate in gates.values()]
     entry.update(total=reader.total, last_note=reader.last_record and _named_note(reader.last_record),
                  open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
-                 last_export=_export_lag(folder, meta["session_id"], reader.total)
+                 last_export=_export_lag(folder, reader.session_id, reader.total)
                  if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
     return _with(entry, problems=reader.problem_count)
 
