@@ -2328,10 +2328,8 @@ class Session:
     def __init__(self, folder=None, *, session=None):
         _check_dir_argument(folder)
         _check_session_name(session)
-        # Resolved by each method: a bad signal is refused first.
-        self.folder = None if folder is None else os.fspath(folder)
-        self.session = session
-        self._over_mcp = False  # the MCP server's host
+        # resolved per method, after its argument checks
+        self.folder, self.session, self._over_mcp = None if folder is None else os.fspath(folder), session, False
 
     def _folder_meta(self):
         folder = _resolve_folder(self.folder, self.session)
@@ -2354,32 +2352,21 @@ class Session:
         matches left out; compact drops each record's stamps."""
         limit = _check_limit(limit)
         since, until = _parse_time_filter(since, "since"), _parse_time_filter(until, "until")
-        types = set([types] if isinstance(types, str) else types) if types else None
-        for note_type in types or ():
-            _check_choice("type", note_type, NOTE_TYPES)
+        types = set([types] if isinstance(types, str) else types) if types else ()
+        for kind in types:
+            _check_choice("type", kind, NOTE_TYPES)
         pattern = _grep_pattern(grep)
         folder, meta = self._folder_meta()
-        walk = _TailWalk(limit, lambda record: (
-            (types is None or record["type"] in types) and (since is None or record["ts"] >= since)
-            and (until is None or record["ts"] < until) and (pattern is None or any(
-                pattern.search(record.get(key, "").casefold()) for key in ("text", "effect")))))
-        descriptor, size, in_flight = _log_view(folder)
-        if descriptor is None:
-            import io
-        with io.BytesIO() if descriptor is None else open(descriptor, "rb") as handle:
-            scan = iter(_BackwardScan(handle, size, meta["session_id"], in_flight))
-            walk.take(scan, size)
-            if pattern is not None and not walk.cut_short:
-                walk.count_more(scan)
-        records = walk.records[::-1]
-        receipt = {"ok": True, "command": "tail", "count": len(records), "path": os.path.join(folder, _LOG_NAME),
-                   "records": [_compact_record(record) for record in records] if compact else records}
-        superseded = [record["id"] for record in records if record["seq"] in walk.superseded]
-        if superseded:
-            receipt["superseded"] = superseded
-        if walk.more:
-            receipt["more" if walk.more_complete else "more_at_least"] = walk.more
-        receipt = _with_warnings(receipt, _bounded_warnings(walk.warnings, walk.warning_count))
+
+        def keeps(r):
+            return (not types or r["type"] in types) and (since or "") <= r["ts"] < (until or "~") and (
+                pattern is None or any(pattern.search(r.get(key, "").casefold()) for key in ("text", "effect")))
+        fd, size, in_flight = _log_view(folder)
+        with _ClosesHandle() if fd is None else open(fd, "rb") as handle:  # no log: none is read
+            records, extra = _tail_walk(iter(_BackwardScan(handle, size, meta["session_id"], in_flight)), size, limit,
+                                        keeps, pattern)
+        receipt = _with({"ok": True, "command": "tail", "count": len(records), "path": os.path.join(folder, _LOG_NAME),
+                         "records": _compact_record(records) if compact else records}, **extra)
         return _CompactReceipt(receipt) if compact else receipt
 
     def show(self, *, note_id, compact=False) -> dict:
@@ -2387,70 +2374,53 @@ class Session:
         note_id = _command_note_id("show", note_id)
         with _LogReader(*self._folder_meta()) as reader:
             receipt = _show_chain(reader, note_id)
-        if not compact:
-            return receipt
-        for key, value in receipt.items():
-            if key in ("record", "gate"):
-                receipt[key] = _compact_record(value)
-            elif key in ("updates", "settled_by", "replaces", "replaced_by", "about"):
-                receipt[key] = [_compact_record(record) for record in value]
-        return _CompactReceipt(receipt)
+        return _CompactReceipt({key: _compact_record(value) if key in (
+            "record", "gate", "updates", "settled_by", "replaces", "replaced_by", "about") else value
+            for key, value in receipt.items()}) if compact else receipt
 
     def summary(self) -> dict:
         """The number of records by type and the last note."""
-        folder, meta = self._folder_meta()
-        with _LogReader(folder, meta) as reader:
+        with _LogReader(*self._folder_meta()) as reader:
             by_type = _count_by_type(reader)[0]
         last = reader.last_record or {}
-        return _with_warnings({"ok": True, "command": "summary", "session_id": meta["session_id"], "path": reader.path,
-                               "total": reader.total, "by_type": by_type, "last_note_id": last.get("id"),
-                               "last_type": last.get("type")}, reader.warnings())
+        return _with({"ok": True, "command": "summary", "session_id": reader.session_id, "path": reader.path,
+                      "total": reader.total, "by_type": by_type, "last_note_id": last.get("id"),
+                      "last_type": last.get("type")}, warnings=reader.warnings())
 
     def verify(self) -> dict:
         """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
         folder, meta = self._folder_meta()
-        bad = ["lacks " + key for key in ("schema_version", "session_id", "created_at", "log_file")
+        bad = [("meta_field", "lacks " + key) for key in ("schema_version", "session_id", "created_at", "log_file")
                if not isinstance(meta.get(key), str)]
         if not _is_session_id(meta["session_id"]):
-            bad.append("has a session_id that is not a plain id (writers refuse it)")
-        meta_problems = [_problem(None, None, "meta_field", _META_NAME + " " + detail) for detail in bad]
+            bad.append(("meta_field", "has a session_id that is not a plain id (writers refuse it)"))
         if isinstance(meta.get("schema_version"), str) and meta["schema_version"] != _META_SCHEMA:
-            meta_problems.append(_problem(None, None, "meta_schema", "%s has an unknown schema_version" % _META_NAME))
+            bad.append(("meta_schema", "has an unknown schema_version"))
         with _LogReader(folder, meta) as reader:
-            for _ in reader.records():
-                pass
-        problems = (meta_problems + reader.problems)[:_PROBLEMS_LISTED]
-        count = len(meta_problems) + reader.problem_count
-        receipt = {"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
-                   "problems": problems}
-        if count > len(problems):
-            receipt["problems_not_listed"] = count - len(problems)
-        if reader.redactions.count:
-            receipt["redacted"] = reader.redactions.count
+            collections.deque(reader.records(), 0)
+        problems = [_problem(None, None, kind, _META_NAME + " " + detail) for kind, detail in bad] + reader.problems
+        count, problems = len(bad) + reader.problem_count, problems[:_PROBLEMS_LISTED]
         warnings = reader.notices()
         if reader.unterminated_in_flight:  # a writer's line in flight: not a problem, but not checked
-            warnings.insert(0, "the last line has no newline yet and a writer holds the lock: it is being "
-                               "written, so it was not checked. Run verify again once that writer has finished")
-        return _with_warnings(receipt, warnings)
+            warnings.insert(0, "the last line is being written (no newline yet, a writer holds the lock), so it was "
+                               "not checked; run verify again once that writer has finished")
+        return _with({"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
+                      "problems": problems}, problems_not_listed=count - len(problems),
+                     redacted=reader.redactions.count, warnings=warnings)
 
     def sessions(self) -> dict:
         """The folder's own session and each of sessions/, with its notes, gates and last export."""
         base = _resolve_folder(self.folder, create=False)
-        below = os.path.join(base, _SESSIONS_FOLDER)
         try:
-            with os.scandir(below) as entries:
-                names = sorted(entry.name for entry in entries
-                               if _SESSION_NAME_SHAPE.fullmatch(entry.name) and entry.is_dir())
+            with os.scandir(os.path.join(base, _SESSIONS_FOLDER)) as scan:
+                found = sorted((e.name, e.path) for e in scan if _SESSION_NAME_SHAPE.fullmatch(e.name) and e.is_dir())
         except OSError:  # no sessions folder
-            names = []
-        found = [(name, folder) for name, folder in [(None, base)] + [(n, os.path.join(below, n)) for n in names]
+            found = []
+        found = [(name, folder) for name, folder in [(None, base)] + found
                  if any(os.path.lexists(os.path.join(folder, file)) for file in (_META_NAME, _LOG_NAME))]
         listed = [_session_entry(name, folder) for name, folder in found[:_SESSIONS_LISTED]]
-        receipt = {"ok": True, "command": "sessions", "path": base, "current": self.session,
-                   "count": len(listed), "sessions": listed}
-        if len(found) > len(listed):
-            receipt["not_listed"] = len(found) - len(listed)
-        return receipt
+        return _with({"ok": True, "command": "sessions", "path": base, "current": self.session,
+                      "count": len(listed), "sessions": listed}, not_listed=len(found) - len(listed))
 
 
 def _command(function):
@@ -2461,62 +2431,38 @@ def _command(function):
     return function
 
 
-def _write_at_log_end(folder, window_records, store):
-    """Under the lock: mend the log's end; (store(descriptor, tail), what was mended)."""
-    log_path = os.path.join(folder, _LOG_NAME)
-    try:
-        created = not os.path.lexists(log_path)
-        descriptor = _open_log_for_append(log_path)
-    except OSError as error:
-        raise _folder_error(folder, error) from None
-    try:
-        with open(descriptor, "rb", closefd=False) as handle:
-            window_start = time.gmtime(time.time() - _DUPLICATE_WINDOW_SECONDS)
-            tail = _LogTail(handle, os.fstat(descriptor).st_size, time.strftime(_TIMESTAMP_FORMAT, window_start),
-                            window_records)
-        _refuse_an_absurd_seq(tail)
-        recovered = _recover_tail(folder, descriptor, tail)
-        stored = store(descriptor, tail)
-        if created:
-            _fsync_folder(folder)
-    finally:
-        os.close(descriptor)
-    return stored, recovered
+def _with(receipt, **extra):
+    """receipt with each key of extra that has something to say."""
+    receipt.update((key, value) for key, value in extra.items() if value)
+    return receipt
 
 
 def _refuse_an_absurd_seq(tail):
     if tail.highest_seq >= _SEQ_LIMIT:
-        raise NotesError(
-            "the log's last lines hold a seq past %d, which no real session reaches: the log was edited or "
-            "damaged. Nothing was written; run verify to find the line, then restore the session from an "
-            "intact export into a new --dir" % _SEQ_LIMIT)
+        raise NotesError("the log's last lines hold a seq past %d: the log was edited or damaged. Nothing was "
+                         "written; run verify, and restore an intact export into a new --dir" % _SEQ_LIMIT)
 
 
-def _recover_tail(folder, descriptor, tail):
+def _recover_tail(folder, fd, tail):
     """Mend the end a crash left; return what was done, or None."""
-    if tail.keep_end < tail.size:
-        if tail.incomplete_batch:
-            recovered = _set_aside_torn_tail(folder, descriptor, tail)
-            recovered["kind"] = "incomplete_batch"
-            return recovered
-        if tail.size - tail.keep_end > _LINE_LIMIT:
-            return _keep_torn_tail_in_place(descriptor, tail, "longer than any record, so not a note cut off")
-        try:
-            return _set_aside_torn_tail(folder, descriptor, tail)
-        except OSError as error:
-            if error.errno not in _NO_ROOM_ERRORS:
-                raise
-            return _keep_torn_tail_in_place(descriptor, tail, "no room for a side file")
-    if tail.needs_newline:
-        _append_line(descriptor, b"\n")
-        return {"kind": "missing_newline"}
-    return None
+    if tail.keep_end == tail.size:
+        if tail.needs_newline:
+            _append_line(fd, b"\n")
+        return {"kind": "missing_newline"} if tail.needs_newline else None
+    if tail.incomplete_batch:
+        return dict(_set_aside_torn_tail(folder, fd, tail), kind="incomplete_batch")
+    if tail.size - tail.keep_end > _LINE_LIMIT:
+        return _keep_torn_tail_in_place(fd, tail, "longer than any record, so not a note cut off")
+    try:
+        return _set_aside_torn_tail(folder, fd, tail)
+    except OSError as error:
+        if error.errno not in _NO_ROOM_ERRORS:
+            raise
+        return _keep_torn_tail_in_place(fd, tail, "no room for a side file")
 
 
 def _with_recovered(receipt, recovered):
-    if recovered:
-        receipt["recovered"] = recovered
-    return receipt
+    return _with(receipt, recovered=recovered)
 
 
 def _grep_pattern(text):
@@ -2526,58 +2472,48 @@ def _grep_pattern(text):
     words = text.casefold().split()
     if not words:
         raise NotesError("--grep is empty; pass the words to look for, for example --grep 'email'")
-    return re.compile(r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)")
+    return re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)")
 
 
-def _compact_record(record) -> dict:
-    """A record without its time, session, seq, batch place and checksum."""
-    return {key: record[key] for key in ("id", "type", "text", "effect", "ref", "status", "provenance", "evidence",
-                                         "about", "by") if key in record}
+def _compact_record(record):
+    """A record, or each of a list, with only its id and signal fields."""
+    if isinstance(record, list):
+        return [_compact_record(item) for item in record]
+    return {key: record[key] for key in ("id",) + _SIGNAL_FIELDS if key in record}
 
 
-class _TailWalk:
-    """tail's walk back from the end."""
-
-    def __init__(self, limit, keeps):
-        self.limit, self.keeps = limit, keeps
-        self.records, self.warnings, self.warning_count = [], [], 0
-        self.superseded, self.cut_short, self.more, self.more_complete = set(), False, 0, True
-
-    def take(self, scan, end):
-        """Read back until limit records are kept or a reply's byte bound is reached."""
-        kept_bytes = 0
-        for offset, value, problems in scan:
-            line_bytes, end = end - offset, offset
-            record_id = value["id"] if value is not None and _is_note_id(value.get("id")) else "no id"
-            for kind, detail in problems:  # never echo an id that is no note id
-                self.warning_count += 1
-                if len(self.warnings) < _WARNINGS_LISTED:
-                    where = "" if kind in _LINE_PROBLEMS else " (%s)" % record_id
-                    self.warnings.append("byte %d%s: %s" % (offset, where, detail or _PROBLEM_DETAILS[kind]))
-            if value is None or not _is_usable(problems):
-                continue
-            ref = value.get("ref")  # a note filtered out still supersedes; a gate update does not
-            if value["type"] != "gate" and _is_note_id(ref):
-                self.superseded.add(int(ref[1:]))
-            if self.keeps(value):
-                self.cut_short = bool(self.records) and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT
-                if self.cut_short:
-                    self.warnings.insert(0, "tail stopped at %d records: the ones asked for hold more than %d MiB "
-                                            "of log, the most one reply carries; ask for fewer records or a "
-                                            "narrower time span" % (len(self.records), _TAIL_BYTES_LIMIT >> 20))
-                    return
-                kept_bytes += line_bytes
-                self.records.append(value)
-                if len(self.records) >= self.limit:
-                    return
-
-    def count_more(self, scan):
-        for _, value, problems in scan:
-            if value is not None and _is_usable(problems) and self.keeps(value):
-                self.more += 1
-                if self.more >= _LIMIT_MAX:
-                    self.more_complete = False
-                    return
+def _tail_walk(scan, end, limit, keeps, grep):
+    """tail's walk back: (records oldest first, the receipt's superseded, more and warnings)."""
+    records, superseded, warnings, count, kept_bytes = [], set(), [], 0, 0
+    for offset, value, problems in scan:
+        line_bytes, end, count = end - offset, offset, count + len(problems)
+        at = " (%s)" % value["id"] if value is not None and _is_note_id(value.get("id")) else " (no id)"  # no other id
+        warnings += ["byte %d%s: %s" % (offset, "" if kind in _LINE_PROBLEMS else at, detail or _PROBLEM_DETAILS[kind])
+                     for kind, detail in problems[:_WARNINGS_LISTED - len(warnings)]]
+        if value is None or not _is_usable(problems):
+            continue
+        ref = value.get("ref")  # a note filtered out still supersedes; a gate update does not
+        if value["type"] != "gate" and _is_note_id(ref):
+            superseded.add(int(ref[1:]))
+        if not keeps(value):
+            continue
+        if records and kept_bytes + line_bytes > _TAIL_BYTES_LIMIT:
+            warnings.insert(0, "tail stopped at %d records: they hold over %d MiB of log, the most one reply carries; "
+                               "ask for fewer or a narrower time span" % (len(records), _TAIL_BYTES_LIMIT >> 20))
+            grep = None
+            break
+        kept_bytes += line_bytes
+        records.append(value)
+        if len(records) >= limit:
+            break
+    more = 0
+    for _, value, problems in scan if grep else ():  # the matches left out
+        more += value is not None and _is_usable(problems) and keeps(value)
+        if more >= _LIMIT_MAX:
+            break
+    records.reverse()
+    return records, {"superseded": [r["id"] for r in records if r["seq"] in superseded], "more" if more < _LIMIT_MAX
+                     else "more_at_least": more, "warnings": _bounded_warnings(warnings, count)}
 
 
 class _CompactReceipt(dict):
@@ -2588,7 +2524,7 @@ def _is_unconfirmed(labels) -> bool:
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
-# recap's first pass keeps this of a gate, not the gate itself; by: the note its latest update names.
+# recap's first pass keeps this of a gate; by: the note its latest update names.
 _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
 
 
@@ -2600,18 +2536,15 @@ def _recap_history(reader):
         kind, ref = record["type"], record.get("ref")
         if kind in counts:
             counts[kind] += 1
-        if kind == "gate" and ref is None:
-            gates[record["id"]] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
-                                             None, None)
-            if record.get("about") in discards:
-                asked.append((record["id"], record["about"]))
-        elif kind == "gate":
-            root = root_of.get(ref, ref)
-            if root in gates and record.get("status") in GATE_STATUSES:
+        if kind == "gate":
+            root = root_of.get(ref, ref) or record["id"]
+            if ref is None or root in gates and record.get("status") in GATE_STATUSES:
                 root_of[record["id"]] = root
-                gates[root] = _GateState(record["status"], record["seq"], _is_unconfirmed(record), index,
-                                         record.get("by"))
-        elif isinstance(ref, str):
+                gates[root] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
+                                         ref and index, ref and record.get("by"))
+            if ref is None and record.get("about") in discards:
+                asked.append((root, record["about"]))
+        elif ref:
             superseded.add(ref)
             if ref in discards and kind != "discard":  # a discarded path taken up again
                 reopened.setdefault(ref, record["id"])
@@ -2631,7 +2564,7 @@ def _keep_newest(entries, limit, cut, name):
 
 
 def _named_note(record) -> dict:
-    return {"id": record["id"], "type": record["type"], "text": record["text"]}
+    return {key: record[key] for key in ("id", "type", "text")}
 
 
 _SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
@@ -2645,72 +2578,50 @@ def _command_note_id(command, value) -> str:
 
 
 def _show_chain(reader, note_id) -> dict:
-    back, back_skipped = _chain_back(reader, note_id)
+    back, back_skipped, end, wanted = [], 0, reader.size, note_id
+    while reader.handle:  # the note, then those its ref leads back to
+        found = _find_note_line(reader.handle, end, wanted)
+        if found is None:
+            break
+        end, _, value = found
+        if back and (value["type"] == "gate") != (back[0]["type"] == "gate"):
+            break  # a ref across kinds is damage
+        if len(back) > _SHOW_LIST_LIMIT:
+            back[-1], back_skipped = value, back_skipped + 1
+        else:
+            back.append(value)
+        wanted = value.get("ref")
+        if not (_is_note_id(wanted) and int(wanted[1:]) < value["seq"]):
+            break
     if not back:
-        raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists "
-                         "the ids" % note_id)
+        raise NotesError("no note %s in this session (a damaged line is no note); tail or recap lists ids" % note_id)
     target, is_gate = back[0], back[0]["type"] == "gate"
     root = back[-1] if is_gate else target
-    found, not_listed, settled_ids = _chain_forward(reader, is_gate, root["id"], note_id)
+    later, about, not_listed, settled, family = [], [], {}, set(), {root["id"]}
+    for record in reader.records():  # what came after it, and the notes about it
+        if (record["type"] == "gate") == is_gate and record.get("ref") in family:
+            family.add(record["id"])
+            later.append(record)
+            _keep_newest(later, _SHOW_LIST_LIMIT, not_listed, "updates" if is_gate else "replaced_by")
+            if is_gate and record.get("by"):
+                settled.add(record["by"])
+        if record.get("about") == note_id:
+            about.append(record)
+            _keep_newest(about, _SHOW_LIST_LIMIT, not_listed, "about")
     receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
     if is_gate:
-        receipt["state"] = found["updates"][-1]["status"] if found["updates"] else root.get("status", "open")
+        receipt["state"] = later[-1]["status"] if later else root.get("status", "open")
         if root is not target:
             receipt["gate"] = root
-        receipt["updates"] = found["updates"]
-        receipt["settled_by"] = _notes_named(reader, settled_ids, not_listed)
+        receipt.update(updates=later, settled_by=_notes_named(reader, settled, not_listed))
     else:
-        receipt.update(state="superseded" if found["replaced_by"] else "live", replaces=back[1:],
-                       replaced_by=found["replaced_by"])
-        if back_skipped:
-            not_listed["replaces"] = back_skipped
+        receipt.update(state="superseded" if later else "live", replaces=back[1:], replaced_by=later)
+        _with(not_listed, replaces=back_skipped)
         reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
         if reopening is not None:  # as recap lists it
             receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
-    receipt["about"] = found["about"]
-    if not_listed:
-        receipt["not_listed"] = not_listed
-    return _with_warnings(receipt, reader.warnings())
-
-
-def _chain_back(reader, note_id):
-    """(the note, then those its ref leads back to; how many were left out)."""
-    chain, skipped, wanted = [], 0, note_id
-    for _, line in _read_lines_backward(reader.handle, reader.size) if reader.handle else ():
-        if line is None or ('"id":"%s"' % wanted).encode("ascii") not in line:
-            continue
-        value = _parse_line(line)[0]
-        if not _is_the_note(value, wanted):
-            continue
-        if chain and (value["type"] == "gate") != (chain[0]["type"] == "gate"):
-            break  # a ref across kinds is damage
-        if len(chain) > _SHOW_LIST_LIMIT:
-            chain[-1], skipped = value, skipped + 1
-        else:
-            chain.append(value)
-        ref = value.get("ref")
-        if not (_is_note_id(ref) and int(ref[1:]) < value["seq"]):
-            break
-        wanted = ref
-    return chain, skipped
-
-
-def _chain_forward(reader, is_gate, root_id, note_id):
-    """(updates or replacements, and notes about; left-out counts; settling note ids)."""
-    name, family = "updates" if is_gate else "replaced_by", {root_id}
-    found, not_listed, settled_ids = {name: [], "about": []}, {}, set()
-    for record in reader.records():
-        ref = record.get("ref")
-        if (record["type"] == "gate") == is_gate and isinstance(ref, str) and ref in family:
-            family.add(record["id"])
-            found[name].append(record)
-            _keep_newest(found[name], _SHOW_LIST_LIMIT, not_listed, name)
-            if is_gate and isinstance(record.get("by"), str):
-                settled_ids.add(record["by"])
-        if record.get("about") == note_id:
-            found["about"].append(record)
-            _keep_newest(found["about"], _SHOW_LIST_LIMIT, not_listed, "about")
-    return found, not_listed, settled_ids
+    receipt["about"] = about
+    return _with(receipt, not_listed=not_listed, warnings=reader.warnings())
 
 
 def _notes_named(reader, note_ids, not_listed):
@@ -2735,20 +2646,19 @@ def _count_by_type(reader):
 def _read_export_head(path, opener=None):
     """(head, problem) from the export's prefix before "records"; (None, None) if absent."""
     try:
-        descriptor = (opener or _open_regular_file)(path)
+        fd = (opener or _open_regular_file)(path)
     except FileNotFoundError:
         return None, None
     except (NotesError, IsADirectoryError):  # a folder, FIFO, socket or device is never read
         return None, "is not a regular file"
     except OSError as error:
         return None, "cannot be read (%s)" % error.strerror
-    with open(descriptor, "rb") as handle:
+    with open(fd, "rb") as handle:
         data = handle.read(_EXPORT_HEAD_LIMIT)
-    for found in re.finditer(b'"records"', data):
-        before = data[:found.start()].rstrip()
+    for found in re.finditer(rb',\s*"records"', data):
         try:
-            head = _parse_json(before[:-1].decode("utf-8") + "}") if before.endswith(b",") else None
-        except (UnicodeDecodeError, ValueError):
+            head = _parse_json(data[:found.start()].decode("utf-8") + "}")
+        except ValueError:  # a UnicodeDecodeError too
             continue
         if isinstance(head, dict) and "record_count" in head:
             return head, None
@@ -2757,9 +2667,8 @@ def _read_export_head(path, opener=None):
 
 def _export_lag(folder, session_id, total):
     """How many of the log's notes the default export lacks."""
-    path = os.path.join(folder, _EXPORT_NAME)
-    lag = {"path": path, "record_count": None, "missing": total}  # no usable export: every note is missing
-    head, problem = _read_export_head(path)
+    lag = {"path": os.path.join(folder, _EXPORT_NAME), "record_count": None, "missing": total}  # if no usable one
+    head, problem = _read_export_head(lag["path"])
     if head is not None:
         count, session = head["record_count"], head.get("session")
         if head.get("schema_version") != _EXPORT_SCHEMA or type(count) is not int or count < 0:
@@ -2771,29 +2680,22 @@ def _export_lag(folder, session_id, total):
             if count > total:
                 problem = "holds %d notes, more than this log's %d: restore it to bring the newer notes in" % (
                     count, total)
-    if problem:
-        lag["problem"] = "%s %s" % (_EXPORT_NAME, problem)
-    return lag
+    return _with(lag, problem=problem and "%s %s" % (_EXPORT_NAME, problem))
 
 
 def _session_entry(name, folder):
     entry = {"name": name, "path": folder}
     try:
-        meta = _require_session(folder)
-        with _LogReader(folder, meta) as reader:
+        with _LogReader(folder, _require_session(folder)) as reader:
             gates = _recap_history(reader)[1]
     except (NotesError, OSError) as error:
-        entry["error"] = getattr(error, "message", None) or "cannot read it (%s)" % error.strerror
-        return entry
-    last = reader.last_record
+        return dict(entry, error=getattr(error, "message", None) or "cannot read it (%s)" % error.strerror)
     statuses = [gate.status for gate in gates.values()]
-    entry.update(total=reader.total, last_note=last and _named_note(last),
+    entry.update(total=reader.total, last_note=reader.last_record and _named_note(reader.last_record),
                  open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
-                 last_export=_export_lag(folder, meta["session_id"], reader.total)
+                 last_export=_export_lag(folder, reader.session_id, reader.total)
                  if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
-    if reader.problem_count:
-        entry["problems"] = reader.problem_count
-    return entry
+    return _with(entry, problems=reader.problem_count)
 
 
 # --------------------------------------------------------------------------
@@ -4082,25 +3984,22 @@ def _refuse_a_long_batch(count):
 
 def _clean_batch_line(number, entry) -> dict:
     """One line of a batch as a signal, "@K" links kept; refusals echo no value."""
-    if not isinstance(entry, dict) or any(key not in _SIGNAL_FIELDS for key in entry):  # no key is echoed
-        raise NotesError("the line is not a JSON object of signal fields only; each line holds one JSON object with "
-                         "the keys %s (the flags without dashes)" % ", ".join(_SIGNAL_FIELDS))
-    values = {name: entry.get(name) for name in _SIGNAL_FIELDS}
+    if not isinstance(entry, dict) or not set(entry).issubset(_SIGNAL_FIELDS):  # no key is echoed
+        raise NotesError("the line is not a JSON object of signal fields only: %s (append's flags without dashes)"
+                         % ", ".join(_SIGNAL_FIELDS))
+    values, places = {name: entry.get(name) for name in _SIGNAL_FIELDS}, {}
     for name, value in values.items():
         if value is not None and not isinstance(value, str):
             raise NotesError("%s is not a string" % name)
-    places = {}
-    for name in _BATCH_LINK_FIELDS:
-        value = values[name] and values[name].strip()
-        if value and value[0] == "@":
-            digits = value[1:]
-            if not (0 < len(digits) <= 3 and digits.isdigit() and digits.isascii() and 1 <= int(digits) < number):
-                raise NotesError("%s names no earlier line of this batch; @K names line K, counted from 1, and "
-                                 "only a line before this one" % name)
-            places[name], values[name] = "@%d" % int(digits), _note_id_for(1)  # a stand-in for clean_signal
-        elif value is not None and not _is_note_id(value):
-            raise NotesError("%s is not a note id (ids look like n00012) nor @K naming an earlier line of "
-                             "this batch" % name)
+        if name not in _BATCH_LINK_FIELDS or value is None:
+            continue
+        value, place = value.strip(), re.fullmatch("@([0-9]{1,3})", value.strip())
+        if value[:1] == "@" and not (place and 0 < int(place[1]) < number):
+            raise NotesError("%s names no earlier line of this batch; @K names line K (from 1) before this one" % name)
+        if place:
+            places[name], values[name] = "@%d" % int(place[1]), _note_id_for(1)  # a stand-in for clean_signal
+        elif not _is_note_id(value):
+            raise NotesError("%s is not a note id (such as n00012) nor @K naming an earlier line" % name)
     return dict(_clean_signal(*values.values()), **places)
 
 
@@ -4109,7 +4008,7 @@ def _clean_batch(entries, flags_given) -> list:
         raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
                          % ", ".join("--" + name for name in flags_given))
     if not isinstance(entries, list):
-        raise NotesError("batch must be a list of signals, each a dict keyed as append's arguments")
+        raise NotesError("batch must be a list of dicts keyed as append's arguments")
     if not entries:
         raise NotesError("--batch got no signal; send one JSON object a line, such as {\"type\": "
                          "\"decision\", \"text\": \"...\"}", help_for="append")
@@ -4126,52 +4025,42 @@ def _clean_batch(entries, flags_given) -> list:
 def _check_batch_links(log_path, signals, batch):
     """Refuse a link to no note of the right kind, or a forbidden supersede; "@K" names line K."""
     with _NotesById(log_path) as in_log:
-        for number, signal in enumerate(signals, 1):
-            for name in ("ref", "about", "by"):
-                note_id = signal[name]
-                if note_id is None:
-                    continue
-                target = in_log(note_id) if note_id[0] != "@" else {
-                    key: value for key, value in signals[int(note_id[1:]) - 1].items() if value is not None}
-                if target is None:
-                    message = "--%s %s names no note%s" % (name, note_id, (
-                        ": this session folder holds no notes yet (a new session, or one whose files are gone); "
-                        "nothing was written" if in_log.empty and not batch else
-                        " in this session; check the id with tail or recap"))
-                else:
-                    kind = _link_rule_broken(name, signal["type"], target.get("type"),
-                                             target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
-                    message = kind and _LINK_RULES[kind][1] % {"id": note_id, "type": target.get("type"),
-                                                               "provenance": target.get("provenance")}
-                if message:
-                    raise NotesError(("line %d: " % number if batch else "") + message)
+        for number, signal, name in [(n, s, k) for n, s in enumerate(signals, 1) for k in _BATCH_LINK_FIELDS if s[k]]:
+            note_id = signal[name]
+            target = signals[int(note_id[1:]) - 1] if note_id[0] == "@" else in_log(note_id)
+            if target is None:
+                message = "--%s %s names no note%s" % (name, note_id, (
+                    ": this session folder holds no notes yet (a new session, or one whose files are gone); "
+                    "nothing was written" if in_log.empty and not batch else
+                    " in this session; check the id with tail or recap"))
+            else:
+                kind = _link_rule_broken(name, signal["type"], target["type"],
+                                         target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
+                message = kind and _LINK_RULES[kind][1] % dict(target, id=note_id)
+            if message:
+                raise NotesError(("line %d: " % number if batch else "") + message)
 
 
-def _gate_root(record, lookup):
+def _gate_root(record, window, in_log):
     """The id of the gate a gate note belongs to; a loop (damage) ends the walk."""
-    visited = set()
-    while isinstance(record.get("ref"), str) and record["ref"] not in visited:
-        visited.add(record["ref"])
-        target = lookup(record["ref"])
+    visited, ref = set(), record.get("ref")
+    while isinstance(ref, str) and ref not in visited:
+        visited.add(ref)
+        target = window.get(ref) or in_log(ref)
         if target is None or target.get("type") != "gate":
-            return record["ref"]
-        record = target
-    return record["id"] if "ref" not in record else record["ref"]
+            return ref
+        record, ref = target, target.get("ref")
+    return record["id"] if "ref" not in record else ref
 
 
 def _still_the_latest_word(record, later, in_log):
     """Whether no later record (newest first) superseded this one or changed its gate."""
     if record["type"] != "gate":
-        return not any(other.get("type") != "gate" and other.get("ref") == record["id"] for other in later)
-    updates = [other for other in later if other.get("type") == "gate" and isinstance(other.get("ref"), str)]
-    if not updates:
-        return True
-    window = {other.get("id"): other for other in later}
-
-    def lookup(note_id):
-        return window.get(note_id) or in_log(note_id)
-    gate = _gate_root(record, lookup)
-    return not any(_gate_root(update, lookup) == gate for update in updates)
+        return not any(o.get("type") != "gate" and o.get("ref") == record["id"] for o in later)
+    updates = [o for o in later if o.get("type") == "gate" and isinstance(o.get("ref"), str)]
+    window = {o.get("id"): o for o in later}
+    gate = updates and _gate_root(record, window, in_log)
+    return not any(_gate_root(update, window, in_log) == gate for update in updates)
 
 
 def _resolved_links(signal, ids) -> dict:
@@ -4185,41 +4074,13 @@ def _find_duplicate(tail, signals, session_id, log_path, batch):
     for place in range(len(tail.recent) - count + 1):
         earlier = tail.recent[place:place + count][::-1]
         ids = [other.get("id") for other in earlier]
-        if not all((not batch or other.get("batch") == "%d/%d" % (line, count)) and not _check_record(other, session_id)
-                   and all(other.get(name) == value for name, value in _resolved_links(signal, ids).items())
-                   for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
-            continue
-        later = tail.recent[:place]  # newest first
-        with _NotesById(log_path) as in_log:
-            return earlier if all(_still_the_latest_word(other, later, in_log) for other in earlier) else None
+        if all((not batch or other.get("batch") == "%d/%d" % (line, count)) and not _check_record(other, session_id)
+               and all(other.get(name) == value for name, value in _resolved_links(signal, ids).items())
+               for line, (other, signal) in enumerate(zip(earlier, signals), 1)):
+            with _NotesById(log_path) as in_log:  # later: newest first
+                return earlier if all(_still_the_latest_word(other, tail.recent[:place], in_log)
+                                      for other in earlier) else None
     return None
-
-
-def _append_batch(folder, meta, signals, batch):
-    """Under the lock: write the signals (a note, or a batch) with one write and one fsync."""
-    log_path, session_id = os.path.join(folder, _LOG_NAME), meta["session_id"]
-
-    def store(descriptor, tail):
-        earlier = _find_duplicate(tail, signals, session_id, log_path, batch)
-        if earlier is not None:
-            return earlier, True
-        count, timestamp = len(signals), _utc_now()
-        ids = [_note_id_for(tail.highest_seq + place) for place in range(1, count + 1)]
-        records = [_build_record(session_id, tail.highest_seq + place, *_resolved_links(signal, ids).values(),
-                                 timestamp=timestamp, batch="%d/%d" % (place, count) if batch else None)
-                   for place, signal in enumerate(signals, 1)]
-        # Crash window: a kill mid-write leaves lines 1/N to K/N, which readers and the next append take as a torn tail.
-        _append_line(descriptor, b"".join(map(_record_line, records)))
-        return records, False
-    # The window holds an earlier batch whole.
-    (records, duplicate), recovered = _write_at_log_end(folder, _DUPLICATE_WINDOW_RECORDS + len(signals) - 1, store)
-    receipt = {"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
-               "path": log_path}
-    if batch:
-        receipt["note_ids"] = [record["id"] for record in records]
-    if duplicate:
-        receipt["duplicate"] = True  # a retry: nothing new was written
-    return _with_recovered(receipt, recovered)
 
 
 @_command
@@ -4229,108 +4090,77 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
 
     batch: a list of signals (dicts of these keywords; "@K" names the K-th), all written or none."""
     fields = (type, text, effect, ref, status, provenance, evidence, about, by)
-    if batch is not None:
-        signals = _clean_batch(batch, [name for name, value in zip(_SIGNAL_FIELDS, fields) if value is not None])
-    else:
-        signals = [_clean_signal(*fields)]
-    folder = _resolve_folder(self.folder, self.session)
+    signals = [_clean_signal(*fields)] if batch is None else _clean_batch(
+        batch, [name for name, value in zip(_SIGNAL_FIELDS, fields) if value is not None])
+    folder, batch, count = _resolve_folder(self.folder, self.session), batch is not None, len(signals)
+    log_path = os.path.join(folder, _LOG_NAME)
     _check_session_folder(folder)
-    # The log only grows, so a note found now is still there under the lock.
-    _check_batch_links(os.path.join(folder, _LOG_NAME), signals, batch is not None)
+    _check_batch_links(log_path, signals, batch)  # the log only grows: a note found now is there under the lock
     with _SessionLock(folder):
         meta, created = _open_session_for_writing(folder)
-        receipt = _append_batch(folder, meta, signals, batch is not None)
-    return dict(receipt, created=True) if created else receipt
+        try:
+            new_log = not os.path.lexists(log_path)
+            fd = _open_log_for_append(log_path)
+        except OSError as error:
+            raise _folder_error(folder, error) from None
+        try:
+            with open(fd, "rb", closefd=False) as handle:  # the window holds an earlier batch whole
+                tail = _LogTail(handle, os.fstat(fd).st_size, time.strftime(_TIMESTAMP_FORMAT, time.gmtime(
+                    time.time() - _DUPLICATE_WINDOW_SECONDS)), _DUPLICATE_WINDOW_RECORDS + count - 1)
+            _refuse_an_absurd_seq(tail)
+            recovered = _recover_tail(folder, fd, tail)
+            records = duplicate = _find_duplicate(tail, signals, meta["session_id"], log_path, batch)
+            if duplicate is None:
+                now, ids = _utc_now(), [_note_id_for(tail.highest_seq + place) for place in range(1, count + 1)]
+                records = [_build_record(meta["session_id"], tail.highest_seq + place, *_resolved_links(
+                    signal, ids).values(), timestamp=now, batch="%d/%d" % (place, count) if batch else None)
+                    for place, signal in enumerate(signals, 1)]
+                # Crash window: a kill mid-write leaves lines 1/N to K/N; readers and the next append take them as torn.
+                _append_line(fd, b"".join(map(_record_line, records)))
+            if new_log:
+                _fsync_folder(folder)
+        finally:
+            os.close(fd)
+    return _with({"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
+                  "path": log_path}, note_ids=batch and [record["id"] for record in records],
+                 duplicate=duplicate is not None, recovered=recovered, created=created)  # duplicate: a retry
 
 
 # --------------------------------------------------------------------------
 # Redaction: the one audited rewrite of a complete line (SPEC section 5)
 
-# Problems a note may have and still be redacted: those of its text and effect, which the placeholder ends.
+# A note's problems the placeholder ends: redact takes a note with these.
 _REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))
-
-
-def _redaction_after(handle, size, note_id, seq):
-    """The id of a source note after seq that records the redaction of note_id, or None."""
-    for _, line in _read_lines_backward(handle, size):
-        value = _parse_line(line)[0] if line else None
-        if value is None:
-            continue
-        if _is_seq(value.get("seq")) and value["seq"] <= seq:
-            return None
-        if _is_redaction_note(value, note_id) and _is_usable(_check_record(value, None)):
-            return value["id"]
-    return None
-
-
-def _torn_lines_name(handle, tail, note_id) -> bool:
-    """Whether a line from tail.keep_end on (an incomplete batch, a cut-off line) names note_id."""
-    needle = ('"id":"%s"' % note_id).encode("ascii")
-    for offset, line in _read_lines_backward(handle, tail.size):
-        if offset < tail.keep_end:
-            return False
-        if line and needle in line:
-            return True
-    return False
 
 
 def _note_to_redact(handle, tail, note_id, session_id):
     """(offset, line, record) of the note to redact; refuse what redact cannot explain."""
     found = _find_note_line(handle, tail.keep_end, note_id)
     if found is None:
-        raise NotesError("%s is in the last lines of the log, which a crash cut short, so there is no note to redact; "
-                         "nothing was changed. The next append moves them to a side file (%s*): delete it to remove "
-                         "their text" % (note_id, _TORN_PREFIX) if _torn_lines_name(handle, tail, note_id) else
+        needle, torn = ('"id":"%s"' % note_id).encode("ascii"), False
+        for offset, line in _read_lines_backward(handle, tail.size):  # the lines from keep_end on are torn
+            if offset < tail.keep_end or torn:
+                break
+            torn = needle in (line or b"")
+        raise NotesError("%s is in the last lines of the log, which a crash cut short: no note to redact; nothing "
+                         "was changed. The next append moves them to a side file (%s*): delete it to remove their "
+                         "text" % (note_id, _TORN_PREFIX) if torn else
                          "%s names no note in this session that can be read; check the id with tail or recap" % note_id)
     record = found[2]
     damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
     if damage:
-        raise NotesError("%s does not verify (%s): redact leaves damage as it is, for verify to report; nothing "
-                         "was changed. Run verify, and restore the session from an intact export into a new --dir"
+        raise NotesError("%s does not verify (%s): redact leaves damage as it is; nothing was changed. Run verify, "
+                         "and restore the session from an intact export into a new --dir"
                          % (note_id, ", ".join(damage)))
     if _is_redaction_note(record):
         raise NotesError("%s records a redaction, which stays for verify; nothing was changed" % note_id)
-    earlier = _redaction_after(handle, tail.keep_end, note_id, record["seq"]) if _is_redacted(record) else None
-    if earlier is not None:
-        raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, earlier))
+    for _, line in _read_lines_backward(handle, tail.keep_end) if _is_redacted(record) else ():
+        value = _parse_line(line)[0] if line else None  # a source note after it that says why
+        if value is not None and _is_seq(value.get("seq")) and value["seq"] <= record["seq"]:
+            break
+        if value is not None and _is_redaction_note(value, note_id) and _is_usable(_check_record(value, None)):
+            raise NotesError("%s is redacted already (%s says why); nothing was changed" % (note_id, value["id"]))
     return found
-
-
-def _redact_note(folder, meta, note_id, reason) -> dict:
-    """Under the lock: one rewrite with the placeholder and, at the end, the source note."""
-    # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
-    log_path = os.path.join(folder, _LOG_NAME)
-    signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, reason), None, None, None, None,
-                          None, note_id, None)
-    descriptor = _open_log(log_path)[0]
-    if descriptor is None:
-        raise NotesError("redact %s: this session has no notes yet" % note_id)
-    with open(descriptor, "rb") as handle:
-        status = os.fstat(descriptor)
-        _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
-        _refuse_a_protected_log(folder, descriptor)
-        tail = _LogTail(handle, status.st_size)
-        _refuse_an_absurd_seq(tail)
-        offset, line, record = _note_to_redact(handle, tail, note_id, meta["session_id"])
-        new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
-        recovered = None
-        if tail.keep_end < tail.size or tail.needs_newline:
-            recovered = _mend_log_tail(folder)
-            tail = _LogTail(handle, os.fstat(descriptor).st_size)
-        source = _build_record(meta["session_id"], tail.highest_seq + 1, *signal.values())
-        _replace_log(folder, _log_then(log_path, ((0, offset, new_line),
-                                                  (offset + len(line), tail.size, _record_line(source)))))
-    receipt = {"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
-               "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED}
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        names = []
-    still = [os.path.join(folder, name) for name in names  # not rewritten, and may hold the old text
-             if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)]
-    if still:
-        receipt["may_still_hold"] = still
-    return _with_recovered(receipt, recovered)
 
 
 @_command
@@ -4339,14 +4169,43 @@ def _redact(self, *, note_id, reason) -> dict:
 
     The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
     note_id = _command_note_id("redact", note_id)
-    if reason is None or not reason.strip():
+    if not (reason or "").strip():
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
                          "--reason 'It held a private phone number.'", help_for="redact")
-    reason = _clean_field("reason", reason, _REDACT_REASON_LIMIT)  # as append checks a text: it goes in a note
+    signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, _clean_field(
+        "reason", reason, _REDACT_REASON_LIMIT)), None, None, None, about=note_id)  # checked as append's text
     folder = self._folder_meta()[0]
+    log_path = os.path.join(folder, _LOG_NAME)
     _check_session_folder(folder)
     with _SessionLock(folder):
-        return _redact_note(folder, _open_session_for_writing(folder)[0], note_id, reason)
+        session_id = _open_session_for_writing(folder)[0]["session_id"]
+        fd = _open_log(log_path)[0]
+        if fd is None:
+            raise NotesError("redact %s: this session has no notes yet" % note_id)
+        # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
+        with open(fd, "rb") as handle:
+            status = os.fstat(fd)
+            _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text
+            _refuse_a_protected_log(folder, fd)
+            tail = _LogTail(handle, status.st_size)
+            _refuse_an_absurd_seq(tail)
+            offset, line, record = _note_to_redact(handle, tail, note_id, session_id)
+            new_line = line if _is_redacted(record) else _record_line(_redacted_record(record))[:-1]
+            recovered = (tail.keep_end < tail.size or tail.needs_newline) and _mend_log_tail(folder)
+            if recovered:
+                tail = _LogTail(handle, os.fstat(fd).st_size)
+            source = _build_record(session_id, tail.highest_seq + 1, *signal.values())
+            _replace_log(folder, _log_then(log_path, ((0, offset, new_line),
+                                                      (offset + len(line), tail.size, _record_line(source)))))
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            names = []
+    return _with({"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
+                  "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED},
+                 may_still_hold=[os.path.join(folder, name) for name in names  # not rewritten: may hold the old text
+                                 if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)],
+                 recovered=recovered)
 
 
 # --------------------------------------------------------------------------

@@ -1237,8 +1237,8 @@ def test_a_tail_of_outsize_records_is_cut_short_and_says_so(tmp_path):
     receipt = answers[0]["result"]["structuredContent"]
     assert answers[0]["result"]["isError"] is False
     assert [record["seq"] for record in receipt["records"]] == list(range(12, 21))  # the newest 9 fit in 8 MiB
-    assert receipt["warnings"] == ["tail stopped at 9 records: the ones asked for hold more than 8 MiB of log, "
-                                   "the most one reply carries; ask for fewer records or a narrower time span"]
+    assert receipt["warnings"] == ["tail stopped at 9 records: they hold over 8 MiB of log, the most one reply "
+                                   "carries; ask for fewer or a narrower time span"]
     cli = run_notes("tail", "--limit", "20", folder=folder)
     assert cli.code == 0 and cli.receipt == dict(receipt, path=cli.receipt["path"])
 

@@ -3184,8 +3184,8 @@ def test_verify_says_the_last_line_is_being_written(session):
         verify = run_notes("verify", folder=session)
         assert verify.code == 0 and verify.receipt["ok"] is True and verify.receipt["total"] == 1, verify
         assert verify.receipt["warnings"] == [
-            "the last line has no newline yet and a writer holds the lock: it is being written, so it was "
-            "not checked. Run verify again once that writer has finished"], verify
+            "the last line is being written (no newline yet, a writer holds the lock), so it was not checked; "
+            "run verify again once that writer has finished"], verify
     finally:
         writer.communicate(b"go\n", timeout=60)
     verify = run_notes("verify", folder=session)  # the writer is gone: now the cut-off line is damage
