@@ -2771,12 +2771,11 @@ def _visible(value, one_line=False):
     """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX]."""
     if value.isprintable():
         return value
-    return "".join("[U+%04X]" % ord(character) if character in _FORBIDDEN_CHARACTERS
-                   or (one_line and character in "\r\n") else character for character in value)
+    return "".join("[U+%04X]" % ord(c) if c in _FORBIDDEN_CHARACTERS or one_line and c in "\r\n" else c
+                   for c in value)
 
 
 def _markdown_inline(text):
-    """text with each character that could start inline markup escaped."""
     return re.sub(r"([\\`*_\[\]<>&~|])", r"\\\1", text)
 
 
@@ -2789,9 +2788,7 @@ def _markdown_split(text):
 
 
 def _summarise_record(record):
-    item = {"id": record["id"], "text": record["text"]}
-    if "effect" in record:
-        item["effect"] = record["effect"]
+    item = {key: record[key] for key in ("id", "text", "effect") if key in record}
     if record["type"] != "gate" and isinstance(record.get("ref"), str):
         item["replaces"] = record["ref"]
     item.update((key, record[key]) for key in ("provenance", "evidence") if key in record)
@@ -2799,64 +2796,57 @@ def _summarise_record(record):
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: (mode and shape, live notes by list, unconfirmed, wanted records, first unconfirmed)."""
-    latest, lists, kept = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {name: [] for _, name in _RECAP_LISTS}
-    unconfirmed, found, first = [], {}, None
+    """Second pass: (mode and shape, live notes by list with unconfirmed, wanted records, first unconfirmed)."""
+    latest, lists, found, first = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {}, None
+    kept = {name: [] for name in [*lists.values(), "unconfirmed"]}
     gate_ids, update_places, note_ids, reopened = wanted
     for index, record in enumerate(reader.records()):
         delivered, kind, note_id = synthesis.meet(record), record["type"], record["id"]
         if index in update_places:
             found[index] = record
-        elif kind == "gate" and "ref" not in record and note_id in gate_ids:
-            found[note_id] = record  # the last gate with the id, as recap_history counts it
-        elif note_id in note_ids:
-            found[note_id] = record
+        elif kind == "gate" and "ref" not in record and note_id in gate_ids or note_id in note_ids:
+            found[note_id] = record  # a gate: the last with the id, as recap_history counts it
         if note_id in superseded and note_id not in reopened:
             continue
         if kind in latest:
             latest[kind] = record
         elif kind in lists:
-            item = _summarise_record(record)
+            item, name = _summarise_record(record), lists[kind]
             # A tension holds nothing to confirm, nor does a delivery.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
-                unconfirmed.append((record["seq"], {"id": note_id, "type": kind, **item}))
                 first = first or (record["seq"], note_id)
-                _keep_newest(unconfirmed, limit, cut, "unconfirmed")
-            else:
-                kept[lists[kind]].append((record["seq"], item))
-                _keep_newest(kept[lists[kind]], limit, cut, lists[kind])
-    if latest["mode"] and synthesis.delivered_at is not None and latest["mode"]["seq"] < synthesis.delivered_at:
+                name, item = "unconfirmed", {"id": note_id, "type": kind, **item}
+            kept[name].append((record["seq"], item))
+            _keep_newest(kept[name], limit, cut, name)
+    if latest["mode"] and latest["mode"]["seq"] < (synthesis.delivered_at or 0):
         latest["mode"] = None  # a later delivery ended it
     for kind, record in latest.items():
-        if record is not None:
-            latest[kind] = _summarise_record(record)
-            if _is_unconfirmed(latest[kind]):
-                unconfirmed.append((record["seq"], {"id": record["id"], "type": kind, **latest[kind]}))
-    first = min(([first] if first else []) + [(seq, item["id"]) for seq, item in unconfirmed
-                                              if item["type"] in latest], default=None)
-    for _, item in kept["discards"] + unconfirmed:
+        if record:
+            latest[kind] = item = _summarise_record(record)
+            if _is_unconfirmed(item):
+                kept["unconfirmed"].append((record["seq"], {"id": record["id"], "type": kind, **item}))
+                first = min(filter(None, (first, (record["seq"], record["id"]))))
+    for _, item in kept["discards"] + kept["unconfirmed"]:
         if reopened.get(item["id"]) in found:
             item["reopened"] = _named_note(found[reopened[item["id"]]])
-    return latest, kept, unconfirmed, found, first
+    return latest, kept, found, first
 
 
 def _recap_gates(gates, reopened, limit, cut):
     """(seq, gate id) lists by status and unconfirmed, the first pending, and what pass two fetches."""
-    by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
+    by_status, unconfirmed = {status: [] for status in GATE_STATUSES}, []
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
         if gate.status != "open" and gate.unconfirmed:  # an open gate is listed once, as open
             unconfirmed.append((gate.changed_at, gate_id))
-            if gate.status == "closed":
-                continue
-        by_status[gate.status].append((gate.changed_at, gate_id))
+        if gate.status != "closed" or not gate.unconfirmed:
+            by_status[gate.status].append((gate.changed_at, gate_id))
     by_status["closed"].sort(key=lambda entry: entry[0])
     unconfirmed.sort(key=lambda entry: entry[0])
     first = min(by_status["open"] + unconfirmed, default=None)
-    for name, entries in (("open_gates", by_status["open"]), ("deferred_gates", by_status["deferred"]),
-                          ("closed_gates", by_status["closed"]), ("unconfirmed", unconfirmed)):
-        _keep_newest(entries, limit, cut, name)
+    for status, entries in [*by_status.items(), (None, unconfirmed)]:
+        _keep_newest(entries, limit, cut, status + "_gates" if status else "unconfirmed")
     ids = {gate_id for entries in [unconfirmed, *by_status.values()] for _, gate_id in entries}
     note_ids = {gates[gate_id].by for gate_id in ids if gates[gate_id].status == "closed"} | set(reopened.values())
     wanted = ids, {gates[gate_id].update_index for gate_id in ids} - {None}, note_ids - {None}, reopened
@@ -3111,30 +3101,25 @@ def _recap_of(folder, meta, limit):
         warnings, redacted, cut = reader.warnings(), reader.redactions.count, {}
         gate_lists, unconfirmed_gates, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
         synthesis = _SynthesisSeen(superseded, limit)
-        latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted,
-                                                                         synthesis)
-    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates, found)})
-                       for seq, gate_id in unconfirmed_gates)
-    unconfirmed.sort(key=lambda entry: entry[0])
+        latest, kept, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis)
+    unconfirmed = sorted(kept.pop("unconfirmed") + [(seq, {"id": gate_id, "type": "gate", **_gate_item(
+        gate_id, gates, found)}) for seq, gate_id in unconfirmed_gates], key=lambda entry: entry[0])
     _keep_newest(unconfirmed, limit, cut, "unconfirmed")
     by_status = {status: [(seq, _gate_item(gate_id, gates, found, status == "closed")) for seq, gate_id in entries]
                  for status, entries in gate_lists.items()}
-    unconfirmed_total = len(unconfirmed) + cut.get("unconfirmed", 0)
     lists = dict(open_gates=by_status["open"], deferred_gates=by_status["deferred"], unconfirmed=unconfirmed,
                  closed_gates=by_status["closed"], **kept)
     receipt = _CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
-        mode=latest["mode"], shape=latest["shape"],
-        **{name: [item for _, item in entries] for name, entries in lists.items()}, superseded_count=len(superseded),
+        mode=latest["mode"], shape=latest["shape"], **{name: [item for _, item in entries] for name, entries
+                                                       in lists.items()}, superseded_count=len(superseded),
         export_lag=_export_lag(folder, meta["session_id"], reader.total))
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
-    open_total = len(by_status["open"]) + cut.get("open_gates", 0)
-    if open_total or unconfirmed_total:
+    total = {name: len(lists[name]) + cut.get(name, 0) for name in ("open_gates", "unconfirmed")}
+    if any(total.values()):
         # An open gate counts from the note that last set it open, an unconfirmed note from itself.
-        first = min(entry for entry in (first_gate, first_note) if entry)
-        pending = receipt["pending"] = {"open_gates": open_total, "unconfirmed": unconfirmed_total,
-                                        "raised_since": first[1]}
+        pending = receipt["pending"] = dict(total, raised_since=min(filter(None, (first_gate, first_note)))[1])
         if synthesis.delivered_at is not None:
             pending["since_delivery"] = [item["id"] for seq, item in sorted(by_status["open"] + unconfirmed,
                                                                             key=lambda entry: entry[0])
@@ -3143,7 +3128,7 @@ def _recap_of(folder, meta, limit):
                                                    ("delivery", synthesis.delivery)) if value is not None)
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
     return _Recap(_with_warnings(receipt, warnings), dict(ages, delivery=synthesis.after_seqs), cut, counts,
-                  unconfirmed_total)
+                  total["unconfirmed"])
 
 
 @_command
