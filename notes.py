@@ -3035,63 +3035,51 @@ _CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LIS
 class _Recap:
     """What recap found, lists whole and oldest first, before fitting the byte budget."""
 
-    def __init__(self, receipt, ages, limit_cut, counts, unconfirmed_total):
-        self.receipt, self.limit_cut, self.counts = receipt, limit_cut, counts
-        self.unconfirmed_total = unconfirmed_total  # before --limit
+    def __init__(self, receipt, ages, cut, counts, unconfirmed_total):
+        self.receipt, self.cut, self.counts, self.unconfirmed_total = receipt, cut, counts, unconfirmed_total
         # Oldest first, the notes after the delivery with the other lists; only when the rest cannot fit,
         # the oldest pending entries too, counted in truncated.
-        self.dropped_order = [entry for names in (_CUTTABLE_RECAP_LISTS + ("delivery",),
-                                                  ("deferred_gates", "unconfirmed", "open_gates"))
-                              for entry in sorted((age, name, index) for name in names
-                                                  for index, age in enumerate(ages.get(name, ())))]
+        self.order = [name for names in (_CUTTABLE_RECAP_LISTS + ("delivery",), ("deferred_gates", "unconfirmed",
+                                                                                 "open_gates"))
+                      for _, name in sorted((age, name) for name in names for age in ages[name])]
 
     def rendered(self, count, markdown):
         """The printed form without the count oldest cuttable entries."""
-        dropped = collections.Counter(name for _, name, _ in self.dropped_order[:count])
-        shown = _CompactReceipt(self.receipt)
+        dropped, shown = collections.Counter(self.order[:count]), _CompactReceipt(self.receipt)
         for name, number in dropped.items():
-            if name == "delivery":  # counted in its more
-                delivery = shown["delivery"]
-                shown["delivery"] = dict(delivery, after=delivery["after"][number:], more=delivery["more"] + number)
-            else:
-                shown[name] = self.receipt[name][number:]
-        truncated = {name: self.limit_cut.get(name, 0) + dropped[name]
-                     for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
-        truncated = {name: number for name, number in truncated.items() if number}
-        warnings = shown.pop("warnings", None)
+            old = shown[name]  # the delivery counts them in its more
+            shown[name] = old[number:] if name != "delivery" else dict(
+                old, after=old["after"][number:], more=old["more"] + number)
+        truncated = {name: self.cut.get(name, 0) + dropped[name] for name in ("open_gates", "deferred_gates",
+                                                                              "unconfirmed") + _CUTTABLE_RECAP_LISTS
+                     if self.cut.get(name) or dropped[name]}
         if truncated:  # and the commands that show what was cut
             lists = dict(_RECAP_LISTS)
             types = [kind for kind in NOTE_TYPES if truncated.get(lists.get(kind)) or kind == "gate"
-                     and any(truncated.get(status + "_gates") for status in GATE_STATUSES)]
+                     and any(name.endswith("_gates") for name in truncated)]
             hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
                 _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] if types else []
-            if truncated.get("unconfirmed"):  # a hint names only a limit the command takes
+            if "unconfirmed" in truncated:  # a hint names only a limit the command takes
                 hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
             shown.update(truncated=truncated, see_truncated=hints)
-        shown = _with_warnings(shown, warnings)
+        shown = _with_warnings(shown, shown.pop("warnings", None))  # warnings last
         shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest first
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
         """By bisection, the printed form that fits max_bytes with the fewest entries left out."""
-        best = self.rendered(0, markdown)
+        fails, fits, best = 0, len(self.order), self.rendered(0, markdown)
         if _printed_size(best) <= max_bytes:
             return best
-        fails, fits = 0, len(self.dropped_order)
-        best = self.rendered(fits, markdown)
-        needed = _printed_size(best)
+        needed = _printed_size(self.rendered(fits, markdown))
         if needed > max_bytes:
-            raise NotesError(
-                "recap needs %d bytes for what it never leaves out (mode, shape, counts, warnings), more than "
-                "--max-bytes %d; run it again with --max-bytes %d" % (needed, max_bytes, needed))
+            raise NotesError("recap needs %d bytes for mode, shape, counts and warnings, more than --max-bytes %d; "
+                             "run it again with --max-bytes %d" % (needed, max_bytes, needed))
         while fits - fails > 1:
             middle = (fits + fails) // 2
-            candidate = self.rendered(middle, markdown)
-            if _printed_size(candidate) <= max_bytes:
-                fits, best = middle, candidate
-            else:
-                fails = middle
-        return best
+            fails, fits = (fails, middle) if _printed_size(self.rendered(middle, markdown)) <= max_bytes else (
+                middle, fits)
+        return self.rendered(fits, markdown)
 
 
 def _recap_of(folder, meta, limit):
