@@ -2856,15 +2856,15 @@ def _recap_gates(gates, reopened, limit, cut):
 def _gate_item(gate_id, gates, found, closed=False) -> dict:
     """A listed gate, with its latest update; closed: what closed it, in fewer keys."""
     record, gate = found[gate_id], gates[gate_id]
+    update = found.get(gate.update_index)
     item = {"id": gate_id, "text": record["text"], "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
-    if gate.update_index is not None:
-        update = found[gate.update_index]
+    if update:
         item.update(update_id=update["id"], update_text=update["text"])
         item.update(("update_" + key, update[key]) for key in ("provenance", "evidence") if key in update)
     if not closed:
         return item
-    item["closed_by"] = _named_note(found.get(gate.by) or found[gate.update_index])  # the note its update names
+    item["closed_by"] = _named_note(found.get(gate.by) or update)  # the note its update names
     return {key: item[key] for key in ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
             if key in item}
 
@@ -2873,26 +2873,25 @@ class _SynthesisSeen:
     """Where synthesis stands; the last delivery and the live non-mode notes after it."""
 
     def __init__(self, superseded, limit):
-        self.superseded, self.limit = superseded, limit
+        self.superseded, self.limit, self.in_synthesis, self.after_seqs = superseded, limit, False, []
         self.synthesis = self.delivery = self.delivered_at = None
-        self.in_synthesis, self.after_seqs = False, []
 
     def meet(self, record) -> bool:
         """Take in any next record (a superseded one may begin or end synthesis); True for a delivery."""
-        if record["type"] == "mode":
+        kind, note_id = record["type"], record["id"]
+        if kind == "mode":
             entering = record["text"].startswith(_SYNTHESIS_WORD)
-            if entering and not self.in_synthesis:
-                self.synthesis = {"state": "entered", "entered": record["id"]}
-            elif self.in_synthesis and not entering:
-                self.synthesis = dict(self.synthesis, state="ended", ended=record["id"])
+            if entering != self.in_synthesis:
+                self.synthesis = dict(self.synthesis, state="ended", ended=note_id) if self.in_synthesis else {
+                    "state": "entered", "entered": note_id}
             self.in_synthesis = entering
-        if record["type"] == "artifact" and self.in_synthesis:
+        if kind == "artifact" and self.in_synthesis:
             # Delivering ends synthesis: writing again takes a new SYNTHESIS note.
             self.in_synthesis, self.delivered_at, self.after_seqs = False, record["seq"], []
-            self.synthesis = dict(self.synthesis, state="delivered", delivered=record["id"])
-            self.delivery = {"id": record["id"], "after": [], "more": 0}
+            self.synthesis = dict(self.synthesis, state="delivered", delivered=note_id)
+            self.delivery = {"id": note_id, "after": [], "more": 0}
             return True
-        if self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
+        if self.delivery and kind != "mode" and note_id not in self.superseded:
             self.delivery["after"].append(_named_note(record))
             self.after_seqs.append(record["seq"])
             if len(self.after_seqs) > self.limit:
@@ -2901,12 +2900,14 @@ class _SynthesisSeen:
         return False
 
 
-def _recap_item_line(item, kind="note", prefix=""):
-    """One recap item as an escaped markdown line; kind: "note", "gate" or "closed"."""
-    text = _md(item["text"])
+def _recap_item_line(item, kind="note"):
+    """One recap item as an escaped markdown line; kind: "note", "gate", "closed" or "unconfirmed"."""
+    text, prefix, status = _md(item["text"]), "", item.get("status")  # only a gate has a status
+    if kind == "unconfirmed":
+        prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
+        kind = "note" if "status" not in item else "closed" if status == "closed" else "gate"
     # At a line's start, "1." or "1)" would open a list, "#" a heading, ">" a quote, "-" "+" "=" a list or rule.
-    line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))",
-                                                       lambda found: found.group() + "\\", text, count=1))
+    line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))", r"\g<0>\\", text))
     if "effect" in item:
         line += " Effect: " + _md(item["effect"])
     if "update_id" in item:  # a closed gate reads as its question, then its answer
@@ -2942,73 +2943,53 @@ _RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "def
 
 def _recap_markdown_head(recap):
     """The markdown recap's opening: counts, export, pending work, synthesis, delivery."""
-    lag, missing = recap["export_lag"], recap["export_lag"]["missing"]
-    if "problem" in lag:
-        export = lag["problem"]
-    elif lag["record_count"] is None:
-        export = "no %s yet" % _EXPORT_NAME
-    elif missing == 0:
-        export = "%s holds every note" % _EXPORT_NAME
-    else:
-        export = "%s lacks the %s; export again" % (
-            _EXPORT_NAME, "newest note" if missing == 1 else "%d newest notes" % missing)
+    lag, pending, redacted, delivery = (recap.get(key) for key in ("export_lag", "pending", "redacted", "delivery"))
+    missing = lag["missing"]
+    export = lag.get("problem") or (
+        "no %s yet" if lag["record_count"] is None else "%s holds every note" if missing == 0 else
+        "%%s lacks the %s; export again" % ("newest note" if missing == 1 else "%d newest notes" % missing)
+    ) % _EXPORT_NAME
     lines = ["# Recap", "", "%s, %d superseded by later ones." % (_counted(recap["total"], "note"),
                                                                  recap["superseded_count"]), "Export: %s." % export]
-    if "redacted" in recap:
-        not_erased = recap["redacted"]["not_erased"]
-        lines.append("Redacted notes: %d. %s." % (recap["redacted"]["count"], not_erased[0].upper() + not_erased[1:]))
-    lines.append("")
-    progress, pending = [], recap.get("pending")
+    if redacted:
+        lines.append("Redacted notes: %d. %s%s." % (redacted["count"], redacted["not_erased"][0].upper(),
+                                                    redacted["not_erased"][1:]))
+    progress = [""]
     if pending:
-        parts = [text for number, text in (
-            (pending["open_gates"], _counted(pending["open_gates"], "open gate")),
-            (pending["unconfirmed"], _counted(pending["unconfirmed"], "note") + " not yet confirmed")) if number]
-        line = "Pending: %s, listed below" % " and ".join(parts)
-        if "since_delivery" in pending:
-            line += "; %s since the last delivery" % ("none of them" if not pending["since_delivery"] else
-                                                      "%d of them raised" % len(pending["since_delivery"]))
-        progress.append(line + ".")
-    state = recap.get("synthesis", {}).get("state")
-    if state in ("entered", "ended"):
-        progress.append("Synthesis: approved; the artifact is being written." if state == "entered" else
-                        "Synthesis: stopped before a delivery; shaping goes on.")
-    if "delivery" in recap:
-        delivery = recap["delivery"]
+        since = pending.get("since_delivery")
+        progress.append("Pending: %s, listed below%s." % (" and ".join(
+            _counted(pending[key], noun) + tail for key, noun, tail in (
+                ("open_gates", "open gate", ""), ("unconfirmed", "note", " not yet confirmed")) if pending[key]),
+            "" if since is None else "; %s since the last delivery" % (
+                "%d of them raised" % len(since) if since else "none of them")))
+    progress += {"entered": ["Synthesis: approved; the artifact is being written."],
+                 "ended": ["Synthesis: stopped before a delivery; shaping goes on."]}.get(
+        recap.get("synthesis", {}).get("state"), [])
+    if delivery:
         named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
         count = len(delivery["after"]) + delivery["more"]
         progress.append("Delivered: %s [%s]; %s." % (
             _md(named[0]) if named else "the artifact", delivery["id"], "nothing changed since" if count == 0 else
             "%s since, listed under Since the delivery" % _counted(count, "note")))
-    return lines + progress + [""] if progress else lines
+    return lines + progress + [""] * (len(progress) > 1)
 
 
 def _recap_markdown(recap):
     lines = _recap_markdown_head(recap)
     for title, key in (("Mode", "mode"), ("Shape", "shape")):
         lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
-    delivered = recap.get("delivery", {}).get("id")
+    delivery = recap.get("delivery")
     for title, key, kind in _RECAP_SECTIONS:
-        lines += ["## " + title, ""]
-        for item in recap[key]:
-            if kind == "unconfirmed":
-                gate = item["type"] == "gate"
-                status = " (%s)" % _md(item["status"]) if gate else ""
-                kind_of = "closed" if gate and item["status"] == "closed" else "gate" if gate else "note"
-                lines.append(_recap_item_line(item, kind_of, "%s%s: " % (item["type"].capitalize(), status)))
-            else:
-                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None)
-                                              if item["id"] == delivered else item, kind))
-        if not recap[key]:
-            lines.append("- none")
-        if recap.get("truncated", {}).get(key):
-            lines.append("- (%d older not shown)" % recap["truncated"][key])
-        lines.append("")
-    if "delivery" in recap:
-        after, more = recap["delivery"]["after"], recap["delivery"]["more"]
-        # A damaged log may hold any type: escaped as a text is.
-        lines += ["## Since the delivery", ""] + (["- %s: %s [%s]" % (_md(item["type"]).capitalize(), _md(item["text"]),
-                                                                      item["id"]) for item in after] or ["- none"])
+        lines += ["## " + title, ""] + ([_recap_item_line(dict(item, provenance="delivered", evidence=None)
+                                                          if delivery and item["id"] == delivery["id"] else item, kind)
+                                         for item in recap[key]] or ["- none"])
+        more = recap.get("truncated", {}).get(key, 0)
         lines += ["- (%d older not shown)" % more] * bool(more) + [""]
+    if delivery:
+        # A damaged log may hold any type: escaped as a text is.
+        lines += ["## Since the delivery", ""] + (["- %s: %s [%s]" % (
+            _md(item["type"]).capitalize(), _md(item["text"]), item["id"]) for item in delivery["after"]] or ["- none"])
+        lines += ["- (%d older not shown)" % delivery["more"]] * bool(delivery["more"]) + [""]
     if recap.get("warnings"):
         lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
     return "\n".join(lines)
