@@ -3192,41 +3192,35 @@ class _CheckedArtifact:
     """An artifact's passages (paragraph, list item, heading, table row), stems, leads."""
 
     def __init__(self, text):
-        self.lines, passages, current = text.splitlines(), [], None
-        for number, line in enumerate(self.lines):
+        self.lines = lines = text.splitlines()
+        passages, current = [], None
+        for n, line in enumerate(lines):
+            single, listed = line.lstrip().startswith(("#", "|")), bool(_CHECK_LIST_ITEM.match(line))
             if not line.strip():
                 current = None
-                continue
-            single = line.strip().startswith(("#", "|"))
-            if current is None or single or _CHECK_LIST_ITEM.match(line) or passages[-1][3]:
-                current = [number, number, bool(_CHECK_LIST_ITEM.match(line)), single]
+            elif current is None or single or listed or current[3]:
+                current = [n, n, listed, single]
                 passages.append(current)
             else:
-                current[1] = number
+                current[1] = n
         self.passages = [passage[:3] for passage in passages]  # [first, last, is a list item], 0-based lines
-        self.line_stems = [_check_stems(line) for line in self.lines]
-        self.leads = self.heads()
+        self.line_stems = [_check_stems(line) for line in lines]
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
-        for index, (first, last, _) in enumerate(self.passages):
+        # A passage's lead: its section heading (## or deeper), and the line above it (or its list) when that
+        # line ends with a colon, is such a heading or is bold.
+        self.leads, heading = [], ""
+        for index, (first, last, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:last + 1]):
                 self.holding[stem].add(index)
-
-    def heads(self) -> list:
-        """Each passage's section heading (## or deeper) and the line above it (or its list) when that
-        line ends with a colon, is such a heading or is bold."""
-        leads, heading, lines = [], "", self.lines
-        for index, (first, _, in_list) in enumerate(self.passages):
             above = index - 1
             while in_list and above >= 0 and self.passages[above][2]:
                 above -= 1
             lead = lines[self.passages[above][1]].strip() if above >= 0 else ""
-            if not (lead.strip("*_ ").endswith(":") or lead.startswith("##")
-                    or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
-                lead = ""
-            leads.append(heading + "\n" + lead)
+            leads = lead.strip("*_ ").endswith(":") or lead.startswith("##") or re.fullmatch(r"(\*\*|__).+(\*\*|__)",
+                                                                                            lead)
+            self.leads.append(heading + "\n" + (lead if leads else ""))
             if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
                 heading = lines[first] if lines[first].lstrip().startswith("##") else ""
-        return leads
 
     def hits(self, stems, span=1) -> collections.Counter:
         """Passage index -> how many of stems it holds (span 2: with the next one)."""
@@ -3235,32 +3229,29 @@ class _CheckedArtifact:
             counts.update({place - step for place in self.holding.get(stem, ()) for step in range(span)})
         return counts
 
-    def marked(self, index, number) -> bool:
-        """Whether line number of passage index is marked, in its sentence or by a lead."""
-        first = self.passages[index][0]
-        while not _CHECK_MARK.search(self.lines[number]):
-            if number == first or re.search(r"[.!?]\W*$", self.lines[number - 1]):
+    def marked(self, index, n) -> bool:
+        """Whether line n of passage index is marked, in its sentence or by a lead."""
+        while not _CHECK_MARK.search(self.lines[n]):
+            if n == self.passages[index][0] or re.search(r"[.!?]\W*$", self.lines[n - 1]):
                 return bool(_CHECK_MARK.search(self.leads[index]))
-            number -= 1
+            n -= 1
         return True
+
+    def best_line(self, stems, numbers) -> int:
+        return max(numbers, key=lambda n: len(self.line_stems[n] & stems))
 
     def window(self, index, stems):
         """(stems found, the line with more) of the two lines in a row of passage index that hold most."""
         first, last, _ = self.passages[index]
-        found, number = max((((self.line_stems[number] | self.line_stems[min(number + 1, last)]) & stems, number)
-                             for number in range(first, last + 1)), key=lambda pair: len(pair[0]))
-        after = min(number + 1, last)
-        return found, after if len(self.line_stems[after] & stems) > len(self.line_stems[number] & stems) else number
+        found, n = max((((self.line_stems[n] | self.line_stems[min(n + 1, last)]) & stems, n)
+                        for n in range(first, last + 1)), key=lambda pair: len(pair[0]))
+        return found, self.best_line(stems, (n, min(n + 1, last)))
 
-    def best_line(self, index, stems) -> int:
-        first, last, _ = self.passages[index]
-        return max(range(first, last + 1), key=lambda number: len(self.line_stems[number] & stems))
-
-    def finding(self, kind, number, note, confidence) -> dict:
-        """A finding on 0-based line number (None: the whole) about note (or None)."""
-        return {"kind": kind, "line": None if number is None else number + 1, "note": note and note["id"],
+    def finding(self, kind, n, note, confidence) -> dict:
+        """A finding on 0-based line n (None: the whole) about note (or None)."""
+        return {"kind": kind, "line": None if n is None else n + 1, "note": note and note["id"],
                 "note_text": note and _check_short(note["text"]),
-                "excerpt": None if number is None else _check_short(self.lines[number]), "confidence": confidence}
+                "excerpt": None if n is None else _check_short(self.lines[n]), "confidence": confidence}
 
 
 def _check_residue(artifact, find) -> list:
@@ -3281,26 +3272,25 @@ def _check_residue(artifact, find) -> list:
 def _check_discards(artifact, recap, find) -> list:
     """Live discards restated, without a negation, in two lines in a row: two of their own stems (of the
     discard and the path it superseded, less any other live note's), or the one of the discard's name."""
-    texts = [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates",
-                                       "deferred_gates", "closed_gates") for note in recap[name]]
-    texts += [note.get("update_text", "") for note in recap["closed_gates"]]
-    settled = _check_stems(" ".join(texts + [recap[name]["text"] for name in ("mode", "shape") if recap[name]]))
+    settled = _check_stems(" ".join(
+        [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates", "deferred_gates",
+                                   "closed_gates") for note in recap[name]]
+        + [note.get("update_text", "") for note in recap["closed_gates"]]
+        + [recap[name]["text"] for name in ("mode", "shape") if recap[name]]))
     findings = []
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
         stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
         name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
         named = artifact.hits(name) if len(name) <= 2 else {}
-        places = []
-        for index, count in artifact.hits(stems).items():
-            if count >= 2 or named.get(index) == count:
-                found, number = artifact.window(index, stems)
-                if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(artifact.lines[number]):
-                    places.append((len(found), -number))
+        windows = [artifact.window(index, stems) for index, count in artifact.hits(stems).items()
+                   if count >= 2 or named.get(index) == count]
+        places = [(len(found), -n) for found, n in windows
+                  if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(artifact.lines[n])]
         if places:  # the most words, earliest first
-            count, number = max(places)
-            confidence = "high" if count >= 3 else "medium" if count == 2 else "low"
-            findings.append(artifact.finding("revived_discard", -number, discard, confidence))
+            count, n = max(places)
+            findings.append(artifact.finding("revived_discard", -n, discard, ("low", "low", "medium", "high")[
+                min(count, 3)]))
     return findings
 
 
@@ -3323,9 +3313,9 @@ def _check_lost(artifact, recap) -> list:
 def _check_open(artifact, recap) -> list:
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
-    marks = [number for number, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
-    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= number <= last
-                                                                                       for number in marks)}
+    marks = [n for n, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
+    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= n <= last
+                                                                                       for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
@@ -3337,20 +3327,19 @@ def _check_open(artifact, recap) -> list:
             continue
         places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
                          if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
-        lines = [(share, -index, artifact.best_line(-index, stems)) for share, index in places]
-        claimed.update(number for _, index, number in lines if index in marking)
-        # A point marked where it is stated is shown (the protocol marks it once): only an unmarked line that
-        # holds more of it than every marked one is a finding; the largest share, earliest first.
-        marked = [artifact.marked(index, number) for _, index, number in lines]
-        unmarked = [line for line, is_marked in zip(lines, marked) if not is_marked]
-        best_marked = max((share for (share, _, _), is_marked in zip(lines, marked) if is_marked), default=0)
-        if unmarked and unmarked[0][0] > best_marked:
-            share, _, number = unmarked[0]
-            findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
+        lines = [(share, -index, artifact.best_line(stems, range(artifact.passages[-index][0],
+                                                                 artifact.passages[-index][1] + 1)))
+                 for share, index in places]
+        claimed.update(n for _, index, n in lines if index in marking)
+        # A point marked where it is stated is shown (the protocol marks it once): a finding is the line that holds
+        # most of it, earliest first, when no marked line holds as much.
+        top = [line for line in lines if line[0] == lines[0][0]]
+        if top and not any(artifact.marked(index, n) for _, index, n in top):
+            findings.append(artifact.finding("unmarked_open", top[0][2], note, "high" if top[0][0] >= 0.8 else
+                                             "medium"))
         if note.get("type") is None and not places:  # an open or deferred gate
             unshown.append(note)
-    left_over = [number for number in marks if number not in claimed]
-    if len(unshown) > len(left_over):
+    if len(unshown) > len([n for n in marks if n not in claimed]):
         findings += [artifact.finding("unmarked_open", None, note, "low") for note in unshown]
     return findings
 
