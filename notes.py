@@ -3358,19 +3358,15 @@ def _check_read(folder, file):
         raise NotesError("check reads only files inside the session folder, and this file is outside it" + way_out)
     try:
         if os.path.isdir(path):
-            raise IsADirectoryError()
-        descriptor = _open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out)
-    except FileNotFoundError:
-        raise NotesError("%s does not exist%s" % (path, way_out)) from None
-    except IsADirectoryError:
-        raise NotesError("%s is a folder; give the artifact's file%s" % (path, way_out)) from None
+            raise IsADirectoryError(errno.EISDIR, "")
+        with open(_open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out), "rb") as handle:
+            data = handle.read(_CHECK_FILE_LIMIT + 1)
     except OSError as error:
-        raise NotesError("cannot read %s (%s)%s" % (path, error.strerror, way_out)) from None
-    with open(descriptor, "rb") as handle:
-        data = handle.read(_CHECK_FILE_LIMIT + 1)
+        problem = {errno.ENOENT: "does not exist", errno.EISDIR: "is a folder; give the artifact's file"}
+        raise NotesError("%s %s%s" % (path, problem.get(error.errno, "cannot be read (%s)" % error.strerror),
+                                      way_out)) from None
     if len(data) > _CHECK_FILE_LIMIT:
-        raise NotesError("%s is over %d KiB, too large for an artifact; check the text alone" % (
-            path, _CHECK_FILE_LIMIT >> 10))
+        raise NotesError("%s is over %d KiB; check the text alone" % (path, _CHECK_FILE_LIMIT >> 10))
     return path, data.decode("utf-8", "replace")
 
 
@@ -3384,11 +3380,11 @@ def _check_artifact(folder, meta, file) -> dict:
                     + _check_lost(artifact, recap) + _check_open(artifact, recap))
     findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] is None,
                                     item["line"] or 0))
-    receipt = _CompactReceipt(ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
-                              counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS})
-    _with_warnings(receipt, recap.get("warnings"))
+    receipt = _with_warnings(_CompactReceipt(
+        ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
+        counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS}), recap.get("warnings"))
     while receipt["findings"] and _printed_size(receipt) > _RECAP_DEFAULT_MAX_BYTES:
-        receipt["findings"] = receipt["findings"][:-1]
+        receipt["findings"].pop()
     if len(findings) > len(receipt["findings"]):
         receipt["not_listed"] = len(findings) - len(receipt["findings"])
     return receipt
