@@ -2833,36 +2833,36 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
 
 
 def _recap_gates(gates, reopened, limit, cut):
-    """(seq, gate id) lists by status and unconfirmed, the first pending, and what pass two fetches."""
-    by_status, unconfirmed = {status: [] for status in GATE_STATUSES}, []
+    """(seq, gate id) lists by name, the first pending, and what pass two fetches."""
+    lists = {name: [] for name in ("open_gates", "deferred_gates", "unconfirmed", "closed_gates")}
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
         if gate.status != "open" and gate.unconfirmed:  # an open gate is listed once, as open
-            unconfirmed.append((gate.changed_at, gate_id))
+            lists["unconfirmed"].append((gate.changed_at, gate_id))
         if gate.status != "closed" or not gate.unconfirmed:
-            by_status[gate.status].append((gate.changed_at, gate_id))
-    by_status["closed"].sort(key=lambda entry: entry[0])
-    unconfirmed.sort(key=lambda entry: entry[0])
-    first = min(by_status["open"] + unconfirmed, default=None)
-    for status, entries in [*by_status.items(), (None, unconfirmed)]:
-        _keep_newest(entries, limit, cut, status + "_gates" if status else "unconfirmed")
-    ids = {gate_id for entries in [unconfirmed, *by_status.values()] for _, gate_id in entries}
+            lists[gate.status + "_gates"].append((gate.changed_at, gate_id))
+    lists["closed_gates"].sort(key=lambda entry: entry[0])
+    lists["unconfirmed"].sort(key=lambda entry: entry[0])
+    first = min(lists["open_gates"] + lists["unconfirmed"], default=None)
+    for name, entries in lists.items():
+        _keep_newest(entries, limit, cut, name)
+    ids = {gate_id for entries in lists.values() for _, gate_id in entries}
     note_ids = {gates[gate_id].by for gate_id in ids if gates[gate_id].status == "closed"} | set(reopened.values())
-    wanted = ids, {gates[gate_id].update_index for gate_id in ids} - {None}, note_ids - {None}, reopened
-    return by_status, unconfirmed, first, wanted
+    return lists, first, (ids, {gates[gate_id].update_index for gate_id in ids} - {None}, note_ids - {None}, reopened)
 
 
-def _gate_item(gate_id, gates, found, closed=False) -> dict:
-    """A listed gate, with its latest update; closed: what closed it, in fewer keys."""
+def _gate_item(gate_id, gates, found, name) -> dict:
+    """A gate listed under name, with its latest update; closed: what closed it, in fewer keys."""
     record, gate = found[gate_id], gates[gate_id]
     update = found.get(gate.update_index)
-    item = {"id": gate_id, "text": record["text"], "status": gate.status}
+    item = {"id": gate_id, **({"type": "gate"} if name == "unconfirmed" else {}), "text": record["text"],
+            "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
     if update:
         item.update(update_id=update["id"], update_text=update["text"])
         item.update(("update_" + key, update[key]) for key in ("provenance", "evidence") if key in update)
-    if not closed:
+    if name != "closed_gates":
         return item
     item["closed_by"] = _named_note(found.get(gate.by) or update)  # the note its update names
     return {key: item[key] for key in ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
@@ -3068,16 +3068,14 @@ def _recap_of(folder, meta, limit):
     with _LogReader(folder, meta) as reader:
         superseded, gates, counts, reopened = _recap_history(reader)
         warnings, redacted, cut = reader.warnings(), reader.redactions.count, {}
-        gate_lists, unconfirmed_gates, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
+        gate_lists, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
         synthesis = _SynthesisSeen(superseded, limit)
         latest, kept, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis)
-    unconfirmed = sorted(kept.pop("unconfirmed") + [(seq, {"id": gate_id, "type": "gate", **_gate_item(
-        gate_id, gates, found)}) for seq, gate_id in unconfirmed_gates], key=lambda entry: entry[0])
+    lists = {name: [(seq, _gate_item(gate_id, gates, found, name)) for seq, gate_id in entries]
+             for name, entries in gate_lists.items()}
+    lists["unconfirmed"] = unconfirmed = sorted(kept.pop("unconfirmed") + lists["unconfirmed"], key=lambda e: e[0])
     _keep_newest(unconfirmed, limit, cut, "unconfirmed")
-    by_status = {status: [(seq, _gate_item(gate_id, gates, found, status == "closed")) for seq, gate_id in entries]
-                 for status, entries in gate_lists.items()}
-    lists = dict(open_gates=by_status["open"], deferred_gates=by_status["deferred"], unconfirmed=unconfirmed,
-                 closed_gates=by_status["closed"], **kept)
+    lists.update(kept)
     receipt = _CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
         mode=latest["mode"], shape=latest["shape"], **{name: [item for _, item in entries] for name, entries
@@ -3090,11 +3088,10 @@ def _recap_of(folder, meta, limit):
         # An open gate counts from the note that last set it open, an unconfirmed note from itself.
         pending = receipt["pending"] = dict(total, raised_since=min(filter(None, (first_gate, first_note)))[1])
         if synthesis.delivered_at is not None:
-            pending["since_delivery"] = [item["id"] for seq, item in sorted(by_status["open"] + unconfirmed,
-                                                                            key=lambda entry: entry[0])
+            pending["since_delivery"] = [item["id"] for seq, item in sorted(lists["open_gates"] + unconfirmed,
+                                                                            key=lambda e: e[0])
                                          if seq > synthesis.delivered_at]
-    receipt.update((key, value) for key, value in (("synthesis", synthesis.synthesis),
-                                                   ("delivery", synthesis.delivery)) if value is not None)
+    receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
     return _Recap(_with_warnings(receipt, warnings), dict(ages, delivery=synthesis.after_seqs), cut, counts,
                   total["unconfirmed"])
