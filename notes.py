@@ -2915,8 +2915,8 @@ def _recap_item_line(item, kind="note"):
         line += (" - " if kind == "closed" else " Latest: ") + _md(answer)
     if "reopened" in item:
         again = item["reopened"]
-        line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
-                                      _md(again["text"]))
+        line += " Reopened %s: %s" % (
+            "as a question" if again["type"] == "gate" else "by a " + again["type"], _md(again["text"]))
     marks = [_md(item["id"])]
     labels = item  # a gate's are those of the note that set its status
     if kind != "note" and "update_id" in item:
@@ -2949,11 +2949,11 @@ def _recap_markdown_head(recap):
         "no %s yet" if lag["record_count"] is None else "%s holds every note" if missing == 0 else
         "%%s lacks the %s; export again" % ("newest note" if missing == 1 else "%d newest notes" % missing)
     ) % _EXPORT_NAME
-    lines = ["# Recap", "", "%s, %d superseded by later ones." % (_counted(recap["total"], "note"),
-                                                                 recap["superseded_count"]), "Export: %s." % export]
+    lines = ["# Recap", "", "%s, %d superseded by later ones." % (
+        _counted(recap["total"], "note"), recap["superseded_count"]), "Export: %s." % export]
     if redacted:
-        lines.append("Redacted notes: %d. %s%s." % (redacted["count"], redacted["not_erased"][0].upper(),
-                                                    redacted["not_erased"][1:]))
+        not_erased = redacted["not_erased"]
+        lines.append("Redacted notes: %d. %s%s." % (redacted["count"], not_erased[0].upper(), not_erased[1:]))
     progress = [""]
     if pending:
         since = pending.get("since_delivery")
@@ -2980,9 +2980,8 @@ def _recap_markdown(recap):
         lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
     delivery = recap.get("delivery")
     for title, key, kind in _RECAP_SECTIONS:
-        lines += ["## " + title, ""] + ([_recap_item_line(dict(item, provenance="delivered", evidence=None)
-                                                          if delivery and item["id"] == delivery["id"] else item, kind)
-                                         for item in recap[key]] or ["- none"])
+        lines += ["## " + title, ""] + ([_recap_item_line(dict(item, provenance="delivered", evidence=None) if (
+            delivery or {}).get("id") == item["id"] else item, kind) for item in recap[key]] or ["- none"])
         more = recap.get("truncated", {}).get(key, 0)
         lines += ["- (%d older not shown)" % more] * bool(more) + [""]
     if delivery:
@@ -3011,6 +3010,7 @@ def _printed_size(result) -> int:
 
 
 _CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LISTS)
+_PENDING_LISTS = ("deferred_gates", "unconfirmed", "open_gates")  # cut only when the rest cannot fit
 
 
 class _Recap:
@@ -3020,8 +3020,7 @@ class _Recap:
         self.receipt, self.cut, self.counts, self.unconfirmed_total = receipt, cut, counts, unconfirmed_total
         # Oldest first, the notes after the delivery with the other lists; only when the rest cannot fit,
         # the oldest pending entries too, counted in truncated.
-        self.order = [name for names in (_CUTTABLE_RECAP_LISTS + ("delivery",), ("deferred_gates", "unconfirmed",
-                                                                                 "open_gates"))
+        self.order = [name for names in (_CUTTABLE_RECAP_LISTS + ("delivery",), _PENDING_LISTS)
                       for _, name in sorted((age, name) for name in names for age in ages[name])]
 
     def rendered(self, count, markdown):
@@ -3031,8 +3030,7 @@ class _Recap:
             old = shown[name]  # the delivery counts them in its more
             shown[name] = old[number:] if name != "delivery" else dict(
                 old, after=old["after"][number:], more=old["more"] + number)
-        truncated = {name: self.cut.get(name, 0) + dropped[name] for name in ("open_gates", "deferred_gates",
-                                                                              "unconfirmed") + _CUTTABLE_RECAP_LISTS
+        truncated = {name: self.cut.get(name, 0) + dropped[name] for name in _PENDING_LISTS + _CUTTABLE_RECAP_LISTS
                      if self.cut.get(name) or dropped[name]}
         if truncated:  # and the commands that show what was cut
             lists = dict(_RECAP_LISTS)
@@ -3078,8 +3076,9 @@ def _recap_of(folder, meta, limit):
     lists.update(kept)
     receipt = _CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
-        mode=latest["mode"], shape=latest["shape"], **{name: [item for _, item in entries] for name, entries
-                                                       in lists.items()}, superseded_count=len(superseded),
+        mode=latest["mode"], shape=latest["shape"], **{name: [item for _, item in entries]
+                                                       for name, entries in lists.items()},
+        superseded_count=len(superseded),
         export_lag=_export_lag(folder, meta["session_id"], reader.total))
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
@@ -3088,9 +3087,8 @@ def _recap_of(folder, meta, limit):
         # An open gate counts from the note that last set it open, an unconfirmed note from itself.
         pending = receipt["pending"] = dict(total, raised_since=min(filter(None, (first_gate, first_note)))[1])
         if synthesis.delivered_at is not None:
-            pending["since_delivery"] = [item["id"] for seq, item in sorted(lists["open_gates"] + unconfirmed,
-                                                                            key=lambda e: e[0])
-                                         if seq > synthesis.delivered_at]
+            pending["since_delivery"] = [item["id"] for seq, item in sorted(
+                lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
     receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
     ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
     return _Recap(_with_warnings(receipt, warnings), dict(ages, delivery=synthesis.after_seqs), cut, counts,
@@ -3213,9 +3211,10 @@ class _CheckedArtifact:
             while in_list and above >= 0 and self.passages[above][2]:
                 above -= 1
             lead = lines[self.passages[above][1]].strip() if above >= 0 else ""
-            leads = lead.strip("*_ ").endswith(":") or lead.startswith("##") or re.fullmatch(r"(\*\*|__).+(\*\*|__)",
-                                                                                            lead)
-            self.leads.append(heading + "\n" + (lead if leads else ""))
+            if not (lead.strip("*_ ").endswith(":") or lead.startswith("##")
+                    or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
+                lead = ""
+            self.leads.append(heading + "\n" + lead)
             if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
                 heading = lines[first] if lines[first].lstrip().startswith("##") else ""
 
@@ -3234,15 +3233,19 @@ class _CheckedArtifact:
             n -= 1
         return True
 
+    def span(self, index):
+        first, last, _ = self.passages[index]
+        return first, last + 1
+
     def best_line(self, stems, numbers) -> int:
         return max(numbers, key=lambda n: len(self.line_stems[n] & stems))
 
     def window(self, index, stems):
         """(stems found, the line with more) of the two lines in a row of passage index that hold most."""
-        first, last, _ = self.passages[index]
-        found, n = max((((self.line_stems[n] | self.line_stems[min(n + 1, last)]) & stems, n)
-                        for n in range(first, last + 1)), key=lambda pair: len(pair[0]))
-        return found, self.best_line(stems, (n, min(n + 1, last)))
+        first, end = self.span(index)
+        found, n = max((((self.line_stems[n] | self.line_stems[min(n + 1, end - 1)]) & stems, n)
+                        for n in range(first, end)), key=lambda pair: len(pair[0]))
+        return found, self.best_line(stems, (n, min(n + 1, end - 1)))
 
     def finding(self, kind, n, note, confidence) -> dict:
         """A finding on 0-based line n (None: the whole) about note (or None)."""
@@ -3311,8 +3314,8 @@ def _check_open(artifact, recap) -> list:
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
-    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= n <= last
-                                                                                       for n in marks)}
+    marking = {index for index, (first, last, _) in enumerate(artifact.passages)
+               if any(first <= n <= last for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
@@ -3324,16 +3327,14 @@ def _check_open(artifact, recap) -> list:
             continue
         places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
                          if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
-        lines = [(share, -index, artifact.best_line(stems, range(artifact.passages[-index][0],
-                                                                 artifact.passages[-index][1] + 1)))
-                 for share, index in places]
+        lines = [(share, -index, artifact.best_line(stems, range(*artifact.span(-index)))) for share, index in places]
         claimed.update(n for _, index, n in lines if index in marking)
         # A point marked where it is stated is shown (the protocol marks it once): a finding is the line that holds
         # most of it, earliest first, when no marked line holds as much.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(artifact.marked(index, n) for _, index, n in top):
-            findings.append(artifact.finding("unmarked_open", top[0][2], note, "high" if top[0][0] >= 0.8 else
-                                             "medium"))
+            share, _, n = top[0]
+            findings.append(artifact.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))
         if note.get("type") is None and not places:  # an open or deferred gate
             unshown.append(note)
     if len(unshown) > len([n for n in marks if n not in claimed]):
@@ -3359,9 +3360,9 @@ def _check_read(folder, file):
         with open(_open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out), "rb") as handle:
             data = handle.read(_CHECK_FILE_LIMIT + 1)
     except OSError as error:
-        problem = {errno.ENOENT: "does not exist", errno.EISDIR: "is a folder; give the artifact's file"}
-        raise NotesError("%s %s%s" % (path, problem.get(error.errno, "cannot be read (%s)" % error.strerror),
-                                      way_out)) from None
+        problem = {errno.ENOENT: "does not exist", errno.EISDIR: "is a folder; give the artifact's file"}.get(
+            error.errno, "cannot be read (%s)" % error.strerror)
+        raise NotesError("%s %s%s" % (path, problem, way_out)) from None
     if len(data) > _CHECK_FILE_LIMIT:
         raise NotesError("%s is over %d KiB; check the text alone" % (path, _CHECK_FILE_LIMIT >> 10))
     return path, data.decode("utf-8", "replace")
