@@ -2842,8 +2842,8 @@ def _recap_gates(gates, reopened, limit, cut):
             lists["unconfirmed"].append((gate.changed_at, gate_id))
         if gate.status != "closed" or not gate.unconfirmed:
             lists[gate.status + "_gates"].append((gate.changed_at, gate_id))
-    lists["closed_gates"].sort(key=lambda entry: entry[0])
-    lists["unconfirmed"].sort(key=lambda entry: entry[0])
+    lists["closed_gates"].sort(key=lambda e: e[0])
+    lists["unconfirmed"].sort(key=lambda e: e[0])
     first = min(lists["open_gates"] + lists["unconfirmed"], default=None)
     for name, entries in lists.items():
         _keep_newest(entries, limit, cut, name)
@@ -2855,13 +2855,11 @@ def _recap_gates(gates, reopened, limit, cut):
 def _gate_item(gate_id, gates, found, name) -> dict:
     """A gate listed under name, with its latest update; closed: what closed it, in fewer keys."""
     record, gate = found[gate_id], gates[gate_id]
-    update = found.get(gate.update_index)
+    update = found.get(gate.update_index, {})
     item = {"id": gate_id, **({"type": "gate"} if name == "unconfirmed" else {}), "text": record["text"],
             "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
-    if update:
-        item.update(update_id=update["id"], update_text=update["text"])
-        item.update(("update_" + key, update[key]) for key in ("provenance", "evidence") if key in update)
+    item.update(("update_" + key, update[key]) for key in ("id", "text", "provenance", "evidence") if key in update)
     if name != "closed_gates":
         return item
     item["closed_by"] = _named_note(found.get(gate.by) or update)  # the note its update names
@@ -2921,11 +2919,11 @@ def _recap_item_line(item, kind="note"):
     labels = item  # a gate's are those of the note that set its status
     if kind != "note" and "update_id" in item:
         labels = {key: item["update_" + key] for key in ("provenance", "evidence") if "update_" + key in item}
-    if _is_unconfirmed(labels):  # under Not yet confirmed, why
+    if _is_unconfirmed(labels):
         why = ["proposed by the model"] * (labels.get("provenance") == "model") + ["inferred"] * (
             labels.get("evidence") == "inferred")
         marks.append(", ".join(why) if prefix else "not yet confirmed")
-    elif "provenance" in labels:  # who a settled point came from
+    elif "provenance" in labels:
         marks.append(_PROVENANCE_WORDS.get(labels["provenance"], "from " + _one_line(labels["provenance"])))
     return "%s [%s]" % (line, "; ".join(marks))
 
@@ -2934,15 +2932,14 @@ _PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shar
                      "delivered": "the last delivery"}
 
 
-_RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
-                  ("Not yet confirmed", "unconfirmed", "unconfirmed"), ("Closed gates", "closed_gates", "closed"),
-                  ("Decisions", "decisions", "note"), ("Discarded paths", "discards", "note"),
-                  ("Tensions", "tensions", "note"), ("Sources", "sources", "note"),
-                  ("Artifact boundaries", "artifacts", "note"))
+_RECAP_SECTIONS = (("Mode", "mode", "note"), ("Shape", "shape", "note"), ("Open gates", "open_gates", "gate"),
+                   ("Deferred gates", "deferred_gates", "gate"), ("Not yet confirmed", "unconfirmed", "unconfirmed"),
+                   ("Closed gates", "closed_gates", "closed"), ("Decisions", "decisions", "note"),
+                   ("Discarded paths", "discards", "note"), ("Tensions", "tensions", "note"),
+                   ("Sources", "sources", "note"), ("Artifact boundaries", "artifacts", "note"))
 
 
 def _recap_markdown_head(recap):
-    """The markdown recap's opening: counts, export, pending work, synthesis, delivery."""
     lag, pending, redacted, delivery = (recap.get(key) for key in ("export_lag", "pending", "redacted", "delivery"))
     missing = lag["missing"]
     export = lag.get("problem") or (
@@ -2975,13 +2972,11 @@ def _recap_markdown_head(recap):
 
 
 def _recap_markdown(recap):
-    lines = _recap_markdown_head(recap)
-    for title, key in (("Mode", "mode"), ("Shape", "shape")):
-        lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
-    delivery = recap.get("delivery")
+    lines, delivery = _recap_markdown_head(recap), recap.get("delivery")
     for title, key, kind in _RECAP_SECTIONS:
+        items = recap[key] if isinstance(recap[key], list) else [recap[key]] * bool(recap[key])  # mode, shape
         lines += ["## " + title, ""] + ([_recap_item_line(dict(item, provenance="delivered", evidence=None) if (
-            delivery or {}).get("id") == item["id"] else item, kind) for item in recap[key]] or ["- none"])
+            delivery or {}).get("id") == item["id"] else item, kind) for item in items] or ["- none"])
         more = recap.get("truncated", {}).get(key, 0)
         lines += ["- (%d older not shown)" % more] * bool(more) + [""]
     if delivery:
@@ -3000,9 +2995,7 @@ def _printed_form(result) -> str:
         return result
     if "markdown" in result:
         return result["markdown"]
-    if isinstance(result, _CompactReceipt):
-        return _compact_json(result) + "\n"
-    return _pretty_json(result) + "\n"
+    return (_compact_json if isinstance(result, _CompactReceipt) else _pretty_json)(result) + "\n"
 
 
 def _printed_size(result) -> int:
@@ -3032,7 +3025,7 @@ class _Recap:
                 old, after=old["after"][number:], more=old["more"] + number)
         truncated = {name: self.cut.get(name, 0) + dropped[name] for name in _PENDING_LISTS + _CUTTABLE_RECAP_LISTS
                      if self.cut.get(name) or dropped[name]}
-        if truncated:  # and the commands that show what was cut
+        if truncated:
             lists = dict(_RECAP_LISTS)
             types = [kind for kind in NOTE_TYPES if truncated.get(lists.get(kind)) or kind == "gate"
                      and any(name.endswith("_gates") for name in truncated)]
@@ -3257,14 +3250,14 @@ class _CheckedArtifact:
 def _check_residue(artifact, find) -> list:
     """Process residue, one finding a line, the surest pattern first."""
     findings = []
-    for number, line in enumerate(artifact.lines):
+    for n, line in enumerate(artifact.lines):
         for pattern, what, confidence in _CHECK_RESIDUE:
             found = pattern.search(line)
             if found:
                 note = find(found.group()) if what == "a note id" else None
                 if what == "a state name" and not re.search("[a-z]", line):
                     confidence = "low"  # a line in capitals: maybe a plain word
-                findings.append(dict(artifact.finding("residue", number, note, confidence), what=what))
+                findings.append(dict(artifact.finding("residue", n, note, confidence), what=what))
                 break
     return findings
 
