@@ -2796,7 +2796,7 @@ def _summarise_record(record):
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: (mode and shape, live notes by list with unconfirmed, wanted records, first unconfirmed)."""
+    """Pass two: (mode and shape, live lists, wanted records, first unconfirmed)."""
     latest, lists, found, first = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {}, None
     kept = {name: [] for name in [*lists.values(), "unconfirmed"]}
     gate_ids, update_places, note_ids, reopened = wanted
@@ -2899,7 +2899,7 @@ class _SynthesisSeen:
 
 
 def _recap_item_line(item, kind="note"):
-    """One recap item as an escaped markdown line; kind: "note", "gate", "closed" or "unconfirmed"."""
+    """An item as an escaped markdown line; kind: "note", "gate", "closed" or "unconfirmed"."""
     text, prefix, status = _md(item["text"]), "", item.get("status")  # only a gate has a status
     if kind == "unconfirmed":
         prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
@@ -3006,15 +3006,8 @@ _CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LIS
 _PENDING_LISTS = ("deferred_gates", "unconfirmed", "open_gates")  # cut only when the rest cannot fit
 
 
-class _Recap:
-    """What recap found, lists whole and oldest first, before fitting the byte budget."""
-
-    def __init__(self, receipt, ages, cut, counts, unconfirmed_total):
-        self.receipt, self.cut, self.counts, self.unconfirmed_total = receipt, cut, counts, unconfirmed_total
-        # Oldest first, the notes after the delivery with the other lists; only when the rest cannot fit,
-        # the oldest pending entries too, counted in truncated.
-        self.order = [name for names in (_CUTTABLE_RECAP_LISTS + ("delivery",), _PENDING_LISTS)
-                      for _, name in sorted((age, name) for name in names for age in ages[name])]
+class _Recap(collections.namedtuple("_Recap", "receipt order cut counts unconfirmed_total")):
+    """What recap found, lists whole; order: the list of each entry that may be left out, in the order they go."""
 
     def rendered(self, count, markdown):
         """The printed form without the count oldest cuttable entries."""
@@ -3026,9 +3019,8 @@ class _Recap:
         truncated = {name: self.cut.get(name, 0) + dropped[name] for name in _PENDING_LISTS + _CUTTABLE_RECAP_LISTS
                      if self.cut.get(name) or dropped[name]}
         if truncated:
-            lists = dict(_RECAP_LISTS)
-            types = [kind for kind in NOTE_TYPES if truncated.get(lists.get(kind)) or kind == "gate"
-                     and any(name.endswith("_gates") for name in truncated)]
+            types = [kind for kind in NOTE_TYPES if kind + "s" in truncated or kind == "gate"
+                     and any(name.endswith("_gates") for name in truncated)]  # a list is named after its type
             hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
                 _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] if types else []
             if "unconfirmed" in truncated:  # a hint names only a limit the command takes
@@ -3069,10 +3061,8 @@ def _recap_of(folder, meta, limit):
     lists.update(kept)
     receipt = _CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
-        mode=latest["mode"], shape=latest["shape"], **{name: [item for _, item in entries]
-                                                       for name, entries in lists.items()},
-        superseded_count=len(superseded),
-        export_lag=_export_lag(folder, meta["session_id"], reader.total))
+        **latest, **{name: [item for _, item in entries] for name, entries in lists.items()},
+        superseded_count=len(superseded), export_lag=_export_lag(folder, meta["session_id"], reader.total))
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
     total = {name: len(lists[name]) + cut.get(name, 0) for name in ("open_gates", "unconfirmed")}
@@ -3083,9 +3073,12 @@ def _recap_of(folder, meta, limit):
             pending["since_delivery"] = [item["id"] for seq, item in sorted(
                 lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
     receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
-    ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
-    return _Recap(_with_warnings(receipt, warnings), dict(ages, delivery=synthesis.after_seqs), cut, counts,
-                  total["unconfirmed"])
+    lists["delivery"] = [(seq, None) for seq in synthesis.after_seqs]
+    # Oldest first, the notes after the delivery with the other lists; only when the rest cannot fit,
+    # the oldest pending entries too, counted in truncated.
+    order = [name for names in (_CUTTABLE_RECAP_LISTS + ("delivery",), _PENDING_LISTS)
+             for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
+    return _Recap(_with_warnings(receipt, warnings), order, cut, counts, total["unconfirmed"])
 
 
 @_command
@@ -3346,7 +3339,7 @@ def _check_read(folder, file):
     if relative.split(os.sep)[0] == os.pardir:  # maybe inside, named through a link to the folder
         relative = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
     if relative.split(os.sep)[0] == os.pardir or relative == os.curdir and not os.path.isdir(path):
-        raise NotesError("check reads only files inside the session folder, and this file is outside it" + way_out)
+        raise NotesError("check reads only files inside the session folder" + way_out)
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, "")
