@@ -3180,23 +3180,23 @@ class _CheckedArtifact:
             if not line.strip():
                 current = None
             elif current is None or single or listed or current[3]:
-                current = [n, n, listed, single]
+                current = [n, n + 1, listed, single]
                 passages.append(current)
             else:
-                current[1] = n
-        self.passages = [passage[:3] for passage in passages]  # [first, last, is a list item], 0-based lines
+                current[1] = n + 1
+        self.passages = [passage[:3] for passage in passages]  # [first, end, is a list item], 0-based lines
         self.line_stems = [_check_stems(line) for line in lines]
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
         # A passage's lead: its section heading (## or deeper), and the line above it (or its list) when that
         # line ends with a colon, is such a heading or is bold.
         self.leads, heading = [], ""
-        for index, (first, last, in_list) in enumerate(self.passages):
-            for stem in set().union(*self.line_stems[first:last + 1]):
+        for index, (first, end, in_list) in enumerate(self.passages):
+            for stem in set().union(*self.line_stems[first:end]):
                 self.holding[stem].add(index)
             above = index - 1
             while in_list and above >= 0 and self.passages[above][2]:
                 above -= 1
-            lead = lines[self.passages[above][1]].strip() if above >= 0 else ""
+            lead = lines[self.passages[above][1] - 1].strip() if above >= 0 else ""
             if not (lead.strip("*_ ").endswith(":") or lead.startswith("##")
                     or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
                 lead = ""
@@ -3219,16 +3219,12 @@ class _CheckedArtifact:
             n -= 1
         return True
 
-    def span(self, index):
-        first, last, _ = self.passages[index]
-        return first, last + 1
-
     def best_line(self, stems, numbers) -> int:
         return max(numbers, key=lambda n: len(self.line_stems[n] & stems))
 
     def window(self, index, stems):
         """(stems found, the line with more) of the two lines in a row of passage index that hold most."""
-        first, end = self.span(index)
+        first, end, _ = self.passages[index]
         found, n = max((((self.line_stems[n] | self.line_stems[min(n + 1, end - 1)]) & stems, n)
                         for n in range(first, end)), key=lambda pair: len(pair[0]))
         return found, self.best_line(stems, (n, min(n + 1, end - 1)))
@@ -3300,8 +3296,8 @@ def _check_open(artifact, recap) -> list:
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
-    marking = {index for index, (first, last, _) in enumerate(artifact.passages)
-               if any(first <= n <= last for n in marks)}
+    marking = {index for index, (first, end, _) in enumerate(artifact.passages)
+               if any(first <= n < end for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
@@ -3313,7 +3309,8 @@ def _check_open(artifact, recap) -> list:
             continue
         places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
                          if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
-        lines = [(share, -index, artifact.best_line(stems, range(*artifact.span(-index)))) for share, index in places]
+        lines = [(share, -index, artifact.best_line(stems, range(*artifact.passages[-index][:2])))
+                 for share, index in places]
         claimed.update(n for _, index, n in lines if index in marking)
         # A point marked where it is stated is shown (the protocol marks it once): a finding is the line that holds
         # most of it, earliest first, when no marked line holds as much.
