@@ -3074,8 +3074,7 @@ def _recap_of(folder, meta, limit):
                 lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
     receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
     lists["delivery"] = [(seq, None) for seq in synthesis.after_seqs]
-    # Oldest first, the notes after the delivery with the other lists; only when the rest cannot fit,
-    # the oldest pending entries too, counted in truncated.
+    # Left out oldest first: list entries and notes after the delivery, then, if that is not enough, pending ones.
     order = [name for names in (_CUTTABLE_RECAP_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
     return _Recap(_with_warnings(receipt, warnings), order, cut, counts, total["unconfirmed"])
@@ -3116,8 +3115,7 @@ _CHECK_WORD_FORMS = dict(paid="pay", made="make", kept="keep", sold="sell", boug
 _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
 _CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
                    "er", "ed", "es", "ly", "s")
-# A line marked as not settled (case aside): these words in the sentence that states it, or on the lead
-# line (ending with a colon, or a heading) above its list or paragraph.
+# A line marked as not settled: these words (any case) in the sentence that states it, or in its lead.
 _CHECK_MARK = re.compile(r"\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
                          r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b",
                          re.IGNORECASE)
@@ -3187,8 +3185,8 @@ class _CheckedArtifact:
         self.passages = [passage[:3] for passage in passages]  # [first, end, is a list item], 0-based lines
         self.line_stems = [_check_stems(line) for line in lines]
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
-        # A passage's lead: its section heading (## or deeper), and the line above it (or its list) when that
-        # line ends with a colon, is such a heading or is bold.
+        # A passage's lead: its ## (or deeper) heading, and the line above it (or its list) if that ends with
+        # a colon, is such a heading or is bold.
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:end]):
@@ -3206,10 +3204,8 @@ class _CheckedArtifact:
 
     def hits(self, stems, span=1) -> collections.Counter:
         """Passage index -> how many of stems it holds (span 2: with the next one)."""
-        counts = collections.Counter()
-        for stem in stems:
-            counts.update({place - step for place in self.holding.get(stem, ()) for step in range(span)})
-        return counts
+        return collections.Counter(index for stem in stems for index in {
+            place - step for place in self.holding.get(stem, ()) for step in range(span)})
 
     def marked(self, index, n) -> bool:
         """Whether line n of passage index is marked, in its sentence or by a lead."""
@@ -3252,8 +3248,8 @@ def _check_residue(artifact, find) -> list:
 
 
 def _check_discards(artifact, recap, find) -> list:
-    """Live discards restated, without a negation, in two lines in a row: two of their own stems (of the
-    discard and the path it superseded, less any other live note's), or the one of the discard's name."""
+    """Live discards restated, unnegated, in two lines in a row: two stems of the discard or the path it replaced
+    (less other live notes'), or only those of its short name."""
     settled = _check_stems(" ".join(
         [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates", "deferred_gates",
                                    "closed_gates") for note in recap[name]]
@@ -3312,8 +3308,8 @@ def _check_open(artifact, recap) -> list:
         lines = [(share, -index, artifact.best_line(stems, range(*artifact.passages[-index][:2])))
                  for share, index in places]
         claimed.update(n for _, index, n in lines if index in marking)
-        # A point marked where it is stated is shown (the protocol marks it once): a finding is the line that holds
-        # most of it, earliest first, when no marked line holds as much.
+        # A point marked where it is stated is shown (the protocol marks it once): its strongest line, the
+        # earliest, is a finding when no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(artifact.marked(index, n) for _, index, n in top):
             share, _, n = top[0]
@@ -3373,9 +3369,9 @@ def _check_artifact(folder, meta, file) -> dict:
 
 @_command
 def _check(self, *, file) -> dict:
-    """Read an artifact file inside the session folder against the live log; list what it gets wrong.
+    """Read an artifact file (relative to the session folder) against the live log; list what it gets wrong.
 
-    Findings are to look at: nothing is written or refused. file is relative to the session folder."""
+    Findings are to look at: nothing is written or refused."""
     return _check_artifact(*self._folder_meta(), file)
 
 
