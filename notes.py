@@ -3116,24 +3116,22 @@ _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percen
 _CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
                    "er", "ed", "es", "ly", "s")
 # A line marked as not settled: these words (any case) in the sentence that states it, or in its lead.
-_CHECK_MARK = re.compile(r"\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
-                         r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b",
-                         re.IGNORECASE)
-_CHECK_NEGATION = re.compile(r"\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b",
-                             re.IGNORECASE)
+_CHECK_MARK = re.compile(r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
+                         r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
+_CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b")
 # Process residue: (pattern, what it is, confidence). State names count in capitals only.
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
     (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
-    (re.compile(r"\bnotes\.py\b|\bsession_(?:notes|meta|export)\b|\btell_operator\b|^\s*memory:", re.IGNORECASE
-                | re.MULTILINE), "the tool's vocabulary", "high"),
-    (re.compile(r"\b(?:memory (?:log|notes?|signals?)|provenance|evidence level|(?:op|model|shared)\s*[,/]\s*"
+    (re.compile(r"(?im)\bnotes\.py\b|\bsession_(?:notes|meta|export)\b|\btell_operator\b|^\s*memory:"),
+     "the tool's vocabulary", "high"),
+    (re.compile(r"(?i)\b(?:memory (?:log|notes?|signals?)|provenance|evidence level|(?:op|model|shared)\s*[,/]\s*"
                 r"(?:declared|inferred|observed|validated)|recap|superseded|unconfirmed|(?:open|deferred|closed) "
-                r"gates?|gates? (?:is|are|was|were|stays?) (?:open|deferred|closed))\b", re.IGNORECASE),
+                r"gates?|gates? (?:is|are|was|were|stays?) (?:open|deferred|closed))\b"),
      "the protocol's vocabulary", "medium"),
-    (re.compile(r"\b(?:the operator|as (?:we )?(?:discussed|agreed)|we (?:discussed|agreed|decided|dropped|chose)|"
+    (re.compile(r"(?i)\b(?:the operator|as (?:we )?(?:discussed|agreed)|we (?:discussed|agreed|decided|dropped|chose)|"
                 r"you (?:asked|said|wanted|chose)|i (?:proposed|suggested|recommended)|(?:earlier )?in (?:the|this|"
-                r"our) (?:conversation|chat)|(?:was|were|been) (?:discarded|ruled out))\b", re.IGNORECASE),
+                r"our) (?:conversation|chat)|(?:was|were|been) (?:discarded|ruled out))\b"),
      "a rationale marker (the conversation's history)", "medium"),
 )
 
@@ -3275,7 +3273,7 @@ def _check_discards(artifact, recap, find) -> list:
 def _check_lost(artifact, recap) -> list:
     delivered = recap.get("delivery", {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
-                  and not re.match(r"\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"], re.I)
+                  and not re.match(r"(?i)\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"])
                   and not _CHECK_NEGATION.search(note["text"])]
     findings = []
     for note in recap["decisions"] + boundaries:
@@ -3331,7 +3329,7 @@ def _check_read(folder, file):
     relative = os.path.relpath(path, folder)
     if relative.split(os.sep)[0] == os.pardir:  # maybe inside, named through a link to the folder
         relative = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
-    if relative.split(os.sep)[0] == os.pardir or relative == os.curdir and not os.path.isdir(path):
+    if relative.split(os.sep)[0] == os.pardir:
         raise NotesError("check reads only files inside the session folder" + way_out)
     try:
         if os.path.isdir(path):
