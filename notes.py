@@ -2842,8 +2842,8 @@ def _recap_gates(gates, reopened, limit, cut):
             lists["unconfirmed"].append((gate.changed_at, gate_id))
         if gate.status != "closed" or not gate.unconfirmed:
             lists[gate.status + "_gates"].append((gate.changed_at, gate_id))
-    lists["closed_gates"].sort(key=lambda e: e[0])
-    lists["unconfirmed"].sort(key=lambda e: e[0])
+    for name in ("closed_gates", "unconfirmed"):
+        lists[name].sort(key=lambda e: e[0])
     first = min(lists["open_gates"] + lists["unconfirmed"], default=None)
     for name, entries in lists.items():
         _keep_newest(entries, limit, cut, name)
@@ -2963,11 +2963,10 @@ def _recap_markdown_head(recap):
                  "ended": ["Synthesis: stopped before a delivery; shaping goes on."]}.get(
         recap.get("synthesis", {}).get("state"), [])
     if delivery:
-        named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
+        named = next((_md(item["text"]) for item in recap["artifacts"] if item["id"] == delivery["id"]), "the artifact")
         count = len(delivery["after"]) + delivery["more"]
-        progress.append("Delivered: %s [%s]; %s." % (
-            _md(named[0]) if named else "the artifact", delivery["id"], "nothing changed since" if count == 0 else
-            "%s since, listed under Since the delivery" % _counted(count, "note")))
+        since = "%s since, listed under Since the delivery" % _counted(count, "note") if count else "nothing changed since"
+        progress.append("Delivered: %s [%s]; %s." % (named, delivery["id"], since))
     return lines + progress + [""] * (len(progress) > 1)
 
 
@@ -3022,7 +3021,7 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts unconfir
             types = [kind for kind in NOTE_TYPES if kind + "s" in truncated or kind == "gate"
                      and any(name.endswith("_gates") for name in truncated)]  # a list is named after its type
             hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
-                _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] if types else []
+                _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] * bool(types)
             if "unconfirmed" in truncated:  # a hint names only a limit the command takes
                 hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
             shown.update(truncated=truncated, see_truncated=hints)
@@ -3109,9 +3108,9 @@ _CHECK_LOG_WORDS = frozenset(
     "later propose proposed proposal default assumption confirm confirmed drop dropped discard discarded reject "
     "rejected ruled out reopen reopens again unless pending".split())
 # Irregular forms a suffix cut cannot join to their verb; currency signs read as their word.
-_CHECK_WORD_FORMS = dict(paid="pay", made="make", kept="keep", sold="sell", bought="buy", held="hold", sent="send",
-                         spent="spend", chose="choose", chosen="choose", gave="give", given="give", took="take",
-                         taken="take", ran="run", met="meet", built="build", brought="bring", went="go", gone="go")
+_CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
+    "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
+    "gave:give given:give took:take taken:take ran:run met:meet built:build brought:bring went:go gone:go").split())
 _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
 _CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
                    "er", "ed", "es", "ly", "s")
@@ -3280,7 +3279,7 @@ def _check_lost(artifact, recap) -> list:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = max(artifact.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
         if share < 0.45:
-            scattered = len(stems & set(artifact.holding)) / len(stems) >= 0.6
+            scattered = len(stems & artifact.holding.keys()) / len(stems) >= 0.6
             confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
             findings.append(artifact.finding("lost_decision", None, note, confidence))
     return findings
