@@ -2965,7 +2965,8 @@ def _recap_markdown_head(recap):
     if delivery:
         named = next((_md(item["text"]) for item in recap["artifacts"] if item["id"] == delivery["id"]), "the artifact")
         count = len(delivery["after"]) + delivery["more"]
-        since = _counted(count, "note") + " since, listed under Since the delivery" if count else "nothing changed since"
+        since = ("%s since, listed under Since the delivery" % _counted(count, "note") if count else
+                 "nothing changed since")
         progress.append("Delivered: %s [%s]; %s." % (named, delivery["id"], since))
     return lines + progress + [""] * (len(progress) > 1)
 
