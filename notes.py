@@ -3169,19 +3169,17 @@ class _CheckedArtifact:
     """An artifact's passages (paragraph, list item, heading, table row), stems, leads."""
 
     def __init__(self, text):
-        self.lines = lines = text.splitlines()
-        passages, current = [], None
-        for n, line in enumerate(lines):
+        self.lines, self.passages, current = text.splitlines(), [], None  # [first, end, is a list item], 0-based
+        for n, line in enumerate(self.lines):
             single, listed = line.lstrip().startswith(("#", "|")), bool(_CHECK_LIST_ITEM.match(line))
             if not line.strip():
                 current = None
-            elif current is None or single or listed or current[3]:
-                current = [n, n + 1, listed, single]
-                passages.append(current)
+            elif current is None or single or listed or alone:
+                current, alone = [n, n + 1, listed], single
+                self.passages.append(current)
             else:
                 current[1] = n + 1
-        self.passages = [passage[:3] for passage in passages]  # [first, end, is a list item], 0-based lines
-        self.line_stems = [_check_stems(line) for line in lines]
+        lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
         # A passage's lead: its ## (or deeper) heading, and the line above it (or its list) if that ends with
         # a colon, is such a heading or is bold.
@@ -3301,18 +3299,17 @@ def _check_open(artifact, recap) -> list:
                              _CHECK_LOG_STEMS)
         if not stems:
             continue
-        places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
-                         if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
-        lines = [(share, -index, artifact.best_line(stems, range(*artifact.passages[-index][:2])))
-                 for share, index in places]
-        claimed.update(n for _, index, n in lines if index in marking)
+        lines = sorted(((hits / len(stems), -index, artifact.best_line(stems, range(*artifact.passages[index][:2])))
+                        for index, hits in artifact.hits(stems).items()
+                        if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
+        claimed.update(n for _, index, n in lines if -index in marking)
         # A point marked where it is stated is shown (the protocol marks it once): its strongest line, the
         # earliest, is a finding when no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
-        if top and not any(artifact.marked(index, n) for _, index, n in top):
+        if top and not any(artifact.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
             findings.append(artifact.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))
-        if note.get("type") is None and not places:  # an open or deferred gate
+        if note.get("type") is None and not lines:  # an open or deferred gate
             unshown.append(note)
     if len(unshown) > len([n for n in marks if n not in claimed]):
         findings += [artifact.finding("unmarked_open", None, note, "low") for note in unshown]
