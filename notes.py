@@ -2903,7 +2903,7 @@ def _recap_item_line(item, kind="note"):
     text, prefix, status = _md(item["text"]), "", item.get("status")  # only a gate has a status
     if kind == "unconfirmed":
         prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
-        kind = "note" if "status" not in item else "closed" if status == "closed" else "gate"
+        kind = "closed" if status == "closed" else "gate"  # a note has no update_id: only closed matters
     # At a line's start, "1." or "1)" would open a list, "#" a heading, ">" a quote, "-" "+" "=" a list or rule.
     line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))", r"\g<0>\\", text))
     if "effect" in item:
@@ -2917,7 +2917,7 @@ def _recap_item_line(item, kind="note"):
             "as a question" if again["type"] == "gate" else "by a " + again["type"], _md(again["text"]))
     marks = [_md(item["id"])]
     labels = item  # a gate's are those of the note that set its status
-    if kind != "note" and "update_id" in item:
+    if "update_id" in item:
         labels = {key: item["update_" + key] for key in ("provenance", "evidence") if "update_" + key in item}
     if _is_unconfirmed(labels):
         why = ["proposed by the model"] * (labels.get("provenance") == "model") + ["inferred"] * (
@@ -3318,8 +3318,7 @@ def _check_open(artifact, recap) -> list:
 
 def _check_read(folder, file):
     """(path, text) of a regular file inside the session folder; refuse any other."""
-    way_out = ("; save the artifact in the session folder %s and give its name (relative to that folder), "
-               "such as plan.md" % folder)
+    way_out = "; save the artifact in the session folder %s and give its name there, such as plan.md" % folder
     if not isinstance(file, str) or not file.strip() or "\0" in file:
         raise NotesError("check needs the artifact's file" + way_out, help_for="check")
     path = os.path.normpath(os.path.join(folder, os.path.expanduser(file)))
