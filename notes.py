@@ -3006,7 +3006,7 @@ _CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LIS
 _PENDING_LISTS = ("deferred_gates", "unconfirmed", "open_gates")  # cut only when the rest cannot fit
 
 
-class _Recap(collections.namedtuple("_Recap", "receipt order cut counts unconfirmed_total")):
+class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
     """What recap found, lists whole; order: the list of each entry that may be left out, in the order they go."""
 
     def rendered(self, count, markdown):
@@ -3024,7 +3024,7 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts unconfir
             hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
                 _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] * bool(types)
             if "unconfirmed" in truncated:  # a hint names only a limit the command takes
-                hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
+                hints.append("recap --limit %d" % min(_LIMIT_MAX, self.receipt["pending"]["unconfirmed"]))
             shown.update(truncated=truncated, see_truncated=hints)
         shown = _with_warnings(shown, shown.pop("warnings", None))  # warnings last
         shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest first
@@ -3077,7 +3077,7 @@ def _recap_of(folder, meta, limit):
     # Left out oldest first: list entries and notes after the delivery, then, if that is not enough, pending ones.
     order = [name for names in (_CUTTABLE_RECAP_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
-    return _Recap(_with_warnings(receipt, warnings), order, cut, counts, total["unconfirmed"])
+    return _Recap(_with_warnings(receipt, warnings), order, cut, counts)
 
 
 @_command
