@@ -3341,8 +3341,12 @@ def _check_read(folder, file):
     return path, data.decode("utf-8", "replace")
 
 
-def _check_artifact(folder, meta, file) -> dict:
-    """Findings surest and earliest first, within recap's default byte budget."""
+@_command
+def _check(self, *, file) -> dict:
+    """Read an artifact file (relative to the session folder) against the live log; list what it gets wrong.
+
+    Findings are to look at, surest and earliest first: nothing is written or refused."""
+    folder, meta = self._folder_meta()
     path, text = _check_read(folder, file)
     recap = _recap_of(folder, meta, _LIMIT_MAX).receipt
     artifact = _CheckedArtifact(text)
@@ -3359,14 +3363,6 @@ def _check_artifact(folder, meta, file) -> dict:
     if len(findings) > len(receipt["findings"]):
         receipt["not_listed"] = len(findings) - len(receipt["findings"])
     return receipt
-
-
-@_command
-def _check(self, *, file) -> dict:
-    """Read an artifact file (relative to the session folder) against the live log; list what it gets wrong.
-
-    Findings are to look at: nothing is written or refused."""
-    return _check_artifact(*self._folder_meta(), file)
 
 
 # --------------------------------------------------------------------------
