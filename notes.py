@@ -3228,22 +3228,22 @@ class _CheckedArtifact:
                 "excerpt": None if n is None else _check_short(self.lines[n]), "confidence": confidence}
 
 
-def _check_residue(artifact, find) -> list:
+def _check_residue(doc, find) -> list:
     """Process residue, one finding a line, the surest pattern first."""
     findings = []
-    for n, line in enumerate(artifact.lines):
+    for n, line in enumerate(doc.lines):
         for pattern, what, confidence in _CHECK_RESIDUE:
             found = pattern.search(line)
             if found:
                 note = find(found.group()) if what == "a note id" else None
                 if what == "a state name" and not re.search("[a-z]", line):
                     confidence = "low"  # a line in capitals: maybe a plain word
-                findings.append(dict(artifact.finding("residue", n, note, confidence), what=what))
+                findings.append(dict(doc.finding("residue", n, note, confidence), what=what))
                 break
     return findings
 
 
-def _check_discards(artifact, recap, find) -> list:
+def _check_discards(doc, recap, find) -> list:
     """Live discards restated, unnegated, in two lines in a row: two stems of the discard or the path it replaced
     (less other live notes'), or only those of its short name."""
     settled = _check_stems(" ".join(
@@ -3256,19 +3256,17 @@ def _check_discards(artifact, recap, find) -> list:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
         stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
         name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
-        named = artifact.hits(name) if len(name) <= 2 else {}
-        windows = [artifact.window(index, stems) for index, count in artifact.hits(stems).items()
-                   if count >= 2 or named.get(index) == count]
+        named = doc.hits(name) if len(name) <= 2 else {}
+        windows = [doc.window(i, stems) for i, count in doc.hits(stems).items() if count >= 2 or named.get(i) == count]
         places = [(len(found), -n) for found, n in windows
-                  if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(artifact.lines[n])]
+                  if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(doc.lines[n])]
         if places:  # the most words, earliest first
             count, n = max(places)
-            findings.append(artifact.finding("revived_discard", -n, discard, ("low", "low", "medium", "high")[
-                min(count, 3)]))
+            findings.append(doc.finding("revived_discard", -n, discard, ("low", "low", "medium", "high")[min(count, 3)]))
     return findings
 
 
-def _check_lost(artifact, recap) -> list:
+def _check_lost(doc, recap) -> list:
     delivered = recap.get("delivery", {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"(?i)\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"])
@@ -3276,19 +3274,19 @@ def _check_lost(artifact, recap) -> list:
     findings = []
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
-        share = max(artifact.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
+        share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
         if share < 0.45:
-            scattered = len(stems & artifact.holding.keys()) / len(stems) >= 0.6
+            scattered = len(stems & doc.holding.keys()) / len(stems) >= 0.6
             confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
-            findings.append(artifact.finding("lost_decision", None, note, confidence))
+            findings.append(doc.finding("lost_decision", None, note, confidence))
     return findings
 
 
-def _check_open(artifact, recap) -> list:
+def _check_open(doc, recap) -> list:
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
-    marks = [n for n, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
-    marking = {index for index, (first, end, _) in enumerate(artifact.passages)
+    marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
+    marking = {index for index, (first, end, _) in enumerate(doc.passages)
                if any(first <= n < end for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
@@ -3299,20 +3297,20 @@ def _check_open(artifact, recap) -> list:
                              _CHECK_LOG_STEMS)
         if not stems:
             continue
-        lines = sorted(((hits / len(stems), -index, artifact.best_line(stems, range(*artifact.passages[index][:2])))
-                        for index, hits in artifact.hits(stems).items()
+        lines = sorted(((hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
+                        for index, hits in doc.hits(stems).items()
                         if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
         # A point marked where it is stated is shown (the protocol marks it once): its strongest line, the
         # earliest, is a finding when no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
-        if top and not any(artifact.marked(-index, n) for _, index, n in top):
+        if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
-            findings.append(artifact.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))
+            findings.append(doc.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))
         if note.get("type") is None and not lines:  # an open or deferred gate
             unshown.append(note)
     if len(unshown) > len([n for n in marks if n not in claimed]):
-        findings += [artifact.finding("unmarked_open", None, note, "low") for note in unshown]
+        findings += [doc.finding("unmarked_open", None, note, "low") for note in unshown]
     return findings
 
 
@@ -3349,10 +3347,10 @@ def _check(self, *, file) -> dict:
     folder, meta = self._folder_meta()
     path, text = _check_read(folder, file)
     recap = _recap_of(folder, meta, _LIMIT_MAX).receipt
-    artifact = _CheckedArtifact(text)
+    doc = _CheckedArtifact(text)
     with _NotesById(recap["path"]) as find:
-        findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find)
-                    + _check_lost(artifact, recap) + _check_open(artifact, recap))
+        findings = (_check_residue(doc, find) + _check_discards(doc, recap, find)
+                    + _check_lost(doc, recap) + _check_open(doc, recap))
     findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] is None,
                                     item["line"] or 0))
     receipt = _with_warnings(_CompactReceipt(
