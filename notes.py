@@ -3262,7 +3262,8 @@ def _check_discards(doc, recap, find) -> list:
                   if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(doc.lines[n])]
         if places:  # the most words, earliest first
             count, n = max(places)
-            findings.append(doc.finding("revived_discard", -n, discard, ("low", "low", "medium", "high")[min(count, 3)]))
+            findings.append(doc.finding("revived_discard", -n, discard, ("low", "low", "medium", "high")[
+                min(count, 3)]))
     return findings
 
 
