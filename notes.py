@@ -2852,7 +2852,7 @@ def _recap_gates(gates, reopened, limit, cut):
     return lists, first, (ids, {gates[gate_id].update_index for gate_id in ids} - {None}, note_ids - {None}, reopened)
 
 
-def _gate_item(gate_id, gates, found, name) -> dict:
+def _gate_item(gate_id, gates, found, name):
     """A gate listed under name, with its latest update; closed: what closed it, in fewer keys."""
     record, gate = found[gate_id], gates[gate_id]
     update = found.get(gate.update_index, {})
@@ -2874,7 +2874,7 @@ class _SynthesisSeen:
         self.superseded, self.limit, self.in_synthesis, self.after_seqs = superseded, limit, False, []
         self.synthesis = self.delivery = self.delivered_at = None
 
-    def meet(self, record) -> bool:
+    def meet(self, record):
         """Take in any next record (a superseded one may begin or end synthesis); True for a delivery."""
         kind, note_id = record["type"], record["id"]
         if kind == "mode":
@@ -2998,7 +2998,7 @@ def _printed_form(result) -> str:
     return (_compact_json if isinstance(result, _CompactReceipt) else _pretty_json)(result) + "\n"
 
 
-def _printed_size(result) -> int:
+def _printed_size(result):
     return len(_printed_form(result).encode("utf-8", "backslashreplace"))
 
 
@@ -3136,7 +3136,7 @@ _CHECK_RESIDUE = (
 )
 
 
-def _check_stem(word) -> str:
+def _check_stem(word):
     """A word without its commonest English suffix."""
     for suffix in _CHECK_SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word[-2] in "sui"):
@@ -3160,7 +3160,7 @@ _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in _CHECK_LOG_WORDS)
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
 
 
-def _check_short(text) -> str:
+def _check_short(text):
     text = " ".join(_visible(_one_line(text)).split())
     return text if len(text) <= _CHECK_EXCERPT else text[:_CHECK_EXCERPT - 3] + "..."
 
@@ -3198,12 +3198,12 @@ class _CheckedArtifact:
             if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
                 heading = lines[first] if lines[first].lstrip().startswith("##") else ""
 
-    def hits(self, stems, span=1) -> collections.Counter:
+    def hits(self, stems, span=1):
         """Passage index -> how many of stems it holds (span 2: with the next one)."""
         return collections.Counter(index for stem in stems for index in {
             place - step for place in self.holding.get(stem, ()) for step in range(span)})
 
-    def marked(self, index, n) -> bool:
+    def marked(self, index, n):
         """Whether line n of passage index is marked, in its sentence or by a lead."""
         while not _CHECK_MARK.search(self.lines[n]):
             if n == self.passages[index][0] or re.search(r"[.!?]\W*$", self.lines[n - 1]):
@@ -3211,7 +3211,7 @@ class _CheckedArtifact:
             n -= 1
         return True
 
-    def best_line(self, stems, numbers) -> int:
+    def best_line(self, stems, numbers):
         return max(numbers, key=lambda n: len(self.line_stems[n] & stems))
 
     def window(self, index, stems):
@@ -3221,14 +3221,14 @@ class _CheckedArtifact:
                         for n in range(first, end)), key=lambda pair: len(pair[0]))
         return found, self.best_line(stems, (n, min(n + 1, end - 1)))
 
-    def finding(self, kind, n, note, confidence) -> dict:
+    def finding(self, kind, n, note, confidence):
         """A finding on 0-based line n (None: the whole) about note (or None)."""
         return {"kind": kind, "line": None if n is None else n + 1, "note": note and note["id"],
                 "note_text": note and _check_short(note["text"]),
                 "excerpt": None if n is None else _check_short(self.lines[n]), "confidence": confidence}
 
 
-def _check_residue(doc, find) -> list:
+def _check_residue(doc, find):
     """Process residue, one finding a line, the surest pattern first."""
     findings = []
     for n, line in enumerate(doc.lines):
@@ -3243,7 +3243,7 @@ def _check_residue(doc, find) -> list:
     return findings
 
 
-def _check_discards(doc, recap, find) -> list:
+def _check_discards(doc, recap, find):
     """Live discards restated, unnegated, in two lines in a row: two stems of the discard or the path it replaced
     (less other live notes'), or only those of its short name."""
     settled = _check_stems(" ".join(
@@ -3267,7 +3267,7 @@ def _check_discards(doc, recap, find) -> list:
     return findings
 
 
-def _check_lost(doc, recap) -> list:
+def _check_lost(doc, recap):
     delivered = recap.get("delivery", {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"(?i)\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"])
@@ -3283,7 +3283,7 @@ def _check_lost(doc, recap) -> list:
     return findings
 
 
-def _check_open(doc, recap) -> list:
+def _check_open(doc, recap):
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
