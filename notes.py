@@ -3103,11 +3103,6 @@ _CHECK_STOP_WORDS = frozenset(
     "how than then so such not no nor only also just very more most less can could will would shall should may "
     "might must each every any all both either some other one we you they he she i our your their his her my me "
     "us them".split())
-# Words that say where a note stands in the log, not what the idea holds: left out of a note's stems.
-_CHECK_LOG_WORDS = frozenset(
-    "open opened deferred defer closed close gate whether undecided decided decide question operator model until "
-    "later propose proposed proposal default assumption confirm confirmed drop dropped discard discarded reject "
-    "rejected ruled out reopen reopens again unless pending".split())
 # Irregular forms a suffix cut cannot join to their verb; currency signs read as their word.
 _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
@@ -3156,7 +3151,10 @@ def _check_stems(text, drop=frozenset()) -> set:
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
-_CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in _CHECK_LOG_WORDS)
+# Words that say where a note stands in the log, not what the idea holds: left out of a note's stems.
+_CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
+    "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
+    "default assumption confirm drop dropped discard reject ruled out reopen again unless pending").split())
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
 
 
