@@ -2903,7 +2903,7 @@ def _recap_item_line(item, kind="note"):
     text, prefix, status = _md(item["text"]), "", item.get("status")  # only a gate has a status
     if kind == "unconfirmed":
         prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
-        kind = "closed" if status == "closed" else "gate"  # a note has no update_id: only closed matters
+        kind = status  # "closed" is the one kind that reads differently here
     # At a line's start, "1." or "1)" would open a list, "#" a heading, ">" a quote, "-" "+" "=" a list or rule.
     line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))", r"\g<0>\\", text))
     if "effect" in item:
@@ -3007,7 +3007,7 @@ _PENDING_LISTS = ("deferred_gates", "unconfirmed", "open_gates")  # cut only whe
 
 
 class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
-    """What recap found, lists whole; order: the list of each entry that may be left out, in the order they go."""
+    """What recap found, lists whole; order: the list of each entry that may be left out, in dropping order."""
 
     def rendered(self, count, markdown):
         """The printed form without the count oldest cuttable entries."""
@@ -3350,8 +3350,7 @@ def _check(self, *, file) -> dict:
     with _NotesById(recap["path"]) as find:
         findings = (_check_residue(doc, find) + _check_discards(doc, recap, find)
                     + _check_lost(doc, recap) + _check_open(doc, recap))
-    findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] is None,
-                                    item["line"] or 0))
+    findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] or math.inf))
     receipt = _with_warnings(_CompactReceipt(
         ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
         counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS}), recap.get("warnings"))
