@@ -2756,7 +2756,7 @@ def _session_entry(name, folder):
 
 
 # --------------------------------------------------------------------------
-# Recap: the state of the idea within a byte budget, as JSON or markdown, and check of an artifact against it
+# Recap: the state of the idea within a byte budget, and check of an artifact against it
 
 def _counted(number, noun) -> str:
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
@@ -3003,7 +3003,7 @@ def _printed_size(result):
 
 
 _CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LISTS)
-_PENDING_LISTS = ("deferred_gates", "unconfirmed", "open_gates")  # cut only when the rest cannot fit
+_PENDING_LISTS = ("deferred_gates", "unconfirmed", "open_gates")
 
 
 class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
@@ -3040,9 +3040,8 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
             raise NotesError("recap needs %d bytes for mode, shape, counts and warnings, more than --max-bytes %d; "
                              "run it again with --max-bytes %d" % (needed, max_bytes, needed))
         while fits - fails > 1:
-            middle = (fits + fails) // 2
-            fails, fits = (fails, middle) if _printed_size(self.rendered(middle, markdown)) <= max_bytes else (
-                middle, fits)
+            mid = (fits + fails) // 2
+            fits, fails = (mid, fails) if _printed_size(self.rendered(mid, markdown)) <= max_bytes else (fits, mid)
         return self.rendered(fits, markdown)
 
 
