@@ -2918,7 +2918,7 @@ def _recap_item_line(item, kind="note"):
     marks = [_md(item["id"])]
     labels = item  # a gate's are those of the note that set its status
     if "update_id" in item:
-        labels = {key: item["update_" + key] for key in ("provenance", "evidence") if "update_" + key in item}
+        labels = {key[7:]: item[key] for key in ("update_provenance", "update_evidence") if key in item}
     if _is_unconfirmed(labels):
         why = ["proposed by the model"] * (labels.get("provenance") == "model") + ["inferred"] * (
             labels.get("evidence") == "inferred")
@@ -3002,7 +3002,7 @@ def _printed_size(result):
     return len(_printed_form(result).encode("utf-8", "backslashreplace"))
 
 
-_CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LISTS)
+_CUTTABLE_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LISTS)
 _PENDING_LISTS = ("deferred_gates", "unconfirmed", "open_gates")
 
 
@@ -3016,8 +3016,8 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
             old = shown[name]  # the delivery counts them in its more
             shown[name] = old[number:] if name != "delivery" else dict(
                 old, after=old["after"][number:], more=old["more"] + number)
-        truncated = {name: self.cut.get(name, 0) + dropped[name] for name in _PENDING_LISTS + _CUTTABLE_RECAP_LISTS
-                     if self.cut.get(name) or dropped[name]}
+        truncated = {name: number for name in _PENDING_LISTS + _CUTTABLE_LISTS
+                     if (number := self.cut.get(name, 0) + dropped[name])}
         if truncated:
             types = [kind for kind in NOTE_TYPES if kind + "s" in truncated or kind == "gate"
                      and any(name.endswith("_gates") for name in truncated)]  # a list is named after its type
@@ -3074,7 +3074,7 @@ def _recap_of(folder, meta, limit):
     receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
     lists["delivery"] = [(seq, None) for seq in synthesis.after_seqs]
     # Left out oldest first: list entries and notes after the delivery, then, if that is not enough, pending ones.
-    order = [name for names in (_CUTTABLE_RECAP_LISTS + ("delivery",), _PENDING_LISTS)
+    order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
     return _Recap(_with_warnings(receipt, warnings), order, cut, counts)
 
