@@ -2868,10 +2868,10 @@ def _gate_item(gate_id, gates, found, name):
 
 
 class _SynthesisSeen:
-    """Where synthesis stands; the last delivery and the live non-mode notes after it."""
+    """Where synthesis stands; the last delivery and the live non-mode notes after it, as (seq, note)."""
 
     def __init__(self, superseded, limit):
-        self.superseded, self.limit, self.in_synthesis, self.after_seqs = superseded, limit, False, []
+        self.superseded, self.limit, self.in_synthesis, self.after = superseded, limit, False, []
         self.synthesis = self.delivery = self.delivered_at = None
 
     def meet(self, record):
@@ -2885,16 +2885,13 @@ class _SynthesisSeen:
             self.in_synthesis = entering
         if kind == "artifact" and self.in_synthesis:
             # Delivering ends synthesis: writing again takes a new SYNTHESIS note.
-            self.in_synthesis, self.delivered_at, self.after_seqs = False, record["seq"], []
+            self.in_synthesis, self.delivered_at, self.after = False, record["seq"], []
             self.synthesis = dict(self.synthesis, state="delivered", delivered=note_id)
             self.delivery = {"id": note_id, "after": [], "more": 0}
             return True
         if self.delivery and kind != "mode" and note_id not in self.superseded:
-            self.delivery["after"].append(_named_note(record))
-            self.after_seqs.append(record["seq"])
-            if len(self.after_seqs) > self.limit:
-                del self.delivery["after"][0], self.after_seqs[0]
-                self.delivery["more"] += 1
+            self.after.append((record["seq"], _named_note(record)))
+            _keep_newest(self.after, self.limit, self.delivery, "more")
         return False
 
 
@@ -3071,8 +3068,10 @@ def _recap_of(folder, meta, limit):
         if synthesis.delivered_at is not None:
             pending["since_delivery"] = [item["id"] for seq, item in sorted(
                 lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
+    if synthesis.delivery:
+        synthesis.delivery["after"] = [note for _, note in synthesis.after]
     receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
-    lists["delivery"] = [(seq, None) for seq in synthesis.after_seqs]
+    lists["delivery"] = synthesis.after
     # Left out oldest first: list entries and notes after the delivery, then, if that is not enough, pending ones.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
