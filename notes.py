@@ -3043,7 +3043,6 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
 
 
 def _recap_of(folder, meta, limit):
-    """The Recap, from two passes: history, then live notes."""
     with _LogReader(folder, meta) as reader:
         superseded, gates, counts, reopened = _recap_history(reader)
         warnings, redacted, cut = reader.warnings(), reader.redactions.count, {}
@@ -3298,8 +3297,7 @@ def _check_open(doc, recap):
                         for index, hits in doc.hits(stems).items()
                         if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # A point marked where it is stated is shown (the protocol marks it once): its strongest line, the
-        # earliest, is a finding when no marked line is as strong.
+        # A point marked where stated is shown: its strongest line is a finding if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
@@ -3324,12 +3322,12 @@ def _check_read(folder, file):
         raise NotesError("check reads only files inside the session folder" + way_out)
     try:
         if os.path.isdir(path):
-            raise IsADirectoryError(errno.EISDIR, "")
+            raise IsADirectoryError
         with open(_open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out), "rb") as handle:
             data = handle.read(_CHECK_FILE_LIMIT + 1)
     except OSError as error:
-        problem = {errno.ENOENT: "does not exist", errno.EISDIR: "is a folder; give the artifact's file"}.get(
-            error.errno, "cannot be read (%s)" % error.strerror)
+        problem = {FileNotFoundError: "does not exist", IsADirectoryError: "is a folder; give the artifact's file"}.get(
+            type(error), "cannot be read (%s)" % error.strerror)
         raise NotesError("%s %s%s" % (path, problem, way_out)) from None
     if len(data) > _CHECK_FILE_LIMIT:
         raise NotesError("%s is over %d KiB; check the text alone" % (path, _CHECK_FILE_LIMIT >> 10))
