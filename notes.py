@@ -3242,8 +3242,8 @@ def _check_discards(doc, recap, find):
     """Live discards restated, unnegated, in two lines in a row: two stems of the discard or the path it replaced
     (less other live notes'), or only those of its short name."""
     settled = _check_stems(" ".join(
-        [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates", "deferred_gates",
-                                   "closed_gates") for note in recap[name]]
+        [note["text"] for name in _PENDING_LISTS + ("decisions", "artifacts", "sources", "closed_gates")
+         for note in recap[name]]
         + [note.get("update_text", "") for note in recap["closed_gates"]]
         + [recap[name]["text"] for name in ("mode", "shape") if recap[name]]))
     findings = []
