@@ -2784,7 +2784,7 @@ def _md(value) -> str:
 
 
 def _markdown_split(text):
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return re.split(r"\r\n?|\n", text)
 
 
 def _summarise_record(record):
@@ -2853,7 +2853,7 @@ def _recap_gates(gates, reopened, limit, cut):
 
 
 def _gate_item(gate_id, gates, found, name):
-    """A gate listed under name, with its latest update; closed: what closed it, in fewer keys."""
+    """A gate as listed under name: with its latest update or, closed, what closed it."""
     record, gate = found[gate_id], gates[gate_id]
     update = found.get(gate.update_index, {})
     item = {"id": gate_id, **({"type": "gate"} if name == "unconfirmed" else {}), "text": record["text"],
@@ -2927,8 +2927,6 @@ def _recap_item_line(item, kind="note"):
 
 _PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
                      "delivered": "the last delivery"}
-
-
 _RECAP_SECTIONS = (("Mode", "mode", "note"), ("Shape", "shape", "note"), ("Open gates", "open_gates", "gate"),
                    ("Deferred gates", "deferred_gates", "gate"), ("Not yet confirmed", "unconfirmed", "unconfirmed"),
                    ("Closed gates", "closed_gates", "closed"), ("Decisions", "decisions", "note"),
@@ -3091,8 +3089,8 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
 # check: an artifact read against the live log. A note is found in a passage by the share of its stems there.
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
-_CHECK_LISTED = 50           # findings listed, then counted
-_CHECK_EXCERPT = 120         # characters of an excerpt or a note's text in a finding
+_CHECK_LISTED = 50  # findings listed, then counted
+_CHECK_EXCERPT = 120  # characters of an excerpt or a note's text in a finding
 _CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
 _CHECK_STOP_WORDS = frozenset(
     "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do "
