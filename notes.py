@@ -2998,7 +2998,7 @@ def _printed_size(result):
 
 
 _CUTTABLE_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LISTS)
-_PENDING_LISTS = ("deferred_gates", "unconfirmed", "open_gates")
+_PENDING_LISTS = ("open_gates", "deferred_gates", "unconfirmed")
 
 
 class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
