@@ -2980,7 +2980,7 @@ def _recap_markdown(recap):
             _md(item["type"]).capitalize(), _md(item["text"]), item["id"]) for item in delivery["after"]] or ["- none"])
         lines += ["- (%d older not shown)" % delivery["more"]] * bool(delivery["more"]) + [""]
     if recap.get("warnings"):
-        lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
+        lines += ["## Warnings", ""] + ["- " + warning for warning in recap["warnings"]] + [""]
     return "\n".join(lines)
 
 
