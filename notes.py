@@ -2699,7 +2699,7 @@ def _session_entry(name, folder):
 
 
 # --------------------------------------------------------------------------
-# Recap: the state of the idea within a byte budget, as JSON or markdown, and check of an artifact against it
+# Recap: the state of the idea within a byte budget, and check of an artifact against it
 
 def _counted(number, noun) -> str:
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
@@ -2714,12 +2714,11 @@ def _visible(value, one_line=False):
     """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX]."""
     if value.isprintable():
         return value
-    return "".join("[U+%04X]" % ord(character) if character in _FORBIDDEN_CHARACTERS
-                   or (one_line and character in "\r\n") else character for character in value)
+    return "".join("[U+%04X]" % ord(c) if c in _FORBIDDEN_CHARACTERS or one_line and c in "\r\n" else c
+                   for c in value)
 
 
 def _markdown_inline(text):
-    """text with each character that could start inline markup escaped."""
     return re.sub(r"([\\`*_\[\]<>&~|])", r"\\\1", text)
 
 
@@ -2728,13 +2727,11 @@ def _md(value) -> str:
 
 
 def _markdown_split(text):
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return re.split(r"\r\n?|\n", text)
 
 
 def _summarise_record(record):
-    item = {"id": record["id"], "text": record["text"]}
-    if "effect" in record:
-        item["effect"] = record["effect"]
+    item = {key: record[key] for key in ("id", "text", "effect") if key in record}
     if record["type"] != "gate" and isinstance(record.get("ref"), str):
         item["replaces"] = record["ref"]
     item.update((key, record[key]) for key in ("provenance", "evidence") if key in record)
@@ -2742,124 +2739,113 @@ def _summarise_record(record):
 
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
-    """Second pass: (mode and shape, live notes by list, unconfirmed, wanted records, first unconfirmed)."""
-    latest, lists, kept = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {name: [] for _, name in _RECAP_LISTS}
-    unconfirmed, found, first = [], {}, None
+    """Pass two: (mode and shape, live lists, wanted records, first unconfirmed)."""
+    latest, lists, found, first = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {}, None
+    kept = {name: [] for name in [*lists.values(), "unconfirmed"]}
     gate_ids, update_places, note_ids, reopened = wanted
     for index, record in enumerate(reader.records()):
         delivered, kind, note_id = synthesis.meet(record), record["type"], record["id"]
         if index in update_places:
             found[index] = record
-        elif kind == "gate" and "ref" not in record and note_id in gate_ids:
-            found[note_id] = record  # the last gate with the id, as recap_history counts it
-        elif note_id in note_ids:
-            found[note_id] = record
+        elif kind == "gate" and "ref" not in record and note_id in gate_ids or note_id in note_ids:
+            found[note_id] = record  # a gate: the last with the id, as recap_history counts it
         if note_id in superseded and note_id not in reopened:
             continue
         if kind in latest:
             latest[kind] = record
         elif kind in lists:
-            item = _summarise_record(record)
+            item, name = _summarise_record(record), lists[kind]
             # A tension holds nothing to confirm, nor does a delivery.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
-                unconfirmed.append((record["seq"], {"id": note_id, "type": kind, **item}))
                 first = first or (record["seq"], note_id)
-                _keep_newest(unconfirmed, limit, cut, "unconfirmed")
-            else:
-                kept[lists[kind]].append((record["seq"], item))
-                _keep_newest(kept[lists[kind]], limit, cut, lists[kind])
-    if latest["mode"] and synthesis.delivered_at is not None and latest["mode"]["seq"] < synthesis.delivered_at:
+                name, item = "unconfirmed", {"id": note_id, "type": kind, **item}
+            kept[name].append((record["seq"], item))
+            _keep_newest(kept[name], limit, cut, name)
+    if latest["mode"] and latest["mode"]["seq"] < (synthesis.delivered_at or 0):
         latest["mode"] = None  # a later delivery ended it
     for kind, record in latest.items():
-        if record is not None:
-            latest[kind] = _summarise_record(record)
-            if _is_unconfirmed(latest[kind]):
-                unconfirmed.append((record["seq"], {"id": record["id"], "type": kind, **latest[kind]}))
-    first = min(([first] if first else []) + [(seq, item["id"]) for seq, item in unconfirmed
-                                              if item["type"] in latest], default=None)
-    for _, item in kept["discards"] + unconfirmed:
+        if record:
+            latest[kind] = item = _summarise_record(record)
+            if _is_unconfirmed(item):
+                kept["unconfirmed"].append((record["seq"], {"id": record["id"], "type": kind, **item}))
+                first = min(filter(None, (first, (record["seq"], record["id"]))))
+    for _, item in kept["discards"] + kept["unconfirmed"]:
         if reopened.get(item["id"]) in found:
             item["reopened"] = _named_note(found[reopened[item["id"]]])
-    return latest, kept, unconfirmed, found, first
+    return latest, kept, found, first
 
 
 def _recap_gates(gates, reopened, limit, cut):
-    """(seq, gate id) lists by status and unconfirmed, the first pending, and what pass two fetches."""
-    by_status, unconfirmed = {"open": [], "deferred": [], "closed": []}, []
+    """(seq, gate id) lists by name, the first pending, and what pass two fetches."""
+    lists = {name: [] for name in ("open_gates", "deferred_gates", "unconfirmed", "closed_gates")}
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
         if gate.status != "open" and gate.unconfirmed:  # an open gate is listed once, as open
-            unconfirmed.append((gate.changed_at, gate_id))
-            if gate.status == "closed":
-                continue
-        by_status[gate.status].append((gate.changed_at, gate_id))
-    by_status["closed"].sort(key=lambda entry: entry[0])
-    unconfirmed.sort(key=lambda entry: entry[0])
-    first = min(by_status["open"] + unconfirmed, default=None)
-    for name, entries in (("open_gates", by_status["open"]), ("deferred_gates", by_status["deferred"]),
-                          ("closed_gates", by_status["closed"]), ("unconfirmed", unconfirmed)):
+            lists["unconfirmed"].append((gate.changed_at, gate_id))
+        if gate.status != "closed" or not gate.unconfirmed:
+            lists[gate.status + "_gates"].append((gate.changed_at, gate_id))
+    for name in ("closed_gates", "unconfirmed"):
+        lists[name].sort(key=lambda e: e[0])
+    first = min(lists["open_gates"] + lists["unconfirmed"], default=None)
+    for name, entries in lists.items():
         _keep_newest(entries, limit, cut, name)
-    ids = {gate_id for entries in [unconfirmed, *by_status.values()] for _, gate_id in entries}
+    ids = {gate_id for entries in lists.values() for _, gate_id in entries}
     note_ids = {gates[gate_id].by for gate_id in ids if gates[gate_id].status == "closed"} | set(reopened.values())
-    wanted = ids, {gates[gate_id].update_index for gate_id in ids} - {None}, note_ids - {None}, reopened
-    return by_status, unconfirmed, first, wanted
+    return lists, first, (ids, {gates[gate_id].update_index for gate_id in ids} - {None}, note_ids - {None}, reopened)
 
 
-def _gate_item(gate_id, gates, found, closed=False) -> dict:
-    """A listed gate, with its latest update; closed: what closed it, in fewer keys."""
+def _gate_item(gate_id, gates, found, name):
+    """A gate as listed under name: with its latest update or, closed, what closed it."""
     record, gate = found[gate_id], gates[gate_id]
-    item = {"id": gate_id, "text": record["text"], "status": gate.status}
+    update = found.get(gate.update_index, {})
+    item = {"id": gate_id, **({"type": "gate"} if name == "unconfirmed" else {}), "text": record["text"],
+            "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
-    if gate.update_index is not None:
-        update = found[gate.update_index]
-        item.update(update_id=update["id"], update_text=update["text"])
-        item.update(("update_" + key, update[key]) for key in ("provenance", "evidence") if key in update)
-    if not closed:
+    item.update(("update_" + key, update[key]) for key in ("id", "text", "provenance", "evidence") if key in update)
+    if name != "closed_gates":
         return item
-    item["closed_by"] = _named_note(found.get(gate.by) or found[gate.update_index])  # the note its update names
+    item["closed_by"] = _named_note(found.get(gate.by) or update)  # the note its update names
     return {key: item[key] for key in ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
             if key in item}
 
 
 class _SynthesisSeen:
-    """Where synthesis stands; the last delivery and the live non-mode notes after it."""
+    """Where synthesis stands; the last delivery and the live non-mode notes after it, as (seq, note)."""
 
     def __init__(self, superseded, limit):
-        self.superseded, self.limit = superseded, limit
+        self.superseded, self.limit, self.in_synthesis, self.after = superseded, limit, False, []
         self.synthesis = self.delivery = self.delivered_at = None
-        self.in_synthesis, self.after_seqs = False, []
 
-    def meet(self, record) -> bool:
+    def meet(self, record):
         """Take in any next record (a superseded one may begin or end synthesis); True for a delivery."""
-        if record["type"] == "mode":
+        kind, note_id = record["type"], record["id"]
+        if kind == "mode":
             entering = record["text"].startswith(_SYNTHESIS_WORD)
-            if entering and not self.in_synthesis:
-                self.synthesis = {"state": "entered", "entered": record["id"]}
-            elif self.in_synthesis and not entering:
-                self.synthesis = dict(self.synthesis, state="ended", ended=record["id"])
+            if entering != self.in_synthesis:
+                self.synthesis = dict(self.synthesis, state="ended", ended=note_id) if self.in_synthesis else {
+                    "state": "entered", "entered": note_id}
             self.in_synthesis = entering
-        if record["type"] == "artifact" and self.in_synthesis:
+        if kind == "artifact" and self.in_synthesis:
             # Delivering ends synthesis: writing again takes a new SYNTHESIS note.
-            self.in_synthesis, self.delivered_at, self.after_seqs = False, record["seq"], []
-            self.synthesis = dict(self.synthesis, state="delivered", delivered=record["id"])
-            self.delivery = {"id": record["id"], "after": [], "more": 0}
+            self.in_synthesis, self.delivered_at, self.after = False, record["seq"], []
+            self.synthesis = dict(self.synthesis, state="delivered", delivered=note_id)
+            self.delivery = {"id": note_id, "after": [], "more": 0}
             return True
-        if self.delivery is not None and record["type"] != "mode" and record["id"] not in self.superseded:
-            self.delivery["after"].append(_named_note(record))
-            self.after_seqs.append(record["seq"])
-            if len(self.after_seqs) > self.limit:
-                del self.delivery["after"][0], self.after_seqs[0]
-                self.delivery["more"] += 1
+        if self.delivery and kind != "mode" and note_id not in self.superseded:
+            self.after.append((record["seq"], _named_note(record)))
+            _keep_newest(self.after, self.limit, self.delivery, "more")
         return False
 
 
-def _recap_item_line(item, kind="note", prefix=""):
-    """One recap item as an escaped markdown line; kind: "note", "gate" or "closed"."""
-    text = _md(item["text"])
+def _recap_item_line(item, kind="note"):
+    """An item as an escaped markdown line; kind: "note", "gate", "closed" or "unconfirmed"."""
+    text, prefix, status = _md(item["text"]), "", item.get("status")  # only a gate has a status
+    if kind == "unconfirmed":
+        prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
+        kind = status  # "closed" is the one kind that reads differently here
     # At a line's start, "1." or "1)" would open a list, "#" a heading, ">" a quote, "-" "+" "=" a list or rule.
-    line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))",
-                                                       lambda found: found.group() + "\\", text, count=1))
+    line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))", r"\g<0>\\", text))
     if "effect" in item:
         line += " Effect: " + _md(item["effect"])
     if "update_id" in item:  # a closed gate reads as its question, then its answer
@@ -2867,103 +2853,77 @@ def _recap_item_line(item, kind="note", prefix=""):
         line += (" - " if kind == "closed" else " Latest: ") + _md(answer)
     if "reopened" in item:
         again = item["reopened"]
-        line += " Reopened %s: %s" % ("as a question" if again["type"] == "gate" else "by a " + again["type"],
-                                      _md(again["text"]))
+        line += " Reopened %s: %s" % (
+            "as a question" if again["type"] == "gate" else "by a " + again["type"], _md(again["text"]))
     marks = [_md(item["id"])]
     labels = item  # a gate's are those of the note that set its status
-    if kind != "note" and "update_id" in item:
-        labels = {key: item["update_" + key] for key in ("provenance", "evidence") if "update_" + key in item}
-    if _is_unconfirmed(labels):  # under Not yet confirmed, why
+    if "update_id" in item:
+        labels = {key[7:]: item[key] for key in ("update_provenance", "update_evidence") if key in item}
+    if _is_unconfirmed(labels):
         why = ["proposed by the model"] * (labels.get("provenance") == "model") + ["inferred"] * (
             labels.get("evidence") == "inferred")
         marks.append(", ".join(why) if prefix else "not yet confirmed")
-    elif "provenance" in labels:  # who a settled point came from
+    elif "provenance" in labels:
         marks.append(_PROVENANCE_WORDS.get(labels["provenance"], "from " + _one_line(labels["provenance"])))
     return "%s [%s]" % (line, "; ".join(marks))
 
 
 _PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
                      "delivered": "the last delivery"}
-
-
-_RECAP_SECTIONS = (("Open gates", "open_gates", "gate"), ("Deferred gates", "deferred_gates", "gate"),
-                  ("Not yet confirmed", "unconfirmed", "unconfirmed"), ("Closed gates", "closed_gates", "closed"),
-                  ("Decisions", "decisions", "note"), ("Discarded paths", "discards", "note"),
-                  ("Tensions", "tensions", "note"), ("Sources", "sources", "note"),
-                  ("Artifact boundaries", "artifacts", "note"))
+_RECAP_SECTIONS = (("Mode", "mode", "note"), ("Shape", "shape", "note"), ("Open gates", "open_gates", "gate"),
+                   ("Deferred gates", "deferred_gates", "gate"), ("Not yet confirmed", "unconfirmed", "unconfirmed"),
+                   ("Closed gates", "closed_gates", "closed"), ("Decisions", "decisions", "note"),
+                   ("Discarded paths", "discards", "note"), ("Tensions", "tensions", "note"),
+                   ("Sources", "sources", "note"), ("Artifact boundaries", "artifacts", "note"))
 
 
 def _recap_markdown_head(recap):
-    """The markdown recap's opening: counts, export, pending work, synthesis, delivery."""
-    lag, missing = recap["export_lag"], recap["export_lag"]["missing"]
-    if "problem" in lag:
-        export = lag["problem"]
-    elif lag["record_count"] is None:
-        export = "no %s yet" % _EXPORT_NAME
-    elif missing == 0:
-        export = "%s holds every note" % _EXPORT_NAME
-    else:
-        export = "%s lacks the %s; export again" % (
-            _EXPORT_NAME, "newest note" if missing == 1 else "%d newest notes" % missing)
-    lines = ["# Recap", "", "%s, %d superseded by later ones." % (_counted(recap["total"], "note"),
-                                                                 recap["superseded_count"]), "Export: %s." % export]
-    if "redacted" in recap:
-        not_erased = recap["redacted"]["not_erased"]
-        lines.append("Redacted notes: %d. %s." % (recap["redacted"]["count"], not_erased[0].upper() + not_erased[1:]))
-    lines.append("")
-    progress, pending = [], recap.get("pending")
+    lag, pending, redacted, delivery = (recap.get(key) for key in ("export_lag", "pending", "redacted", "delivery"))
+    missing = lag["missing"]
+    export = lag.get("problem") or (
+        "no %s yet" if lag["record_count"] is None else "%s holds every note" if missing == 0 else
+        "%%s lacks the %s; export again" % ("newest note" if missing == 1 else "%d newest notes" % missing)
+    ) % _EXPORT_NAME
+    lines = ["# Recap", "", "%s, %d superseded by later ones." % (
+        _counted(recap["total"], "note"), recap["superseded_count"]), "Export: %s." % export]
+    if redacted:
+        not_erased = redacted["not_erased"]
+        lines.append("Redacted notes: %d. %s%s." % (redacted["count"], not_erased[0].upper(), not_erased[1:]))
+    progress = [""]
     if pending:
-        parts = [text for number, text in (
-            (pending["open_gates"], _counted(pending["open_gates"], "open gate")),
-            (pending["unconfirmed"], _counted(pending["unconfirmed"], "note") + " not yet confirmed")) if number]
-        line = "Pending: %s, listed below" % " and ".join(parts)
-        if "since_delivery" in pending:
-            line += "; %s since the last delivery" % ("none of them" if not pending["since_delivery"] else
-                                                      "%d of them raised" % len(pending["since_delivery"]))
-        progress.append(line + ".")
-    state = recap.get("synthesis", {}).get("state")
-    if state in ("entered", "ended"):
-        progress.append("Synthesis: approved; the artifact is being written." if state == "entered" else
-                        "Synthesis: stopped before a delivery; shaping goes on.")
-    if "delivery" in recap:
-        delivery = recap["delivery"]
-        named = [item["text"] for item in recap["artifacts"] if item["id"] == delivery["id"]]
+        since = pending.get("since_delivery")
+        progress.append("Pending: %s, listed below%s." % (" and ".join(
+            _counted(pending[key], noun) + tail for key, noun, tail in (
+                ("open_gates", "open gate", ""), ("unconfirmed", "note", " not yet confirmed")) if pending[key]),
+            "" if since is None else "; %s since the last delivery" % (
+                "%d of them raised" % len(since) if since else "none of them")))
+    progress += {"entered": ["Synthesis: approved; the artifact is being written."],
+                 "ended": ["Synthesis: stopped before a delivery; shaping goes on."]}.get(
+        recap.get("synthesis", {}).get("state"), [])
+    if delivery:
+        named = next((_md(item["text"]) for item in recap["artifacts"] if item["id"] == delivery["id"]), "the artifact")
         count = len(delivery["after"]) + delivery["more"]
-        progress.append("Delivered: %s [%s]; %s." % (
-            _md(named[0]) if named else "the artifact", delivery["id"], "nothing changed since" if count == 0 else
-            "%s since, listed under Since the delivery" % _counted(count, "note")))
-    return lines + progress + [""] if progress else lines
+        since = ("%s since, listed under Since the delivery" % _counted(count, "note") if count else
+                 "nothing changed since")
+        progress.append("Delivered: %s [%s]; %s." % (named, delivery["id"], since))
+    return lines + progress + [""] * (len(progress) > 1)
 
 
 def _recap_markdown(recap):
-    lines = _recap_markdown_head(recap)
-    for title, key in (("Mode", "mode"), ("Shape", "shape")):
-        lines += ["## " + title, "", _recap_item_line(recap[key]) if recap[key] else "- none", ""]
-    delivered = recap.get("delivery", {}).get("id")
+    lines, delivery = _recap_markdown_head(recap), recap.get("delivery")
     for title, key, kind in _RECAP_SECTIONS:
-        lines += ["## " + title, ""]
-        for item in recap[key]:
-            if kind == "unconfirmed":
-                gate = item["type"] == "gate"
-                status = " (%s)" % _md(item["status"]) if gate else ""
-                kind_of = "closed" if gate and item["status"] == "closed" else "gate" if gate else "note"
-                lines.append(_recap_item_line(item, kind_of, "%s%s: " % (item["type"].capitalize(), status)))
-            else:
-                lines.append(_recap_item_line(dict(item, provenance="delivered", evidence=None)
-                                              if item["id"] == delivered else item, kind))
-        if not recap[key]:
-            lines.append("- none")
-        if recap.get("truncated", {}).get(key):
-            lines.append("- (%d older not shown)" % recap["truncated"][key])
-        lines.append("")
-    if "delivery" in recap:
-        after, more = recap["delivery"]["after"], recap["delivery"]["more"]
-        # A damaged log may hold any type: escaped as a text is.
-        lines += ["## Since the delivery", ""] + (["- %s: %s [%s]" % (_md(item["type"]).capitalize(), _md(item["text"]),
-                                                                      item["id"]) for item in after] or ["- none"])
+        items = recap[key] if isinstance(recap[key], list) else [recap[key]] * bool(recap[key])  # mode, shape
+        lines += ["## " + title, ""] + ([_recap_item_line(dict(item, provenance="delivered", evidence=None) if (
+            delivery or {}).get("id") == item["id"] else item, kind) for item in items] or ["- none"])
+        more = recap.get("truncated", {}).get(key, 0)
         lines += ["- (%d older not shown)" % more] * bool(more) + [""]
+    if delivery:
+        # A damaged log may hold any type: escaped as a text is.
+        lines += ["## Since the delivery", ""] + (["- %s: %s [%s]" % (
+            _md(item["type"]).capitalize(), _md(item["text"]), item["id"]) for item in delivery["after"]] or ["- none"])
+        lines += ["- (%d older not shown)" % delivery["more"]] * bool(delivery["more"]) + [""]
     if recap.get("warnings"):
-        lines += ["## Warnings", ""] + ["- " + message for message in recap["warnings"]] + [""]
+        lines += ["## Warnings", ""] + ["- " + warning for warning in recap["warnings"]] + [""]
     return "\n".join(lines)
 
 
@@ -2973,120 +2933,89 @@ def _printed_form(result) -> str:
         return result
     if "markdown" in result:
         return result["markdown"]
-    if isinstance(result, _CompactReceipt):
-        return _compact_json(result) + "\n"
-    return _pretty_json(result) + "\n"
+    return (_compact_json if isinstance(result, _CompactReceipt) else _pretty_json)(result) + "\n"
 
 
-def _printed_size(result) -> int:
+def _printed_size(result):
     return len(_printed_form(result).encode("utf-8", "backslashreplace"))
 
 
-_CUTTABLE_RECAP_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LISTS)
+_CUTTABLE_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LISTS)
+_PENDING_LISTS = ("open_gates", "deferred_gates", "unconfirmed")
 
 
-class _Recap:
-    """What recap found, lists whole and oldest first, before fitting the byte budget."""
-
-    def __init__(self, receipt, ages, limit_cut, counts, unconfirmed_total):
-        self.receipt, self.limit_cut, self.counts = receipt, limit_cut, counts
-        self.unconfirmed_total = unconfirmed_total  # before --limit
-        # Oldest first, the notes after the delivery with the other lists; only when the rest cannot fit,
-        # the oldest pending entries too, counted in truncated.
-        self.dropped_order = [entry for names in (_CUTTABLE_RECAP_LISTS + ("delivery",),
-                                                  ("deferred_gates", "unconfirmed", "open_gates"))
-                              for entry in sorted((age, name, index) for name in names
-                                                  for index, age in enumerate(ages.get(name, ())))]
+class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
+    """What recap found, lists whole; order: the list of each entry that may be left out, in dropping order."""
 
     def rendered(self, count, markdown):
         """The printed form without the count oldest cuttable entries."""
-        dropped = collections.Counter(name for _, name, _ in self.dropped_order[:count])
-        shown = _CompactReceipt(self.receipt)
+        dropped, shown = collections.Counter(self.order[:count]), _CompactReceipt(self.receipt)
         for name, number in dropped.items():
-            if name == "delivery":  # counted in its more
-                delivery = shown["delivery"]
-                shown["delivery"] = dict(delivery, after=delivery["after"][number:], more=delivery["more"] + number)
-            else:
-                shown[name] = self.receipt[name][number:]
-        truncated = {name: self.limit_cut.get(name, 0) + dropped[name]
-                     for name in ("open_gates", "deferred_gates", "unconfirmed") + _CUTTABLE_RECAP_LISTS}
-        truncated = {name: number for name, number in truncated.items() if number}
-        warnings = shown.pop("warnings", None)
-        if truncated:  # and the commands that show what was cut
-            lists = dict(_RECAP_LISTS)
-            types = [kind for kind in NOTE_TYPES if truncated.get(lists.get(kind)) or kind == "gate"
-                     and any(truncated.get(status + "_gates") for status in GATE_STATUSES)]
+            old = shown[name]  # the delivery counts them in its more
+            shown[name] = old[number:] if name != "delivery" else dict(
+                old, after=old["after"][number:], more=old["more"] + number)
+        truncated = {name: number for name in _PENDING_LISTS + _CUTTABLE_LISTS
+                     if (number := self.cut.get(name, 0) + dropped[name])}
+        if truncated:
+            types = [kind for kind in NOTE_TYPES if kind + "s" in truncated or kind == "gate"
+                     and any(name.endswith("_gates") for name in truncated)]  # a list is named after its type
             hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
-                _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] if types else []
-            if truncated.get("unconfirmed"):  # a hint names only a limit the command takes
-                hints.append("recap --limit %d" % min(_LIMIT_MAX, self.unconfirmed_total))
+                _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] * bool(types)
+            if "unconfirmed" in truncated:  # a hint names only a limit the command takes
+                hints.append("recap --limit %d" % min(_LIMIT_MAX, self.receipt["pending"]["unconfirmed"]))
             shown.update(truncated=truncated, see_truncated=hints)
-        shown = _with_warnings(shown, warnings)
+        shown = _with_warnings(shown, shown.pop("warnings", None))  # warnings last
         shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest first
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
         """By bisection, the printed form that fits max_bytes with the fewest entries left out."""
-        best = self.rendered(0, markdown)
+        fails, fits, best = 0, len(self.order), self.rendered(0, markdown)
         if _printed_size(best) <= max_bytes:
             return best
-        fails, fits = 0, len(self.dropped_order)
-        best = self.rendered(fits, markdown)
-        needed = _printed_size(best)
+        needed = _printed_size(self.rendered(fits, markdown))
         if needed > max_bytes:
-            raise NotesError(
-                "recap needs %d bytes for what it never leaves out (mode, shape, counts, warnings), more than "
-                "--max-bytes %d; run it again with --max-bytes %d" % (needed, max_bytes, needed))
+            raise NotesError("recap needs %d bytes for mode, shape, counts and warnings, more than --max-bytes %d; "
+                             "run it again with --max-bytes %d" % (needed, max_bytes, needed))
         while fits - fails > 1:
-            middle = (fits + fails) // 2
-            candidate = self.rendered(middle, markdown)
-            if _printed_size(candidate) <= max_bytes:
-                fits, best = middle, candidate
-            else:
-                fails = middle
-        return best
+            mid = (fits + fails) // 2
+            fits, fails = (mid, fails) if _printed_size(self.rendered(mid, markdown)) <= max_bytes else (fits, mid)
+        return self.rendered(fits, markdown)
 
 
 def _recap_of(folder, meta, limit):
-    """The Recap, from two passes: history, then live notes."""
     with _LogReader(folder, meta) as reader:
         superseded, gates, counts, reopened = _recap_history(reader)
         warnings, redacted, cut = reader.warnings(), reader.redactions.count, {}
-        gate_lists, unconfirmed_gates, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
+        gate_lists, first_gate, wanted = _recap_gates(gates, reopened, limit, cut)
         synthesis = _SynthesisSeen(superseded, limit)
-        latest, kept, unconfirmed, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted,
-                                                                         synthesis)
-    unconfirmed.extend((seq, {"id": gate_id, "type": "gate", **_gate_item(gate_id, gates, found)})
-                       for seq, gate_id in unconfirmed_gates)
-    unconfirmed.sort(key=lambda entry: entry[0])
+        latest, kept, found, first_note = _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis)
+    lists = {name: [(seq, _gate_item(gate_id, gates, found, name)) for seq, gate_id in entries]
+             for name, entries in gate_lists.items()}
+    lists["unconfirmed"] = unconfirmed = sorted(kept.pop("unconfirmed") + lists["unconfirmed"], key=lambda e: e[0])
     _keep_newest(unconfirmed, limit, cut, "unconfirmed")
-    by_status = {status: [(seq, _gate_item(gate_id, gates, found, status == "closed")) for seq, gate_id in entries]
-                 for status, entries in gate_lists.items()}
-    unconfirmed_total = len(unconfirmed) + cut.get("unconfirmed", 0)
-    lists = dict(open_gates=by_status["open"], deferred_gates=by_status["deferred"], unconfirmed=unconfirmed,
-                 closed_gates=by_status["closed"], **kept)
+    lists.update(kept)
     receipt = _CompactReceipt(
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
-        mode=latest["mode"], shape=latest["shape"],
-        **{name: [item for _, item in entries] for name, entries in lists.items()}, superseded_count=len(superseded),
-        export_lag=_export_lag(folder, meta["session_id"], reader.total))
+        **latest, **{name: [item for _, item in entries] for name, entries in lists.items()},
+        superseded_count=len(superseded), export_lag=_export_lag(folder, meta["session_id"], reader.total))
     if redacted:
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
-    open_total = len(by_status["open"]) + cut.get("open_gates", 0)
-    if open_total or unconfirmed_total:
+    total = {name: len(lists[name]) + cut.get(name, 0) for name in ("open_gates", "unconfirmed")}
+    if any(total.values()):
         # An open gate counts from the note that last set it open, an unconfirmed note from itself.
-        first = min(entry for entry in (first_gate, first_note) if entry)
-        pending = receipt["pending"] = {"open_gates": open_total, "unconfirmed": unconfirmed_total,
-                                        "raised_since": first[1]}
+        pending = receipt["pending"] = dict(total, raised_since=min(filter(None, (first_gate, first_note)))[1])
         if synthesis.delivered_at is not None:
-            pending["since_delivery"] = [item["id"] for seq, item in sorted(by_status["open"] + unconfirmed,
-                                                                            key=lambda entry: entry[0])
-                                         if seq > synthesis.delivered_at]
-    receipt.update((key, value) for key, value in (("synthesis", synthesis.synthesis),
-                                                   ("delivery", synthesis.delivery)) if value is not None)
-    ages = {name: [seq for seq, _ in entries] for name, entries in lists.items()}
-    return _Recap(_with_warnings(receipt, warnings), dict(ages, delivery=synthesis.after_seqs), cut, counts,
-                  unconfirmed_total)
+            pending["since_delivery"] = [item["id"] for seq, item in sorted(
+                lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
+    if synthesis.delivery:
+        synthesis.delivery["after"] = [note for _, note in synthesis.after]
+    receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
+    lists["delivery"] = synthesis.after
+    # Left out oldest first: list entries and notes after the delivery, then, if that is not enough, pending ones.
+    order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
+             for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
+    return _Recap(_with_warnings(receipt, warnings), order, cut, counts)
 
 
 @_command
@@ -3103,8 +3032,8 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
 # check: an artifact read against the live log. A note is found in a passage by the share of its stems there.
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
-_CHECK_LISTED = 50           # findings listed, then counted
-_CHECK_EXCERPT = 120         # characters of an excerpt or a note's text in a finding
+_CHECK_LISTED = 50  # findings listed, then counted
+_CHECK_EXCERPT = 120  # characters of an excerpt or a note's text in a finding
 _CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
 _CHECK_STOP_WORDS = frozenset(
     "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do "
@@ -3112,43 +3041,35 @@ _CHECK_STOP_WORDS = frozenset(
     "how than then so such not no nor only also just very more most less can could will would shall should may "
     "might must each every any all both either some other one we you they he she i our your their his her my me "
     "us them".split())
-# Words that say where a note stands in the log, not what the idea holds: left out of a note's stems.
-_CHECK_LOG_WORDS = frozenset(
-    "open opened deferred defer closed close gate whether undecided decided decide question operator model until "
-    "later propose proposed proposal default assumption confirm confirmed drop dropped discard discarded reject "
-    "rejected ruled out reopen reopens again unless pending".split())
 # Irregular forms a suffix cut cannot join to their verb; currency signs read as their word.
-_CHECK_WORD_FORMS = dict(paid="pay", made="make", kept="keep", sold="sell", bought="buy", held="hold", sent="send",
-                         spent="spend", chose="choose", chosen="choose", gave="give", given="give", took="take",
-                         taken="take", ran="run", met="meet", built="build", brought="bring", went="go", gone="go")
+_CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
+    "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
+    "gave:give given:give took:take taken:take ran:run met:meet built:build brought:bring went:go gone:go").split())
 _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
 _CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
                    "er", "ed", "es", "ly", "s")
-# A line marked as not settled (case aside): these words in the sentence that states it, or on the lead
-# line (ending with a colon, or a heading) above its list or paragraph.
-_CHECK_MARK = re.compile(r"\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
-                         r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b",
-                         re.IGNORECASE)
-_CHECK_NEGATION = re.compile(r"\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b",
-                             re.IGNORECASE)
+# A line marked as not settled: these words (any case) in the sentence that states it, or in its lead.
+_CHECK_MARK = re.compile(r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
+                         r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
+_CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b")
 # Process residue: (pattern, what it is, confidence). State names count in capitals only.
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
     (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
-    (re.compile(r"\bnotes\.py\b|\bsession_(?:notes|meta|export)\b|\btell_operator\b|^\s*memory:", re.IGNORECASE
-                | re.MULTILINE), "the tool's vocabulary", "high"),
-    (re.compile(r"\b(?:memory (?:log|notes?|signals?)|provenance|evidence level|(?:op|model|shared)\s*[,/]\s*"
+    (re.compile(r"(?im)\bnotes\.py\b|\bsession_(?:notes|meta|export)\b|\btell_operator\b|^\s*memory:"),
+     "the tool's vocabulary", "high"),
+    (re.compile(r"(?i)\b(?:memory (?:log|notes?|signals?)|provenance|evidence level|(?:op|model|shared)\s*[,/]\s*"
                 r"(?:declared|inferred|observed|validated)|recap|superseded|unconfirmed|(?:open|deferred|closed) "
-                r"gates?|gates? (?:is|are|was|were|stays?) (?:open|deferred|closed))\b", re.IGNORECASE),
+                r"gates?|gates? (?:is|are|was|were|stays?) (?:open|deferred|closed))\b"),
      "the protocol's vocabulary", "medium"),
-    (re.compile(r"\b(?:the operator|as (?:we )?(?:discussed|agreed)|we (?:discussed|agreed|decided|dropped|chose)|"
+    (re.compile(r"(?i)\b(?:the operator|as (?:we )?(?:discussed|agreed)|we (?:discussed|agreed|decided|dropped|chose)|"
                 r"you (?:asked|said|wanted|chose)|i (?:proposed|suggested|recommended)|(?:earlier )?in (?:the|this|"
-                r"our) (?:conversation|chat)|(?:was|were|been) (?:discarded|ruled out))\b", re.IGNORECASE),
+                r"our) (?:conversation|chat)|(?:was|were|been) (?:discarded|ruled out))\b"),
      "a rationale marker (the conversation's history)", "medium"),
 )
 
 
-def _check_stem(word) -> str:
+def _check_stem(word):
     """A word without its commonest English suffix."""
     for suffix in _CHECK_SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word[-2] in "sui"):
@@ -3168,11 +3089,14 @@ def _check_stems(text, drop=frozenset()) -> set:
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
-_CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in _CHECK_LOG_WORDS)
+# Words that say where a note stands in the log, not what the idea holds: left out of a note's stems.
+_CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
+    "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
+    "default assumption confirm drop dropped discard reject ruled out reopen again unless pending").split())
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
 
 
-def _check_short(text) -> str:
+def _check_short(text):
     text = " ".join(_visible(_one_line(text)).split())
     return text if len(text) <= _CHECK_EXCERPT else text[:_CHECK_EXCERPT - 3] + "..."
 
@@ -3181,140 +3105,126 @@ class _CheckedArtifact:
     """An artifact's passages (paragraph, list item, heading, table row), stems, leads."""
 
     def __init__(self, text):
-        self.lines, passages, current = text.splitlines(), [], None
-        for number, line in enumerate(self.lines):
+        self.lines, self.passages, current = text.splitlines(), [], None  # [first, end, is a list item], 0-based
+        for n, line in enumerate(self.lines):
+            single, listed = line.lstrip().startswith(("#", "|")), bool(_CHECK_LIST_ITEM.match(line))
             if not line.strip():
                 current = None
-                continue
-            single = line.strip().startswith(("#", "|"))
-            if current is None or single or _CHECK_LIST_ITEM.match(line) or passages[-1][3]:
-                current = [number, number, bool(_CHECK_LIST_ITEM.match(line)), single]
-                passages.append(current)
+            elif current is None or single or listed or alone:
+                current, alone = [n, n + 1, listed], single
+                self.passages.append(current)
             else:
-                current[1] = number
-        self.passages = [passage[:3] for passage in passages]  # [first, last, is a list item], 0-based lines
-        self.line_stems = [_check_stems(line) for line in self.lines]
-        self.leads = self.heads()
+                current[1] = n + 1
+        lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
-        for index, (first, last, _) in enumerate(self.passages):
-            for stem in set().union(*self.line_stems[first:last + 1]):
+        # A passage's lead: its ## (or deeper) heading, and the line above it (or its list) if that ends with
+        # a colon, is such a heading or is bold.
+        self.leads, heading = [], ""
+        for index, (first, end, in_list) in enumerate(self.passages):
+            for stem in set().union(*self.line_stems[first:end]):
                 self.holding[stem].add(index)
-
-    def heads(self) -> list:
-        """Each passage's section heading (## or deeper) and the line above it (or its list) when that
-        line ends with a colon, is such a heading or is bold."""
-        leads, heading, lines = [], "", self.lines
-        for index, (first, _, in_list) in enumerate(self.passages):
             above = index - 1
             while in_list and above >= 0 and self.passages[above][2]:
                 above -= 1
-            lead = lines[self.passages[above][1]].strip() if above >= 0 else ""
+            lead = lines[self.passages[above][1] - 1].strip() if above >= 0 else ""
             if not (lead.strip("*_ ").endswith(":") or lead.startswith("##")
                     or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
                 lead = ""
-            leads.append(heading + "\n" + lead)
+            self.leads.append(heading + "\n" + lead)
             if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
                 heading = lines[first] if lines[first].lstrip().startswith("##") else ""
-        return leads
 
-    def hits(self, stems, span=1) -> collections.Counter:
+    def hits(self, stems, span=1):
         """Passage index -> how many of stems it holds (span 2: with the next one)."""
-        counts = collections.Counter()
-        for stem in stems:
-            counts.update({place - step for place in self.holding.get(stem, ()) for step in range(span)})
-        return counts
+        return collections.Counter(index for stem in stems for index in {
+            place - step for place in self.holding.get(stem, ()) for step in range(span)})
 
-    def marked(self, index, number) -> bool:
-        """Whether line number of passage index is marked, in its sentence or by a lead."""
-        first = self.passages[index][0]
-        while not _CHECK_MARK.search(self.lines[number]):
-            if number == first or re.search(r"[.!?]\W*$", self.lines[number - 1]):
+    def marked(self, index, n):
+        """Whether line n of passage index is marked, in its sentence or by a lead."""
+        while not _CHECK_MARK.search(self.lines[n]):
+            if n == self.passages[index][0] or re.search(r"[.!?]\W*$", self.lines[n - 1]):
                 return bool(_CHECK_MARK.search(self.leads[index]))
-            number -= 1
+            n -= 1
         return True
+
+    def best_line(self, stems, numbers):
+        return max(numbers, key=lambda n: len(self.line_stems[n] & stems))
 
     def window(self, index, stems):
         """(stems found, the line with more) of the two lines in a row of passage index that hold most."""
-        first, last, _ = self.passages[index]
-        found, number = max((((self.line_stems[number] | self.line_stems[min(number + 1, last)]) & stems, number)
-                             for number in range(first, last + 1)), key=lambda pair: len(pair[0]))
-        after = min(number + 1, last)
-        return found, after if len(self.line_stems[after] & stems) > len(self.line_stems[number] & stems) else number
+        first, end, _ = self.passages[index]
+        found, n = max((((self.line_stems[n] | self.line_stems[min(n + 1, end - 1)]) & stems, n)
+                        for n in range(first, end)), key=lambda pair: len(pair[0]))
+        return found, self.best_line(stems, (n, min(n + 1, end - 1)))
 
-    def best_line(self, index, stems) -> int:
-        first, last, _ = self.passages[index]
-        return max(range(first, last + 1), key=lambda number: len(self.line_stems[number] & stems))
-
-    def finding(self, kind, number, note, confidence) -> dict:
-        """A finding on 0-based line number (None: the whole) about note (or None)."""
-        return {"kind": kind, "line": None if number is None else number + 1, "note": note and note["id"],
+    def finding(self, kind, n, note, confidence):
+        """A finding on 0-based line n (None: the whole) about note (or None)."""
+        return {"kind": kind, "line": None if n is None else n + 1, "note": note and note["id"],
                 "note_text": note and _check_short(note["text"]),
-                "excerpt": None if number is None else _check_short(self.lines[number]), "confidence": confidence}
+                "excerpt": None if n is None else _check_short(self.lines[n]), "confidence": confidence}
 
 
-def _check_residue(artifact, find) -> list:
+def _check_residue(doc, find):
     """Process residue, one finding a line, the surest pattern first."""
     findings = []
-    for number, line in enumerate(artifact.lines):
+    for n, line in enumerate(doc.lines):
         for pattern, what, confidence in _CHECK_RESIDUE:
             found = pattern.search(line)
             if found:
                 note = find(found.group()) if what == "a note id" else None
                 if what == "a state name" and not re.search("[a-z]", line):
                     confidence = "low"  # a line in capitals: maybe a plain word
-                findings.append(dict(artifact.finding("residue", number, note, confidence), what=what))
+                findings.append(dict(doc.finding("residue", n, note, confidence), what=what))
                 break
     return findings
 
 
-def _check_discards(artifact, recap, find) -> list:
-    """Live discards restated, without a negation, in two lines in a row: two of their own stems (of the
-    discard and the path it superseded, less any other live note's), or the one of the discard's name."""
-    texts = [note["text"] for name in ("decisions", "artifacts", "sources", "unconfirmed", "open_gates",
-                                       "deferred_gates", "closed_gates") for note in recap[name]]
-    texts += [note.get("update_text", "") for note in recap["closed_gates"]]
-    settled = _check_stems(" ".join(texts + [recap[name]["text"] for name in ("mode", "shape") if recap[name]]))
+def _check_discards(doc, recap, find):
+    """Live discards restated, unnegated, in two lines in a row: two stems of the discard or the path it replaced
+    (less other live notes'), or only those of its short name."""
+    settled = _check_stems(" ".join(
+        [note["text"] for name in _PENDING_LISTS + ("decisions", "artifacts", "sources", "closed_gates")
+         for note in recap[name]]
+        + [note.get("update_text", "") for note in recap["closed_gates"]]
+        + [recap[name]["text"] for name in ("mode", "shape") if recap[name]]))
     findings = []
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
         stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
         name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
-        named = artifact.hits(name) if len(name) <= 2 else {}
-        places = []
-        for index, count in artifact.hits(stems).items():
-            if count >= 2 or named.get(index) == count:
-                found, number = artifact.window(index, stems)
-                if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(artifact.lines[number]):
-                    places.append((len(found), -number))
+        named = doc.hits(name) if len(name) <= 2 else {}
+        windows = [doc.window(i, stems) for i, count in doc.hits(stems).items() if count >= 2 or named.get(i) == count]
+        places = [(len(found), -n) for found, n in windows
+                  if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(doc.lines[n])]
         if places:  # the most words, earliest first
-            count, number = max(places)
-            confidence = "high" if count >= 3 else "medium" if count == 2 else "low"
-            findings.append(artifact.finding("revived_discard", -number, discard, confidence))
+            count, n = max(places)
+            findings.append(doc.finding("revived_discard", -n, discard, ("low", "low", "medium", "high")[
+                min(count, 3)]))
     return findings
 
 
-def _check_lost(artifact, recap) -> list:
+def _check_lost(doc, recap):
     delivered = recap.get("delivery", {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
-                  and not re.match(r"\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"], re.I)
+                  and not re.match(r"(?i)\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"])
                   and not _CHECK_NEGATION.search(note["text"])]
     findings = []
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
-        share = max(artifact.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
+        share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
         if share < 0.45:
-            scattered = len(stems & set(artifact.holding)) / len(stems) >= 0.6
+            scattered = len(stems & doc.holding.keys()) / len(stems) >= 0.6
             confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
-            findings.append(artifact.finding("lost_decision", None, note, confidence))
+            findings.append(doc.finding("lost_decision", None, note, confidence))
     return findings
 
 
-def _check_open(artifact, recap) -> list:
+def _check_open(doc, recap):
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
-    marks = [number for number, line in enumerate(artifact.lines) if _CHECK_MARK.search(line)]
-    marking = {index for index, (first, last, _) in enumerate(artifact.passages) if any(first <= number <= last
-                                                                                       for number in marks)}
+    marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
+    marking = {index for index, (first, end, _) in enumerate(doc.passages)
+               if any(first <= n < end for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
@@ -3324,82 +3234,68 @@ def _check_open(artifact, recap) -> list:
                              _CHECK_LOG_STEMS)
         if not stems:
             continue
-        places = sorted(((hits / len(stems), -index) for index, hits in artifact.hits(stems).items()
-                         if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
-        lines = [(share, -index, artifact.best_line(-index, stems)) for share, index in places]
-        claimed.update(number for _, index, number in lines if index in marking)
-        # A point marked where it is stated is shown (the protocol marks it once): only an unmarked line that
-        # holds more of it than every marked one is a finding; the largest share, earliest first.
-        marked = [artifact.marked(index, number) for _, index, number in lines]
-        unmarked = [line for line, is_marked in zip(lines, marked) if not is_marked]
-        best_marked = max((share for (share, _, _), is_marked in zip(lines, marked) if is_marked), default=0)
-        if unmarked and unmarked[0][0] > best_marked:
-            share, _, number = unmarked[0]
-            findings.append(artifact.finding("unmarked_open", number, note, "high" if share >= 0.8 else "medium"))
-        if note.get("type") is None and not places:  # an open or deferred gate
+        lines = sorted(((hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
+                        for index, hits in doc.hits(stems).items()
+                        if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
+        claimed.update(n for _, index, n in lines if -index in marking)
+        # A point marked where stated is shown: its strongest line is a finding if no marked line is as strong.
+        top = [line for line in lines if line[0] == lines[0][0]]
+        if top and not any(doc.marked(-index, n) for _, index, n in top):
+            share, _, n = top[0]
+            findings.append(doc.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))
+        if note.get("type") is None and not lines:  # an open or deferred gate
             unshown.append(note)
-    left_over = [number for number in marks if number not in claimed]
-    if len(unshown) > len(left_over):
-        findings += [artifact.finding("unmarked_open", None, note, "low") for note in unshown]
+    if len(unshown) > len([n for n in marks if n not in claimed]):
+        findings += [doc.finding("unmarked_open", None, note, "low") for note in unshown]
     return findings
 
 
 def _check_read(folder, file):
     """(path, text) of a regular file inside the session folder; refuse any other."""
-    way_out = ("; save the artifact in the session folder %s and give its name (relative to that folder), "
-               "such as plan.md" % folder)
+    way_out = "; save the artifact in the session folder %s and give its name there, such as plan.md" % folder
     if not isinstance(file, str) or not file.strip() or "\0" in file:
         raise NotesError("check needs the artifact's file" + way_out, help_for="check")
     path = os.path.normpath(os.path.join(folder, os.path.expanduser(file)))
     relative = os.path.relpath(path, folder)
     if relative.split(os.sep)[0] == os.pardir:  # maybe inside, named through a link to the folder
         relative = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
-    if relative.split(os.sep)[0] == os.pardir or relative == os.curdir and not os.path.isdir(path):
-        raise NotesError("check reads only files inside the session folder, and this file is outside it" + way_out)
+    if relative.split(os.sep)[0] == os.pardir:
+        raise NotesError("check reads only files inside the session folder" + way_out)
     try:
         if os.path.isdir(path):
-            raise IsADirectoryError()
-        descriptor = _open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out)
-    except FileNotFoundError:
-        raise NotesError("%s does not exist%s" % (path, way_out)) from None
-    except IsADirectoryError:
-        raise NotesError("%s is a folder; give the artifact's file%s" % (path, way_out)) from None
+            raise IsADirectoryError
+        with open(_open_inside(folder, relative.replace(os.sep, "/"), "the artifact", way_out), "rb") as handle:
+            data = handle.read(_CHECK_FILE_LIMIT + 1)
     except OSError as error:
-        raise NotesError("cannot read %s (%s)%s" % (path, error.strerror, way_out)) from None
-    with open(descriptor, "rb") as handle:
-        data = handle.read(_CHECK_FILE_LIMIT + 1)
+        problem = {FileNotFoundError: "does not exist", IsADirectoryError: "is a folder; give the artifact's file"}.get(
+            type(error), "cannot be read (%s)" % error.strerror)
+        raise NotesError("%s %s%s" % (path, problem, way_out)) from None
     if len(data) > _CHECK_FILE_LIMIT:
-        raise NotesError("%s is over %d KiB, too large for an artifact; check the text alone" % (
-            path, _CHECK_FILE_LIMIT >> 10))
+        raise NotesError("%s is over %d KiB; check the text alone" % (path, _CHECK_FILE_LIMIT >> 10))
     return path, data.decode("utf-8", "replace")
-
-
-def _check_artifact(folder, meta, file) -> dict:
-    """Findings surest and earliest first, within recap's default byte budget."""
-    path, text = _check_read(folder, file)
-    recap = _recap_of(folder, meta, _LIMIT_MAX).receipt
-    artifact = _CheckedArtifact(text)
-    with _NotesById(recap["path"]) as find:
-        findings = (_check_residue(artifact, find) + _check_discards(artifact, recap, find)
-                    + _check_lost(artifact, recap) + _check_open(artifact, recap))
-    findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] is None,
-                                    item["line"] or 0))
-    receipt = _CompactReceipt(ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
-                              counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS})
-    _with_warnings(receipt, recap.get("warnings"))
-    while receipt["findings"] and _printed_size(receipt) > _RECAP_DEFAULT_MAX_BYTES:
-        receipt["findings"] = receipt["findings"][:-1]
-    if len(findings) > len(receipt["findings"]):
-        receipt["not_listed"] = len(findings) - len(receipt["findings"])
-    return receipt
 
 
 @_command
 def _check(self, *, file) -> dict:
-    """Read an artifact file inside the session folder against the live log; list what it gets wrong.
+    """Read an artifact file (relative to the session folder) against the live log; list what it gets wrong.
 
-    Findings are to look at: nothing is written or refused. file is relative to the session folder."""
-    return _check_artifact(*self._folder_meta(), file)
+    Findings are to look at, surest and earliest first: nothing is written or refused."""
+    folder, meta = self._folder_meta()
+    path, text = _check_read(folder, file)
+    recap = _recap_of(folder, meta, _LIMIT_MAX).receipt
+    doc = _CheckedArtifact(text)
+    with _NotesById(recap["path"]) as find:
+        findings = (_check_residue(doc, find) + _check_discards(doc, recap, find)
+                    + _check_lost(doc, recap) + _check_open(doc, recap))
+    findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] or math.inf))
+    receipt = _with_warnings(_CompactReceipt(
+        ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
+        counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS}), recap.get("warnings"))
+    while receipt["findings"] and _printed_size(receipt) > _RECAP_DEFAULT_MAX_BYTES:
+        receipt["findings"].pop()
+    if len(findings) > len(receipt["findings"]):
+        receipt["not_listed"] = len(findings) - len(receipt["findings"])
+    return receipt
 
 
 # --------------------------------------------------------------------------
