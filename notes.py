@@ -3571,7 +3571,7 @@ def _restorable_size(chunks, folder):
 
 def _export_session(folder, meta, markdown, earlier, write, host):
     """Export's passes over the log; write(chunks) writes the file and returns its path."""
-    # Every pass reads the same bytes (LogReader): notes appended meanwhile wait for the next export.
+    # Every pass reads the same bytes: notes appended meanwhile wait for the next export.
     with _LogReader(folder, meta) as reader:
         by_type, first_ts, last_ts = figures = _count_by_type(reader)
         count, warnings, news = reader.total, reader.warnings(), []
@@ -3618,10 +3618,10 @@ def _export(self, *, output=None, format="json") -> dict:
                          % (output, os.path.join(output, _EXPORT_NAME)))
     if os.path.isfile(os.path.dirname(output)):
         raise NotesError("--output %s is inside a file, not a folder" % output)
-    real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
-    own = [name for name in (_META_NAME, _LOG_NAME, _LOCK_NAME)  # by name or by inode (a link)
-           if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name))]
-    if own or os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
+    inside, name = os.path.realpath(os.path.dirname(output)) == folder, os.path.basename(output)
+    own = [n for n in (_META_NAME, _LOG_NAME, _LOCK_NAME)  # by name or by inode (a link)
+           if inside and name == n or _same_file(output, os.path.join(folder, n))]
+    if own or inside and name.startswith(_TORN_PREFIX):
         raise NotesError("--output %s is the session's own %s; choose another path, such as %s"
                          % (output, (own or ["side file"])[0], os.path.join(folder, _EXPORT_NAME)))
     mode = os.lstat(output).st_mode if os.path.lexists(output) else 0
@@ -3634,7 +3634,7 @@ def _export(self, *, output=None, format="json") -> dict:
     earlier = _earlier_export(output)
 
     def write(chunks):
-        # A place that cannot take the file is a refusal; a failure while writing it is an unexpected error.
+        # A place that cannot take the file is a refusal; a failure while writing is an unexpected error.
         refusal = "cannot write %s (%s); choose another --output"
         try:
             os.makedirs(os.path.dirname(output), exist_ok=True)
@@ -3645,8 +3645,8 @@ def _export(self, *, output=None, format="json") -> dict:
     return _export_session(folder, meta, format == "md", earlier, write, host)
 
 
-class _ExportShapeError(ValueError):
-    """Why an export cannot be a session log (naming no value it holds)."""
+class _ExportShapeError(Exception):
+    """Why an export cannot be a log, naming no value it holds."""
 
 
 # More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
@@ -3677,7 +3677,7 @@ def _read_export(source):
 
 
 def _parse_export(data) -> dict:
-    """The export in data, one value per key, with a session and records; else _ExportShapeError."""
+    """The export in data, one value per key, with a session and records."""
     objects = [0]
 
     def one_value_per_key(pairs) -> dict:
@@ -3692,8 +3692,6 @@ def _parse_export(data) -> dict:
                                   object_pairs_hook=one_value_per_key).decode(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise _ExportShapeError("it is not valid UTF-8") from None
-    except _ExportShapeError:
-        raise
     except (ValueError, RecursionError):
         raise _ExportShapeError("it is not JSON that can be read (broken, a number too big for a float, or "
                                 "nested too deeply)") from None
@@ -3718,25 +3716,22 @@ class _Export(_ProblemTally):
         try:
             export = _parse_export(data)
             self.session, self.all = export["session"], export["records"]
+            self.record_count, self.last_record = len(self.all), (self.all or [None])[-1]
+            if export.get("record_count") != self.record_count:
+                self.note_problems([_problem(None, None, "record_count", "record_count is not %d, the number of "
+                                             "records" % self.record_count)])
             self.check_records(accept_damaged)
         except _ExportShapeError as error:
             raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
                              "without" % (self.path, error), _EXIT_INTEGRITY) from None
         self.exported_at = export["exported_at"] if _is_timestamp(export.get("exported_at")) else None
-        self.record_count, self.last_record = len(self.all), (self.all or [None])[-1]
-        if export.get("record_count") != self.record_count:
-            self.problem_count += 1
-            self.problems.insert(0, _problem(None, None, "record_count", "record_count is not %d, the number "
-                                             "of records" % self.record_count))
-            del self.problems[_PROBLEMS_LISTED:]
         if self.problem_count and not accept_damaged:
             raise NotesError("%s is damaged (%d problems); nothing was written. Restore an intact export, or run "
                              "restore --accept-damaged to bring back every record exactly as the export holds it"
                              % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
 
     def check_records(self, accept_damaged):
-        seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
-        redactions = _RedactionsSeen()
+        seen, redactions = _LogOrder(), _RedactionsSeen()  # as verify counts: it reports the same problems
         for number, record in enumerate(self.all, 1):
             if not isinstance(record, dict):
                 raise _ExportShapeError("record %d is not an object" % number)
@@ -3755,7 +3750,6 @@ class _Export(_ProblemTally):
             self.note_line_problems(number, record, kinds)
             if _is_usable(kinds):
                 redactions.meet(record, number)
-        # At the end: a batch cut short, then unexplained redactions.
         self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
         self.notices = _problem_messages(seen.notices, seen.notice_count)
 
@@ -3765,7 +3759,7 @@ def _last_note_id(record) -> str | None:
 
 
 def _common_prefix(log_records, export_records):
-    """(records in the log, how many of its first equal the export's first)."""
+    """(records in the log, how many of its first are the export's first)."""
     count = common = 0
     for count, record in enumerate(log_records, 1):
         common += common == count - 1 and next(export_records, None) == record
@@ -3797,7 +3791,8 @@ def _notes_kept_by_restore(folder, export):
                 # An older export of this log: restoring it elsewhere would fork the session.
                 raise NotesError(
                     "%s already holds session %s with %s up to %s, past this export's %d up to %s: the export is "
-                    "older, with nothing to restore; nothing was changed. Carry on here, and run export to bring it up to date"
+                    "older, with nothing to restore; nothing was changed. Carry on here, and run export to bring it "
+                    "up to date"
                     % (folder, session_id, _counted(existing, "note"), _last_note_id(reader.last_record),
                        export.record_count, _last_note_id(export.last_record) or "none"))
             if meta["session_id"] == session_id and common != existing:
@@ -3880,17 +3875,17 @@ def _export_in_folder(folder, accept_damaged) -> tuple:
     if not exports:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
-    longest = max(exports, key=lambda export: (export.record_count, os.path.basename(export.path) == _EXPORT_NAME))
-    others = [export for export in exports if export is not longest]
-    if any(export.session["session_id"] != longest.session["session_id"]
-           or export.all != longest.all[:len(export.all)] for export in others):
+    longest = max(exports, key=lambda e: (e.record_count, os.path.basename(e.path) == _EXPORT_NAME))
+    others = [e for e in exports if e is not longest]
+    if any(e.session["session_id"] != longest.session["session_id"] or e.all != longest.all[:len(e.all)]
+           for e in others):
         raise NotesError(
             "%s holds %d exports (listed in exports) that went different ways; nothing was changed. Pass the one "
             "to restore: %s --dir %s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
-            {"exports": [{"file": os.path.basename(export.path), "session_id": export.session["session_id"],
-                          "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
-                          "exported_at": export.exported_at} for export in exports]})
-    return longest, [os.path.basename(export.path) for export in others]
+            {"exports": [{"file": os.path.basename(e.path), "session_id": e.session["session_id"],
+                          "record_count": e.record_count, "last_note_id": _last_note_id(e.last_record),
+                          "exported_at": e.exported_at} for e in exports]})
+    return longest, [os.path.basename(e.path) for e in others]
 
 
 @_command
@@ -3903,7 +3898,7 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
         _check_path_text("the export file's path", export_file)
     export, passed_over = (_export_in_folder(folder, accept_damaged) if export_file is None
                            else (_Export(export_file, accept_damaged), []))
-    session, records, recovered = export.session, export.all, None
+    session, records, recovered, log_path = export.session, export.all, None, os.path.join(folder, _LOG_NAME)
     _notes_kept_by_restore(folder, export)  # refused before the lock too, leaving the folder untouched
     with _SessionLock(folder):
         kept = _notes_kept_by_restore(folder, export)
@@ -3914,18 +3909,17 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
                 os.unlink(os.path.join(folder, _META_NAME))
                 _fsync_folder(folder)
             # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
-            _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, records))])
+            _write_file_atomically(log_path, [b"".join(map(_record_line, records))])
             _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
         else:
             recovered = _mend_log_tail(folder)
             if kept < export.record_count:
                 # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-                _replace_log(folder, _log_then(os.path.join(folder, _LOG_NAME),
-                                               [(0, None, b"".join(map(_record_line, records[kept:])))]))
+                _replace_log(folder, _log_then(log_path, [(0, None, b"".join(map(_record_line, records[kept:])))]))
     last = export.last_record  # its text only when it verifies: never echo a secret or damage
     receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
                "record_count": export.record_count, "restored": export.record_count - kept,
-               "path": os.path.join(folder, _LOG_NAME), "export": {
+               "path": log_path, "export": {
                    "file": export.path, "exported_at": export.exported_at, "last_note": None if last is None else {
                        "id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
                        "text": None if _check_record(last, session["session_id"]) else last["text"]}}}
