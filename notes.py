@@ -3773,39 +3773,38 @@ def _notes_kept_by_restore(folder, export):
     descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: check_session_folder refuses it
     if descriptor is not None:
         os.close(descriptor)
-    if size and _read_meta(folder) is None:  # a restore cut short: the export's first notes, no meta
-        with _LogReader(folder, export.session) as reader:
-            existing, common = _common_prefix(reader.records(), iter(export.all))
-        if reader.problem_count == 0 and common == existing:
+    # Notes without meta: a restore cut short if they are the export's first, else check_session_folder refuses.
+    meta = export.session if size and _read_meta(folder) is None else _check_session_folder(folder)
+    if meta is None:
+        return None
+    with _LogReader(folder, meta) as reader:
+        existing, common = _common_prefix(reader.records(), iter(export.all))
+        if meta is export.session:
+            if reader.problem_count or common != existing:
+                _check_session_folder(folder)
             return None
-    meta, existing = _check_session_folder(folder), 0
-    if meta is not None:
-        with _LogReader(folder, meta) as reader:
-            existing, common = _common_prefix(reader.records(), iter(export.all))
-            # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
-            if reader.problem_count > sum(entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
-                                          for entry in reader.problems):
-                raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
-                                 "nothing was changed" % folder)
-            if meta["session_id"] == session_id and common == export.record_count < existing:
-                # An older export of this log: restoring it elsewhere would fork the session.
+        # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
+        if reader.problem_count > sum(entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
+                                      for entry in reader.problems):
+            raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
+                             "nothing was changed" % folder)
+        if meta["session_id"] == session_id and common != existing:
+            if common == export.record_count:  # an older export: restoring it elsewhere would fork the session
                 raise NotesError(
                     "%s already holds session %s with %s up to %s, past this export's %d up to %s: the export is "
                     "older, with nothing to restore; nothing was changed. Carry on here, and run export to bring it "
-                    "up to date"
-                    % (folder, session_id, _counted(existing, "note"), _last_note_id(reader.last_record),
-                       export.record_count, _last_note_id(export.last_record) or "none"))
-            if meta["session_id"] == session_id and common != existing:
-                raise NotesError(
-                    "the log in %s and this export went different ways after %s in common; nothing was changed. "
-                    "To keep both, restore the export into an empty --dir and append there the notes of "
-                    "only_in_folder" % (folder, _counted(common, "note")), _EXIT_USAGE,
-                    {"only_in_folder": [{key: record[key] for key in ("id", "type", "text", "effect") if key in record}
-                                        for number, record in enumerate(reader.records(), 1)
-                                        if common < number <= common + _RECAP_DEFAULT_LIMIT],
-                     "only_in_folder_count": existing - common})
+                    "up to date" % (folder, session_id, _counted(existing, "note"), _last_note_id(reader.last_record),
+                                    export.record_count, _last_note_id(export.last_record) or "none"))
+            raise NotesError(
+                "the log in %s and this export went different ways after %s in common; nothing was changed. To keep "
+                "both, restore the export into an empty --dir and append there the notes of only_in_folder"
+                % (folder, _counted(common, "note")), _EXIT_USAGE,
+                {"only_in_folder": [{key: record[key] for key in ("id", "type", "text", "effect") if key in record}
+                                    for number, record in enumerate(reader.records(), 1)
+                                    if common < number <= common + _RECAP_DEFAULT_LIMIT],
+                 "only_in_folder_count": existing - common})
     if not existing:
-        if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
+        if size:
             raise NotesError("%s holds lines that are not notes of a session; move it aside first" % log_path)
         return None
     if meta["session_id"] != session_id:
