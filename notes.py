@@ -3505,7 +3505,7 @@ def _export_keep(host, path) -> dict:
 
 
 def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)) -> bool:
-    """Whether the file (a path, or a descriptor at its start) begins as our or v0's export."""
+    """Whether a path or a descriptor (at its start) begins as our or v0's export."""
     try:
         descriptor = file if isinstance(file, int) else _open_regular_file(file)
     except (OSError, NotesError):
@@ -3522,7 +3522,7 @@ def _same_file(path, other):
 
 
 def _json_export(reader, meta, count):
-    """Yield the export as _pretty_json would print it, record by record."""
+    """Yield the export as _pretty_json prints it."""
     head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta, "record_count": count}
     # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
@@ -3535,7 +3535,7 @@ def _json_export(reader, meta, count):
 
 
 def _markdown_export(reader, meta, figures, warnings, reopened):
-    """Yield the audit document, whose notes cannot forge its structure; figures: by type, first and last ts."""
+    """Yield the audit document; no note's text can forge its structure."""
     (by_type, first_ts, last_ts), count, created = figures, reader.total, meta.get("created_at")
     yield ("\n".join([
         "# Shaping session %s" % _visible(meta["session_id"], True), "",
@@ -3629,8 +3629,8 @@ def _export(self, *, output=None, format="json") -> dict:
         raise _special_file_error(output, mode)
     # Anything else there is the user's: a mistyped or injected path must not cost it.
     if stat.S_ISREG(mode) and not _starts_as_export(output):
-        raise NotesError("--output %s exists and is not an export of this tool, the only file export replaces; "
-                         "choose another --output, or remove that file first" % output)
+        raise NotesError("--output %s is not an export of this tool, which export never replaces; choose another "
+                         "--output, or remove that file first" % output)
     earlier = _earlier_export(output)
 
     def write(chunks):
@@ -3654,7 +3654,7 @@ _EXPORT_OBJECT_LIMIT = 250000
 
 
 def _read_export(source):
-    """(path, bytes) of the export (a path or an open binary file) within the limit."""
+    """(path, bytes) of an export path or open binary file, within the limit."""
     if hasattr(source, "read"):  # MCP's restore opens it by descriptor
         path, handle = getattr(source, "name", "the export"), source
     else:
@@ -3677,7 +3677,7 @@ def _read_export(source):
 
 
 def _parse_export(data) -> dict:
-    """The export in data, one value per key, with a session and records."""
+    """The export: one value per key, a session and records."""
     objects = [0]
 
     def one_value_per_key(pairs) -> dict:
@@ -3758,14 +3758,6 @@ def _last_note_id(record) -> str | None:
     return record["id"] if record is not None and _is_note_id(record.get("id")) else None
 
 
-def _common_prefix(log_records, export_records):
-    """(records in the log, how many of its first are the export's first)."""
-    count = common = 0
-    for count, record in enumerate(log_records, 1):
-        common += common == count - 1 and next(export_records, None) == record
-    return count, common
-
-
 def _notes_kept_by_restore(folder, export):
     """How many export records the folder holds already (None: a fresh start); refuse anything else."""
     log_path, session_id = os.path.join(folder, _LOG_NAME), export.session["session_id"]
@@ -3778,7 +3770,10 @@ def _notes_kept_by_restore(folder, export):
     if meta is None:
         return None
     with _LogReader(folder, meta) as reader:
-        existing, common = _common_prefix(reader.records(), iter(export.all))
+        existing = common = 0
+        records = iter(export.all)
+        for existing, record in enumerate(reader.records(), 1):  # common: how many first ones are the export's
+            common += common == existing - 1 and next(records, None) == record
         if meta is export.session:
             if reader.problem_count or common != existing:
                 _check_session_folder(folder)
@@ -3815,13 +3810,7 @@ def _notes_kept_by_restore(folder, export):
 
 def _mend_log_tail(folder):
     """Under the lock: mend the end of the log a crash left, as append does."""
-    descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
-    try:
-        with open(descriptor, "rb", closefd=False) as handle:
-            tail = _LogTail(handle, os.fstat(descriptor).st_size)
-        return _recover_tail(folder, descriptor, tail)
-    finally:
-        os.close(descriptor)
+    return _write_at_log_end(folder, 0, lambda descriptor, tail: None)[1]
 
 
 def _log_then(log_path, pieces):
@@ -3854,9 +3843,9 @@ def _restore_tell_operator(host, folder, export, gates) -> str:
 
 
 def _export_in_folder(folder, accept_damaged) -> tuple:
-    """(the longest JSON export in the folder, the others' names); refuse unless they are parts of it."""
+    """(the longest JSON export in the folder, the others' names); refuse unless they are its parts."""
     try:
-        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         entries = []
     except OSError as error:
@@ -3903,7 +3892,7 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
         kept = _notes_kept_by_restore(folder, export)
         if kept is None:
             meta, kept = _read_meta(folder), 0
-            if meta is not None and meta["session_id"] != session["session_id"]:
+            if meta and meta["session_id"] != session["session_id"]:
                 # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
                 os.unlink(os.path.join(folder, _META_NAME))
                 _fsync_folder(folder)

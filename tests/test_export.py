@@ -349,8 +349,8 @@ def test_cli_export_never_replaces_another_sessions_log(tmp_path):
     result = run_notes("export", "--output", other / "session_notes.jsonl", folder=mine)
     assert result.code == 2
     assert result.receipt == {"ok": False, "error": (
-        "--output %s exists and is not an export of this tool, the only file export replaces; choose another "
-        "--output, or remove that file first" % (other / "session_notes.jsonl"))}
+        "--output %s is not an export of this tool, which export never replaces; choose another --output, or "
+        "remove that file first" % (other / "session_notes.jsonl"))}
     assert folder_digest(other) == before
 
 
