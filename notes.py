@@ -3469,7 +3469,7 @@ def _gates_phrase(gates) -> str:
 
 
 def _earlier_export(path, opener=_open_regular_file):
-    """(session id, note count) of the export at path (JSON or audit document), or None."""
+    """(session id, note count) of the JSON or markdown export at path, or None."""
     head = _read_export_head(path, opener)[0]
     if head is not None:
         session, count = head.get("session"), head["record_count"]
@@ -3521,31 +3521,31 @@ def _same_file(path, other):
         return False
 
 
-def _json_export(reader, meta, count):
+def _json_export(reader, meta):
     """Yield the export as _pretty_json prints it."""
-    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta, "record_count": count}
+    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta, "record_count": reader.total}
     # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     before = "[\n    "
-    for _, record in zip(range(count), reader.records()):
+    for record in reader.records():
         # JSON strings hold no raw newline: every newline is layout.
         yield (before + _pretty_json(record).replace("\n", "\n    ")).encode("utf-8")
         before = ",\n    "
     yield b"[]\n}\n" if before[0] == "[" else b"\n  ]\n}\n"
 
 
-def _markdown_export(reader, meta, figures, warnings, reopened):
+def _markdown_export(reader, meta, by_type, first_ts, last_ts, warnings, reopened):
     """Yield the audit document; no note's text can forge its structure."""
-    (by_type, first_ts, last_ts), count, created = figures, reader.total, meta.get("created_at")
+    created = meta.get("created_at")
     yield ("\n".join([
         "# Shaping session %s" % _visible(meta["session_id"], True), "",
         "- Created: %s" % (_visible(created, True) if isinstance(created, str) else "unknown"),
         "- Exported: %s" % _utc_now(),
-        "- Notes: %d (%s to %s)" % (count, first_ts or "none", last_ts or "none"),
+        "- Notes: %d (%s to %s)" % (reader.total, first_ts or "none", last_ts or "none"),
         "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
         "- Verify: %s" % ("%d problems" % reader.problem_count if reader.problem_count else "clean")]
         + ["  - " + message for message in warnings] + ["", "## Notes", ""]) + "\n").encode("utf-8")
-    for _, record in zip(range(count), reader.records()):
+    for record in reader.records():
         labels = [("      " if number else "- Effect: ") + _visible(_markdown_inline(line))
                   for number, line in enumerate(_markdown_split(record["effect"]))] if "effect" in record else []
         # Checked values: nothing to escape.
@@ -3573,10 +3573,10 @@ def _export_session(folder, meta, markdown, earlier, write, host):
     """Export's passes over the log; write(chunks) writes the file and returns its path."""
     # Every pass reads the same bytes: notes appended meanwhile wait for the next export.
     with _LogReader(folder, meta) as reader:
-        by_type, first_ts, last_ts = figures = _count_by_type(reader)
-        count, warnings, news = reader.total, reader.warnings(), []
-        output = write(_markdown_export(reader, meta, figures, warnings, _recap_history(reader)[3]) if markdown
-                       else _restorable_size(_json_export(reader, meta, count), folder))
+        figures = _count_by_type(reader)
+        by_type, count, warnings, news = figures[0], reader.total, reader.warnings(), []
+        output = write(_markdown_export(reader, meta, *figures, warnings, _recap_history(reader)[3]) if markdown
+                       else _restorable_size(_json_export(reader, meta), folder))
         if host in _HOST_DOWNLOAD_FOLDERS:
             news.append("Download %s (%s) from %s and keep it%s" % (
                 _visible(os.path.basename(output), True), _counted(count, "note"),
@@ -3655,7 +3655,7 @@ _EXPORT_OBJECT_LIMIT = 250000
 
 def _read_export(source):
     """(path, bytes) of an export path or open binary file, within the limit."""
-    if hasattr(source, "read"):  # MCP's restore opens it by descriptor
+    if hasattr(source, "read"):
         path, handle = getattr(source, "name", "the export"), source
     else:
         path = os.path.abspath(os.path.expanduser(source))
@@ -3693,8 +3693,8 @@ def _parse_export(data) -> dict:
     except UnicodeDecodeError:
         raise _ExportShapeError("it is not valid UTF-8") from None
     except (ValueError, RecursionError):
-        raise _ExportShapeError("it is not JSON that can be read (broken, a number too big for a float, or "
-                                "nested too deeply)") from None
+        raise _ExportShapeError("it is not readable JSON (broken, a number too big for a float, or nested too "
+                                "deeply)") from None
     if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
         raise _ExportShapeError("not JSON with schema_version %s" % _EXPORT_SCHEMA)
     session = export.get("session")
@@ -3741,9 +3741,8 @@ class _Export(_ProblemTally):
                 line = _record_line(record) if kinds or not _FIELD_RULES.keys() >= record.keys() else b""
             except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
                 if accept_damaged:
-                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, or "
-                                     "text that is not valid UTF-8); nothing was written" % (self.path, number),
-                                     _EXIT_INTEGRITY) from None
+                    raise NotesError("%s: record %d cannot be a line of JSON (nested too deeply, or not valid "
+                                     "UTF-8); nothing was written" % (self.path, number), _EXIT_INTEGRITY) from None
                 line = b""
             if len(line) > _LINE_LIMIT:
                 raise _ExportShapeError("it holds a value over %d characters, larger than any record" % _LINE_LIMIT)
@@ -3850,15 +3849,12 @@ def _export_in_folder(folder, accept_damaged) -> tuple:
         entries = []
     except OSError as error:
         raise NotesError("cannot read %s (%s); pass the export's path: restore PATH" % (folder, error.strerror))
-    found = []
-    for entry in entries:
-        # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
-        if (entry.name[0] != "." and entry.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
-                and entry.is_file(follow_symlinks=False) and _starts_as_export(entry.path, (_EXPORT_JSON_START,))):
-            found.append(entry.path)
-        if len(found) > _RESTORE_CANDIDATES_LIMIT:
-            raise NotesError("%s holds more than %d exports; nothing was changed. Pass the one to restore: "
-                             "restore PATH" % (folder, _RESTORE_CANDIDATES_LIMIT))
+    # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
+    found = [e.path for e in entries if e.name[0] != "." and e.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
+             and e.is_file(follow_symlinks=False) and _starts_as_export(e.path, (_EXPORT_JSON_START,))]
+    if len(found) > _RESTORE_CANDIDATES_LIMIT:
+        raise NotesError("%s holds more than %d exports; nothing was changed. Pass the one to restore: restore PATH"
+                         % (folder, _RESTORE_CANDIDATES_LIMIT))
     exports = [_Export(path, accept_damaged) for path in found]
     if not exports:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
