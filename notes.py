@@ -3494,16 +3494,6 @@ def _session_host(folder, over_mcp=False) -> str:
         (host for host, root in _HOST_DOWNLOAD_FOLDERS.items() if (folder + "/").startswith(root + "/")), "local"))
 
 
-def _export_keep(host, path) -> dict:
-    shown = _visible(path, True)
-    how = {"mcp": "Saved at this path on the computer that runs the MCP server.",
-           "local": "Saved at this path on this computer.",
-           "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host) or (
-        "Claude.ai offers its outputs folder (%s) for download: this is %s in %s."
-        % (_HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown)))
-    return {"file": "sandbox:" + path if host == "chatgpt" else path, "host": host, "how": how}
-
-
 def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)) -> bool:
     """Whether a path or a descriptor (at its start) begins as our or v0's export."""
     try:
@@ -3582,7 +3572,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
                 _visible(os.path.basename(output), True), _counted(count, "note"),
                 "its link in the chat" if host == "chatgpt" else "the outputs folder",
                 "" if markdown else ": it brings the session back in a new conversation"))
-            if earlier is not None and earlier != (meta["session_id"], count):
+            if earlier not in (None, (meta["session_id"], count)):
                 news.append("the copy it replaced held %s" % (
                     "another session" if earlier[0] != meta["session_id"] else
                     _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
@@ -3593,8 +3583,14 @@ def _export_session(folder, meta, markdown, earlier, write, host):
             gates = _recap_history(reader)[1] if seen.delivery is not None else {}
             if any(gate.status == "open" for gate in gates.values()):
                 news.append("the artifact delivered last leaves " + _gates_phrase(gates))
-    receipt = {"ok": True, "command": "export", "record_count": count, "path": output,
-               "keep": _export_keep(host, output)}
+    shown = _visible(output, True)
+    receipt = {"ok": True, "command": "export", "record_count": count, "path": output, "keep": {
+        "file": "sandbox:" + output if host == "chatgpt" else output, "host": host,
+        "how": {"mcp": "Saved at this path on the computer that runs the MCP server.",
+                "local": "Saved at this path on this computer.",
+                "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host) or (
+            "Claude.ai offers its outputs folder (%s) for download: this is %s in %s."
+            % (_HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown)))}}
     if news:
         text = "; ".join(news) + "."
         receipt["tell_operator"] = text[0].upper() + text[1:]
@@ -3645,8 +3641,10 @@ def _export(self, *, output=None, format="json") -> dict:
     return _export_session(folder, meta, format == "md", earlier, write, host)
 
 
-class _ExportShapeError(Exception):
-    """Why an export cannot be a log, naming no value it holds."""
+def _not_an_export(path, why):
+    """Why the export cannot be a log, naming no value it holds."""
+    return NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or without"
+                      % (path, why), _EXIT_INTEGRITY)
 
 
 # More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
@@ -3676,34 +3674,34 @@ def _read_export(source):
     return path, data
 
 
-def _parse_export(data) -> dict:
+def _parse_export(path, data) -> dict:
     """The export: one value per key, a session and records."""
     objects = [0]
 
     def one_value_per_key(pairs) -> dict:
         objects[0] += 1
         if objects[0] > _EXPORT_OBJECT_LIMIT:
-            raise _ExportShapeError("it holds more JSON objects than any session export")
+            raise _not_an_export(path, "it holds more JSON objects than any session export")
         if len({key for key, _ in pairs}) < len(pairs):
-            raise _ExportShapeError("it is not a JSON object with one value per key")
+            raise _not_an_export(path, "it is not a JSON object with one value per key")
         return dict(pairs)
     try:
         export = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
                                   object_pairs_hook=one_value_per_key).decode(data.decode("utf-8"))
     except UnicodeDecodeError:
-        raise _ExportShapeError("it is not valid UTF-8") from None
+        raise _not_an_export(path, "it is not valid UTF-8") from None
     except (ValueError, RecursionError):
-        raise _ExportShapeError("it is not readable JSON (broken, a number too big for a float, or nested too "
+        raise _not_an_export(path, "it is not readable JSON (broken, a number too big for a float, or nested too "
                                 "deeply)") from None
     if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
-        raise _ExportShapeError("not JSON with schema_version %s" % _EXPORT_SCHEMA)
+        raise _not_an_export(path, "not JSON with schema_version %s" % _EXPORT_SCHEMA)
     session = export.get("session")
     if not isinstance(session, dict) or not _is_session_id(session.get("session_id")):
-        raise _ExportShapeError("its session has no usable session_id")
+        raise _not_an_export(path, "its session has no usable session_id")
     if not isinstance(session.get("created_at", ""), str):
-        raise _ExportShapeError("its session's created_at is not a string")
+        raise _not_an_export(path, "its session's created_at is not a string")
     if not isinstance(export.get("records"), list):
-        raise _ExportShapeError("its records are not a list")
+        raise _not_an_export(path, "its records are not a list")
     return export
 
 
@@ -3713,17 +3711,13 @@ class _Export(_ProblemTally):
     def __init__(self, source, accept_damaged=False):
         _ProblemTally.__init__(self)
         self.path, data = _read_export(source)
-        try:
-            export = _parse_export(data)
-            self.session, self.all = export["session"], export["records"]
-            self.record_count, self.last_record = len(self.all), (self.all or [None])[-1]
-            if export.get("record_count") != self.record_count:
-                self.note_problems([_problem(None, None, "record_count", "record_count is not %d, the number of "
-                                             "records" % self.record_count)])
-            self.check_records(accept_damaged)
-        except _ExportShapeError as error:
-            raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
-                             "without" % (self.path, error), _EXIT_INTEGRITY) from None
+        export = _parse_export(self.path, data)
+        self.session, self.all = export["session"], export["records"]
+        self.record_count, self.last_record = len(self.all), (self.all or [None])[-1]
+        if export.get("record_count") != self.record_count:
+            self.note_problems([_problem(None, None, "record_count", "record_count is not %d, the number of "
+                                         "records" % self.record_count)])
+        self.check_records(accept_damaged)
         self.exported_at = export["exported_at"] if _is_timestamp(export.get("exported_at")) else None
         if self.problem_count and not accept_damaged:
             raise NotesError("%s is damaged (%d problems); nothing was written. Restore an intact export, or run "
@@ -3734,7 +3728,7 @@ class _Export(_ProblemTally):
         seen, redactions = _LogOrder(), _RedactionsSeen()  # as verify counts: it reports the same problems
         for number, record in enumerate(self.all, 1):
             if not isinstance(record, dict):
-                raise _ExportShapeError("record %d is not an object" % number)
+                raise _not_an_export(self.path, "record %d is not an object" % number)
             kinds = _check_record(record, self.session["session_id"])
             kinds += seen.place_problems(record, kinds)
             try:
@@ -3745,7 +3739,8 @@ class _Export(_ProblemTally):
                                      "UTF-8); nothing was written" % (self.path, number), _EXIT_INTEGRITY) from None
                 line = b""
             if len(line) > _LINE_LIMIT:
-                raise _ExportShapeError("it holds a value over %d characters, larger than any record" % _LINE_LIMIT)
+                raise _not_an_export(self.path, "it holds a value over %d characters, larger than any record"
+                                     % _LINE_LIMIT)
             self.note_line_problems(number, record, kinds)
             if _is_usable(kinds):
                 redactions.meet(record, number)
@@ -3778,22 +3773,22 @@ def _notes_kept_by_restore(folder, export):
                 _check_session_folder(folder)
             return None
         # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
-        if reader.problem_count > sum(entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
-                                      for entry in reader.problems):
+        if reader.problem_count > sum(e["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
+                                      for e in reader.problems):
             raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
                              "nothing was changed" % folder)
         if meta["session_id"] == session_id and common != existing:
             if common == export.record_count:  # an older export: restoring it elsewhere would fork the session
                 raise NotesError(
-                    "%s already holds session %s with %s up to %s, past this export's %d up to %s: the export is "
-                    "older, with nothing to restore; nothing was changed. Carry on here, and run export to bring it "
-                    "up to date" % (folder, session_id, _counted(existing, "note"), _last_note_id(reader.last_record),
-                                    export.record_count, _last_note_id(export.last_record) or "none"))
+                    "%s already holds session %s with %s up to %s, past this export's %d up to %s: nothing to "
+                    "restore; nothing was changed. Carry on here, and run export to update the export"
+                    % (folder, session_id, _counted(existing, "note"), _last_note_id(reader.last_record),
+                       export.record_count, _last_note_id(export.last_record) or "none"))
             raise NotesError(
                 "the log in %s and this export went different ways after %s in common; nothing was changed. To keep "
                 "both, restore the export into an empty --dir and append there the notes of only_in_folder"
                 % (folder, _counted(common, "note")), _EXIT_USAGE,
-                {"only_in_folder": [{key: record[key] for key in ("id", "type", "text", "effect") if key in record}
+                {"only_in_folder": [{k: record[k] for k in ("id", "type", "text", "effect") if k in record}
                                     for number, record in enumerate(reader.records(), 1)
                                     if common < number <= common + _RECAP_DEFAULT_LIMIT],
                  "only_in_folder_count": existing - common})

@@ -1173,8 +1173,8 @@ def test_an_export_older_than_the_folder_is_refused_naming_both_last_notes(tmp_p
 
     assert refused.value.exit_code == 2
     assert refused.value.message == (
-        "%s already holds session %s with 3 notes up to n00003, past this export's 2 up to n00002: the export is "
-        "older, with nothing to restore; nothing was changed. Carry on here, and run export to bring it up to date"
+        "%s already holds session %s with 3 notes up to n00003, past this export's 2 up to n00002: nothing to "
+        "restore; nothing was changed. Carry on here, and run export to update the export"
         % (tmp_path / "origin", session_id))
     assert folder_digest(tmp_path / "origin") == before
 
