@@ -3816,26 +3816,6 @@ def _log_then(log_path, pieces):
             yield more
 
 
-def _restore_tell_operator(host, folder, export, gates) -> str:
-    kept, stamp = os.path.join(folder, _EXPORT_NAME), export.exported_at
-    shown = _visible(kept, True)
-    if host in _HOST_DOWNLOAD_FOLDERS:
-        keep = "from now on keep the %s that export %s" % (_EXPORT_NAME, "links in the chat (sandbox:%s)" % shown
-                                                           if host == "chatgpt" else
-                                                           "writes in the outputs folder (%s)" % shown)
-    elif _same_file(kept, export.path) or kept == export.path:
-        keep = "keep %s from now on: export writes it" % shown
-    else:
-        keep = ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
-                % (shown, _visible(export.path, True)))
-    return "The session is back with %s%s; %s; %s, so restore that one instead if you have it; %s." % (
-        _counted(export.record_count, "note"), ", with %s kept as the export held them (verify lists them)"
-        % _counted(export.problem_count, "problem") if export.problem_count else "",
-        _gates_phrase(gates) or "no gate is open or deferred",
-        "this export was written at %s %s UTC: one downloaded later holds more notes" % (stamp[:10], stamp[11:16])
-        if stamp else "this export has no time: one with more notes is later", keep)
-
-
 def _export_in_folder(folder, accept_damaged) -> tuple:
     """(the longest JSON export in the folder, the others' names); refuse unless they are its parts."""
     try:
@@ -3905,7 +3885,25 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
     if passed_over:
         receipt["passed_over"] = passed_over
     with _LogReader(folder, _read_meta(folder)) as reader:
-        receipt["tell_operator"] = _restore_tell_operator(host, folder, export, _recap_history(reader)[1])
+        gates = _recap_history(reader)[1]
+    ours, stamp = os.path.join(folder, _EXPORT_NAME), export.exported_at
+    shown = _visible(ours, True)
+    if host in _HOST_DOWNLOAD_FOLDERS:
+        keep = "from now on keep the %s that export %s" % (_EXPORT_NAME, "links in the chat (sandbox:%s)" % shown
+                                                           if host == "chatgpt" else
+                                                           "writes in the outputs folder (%s)" % shown)
+    elif _same_file(ours, export.path) or ours == export.path:
+        keep = "keep %s from now on: export writes it" % shown
+    else:
+        keep = ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
+                % (shown, _visible(export.path, True)))
+    tell = "The session is back with %s%s; %s; %s, so restore that one instead if you have it; %s."
+    receipt["tell_operator"] = tell % (
+        _counted(export.record_count, "note"), ", with %s kept as the export held them (verify lists them)"
+        % _counted(export.problem_count, "problem") if export.problem_count else "",
+        _gates_phrase(gates) or "no gate is open or deferred",
+        "this export was written at %s %s UTC: one downloaded later holds more notes" % (stamp[:10], stamp[11:16])
+        if stamp else "this export has no time: one with more notes is later", keep)
     return _with_recovered(_with_warnings(receipt, _problem_messages(export.problems, export.problem_count)
                                           + export.notices), recovered)
 
