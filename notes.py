@@ -3487,7 +3487,7 @@ def _earlier_export(path, opener=_open_regular_file):
 def _session_host(folder, over_mcp=False) -> str:
     """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
     chosen = os.environ.get(_HOST_VARIABLE)
-    if chosen is not None and chosen not in _HOSTS:  # never echoed: a variable may hold anything
+    if chosen not in (None,) + _HOSTS:  # never echoed: a variable may hold anything
         raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was changed"
                          % (_HOST_VARIABLE, ", ".join(_HOSTS)))
     return chosen or ("mcp" if over_mcp else next(
@@ -3539,8 +3539,8 @@ def _markdown_export(reader, meta, by_type, first_ts, last_ts, warnings, reopene
         labels = [("      " if number else "- Effect: ") + _visible(_markdown_inline(line))
                   for number, line in enumerate(_markdown_split(record["effect"]))] if "effect" in record else []
         # Checked values: nothing to escape.
-        labels += ["- %s: %s" % (key.capitalize(), record[key]) for key in ("ref", "status", "provenance", "evidence")
-                   if key in record]
+        labels += ["- %s: %s" % (k.capitalize(), record[k]) for k in ("ref", "status", "provenance", "evidence")
+                   if k in record]
         if record["type"] == "discard" and record["id"] in reopened:
             labels.append("- Reopened by: %s" % reopened[record["id"]])
         yield ("\n".join(["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
@@ -3553,9 +3553,9 @@ def _restorable_size(chunks, folder):
     for chunk in chunks:
         size += len(chunk)
         if size > _EXPORT_SIZE_LIMIT:
-            raise NotesError("the export would be over %d MiB, more than restore reads; nothing was written. To "
-                             "carry the session elsewhere, copy %s and %s from %s together; to read it, export "
-                             "--format md" % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
+            raise NotesError("the export would be over %d MiB, more than restore reads; nothing was written. Copy "
+                             "%s and %s from %s together instead, or export --format md to read it"
+                             % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
         yield chunk
 
 
@@ -3641,8 +3641,7 @@ def _export(self, *, output=None, format="json") -> dict:
     return _export_session(folder, meta, format == "md", earlier, write, host)
 
 
-def _not_an_export(path, why):
-    """Why the export cannot be a log, naming no value it holds."""
+def _not_an_export(path, why):  # why names no value the export holds
     return NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or without"
                       % (path, why), _EXIT_INTEGRITY)
 
@@ -3733,7 +3732,7 @@ class _Export(_ProblemTally):
             kinds += seen.place_problems(record, kinds)
             try:
                 line = _record_line(record) if kinds or not _FIELD_RULES.keys() >= record.keys() else b""
-            except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+            except (ValueError, TypeError, RecursionError):
                 if accept_damaged:
                     raise NotesError("%s: record %d cannot be a line of JSON (nested too deeply, or not valid "
                                      "UTF-8); nothing was written" % (self.path, number), _EXIT_INTEGRITY) from None
@@ -3777,6 +3776,9 @@ def _notes_kept_by_restore(folder, export):
                                       for e in reader.problems):
             raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
                              "nothing was changed" % folder)
+        if meta["session_id"] != session_id and existing:
+            raise NotesError("%s holds another session (%s) with notes; nothing was changed. Restore into an "
+                             "empty --dir instead" % (folder, meta["session_id"]))
         if meta["session_id"] == session_id and common != existing:
             if common == export.record_count:  # an older export: restoring it elsewhere would fork the session
                 raise NotesError(
@@ -3792,14 +3794,9 @@ def _notes_kept_by_restore(folder, export):
                                     for number, record in enumerate(reader.records(), 1)
                                     if common < number <= common + _RECAP_DEFAULT_LIMIT],
                  "only_in_folder_count": existing - common})
-    if not existing:
-        if size:
-            raise NotesError("%s holds lines that are not notes of a session; move it aside first" % log_path)
-        return None
-    if meta["session_id"] != session_id:
-        raise NotesError("%s holds another session (%s) with notes; nothing was changed. Restore into an "
-                         "empty --dir instead" % (folder, meta["session_id"]))
-    return existing
+    if size and not existing:
+        raise NotesError("%s holds lines that are not notes of a session; move it aside first" % log_path)
+    return existing or None
 
 
 def _mend_log_tail(folder):
