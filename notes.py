@@ -3560,8 +3560,7 @@ def _restorable_size(chunks, folder):
 
 
 def _export_session(folder, meta, markdown, earlier, write, host):
-    """Export's passes over the log; write(chunks) writes the file and returns its path."""
-    # Every pass reads the same bytes: notes appended meanwhile wait for the next export.
+    """Export's passes, each over the log's same bytes; write(chunks) writes the file and returns its path."""
     with _LogReader(folder, meta) as reader:
         figures = _count_by_type(reader)
         by_type, count, warnings, news = figures[0], reader.total, reader.warnings(), []
@@ -3582,7 +3581,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
                 seen.meet(record)
             gates = _recap_history(reader)[1] if seen.delivery is not None else {}
             if any(gate.status == "open" for gate in gates.values()):
-                news.append("the artifact delivered last leaves " + _gates_phrase(gates))
+                news.append("%she artifact delivered last leaves %s" % ("t" if news else "T", _gates_phrase(gates)))
     shown = _visible(output, True)
     receipt = {"ok": True, "command": "export", "record_count": count, "path": output, "keep": {
         "file": "sandbox:" + output if host == "chatgpt" else output, "host": host,
@@ -3592,8 +3591,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
             "Claude.ai offers its outputs folder (%s) for download: this is %s in %s."
             % (_HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown)))}}
     if news:
-        text = "; ".join(news) + "."
-        receipt["tell_operator"] = text[0].upper() + text[1:]
+        receipt["tell_operator"] = "; ".join(news) + "."
     return _with_warnings(receipt, warnings)
 
 
@@ -3681,9 +3679,10 @@ def _parse_export(path, data) -> dict:
         objects[0] += 1
         if objects[0] > _EXPORT_OBJECT_LIMIT:
             raise _not_an_export(path, "it holds more JSON objects than any session export")
-        if len({key for key, _ in pairs}) < len(pairs):
+        found = dict(pairs)
+        if len(found) < len(pairs):
             raise _not_an_export(path, "it is not a JSON object with one value per key")
-        return dict(pairs)
+        return found
     try:
         export = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
                                   object_pairs_hook=one_value_per_key).decode(data.decode("utf-8"))
@@ -3854,7 +3853,7 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
         _check_path_text("the export file's path", export_file)
     export, passed_over = (_export_in_folder(folder, accept_damaged) if export_file is None
                            else (_Export(export_file, accept_damaged), []))
-    session, records, recovered, log_path = export.session, export.all, None, os.path.join(folder, _LOG_NAME)
+    session, recovered, log_path = export.session, None, os.path.join(folder, _LOG_NAME)
     _notes_kept_by_restore(folder, export)  # refused before the lock too, leaving the folder untouched
     with _SessionLock(folder):
         kept = _notes_kept_by_restore(folder, export)
@@ -3865,13 +3864,13 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
                 os.unlink(os.path.join(folder, _META_NAME))
                 _fsync_folder(folder)
             # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
-            _write_file_atomically(log_path, [b"".join(map(_record_line, records))])
+            _write_file_atomically(log_path, [b"".join(map(_record_line, export.all))])
             _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
         else:
             recovered = _mend_log_tail(folder)
             if kept < export.record_count:
                 # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-                _replace_log(folder, _log_then(log_path, [(0, None, b"".join(map(_record_line, records[kept:])))]))
+                _replace_log(folder, _log_then(log_path, [(0, None, b"".join(map(_record_line, export.all[kept:])))]))
     last = export.last_record  # its text only when it verifies: never echo a secret or damage
     receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
                "record_count": export.record_count, "restored": export.record_count - kept,
@@ -3886,9 +3885,9 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
     ours, stamp = os.path.join(folder, _EXPORT_NAME), export.exported_at
     shown = _visible(ours, True)
     if host in _HOST_DOWNLOAD_FOLDERS:
-        keep = "from now on keep the %s that export %s" % (_EXPORT_NAME, "links in the chat (sandbox:%s)" % shown
-                                                           if host == "chatgpt" else
-                                                           "writes in the outputs folder (%s)" % shown)
+        chat = host == "chatgpt"
+        keep = "from now on keep the %s that export %s (%s%s)" % (
+            _EXPORT_NAME, "links in the chat" if chat else "writes in the outputs folder", "sandbox:" * chat, shown)
     elif _same_file(ours, export.path) or ours == export.path:
         keep = "keep %s from now on: export writes it" % shown
     else:
