@@ -3628,7 +3628,7 @@ def _export(self, *, output=None, format="json") -> dict:
     earlier = _earlier_export(output)
 
     def write(chunks):
-        # A place that cannot take the file is a refusal; a failure while writing is an unexpected error.
+        # Refused: a place that cannot take the file; unexpected: a failure while writing it.
         refusal = "cannot write %s (%s); choose another --output"
         try:
             os.makedirs(os.path.dirname(output), exist_ok=True)
@@ -3649,7 +3649,7 @@ _EXPORT_OBJECT_LIMIT = 250000
 
 
 def _read_export(source):
-    """(path, bytes) of an export path or open binary file, within the limit."""
+    """(path, export) of an export path or open binary file: within the limit, a session and its records."""
     if hasattr(source, "read"):
         path, handle = getattr(source, "name", "the export"), source
     else:
@@ -3668,11 +3668,6 @@ def _read_export(source):
     if data is None or len(data) > _EXPORT_SIZE_LIMIT:
         raise NotesError("%s is over %d MiB, larger than any session export; nothing was written. Pass the path "
                          "of a session_export.json" % (path, _EXPORT_SIZE_LIMIT >> 20))
-    return path, data
-
-
-def _parse_export(path, data) -> dict:
-    """The export: one value per key, a session and records."""
     objects = [0]
 
     def one_value_per_key(pairs) -> dict:
@@ -3700,7 +3695,7 @@ def _parse_export(path, data) -> dict:
         raise _not_an_export(path, "its session's created_at is not a string")
     if not isinstance(export.get("records"), list):
         raise _not_an_export(path, "its records are not a list")
-    return export
+    return path, export
 
 
 class _Export(_ProblemTally):
@@ -3708,8 +3703,7 @@ class _Export(_ProblemTally):
 
     def __init__(self, source, accept_damaged=False):
         _ProblemTally.__init__(self)
-        self.path, data = _read_export(source)
-        export = _parse_export(self.path, data)
+        self.path, export = _read_export(source)
         self.session, self.all = export["session"], export["records"]
         self.record_count, self.last_record = len(self.all), (self.all or [None])[-1]
         if export.get("record_count") != self.record_count:
@@ -3757,7 +3751,7 @@ def _notes_kept_by_restore(folder, export):
     descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: check_session_folder refuses it
     if descriptor is not None:
         os.close(descriptor)
-    # Notes without meta: a restore cut short if they are the export's first, else check_session_folder refuses.
+    # Notes, no meta: a restore cut short if they are the export's first, else refused.
     meta = export.session if size and _read_meta(folder) is None else _check_session_folder(folder)
     if meta is None:
         return None
@@ -3799,7 +3793,7 @@ def _notes_kept_by_restore(folder, export):
 
 
 def _mend_log_tail(folder):
-    """Under the lock: mend the end of the log a crash left, as append does."""
+    """Under the lock: mend the log's end, as append does."""
     return _write_at_log_end(folder, 0, lambda descriptor, tail: None)[1]
 
 
@@ -3831,16 +3825,15 @@ def _export_in_folder(folder, accept_damaged) -> tuple:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
     longest = max(exports, key=lambda e: (e.record_count, os.path.basename(e.path) == _EXPORT_NAME))
-    others = [e for e in exports if e is not longest]
     if any(e.session["session_id"] != longest.session["session_id"] or e.all != longest.all[:len(e.all)]
-           for e in others):
+           for e in exports):
         raise NotesError(
             "%s holds %d exports (listed in exports) that went different ways; nothing was changed. Pass the one "
             "to restore: %s --dir %s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
             {"exports": [{"file": os.path.basename(e.path), "session_id": e.session["session_id"],
                           "record_count": e.record_count, "last_note_id": _last_note_id(e.last_record),
                           "exported_at": e.exported_at} for e in exports]})
-    return longest, [os.path.basename(e.path) for e in others]
+    return longest, [os.path.basename(e.path) for e in exports if e is not longest]
 
 
 @_command
