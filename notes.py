@@ -3462,7 +3462,7 @@ def _check(self, *, file) -> dict:
 # --------------------------------------------------------------------------
 # Export and restore: the whole session written to one file, and brought back from one
 
-def _gates_phrase(gates) -> str:
+def _gates_phrase(gates):
     n = collections.Counter(gate.status for gate in gates.values())
     return " and ".join("%s %s" % (_counted(n[status], "question"), words)
                         for status, words in (("open", "still open"), ("deferred", "deferred")) if n[status])
@@ -3488,13 +3488,13 @@ def _session_host(folder, over_mcp=False) -> str:
     """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
     chosen = os.environ.get(_HOST_VARIABLE)
     if chosen not in (None,) + _HOSTS:  # never echoed: a variable may hold anything
-        raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was changed"
+        raise NotesError("%s names no known host; set it to one of %s, or unset it; nothing was changed"
                          % (_HOST_VARIABLE, ", ".join(_HOSTS)))
     return chosen or ("mcp" if over_mcp else next(
         (host for host, root in _HOST_DOWNLOAD_FOLDERS.items() if (folder + "/").startswith(root + "/")), "local"))
 
 
-def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)) -> bool:
+def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
     """Whether a path or a descriptor (at its start) begins as our or v0's export."""
     try:
         descriptor = file if isinstance(file, int) else _open_regular_file(file)
@@ -3528,13 +3528,13 @@ def _markdown_export(reader, meta, by_type, first_ts, last_ts, warnings, reopene
     """Yield the audit document; no note's text can forge its structure."""
     created = meta.get("created_at")
     yield ("\n".join([
-        "# Shaping session %s" % _visible(meta["session_id"], True), "",
+        "# Shaping session " + _visible(meta["session_id"], True), "",
         "- Created: %s" % (_visible(created, True) if isinstance(created, str) else "unknown"),
-        "- Exported: %s" % _utc_now(),
+        "- Exported: " + _utc_now(),
         "- Notes: %d (%s to %s)" % (reader.total, first_ts or "none", last_ts or "none"),
-        "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
+        "- By type: " + ", ".join("%s %d" % item for item in by_type.items()),
         "- Verify: %s" % ("%d problems" % reader.problem_count if reader.problem_count else "clean")]
-        + ["  - " + message for message in warnings] + ["", "## Notes", ""]) + "\n").encode("utf-8")
+        + ["  - " + m for m in warnings] + ["", "## Notes", ""]) + "\n").encode("utf-8")
     for record in reader.records():
         labels = [("      " if number else "- Effect: ") + _visible(_markdown_inline(line))
                   for number, line in enumerate(_markdown_split(record["effect"]))] if "effect" in record else []
@@ -3545,7 +3545,7 @@ def _markdown_export(reader, meta, by_type, first_ts, last_ts, warnings, reopene
             labels.append("- Reopened by: %s" % reopened[record["id"]])
         yield ("\n".join(["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
                          + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
-                         + (labels + [""] if labels else [])) + "\n").encode("utf-8")
+                         + labels + [""] * bool(labels)) + "\n").encode("utf-8")
 
 
 def _restorable_size(chunks, folder):
@@ -3624,7 +3624,7 @@ def _export(self, *, output=None, format="json") -> dict:
     # Anything else there is the user's: a mistyped or injected path must not cost it.
     if stat.S_ISREG(mode) and not _starts_as_export(output):
         raise NotesError("--output %s is not an export of this tool, which export never replaces; choose another "
-                         "--output, or remove that file first" % output)
+                         "--output, or remove it" % output)
     earlier = _earlier_export(output)
 
     def write(chunks):
@@ -3644,7 +3644,7 @@ def _not_an_export(path, why):  # why names no value the export holds
                       % (path, why), _EXIT_INTEGRITY)
 
 
-# More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
+# More objects than a 16 MiB export of real notes holds: a file of {} would take gigabytes.
 _EXPORT_OBJECT_LIMIT = 250000
 
 
@@ -3666,11 +3666,11 @@ def _read_export(source):
         handle.seek(0)
         data = handle.read(_EXPORT_SIZE_LIMIT + 1) if status.st_size <= _EXPORT_SIZE_LIMIT else None
     if data is None or len(data) > _EXPORT_SIZE_LIMIT:
-        raise NotesError("%s is over %d MiB, larger than any session export; nothing was written. Pass the path "
-                         "of a session_export.json" % (path, _EXPORT_SIZE_LIMIT >> 20))
+        raise NotesError("%s is over %d MiB, larger than any session export; nothing was written. Pass a "
+                         "session_export.json" % (path, _EXPORT_SIZE_LIMIT >> 20))
     objects = [0]
 
-    def one_value_per_key(pairs) -> dict:
+    def one_value_per_key(pairs):
         objects[0] += 1
         if objects[0] > _EXPORT_OBJECT_LIMIT:
             raise _not_an_export(path, "it holds more JSON objects than any session export")
@@ -3736,16 +3736,16 @@ class _Export(_ProblemTally):
             self.note_line_problems(number, record, kinds)
             if _is_usable(kinds):
                 redactions.meet(record, number)
-        self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
+        self.note_problems([p for p in [seen.unfinished_batch()] if p] + redactions.problems())
         self.notices = _problem_messages(seen.notices, seen.notice_count)
 
 
-def _last_note_id(record) -> str | None:
+def _last_note_id(record):
     return record["id"] if record is not None and _is_note_id(record.get("id")) else None
 
 
 def _notes_kept_by_restore(folder, export):
-    """How many export records the folder holds already (None: a fresh start); refuse anything else."""
+    """How many export records the folder holds (None: a fresh start); refuse anything else."""
     log_path, session_id = os.path.join(folder, _LOG_NAME), export.session["session_id"]
     links = any(os.path.islink(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME, _LOCK_NAME))
     descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: check_session_folder refuses it
@@ -3764,7 +3764,7 @@ def _notes_kept_by_restore(folder, export):
             if reader.problem_count or common != existing:
                 _check_session_folder(folder)
             return None
-        # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
+        # Under the lock a torn end (a killed restore leaves one) is mended; other problems refuse.
         if reader.problem_count > sum(e["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
                                       for e in reader.problems):
             raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
@@ -3781,7 +3781,7 @@ def _notes_kept_by_restore(folder, export):
                        export.record_count, _last_note_id(export.last_record) or "none"))
             raise NotesError(
                 "the log in %s and this export went different ways after %s in common; nothing was changed. To keep "
-                "both, restore the export into an empty --dir and append there the notes of only_in_folder"
+                "both, restore the export into an empty --dir and append only_in_folder's notes there"
                 % (folder, _counted(common, "note")), _EXIT_USAGE,
                 {"only_in_folder": [{k: record[k] for k in ("id", "type", "text", "effect") if k in record}
                                     for number, record in enumerate(reader.records(), 1)
@@ -3794,11 +3794,11 @@ def _notes_kept_by_restore(folder, export):
 
 def _mend_log_tail(folder):
     """Under the lock: mend the log's end, as append does."""
-    return _write_at_log_end(folder, 0, lambda descriptor, tail: None)[1]
+    return _write_at_log_end(folder, 0, lambda *_: None)[1]
 
 
 def _log_then(log_path, pieces):
-    """Yield, for each (start, end, more), the log's bytes from start to end (None: its end), then more."""
+    """For each (start, end, more): the log's bytes from start to end (None: its end), then more."""
     descriptor, size = _open_log(log_path)
     with open(descriptor, "rb") as handle:  # closed before the rename
         for start, end, more in pieces:
@@ -3806,8 +3806,8 @@ def _log_then(log_path, pieces):
             yield more
 
 
-def _export_in_folder(folder, accept_damaged) -> tuple:
-    """(the longest JSON export in the folder, the others' names); refuse unless they are its parts."""
+def _export_in_folder(folder, accept_damaged):
+    """(the longest export in the folder, the others' names); refuse unless they are its parts."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
@@ -3864,7 +3864,7 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
             if kept < export.record_count:
                 # Crash window: before the rename the log is as it was; after it, it holds the rest too.
                 _replace_log(folder, _log_then(log_path, [(0, None, b"".join(map(_record_line, export.all[kept:])))]))
-    last = export.last_record  # its text only when it verifies: never echo a secret or damage
+    last = export.last_record  # text only if it verifies: never echo a secret or damage
     receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
                "record_count": export.record_count, "restored": export.record_count - kept,
                "path": log_path, "export": {

@@ -350,7 +350,7 @@ def test_cli_export_never_replaces_another_sessions_log(tmp_path):
     assert result.code == 2
     assert result.receipt == {"ok": False, "error": (
         "--output %s is not an export of this tool, which export never replaces; choose another --output, or "
-        "remove that file first" % (other / "session_notes.jsonl"))}
+        "remove it" % (other / "session_notes.jsonl"))}
     assert folder_digest(other) == before
 
 
@@ -1195,7 +1195,7 @@ def test_copies_that_went_different_ways_are_refused_listing_the_notes_only_in_t
     assert code == 2
     assert receipt["error"] == (
         "the log in %s and this export went different ways after 2 notes in common; nothing was changed. To keep "
-        "both, restore the export into an empty --dir and append there the notes of only_in_folder"
+        "both, restore the export into an empty --dir and append only_in_folder's notes there"
         % (tmp_path / "fork"))
     assert receipt["only_in_folder_count"] == 25
     assert receipt["only_in_folder"][0] == {"id": "n00003", "type": "gate", "text": "Hosting is undecided?",
