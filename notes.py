@@ -3301,14 +3301,14 @@ def _check(self, *, file) -> dict:
 # --------------------------------------------------------------------------
 # Export and restore: the whole session written to one file, and brought back from one
 
-def _gates_phrase(gates) -> str:
-    numbers = collections.Counter(gate.status for gate in gates.values())
-    return " and ".join("%s %s" % (_counted(numbers[status], "question"), words) for status, words
-                        in (("open", "still open"), ("deferred", "deferred")) if numbers[status])
+def _gates_phrase(gates):
+    n = collections.Counter(gate.status for gate in gates.values())
+    return " and ".join("%s %s" % (_counted(n[status], "question"), words)
+                        for status, words in (("open", "still open"), ("deferred", "deferred")) if n[status])
 
 
 def _earlier_export(path, opener=_open_regular_file):
-    """(session id, note count) from an export's head, or None; opener(path) opens it."""
+    """(session id, note count) of the JSON or markdown export at path, or None."""
     head = _read_export_head(path, opener)[0]
     if head is not None:
         session, count = head.get("session"), head["record_count"]
@@ -3316,75 +3316,31 @@ def _earlier_export(path, opener=_open_regular_file):
                 count if type(count) is int else None)
     try:
         with open(opener(path), "rb") as handle:
-            top = handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace")
+            found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(",
+                             handle.read(_EXPORT_HEAD_LIMIT).decode("utf-8", "replace"))
     except (NotesError, OSError):  # nothing was downloaded from there
         return None
-    found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(", top)
     return (found.group(1), int(found.group(2))) if found else None
 
 
 def _session_host(folder, over_mcp=False) -> str:
     """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
     chosen = os.environ.get(_HOST_VARIABLE)
-    if chosen is not None and chosen not in _HOSTS:  # never echoed: a variable may hold anything
-        raise NotesError("%s names no host this tool knows; set it to one of %s, or unset it; nothing was changed"
+    if chosen not in (None,) + _HOSTS:  # never echoed: a variable may hold anything
+        raise NotesError("%s names no known host; set it to one of %s, or unset it; nothing was changed"
                          % (_HOST_VARIABLE, ", ".join(_HOSTS)))
-    return chosen or ("mcp" if over_mcp else next((host for host, root in _HOST_DOWNLOAD_FOLDERS.items()
-                                                   if folder == root or folder.startswith(root + "/")), "local"))
+    return chosen or ("mcp" if over_mcp else next(
+        (host for host, root in _HOST_DOWNLOAD_FOLDERS.items() if (folder + "/").startswith(root + "/")), "local"))
 
 
-def _export_keep(host, path) -> dict:
-    shown = _visible(path, True)
-    how = {"mcp": "Saved at this path on the computer that runs the MCP server.",
-           "local": "Saved at this path on this computer.",
-           "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host)
-    if host == "chatgpt":
-        path = "sandbox:" + path
-    elif how is None:
-        how = "Claude.ai offers its outputs folder (%s) for download: this is %s in %s." % (
-            _HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown))
-    return {"file": path, "host": host, "how": how}
-
-
-def _gates_open_after_delivery(by_type, reader) -> str:
-    """The gates counted when the artifact delivered last leaves one open, else ""."""
-    if not (by_type["gate"] and by_type["artifact"]):
-        return ""  # no delivery with gates possible: skip the passes
-    seen = _SynthesisSeen((), 0)
-    for record in reader.records():
-        seen.meet(record)
-    gates = _recap_history(reader)[1] if seen.delivery is not None else {}
-    return _gates_phrase(gates) if any(gate.status == "open" for gate in gates.values()) else ""
-
-
-def _export_tell_operator(host, output, markdown, earlier, session_id, by_type, reader):
-    parts, count = [], reader.total
-    if host in _HOST_DOWNLOAD_FOLDERS:
-        parts.append("Download %s (%s) from %s and keep it%s" % (
-            _visible(os.path.basename(output), True), _counted(count, "note"),
-            "its link in the chat" if host == "chatgpt" else "the outputs folder",
-            "" if markdown else ": it brings the session back in a new conversation"))
-        if earlier is not None and earlier != (session_id, count):
-            parts.append("the copy it replaced held %s" % (
-                "another session" if earlier[0] != session_id else
-                _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
-    gates_left = _gates_open_after_delivery(by_type, reader)
-    if gates_left:
-        parts.append("the artifact delivered last leaves %s" % gates_left)
-    text = "; ".join(parts) + "."
-    return text[0].upper() + text[1:] if parts else None
-
-
-def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)) -> bool:
-    """Whether the file (a descriptor, read from its start, or a path) begins as our or v0's export."""
-    if isinstance(file, int):
-        return (os.pread(file, len(_EXPORT_JSON_START), 0) if hasattr(os, "pread")
-                else os.read(file, len(_EXPORT_JSON_START))).startswith(starts)
+def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
+    """Whether a path or a descriptor (at its start) begins as our or v0's export."""
     try:
-        with open(_open_regular_file(file), "rb") as handle:
-            return handle.read(len(_EXPORT_JSON_START)).startswith(starts)
+        descriptor = file if isinstance(file, int) else _open_regular_file(file)
     except (OSError, NotesError):
         return False
+    with open(descriptor, "rb", closefd=descriptor is not file) as handle:
+        return handle.read(len(_EXPORT_JSON_START)).startswith(starts)
 
 
 def _same_file(path, other):
@@ -3394,77 +3350,41 @@ def _same_file(path, other):
         return False
 
 
-def _check_export_output(folder, output):
-    if os.path.isdir(output):
-        raise NotesError("--output %s is a folder; give a file path, such as %s"
-                         % (output, os.path.join(output, _EXPORT_NAME)))
-    if os.path.isfile(os.path.dirname(output)):
-        raise NotesError("--output %s is inside a file, not a folder" % output)
-    real = os.path.join(os.path.realpath(os.path.dirname(output)), os.path.basename(output))
-    own = [name for name in (_META_NAME, _LOG_NAME, _LOCK_NAME)  # by name or by inode (a link)
-           if real == os.path.join(folder, name) or _same_file(output, os.path.join(folder, name))]
-    if own or os.path.dirname(real) == folder and os.path.basename(real).startswith(_TORN_PREFIX):
-        raise NotesError("--output %s is the session's own %s, which export never writes over; choose another "
-                         "path, such as %s" % (output, (own or ["side file"])[0], os.path.join(folder, _EXPORT_NAME)))
-    try:
-        mode = os.lstat(output).st_mode
-    except OSError:
-        return
-    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
-        raise _special_file_error(output, mode)
-    # Anything else there is the user's: a mistyped or injected path must not cost it.
-    if stat.S_ISREG(mode) and not _starts_as_export(output):
-        raise NotesError(
-            "--output %s exists and is not an export of this tool; an export replaces only an earlier "
-            "export. Choose another --output, or remove that file first" % output)
-
-
-def _json_export(reader, meta, count):
-    """Yield the export as _pretty_json would print it, record by record."""
-    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta, "record_count": count}
+def _json_export(reader, meta):
+    """Yield the export as _pretty_json prints it."""
+    head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta, "record_count": reader.total}
     # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     before = "[\n    "
-    for _, record in zip(range(count), reader.records()):
+    for record in reader.records():
         # JSON strings hold no raw newline: every newline is layout.
         yield (before + _pretty_json(record).replace("\n", "\n    ")).encode("utf-8")
         before = ",\n    "
     yield b"[]\n}\n" if before[0] == "[" else b"\n  ]\n}\n"
 
 
-def _markdown_record(record, reopened):
-    """A record's lines in the audit document; its text cannot forge the document's structure."""
-    labels = []
-    if "effect" in record:
-        first, *rest = _markdown_split(record["effect"])
-        labels += (["- Effect: " + _visible(_markdown_inline(first))]
-                   + ["      " + _visible(_markdown_inline(line)) for line in rest])
-    # Checked values: nothing to escape.
-    labels += ["- %s: %s" % (key.capitalize(), record[key]) for key in ("ref", "status", "provenance", "evidence")
-               if key in record]
-    if record["type"] == "discard" and record["id"] in reopened:
-        labels.append("- Reopened by: %s" % reopened[record["id"]])
-    return (["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
-            + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
-            + (labels + [""] if labels else []))
-
-
-def _markdown_export(reader, meta, count, figures, problem_count, warnings, reopened):
-    """Yield the audit document; figures (by type, first and last ts) and reopened come from earlier passes."""
-    by_type, first_ts, last_ts = figures
+def _markdown_export(reader, meta, by_type, first_ts, last_ts, warnings, reopened):
+    """Yield the audit document; no note's text can forge its structure."""
     created = meta.get("created_at")
-    lines = [
-        "# Shaping session %s" % _visible(meta["session_id"], True),
-        "",
+    yield ("\n".join([
+        "# Shaping session " + _visible(meta["session_id"], True), "",
         "- Created: %s" % (_visible(created, True) if isinstance(created, str) else "unknown"),
-        "- Exported: %s" % _utc_now(),
-        "- Notes: %d (%s to %s)" % (count, first_ts or "none", last_ts or "none"),
-        "- By type: %s" % ", ".join("%s %d" % item for item in by_type.items()),
-        "- Verify: %s" % ("clean" if problem_count == 0 else "%d problems" % problem_count),
-    ] + ["  - %s" % message for message in warnings] + ["", "## Notes", ""]
-    yield ("\n".join(lines) + "\n").encode("utf-8")
-    for _, record in zip(range(count), reader.records()):
-        yield ("\n".join(_markdown_record(record, reopened)) + "\n").encode("utf-8")
+        "- Exported: " + _utc_now(),
+        "- Notes: %d (%s to %s)" % (reader.total, first_ts or "none", last_ts or "none"),
+        "- By type: " + ", ".join("%s %d" % item for item in by_type.items()),
+        "- Verify: %s" % ("%d problems" % reader.problem_count if reader.problem_count else "clean")]
+        + ["  - " + m for m in warnings] + ["", "## Notes", ""]) + "\n").encode("utf-8")
+    for record in reader.records():
+        labels = [("      " if number else "- Effect: ") + _visible(_markdown_inline(line))
+                  for number, line in enumerate(_markdown_split(record["effect"]))] if "effect" in record else []
+        # Checked values: nothing to escape.
+        labels += ["- %s: %s" % (k.capitalize(), record[k]) for k in ("ref", "status", "provenance", "evidence")
+                   if k in record]
+        if record["type"] == "discard" and record["id"] in reopened:
+            labels.append("- Reopened by: %s" % reopened[record["id"]])
+        yield ("\n".join(["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
+                         + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
+                         + labels + [""] * bool(labels)) + "\n").encode("utf-8")
 
 
 def _restorable_size(chunks, folder):
@@ -3472,30 +3392,45 @@ def _restorable_size(chunks, folder):
     for chunk in chunks:
         size += len(chunk)
         if size > _EXPORT_SIZE_LIMIT:
-            raise NotesError(
-                "the export would be over %d MiB, more than restore reads; nothing was written. The session is "
-                "whole: to carry it elsewhere, copy %s and %s from %s together, or export --format md to read it"
-                % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
+            raise NotesError("the export would be over %d MiB, more than restore reads; nothing was written. Copy "
+                             "%s and %s from %s together instead, or export --format md to read it"
+                             % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
         yield chunk
 
 
 def _export_session(folder, meta, markdown, earlier, write, host):
-    """Export's passes over the log; write(chunks) writes the file and returns its path."""
-    # Every pass reads the same bytes (LogReader): notes appended meanwhile wait for the next export.
+    """Export's passes, each over the log's same bytes; write(chunks) writes the file and returns its path."""
     with _LogReader(folder, meta) as reader:
-        by_type, first_ts, last_ts = _count_by_type(reader)
-        count, warnings = reader.total, reader.warnings()
-        if markdown:
-            chunks = _markdown_export(reader, meta, count, (by_type, first_ts, last_ts),
-                                      reader.problem_count, warnings, _recap_history(reader)[3])
-        else:
-            chunks = _restorable_size(_json_export(reader, meta, count), folder)
-        output = write(chunks)
-        receipt = {"ok": True, "command": "export", "record_count": count, "path": output,
-                   "keep": _export_keep(host, output)}
-        news = _export_tell_operator(host, output, markdown, earlier, meta["session_id"], by_type, reader)
+        figures = _count_by_type(reader)
+        by_type, count, warnings, news = figures[0], reader.total, reader.warnings(), []
+        output = write(_markdown_export(reader, meta, *figures, warnings, _recap_history(reader)[3]) if markdown
+                       else _restorable_size(_json_export(reader, meta), folder))
+        if host in _HOST_DOWNLOAD_FOLDERS:
+            news.append("Download %s (%s) from %s and keep it%s" % (
+                _visible(os.path.basename(output), True), _counted(count, "note"),
+                "its link in the chat" if host == "chatgpt" else "the outputs folder",
+                "" if markdown else ": it brings the session back in a new conversation"))
+            if earlier not in (None, (meta["session_id"], count)):
+                news.append("the copy it replaced held %s" % (
+                    "another session" if earlier[0] != meta["session_id"] else
+                    _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
+        if by_type["gate"] and by_type["artifact"]:  # else no delivery can leave a gate open: no more passes
+            seen = _SynthesisSeen((), 0)
+            for record in reader.records():
+                seen.meet(record)
+            gates = _recap_history(reader)[1] if seen.delivery is not None else {}
+            if any(gate.status == "open" for gate in gates.values()):
+                news.append("%she artifact delivered last leaves %s" % ("t" if news else "T", _gates_phrase(gates)))
+    shown = _visible(output, True)
+    receipt = {"ok": True, "command": "export", "record_count": count, "path": output, "keep": {
+        "file": "sandbox:" + output if host == "chatgpt" else output, "host": host,
+        "how": {"mcp": "Saved at this path on the computer that runs the MCP server.",
+                "local": "Saved at this path on this computer.",
+                "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host) or (
+            "Claude.ai offers its outputs folder (%s) for download: this is %s in %s."
+            % (_HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown)))}}
     if news:
-        receipt["tell_operator"] = news
+        receipt["tell_operator"] = "; ".join(news) + "."
     return _with_warnings(receipt, warnings)
 
 
@@ -3507,15 +3442,32 @@ def _export(self, *, output=None, format="json") -> dict:
     _check_choice("format", format, ("json", "md"))
     folder, meta = self._folder_meta()
     _check_meta_session_id(folder, meta)
-    host, markdown = _session_host(folder, self._over_mcp), format == "md"
+    host = _session_host(folder, self._over_mcp)
     _check_path_text("--output", output)
     output = (os.path.abspath(os.path.expanduser(output)) if output
-              else os.path.join(folder, _EXPORT_MARKDOWN_NAME if markdown else _EXPORT_NAME))
-    _check_export_output(folder, output)
+              else os.path.join(folder, _EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME))
+    if os.path.isdir(output):
+        raise NotesError("--output %s is a folder; give a file path, such as %s"
+                         % (output, os.path.join(output, _EXPORT_NAME)))
+    if os.path.isfile(os.path.dirname(output)):
+        raise NotesError("--output %s is inside a file, not a folder" % output)
+    inside, name = os.path.realpath(os.path.dirname(output)) == folder, os.path.basename(output)
+    own = [n for n in (_META_NAME, _LOG_NAME, _LOCK_NAME)  # by name or by inode (a link)
+           if inside and name == n or _same_file(output, os.path.join(folder, n))]
+    if own or inside and name.startswith(_TORN_PREFIX):
+        raise NotesError("--output %s is the session's own %s; choose another path, such as %s"
+                         % (output, (own or ["side file"])[0], os.path.join(folder, _EXPORT_NAME)))
+    mode = os.lstat(output).st_mode if os.path.lexists(output) else 0
+    if mode and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
+        raise _special_file_error(output, mode)
+    # Anything else there is the user's: a mistyped or injected path must not cost it.
+    if stat.S_ISREG(mode) and not _starts_as_export(output):
+        raise NotesError("--output %s is not an export of this tool, which export never replaces; choose another "
+                         "--output, or remove it" % output)
     earlier = _earlier_export(output)
 
     def write(chunks):
-        # A place that cannot take the file is a refusal; a failure while writing it is an unexpected error.
+        # Refused: a place that cannot take the file; unexpected: a failure while writing it.
         refusal = "cannot write %s (%s); choose another --output"
         try:
             os.makedirs(os.path.dirname(output), exist_ok=True)
@@ -3523,31 +3475,29 @@ def _export(self, *, output=None, format="json") -> dict:
             raise NotesError(refusal % (output, error.strerror)) from None
         _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
         return output
-    return _export_session(folder, meta, markdown, earlier, write, host)
+    return _export_session(folder, meta, format == "md", earlier, write, host)
 
 
-class _ExportShapeError(ValueError):
-    """Why an export cannot be a session log (naming no value it holds)."""
+def _not_an_export(path, why):  # why names no value the export holds
+    return NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or without"
+                      % (path, why), _EXIT_INTEGRITY)
 
 
-# More objects than a 16 MiB export of real notes holds: a file of {} would otherwise take gigabytes.
+# More objects than a 16 MiB export of real notes holds: a file of {} would take gigabytes.
 _EXPORT_OBJECT_LIMIT = 250000
 
 
 def _read_export(source):
-    """(path, bytes) of the export (a path or an open binary file) within the limit."""
-    if hasattr(source, "read"):  # MCP's restore opens it by descriptor
+    """(path, export) of an export path or open binary file: within the limit, a session and its records."""
+    if hasattr(source, "read"):
         path, handle = getattr(source, "name", "the export"), source
     else:
         path = os.path.abspath(os.path.expanduser(source))
         try:
             handle = open(_open_regular_file(path), "rb")
-        except FileNotFoundError:
-            raise NotesError("no export at %s; pass the path of a session_export.json" % path) from None
-        except IsADirectoryError:
-            raise NotesError("%s is a folder; pass the path of a session_export.json" % path) from None
         except OSError as error:
-            raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
+            raise NotesError("cannot read %s (%s); pass the path of a session_export.json"
+                             % (path, error.strerror)) from None
     with handle:
         status = os.fstat(handle.fileno())
         if not stat.S_ISREG(status.st_mode):
@@ -3555,198 +3505,139 @@ def _read_export(source):
         handle.seek(0)
         data = handle.read(_EXPORT_SIZE_LIMIT + 1) if status.st_size <= _EXPORT_SIZE_LIMIT else None
     if data is None or len(data) > _EXPORT_SIZE_LIMIT:
-        raise NotesError("%s is over %d MiB, larger than any session export; nothing was written. Pass the path "
-                         "of a session_export.json" % (path, _EXPORT_SIZE_LIMIT >> 20))
-    return path, data
-
-
-def _parse_export(data) -> dict:
-    """The export in data, one value per key, with a session and records; else _ExportShapeError."""
+        raise NotesError("%s is over %d MiB, larger than any session export; nothing was written. Pass a "
+                         "session_export.json" % (path, _EXPORT_SIZE_LIMIT >> 20))
     objects = [0]
 
-    def one_value_per_key(pairs) -> dict:
+    def one_value_per_key(pairs):
         objects[0] += 1
         if objects[0] > _EXPORT_OBJECT_LIMIT:
-            raise _ExportShapeError("it holds more JSON objects than any session export")
-        if len({key for key, _ in pairs}) < len(pairs):
-            raise _ExportShapeError("it is not a JSON object with one value per key")
-        return dict(pairs)
+            raise _not_an_export(path, "it holds more JSON objects than any session export")
+        found = dict(pairs)
+        if len(found) < len(pairs):
+            raise _not_an_export(path, "it is not a JSON object with one value per key")
+        return found
     try:
         export = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
                                   object_pairs_hook=one_value_per_key).decode(data.decode("utf-8"))
     except UnicodeDecodeError:
-        raise _ExportShapeError("it is not valid UTF-8") from None
-    except _ExportShapeError:
-        raise
+        raise _not_an_export(path, "it is not valid UTF-8") from None
     except (ValueError, RecursionError):
-        raise _ExportShapeError("it is not JSON that can be read (broken, a number too big for a float, or "
-                                "nested too deeply)") from None
+        raise _not_an_export(path, "it is not readable JSON (broken, a number too big for a float, or nested too "
+                                "deeply)") from None
     if not isinstance(export, dict) or export.get("schema_version") != _EXPORT_SCHEMA:
-        raise _ExportShapeError("not JSON with schema_version %s" % _EXPORT_SCHEMA)
+        raise _not_an_export(path, "not JSON with schema_version %s" % _EXPORT_SCHEMA)
     session = export.get("session")
     if not isinstance(session, dict) or not _is_session_id(session.get("session_id")):
-        raise _ExportShapeError("its session has no usable session_id")
+        raise _not_an_export(path, "its session has no usable session_id")
     if not isinstance(session.get("created_at", ""), str):
-        raise _ExportShapeError("its session's created_at is not a string")
+        raise _not_an_export(path, "its session's created_at is not a string")
     if not isinstance(export.get("records"), list):
-        raise _ExportShapeError("its records are not a list")
-    return export
+        raise _not_an_export(path, "its records are not a list")
+    return path, export
 
 
 class _Export(_ProblemTally):
     """An export read whole and checked as verify checks a log."""
 
     def __init__(self, source, accept_damaged=False):
-        self.accept_damaged = accept_damaged
-        self.path, data = _read_export(source)
         _ProblemTally.__init__(self)
-        try:
-            export = _parse_export(data)
-            self.session, self.all = export["session"], export["records"]
-            self.check_records(self.session["session_id"], self.all)
-        except _ExportShapeError as error:
-            raise NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or "
-                             "without" % (self.path, error), _EXIT_INTEGRITY) from None
-        self.exported_at = export["exported_at"] if _is_timestamp(export.get("exported_at")) else None
+        self.path, export = _read_export(source)
+        self.session, self.all = export["session"], export["records"]
+        self.record_count, self.last_record = len(self.all), (self.all or [None])[-1]
         if export.get("record_count") != self.record_count:
-            self.problem_count += 1
-            self.problems.insert(0, _problem(None, None, "record_count", "record_count is not %d, the number "
-                                            "of records the export holds" % self.record_count))
-            del self.problems[_PROBLEMS_LISTED:]
-        if self.problem_count and not self.accept_damaged:
-            raise NotesError(
-                "%s is damaged (%d problems); nothing was written. Restore an intact export, or run restore "
-                "--accept-damaged to bring back every record exactly as the export holds it (verify then reports "
-                "the same problems)"
-                % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
+            self.note_problems([_problem(None, None, "record_count", "record_count is not %d, the number of "
+                                         "records" % self.record_count)])
+        self.check_records(accept_damaged)
+        self.exported_at = export["exported_at"] if _is_timestamp(export.get("exported_at")) else None
+        if self.problem_count and not accept_damaged:
+            raise NotesError("%s is damaged (%d problems); nothing was written. Restore an intact export, or run "
+                             "restore --accept-damaged to bring back every record exactly as the export holds it"
+                             % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
 
-    def check_records(self, session_id, records):
-        seen = _LogOrder()  # as verify counts, so that it reports the same problems after a restore
-        redactions = _RedactionsSeen()
-        self.record_count, self.last_record = 0, None
-        for number, record in enumerate(records, 1):
+    def check_records(self, accept_damaged):
+        seen, redactions = _LogOrder(), _RedactionsSeen()  # as verify counts: it reports the same problems
+        for number, record in enumerate(self.all, 1):
             if not isinstance(record, dict):
-                raise _ExportShapeError("record %d is not an object" % number)
-            kinds = _check_record(record, session_id)
+                raise _not_an_export(self.path, "record %d is not an object" % number)
+            kinds = _check_record(record, self.session["session_id"])
             kinds += seen.place_problems(record, kinds)
             try:
                 line = _record_line(record) if kinds or not _FIELD_RULES.keys() >= record.keys() else b""
-            except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
-                if self.accept_damaged:
-                    raise NotesError("%s: record %d cannot be written as a line of JSON (nested too deeply, or "
-                                     "text that is not valid UTF-8); nothing was written" % (self.path, number),
-                                     _EXIT_INTEGRITY) from None
+            except (ValueError, TypeError, RecursionError):
+                if accept_damaged:
+                    raise NotesError("%s: record %d cannot be a line of JSON (nested too deeply, or not valid "
+                                     "UTF-8); nothing was written" % (self.path, number), _EXIT_INTEGRITY) from None
                 line = b""
             if len(line) > _LINE_LIMIT:
-                raise _ExportShapeError("it holds a value over %d characters, larger than any record" % _LINE_LIMIT)
+                raise _not_an_export(self.path, "it holds a value over %d characters, larger than any record"
+                                     % _LINE_LIMIT)
             self.note_line_problems(number, record, kinds)
             if _is_usable(kinds):
                 redactions.meet(record, number)
-            self.record_count, self.last_record = number, record
-        # At the end: a batch cut short, then unexplained redactions.
-        self.note_problems(list(filter(None, [seen.unfinished_batch()])) + redactions.problems())
+        self.note_problems([p for p in [seen.unfinished_batch()] if p] + redactions.problems())
         self.notices = _problem_messages(seen.notices, seen.notice_count)
 
-    def records(self):
-        return iter(self.all)
 
-
-def _last_note_id(record) -> str | None:
+def _last_note_id(record):
     return record["id"] if record is not None and _is_note_id(record.get("id")) else None
 
 
-def _restore_behind_or_apart(folder, reader, common, export):
-    existing = reader.total
-    if existing > export.record_count and common == export.record_count:
-        # An older export of this log: restoring it elsewhere would fork the session.
-        return NotesError(
-            "%s already holds session %s with %s up to %s, past this export's %d up to %s: the export is older, "
-            "with nothing to restore; nothing was changed. Carry on here, and run export to bring it up to date"
-            % (folder, reader.session_id, _counted(existing, "note"), _last_note_id(reader.last_record),
-               export.record_count, _last_note_id(export.last_record) or "none"))
-    only = [{key: record[key] for key in ("id", "type", "text", "effect") if key in record}
-            for number, record in enumerate(reader.records(), 1) if common < number <= common + _RECAP_DEFAULT_LIMIT]
-    return NotesError(
-        "the log in %s and this export went different ways after %s in common: the folder holds %s the export "
-        "lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty --dir, then "
-        "append the notes of only_in_folder there again" % (folder, _counted(common, "note"),
-                                                            _counted(existing - common, "note")),
-        _EXIT_USAGE, {"only_in_folder": only, "only_in_folder_count": existing - common})
-
-
-def _common_prefix(log_records, export_records):
-    """(records in the log, how many of its first equal the export's first)."""
-    count = common = 0
-    for count, record in enumerate(log_records, 1):
-        common += common == count - 1 and next(export_records, None) == record
-    return count, common
-
-
-def _restore_cut_short(folder, export):
-    """Whether the folder holds a restore cut short: the export's first notes, no meta."""
-    if any(os.path.islink(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME, _LOCK_NAME)):
-        return False  # refused by check_session_folder
-    descriptor, size = _open_log(os.path.join(folder, _LOG_NAME))
+def _notes_kept_by_restore(folder, export):
+    """How many export records the folder holds (None: a fresh start); refuse anything else."""
+    log_path, session_id = os.path.join(folder, _LOG_NAME), export.session["session_id"]
+    links = any(os.path.islink(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME, _LOCK_NAME))
+    descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: check_session_folder refuses it
     if descriptor is not None:
         os.close(descriptor)
-    if _read_meta(folder) is not None or size == 0:
-        return False
-    with _LogReader(folder, export.session) as reader:
-        existing, common = _common_prefix(reader.records(), export.records())
-    return reader.problem_count == 0 and common == existing
-
-
-def _notes_kept_by_restore(folder, export):
-    """How many export records the folder holds already (None: a fresh start); refuse anything else."""
-    if _restore_cut_short(folder, export):
+    # Notes, no meta: a restore cut short if they are the export's first, else refused.
+    meta = export.session if size and _read_meta(folder) is None else _check_session_folder(folder)
+    if meta is None:
         return None
-    meta, session_id = _check_session_folder(folder), export.session["session_id"]
-    log_path = os.path.join(folder, _LOG_NAME)
-    existing = 0
-    if meta is not None:
-        with _LogReader(folder, meta) as reader:
-            existing, common = _common_prefix(reader.records(), export.records())
-            # A torn end (a killed restore leaves one) is mended under the lock; other problems refuse.
-            if reader.problem_count > sum(entry["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
-                                          for entry in reader.problems):
-                raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
-                                 "nothing was changed" % folder)
-            if existing and meta["session_id"] == session_id and common != existing:
-                raise _restore_behind_or_apart(folder, reader, common, export)
-    if meta is None or not existing:
-        if os.path.exists(log_path) and os.path.getsize(log_path) > 0:
-            raise NotesError("%s holds lines that are not notes of a session; move it aside first" % log_path)
-        return None
-    if meta["session_id"] != session_id:
-        raise NotesError("%s holds another session (%s) with notes; nothing was changed. Restore into an "
-                         "empty --dir instead" % (folder, meta["session_id"]))
-    return existing
-
-
-def _write_restored_session(folder, export):
-    meta, session = _read_meta(folder), export.session
-    if meta is not None and meta["session_id"] != session["session_id"]:
-        # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
-        os.unlink(os.path.join(folder, _META_NAME))
-        _fsync_folder(folder)
-    # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
-    _write_file_atomically(os.path.join(folder, _LOG_NAME), [b"".join(map(_record_line, export.all))])
-    _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
+    with _LogReader(folder, meta) as reader:
+        existing = common = 0
+        records = iter(export.all)
+        for existing, record in enumerate(reader.records(), 1):  # common: how many first ones are the export's
+            common += common == existing - 1 and next(records, None) == record
+        if meta is export.session:
+            if reader.problem_count or common != existing:
+                _check_session_folder(folder)
+            return None
+        # Under the lock a torn end (a killed restore leaves one) is mended; other problems refuse.
+        if reader.problem_count > sum(e["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
+                                      for e in reader.problems):
+            raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
+                             "nothing was changed" % folder)
+        if meta["session_id"] != session_id and existing:
+            raise NotesError("%s holds another session (%s) with notes; nothing was changed. Restore into an "
+                             "empty --dir instead" % (folder, meta["session_id"]))
+        if meta["session_id"] == session_id and common != existing:
+            if common == export.record_count:  # an older export: restoring it elsewhere would fork the session
+                raise NotesError(
+                    "%s already holds session %s with %s up to %s, past this export's %d up to %s: nothing to "
+                    "restore; nothing was changed. Carry on here, and run export to update the export"
+                    % (folder, session_id, _counted(existing, "note"), _last_note_id(reader.last_record),
+                       export.record_count, _last_note_id(export.last_record) or "none"))
+            raise NotesError(
+                "the log in %s and this export went different ways after %s in common; nothing was changed. To keep "
+                "both, restore the export into an empty --dir and append only_in_folder's notes there"
+                % (folder, _counted(common, "note")), _EXIT_USAGE,
+                {"only_in_folder": [{k: record[k] for k in ("id", "type", "text", "effect") if k in record}
+                                    for number, record in enumerate(reader.records(), 1)
+                                    if common < number <= common + _RECAP_DEFAULT_LIMIT],
+                 "only_in_folder_count": existing - common})
+    if size and not existing:
+        raise NotesError("%s holds lines that are not notes of a session; move it aside first" % log_path)
+    return existing or None
 
 
 def _mend_log_tail(folder):
-    """Under the lock: mend the end of the log a crash left, as append does."""
-    descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
-    try:
-        with open(descriptor, "rb", closefd=False) as handle:
-            tail = _LogTail(handle, os.fstat(descriptor).st_size)
-        return _recover_tail(folder, descriptor, tail)
-    finally:
-        os.close(descriptor)
+    """Under the lock: mend the log's end, as append does."""
+    return _write_at_log_end(folder, 0, lambda *_: None)[1]
 
 
 def _log_then(log_path, pieces):
-    """Yield, for each (start, end, more), the log's bytes from start to end (None: its end), then more."""
+    """For each (start, end, more): the log's bytes from start to end (None: its end), then more."""
     descriptor, size = _open_log(log_path)
     with open(descriptor, "rb") as handle:  # closed before the rename
         for start, end, more in pieces:
@@ -3754,96 +3645,34 @@ def _log_then(log_path, pieces):
             yield more
 
 
-def _restore_export(folder, export):
-    """Bring the export in, whole or the notes the folder lacks: (restored, recovered)."""
-    # Refused before the lock too, leaving the folder untouched; the check under it counts.
-    _notes_kept_by_restore(folder, export)
-    with _SessionLock(folder):
-        kept = _notes_kept_by_restore(folder, export)
-        if kept is None:
-            _write_restored_session(folder, export)
-            return export.record_count, None
-        recovered = _mend_log_tail(folder)
-        if kept < export.record_count:
-            # Crash window: before the rename the log is as it was; after it, it holds the rest too.
-            _replace_log(folder, _log_then(os.path.join(folder, _LOG_NAME),
-                                           [(0, None, b"".join(map(_record_line, export.all[kept:])))]))
-    return export.record_count - kept, recovered
-
-
-def _restored_export(export) -> dict:
-    """restore's export key; the last note's text only when it verifies."""
-    last, note = export.last_record, None
-    if last is not None:
-        sound = not _check_record(last, export.session["session_id"])  # never echo a secret or damage
-        note = {"id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
-                "text": last["text"] if sound else None}
-    return {"file": export.path, "exported_at": export.exported_at, "last_note": note}
-
-
-def _file_to_keep(host, folder, export_path) -> str:
-    kept = os.path.join(folder, _EXPORT_NAME)
-    shown = _visible(kept, True)
-    if host in _HOST_DOWNLOAD_FOLDERS:
-        return "from now on keep the %s that export %s" % (_EXPORT_NAME, "links in the chat (sandbox:%s)" % shown
-                                                           if host == "chatgpt" else "writes in the outputs folder "
-                                                           "(%s)" % shown)
-    if _same_file(kept, export_path) or kept == export_path:
-        return "keep %s from now on: export writes it" % shown
-    return ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
-            % (shown, _visible(export_path, True)))
-
-
-def _restore_tell_operator(host, folder, export, gates) -> str:
-    sentence = "The session is back with %s" % _counted(export.record_count, "note")
-    if export.problem_count:
-        sentence += ", with %s kept as the export held them (verify lists them)" % _counted(
-            export.problem_count, "problem")
-    sentence += "; " + (_gates_phrase(gates) or "no gate is open or deferred")
-    stamp = export.exported_at
-    sentence += ("; this export was written at %s %s UTC: one downloaded later holds more notes" % (
-        stamp[:10], stamp[11:16]) if stamp else "; this export has no time: one with more notes is later")
-    return sentence + ", so restore that one instead if you have it; " + _file_to_keep(host, folder, export.path) + "."
-
-
-def _exports_in_folder(folder) -> list:
-    """The files in folder that begin as our JSON export, by name; refuse too many."""
+def _export_in_folder(folder, accept_damaged):
+    """(the longest export in the folder, the others' names); refuse unless they are its parts."""
     try:
-        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
-        return []
+        entries = []
     except OSError as error:
         raise NotesError("cannot read %s (%s); pass the export's path: restore PATH" % (folder, error.strerror))
-    found = []
-    for entry in entries:
-        # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
-        if (entry.name[0] != "." and entry.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
-                and entry.is_file(follow_symlinks=False) and _starts_as_export(entry.path, (_EXPORT_JSON_START,))):
-            found.append(entry.path)
-        if len(found) > _RESTORE_CANDIDATES_LIMIT:
-            raise NotesError("%s holds more than %d exports, more than restore compares; nothing was changed. "
-                             "Pass the one to restore: restore PATH" % (folder, _RESTORE_CANDIDATES_LIMIT))
-    return found
-
-
-def _export_in_folder(folder, accept_damaged) -> tuple:
-    """(the longest export in the folder, the others' names); refuse unless they are parts of it."""
-    exports = [_Export(path, accept_damaged) for path in _exports_in_folder(folder)]
+    # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
+    found = [e.path for e in entries if e.name[0] != "." and e.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
+             and e.is_file(follow_symlinks=False) and _starts_as_export(e.path, (_EXPORT_JSON_START,))]
+    if len(found) > _RESTORE_CANDIDATES_LIMIT:
+        raise NotesError("%s holds more than %d exports; nothing was changed. Pass the one to restore: restore PATH"
+                         % (folder, _RESTORE_CANDIDATES_LIMIT))
+    exports = [_Export(path, accept_damaged) for path in found]
     if not exports:
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
-    longest = max(exports, key=lambda export: (export.record_count, os.path.basename(export.path) == _EXPORT_NAME))
-    others = [export for export in exports if export is not longest]
-    if any(export.session["session_id"] != longest.session["session_id"]
-           or export.all != longest.all[:len(export.all)] for export in others):
+    longest = max(exports, key=lambda e: (e.record_count, os.path.basename(e.path) == _EXPORT_NAME))
+    if any(e.session["session_id"] != longest.session["session_id"] or e.all != longest.all[:len(e.all)]
+           for e in exports):
         raise NotesError(
-            "%s holds %d exports (listed in exports), not all earlier parts of the longest: two ideas, or copies "
-            "that went different ways; nothing was changed. Pass the one to restore: %s --dir %s restore PATH"
-            % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE, {"exports": [
-                {"file": os.path.basename(export.path), "session_id": export.session["session_id"],
-                 "record_count": export.record_count, "last_note_id": _last_note_id(export.last_record),
-                 "exported_at": export.exported_at} for export in exports]})
-    return longest, [os.path.basename(export.path) for export in others]
+            "%s holds %d exports (listed in exports) that went different ways; nothing was changed. Pass the one "
+            "to restore: %s --dir %s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
+            {"exports": [{"file": os.path.basename(e.path), "session_id": e.session["session_id"],
+                          "record_count": e.record_count, "last_note_id": _last_note_id(e.last_record),
+                          "exported_at": e.exported_at} for e in exports]})
+    return longest, [os.path.basename(e.path) for e in exports if e is not longest]
 
 
 @_command
@@ -3856,17 +3685,55 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
         _check_path_text("the export file's path", export_file)
     export, passed_over = (_export_in_folder(folder, accept_damaged) if export_file is None
                            else (_Export(export_file, accept_damaged), []))
-    restored, recovered = _restore_export(folder, export)
-    receipt = {"ok": True, "command": "restore", "session_id": export.session["session_id"],
-               "record_count": export.record_count, "restored": restored,
-               "path": os.path.join(folder, _LOG_NAME), "export": _restored_export(export)}
+    session, recovered, log_path = export.session, None, os.path.join(folder, _LOG_NAME)
+    _notes_kept_by_restore(folder, export)  # refused before the lock too, leaving the folder untouched
+    with _SessionLock(folder):
+        kept = _notes_kept_by_restore(folder, export)
+        if kept is None:
+            meta, kept = _read_meta(folder), 0
+            if meta and meta["session_id"] != session["session_id"]:
+                # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
+                os.unlink(os.path.join(folder, _META_NAME))
+                _fsync_folder(folder)
+            # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
+            _write_file_atomically(log_path, [b"".join(map(_record_line, export.all))])
+            _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
+        else:
+            recovered = _mend_log_tail(folder)
+            if kept < export.record_count:
+                # Crash window: before the rename the log is as it was; after it, it holds the rest too.
+                _replace_log(folder, _log_then(log_path, [(0, None, b"".join(map(_record_line, export.all[kept:])))]))
+    last = export.last_record  # text only if it verifies: never echo a secret or damage
+    receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
+               "record_count": export.record_count, "restored": export.record_count - kept,
+               "path": log_path, "export": {
+                   "file": export.path, "exported_at": export.exported_at, "last_note": None if last is None else {
+                       "id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
+                       "text": None if _check_record(last, session["session_id"]) else last["text"]}}}
     if passed_over:
         receipt["passed_over"] = passed_over
     with _LogReader(folder, _read_meta(folder)) as reader:
         gates = _recap_history(reader)[1]
-    receipt["tell_operator"] = _restore_tell_operator(host, folder, export, gates)
-    _with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices)
-    return _with_recovered(receipt, recovered)
+    ours, stamp = os.path.join(folder, _EXPORT_NAME), export.exported_at
+    shown = _visible(ours, True)
+    if host in _HOST_DOWNLOAD_FOLDERS:
+        chat = host == "chatgpt"
+        keep = "from now on keep the %s that export %s (%s%s)" % (
+            _EXPORT_NAME, "links in the chat" if chat else "writes in the outputs folder", "sandbox:" * chat, shown)
+    elif _same_file(ours, export.path) or ours == export.path:
+        keep = "keep %s from now on: export writes it" % shown
+    else:
+        keep = ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
+                % (shown, _visible(export.path, True)))
+    tell = "The session is back with %s%s; %s; %s, so restore that one instead if you have it; %s."
+    receipt["tell_operator"] = tell % (
+        _counted(export.record_count, "note"), ", with %s kept as the export held them (verify lists them)"
+        % _counted(export.problem_count, "problem") if export.problem_count else "",
+        _gates_phrase(gates) or "no gate is open or deferred",
+        "this export was written at %s %s UTC: one downloaded later holds more notes" % (stamp[:10], stamp[11:16])
+        if stamp else "this export has no time: one with more notes is later", keep)
+    return _with_recovered(_with_warnings(receipt, _problem_messages(export.problems, export.problem_count)
+                                          + export.notices), recovered)
 
 
 # --------------------------------------------------------------------------

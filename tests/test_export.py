@@ -349,8 +349,8 @@ def test_cli_export_never_replaces_another_sessions_log(tmp_path):
     result = run_notes("export", "--output", other / "session_notes.jsonl", folder=mine)
     assert result.code == 2
     assert result.receipt == {"ok": False, "error": (
-        "--output %s exists and is not an export of this tool; an export replaces only an earlier "
-        "export. Choose another --output, or remove that file first" % (other / "session_notes.jsonl"))}
+        "--output %s is not an export of this tool, which export never replaces; choose another --output, or "
+        "remove it" % (other / "session_notes.jsonl"))}
     assert folder_digest(other) == before
 
 
@@ -1131,9 +1131,8 @@ def test_restore_without_a_path_refuses_copies_that_went_different_ways(tmp_path
         {"file": "session_export.json", "session_id": session_id, "record_count": 2, "last_note_id": "n00002",
          "exported_at": load(first)["exported_at"]}]
     assert receipt["error"] == (
-        "%s holds 3 exports (listed in exports), not all earlier parts of the longest: two ideas, or copies that "
-        "went different ways; nothing was changed. Pass the one to restore: python3 -S notes.py --dir %s restore "
-        "PATH" % (target, target))
+        "%s holds 3 exports (listed in exports) that went different ways; nothing was changed. Pass the one to "
+        "restore: python3 -S notes.py --dir %s restore PATH" % (target, target))
     assert folder_digest(target) == before
 
 
@@ -1159,8 +1158,8 @@ def test_restore_without_a_path_compares_a_bounded_number_of_exports(tmp_path):
         shutil.copy(str(export_path), str(target / ("copy-%02d.json" % number)))
     with pytest.raises(notes.NotesError) as refused:
         notes.Session(target).restore()
-    assert refused.value.message == ("%s holds more than 20 exports, more than restore compares; nothing was "
-                                     "changed. Pass the one to restore: restore PATH" % target)
+    assert refused.value.message == ("%s holds more than 20 exports; nothing was changed. Pass the one to "
+                                     "restore: restore PATH" % target)
     assert sorted(os.listdir(str(target))) == ["copy-%02d.json" % number for number in range(21)]
 
 
@@ -1174,8 +1173,8 @@ def test_an_export_older_than_the_folder_is_refused_naming_both_last_notes(tmp_p
 
     assert refused.value.exit_code == 2
     assert refused.value.message == (
-        "%s already holds session %s with 3 notes up to n00003, past this export's 2 up to n00002: the export is "
-        "older, with nothing to restore; nothing was changed. Carry on here, and run export to bring it up to date"
+        "%s already holds session %s with 3 notes up to n00003, past this export's 2 up to n00002: nothing to "
+        "restore; nothing was changed. Carry on here, and run export to update the export"
         % (tmp_path / "origin", session_id))
     assert folder_digest(tmp_path / "origin") == before
 
@@ -1195,9 +1194,9 @@ def test_copies_that_went_different_ways_are_refused_listing_the_notes_only_in_t
 
     assert code == 2
     assert receipt["error"] == (
-        "the log in %s and this export went different ways after 2 notes in common: the folder holds 25 notes "
-        "the export lacks (only_in_folder); nothing was changed. To keep both, restore the export into an empty "
-        "--dir, then append the notes of only_in_folder there again" % (tmp_path / "fork"))
+        "the log in %s and this export went different ways after 2 notes in common; nothing was changed. To keep "
+        "both, restore the export into an empty --dir and append only_in_folder's notes there"
+        % (tmp_path / "fork"))
     assert receipt["only_in_folder_count"] == 25
     assert receipt["only_in_folder"][0] == {"id": "n00003", "type": "gate", "text": "Hosting is undecided?",
                                             "effect": "Blocks the install notes."}

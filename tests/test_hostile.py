@@ -643,9 +643,8 @@ def test_export_refuses_what_restore_would_refuse_for_its_size(tmp_path, capsys,
     notes.Session(folder).export()
     before = folder_digest(folder)
     monkeypatch.setattr(notes, "_EXPORT_SIZE_LIMIT", 4096)  # restore and export share the one limit
-    message = ("the export would be over 0 MiB, more than restore reads; nothing was written. The session is whole: "
-               "to carry it elsewhere, copy session_meta.json and session_notes.jsonl from %s together, or export "
-               "--format md to read it" % folder)
+    message = ("the export would be over 0 MiB, more than restore reads; nothing was written. Copy session_meta.json "
+               "and session_notes.jsonl from %s together instead, or export --format md to read it" % folder)
     assert notes.main(["--dir", str(folder), "export"]) == 2
     assert json.loads(capsys.readouterr().out) == {"ok": False, "error": message}
     server = notes._McpServer(str(folder), None, notes._mcp_served_tools(False), None)

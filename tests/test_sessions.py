@@ -616,8 +616,8 @@ def test_an_unknown_host_is_refused_without_echoing_it(tmp_path):
             assert result.code == 2 and result.receipt["ok"] is False, (value, arguments, result)
             error = result.receipt["error"]
             if arguments[0] == "export" or arguments == ["restore"]:
-                assert error == ("SHAPING_NOTES_HOST names no host this tool knows; set it to one of chatgpt, "
-                                 "claude-ai, local, mcp, or unset it; nothing was changed"), error
+                assert error == ("SHAPING_NOTES_HOST names no known host; set it to one of chatgpt, claude-ai, "
+                                 "local, mcp, or unset it; nothing was changed"), error
             assert (not value or value not in error), error
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
     assert not (tmp_path / "out.json").exists()
