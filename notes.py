@@ -3633,7 +3633,13 @@ def _notes_kept_by_restore(folder, export):
 
 def _mend_log_tail(folder):
     """Under the lock: mend the log's end, as append does."""
-    return _write_at_log_end(folder, 0, lambda *_: None)[1]
+    descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
+    try:
+        with open(descriptor, "rb", closefd=False) as handle:
+            tail = _LogTail(handle, os.fstat(descriptor).st_size)
+        return _recover_tail(folder, descriptor, tail)
+    finally:
+        os.close(descriptor)
 
 
 def _log_then(log_path, pieces):
