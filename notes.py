@@ -378,15 +378,18 @@ _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, 
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
 # The cheap first look: every secret found above shows one of these; most notes none.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
-                                r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W\d_][!#$%&*?@^~|])[^\W\d_])").search
-# Prose that has such a shape, as a whole run of letters, digits and "&": a version or a model (v2, mp3,
-# EC2), a number with its unit or rank (10am, 70th, 4K), a name in camel case (macOS, LibreOffice), an
-# abbreviation (B&B).
-_PROSE_RUN = re.compile(r"[A-Za-z]{1,3}[0-9]{1,3}|[0-9]+(?:[a-z]{1,3}|[A-Z])|[A-Z]?[a-z]+[A-Z](?:[a-z]+|[A-Z]*)"
-                        r"|[A-Z]{1,2}&[A-Z]{1,2}").fullmatch
-_RUN_AFTER = re.compile(r"[^\W_]*(?:&[^\W_]+)*").match
-_PROSE_EDGE = frozenset(" \t\n,.;:!?()[]'\"‘’“”-/") | {""}  # what stands beside a prose run, or its end
-_FIRST_LOOK_WORDS = ("://",) + _PASSWORD_MARKERS[:-4]  # not pin, code, key, psk: too common
+                                r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W_][!#$%&*?@^~|])[^\W_])").search
+# A word of prose with such a shape, as a whole: a short version or model (v2, mp3, EC2, 3D), a number
+# with its rank or unit (70th, 10am, 16GB), an abbreviation (B&B); bracketed or quoted, with 's or a stop.
+_PROSE_WORD = re.compile(r"[(\"'‘“]{0,2}(?:[A-Za-z][0-9]{1,2}|[A-Za-z]{2}[0-9]|[0-9][A-Za-z]{1,2}|[0-9]{2}[A-Za-z]"
+                         r"|[0-9]{1,4}(?:st|nd|rd|th|am|pm|ms|min|kg|km|[kKMGT]B)|[A-Z]{1,2}&[A-Z]{1,2})"
+                         r"(?:['’]s)?[)\"'’”]{0,2}[.,;:]?").fullmatch
+_WORD_END = re.compile(r"[^ \t\n]*").match
+# Beside a word of capitals or digits such a word is a group of a key ("ASI ARD O37 CJQ").
+_GROUP_BEFORE = re.compile(r"(?<!\S)[A-Z0-9]{2,5}[ \t\n]+$").search
+_GROUP_AFTER = re.compile(r"[ \t\n]+[A-Z0-9]{2,5}(?!\S)").match
+# Not pin, code, key, psk: too common; the commands are those of the command-line rules.
+_FIRST_LOOK_WORDS = ("://", "mysql", "mariadb", "ldap", "sshpass", "redis-cli") + _PASSWORD_MARKERS[:-4]
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # A key in groups ("AKIA IOSF ODNN ..."), which _find_credential joins.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
@@ -519,16 +522,15 @@ _FIRST_LOOK_ASCII_WORD_SEARCH = re.compile("|".join(re.escape(word) for word in 
 
 
 def _may_hold_credential(text: str) -> bool:
-    shape = _FIRST_LOOK_SHAPES(text)
+    shape, prose_words = _FIRST_LOOK_SHAPES(text), 0
     while shape:
-        start = shape.start()  # back to the start of its run: a prose run is short
-        while start > shape.start() - 16 and start and (text[start - 1].isalnum() or text[start - 1] == "&"):
-            start -= 1
-        end = _RUN_AFTER(text, start).end()
-        if (not start <= shape.start() < end <= start + 16 or not _PROSE_RUN(text, start, end)
-                or text[max(start - 1, 0):start] not in _PROSE_EDGE or text[end:end + 1] not in _PROSE_EDGE):
+        start = max(text.rfind(space, 0, shape.start()) for space in " \t\n") + 1
+        end = _WORD_END(text, start).end()
+        prose_words += 1  # a second is more likely a key's groups than prose
+        if (prose_words > 1 or not _PROSE_WORD(text, start, end) or _GROUP_BEFORE(text, 0, start)
+                or _GROUP_AFTER(text, end)):
             return True
-        shape = _FIRST_LOOK_SHAPES(text, shape.end())
+        shape = _FIRST_LOOK_SHAPES(text, end)
     lowered = text.lower()
     words = _FIRST_LOOK_ASCII_WORD_SEARCH if lowered.isascii() else _FIRST_LOOK_WORD_SEARCH
     return bool(words(lowered)

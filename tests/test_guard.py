@@ -271,15 +271,14 @@ def test_the_first_look_lets_every_credential_through_and_stops_plain_prose():
     assert not notes._may_hold_credential("The reminder goes out by SMS 48 hours ahead.")
     assert not notes._may_hold_credential("The booking page shows each clinic's next free slot; "
                                           "we keep the access rules in one place.")
-    # Prose that has a credential's shape in a short run of its own: versions and models, numbers with
-    # a unit or a rank, names in camel case, abbreviations.
-    assert not notes._may_hold_credential("Delivered v2 of the runbook (v1 is kept): B2 and S3-compatible "
-                                          "buckets, 4K scans, mp3 files and EC2 at 10am on the 70th day.")
-    assert not notes._may_hold_credential("The B&B's list moves from LibreOffice/Numbers to eBay, macOS and "
-                                          "iPhone; under-16s.Then the 2nd run.")
-    # The same shapes inside a longer or odder run are not prose.
-    for text in ("admin / JEn%4=caQ! worked", "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", "code v1=ab12",
-                 "AKIA IOSF ODNN 7EXA MPLE", "the key is macOSx9Tq", "pair: bob/eBay2024!"):
+    # A prose word that has a credential's shape: a short version or model, a number with a rank or a
+    # unit, an abbreviation; bracketed, quoted or followed by a stop.
+    for word in ("v2", "(v1)", "B2,", "4K", "mp3", "EC2.", "10am", "the 70th", "16GB", "'3D'", "B&B's", "\"2nd\")"):
+        assert not notes._may_hold_credential("Delivered %s of the runbook to the new printer." % word), word
+    # The same shapes in a longer word, beside a symbol, twice, or beside groups of capitals are not prose.
+    for text in ("Delivered v2 and v1.", "the KEY 7X ABC", "admin / JEn%4=caQ! worked", "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", "code v1=ab12",
+                 "AKIA IOSF ODNN 7EXA MPLE", "the key is macOSx9Tq", "pair: bob/eBay2024!", "ubuntu:g6-w38",
+                 "wifi key: abc123", "TOTP secret: AB23 CD45 EF67 GH27", "guest PIN is ZtlqpfLttbon"):
         assert notes._may_hold_credential(text), text
 
 
