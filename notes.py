@@ -4316,29 +4316,46 @@ _PROGRAM_DESCRIPTION = (
     "memory signal, and reads the session back.")
 
 
+def _closest(word, choices):
+    import difflib  # only a mistake needs it
+
+    matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
+    return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
+
+
+def _did_you_mean(guess):
+    return "did you mean %s? " % guess if guess else ""
+
+
+def _one_of(name, allowed):
+    """An argparse type taking only the allowed words, suggesting the nearest for a typo (never echoing one)."""
+    def check(value):
+        if value in allowed:
+            return value
+        import argparse
+
+        raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
+            name, _did_you_mean(_closest(value, allowed)), ", ".join(allowed)))
+    return check
+
+
 class _Option:
     """One option of a command: its flag, the Session keyword it fills, how argparse and MCP read it."""
 
     def __init__(self, flag, metavar, help_text, name=None, mcp_help=None, schema=None, from_stdin=False, mcp=True,
-                 required=False, **settings):
-        self.flag, self.metavar, self.help_text = flag, metavar, help_text
-        self.name = name or flag.lstrip("-").replace("-", "_")
-        self.mcp_help, self.schema, self.from_stdin, self.mcp = mcp_help, schema or {}, from_stdin, mcp
-        self.required, self.settings = required, settings  # required: checked by the command, told by MCP
+                 required=False, choices=None, **settings):
+        self.flag, self.metavar, self.help_text, self.mcp_help, self.from_stdin, self.mcp = (
+            flag, metavar, help_text, mcp_help, from_stdin, mcp)
+        self.name, self.schema = name or flag.lstrip("-").replace("-", "_"), schema or {}
+        self.required, self.choices = required, choices  # required: checked by the command, told by MCP
+        self.settings = dict(settings, type=_one_of(flag.lstrip("-"), choices)) if choices else settings
         self.kind = ("boolean" if settings.get("action") == "store_const" else
                      "integer" if settings.get("type") is int else "string")
         self.many = settings.get("action") == "append"
 
-    def parser_settings(self) -> dict:
-        """argparse's settings; choices become a type that suggests the nearest word for a typo."""
-        settings = dict(self.settings)
-        if "choices" in settings:
-            settings["type"] = _one_of(self.flag.lstrip("-"), settings.pop("choices"))
-        return settings
 
-
-# A command runs the Session method of its name (mcp aside); mcp_purpose: its tool's description, if not purpose.
-_Command = collections.namedtuple("_Command", "purpose options example mcp_purpose", defaults=(None,))
+# A command runs the Session method of its name (mcp aside).
+_Command = collections.namedtuple("_Command", "purpose options example")
 
 _COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, status, provenance, evidence, "
                  "about and by when present; no time, session, seq or checksum")
@@ -4348,37 +4365,41 @@ def _flag(flag, help_text):
     return _Option(flag, None, help_text, action="store_const", const=True, default=False)
 
 
+def _limit(what, default):
+    return _Option("--limit", "N", "%s, at most %d (default %d)" % (what, _LIMIT_MAX, default), type=int,
+                   default=default, schema={"minimum": 1, "maximum": _LIMIT_MAX})
+
+
+def _format(help_text="json (default) or md", mcp_help=None):
+    return _Option("--format", "FORMAT", help_text, mcp_help=mcp_help, choices=("json", "md"), default="json")
+
+
 # The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
-    "init": _Command("Start a session in the folder, or report the one already there.", [],
-                    "init"),
+    "init": _Command("Start a session in the folder, or report the one already there.", [], "init"),
     "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
-                      "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends one "
-                      "beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which ends "
-                      "it too and which recap names with the live notes appended after it.", [
+                       "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends one "
+                       "beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which ends "
+                       "it too and which recap names with the live notes appended after it.", [
         _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
-               choices=NOTE_TYPES, required=True),
+                choices=NOTE_TYPES, required=True),
         _Option("--text", "TEXT", "what to keep (required), at most %d characters" % _TEXT_LIMIT,
-               schema={"maxLength": _TEXT_LIMIT}, from_stdin=True, required=True),
+                schema={"maxLength": _TEXT_LIMIT}, from_stdin=True, required=True),
         _Option("--effect", "EFFECT", "optional consequence, at most %d characters" % _EFFECT_LIMIT,
-               schema={"maxLength": _EFFECT_LIMIT}, from_stdin=True),
+                schema={"maxLength": _EFFECT_LIMIT}, from_stdin=True),
         _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
-               "type; superseding an op or shared note takes --provenance op or shared)"),
-        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)",
-               choices=GATE_STATUSES),
-        _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
-               choices=PROVENANCES),
+                "type; superseding an op or shared note takes --provenance op or shared)"),
+        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)", choices=GATE_STATUSES),
+        _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
         _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
-               choices=EVIDENCE_LEVELS),
+                choices=EVIDENCE_LEVELS),
         _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
-               "(example: --about n00004)", mcp_help="an earlier note this one answers, refines or comments on; "
-               "both stay live (example: n00004)"),
+                "(example: n00004)"),
         _Option("--by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
-               "(example: --by n00005 with --ref n00002, --status closed)"),
-        _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object "
-               "a line with the keys above, no dashes; ref, about or by may name an earlier line as \"@K\" (K "
-               "from 1). All lines are checked, then all written or none (example below)"
-               % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024), mcp=False),
+                "(example: --by n00005 with --ref n00002, --status closed)"),
+        _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a line with "
+                "the keys above, no dashes; ref, about or by may name an earlier line as \"@K\" (K from 1). All "
+                "are checked, then all written or none" % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024), mcp=False),
     ], "append --type decision --provenance op --evidence declared "
        "--text 'The log stays append-only.'\n"
        "  python3 -S notes.py append --batch - <<'EOF'\n"
@@ -4387,128 +4408,93 @@ _COMMANDS = {
        '"provenance": "op", "evidence": "declared"}\n'
        "  EOF"),
     "tail": _Command("Print the last records, oldest first, optionally filtered.", [
-        _Option("--limit", "N", "how many records to print, at most %d (default %d)"
-               % (_LIMIT_MAX, _TAIL_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
-               type=int, default=_TAIL_DEFAULT_LIMIT),
+        _limit("how many records to print", _TAIL_DEFAULT_LIMIT),
         _Option("--type", "TYPE", "keep only this type; repeat for several", name="types",
-               mcp_help="keep only these types (a list; one type alone may be given as a string)",
-               action="append", choices=NOTE_TYPES),
+                mcp_help="keep only these types (a list, or one type as a string)",
+                action="append", choices=NOTE_TYPES),
         _Option("--since", "TS", "keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         _Option("--until", "TS", "keep records before this time (same forms as --since)"),
-        _Option("--grep", "TEXT", "keep records whose text or effect holds the words of TEXT, whole and in "
-               "order, whatever the case; more then counts the matches left out (example: --grep 'email')",
-               mcp_help="keep records whose text or effect holds these words, whole and in order, whatever the "
-               "case; more then counts the matches left out (example: email)"),
+        _Option("--grep", "TEXT", "keep records whose text or effect holds these words, whole and in order, "
+                "whatever the case; more then counts the matches left out (example: email)"),
         _flag("--compact", _COMPACT_HELP),
     ], "tail --limit 3 --type gate --compact"),
     "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
-                    "notes that settled them, the notes about it.", [
+                     "notes that settled them, the notes about it.", [
         _Option("note_id", "NOTE_ID", "the note to look up, such as n00003", required=True),
         _flag("--compact", _COMPACT_HELP),
     ], "show n00003 --compact"),
-    "summary": _Command("Print the number of records by type and the last note.", [],
-                       "summary"),
+    "summary": _Command("Print the number of records by type and the last note.", [], "summary"),
     "recap": _Command("Print the state of the idea within a size budget: open and deferred gates, unconfirmed notes, "
-                     "closed gates and what closed them, live decisions, discards (reopened ones marked) and more. "
-                     "pending: how many gates are open and notes unconfirmed, since when, and which came after the "
-                     "last delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last "
-                     "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
-        _Option("--limit", "N", "items kept per list, newest first, at most %d (default %d)"
-               % (_LIMIT_MAX, _RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
-               type=int, default=_RECAP_DEFAULT_LIMIT),
-        _Option("--format", "FORMAT", "json (default) or md", mcp_help="json (default), or md: the "
-               "receipt's markdown holds the recap as a markdown text", choices=("json", "md"), default="json"),
+                      "closed gates and what closed them, live decisions, discards (reopened ones marked) and more. "
+                      "pending: how many gates are open and notes unconfirmed, since when, and which came after the "
+                      "last delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last "
+                      "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
+        _limit("items kept per list, newest first", _RECAP_DEFAULT_LIMIT),
+        _format(mcp_help="json (default), or md: the receipt's markdown holds the recap as markdown"),
         _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can "
-               "go (default %d)" % _RECAP_DEFAULT_MAX_BYTES, schema={"minimum": 1}, type=int,
-               default=_RECAP_DEFAULT_MAX_BYTES),
+                "go (default %d)" % _RECAP_DEFAULT_MAX_BYTES, schema={"minimum": 1}, type=int,
+                default=_RECAP_DEFAULT_MAX_BYTES),
     ], "recap --format md"),
-    "verify": _Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
-                      "verify",
-                      "Check the meta and every line of the log. Problems found are a result, not an error: the "
-                      "receipt's ok is false and problems lists them."),
+    "verify": _Command("Check the meta and every line of the log. Problems found are a result, not an error: ok is "
+                       "false and problems lists them.", [], "verify"),
     "export": _Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
-                      "keep: which file the operator keeps, and how; tell_operator: what they have to do, if "
-                      "anything.", [
-        _Option("--output", "PATH", "where to write (default %s, or %s with --format md, in the session "
-               "folder)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="the file to write, inside the session "
-               "folder and relative to it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
-        _Option("--format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
+                       "keep: which file the operator keeps, and how; tell_operator: what they have to do, if "
+                       "anything.", [
+        _Option("--output", "PATH", "where to write (default %s, or %s with --format md, in the session folder)"
+                % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="the file to write, relative to the session "
+                "folder and inside it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
+        _format(),
     ], "export --output /mnt/data/session_export.json"),
     "restore": _Command("Bring a session back into the folder from a session_export.json; export: its time and last "
-                       "note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
+                        "note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
         _Option("export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the one in the "
-               "session folder", nargs="?"),
+                "session folder", nargs="?"),
         _flag("--accept-damaged", "restore a damaged export anyway: every record exactly as the export holds it, "
               "nothing repaired or dropped (verify then reports the same problems)"),
     ], "--dir /mnt/data/shaping restore /mnt/data/session_export.json"),
     "check": _Command("Read an artifact file in the session folder against the live log; nothing is written. "
-                     "Findings, each with its line, note and confidence: process residue (note ids, state names, "
-                     "the tool's words), revived discards, lost decisions and boundaries, open points or "
-                     "unconfirmed proposals without a mark (Not decided: / Assumption to confirm:).", [
-        _Option("file", "FILE", "the artifact, relative to the session folder (or an absolute path "
-               "inside it), such as plan.md", required=True),
+                      "Findings, each with its line, note and confidence: process residue (note ids, state names, "
+                      "the tool's words), revived discards, lost decisions and boundaries, open points or "
+                      "unconfirmed proposals without a mark (Not decided: / Assumption to confirm:).", [
+        _Option("file", "FILE", "the artifact, relative to the session folder (or an absolute path inside it), "
+                "such as plan.md", required=True),
     ], "--dir /mnt/data check plan.md"),
     "redact": _Command("Replace one note's text and effect with %s in place, and append a source note that "
-                      "says which note was redacted and why. Earlier exports and side files keep the old text."
-                      % _REDACTED_TEXT, [
+                       "says which note was redacted and why. Earlier exports and side files keep the old text."
+                       % _REDACTED_TEXT, [
         _Option("note_id", "NOTE_ID", "the note to redact, such as n00004", required=True),
         _Option("--reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
-               "characters" % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True,
-               required=True),
+                "characters" % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True,
+                required=True),
     ], "redact n00004 --reason 'It held a private phone number.'"),
     "sessions": _Command("List the folder's own session (name null) and each named one: notes, last note, open "
-                        "and deferred gates, last export; current is the default.", [],
-                        "sessions"),
+                         "and deferred gates, last export; current is the default.", [], "sessions"),
     "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end "
-                   "of input.", [
+                    "of input.", [
         _flag("--allow-redact", "serve redact as a tool as well (it rewrites a note; off unless given)"),
         _Option("--restore-from", "DIR", "a folder the restore tool may also read exports from (repeatable)",
-               action="append"),
+                action="append"),
     ], "--dir /home/you/shaping mcp"),
 }
 # %% doubled: argparse formats help texts.
 _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
-            "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
+             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 _SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
 
 # Flags people type by habit -> ours.
 _HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
-                    "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
-
-
-def _closest(word, choices):
-    import difflib  # only a mistake needs it
-
-    matches = difflib.get_close_matches(word.lower(), [choice.lower() for choice in choices], n=1)
-    return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
+                     "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
 def _see_help(command=None):
     return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
 
 
-def _did_you_mean(guess):
-    return "did you mean %s? " % guess if guess else ""
-
-
-def _one_of(name, allowed):
-    """An argparse type taking only the allowed words, suggesting the nearest for a typo."""
-    import argparse
-
-    def check(value):
-        if value in allowed:
-            return value
-        # the value itself is never echoed
-        raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
-            name, _did_you_mean(_closest(value, allowed)), ", ".join(allowed)))
-    return check
-
-
 def _without_values(message: str) -> str:
     """An argparse message without the values it quotes: a refusal never repeats a possibly pasted secret."""
     message = re.sub(r": '[^']*'|: \"[^\"]*\"", "", message)
-    message = re.sub(r"(ambiguous option: )(-[^\s=]*)=\S*", r"\1\2", message)
-    return re.sub(r"(ambiguous option: -[^\s]*) could match", r"\1 could be", message)
+    return re.sub(r"(ambiguous option: -[^\s=]*)(=\S*)?( could match)?",
+                  lambda found: found.group(1) + (" could be" if found.group(3) else ""), message)
 
 
 def _build_parser():
@@ -4523,8 +4509,7 @@ def _build_parser():
                     _did_you_mean(_closest(word, list(_COMMANDS))), ", ".join(_COMMANDS))
             raise NotesError("%s %s" % (_without_values(message), _see_help(command)))
 
-    program = _invoked_as()
-    raw = argparse.RawDescriptionHelpFormatter
+    program, raw = _invoked_as(), argparse.RawDescriptionHelpFormatter
     parser = Parser(prog=_CONSOLE_COMMAND if program == _CONSOLE_COMMAND else "notes.py",
                     description=_PROGRAM_DESCRIPTION, formatter_class=raw,
                     epilog="example:\n  %s append --type gate --provenance op --evidence declared "
@@ -4533,26 +4518,18 @@ def _build_parser():
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=_DIR_HELP)
     parser.add_argument("--session", metavar="NAME", help=_SESSION_HELP)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in _COMMANDS.items():
-        example = "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program))
         sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw,
-                                  epilog=example)
+                                  epilog="example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND,
+                                                                                                  program)))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
         for option in command.options:
-            named = {"dest": option.name} if option.flag.startswith("-") else {}
-            sub.add_argument(option.flag, metavar=option.metavar, **named, **option.parser_settings(),
+            sub.add_argument(option.flag, metavar=option.metavar, **option.settings,
+                             **({"dest": option.name} if option.flag.startswith("-") else {}),
                              help=option.help_text + ("; - reads it from standard input" if option.from_stdin else ""))
     return parser
-
-
-def _argument_position(argv, word, command) -> int:
-    """The 1-based place in argv of a stray word, looked for after the command's name."""
-    start = argv.index(command) + 1 if command in argv else 0
-    return next((index + 1 for index in range(start, len(argv)) if argv[index] == word),
-                argv.index(word) + 1 if word in argv else len(argv))
 
 
 def _parse_arguments(argv):
@@ -4560,13 +4537,14 @@ def _parse_arguments(argv):
     arguments, unknown = _build_parser().parse_known_args(argv)
     if unknown:
         word, command = unknown[0], arguments.command
-        flag, place = word.split("=", 1)[0], _argument_position(argv, word, command)
+        flag, start = word.split("=", 1)[0], argv.index(command) + 1 if command in argv else 0
         # Named by its place, never by its value: an unquoted text may hold a secret.
+        place = 1 + (argv.index(word, start) if word in argv[start:] else argv.index(word) if word in argv
+                     else len(argv) - 1)
         if not word.startswith("-"):
-            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
-                    else "put quotes around a text that holds spaces")
             raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
-                place, command, hint, _see_help(command)))
+                place, command, "a text goes after --text, in quotes: --text 'The text.'" if getattr(
+                    arguments, "text", 0) is None else "put quotes around a text that holds spaces", _see_help(command)))
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
                              "value that starts with a dash as --text=VALUE %s" % (place, command, _see_help(command)))
@@ -4604,33 +4582,29 @@ def _batch_from_stdin(source) -> list:
                        % _BATCH_LINE_LIMIT)
     lines = data.rstrip().split("\n") if data.strip() else []
     _refuse_a_long_batch(len(lines))
-    entries = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             raise NotesError("line %d: the line is blank; each line holds one JSON object, with no blank line "
                              "between them" % number)
         try:
-            entries.append(_parse_json(line))
+            lines[number - 1] = _parse_json(line)
         except ValueError:
             raise NotesError("line %d is not one JSON object (broken JSON, or an object spread over several "
                              "lines); put each signal on one line, such as {\"type\": \"decision\", \"text\": "
                              "\"...\"}" % number) from None
-    return entries
+    return lines
 
 
 def _cli_keywords(arguments) -> dict:
-    """The Session method's keyword arguments, from the parsed command line."""
+    """The Session method's keyword arguments, from the parsed command line; "-" reads standard input."""
     options = _COMMANDS[arguments.command].options
     keywords = {option.name: getattr(arguments, option.name) for option in options}
-    if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
-        keywords["batch"] = _batch_from_stdin(keywords["batch"])
-        return keywords
-    # "-" reads standard input, which only the command line has
+    if keywords.get("batch") is not None:
+        return dict(keywords, batch=_batch_from_stdin(keywords["batch"]))
     asking = [option for option in options if option.from_stdin and keywords[option.name] == "-"]
     if len(asking) > 1:
-        raise NotesError("%s both ask for standard input, which carries one value; read one of them from "
-                         "standard input and pass the other as an argument" % " and ".join(
-                             "%s -" % option.flag for option in asking))
+        raise NotesError("%s - and %s - both ask for standard input, which carries one value; pass one of them as "
+                         "an argument" % (asking[0].flag, asking[1].flag))
     for option in asking:
         keywords[option.name] = _read_stdin(
             option.flag, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
@@ -4645,8 +4619,8 @@ def _error_receipt(error):
         error = NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
                            "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
     if isinstance(error, NotesError):
-        message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
-        return {"ok": False, "error": message, **error.details}
+        return {"ok": False, "error": error.message + ("" if error.help_for is None else " " + _see_help(
+            error.help_for)), **error.details}
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
 
 
@@ -4655,14 +4629,11 @@ def _error_receipt(error):
 # Newline-delimited JSON-RPC 2.0; arguments checked with the command line's table; nothing held between calls.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-# No handshake: the version rides in each request's _meta.
-_MCP_STATELESS_VERSIONS = ("2026-07-28",)
+_MCP_STATELESS_VERSIONS = ("2026-07-28",)  # no handshake: the version rides in each request's _meta
 _MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
-_MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 _MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
 # Cacheable: fixed while a server runs, and private to no user.
 _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
-_MCP_CACHE_TTL_MS = 300000
 
 _RPC_PARSE_ERROR, _RPC_INVALID_REQUEST, _RPC_METHOD_NOT_FOUND, _RPC_INVALID_PARAMS, _RPC_INTERNAL_ERROR = (
     -32700, -32600, -32601, -32602, -32603)
@@ -4678,20 +4649,14 @@ _MCP_INSTRUCTIONS = (
     "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
     "meaning, else tell the operator the note was not saved.")
-# Only when the contracts are served.
-_MCP_CONTRACTS_INSTRUCTION = ("Read the note-io.md and protocol.md resources before the first append: they "
-                             "are the full contract.")
-
-# (file, description) of the contracts served as resources.
-_MCP_CONTRACTS = (
+_MCP_CONTRACTS = (  # (file, description) of the contracts served as resources, when beside notes.py
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-# append_batch: append --batch, a tool of its own so that append keeps type and text required;
+# append_batch is append --batch, a tool of its own so that append keeps type and text required;
 # redact only with mcp --allow-redact: a call may come from an injected prompt.
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
               "sessions", "restore", "redact")
-# restore adds notes, never removes one; export may replace its output file.
 _MCP_WRITERS = ("append", "append_batch", "export", "restore", "redact")
 
 
@@ -4710,59 +4675,46 @@ def _mcp_options(command):
 def _mcp_wording(command, text):
     """A command-line text in the tool's words: each --flag named as its argument, "print" as "return"."""
     for option in _COMMANDS["append" if command == "append_batch" else command].options:
-        if option.flag.startswith("--"):
-            text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
-    return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
-                  + found.group(2), text)
-
-
-def _mcp_argument_schema(command, option):
-    schema = dict({"type": option.kind}, **option.schema)
-    if "choices" in option.settings:
-        schema["enum"] = list(option.settings["choices"])
-    if option.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
-        schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
-    if option.many:
-        schema = {"type": "array", "items": schema}
-    schema["description"] = option.mcp_help or _mcp_wording(command, option.help_text)
-    if option.settings.get("default") is not None:
-        schema["default"] = option.settings["default"]
-    return schema
+        text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
+    return re.sub(r"\bPrint(s?)\b", r"Return\1", re.sub(r"\bprint(s?)\b", r"return\1", text))
 
 
 def _mcp_input_schema(command):
-    options = _mcp_options(command)
-    schema = {"type": "object", "properties": {name: _mcp_argument_schema(command, option)
-                                               for name, option in options.items()},
-              "additionalProperties": False}
+    options, properties = _mcp_options(command), {}
+    for name, option in options.items():
+        schema = dict({"type": option.kind}, **option.schema)
+        if option.choices:
+            schema["enum"] = list(option.choices)
+        if option.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
+            schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
+        default = option.settings.get("default")
+        properties[name] = dict({"type": "array", "items": schema} if option.many else schema,
+                                description=option.mcp_help or _mcp_wording(command, option.help_text),
+                                **({} if default is None else {"default": default}))
     required = [name for name, option in options.items() if option.required]
-    return dict(schema, required=required) if required else schema
-
-
-_MCP_SESSION_SCHEMA = {"type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE.pattern,
-                       "description": "the session (one idea) by name; default: the server's (sessions lists them)"}
+    return dict({"type": "object", "properties": properties, "additionalProperties": False},
+                **({"required": required} if required else {}))
 
 
 def _mcp_listing(command):
     if command == "append_batch":
-        batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": _mcp_input_schema("append"),
-                 "description": "the signals in order, each with append's arguments; ref, about or by may name an "
-                                "earlier signal of the list as \"@K\" (K from 1), such as a decision and the gate "
-                                "update it settles with \"by\": \"@1\""}
-        schema = {"type": "object", "properties": {"batch": batch}, "required": ["batch"],
-                  "additionalProperties": False}
-        description = ("Append several memory signals at once, all or none: every one is checked as append "
-                       "checks it, then all are written together. The receipt lists every note id in note_ids.")
+        schema = {"type": "object", "properties": {"batch": {
+            "type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": _mcp_input_schema("append"),
+            "description": "the signals in order, each with append's arguments; ref, about or by may name an "
+                           "earlier signal of the list as \"@K\" (K from 1), such as a decision and the gate update "
+                           "it settles with \"by\": \"@1\""}}, "required": ["batch"], "additionalProperties": False}
+        description = ("Append several memory signals, all or none: each is checked as append checks it, then all "
+                       "are written together; note_ids lists their ids.")
     else:
-        schema = _mcp_input_schema(command)
-        description = _COMMANDS[command].mcp_purpose or _mcp_wording(command, _COMMANDS[command].purpose)
+        schema, description = _mcp_input_schema(command), _mcp_wording(command, _COMMANDS[command].purpose)
     if command != "sessions":
-        schema["properties"]["session"] = _MCP_SESSION_SCHEMA
-    # An append retried is a duplicate: idempotent.
-    hints = {"readOnlyHint": command not in _MCP_WRITERS, "destructiveHint": command in ("export", "redact"),
-             "idempotentHint": command != "redact", "openWorldHint": False}
+        schema["properties"]["session"] = {
+            "type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE.pattern,
+            "description": "the session (one idea) by name; default: the server's (sessions lists them)"}
     return {"name": command, "title": command.replace("_", " ").capitalize(), "description": description,
-            "inputSchema": schema, "annotations": hints}
+            "inputSchema": schema, "annotations": {  # an append retried is a duplicate: idempotent
+                "readOnlyHint": command not in _MCP_WRITERS, "destructiveHint": command in ("export", "redact"),
+                "idempotentHint": command != "redact", "openWorldHint": False}}
 
 
 def _mcp_keywords(command, arguments):
@@ -4772,35 +4724,32 @@ def _mcp_keywords(command, arguments):
     options = _mcp_options(command)
     keywords = {name: option.settings.get("default") for name, option in options.items()}
     for place, (name, value) in enumerate(arguments.items(), 1):
-        if name not in options:  # named by its place, never by its name: a client wrote it
+        option = options.get(name)
+        if option is None:  # named by its place, never by its name: a client wrote it
             raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
                              "are: %s" % (command, place, ", ".join(options) or "none"))
-        option = options[name]
         if value == "-" and option.from_stdin:  # here standard input carries the protocol
             raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
                              "for the command line only" % (command, name))
-        many, kind = option.many, option.kind
+        kind, many = option.kind, option.many
         items = value if many and isinstance(value, list) else [] if value is None else [value]
         if not all(type(item) is bool if kind == "boolean" else
                    isinstance(item, str) or kind == "integer" and type(item) is int for item in items):
             raise NotesError("argument %r of %s must be %s%s" % (name, command, "a list of strings or " if many else "",
                              {"boolean": "true or false", "integer": "an integer"}.get(kind, "a string")))
-        convert = option.parser_settings().get("type")
-        try:  # refused in the command line's words
+        convert = option.settings.get("type")
+        try:
             items = [convert(str(item)) for item in items] if convert else items
-        except argparse.ArgumentTypeError as error:
-            raise NotesError("argument %s: %s" % (option.flag, error), help_for=command) from None
-        except ValueError:
-            raise NotesError("argument %s: invalid %s value" % (option.flag, convert.__name__),
-                             help_for=command) from None
+        except (argparse.ArgumentTypeError, ValueError) as error:  # refused in the command line's words
+            raise NotesError("argument %s: %s" % (option.flag, error if isinstance(error, argparse.ArgumentTypeError)
+                                                  else "invalid int value"), help_for=command) from None
         if value is not None:
             keywords[name] = items if many else items[0]
     return keywords
 
 
-_MCP_EXPORT_REFUSAL = "export over MCP writes only inside the session folder: output"
-# The most files and folders export creates over MCP in one server's run, per session folder: a tool call
-# may come from injected text, which must not fill the folder. Replacing an earlier export is not counted.
+# The most files and folders export creates over MCP per session folder in a server's run (an earlier export
+# replaced is not counted): a tool call may come from injected text, which must not fill the folder.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
@@ -4808,8 +4757,9 @@ _mcp_export_created = collections.Counter()
 def _mcp_export(session, output, format):
     """The export tool: written by descriptor below the session folder, within the bound."""
     folder = _resolve_folder(session.folder, session.session)
-    what, way_out = _MCP_EXPORT_REFUSAL, ("; give a file name inside the session folder, such as %s (it is "
-                                          "written to %s)" % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
+    what, way_out = "export over MCP writes only inside the session folder: output", (
+        "; give a file name inside the session folder, such as %s (it is written to %s)"
+        % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
     if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
         if output:
             output = os.path.join(folder, *_inside_parts(output, what, way_out))
@@ -4851,9 +4801,8 @@ class _McpServer:
     """A server's session, tools and the folders restore reads."""
 
     def __init__(self, folder, session, tools, restore_from):
-        self.home = Session(folder, session=session)
+        self.home, self.tools, self.restore_from = Session(folder, session=session), tools, []
         self.home._over_mcp = True  # the MCP server's host
-        self.tools, self.restore_from = tools, []
         for path in restore_from or ():
             if not path.strip() or not os.path.isdir(os.path.expanduser(path)):
                 raise NotesError("--restore-from names no folder; give one that exists, or leave it out")
@@ -4897,7 +4846,7 @@ def _mcp_call_tool(server, params):
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or name not in server.tools:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
-                            % (_compact_json(name), ", ".join(server.tools)))
+                             % (_compact_json(name), ", ".join(server.tools)))
     if not isinstance(arguments, (dict, type(None))):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
@@ -4917,46 +4866,34 @@ def _mcp_call_tool(server, params):
             receipt = _mcp_restore(server, session, **_mcp_keywords(name, arguments))
         else:
             receipt = getattr(session, name)(**_mcp_keywords(name, arguments))
-        failed = False
+        failed = False  # a verify that finds problems ran fine: its receipt says ok false
     except NotesError as error:  # the command line's refusal, in the tool's words, pointing at its schema
         help_for = " (see the input schema of the %s tool in tools/list)" % error.help_for if error.help_for else ""
-        receipt = {"ok": False, "error": _mcp_wording(name, error.message + help_for), **error.details}
-        failed = True
+        receipt, failed = {"ok": False, "error": _mcp_wording(name, error.message + help_for), **error.details}, True
     except Exception as error:  # reported; the server goes on
         receipt, failed = _error_receipt(error), True
-    # A verify that finds problems ran fine: its receipt says ok false.
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
 
-# Where pip puts the contracts (data-files in pyproject.toml); share/shaping-notes is pip --user's data folder.
-_INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
-
-
-def _installed_contract_paths() -> dict:
-    """file name -> path of the contracts installed with this very notes.py; {} when none."""
-    import importlib.metadata  # only a server without contracts beside it needs it
-
-    try:
-        files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
-    except importlib.metadata.PackageNotFoundError:
-        return {}
-    this_file = os.path.realpath(__file__)
-    if not any(file.name == "notes.py" and os.path.realpath(str(file.locate())) == this_file for file in files):
-        return {}
-    return {file.name: os.path.realpath(str(file.locate())) for file in files
-            if str(file).replace("\\", "/").endswith(_INSTALLED_CONTRACTS_FOLDER + file.name)}
-
-
 def _mcp_contracts():
-    """(uri, path, file name, description) of each contract: beside notes.py, else installed with it."""
+    """(uri, path, file name, description) of each contract: beside notes.py, else installed with it by pip."""
     import pathlib
 
     here = os.path.dirname(os.path.realpath(__file__))
     paths = {name: os.path.join(here, name) for name, _ in _MCP_CONTRACTS}
     if not all(map(os.path.isfile, paths.values())) and _is_installed_package_folder(here):
-        installed = _installed_contract_paths()
-        paths = {name: path if os.path.isfile(path) else installed.get(name, path) for name, path in paths.items()}
+        import importlib.metadata  # only a server without contracts beside it needs it
+
+        try:
+            files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
+        except importlib.metadata.PackageNotFoundError:
+            files = []
+        located = {file.name: os.path.realpath(str(file.locate())) for file in files  # data-files in pyproject.toml
+                   if str(file).replace("\\", "/").endswith("share/doc/shaping-notes/" + file.name)}
+        if any(file.name == "notes.py" and os.path.realpath(str(file.locate())) == os.path.realpath(__file__)
+               for file in files):  # installed with this very notes.py
+            paths = {name: path if os.path.isfile(path) else located.get(name, path) for name, path in paths.items()}
     return [(pathlib.Path(paths[name]).as_uri(), paths[name], name, description)
             for name, description in _MCP_CONTRACTS if os.path.isfile(paths[name])]
 
@@ -4965,7 +4902,8 @@ def _mcp_result(server, method, params):
     if method in ("initialize", "server/discover"):
         contracts = _mcp_contracts()
         result = {"capabilities": dict({"tools": {}}, **({"resources": {}} if contracts else {})),
-                  "instructions": _MCP_INSTRUCTIONS + ("\n" + _MCP_CONTRACTS_INSTRUCTION if contracts else "")}
+                  "instructions": _MCP_INSTRUCTIONS + ("\nRead the note-io.md and protocol.md resources before the "
+                                                       "first append: they are the full contract." if contracts else "")}
         if method == "server/discover":
             return dict(result, supportedVersions=list(_MCP_STATELESS_VERSIONS))
         requested = params.get("protocolVersion")  # else the newest we speak; the client may then leave
@@ -4995,8 +4933,7 @@ def _mcp_result(server, method, params):
 
 def _mcp_stateless_version(method, params):
     """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
-    meta = params.get("_meta")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     # initialize is the handshake's, even with _meta.
     if method == "initialize" or (_MCP_VERSION_KEY not in meta and method != "server/discover"):
         return None
@@ -5005,7 +4942,7 @@ def _mcp_stateless_version(method, params):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
     if version not in _MCP_STATELESS_VERSIONS:  # handshake versions come only through initialize
         raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
-                            {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
+                             {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
     return version
 
 
@@ -5017,19 +4954,18 @@ def _mcp_answer(server, line):
         return _mcp_error(None, _RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
     if isinstance(message, list):  # refused, so that one line is one bounded reply
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
-                         "not served; send one request per line")
+                          "not served; send one request per line")
     if not isinstance(message, dict):
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
-    request_id, has_id = message.get("id"), "id" in message
-    if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
+    request_id, method, params = message.get("id"), message.get("method"), message.get("params")
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         request_id = None  # MCP ids are strings or integers, never null
     if "method" not in message and ("result" in message or "error" in message):
         return None  # a response: we send no requests
-    method, params = message.get("method"), message.get("params")
-    if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
+    if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or ("id" in message and request_id is None):
         return _mcp_error(request_id, _RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
-                         'a string "method" and a string or integer "id"')
-    if not has_id:
+                          'a string "method" and a string or integer "id"')
+    if "id" not in message:
         return None  # a notification (initialized, cancelled...): nothing to answer
     try:
         params = {} if params is None else params
@@ -5042,18 +4978,16 @@ def _mcp_answer(server, line):
     except Exception as error:  # a fault in one answer must not end the server
         return _mcp_error(request_id, _RPC_INTERNAL_ERROR, "Internal error: %s: %s" % (type(error).__name__, error))
     if stateless:
-        result["resultType"] = "complete"
-        if method in _MCP_CACHEABLE:
-            result.update(ttlMs=_MCP_CACHE_TTL_MS, cacheScope="public")
-        result["_meta"] = {_MCP_SERVER_INFO_KEY: _MCP_SERVER_INFO}
+        result.update({"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": _MCP_SERVER_INFO}},
+                      **({"ttlMs": 300000, "cacheScope": "public"} if method in _MCP_CACHEABLE else {}))
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
 def _mcp_error(request_id, code, message, data=None):
     """A JSON-RPC error response, also logged on stderr."""
     _to_stderr("notes.py mcp: error %d: %s" % (code, message))
-    error = {"code": code, "message": message}
-    return {"jsonrpc": "2.0", "id": request_id, "error": error if data is None else dict(error, data=data)}
+    return {"jsonrpc": "2.0", "id": request_id, "error": dict(
+        {"code": code, "message": message}, **({} if data is None else {"data": data}))}
 
 
 def _to_stderr(line):
@@ -5068,14 +5002,13 @@ def _serve_mcp(server) -> None:
     """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
     import signal
 
-    def stop_quietly(signum, frame):
-        # Not KeyboardInterrupt: main prints nothing for SystemExit(0), wherever it surfaces.
+    def stop_quietly(signum, frame):  # not KeyboardInterrupt: main prints nothing for SystemExit(0)
         _to_stderr("notes.py mcp: interrupted; stopping")
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, stop_quietly)
     if sys.stdin is None:  # standard input closed: at its end already
-        return None
+        return
     source = sys.stdin.buffer
     try:
         # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
@@ -5098,19 +5031,17 @@ def _serve_mcp(server) -> None:
     except Exception as error:  # main would print a receipt to stdout, which is not JSON-RPC
         _to_stderr("notes.py mcp: stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
-    return None  # stdout carried only JSON-RPC
 
 
 def _mcp_send(sink, answer):
-    """Write one answer to the MCP stream, or a short error for its id when memory runs out encoding it."""
+    """Write one answer, or a short error for its id when memory runs out encoding it."""
     try:
         data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
     except MemoryError:
         data = None
     if data is None:  # outside the except block, so the traceback's memory is freed first
-        error = _mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer did not fit in "
-                          "the memory left; ask for less (a smaller limit or max_bytes)")
-        data = (_compact_json(error) + "\n").encode("utf-8")
+        data = (_compact_json(_mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer did "
+                "not fit in the memory left; ask for less (a smaller limit or max_bytes)")) + "\n").encode("utf-8")
     sink.write(data)
     sink.flush()
 
