@@ -4323,7 +4323,8 @@ def _closest(word, choices):
     return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
 
 
-def _did_you_mean(guess):
+def _did_you_mean(word, choices):
+    guess = _closest(word, choices)
     return "did you mean %s? " % guess if guess else ""
 
 
@@ -4335,17 +4336,17 @@ def _one_of(name, allowed):
         import argparse
 
         raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
-            name, _did_you_mean(_closest(value, allowed)), ", ".join(allowed)))
+            name, _did_you_mean(value, allowed), ", ".join(allowed)))
     return check
 
 
 class _Option:
     """One option of a command: its flag, the Session keyword it fills, how argparse and MCP read it."""
 
-    def __init__(self, flag, metavar, help_text, name=None, mcp_help=None, schema=None, from_stdin=False, mcp=True,
+    def __init__(self, flag, metavar, help_text, name=None, mcp_help=None, schema=None, from_stdin=False,
                  required=False, choices=None, **settings):
-        self.flag, self.metavar, self.help_text, self.mcp_help, self.from_stdin, self.mcp = (
-            flag, metavar, help_text, mcp_help, from_stdin, mcp)
+        self.flag, self.metavar, self.help_text, self.mcp_help, self.from_stdin = (
+            flag, metavar, help_text, mcp_help, from_stdin)
         self.name, self.schema = name or flag.lstrip("-").replace("-", "_"), schema or {}
         self.required, self.choices = required, choices  # required: checked by the command, told by MCP
         self.settings = dict(settings, type=_one_of(flag.lstrip("-"), choices)) if choices else settings
@@ -4365,6 +4366,11 @@ def _flag(flag, help_text):
     return _Option(flag, None, help_text, action="store_const", const=True, default=False)
 
 
+def _text(flag, metavar, help_text, limit, required=False):  # "-" reads it from standard input
+    return _Option(flag, metavar, "%s, at most %d characters" % (help_text, limit), schema={"maxLength": limit},
+                   from_stdin=True, required=required)
+
+
 def _limit(what, default):
     return _Option("--limit", "N", "%s, at most %d (default %d)" % (what, _LIMIT_MAX, default), type=int,
                    default=default, schema={"minimum": 1, "maximum": _LIMIT_MAX})
@@ -4377,16 +4383,13 @@ def _format(help_text="json (default) or md", mcp_help=None):
 # The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [], "init"),
-    "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
-                       "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends one "
-                       "beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which ends "
-                       "it too and which recap names with the live notes appended after it.", [
+    "append": _Command("Append one memory signal and print its receipt. A mode note whose text begins with the "
+                       "word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends one beginning "
+                       "SHAPING) ends it; an artifact note appended in synthesis is a delivery, which ends it too.", [
         _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
                 choices=NOTE_TYPES, required=True),
-        _Option("--text", "TEXT", "what to keep (required), at most %d characters" % _TEXT_LIMIT,
-                schema={"maxLength": _TEXT_LIMIT}, from_stdin=True, required=True),
-        _Option("--effect", "EFFECT", "optional consequence, at most %d characters" % _EFFECT_LIMIT,
-                schema={"maxLength": _EFFECT_LIMIT}, from_stdin=True),
+        _text("--text", "TEXT", "what to keep (required)", _TEXT_LIMIT, required=True),
+        _text("--effect", "EFFECT", "optional consequence", _EFFECT_LIMIT),
         _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
                 "type; superseding an op or shared note takes --provenance op or shared)"),
         _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)", choices=GATE_STATUSES),
@@ -4399,7 +4402,7 @@ _COMMANDS = {
                 "(example: --by n00005 with --ref n00002, --status closed)"),
         _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a line with "
                 "the keys above, no dashes; ref, about or by may name an earlier line as \"@K\" (K from 1). All "
-                "are checked, then all written or none" % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024), mcp=False),
+                "are checked, then all written or none" % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024)),
     ], "append --type decision --provenance op --evidence declared "
        "--text 'The log stays append-only.'\n"
        "  python3 -S notes.py append --batch - <<'EOF'\n"
@@ -4463,9 +4466,8 @@ _COMMANDS = {
                        "says which note was redacted and why. Earlier exports and side files keep the old text."
                        % _REDACTED_TEXT, [
         _Option("note_id", "NOTE_ID", "the note to redact, such as n00004", required=True),
-        _Option("--reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
-                "characters" % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True,
-                required=True),
+        _text("--reason", "TEXT", "why it is redacted (required; never the secret itself)", _REDACT_REASON_LIMIT,
+              required=True),
     ], "redact n00004 --reason 'It held a private phone number.'"),
     "sessions": _Command("List the folder's own session (name null) and each named one: notes, last note, open "
                          "and deferred gates, last export; current is the default.", [], "sessions"),
@@ -4506,7 +4508,7 @@ def _build_parser():
             if command is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 message = "unknown command (the first word after the options); %scommands: %s" % (
-                    _did_you_mean(_closest(word, list(_COMMANDS))), ", ".join(_COMMANDS))
+                    _did_you_mean(word, list(_COMMANDS)), ", ".join(_COMMANDS))
             raise NotesError("%s %s" % (_without_values(message), _see_help(command)))
 
     program, raw = _invoked_as(), argparse.RawDescriptionHelpFormatter
@@ -4613,14 +4615,14 @@ def _cli_keywords(arguments) -> dict:
     return keywords
 
 
-def _error_receipt(error):
-    """The receipt of a command stopped by an exception."""
+def _error_receipt(error, see=None):
+    """The receipt of a command stopped by an exception; see: where a refusal's help is (default: --help)."""
     if isinstance(error, PermissionError):  # wherever it was met: a refusal with the way out
         error = NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
                            "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
     if isinstance(error, NotesError):
-        return {"ok": False, "error": error.message + ("" if error.help_for is None else " " + _see_help(
-            error.help_for)), **error.details}
+        see = "" if error.help_for is None else " " + (see % error.help_for if see else _see_help(error.help_for))
+        return {"ok": False, "error": error.message + see, **error.details}
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
 
 
@@ -4669,7 +4671,7 @@ class _ProtocolError(Exception):
 
 
 def _mcp_options(command):
-    return {option.name: option for option in _COMMANDS[command].options if option.mcp}
+    return {option.name: option for option in _COMMANDS[command].options if option.name != "batch"}
 
 
 def _mcp_wording(command, text):
@@ -4756,7 +4758,8 @@ _mcp_export_created = collections.Counter()
 
 def _mcp_export(session, output, format):
     """The export tool: written by descriptor below the session folder, within the bound."""
-    folder = _resolve_folder(session.folder, session.session)
+    _check_choice("format", format, ("json", "md"))
+    folder, meta = session._folder_meta()
     what, way_out = "export over MCP writes only inside the session folder: output", (
         "; give a file name inside the session folder, such as %s (it is written to %s)"
         % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
@@ -4767,8 +4770,6 @@ def _mcp_export(session, output, format):
             if os.path.islink(output):
                 raise NotesError("%s is a link%s" % (what, way_out))
         return session.export(output=output, format=format)
-    _check_choice("format", format, ("json", "md"))
-    meta = _require_session(folder)
     _check_meta_session_id(folder, meta)
     relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
     parts = _inside_parts(relative, what, way_out)
@@ -4823,13 +4824,13 @@ def _mcp_restore(server, session, export_file, accept_damaged):
         return session.restore(accept_damaged=accept_damaged)
     places = [_resolve_folder(session.folder, session.session)] + server.restore_from
     way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
-    candidates = [(place, export_file) for place in places]
-    if os.path.isabs(export_file):
-        candidates = [(place, export_file[len(place.rstrip(os.sep)) + 1:]) for place in places
-                      if export_file.startswith(place.rstrip(os.sep) + os.sep)]
-        if not candidates:
+    full = os.path.isabs(export_file)
+    if full:
+        places = [place for place in places if export_file.startswith(place.rstrip(os.sep) + os.sep)]
+        if not places:
             raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
-    for place, relative in candidates:
+    for place in places:
+        relative = export_file[len(place.rstrip(os.sep)) + 1:] if full else export_file
         try:
             descriptor = _open_inside(place, relative, "export_file", way_out)
         except FileNotFoundError:
@@ -4853,12 +4854,9 @@ def _mcp_call_tool(server, params):
         arguments = dict(arguments or {})  # sessions lists all: no session
         session = server.session(None if name == "sessions" else arguments.pop("session", None))
         if name == "append_batch":  # signal objects: no option carries them
-            if set(arguments) - {"batch"}:
-                raise NotesError("append_batch takes only the argument batch, a list of signal objects; call "
-                                 "append for one signal")
-            if not isinstance(arguments.get("batch"), list):
-                raise NotesError("argument 'batch' of append_batch must be a list of signal objects, such as "
-                                 "[{\"type\": \"decision\", \"text\": \"...\"}]")
+            if set(arguments) != {"batch"} or not isinstance(arguments["batch"], list):
+                raise NotesError("append_batch takes only the argument batch, which must be a list of signal objects "
+                                 "such as [{\"type\": \"decision\", \"text\": \"...\"}]; call append for one signal")
             receipt = session.append(batch=arguments["batch"])
         elif name == "export":  # a tool call may come from an injected prompt
             receipt = _mcp_export(session, **_mcp_keywords(name, arguments))
@@ -4867,11 +4865,9 @@ def _mcp_call_tool(server, params):
         else:
             receipt = getattr(session, name)(**_mcp_keywords(name, arguments))
         failed = False  # a verify that finds problems ran fine: its receipt says ok false
-    except NotesError as error:  # the command line's refusal, in the tool's words, pointing at its schema
-        help_for = " (see the input schema of the %s tool in tools/list)" % error.help_for if error.help_for else ""
-        receipt, failed = {"ok": False, "error": _mcp_wording(name, error.message + help_for), **error.details}, True
-    except Exception as error:  # reported; the server goes on
-        receipt, failed = _error_receipt(error), True
+    except Exception as error:  # a refusal in the tool's words, pointing at its schema; the server goes on
+        receipt, failed = _error_receipt(error, "(see the input schema of the %s tool in tools/list)"), True
+        receipt["error"] = _mcp_wording(name, receipt["error"])
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
 
@@ -5063,12 +5059,13 @@ def _print_result(result):
     """Print a receipt or a text as UTF-8 whatever the locale; None (help, version, JSON-RPC) is only flushed."""
     if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
         return
-    stream = getattr(sys.stdout, "buffer", None)
-    if result is not None and stream is None:  # a replaced stdout, such as a test's capture
-        sys.stdout.write(_printed_form(result))
-    elif result is not None:
+    if result is not None:
+        text, stream = _printed_form(result), getattr(sys.stdout, "buffer", None)
         sys.stdout.flush()
-        stream.write(_printed_form(result).encode("utf-8", "backslashreplace"))
+        if stream is None:  # a replaced stdout, such as a test's capture
+            sys.stdout.write(text)
+        else:
+            stream.write(text.encode("utf-8", "backslashreplace"))
     sys.stdout.flush()
 
 
@@ -5077,8 +5074,7 @@ def _dispatch(arguments):
     if arguments.command == "mcp":
         return _serve_mcp(_McpServer(arguments.dir, arguments.session, _mcp_served_tools(arguments.allow_redact),
                                      arguments.restore_from))
-    keywords = _cli_keywords(arguments)
-    return getattr(Session(arguments.dir, session=arguments.session), arguments.command)(**keywords)
+    return getattr(Session(arguments.dir, session=arguments.session), arguments.command)(**_cli_keywords(arguments))
 
 
 # A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
@@ -5120,8 +5116,7 @@ def main(argv=None) -> int:
     try:
         result, code = _run_command(argv)
         if result is not None and code != _EXIT_OK and _serves_mcp(argv):
-            # The server could not start or went down: stdout is JSON-RPC, so the refusal goes to stderr.
-            _to_stderr(_compact_json(result))
+            _to_stderr(_compact_json(result))  # the server could not start or went down: stdout is JSON-RPC
         else:
             _print_result(result)
         return code
