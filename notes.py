@@ -4358,6 +4358,7 @@ class _Option:
 # A command runs the Session method of its name (mcp aside).
 _Command = collections.namedtuple("_Command", "purpose options example")
 
+_AT_K = "ref, about or by may name an earlier %s as \"@K\" (K from 1)"
 _COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, status, provenance, evidence, "
                  "about and by when present; no time, session, seq or checksum")
 
@@ -4401,8 +4402,8 @@ _COMMANDS = {
         _Option("--by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
                 "(example: --by n00005 with --ref n00002, --status closed)"),
         _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a line with "
-                "the keys above, no dashes; ref, about or by may name an earlier line as \"@K\" (K from 1). All "
-                "are checked, then all written or none" % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024)),
+                "the keys above, no dashes; %s. All are checked, then all written or none"
+                % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024, _AT_K % "line")),
     ], "append --type decision --provenance op --evidence declared "
        "--text 'The log stays append-only.'\n"
        "  python3 -S notes.py append --batch - <<'EOF'\n"
@@ -4514,9 +4515,8 @@ def _build_parser():
     program, raw = _invoked_as(), argparse.RawDescriptionHelpFormatter
     parser = Parser(prog=_CONSOLE_COMMAND if program == _CONSOLE_COMMAND else "notes.py",
                     description=_PROGRAM_DESCRIPTION, formatter_class=raw,
-                    epilog="example:\n  %s append --type gate --provenance op --evidence declared "
-                           "--text 'Host runtime is undecided.'\n\n"
-                           "run '%s COMMAND --help' for a command's options" % (program, program))
+                    epilog="example:\n  %s %s\n\nrun '%s COMMAND --help' for a command's options"
+                           % (program, _COMMANDS["append"].example.split("\n")[0], program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=_DIR_HELP)
     parser.add_argument("--session", metavar="NAME", help=_SESSION_HELP)
@@ -4555,15 +4555,14 @@ def _parse_arguments(argv):
         guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
         raise NotesError("%s has no option %s; %s%s" % (
             command, flag, "use %s instead " % guess if guess else "", _see_help(command)))
-    _check_dir_argument(arguments.dir)
-    _check_session_name(arguments.session)
-    return arguments
+    return arguments  # --dir and --session: Session checks them
 
 
-def _read_stdin(flag, byte_limit, without, too_much) -> str:
+def _read_stdin(flag, byte_limit, too_much) -> str:
     """All of standard input for flag, as UTF-8 text of at most byte_limit bytes."""
     if sys.stdin is None:  # started with standard input closed
-        raise NotesError("%s - reads standard input, but there is none; %s" % (flag, without))
+        raise NotesError("%s - reads standard input, but there is none; pipe it in or use a quoted here-document "
+                         "<<'EOF'" % flag)
     data = getattr(sys.stdin, "buffer", sys.stdin).read(byte_limit + 1)
     if len(data) > byte_limit:
         raise NotesError("standard input for %s holds more than %d bytes; %s" % (flag, byte_limit, too_much))
@@ -4577,23 +4576,19 @@ def _read_stdin(flag, byte_limit, without, too_much) -> str:
 def _batch_from_stdin(source) -> list:
     """The JSON values of append --batch -, one a line; a blank line is refused, so line K is signal K."""
     if source != "-":
-        raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line, "
-                         "for example from a quoted here-document <<'EOF'", help_for="append")
-    data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "send the lines with a quoted here-document <<'EOF' or a pipe",
-                       "send at most %d signals of minimal size, or split them into several batches"
-                       % _BATCH_LINE_LIMIT)
+        raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line",
+                         help_for="append")
+    data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "split the signals into several batches")
     lines = data.rstrip().split("\n") if data.strip() else []
     _refuse_a_long_batch(len(lines))
     for number, line in enumerate(lines, 1):
         if not line.strip():
-            raise NotesError("line %d: the line is blank; each line holds one JSON object, with no blank line "
-                             "between them" % number)
+            raise NotesError("line %d: the line is blank; send one JSON object a line, no blank lines" % number)
         try:
             lines[number - 1] = _parse_json(line)
         except ValueError:
-            raise NotesError("line %d is not one JSON object (broken JSON, or an object spread over several "
-                             "lines); put each signal on one line, such as {\"type\": \"decision\", \"text\": "
-                             "\"...\"}" % number) from None
+            raise NotesError("line %d is not one JSON object (broken, or spread over several lines); put each signal "
+                             "on one line" % number) from None
     return lines
 
 
@@ -4608,10 +4603,9 @@ def _cli_keywords(arguments) -> dict:
         raise NotesError("%s - and %s - both ask for standard input, which carries one value; pass one of them as "
                          "an argument" % (asking[0].flag, asking[1].flag))
     for option in asking:
-        keywords[option.name] = _read_stdin(
-            option.flag, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
-            ("say why in at most %d characters" if option.name == "reason" else
-             "a memory signal is a minimal pointer of at most %d characters") % option.schema["maxLength"])
+        keywords[option.name] = _read_stdin(option.flag, _STDIN_LIMIT, "%s at most %d characters" % (
+            "say why in" if option.name == "reason" else "a memory signal is a minimal pointer of",
+            option.schema["maxLength"]))
     return keywords
 
 
@@ -4702,9 +4696,9 @@ def _mcp_listing(command):
     if command == "append_batch":
         schema = {"type": "object", "properties": {"batch": {
             "type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": _mcp_input_schema("append"),
-            "description": "the signals in order, each with append's arguments; ref, about or by may name an "
-                           "earlier signal of the list as \"@K\" (K from 1), such as a decision and the gate update "
-                           "it settles with \"by\": \"@1\""}}, "required": ["batch"], "additionalProperties": False}
+            "description": "the signals in order, each with append's arguments; %s, such as a decision and the gate "
+                           "update it settles with \"by\": \"@1\"" % (_AT_K % "signal of the list")}},
+            "required": ["batch"], "additionalProperties": False}
         description = ("Append several memory signals, all or none: each is checked as append checks it, then all "
                        "are written together; note_ids lists their ids.")
     else:
@@ -5020,26 +5014,22 @@ def _serve_mcp(server) -> None:
                     answer = _mcp_answer(server, line)
                 except Exception as error:  # a MemoryError, say
                     answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
-            if answer is not None:
-                _mcp_send(sys.stdout.buffer, answer)
+            if answer is None:
+                continue
+            try:
+                data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
+            except MemoryError:
+                data = None
+            if data is None:  # outside the except block, so the traceback's memory is freed first
+                data = (_compact_json(_mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer "
+                        "did not fit in the memory left; ask for less (a smaller limit or max_bytes)")) + "\n").encode()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
     except OSError:
         raise  # a closed or failing stream: main says so on stderr, never on stdout
     except Exception as error:  # main would print a receipt to stdout, which is not JSON-RPC
         _to_stderr("notes.py mcp: stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
-
-
-def _mcp_send(sink, answer):
-    """Write one answer, or a short error for its id when memory runs out encoding it."""
-    try:
-        data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
-    except MemoryError:
-        data = None
-    if data is None:  # outside the except block, so the traceback's memory is freed first
-        data = (_compact_json(_mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer did "
-                "not fit in the memory left; ask for less (a smaller limit or max_bytes)")) + "\n").encode("utf-8")
-    sink.write(data)
-    sink.flush()
 
 
 # --------------------------------------------------------------------------
