@@ -4399,10 +4399,10 @@ _COMMANDS = {
                 choices=EVIDENCE_LEVELS),
         _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
                 "(example: n00004)"),
-        _Option("--by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
+        _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate, not a gate "
                 "(example: --by n00005 with --ref n00002, --status closed)"),
-        _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a line with "
-                "the keys above, no dashes; %s. All are checked, then all written or none"
+        _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a "
+                "line with the keys above, no dashes; %s. All are checked, then all written or none"
                 % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024, _AT_K % "line")),
     ], "append --type decision --provenance op --evidence declared "
        "--text 'The log stays append-only.'\n"
@@ -4445,16 +4445,16 @@ _COMMANDS = {
                        "keep: which file the operator keeps, and how; tell_operator: what they have to do, if "
                        "anything.", [
         _Option("--output", "PATH", "where to write (default %s, or %s with --format md, in the session folder)"
-                % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="the file to write, relative to the session "
-                "folder and inside it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
+                % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="a path inside the session folder, relative "
+                "to it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
         _format(),
     ], "export --output /mnt/data/session_export.json"),
     "restore": _Command("Bring a session back into the folder from a session_export.json; export: its time and last "
                         "note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
         _Option("export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the one in the "
                 "session folder", nargs="?"),
-        _flag("--accept-damaged", "restore a damaged export anyway: every record exactly as the export holds it, "
-              "nothing repaired or dropped (verify then reports the same problems)"),
+        _flag("--accept-damaged", "restore a damaged export anyway, every record as it holds it, nothing repaired "
+              "(verify then reports the same problems)"),
     ], "--dir /mnt/data/shaping restore /mnt/data/session_export.json"),
     "check": _Command("Read an artifact file in the session folder against the live log; nothing is written. "
                       "Findings, each with its line, note and confidence: process residue (note ids, state names, "
@@ -4505,7 +4505,7 @@ def _build_parser():
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):
-            command = self.prog.split(" ", 1)[1] if " " in self.prog else None
+            command = self.prog.partition(" ")[2] or None
             if command is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 message = "unknown command (the first word after the options); %scommands: %s" % (
@@ -4535,7 +4535,6 @@ def _build_parser():
 
 
 def _parse_arguments(argv):
-    """Parse argv with the one parser; name an unknown option as the mistake it is."""
     arguments, unknown = _build_parser().parse_known_args(argv)
     if unknown:
         word, command = unknown[0], arguments.command
@@ -4544,9 +4543,10 @@ def _parse_arguments(argv):
         place = 1 + (argv.index(word, start) if word in argv[start:] else argv.index(word) if word in argv
                      else len(argv) - 1)
         if not word.startswith("-"):
+            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
+                    else "put quotes around a text that holds spaces")
             raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
-                place, command, "a text goes after --text, in quotes: --text 'The text.'" if getattr(
-                    arguments, "text", 0) is None else "put quotes around a text that holds spaces", _see_help(command)))
+                place, command, hint, _see_help(command)))
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
                              "value that starts with a dash as --text=VALUE %s" % (place, command, _see_help(command)))
@@ -4559,7 +4559,6 @@ def _parse_arguments(argv):
 
 
 def _read_stdin(flag, byte_limit, too_much) -> str:
-    """All of standard input for flag, as UTF-8 text of at most byte_limit bytes."""
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("%s - reads standard input, but there is none; pipe it in or use a quoted here-document "
                          "<<'EOF'" % flag)
@@ -4639,12 +4638,12 @@ _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
     "Call append when losing a fact would hurt continuity: a decision the operator confirmed, a gate "
     "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
-    "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk. "
-    "Send a decision and the gate update it settles together, in one append_batch call.\n"
-    "Do not read the log every turn: call recap (then tail or show, with compact true) only when the "
-    "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
-    "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
-    "meaning, else tell the operator the note was not saved.")
+    "artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. "
+    "Send a decision and the gate update it settles in one append_batch call.\n"
+    "Do not read the log every turn: call recap (then tail or show, compact true) only when the operator "
+    "asks for a recap or an export, on re-entry, or before synthesis.\n"
+    "A result with isError true saved nothing: fix the arguments if the fix keeps the meaning, else tell "
+    "the operator the note was not saved.")
 _MCP_CONTRACTS = (  # (file, description) of the contracts served as resources, when beside notes.py
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
@@ -4755,8 +4754,7 @@ def _mcp_export(session, output, format):
     _check_choice("format", format, ("json", "md"))
     folder, meta = session._folder_meta()
     what, way_out = "export over MCP writes only inside the session folder: output", (
-        "; give a file name inside the session folder, such as %s (it is written to %s)"
-        % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
+        "; give a file name inside it, such as %s (written to %s)" % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
     if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
         if output:
             output = os.path.join(folder, *_inside_parts(output, what, way_out))
@@ -4778,9 +4776,9 @@ def _mcp_export(session, output, format):
     def make_new():
         if _mcp_export_created[folder] >= _MCP_EXPORT_CREATE_LIMIT:
             raise NotesError(
-                "export over MCP creates at most %d new files and folders per server run, and this server has "
-                "made them; nothing was written. Export to a name written before (such as %s, which is "
-                "replaced), or run export on the command line" % (_MCP_EXPORT_CREATE_LIMIT, _EXPORT_NAME))
+                "export over MCP creates at most %d new files and folders per server run, all made; nothing was "
+                "written. Export to a name written before (such as %s), or run export on the command line"
+                % (_MCP_EXPORT_CREATE_LIMIT, _EXPORT_NAME))
         _mcp_export_created[folder] += 1
 
     def write(chunks):
@@ -4792,8 +4790,7 @@ def _mcp_export(session, output, format):
     return _export_session(folder, meta, format == "md", earlier, write, _session_host(folder, True))
 
 
-class _McpServer:
-    """A server's session, tools and the folders restore reads."""
+class _McpServer:  # a server's session, tools and the folders restore reads
 
     def __init__(self, folder, session, tools, restore_from):
         self.home, self.tools, self.restore_from = Session(folder, session=session), tools, []
@@ -4852,12 +4849,10 @@ def _mcp_call_tool(server, params):
                 raise NotesError("append_batch takes only the argument batch, which must be a list of signal objects "
                                  "such as [{\"type\": \"decision\", \"text\": \"...\"}]; call append for one signal")
             receipt = session.append(batch=arguments["batch"])
-        elif name == "export":  # a tool call may come from an injected prompt
-            receipt = _mcp_export(session, **_mcp_keywords(name, arguments))
-        elif name == "restore":
-            receipt = _mcp_restore(server, session, **_mcp_keywords(name, arguments))
-        else:
-            receipt = getattr(session, name)(**_mcp_keywords(name, arguments))
+        else:  # export and restore stay inside their folders: a call may come from an injected prompt
+            keywords = _mcp_keywords(name, arguments)
+            receipt = (_mcp_export(session, **keywords) if name == "export" else _mcp_restore(
+                server, session, **keywords) if name == "restore" else getattr(session, name)(**keywords))
         failed = False  # a verify that finds problems ran fine: its receipt says ok false
     except Exception as error:  # a refusal in the tool's words, pointing at its schema; the server goes on
         receipt, failed = _error_receipt(error, "(see the input schema of the %s tool in tools/list)"), True
@@ -4892,8 +4887,9 @@ def _mcp_result(server, method, params):
     if method in ("initialize", "server/discover"):
         contracts = _mcp_contracts()
         result = {"capabilities": dict({"tools": {}}, **({"resources": {}} if contracts else {})),
-                  "instructions": _MCP_INSTRUCTIONS + ("\nRead the note-io.md and protocol.md resources before the "
-                                                       "first append: they are the full contract." if contracts else "")}
+                  "instructions": _MCP_INSTRUCTIONS + (
+                      "\nRead the note-io.md and protocol.md resources before the first append: they are the full "
+                      "contract." if contracts else "")}
         if method == "server/discover":
             return dict(result, supportedVersions=list(_MCP_STATELESS_VERSIONS))
         requested = params.get("protocolVersion")  # else the newest we speak; the client may then leave
@@ -4910,15 +4906,16 @@ def _mcp_result(server, method, params):
                                "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
     if method != "resources/read":
         raise _ProtocolError(_RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
-    for uri, path, _, _ in _mcp_contracts():
-        if uri == params.get("uri"):
-            try:
-                with open(path, "rb") as handle:
-                    text = handle.read().decode("utf-8", "replace")
-            except OSError as error:
-                raise _ProtocolError(_RPC_INTERNAL_ERROR, "cannot read %s (%s)" % (path, error.strerror)) from None
-            return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
-    raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown resource: %s" % _compact_json(params.get("uri")))
+    uri = params.get("uri")
+    path = next((path for known, path, _, _ in _mcp_contracts() if known == uri), None)
+    if path is None:
+        raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown resource: %s" % _compact_json(uri))
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", "replace")
+    except OSError as error:
+        raise _ProtocolError(_RPC_INTERNAL_ERROR, "cannot read %s (%s)" % (path, error.strerror)) from None
+    return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
 
 
 def _mcp_stateless_version(method, params):
@@ -4974,7 +4971,6 @@ def _mcp_answer(server, line):
 
 
 def _mcp_error(request_id, code, message, data=None):
-    """A JSON-RPC error response, also logged on stderr."""
     _to_stderr("notes.py mcp: error %d: %s" % (code, message))
     return {"jsonrpc": "2.0", "id": request_id, "error": dict(
         {"code": code, "message": message}, **({} if data is None else {"data": data}))}
@@ -5060,17 +5056,15 @@ def _print_result(result):
 
 
 def _dispatch(arguments):
-    """Serve MCP, or run the command's Session method; return what to print."""
     if arguments.command == "mcp":
         return _serve_mcp(_McpServer(arguments.dir, arguments.session, _mcp_served_tools(arguments.allow_redact),
                                      arguments.restore_from))
     return getattr(Session(arguments.dir, session=arguments.session), arguments.command)(**_cli_keywords(arguments))
 
 
-# A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
-_INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writes may have saved its note before it "
-                                      "stopped: run it again, and a note already saved is answered as a duplicate "
-                                      "(\"duplicate\": true), never stored twice"}
+_INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a write may have finished: run the command again, "
+                                      "and a saved note is answered as a duplicate (\"duplicate\": true), never "
+                                      "stored twice"}
 
 
 def _run_command(argv):
