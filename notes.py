@@ -4329,7 +4329,7 @@ def _did_you_mean(word, choices):
 
 
 def _one_of(name, allowed):
-    """An argparse type taking only the allowed words, suggesting the nearest for a typo (never echoing one)."""
+    """An argparse type taking only the allowed words; a typo gets the nearest, never echoed."""
     def check(value):
         if value in allowed:
             return value
@@ -4381,31 +4381,30 @@ def _format(help_text="json (default) or md", mcp_help=None):
     return _Option("--format", "FORMAT", help_text, mcp_help=mcp_help, choices=("json", "md"), default="json")
 
 
-# The one table: the parser, its --help and the MCP tool schemas are built from it.
 _COMMANDS = {
     "init": _Command("Start a session in the folder, or report the one already there.", [], "init"),
-    "append": _Command("Append one memory signal and print its receipt. A mode note whose text begins with the "
-                       "word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends one beginning "
-                       "SHAPING) ends it; an artifact note appended in synthesis is a delivery, which ends it too.", [
-        _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
-                choices=NOTE_TYPES, required=True),
+    "append": _Command(
+        "Append one memory signal and print its receipt. A mode note whose text begins with the word SYNTHESIS enters "
+        "synthesis; a later mode note that does not (a STOP appends one beginning SHAPING) ends it; an artifact note "
+        "appended in synthesis is a delivery, which ends it too.", [
+        _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES), choices=NOTE_TYPES,
+                required=True),
         _text("--text", "TEXT", "what to keep (required)", _TEXT_LIMIT, required=True),
         _text("--effect", "EFFECT", "optional consequence", _EFFECT_LIMIT),
-        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
-                "type; superseding an op or shared note takes --provenance op or shared)"),
+        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type; "
+                "superseding an op or shared note takes --provenance op or shared)"),
         _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)", choices=GATE_STATUSES),
         _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
         _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
                 choices=EVIDENCE_LEVELS),
         _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
                 "(example: n00004)"),
-        _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate, not a gate "
-                "(example: --by n00005 with --ref n00002, --status closed)"),
+        _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate, not a gate (example: --by "
+                "n00005 with --ref n00002, --status closed)"),
         _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a "
                 "line with the keys above, no dashes; %s. All are checked, then all written or none"
                 % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024, _AT_K % "line")),
-    ], "append --type decision --provenance op --evidence declared "
-       "--text 'The log stays append-only.'\n"
+    ], "append --type decision --provenance op --evidence declared --text 'The log stays append-only.'\n"
        "  python3 -S notes.py append --batch - <<'EOF'\n"
        '  {"type": "decision", "text": "Reminders go by email.", "provenance": "op", "evidence": "declared"}\n'
        '  {"type": "gate", "ref": "n00002", "status": "closed", "by": "@1", "text": "Closed: email.", '
@@ -4413,67 +4412,72 @@ _COMMANDS = {
        "  EOF"),
     "tail": _Command("Print the last records, oldest first, optionally filtered.", [
         _limit("how many records to print", _TAIL_DEFAULT_LIMIT),
-        _Option("--type", "TYPE", "keep only this type; repeat for several", name="types",
-                mcp_help="keep only these types (a list, or one type as a string)",
-                action="append", choices=NOTE_TYPES),
+        _Option("--type", "TYPE", "keep only this type; repeat for several", name="types", action="append",
+                mcp_help="keep only these types (a list, or one type as a string)", choices=NOTE_TYPES),
         _Option("--since", "TS", "keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         _Option("--until", "TS", "keep records before this time (same forms as --since)"),
         _Option("--grep", "TEXT", "keep records whose text or effect holds these words, whole and in order, "
                 "whatever the case; more then counts the matches left out (example: email)"),
         _flag("--compact", _COMPACT_HELP),
     ], "tail --limit 3 --type gate --compact"),
-    "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
-                     "notes that settled them, the notes about it.", [
+    "show": _Command(
+        "Print one note and its chain: what it replaced, what replaced it, a gate's updates and the notes that "
+        "settled them, the notes about it.", [
         _Option("note_id", "NOTE_ID", "the note to look up, such as n00003", required=True),
         _flag("--compact", _COMPACT_HELP),
     ], "show n00003 --compact"),
     "summary": _Command("Print the number of records by type and the last note.", [], "summary"),
-    "recap": _Command("Print the state of the idea within a size budget: open and deferred gates, unconfirmed notes, "
-                      "closed gates and what closed them, live decisions, discards (reopened ones marked) and more. "
-                      "pending: how many gates are open and notes unconfirmed, since when, and which came after the "
-                      "last delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last "
-                      "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
+    "recap": _Command(
+        "Print the state of the idea within a size budget: open and deferred gates, unconfirmed notes, closed gates "
+        "and what closed them, live decisions, discards (reopened ones marked) and more. pending: how many gates are "
+        "open and notes unconfirmed, since when, and which came after the last delivery; synthesis: entered, "
+        "delivered or ended, and by which notes; delivery: the last artifact note appended in synthesis and the live "
+        "notes after it, mode notes aside.", [
         _limit("items kept per list, newest first", _RECAP_DEFAULT_LIMIT),
         _format(mcp_help="json (default), or md: the receipt's markdown holds the recap as markdown"),
-        _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can "
-                "go (default %d)" % _RECAP_DEFAULT_MAX_BYTES, schema={"minimum": 1}, type=int,
+        _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can go "
+                "(default %d)" % _RECAP_DEFAULT_MAX_BYTES, schema={"minimum": 1}, type=int,
                 default=_RECAP_DEFAULT_MAX_BYTES),
     ], "recap --format md"),
-    "verify": _Command("Check the meta and every line of the log. Problems found are a result, not an error: ok is "
-                       "false and problems lists them.", [], "verify"),
-    "export": _Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
-                       "keep: which file the operator keeps, and how; tell_operator: what they have to do, if "
-                       "anything.", [
+    "verify": _Command(
+        "Check the meta and every line of the log. Problems found are a result, not an error: ok is false and "
+        "problems lists them.", [], "verify"),
+    "export": _Command(
+        "Write the whole session to one file (JSON by default, or a markdown audit document). keep: which file the "
+        "operator keeps, and how; tell_operator: what they have to do, if anything.", [
         _Option("--output", "PATH", "where to write (default %s, or %s with --format md, in the session folder)"
-                % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="a path inside the session folder, relative "
-                "to it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
+                % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="a path inside the session folder, relative to "
+                "it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
         _format(),
     ], "export --output /mnt/data/session_export.json"),
-    "restore": _Command("Bring a session back into the folder from a session_export.json; export: its time and last "
-                        "note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
+    "restore": _Command(
+        "Bring a session back into the folder from a session_export.json; export: its time and last note; "
+        "tell_operator: the gates left, how to tell a later export, the file to keep.", [
         _Option("export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the one in the "
                 "session folder", nargs="?"),
         _flag("--accept-damaged", "restore a damaged export anyway, every record as it holds it, nothing repaired "
               "(verify then reports the same problems)"),
     ], "--dir /mnt/data/shaping restore /mnt/data/session_export.json"),
-    "check": _Command("Read an artifact file in the session folder against the live log; nothing is written. "
-                      "Findings, each with its line, note and confidence: process residue (note ids, state names, "
-                      "the tool's words), revived discards, lost decisions and boundaries, open points or "
-                      "unconfirmed proposals without a mark (Not decided: / Assumption to confirm:).", [
+    "check": _Command(
+        "Read an artifact file in the session folder against the live log; nothing is written. Findings, each with "
+        "its line, note and confidence: process residue (note ids, state names, the tool's words), revived "
+        "discards, lost decisions and boundaries, open points or unconfirmed proposals without a mark (Not "
+        "decided: / Assumption to confirm:).", [
         _Option("file", "FILE", "the artifact, relative to the session folder (or an absolute path inside it), "
                 "such as plan.md", required=True),
     ], "--dir /mnt/data check plan.md"),
-    "redact": _Command("Replace one note's text and effect with %s in place, and append a source note that "
-                       "says which note was redacted and why. Earlier exports and side files keep the old text."
-                       % _REDACTED_TEXT, [
+    "redact": _Command(
+        "Replace one note's text and effect with %s in place, and append a source note that says which note was "
+        "redacted and why. Earlier exports and side files keep the old text." % _REDACTED_TEXT, [
         _Option("note_id", "NOTE_ID", "the note to redact, such as n00004", required=True),
         _text("--reason", "TEXT", "why it is redacted (required; never the secret itself)", _REDACT_REASON_LIMIT,
               required=True),
     ], "redact n00004 --reason 'It held a private phone number.'"),
-    "sessions": _Command("List the folder's own session (name null) and each named one: notes, last note, open "
-                         "and deferred gates, last export; current is the default.", [], "sessions"),
-    "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end "
-                    "of input.", [
+    "sessions": _Command(
+        "List the folder's own session (name null) and each named one: notes, last note, open and deferred gates, "
+        "last export; current is the default.", [], "sessions"),
+    "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end of "
+                    "input.", [
         _flag("--allow-redact", "serve redact as a tool as well (it rewrites a note; off unless given)"),
         _Option("--restore-from", "DIR", "a folder the restore tool may also read exports from (repeatable)",
                 action="append"),
@@ -4660,7 +4664,7 @@ def _mcp_served_tools(allow_redact) -> tuple:
 
 
 class _ProtocolError(Exception):
-    """A JSON-RPC error (its args: code, message and maybe data): the request is wrong, not the note."""
+    """A JSON-RPC error (args: code, message, maybe data): the request is wrong, not the note."""
 
 
 def _mcp_options(command):
@@ -4770,8 +4774,8 @@ def _mcp_export(session, output, format):
 
     def may_replace(descriptor):
         if not _starts_as_export(descriptor):
-            raise NotesError("output names a file that exists and is not an export of this tool; an export "
-                             "replaces only an earlier export. Choose another output name")
+            raise NotesError("output names a file that is not an export of this tool, and an export replaces "
+                             "only one; choose another output name")
 
     def make_new():
         if _mcp_export_created[folder] >= _MCP_EXPORT_CREATE_LIMIT:
@@ -4794,18 +4798,16 @@ class _McpServer:  # a server's session, tools and the folders restore reads
 
     def __init__(self, folder, session, tools, restore_from):
         self.home, self.tools, self.restore_from = Session(folder, session=session), tools, []
-        self.home._over_mcp = True  # the MCP server's host
         for path in restore_from or ():
             if not path.strip() or not os.path.isdir(os.path.expanduser(path)):
                 raise NotesError("--restore-from names no folder; give one that exists, or leave it out")
             self.restore_from.append(os.path.realpath(os.path.expanduser(path)))
 
     def session(self, name):
-        if name is None:
-            return self.home
-        _check_session_name(name, "argument session")
-        session = Session(self.home.folder, session=name)
-        session._over_mcp = True
+        if name is not None:
+            _check_session_name(name, "argument session")
+        session = Session(self.home.folder, session=self.home.session if name is None else name)
+        session._over_mcp = True  # the MCP server's host
         return session
 
 
@@ -4918,32 +4920,15 @@ def _mcp_result(server, method, params):
     return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
 
 
-def _mcp_stateless_version(method, params):
-    """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
-    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-    # initialize is the handshake's, even with _meta.
-    if method == "initialize" or (_MCP_VERSION_KEY not in meta and method != "server/discover"):
-        return None
-    version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
-    if not isinstance(version, str):
-        raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
-    if version not in _MCP_STATELESS_VERSIONS:  # handshake versions come only through initialize
-        raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
-                             {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
-    return version
-
-
 def _mcp_answer(server, line):
     """The response to one line of input; None for a notification or a client's response."""
     try:
         message = _parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too
         return _mcp_error(None, _RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
-    if isinstance(message, list):  # refused, so that one line is one bounded reply
-        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
-                          "not served; send one request per line")
-    if not isinstance(message, dict):
-        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+    if not isinstance(message, dict):  # a batch too: one line is one bounded reply
+        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message is one JSON object; send one "
+                          "request per line (a batch, a JSON array of requests, is not served)")
     request_id, method, params = message.get("id"), message.get("method"), message.get("params")
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         request_id = None  # MCP ids are strings or integers, never null
@@ -4958,7 +4943,15 @@ def _mcp_answer(server, line):
         params = {} if params is None else params
         if not isinstance(params, dict):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "params must be an object")
-        stateless = _mcp_stateless_version(method, params)
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        # The stateless revision rides in _meta; initialize is the handshake's, even with _meta.
+        stateless = method != "initialize" and (_MCP_VERSION_KEY in meta or method == "server/discover")
+        version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
+        if stateless and not isinstance(version, str):
+            raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
+        if stateless and version not in _MCP_STATELESS_VERSIONS:  # handshake versions come only by initialize
+            raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
+                                 {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
         result = _mcp_result(server, method, params)
     except _ProtocolError as error:
         return _mcp_error(request_id, *error.args)
