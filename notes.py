@@ -4311,11 +4311,6 @@ def _redact(self, *, note_id, reason) -> dict:
 # --------------------------------------------------------------------------
 # Command line: one table of commands and options, the parser built from it
 
-_PROGRAM_DESCRIPTION = (
-    "Append-only memory log for Memory-Assisted Shaping: stamps, numbers and checksums each "
-    "memory signal, and reads the session back.")
-
-
 def _closest(word, choices):
     import difflib  # only a mistake needs it
 
@@ -4377,8 +4372,9 @@ def _limit(what, default):
                    default=default, schema={"minimum": 1, "maximum": _LIMIT_MAX})
 
 
-def _format(help_text="json (default) or md", mcp_help=None):
-    return _Option("--format", "FORMAT", help_text, mcp_help=mcp_help, choices=("json", "md"), default="json")
+def _format(mcp_help=None):
+    return _Option("--format", "FORMAT", "json (default) or md", mcp_help=mcp_help, choices=("json", "md"),
+                   default="json")
 
 
 _COMMANDS = {
@@ -4428,11 +4424,10 @@ _COMMANDS = {
     ], "show n00003 --compact"),
     "summary": _Command("Print the number of records by type and the last note.", [], "summary"),
     "recap": _Command(
-        "Print the state of the idea within a size budget: open and deferred gates, unconfirmed notes, closed gates "
-        "and what closed them, live decisions, discards (reopened ones marked) and more. pending: how many gates are "
-        "open and notes unconfirmed, since when, and which came after the last delivery; synthesis: entered, "
-        "delivered or ended, and by which notes; delivery: the last artifact note appended in synthesis and the live "
-        "notes after it, mode notes aside.", [
+        "Print the state of the idea within a size budget: gates, unconfirmed notes, live decisions, discards and "
+        "more. pending: how many gates are open and notes unconfirmed, since when, and which came after the last "
+        "delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last artifact note "
+        "appended in synthesis and the live notes after it, mode notes aside.", [
         _limit("items kept per list, newest first", _RECAP_DEFAULT_LIMIT),
         _format(mcp_help="json (default), or md: the receipt's markdown holds the recap as markdown"),
         _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can go "
@@ -4497,28 +4492,24 @@ def _see_help(command=None):
     return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
 
 
-def _without_values(message: str) -> str:
-    """An argparse message without the values it quotes: a refusal never repeats a possibly pasted secret."""
-    message = re.sub(r": '[^']*'|: \"[^\"]*\"", "", message)
-    return re.sub(r"(ambiguous option: -[^\s=]*)(=\S*)?( could match)?",
-                  lambda found: found.group(1) + (" could be" if found.group(3) else ""), message)
-
-
 def _build_parser():
     import argparse
 
     class Parser(argparse.ArgumentParser):
-        def error(self, message):
+        def error(self, message):  # without the values argparse quotes: one may be a pasted secret
             command = self.prog.partition(" ")[2] or None
             if command is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 message = "unknown command (the first word after the options); %scommands: %s" % (
                     _did_you_mean(word, list(_COMMANDS)), ", ".join(_COMMANDS))
-            raise NotesError("%s %s" % (_without_values(message), _see_help(command)))
+            message = re.sub(r"(ambiguous option: -[^\s=]*)(=\S*)?( could match)?", lambda found: found.group(1)
+                             + (" could be" if found.group(3) else ""), re.sub(r": '[^']*'|: \"[^\"]*\"", "", message))
+            raise NotesError("%s %s" % (message, _see_help(command)))
 
     program, raw = _invoked_as(), argparse.RawDescriptionHelpFormatter
     parser = Parser(prog=_CONSOLE_COMMAND if program == _CONSOLE_COMMAND else "notes.py",
-                    description=_PROGRAM_DESCRIPTION, formatter_class=raw,
+                    description="Append-only memory log for Memory-Assisted Shaping: stamps, numbers and "
+                    "checksums each memory signal, and reads the session back.", formatter_class=raw,
                     epilog="example:\n  %s %s\n\nrun '%s COMMAND --help' for a command's options"
                            % (program, _COMMANDS["append"].example.split("\n")[0], program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
@@ -4644,8 +4635,8 @@ _MCP_INSTRUCTIONS = (
     "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
     "artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. "
     "Send a decision and the gate update it settles in one append_batch call.\n"
-    "Do not read the log every turn: call recap (then tail or show, compact true) only when the operator "
-    "asks for a recap or an export, on re-entry, or before synthesis.\n"
+    "Do not read the log every turn: call recap (then tail or show, with compact true) only when the "
+    "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: fix the arguments if the fix keeps the meaning, else tell "
     "the operator the note was not saved.")
 _MCP_CONTRACTS = (  # (file, description) of the contracts served as resources, when beside notes.py
@@ -4867,9 +4858,9 @@ def _mcp_contracts():
     """(uri, path, file name, description) of each contract: beside notes.py, else installed with it by pip."""
     import pathlib
 
-    here = os.path.dirname(os.path.realpath(__file__))
-    paths = {name: os.path.join(here, name) for name, _ in _MCP_CONTRACTS}
-    if not all(map(os.path.isfile, paths.values())) and _is_installed_package_folder(here):
+    this = os.path.realpath(__file__)
+    paths = {name: os.path.join(os.path.dirname(this), name) for name, _ in _MCP_CONTRACTS}
+    if not all(map(os.path.isfile, paths.values())) and _is_installed_package_folder(os.path.dirname(this)):
         import importlib.metadata  # only a server without contracts beside it needs it
 
         try:
@@ -4878,8 +4869,7 @@ def _mcp_contracts():
             files = []
         located = {file.name: os.path.realpath(str(file.locate())) for file in files  # data-files in pyproject.toml
                    if str(file).replace("\\", "/").endswith("share/doc/shaping-notes/" + file.name)}
-        if any(file.name == "notes.py" and os.path.realpath(str(file.locate())) == os.path.realpath(__file__)
-               for file in files):  # installed with this very notes.py
+        if any(os.path.realpath(str(file.locate())) == this for file in files):  # installed with this notes.py
             paths = {name: path if os.path.isfile(path) else located.get(name, path) for name, path in paths.items()}
     return [(pathlib.Path(paths[name]).as_uri(), paths[name], name, description)
             for name, description in _MCP_CONTRACTS if os.path.isfile(paths[name])]
