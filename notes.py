@@ -4639,7 +4639,7 @@ _MCP_INSTRUCTIONS = (
     "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
     "A result with isError true saved nothing: fix the arguments if the fix keeps the meaning, else tell "
     "the operator the note was not saved.")
-_MCP_CONTRACTS = (  # (file, description) of the contracts served as resources, when beside notes.py
+_MCP_CONTRACTS = (  # (file, description) of the contracts served as resources
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
@@ -4682,8 +4682,8 @@ def _mcp_input_schema(command):
                                 description=option.mcp_help or _mcp_wording(command, option.help_text),
                                 **({} if default is None else {"default": default}))
     required = [name for name, option in options.items() if option.required]
-    return dict({"type": "object", "properties": properties, "additionalProperties": False},
-                **({"required": required} if required else {}))
+    return {"type": "object", "properties": properties, "additionalProperties": False,
+            **({"required": required} if required else {})}
 
 
 def _mcp_listing(command):
@@ -4719,12 +4719,11 @@ def _mcp_keywords(command, arguments):
             raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
                              "are: %s" % (command, place, ", ".join(options) or "none"))
         if value == "-" and option.from_stdin:  # here standard input carries the protocol
-            raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
-                             "for the command line only" % (command, name))
+            raise NotesError("%s over MCP takes the %s itself; \"-\" (standard input) is for the command line "
+                             "only" % (command, name))
         kind, many = option.kind, option.many
         items = value if many and isinstance(value, list) else [] if value is None else [value]
-        if not all(type(item) is bool if kind == "boolean" else
-                   isinstance(item, str) or kind == "integer" and type(item) is int for item in items):
+        if any(type(item) not in {"boolean": (bool,), "integer": (int, str)}.get(kind, (str,)) for item in items):
             raise NotesError("argument %r of %s must be %s%s" % (name, command, "a list of strings or " if many else "",
                              {"boolean": "true or false", "integer": "an integer"}.get(kind, "a string")))
         convert = option.settings.get("type")
@@ -4738,8 +4737,8 @@ def _mcp_keywords(command, arguments):
     return keywords
 
 
-# The most files and folders export creates over MCP per session folder in a server's run (an earlier export
-# replaced is not counted): a tool call may come from injected text, which must not fill the folder.
+# New files and folders export may make over MCP per session folder in a server's run (a replaced export is not
+# counted): a call may come from injected text, which must not fill the folder.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
@@ -4750,18 +4749,17 @@ def _mcp_export(session, output, format):
     folder, meta = session._folder_meta()
     what, way_out = "export over MCP writes only inside the session folder: output", (
         "; give a file name inside it, such as %s (written to %s)" % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
-    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
-        if output:
-            output = os.path.join(folder, *_inside_parts(output, what, way_out))
-            _resolved_inside(output, folder, what, way_out)
-            if os.path.islink(output):
-                raise NotesError("%s is a link%s" % (what, way_out))
-        return session.export(output=output, format=format)
-    _check_meta_session_id(folder, meta)
     relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
     parts = _inside_parts(relative, what, way_out)
     if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
         raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)
+    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
+        output = os.path.join(folder, *parts)
+        _resolved_inside(output, folder, what, way_out)
+        if os.path.islink(output):
+            raise NotesError("%s is a link%s" % (what, way_out))
+        return session.export(output=output, format=format)
+    _check_meta_session_id(folder, meta)
 
     def may_replace(descriptor):
         if not _starts_as_export(descriptor):
@@ -4878,7 +4876,7 @@ def _mcp_contracts():
 def _mcp_result(server, method, params):
     if method in ("initialize", "server/discover"):
         contracts = _mcp_contracts()
-        result = {"capabilities": dict({"tools": {}}, **({"resources": {}} if contracts else {})),
+        result = {"capabilities": {"tools": {}, **({"resources": {}} if contracts else {})},
                   "instructions": _MCP_INSTRUCTIONS + (
                       "\nRead the note-io.md and protocol.md resources before the first append: they are the full "
                       "contract." if contracts else "")}
@@ -4955,8 +4953,8 @@ def _mcp_answer(server, line):
 
 def _mcp_error(request_id, code, message, data=None):
     _to_stderr("notes.py mcp: error %d: %s" % (code, message))
-    return {"jsonrpc": "2.0", "id": request_id, "error": dict(
-        {"code": code, "message": message}, **({} if data is None else {"data": data}))}
+    return {"jsonrpc": "2.0", "id": request_id,
+            "error": {"code": code, "message": message, **({} if data is None else {"data": data})}}
 
 
 def _to_stderr(line):
