@@ -4502,8 +4502,8 @@ def _build_parser():
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 message = "unknown command (the first word after the options); %scommands: %s" % (
                     _did_you_mean(word, list(_COMMANDS)), ", ".join(_COMMANDS))
-            message = re.sub(r"(ambiguous option: -[^\s=]*)(=\S*)?( could match)?", lambda found: found.group(1)
-                             + (" could be" if found.group(3) else ""), re.sub(r": '[^']*'|: \"[^\"]*\"", "", message))
+            message = re.sub(r"(ambiguous option: -[^\s=]*)\S* could match", r"\1 could be",
+                             re.sub(r": '[^']*'|: \"[^\"]*\"", "", message))
             raise NotesError("%s %s" % (message, _see_help(command)))
 
     program, raw = _invoked_as(), argparse.RawDescriptionHelpFormatter
@@ -4625,9 +4625,7 @@ _MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __v
 # Cacheable: fixed while a server runs, and private to no user.
 _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
 
-_RPC_PARSE_ERROR, _RPC_INVALID_REQUEST, _RPC_METHOD_NOT_FOUND, _RPC_INVALID_PARAMS, _RPC_INTERNAL_ERROR = (
-    -32700, -32600, -32601, -32602, -32603)
-_RPC_UNSUPPORTED_VERSION = -32022  # the stateless revision's answer to a version it does not know
+_RPC_INVALID_REQUEST, _RPC_INVALID_PARAMS, _RPC_INTERNAL_ERROR = -32600, -32602, -32603
 
 _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
@@ -4647,7 +4645,6 @@ _MCP_CONTRACTS = (  # (file, description) of the contracts served as resources
 # redact only with mcp --allow-redact: a call may come from an injected prompt.
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
               "sessions", "restore", "redact")
-_MCP_WRITERS = ("append", "append_batch", "export", "restore", "redact")
 
 
 def _mcp_served_tools(allow_redact) -> tuple:
@@ -4703,8 +4700,9 @@ def _mcp_listing(command):
             "description": "the session (one idea) by name; default: the server's (sessions lists them)"}
     return {"name": command, "title": command.replace("_", " ").capitalize(), "description": description,
             "inputSchema": schema, "annotations": {  # an append retried is a duplicate: idempotent
-                "readOnlyHint": command not in _MCP_WRITERS, "destructiveHint": command in ("export", "redact"),
-                "idempotentHint": command != "redact", "openWorldHint": False}}
+                "readOnlyHint": command not in ("append", "append_batch", "export", "restore", "redact"),
+                "destructiveHint": command in ("export", "redact"), "idempotentHint": command != "redact",
+                "openWorldHint": False}}
 
 
 def _mcp_keywords(command, arguments):
@@ -4895,7 +4893,7 @@ def _mcp_result(server, method, params):
         return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
                                "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
     if method != "resources/read":
-        raise _ProtocolError(_RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
+        raise _ProtocolError(-32601, "Method not found: %s" % method)
     uri = params.get("uri")
     path = next((path for known, path, _, _ in _mcp_contracts() if known == uri), None)
     if path is None:
@@ -4913,7 +4911,7 @@ def _mcp_answer(server, line):
     try:
         message = _parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too
-        return _mcp_error(None, _RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
+        return _mcp_error(None, -32700, "Parse error: the line is not JSON in UTF-8")
     if not isinstance(message, dict):  # a batch too: one line is one bounded reply
         return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message is one JSON object; send one "
                           "request per line (a batch, a JSON array of requests, is not served)")
@@ -4938,7 +4936,7 @@ def _mcp_answer(server, line):
         if stateless and not isinstance(version, str):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
         if stateless and version not in _MCP_STATELESS_VERSIONS:  # handshake versions come only by initialize
-            raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
+            raise _ProtocolError(-32022, "Unsupported protocol version",
                                  {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
         result = _mcp_result(server, method, params)
     except _ProtocolError as error:
