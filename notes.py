@@ -4473,7 +4473,7 @@ _COMMANDS = {
         "last export; current is the default.", [], "sessions"),
     "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end of "
                     "input.", [
-        _flag("--allow-redact", "serve redact as a tool as well (it rewrites a note; off unless given)"),
+        _flag("--allow-redact", "serve redact as a tool too (it rewrites a note)"),
         _Option("--restore-from", "DIR", "a folder the restore tool may also read exports from (repeatable)",
                 action="append"),
     ], "--dir /home/you/shaping mcp"),
@@ -4543,8 +4543,8 @@ def _parse_arguments(argv):
             raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
                 place, command, hint, _see_help(command)))
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
-            raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
-                             "value that starts with a dash as --text=VALUE %s" % (place, command, _see_help(command)))
+            raise NotesError("unexpected argument %d (a dash, but no option of %s); pass a value that starts with "
+                             "a dash as --text=VALUE %s" % (place, command, _see_help(command)))
         flags = ["--dir", "--session"] + [option.flag for option in _COMMANDS[command].options
                                           if option.flag.startswith("-")]
         guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
@@ -4567,31 +4567,27 @@ def _read_stdin(flag, byte_limit, too_much) -> str:
                          % (flag, error.start)) from None
 
 
-def _batch_from_stdin(source) -> list:
-    """The JSON values of append --batch -, one a line; a blank line is refused, so line K is signal K."""
-    if source != "-":
-        raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line",
-                         help_for="append")
-    data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "split the signals into several batches")
-    lines = data.rstrip().split("\n") if data.strip() else []
-    _refuse_a_long_batch(len(lines))
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            raise NotesError("line %d: the line is blank; send one JSON object a line, no blank lines" % number)
-        try:
-            lines[number - 1] = _parse_json(line)
-        except ValueError:
-            raise NotesError("line %d is not one JSON object (broken, or spread over several lines); put each signal "
-                             "on one line" % number) from None
-    return lines
-
-
 def _cli_keywords(arguments) -> dict:
-    """The Session method's keyword arguments, from the parsed command line; "-" reads standard input."""
+    """The Session method's keyword arguments; "-" reads standard input, one JSON value a line for --batch (a
+    blank line is refused, so line K is signal K)."""
     options = _COMMANDS[arguments.command].options
     keywords = {option.name: getattr(arguments, option.name) for option in options}
     if keywords.get("batch") is not None:
-        return dict(keywords, batch=_batch_from_stdin(keywords["batch"]))
+        if keywords["batch"] != "-":
+            raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line",
+                             help_for="append")
+        data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "split the signals into several batches")
+        lines = data.rstrip().split("\n") if data.strip() else []
+        _refuse_a_long_batch(len(lines))
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                raise NotesError("line %d: the line is blank; send one JSON object a line, no blank lines" % number)
+            try:
+                lines[number - 1] = _parse_json(line)
+            except ValueError:
+                raise NotesError("line %d is not one JSON object (broken, or spread over several lines); put each "
+                                 "signal on one line" % number) from None
+        return dict(keywords, batch=lines)
     asking = [option for option in options if option.from_stdin and keywords[option.name] == "-"]
     if len(asking) > 1:
         raise NotesError("%s - and %s - both ask for standard input, which carries one value; pass one of them as "
@@ -4616,7 +4612,7 @@ def _error_receipt(error, see=None):
 
 # --------------------------------------------------------------------------
 # MCP: the same Session methods as tools over stdio
-# Newline-delimited JSON-RPC 2.0; arguments checked with the command line's table; nothing held between calls.
+# Newline-delimited JSON-RPC 2.0; arguments checked by the command line's table; nothing held between calls.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 _MCP_STATELESS_VERSIONS = ("2026-07-28",)  # no handshake: the version rides in each request's _meta
@@ -4735,8 +4731,8 @@ def _mcp_keywords(command, arguments):
     return keywords
 
 
-# New files and folders export may make over MCP per session folder in a server's run (a replaced export is not
-# counted): a call may come from injected text, which must not fill the folder.
+# New files and folders export makes over MCP per folder and server run (replacing is free): a call may come
+# from injected text, which must not fill the folder.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
@@ -4800,7 +4796,7 @@ class _McpServer:  # a server's session, tools and the folders restore reads
 
 def _mcp_restore(server, session, export_file, accept_damaged):
     """The restore tool: Session.restore of the export opened inside an allowed folder."""
-    if export_file is None:  # the one in the session folder, as the command looks for it
+    if export_file is None:  # the one in the session folder
         return session.restore(accept_damaged=accept_damaged)
     places = [_resolve_folder(session.folder, session.session)] + server.restore_from
     way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
@@ -4838,12 +4834,12 @@ def _mcp_call_tool(server, params):
                 raise NotesError("append_batch takes only the argument batch, which must be a list of signal objects "
                                  "such as [{\"type\": \"decision\", \"text\": \"...\"}]; call append for one signal")
             receipt = session.append(batch=arguments["batch"])
-        else:  # export and restore stay inside their folders: a call may come from an injected prompt
+        else:  # export and restore stay inside their folders
             keywords = _mcp_keywords(name, arguments)
             receipt = (_mcp_export(session, **keywords) if name == "export" else _mcp_restore(
                 server, session, **keywords) if name == "restore" else getattr(session, name)(**keywords))
         failed = False  # a verify that finds problems ran fine: its receipt says ok false
-    except Exception as error:  # a refusal in the tool's words, pointing at its schema; the server goes on
+    except Exception as error:  # in the tool's words; the server goes on
         receipt, failed = _error_receipt(error, "(see the input schema of the %s tool in tools/list)"), True
         receipt["error"] = _mcp_wording(name, receipt["error"])
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
@@ -4851,7 +4847,7 @@ def _mcp_call_tool(server, params):
 
 
 def _mcp_contracts():
-    """(uri, path, file name, description) of each contract: beside notes.py, else installed with it by pip."""
+    """(uri, path, file name, description) of each contract: beside notes.py, else installed with it."""
     import pathlib
 
     this = os.path.realpath(__file__)
@@ -4880,7 +4876,7 @@ def _mcp_result(server, method, params):
                       "contract." if contracts else "")}
         if method == "server/discover":
             return dict(result, supportedVersions=list(_MCP_STATELESS_VERSIONS))
-        requested = params.get("protocolVersion")  # else the newest we speak; the client may then leave
+        requested = params.get("protocolVersion")  # else our newest; the client may then leave
         return dict(result, serverInfo=_MCP_SERVER_INFO, protocolVersion=requested
                     if requested in _MCP_HANDSHAKE_VERSIONS else _MCP_HANDSHAKE_VERSIONS[-1])
     if method == "ping":
@@ -4924,13 +4920,13 @@ def _mcp_answer(server, line):
         return _mcp_error(request_id, _RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
                           'a string "method" and a string or integer "id"')
     if "id" not in message:
-        return None  # a notification (initialized, cancelled...): nothing to answer
+        return None  # a notification: nothing to answer
     try:
         params = {} if params is None else params
         if not isinstance(params, dict):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "params must be an object")
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        # The stateless revision rides in _meta; initialize is the handshake's, even with _meta.
+        # The stateless revision rides in _meta; initialize is the handshake's even with it.
         stateless = method != "initialize" and (_MCP_VERSION_KEY in meta or method == "server/discover")
         version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
         if stateless and not isinstance(version, str):
@@ -4967,11 +4963,8 @@ def _serve_mcp(server) -> None:
     """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
     import signal
 
-    def stop_quietly(signum, frame):  # not KeyboardInterrupt: main prints nothing for SystemExit(0)
-        _to_stderr("notes.py mcp: interrupted; stopping")
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGINT, stop_quietly)
+    # Ctrl-C: a SystemExit, for which main prints nothing
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(_to_stderr("notes.py mcp: interrupted; stopping")))
     if sys.stdin is None:  # standard input closed: at its end already
         return
     source = sys.stdin.buffer
@@ -5001,7 +4994,7 @@ def _serve_mcp(server) -> None:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
     except OSError:
-        raise  # a closed or failing stream: main says so on stderr, never on stdout
+        raise  # a failing stream: main says so on stderr
     except Exception as error:  # main would print a receipt to stdout, which is not JSON-RPC
         _to_stderr("notes.py mcp: stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
@@ -5021,8 +5014,8 @@ def _silence_stdout():
 
 
 def _print_result(result):
-    """Print a receipt or a text as UTF-8 whatever the locale; None (help, version, JSON-RPC) is only flushed."""
-    if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
+    """Print a receipt or a text as UTF-8 whatever the locale; None (help, version, MCP) is only flushed."""
+    if sys.stdout is None:  # started with stdout closed: no one to tell
         return
     if result is not None:
         text, stream = _printed_form(result), getattr(sys.stdout, "buffer", None)
@@ -5089,7 +5082,7 @@ def main(argv=None) -> int:
         except (OSError, KeyboardInterrupt):
             pass
         return _EXIT_INTERRUPTED
-    except BrokenPipeError:  # the reader has gone: the command has run and there is no one left to tell
+    except BrokenPipeError:  # the reader has gone: no one is left to tell
         _silence_stdout()
         return code
     except OSError as error:  # stdout on a full disk, say
