@@ -4501,7 +4501,7 @@ def _build_parser():
             if command is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 message = "unknown command (the first word after the options); %scommands: %s" % (
-                    _did_you_mean(word, list(_COMMANDS)), ", ".join(_COMMANDS))
+                    _did_you_mean(word, _COMMANDS), ", ".join(_COMMANDS))
             message = re.sub(r"(ambiguous option: -[^\s=]*)\S* could match", r"\1 could be",
                              re.sub(r": '[^']*'|: \"[^\"]*\"", "", message))
             raise NotesError("%s %s" % (message, _see_help(command)))
@@ -4522,35 +4522,35 @@ def _build_parser():
                                                                                                   program)))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
-        for option in command.options:
-            sub.add_argument(option.flag, metavar=option.metavar, **option.settings,
-                             **({"dest": option.name} if option.flag.startswith("-") else {}),
-                             help=option.help_text + ("; - reads it from standard input" if option.from_stdin else ""))
+        for opt in command.options:
+            sub.add_argument(opt.flag, metavar=opt.metavar, **opt.settings,
+                             **({"dest": opt.name} if opt.flag.startswith("-") else {}),
+                             help=opt.help_text + ("; - reads it from standard input" if opt.from_stdin else ""))
     return parser
 
 
 def _parse_arguments(argv):
-    arguments, unknown = _build_parser().parse_known_args(argv)
+    args, unknown = _build_parser().parse_known_args(argv)
     if unknown:
-        word, command = unknown[0], arguments.command
+        word, command = unknown[0], args.command
         flag, start = word.split("=", 1)[0], argv.index(command) + 1 if command in argv else 0
         # Named by its place, never by its value: an unquoted text may hold a secret.
         place = 1 + (argv.index(word, start) if word in argv[start:] else argv.index(word) if word in argv
                      else len(argv) - 1)
         if not word.startswith("-"):
-            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
+            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(args, "text", 0) is None
                     else "put quotes around a text that holds spaces")
             raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
                 place, command, hint, _see_help(command)))
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (a dash, but no option of %s); pass a value that starts with "
                              "a dash as --text=VALUE %s" % (place, command, _see_help(command)))
-        flags = ["--dir", "--session"] + [option.flag for option in _COMMANDS[command].options
-                                          if option.flag.startswith("-")]
+        flags = ["--dir", "--session"] + [opt.flag for opt in _COMMANDS[command].options
+                                          if opt.flag.startswith("-")]
         guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
         raise NotesError("%s has no option %s; %s%s" % (
             command, flag, "use %s instead " % guess if guess else "", _see_help(command)))
-    return arguments  # --dir and --session: Session checks them
+    return args  # --dir and --session: Session checks them
 
 
 def _read_stdin(flag, byte_limit, too_much) -> str:
@@ -4567,11 +4567,11 @@ def _read_stdin(flag, byte_limit, too_much) -> str:
                          % (flag, error.start)) from None
 
 
-def _cli_keywords(arguments) -> dict:
+def _cli_keywords(args) -> dict:
     """The Session method's keyword arguments; "-" reads standard input, one JSON value a line for --batch (a
     blank line is refused, so line K is signal K)."""
-    options = _COMMANDS[arguments.command].options
-    keywords = {option.name: getattr(arguments, option.name) for option in options}
+    opts = _COMMANDS[args.command].options
+    keywords = {opt.name: getattr(args, opt.name) for opt in opts}
     if keywords.get("batch") is not None:
         if keywords["batch"] != "-":
             raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line",
@@ -4588,14 +4588,14 @@ def _cli_keywords(arguments) -> dict:
                 raise NotesError("line %d is not one JSON object (broken, or spread over several lines); put each "
                                  "signal on one line" % number) from None
         return dict(keywords, batch=lines)
-    asking = [option for option in options if option.from_stdin and keywords[option.name] == "-"]
+    asking = [opt for opt in opts if opt.from_stdin and keywords[opt.name] == "-"]
     if len(asking) > 1:
         raise NotesError("%s - and %s - both ask for standard input, which carries one value; pass one of them as "
                          "an argument" % (asking[0].flag, asking[1].flag))
-    for option in asking:
-        keywords[option.name] = _read_stdin(option.flag, _STDIN_LIMIT, "%s at most %d characters" % (
-            "say why in" if option.name == "reason" else "a memory signal is a minimal pointer of",
-            option.schema["maxLength"]))
+    for opt in asking:
+        keywords[opt.name] = _read_stdin(opt.flag, _STDIN_LIMIT, "%s at most %d characters" % (
+            "say why in" if opt.name == "reason" else "a memory signal is a minimal pointer of",
+            opt.schema["maxLength"]))
     return keywords
 
 
@@ -4652,29 +4652,29 @@ class _ProtocolError(Exception):
 
 
 def _mcp_options(command):
-    return {option.name: option for option in _COMMANDS[command].options if option.name != "batch"}
+    return {opt.name: opt for opt in _COMMANDS[command].options if opt.name != "batch"}
 
 
 def _mcp_wording(command, text):
     """A command-line text in the tool's words: each --flag named as its argument, "print" as "return"."""
-    for option in _COMMANDS["append" if command == "append_batch" else command].options:
-        text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
+    for opt in _COMMANDS["append" if command == "append_batch" else command].options:
+        text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(opt.flag), opt.name, text)
     return re.sub(r"\bPrint(s?)\b", r"Return\1", re.sub(r"\bprint(s?)\b", r"return\1", text))
 
 
 def _mcp_input_schema(command):
-    options, properties = _mcp_options(command), {}
-    for name, option in options.items():
-        schema = dict({"type": option.kind}, **option.schema)
-        if option.choices:
-            schema["enum"] = list(option.choices)
-        if option.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
+    opts, properties = _mcp_options(command), {}
+    for name, opt in opts.items():
+        schema = dict({"type": opt.kind}, **opt.schema)
+        if opt.choices:
+            schema["enum"] = list(opt.choices)
+        if opt.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
             schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
-        default = option.settings.get("default")
-        properties[name] = dict({"type": "array", "items": schema} if option.many else schema,
-                                description=option.mcp_help or _mcp_wording(command, option.help_text),
+        default = opt.settings.get("default")
+        properties[name] = dict({"type": "array", "items": schema} if opt.many else schema,
+                                description=opt.mcp_help or _mcp_wording(command, opt.help_text),
                                 **({} if default is None else {"default": default}))
-    required = [name for name, option in options.items() if option.required]
+    required = [name for name, opt in opts.items() if opt.required]
     return {"type": "object", "properties": properties, "additionalProperties": False,
             **({"required": required} if required else {})}
 
@@ -4701,30 +4701,30 @@ def _mcp_listing(command):
                 "openWorldHint": False}}
 
 
-def _mcp_keywords(command, arguments):
+def _mcp_keywords(command, args):
     """The Session method's keyword arguments, each read as argparse reads its option."""
     import argparse
 
-    options = _mcp_options(command)
-    keywords = {name: option.settings.get("default") for name, option in options.items()}
-    for place, (name, value) in enumerate(arguments.items(), 1):
-        option = options.get(name)
-        if option is None:  # named by its place, never by its name: a client wrote it
+    opts = _mcp_options(command)
+    keywords = {name: opt.settings.get("default") for name, opt in opts.items()}
+    for place, (name, value) in enumerate(args.items(), 1):
+        opt = opts.get(name)
+        if opt is None:  # named by its place, never by its name: a client wrote it
             raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
-                             "are: %s" % (command, place, ", ".join(options) or "none"))
-        if value == "-" and option.from_stdin:  # here standard input carries the protocol
+                             "are: %s" % (command, place, ", ".join(opts) or "none"))
+        if value == "-" and opt.from_stdin:  # here standard input carries the protocol
             raise NotesError("%s over MCP takes the %s itself; \"-\" (standard input) is for the command line "
                              "only" % (command, name))
-        kind, many = option.kind, option.many
+        kind, many = opt.kind, opt.many
         items = value if many and isinstance(value, list) else [] if value is None else [value]
         if any(type(item) not in {"boolean": (bool,), "integer": (int, str)}.get(kind, (str,)) for item in items):
             raise NotesError("argument %r of %s must be %s%s" % (name, command, "a list of strings or " if many else "",
                              {"boolean": "true or false", "integer": "an integer"}.get(kind, "a string")))
-        convert = option.settings.get("type")
+        convert = opt.settings.get("type")
         try:
             items = [convert(str(item)) for item in items] if convert else items
         except (argparse.ArgumentTypeError, ValueError) as error:  # refused in the command line's words
-            raise NotesError("argument %s: %s" % (option.flag, error if isinstance(error, argparse.ArgumentTypeError)
+            raise NotesError("argument %s: %s" % (opt.flag, error if isinstance(error, argparse.ArgumentTypeError)
                                                   else "invalid int value"), help_for=command) from None
         if value is not None:
             keywords[name] = items if many else items[0]
@@ -4820,22 +4820,22 @@ def _mcp_restore(server, session, export_file, accept_damaged):
 
 def _mcp_call_tool(server, params):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
-    name, arguments = params.get("name"), params.get("arguments")
+    name, args = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or name not in server.tools:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
                              % (_compact_json(name), ", ".join(server.tools)))
-    if not isinstance(arguments, (dict, type(None))):
+    if not isinstance(args, (dict, type(None))):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        arguments = dict(arguments or {})  # sessions lists all: no session
-        session = server.session(None if name == "sessions" else arguments.pop("session", None))
+        args = dict(args or {})  # sessions lists all: no session
+        session = server.session(None if name == "sessions" else args.pop("session", None))
         if name == "append_batch":  # signal objects: no option carries them
-            if set(arguments) != {"batch"} or not isinstance(arguments["batch"], list):
+            if set(args) != {"batch"} or not isinstance(args["batch"], list):
                 raise NotesError("append_batch takes only the argument batch, which must be a list of signal objects "
                                  "such as [{\"type\": \"decision\", \"text\": \"...\"}]; call append for one signal")
-            receipt = session.append(batch=arguments["batch"])
+            receipt = session.append(batch=args["batch"])
         else:  # export and restore stay inside their folders
-            keywords = _mcp_keywords(name, arguments)
+            keywords = _mcp_keywords(name, args)
             receipt = (_mcp_export(session, **keywords) if name == "export" else _mcp_restore(
                 server, session, **keywords) if name == "restore" else getattr(session, name)(**keywords))
         failed = False  # a verify that finds problems ran fine: its receipt says ok false
@@ -4909,8 +4909,8 @@ def _mcp_answer(server, line):
     except ValueError:  # UnicodeDecodeError is a ValueError too
         return _mcp_error(None, -32700, "Parse error: the line is not JSON in UTF-8")
     if not isinstance(message, dict):  # a batch too: one line is one bounded reply
-        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message is one JSON object; send one "
-                          "request per line (a batch, a JSON array of requests, is not served)")
+        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: send one JSON object, one request per line "
+                          "(batches are not served)")
     request_id, method, params = message.get("id"), message.get("method"), message.get("params")
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         request_id = None  # MCP ids are strings or integers, never null
@@ -5027,11 +5027,11 @@ def _print_result(result):
     sys.stdout.flush()
 
 
-def _dispatch(arguments):
-    if arguments.command == "mcp":
-        return _serve_mcp(_McpServer(arguments.dir, arguments.session, _mcp_served_tools(arguments.allow_redact),
-                                     arguments.restore_from))
-    return getattr(Session(arguments.dir, session=arguments.session), arguments.command)(**_cli_keywords(arguments))
+def _dispatch(args):
+    if args.command == "mcp":
+        return _serve_mcp(_McpServer(args.dir, args.session, _mcp_served_tools(args.allow_redact),
+                                     args.restore_from))
+    return getattr(Session(args.dir, session=args.session), args.command)(**_cli_keywords(args))
 
 
 _INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a write may have finished: run the command again, "
