@@ -4543,10 +4543,9 @@ def _parse_arguments(argv):
             raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
                 place, command, hint, _see_help(command)))
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
-            raise NotesError("unexpected argument %d (a dash, but no option of %s); pass a value that starts with "
-                             "a dash as --text=VALUE %s" % (place, command, _see_help(command)))
-        flags = ["--dir", "--session"] + [opt.flag for opt in _COMMANDS[command].options
-                                          if opt.flag.startswith("-")]
+            raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
+                             "value that starts with a dash as --text=VALUE %s" % (place, command, _see_help(command)))
+        flags = ["--dir", "--session"] + [opt.flag for opt in _COMMANDS[command].options if opt.flag[0] == "-"]
         guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
         raise NotesError("%s has no option %s; %s%s" % (
             command, flag, "use %s instead " % guess if guess else "", _see_help(command)))
@@ -4568,12 +4567,11 @@ def _read_stdin(flag, byte_limit, too_much) -> str:
 
 
 def _cli_keywords(args) -> dict:
-    """The Session method's keyword arguments; "-" reads standard input, one JSON value a line for --batch (a
-    blank line is refused, so line K is signal K)."""
+    """The Session method's keyword arguments; "-" reads standard input (--batch: a JSON value a line, no blank)."""
     opts = _COMMANDS[args.command].options
-    keywords = {opt.name: getattr(args, opt.name) for opt in opts}
-    if keywords.get("batch") is not None:
-        if keywords["batch"] != "-":
+    kwargs = {opt.name: getattr(args, opt.name) for opt in opts}
+    if kwargs.get("batch") is not None:
+        if kwargs["batch"] != "-":
             raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line",
                              help_for="append")
         data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "split the signals into several batches")
@@ -4587,16 +4585,16 @@ def _cli_keywords(args) -> dict:
             except ValueError:
                 raise NotesError("line %d is not one JSON object (broken, or spread over several lines); put each "
                                  "signal on one line" % number) from None
-        return dict(keywords, batch=lines)
-    asking = [opt for opt in opts if opt.from_stdin and keywords[opt.name] == "-"]
+        return dict(kwargs, batch=lines)
+    asking = [opt for opt in opts if opt.from_stdin and kwargs[opt.name] == "-"]
     if len(asking) > 1:
         raise NotesError("%s - and %s - both ask for standard input, which carries one value; pass one of them as "
                          "an argument" % (asking[0].flag, asking[1].flag))
     for opt in asking:
-        keywords[opt.name] = _read_stdin(opt.flag, _STDIN_LIMIT, "%s at most %d characters" % (
+        kwargs[opt.name] = _read_stdin(opt.flag, _STDIN_LIMIT, "%s at most %d characters" % (
             "say why in" if opt.name == "reason" else "a memory signal is a minimal pointer of",
             opt.schema["maxLength"]))
-    return keywords
+    return kwargs
 
 
 def _error_receipt(error, see=None):
@@ -4621,7 +4619,7 @@ _MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __v
 # Cacheable: fixed while a server runs, and private to no user.
 _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
 
-_RPC_INVALID_REQUEST, _RPC_INVALID_PARAMS, _RPC_INTERNAL_ERROR = -32600, -32602, -32603
+_RPC_INVALID_PARAMS = -32602  # other codes stand beside the message naming them
 
 _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
@@ -4663,19 +4661,19 @@ def _mcp_wording(command, text):
 
 
 def _mcp_input_schema(command):
-    opts, properties = _mcp_options(command), {}
+    opts, props = _mcp_options(command), {}
     for name, opt in opts.items():
-        schema = dict({"type": opt.kind}, **opt.schema)
+        schema = {"type": opt.kind, **opt.schema}
         if opt.choices:
             schema["enum"] = list(opt.choices)
         if opt.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
             schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
         default = opt.settings.get("default")
-        properties[name] = dict({"type": "array", "items": schema} if opt.many else schema,
-                                description=opt.mcp_help or _mcp_wording(command, opt.help_text),
-                                **({} if default is None else {"default": default}))
+        props[name] = dict({"type": "array", "items": schema} if opt.many else schema,
+                           description=opt.mcp_help or _mcp_wording(command, opt.help_text),
+                           **({} if default is None else {"default": default}))
     required = [name for name, opt in opts.items() if opt.required]
-    return {"type": "object", "properties": properties, "additionalProperties": False,
+    return {"type": "object", "properties": props, "additionalProperties": False,
             **({"required": required} if required else {})}
 
 
@@ -4686,8 +4684,8 @@ def _mcp_listing(command):
             "description": "the signals in order, each with append's arguments; %s, such as a decision and the gate "
                            "update it settles with \"by\": \"@1\"" % (_AT_K % "signal of the list")}},
             "required": ["batch"], "additionalProperties": False}
-        description = ("Append several memory signals, all or none: each is checked as append checks it, then all "
-                       "are written together; note_ids lists their ids.")
+        description = ("Append several memory signals, all or none: each checked as append checks it, then all "
+                       "written together; note_ids lists their ids.")
     else:
         schema, description = _mcp_input_schema(command), _mcp_wording(command, _COMMANDS[command].purpose)
     if command != "sessions":
@@ -4706,7 +4704,7 @@ def _mcp_keywords(command, args):
     import argparse
 
     opts = _mcp_options(command)
-    keywords = {name: opt.settings.get("default") for name, opt in opts.items()}
+    kwargs = {name: opt.settings.get("default") for name, opt in opts.items()}
     for place, (name, value) in enumerate(args.items(), 1):
         opt = opts.get(name)
         if opt is None:  # named by its place, never by its name: a client wrote it
@@ -4727,8 +4725,8 @@ def _mcp_keywords(command, args):
             raise NotesError("argument %s: %s" % (opt.flag, error if isinstance(error, argparse.ArgumentTypeError)
                                                   else "invalid int value"), help_for=command) from None
         if value is not None:
-            keywords[name] = items if many else items[0]
-    return keywords
+            kwargs[name] = items if many else items[0]
+    return kwargs
 
 
 # New files and folders export makes over MCP per folder and server run (replacing is free): a call may come
@@ -4795,7 +4793,7 @@ class _McpServer:  # a server's session, tools and the folders restore reads
 
 
 def _mcp_restore(server, session, export_file, accept_damaged):
-    """The restore tool: Session.restore of the export opened inside an allowed folder."""
+    """The restore tool: the export opened inside an allowed folder."""
     if export_file is None:  # the one in the session folder
         return session.restore(accept_damaged=accept_damaged)
     places = [_resolve_folder(session.folder, session.session)] + server.restore_from
@@ -4835,9 +4833,9 @@ def _mcp_call_tool(server, params):
                                  "such as [{\"type\": \"decision\", \"text\": \"...\"}]; call append for one signal")
             receipt = session.append(batch=args["batch"])
         else:  # export and restore stay inside their folders
-            keywords = _mcp_keywords(name, args)
-            receipt = (_mcp_export(session, **keywords) if name == "export" else _mcp_restore(
-                server, session, **keywords) if name == "restore" else getattr(session, name)(**keywords))
+            kwargs = _mcp_keywords(name, args)
+            receipt = (_mcp_export(session, **kwargs) if name == "export" else _mcp_restore(
+                server, session, **kwargs) if name == "restore" else getattr(session, name)(**kwargs))
         failed = False  # a verify that finds problems ran fine: its receipt says ok false
     except Exception as error:  # in the tool's words; the server goes on
         receipt, failed = _error_receipt(error, "(see the input schema of the %s tool in tools/list)"), True
@@ -4898,7 +4896,7 @@ def _mcp_result(server, method, params):
         with open(path, "rb") as handle:
             text = handle.read().decode("utf-8", "replace")
     except OSError as error:
-        raise _ProtocolError(_RPC_INTERNAL_ERROR, "cannot read %s (%s)" % (path, error.strerror)) from None
+        raise _ProtocolError(-32603, "Internal error: cannot read %s (%s)" % (path, error.strerror)) from None
     return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
 
 
@@ -4909,7 +4907,7 @@ def _mcp_answer(server, line):
     except ValueError:  # UnicodeDecodeError is a ValueError too
         return _mcp_error(None, -32700, "Parse error: the line is not JSON in UTF-8")
     if not isinstance(message, dict):  # a batch too: one line is one bounded reply
-        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: send one JSON object, one request per line "
+        return _mcp_error(None, -32600, "Invalid Request: send one JSON object, one request per line "
                           "(batches are not served)")
     request_id, method, params = message.get("id"), message.get("method"), message.get("params")
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
@@ -4917,7 +4915,7 @@ def _mcp_answer(server, line):
     if "method" not in message and ("result" in message or "error" in message):
         return None  # a response: we send no requests
     if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or ("id" in message and request_id is None):
-        return _mcp_error(request_id, _RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
+        return _mcp_error(request_id, -32600, 'Invalid Request: expected "jsonrpc": "2.0", '
                           'a string "method" and a string or integer "id"')
     if "id" not in message:
         return None  # a notification: nothing to answer
@@ -4938,7 +4936,7 @@ def _mcp_answer(server, line):
     except _ProtocolError as error:
         return _mcp_error(request_id, *error.args)
     except Exception as error:  # a fault in one answer must not end the server
-        return _mcp_error(request_id, _RPC_INTERNAL_ERROR, "Internal error: %s: %s" % (type(error).__name__, error))
+        return _mcp_error(request_id, -32603, "Internal error: %s: %s" % (type(error).__name__, error))
     if stateless:
         result.update({"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": _MCP_SERVER_INFO}},
                       **({"ttlMs": 300000, "cacheScope": "public"} if method in _MCP_CACHEABLE else {}))
@@ -4974,14 +4972,14 @@ def _serve_mcp(server) -> None:
             if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
                 while line and not line.endswith(b"\n"):
                     line = source.readline(_LINE_LIMIT)
-                answer = _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message over 1 MiB")
+                answer = _mcp_error(None, -32600, "Invalid Request: a message over 1 MiB")
             elif not line.strip():
                 continue
             else:
                 try:
                     answer = _mcp_answer(server, line)
                 except Exception as error:  # a MemoryError, say
-                    answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
+                    answer = _mcp_error(None, -32603, "Internal error: %s" % type(error).__name__)
             if answer is None:
                 continue
             try:
@@ -4989,7 +4987,7 @@ def _serve_mcp(server) -> None:
             except MemoryError:
                 data = None
             if data is None:  # outside the except block, so the traceback's memory is freed first
-                data = (_compact_json(_mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer "
+                data = (_compact_json(_mcp_error(answer.get("id"), -32603, "Internal error: the answer "
                         "did not fit in the memory left; ask for less (a smaller limit or max_bytes)")) + "\n").encode()
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
