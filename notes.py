@@ -4354,8 +4354,8 @@ class _Option:
 _Command = collections.namedtuple("_Command", "purpose options example")
 
 _AT_K = "ref, about or by may name an earlier %s as \"@K\" (K from 1)"
-_COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, status, provenance, evidence, "
-                 "about and by when present; no time, session, seq or checksum")
+_COMPACT_HELP = ("each record as id, type and text, plus effect, ref, status, provenance, evidence, about and by "
+                 "when present; no time, session, seq or checksum")
 
 
 def _flag(flag, help_text):
@@ -4387,14 +4387,13 @@ _COMMANDS = {
                 required=True),
         _text("--text", "TEXT", "what to keep (required)", _TEXT_LIMIT, required=True),
         _text("--effect", "EFFECT", "optional consequence", _EFFECT_LIMIT),
-        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other type; "
+        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (other types; "
                 "superseding an op or shared note takes --provenance op or shared)"),
         _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)", choices=GATE_STATUSES),
         _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
         _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
                 choices=EVIDENCE_LEVELS),
-        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
-                "(example: n00004)"),
+        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live"),
         _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate, not a gate (example: --by "
                 "n00005 with --ref n00002, --status closed)"),
         _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a "
@@ -4413,7 +4412,7 @@ _COMMANDS = {
         _Option("--since", "TS", "keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         _Option("--until", "TS", "keep records before this time (same forms as --since)"),
         _Option("--grep", "TEXT", "keep records whose text or effect holds these words, whole and in order, "
-                "whatever the case; more then counts the matches left out (example: email)"),
+                "whatever the case; more then counts the matches left out"),
         _flag("--compact", _COMPACT_HELP),
     ], "tail --limit 3 --type gate --compact"),
     "show": _Command(
@@ -4429,7 +4428,7 @@ _COMMANDS = {
         "delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last artifact note "
         "appended in synthesis and the live notes after it, mode notes aside.", [
         _limit("items kept per list, newest first", _RECAP_DEFAULT_LIMIT),
-        _format(mcp_help="json (default), or md: the receipt's markdown holds the recap as markdown"),
+        _format(mcp_help="json (default), or md: the recap as markdown in the receipt's markdown"),
         _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can go "
                 "(default %d)" % _RECAP_DEFAULT_MAX_BYTES, schema={"minimum": 1}, type=int,
                 default=_RECAP_DEFAULT_MAX_BYTES),
@@ -4517,9 +4516,9 @@ def _build_parser():
     parser.add_argument("--session", metavar="NAME", help=_SESSION_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in _COMMANDS.items():
+        example = "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program))
         sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw,
-                                  epilog="example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND,
-                                                                                                  program)))
+                                  epilog=example)
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
         for opt in command.options:
@@ -4534,7 +4533,7 @@ def _parse_arguments(argv):
     if unknown:
         word, command = unknown[0], args.command
         flag, start = word.split("=", 1)[0], argv.index(command) + 1 if command in argv else 0
-        # Named by its place, never by its value: an unquoted text may hold a secret.
+        # Named by its place, never its value: an unquoted text may hold a secret.
         place = 1 + (argv.index(word, start) if word in argv[start:] else argv.index(word) if word in argv
                      else len(argv) - 1)
         if not word.startswith("-"):
@@ -4579,7 +4578,7 @@ def _cli_keywords(args) -> dict:
         _refuse_a_long_batch(len(lines))
         for number, line in enumerate(lines, 1):
             if not line.strip():
-                raise NotesError("line %d: the line is blank; send one JSON object a line, no blank lines" % number)
+                raise NotesError("line %d: the line is blank; send one JSON object a line" % number)
             try:
                 lines[number - 1] = _parse_json(line)
             except ValueError:
@@ -4588,8 +4587,8 @@ def _cli_keywords(args) -> dict:
         return dict(kwargs, batch=lines)
     asking = [opt for opt in opts if opt.from_stdin and kwargs[opt.name] == "-"]
     if len(asking) > 1:
-        raise NotesError("%s - and %s - both ask for standard input, which carries one value; pass one of them as "
-                         "an argument" % (asking[0].flag, asking[1].flag))
+        raise NotesError("%s - and %s - both ask for standard input, which carries one value; pass one as an "
+                         "argument" % (asking[0].flag, asking[1].flag))
     for opt in asking:
         kwargs[opt.name] = _read_stdin(opt.flag, _STDIN_LIMIT, "%s at most %d characters" % (
             "say why in" if opt.name == "reason" else "a memory signal is a minimal pointer of",
@@ -4598,7 +4597,7 @@ def _cli_keywords(args) -> dict:
 
 
 def _error_receipt(error, see=None):
-    """The receipt of a command stopped by an exception; see: where a refusal's help is (default: --help)."""
+    """The receipt of a command stopped by an exception; see: a refusal's help pointer (default: --help)."""
     if isinstance(error, PermissionError):  # wherever it was met: a refusal with the way out
         error = NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
                            "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
@@ -4722,8 +4721,8 @@ def _mcp_keywords(command, args):
         try:
             items = [convert(str(item)) for item in items] if convert else items
         except (argparse.ArgumentTypeError, ValueError) as error:  # refused in the command line's words
-            raise NotesError("argument %s: %s" % (opt.flag, error if isinstance(error, argparse.ArgumentTypeError)
-                                                  else "invalid int value"), help_for=command) from None
+            error = error if isinstance(error, argparse.ArgumentTypeError) else "invalid int value"
+            raise NotesError("argument %s: %s" % (opt.flag, error), help_for=command) from None
         if value is not None:
             kwargs[name] = items if many else items[0]
     return kwargs
@@ -4953,7 +4952,7 @@ def _to_stderr(line):
     try:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):  # a courtesy: stderr may be closed or failing
+    except (OSError, ValueError, AttributeError):  # stderr may be closed or failing
         pass
 
 
@@ -4961,7 +4960,7 @@ def _serve_mcp(server) -> None:
     """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
     import signal
 
-    # Ctrl-C: a SystemExit, for which main prints nothing
+    # Ctrl-C: a SystemExit, so main prints nothing
     signal.signal(signal.SIGINT, lambda *_: sys.exit(_to_stderr("notes.py mcp: interrupted; stopping")))
     if sys.stdin is None:  # standard input closed: at its end already
         return
@@ -5002,7 +5001,7 @@ def _serve_mcp(server) -> None:
 # Entry: main, the one place that prints for the command line, and the dispatch
 
 def _silence_stdout():
-    """Point stdout at the null device, so that Python's flush at exit does not fail again (exit 120)."""
+    """Point stdout at the null device, so Python's flush at exit does not fail again (exit 120)."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
@@ -5027,14 +5026,13 @@ def _print_result(result):
 
 def _dispatch(args):
     if args.command == "mcp":
-        return _serve_mcp(_McpServer(args.dir, args.session, _mcp_served_tools(args.allow_redact),
-                                     args.restore_from))
+        return _serve_mcp(_McpServer(args.dir, args.session, _mcp_served_tools(args.allow_redact), args.restore_from))
     return getattr(Session(args.dir, session=args.session), args.command)(**_cli_keywords(args))
 
 
-_INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a write may have finished: run the command again, "
-                                      "and a saved note is answered as a duplicate (\"duplicate\": true), never "
-                                      "stored twice"}
+_INTERRUPTED = {"ok": False, "error": (
+    "interrupted (Ctrl-C); a write may have finished: run the command again, and a saved note is answered as a "
+    "duplicate (\"duplicate\": true), never stored twice")}
 
 
 def _run_command(argv):
@@ -5070,7 +5068,7 @@ def main(argv=None) -> int:
     try:
         result, code = _run_command(argv)
         if result is not None and code != _EXIT_OK and _serves_mcp(argv):
-            _to_stderr(_compact_json(result))  # the server could not start or went down: stdout is JSON-RPC
+            _to_stderr(_compact_json(result))  # the server did not start or went down: stdout is JSON-RPC
         else:
             _print_result(result)
         return code
