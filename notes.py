@@ -4362,7 +4362,7 @@ def _flag(flag, help_text):
     return _Option(flag, None, help_text, action="store_const", const=True, default=False)
 
 
-def _text(flag, metavar, help_text, limit, required=False):  # "-" reads it from standard input
+def _text(flag, metavar, help_text, limit, required=False):
     return _Option(flag, metavar, "%s, at most %d characters" % (help_text, limit), schema={"maxLength": limit},
                    from_stdin=True, required=required)
 
@@ -4393,7 +4393,8 @@ _COMMANDS = {
         _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
         _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
                 choices=EVIDENCE_LEVELS),
-        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live"),
+        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
+                "(example: --about n00004)"),
         _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate, not a gate (example: --by "
                 "n00005 with --ref n00002, --status closed)"),
         _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a "
@@ -4412,7 +4413,7 @@ _COMMANDS = {
         _Option("--since", "TS", "keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
         _Option("--until", "TS", "keep records before this time (same forms as --since)"),
         _Option("--grep", "TEXT", "keep records whose text or effect holds these words, whole and in order, "
-                "whatever the case; more then counts the matches left out"),
+                "whatever the case; more then counts the matches left out (example: --grep 'email')"),
         _flag("--compact", _COMPACT_HELP),
     ], "tail --limit 3 --type gate --compact"),
     "show": _Command(
@@ -4774,7 +4775,7 @@ def _mcp_export(session, output, format):
     return _export_session(folder, meta, format == "md", earlier, write, _session_host(folder, True))
 
 
-class _McpServer:  # a server's session, tools and the folders restore reads
+class _McpServer:
 
     def __init__(self, folder, session, tools, restore_from):
         self.home, self.tools, self.restore_from = Session(folder, session=session), tools, []
