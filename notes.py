@@ -3982,171 +3982,6 @@ def _redact(self, *, note_id, reason) -> dict:
 # --------------------------------------------------------------------------
 # Command line: one table of commands and options, the parser built from it
 
-_PROGRAM_DESCRIPTION = (
-    "Append-only memory log for Memory-Assisted Shaping: stamps, numbers and checksums each "
-    "memory signal, and reads the session back.")
-
-
-class _Option:
-    """One option of a command: its flag, the Session keyword it fills, how argparse and MCP read it."""
-
-    def __init__(self, flag, metavar, help_text, name=None, mcp_help=None, schema=None, from_stdin=False, mcp=True,
-                 required=False, **settings):
-        self.flag, self.metavar, self.help_text = flag, metavar, help_text
-        self.name = name or flag.lstrip("-").replace("-", "_")
-        self.mcp_help, self.schema, self.from_stdin, self.mcp = mcp_help, schema or {}, from_stdin, mcp
-        self.required, self.settings = required, settings  # required: checked by the command, told by MCP
-        self.kind = ("boolean" if settings.get("action") == "store_const" else
-                     "integer" if settings.get("type") is int else "string")
-        self.many = settings.get("action") == "append"
-
-    def parser_settings(self) -> dict:
-        """argparse's settings; choices become a type that suggests the nearest word for a typo."""
-        settings = dict(self.settings)
-        if "choices" in settings:
-            settings["type"] = _one_of(self.flag.lstrip("-"), settings.pop("choices"))
-        return settings
-
-
-# A command runs the Session method of its name (mcp aside); mcp_purpose: its tool's description, if not purpose.
-_Command = collections.namedtuple("_Command", "purpose options example mcp_purpose", defaults=(None,))
-
-_COMPACT_HELP = ("each record as its id, type and text, with its effect, ref, status, provenance, evidence, "
-                 "about and by when present; no time, session, seq or checksum")
-
-
-def _flag(flag, help_text):
-    return _Option(flag, None, help_text, action="store_const", const=True, default=False)
-
-
-# The one table: the parser, its --help and the MCP tool schemas are built from it.
-_COMMANDS = {
-    "init": _Command("Start a session in the folder, or report the one already there.", [],
-                    "init"),
-    "append": _Command("Append one memory signal to the log and print its receipt. A mode note whose text begins "
-                      "with the word SYNTHESIS enters synthesis; a later mode note that does not (a STOP appends one "
-                      "beginning SHAPING) ends it; an artifact note appended in synthesis is a delivery, which ends "
-                      "it too and which recap names with the live notes appended after it.", [
-        _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES),
-               choices=NOTE_TYPES, required=True),
-        _Option("--text", "TEXT", "what to keep (required), at most %d characters" % _TEXT_LIMIT,
-               schema={"maxLength": _TEXT_LIMIT}, from_stdin=True, required=True),
-        _Option("--effect", "EFFECT", "optional consequence, at most %d characters" % _EFFECT_LIMIT,
-               schema={"maxLength": _EFFECT_LIMIT}, from_stdin=True),
-        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (any other "
-               "type; superseding an op or shared note takes --provenance op or shared)"),
-        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)",
-               choices=GATE_STATUSES),
-        _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES),
-               choices=PROVENANCES),
-        _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
-               choices=EVIDENCE_LEVELS),
-        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
-               "(example: --about n00004)", mcp_help="an earlier note this one answers, refines or comments on; "
-               "both stay live (example: n00004)"),
-        _Option("--by", "NOTE_ID", "on a gate update: the earlier note that settles the gate, not a gate "
-               "(example: --by n00005 with --ref n00002, --status closed)"),
-        _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object "
-               "a line with the keys above, no dashes; ref, about or by may name an earlier line as \"@K\" (K "
-               "from 1). All lines are checked, then all written or none (example below)"
-               % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024), mcp=False),
-    ], "append --type decision --provenance op --evidence declared "
-       "--text 'The log stays append-only.'\n"
-       "  python3 -S notes.py append --batch - <<'EOF'\n"
-       '  {"type": "decision", "text": "Reminders go by email.", "provenance": "op", "evidence": "declared"}\n'
-       '  {"type": "gate", "ref": "n00002", "status": "closed", "by": "@1", "text": "Closed: email.", '
-       '"provenance": "op", "evidence": "declared"}\n'
-       "  EOF"),
-    "tail": _Command("Print the last records, oldest first, optionally filtered.", [
-        _Option("--limit", "N", "how many records to print, at most %d (default %d)"
-               % (_LIMIT_MAX, _TAIL_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
-               type=int, default=_TAIL_DEFAULT_LIMIT),
-        _Option("--type", "TYPE", "keep only this type; repeat for several", name="types",
-               mcp_help="keep only these types (a list; one type alone may be given as a string)",
-               action="append", choices=NOTE_TYPES),
-        _Option("--since", "TS", "keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
-        _Option("--until", "TS", "keep records before this time (same forms as --since)"),
-        _Option("--grep", "TEXT", "keep records whose text or effect holds the words of TEXT, whole and in "
-               "order, whatever the case; more then counts the matches left out (example: --grep 'email')",
-               mcp_help="keep records whose text or effect holds these words, whole and in order, whatever the "
-               "case; more then counts the matches left out (example: email)"),
-        _flag("--compact", _COMPACT_HELP),
-    ], "tail --limit 3 --type gate --compact"),
-    "show": _Command("Print one note and its chain: what it replaced, what replaced it, a gate's updates and the "
-                    "notes that settled them, the notes about it.", [
-        _Option("note_id", "NOTE_ID", "the note to look up, such as n00003", required=True),
-        _flag("--compact", _COMPACT_HELP),
-    ], "show n00003 --compact"),
-    "summary": _Command("Print the number of records by type and the last note.", [],
-                       "summary"),
-    "recap": _Command("Print the state of the idea within a size budget: open and deferred gates, unconfirmed notes, "
-                     "closed gates and what closed them, live decisions, discards (reopened ones marked) and more. "
-                     "pending: how many gates are open and notes unconfirmed, since when, and which came after the "
-                     "last delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last "
-                     "artifact note appended in synthesis and the live notes after it, mode notes aside.", [
-        _Option("--limit", "N", "items kept per list, newest first, at most %d (default %d)"
-               % (_LIMIT_MAX, _RECAP_DEFAULT_LIMIT), schema={"minimum": 1, "maximum": _LIMIT_MAX},
-               type=int, default=_RECAP_DEFAULT_LIMIT),
-        _Option("--format", "FORMAT", "json (default) or md", mcp_help="json (default), or md: the "
-               "receipt's markdown holds the recap as a markdown text", choices=("json", "md"), default="json"),
-        _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can "
-               "go (default %d)" % _RECAP_DEFAULT_MAX_BYTES, schema={"minimum": 1}, type=int,
-               default=_RECAP_DEFAULT_MAX_BYTES),
-    ], "recap --format md"),
-    "verify": _Command("Check the meta and every line of the log; exit 3 when problems are found.", [],
-                      "verify",
-                      "Check the meta and every line of the log. Problems found are a result, not an error: the "
-                      "receipt's ok is false and problems lists them."),
-    "export": _Command("Write the whole session to one file (JSON by default, or a markdown audit document). "
-                      "keep: which file the operator keeps, and how; tell_operator: what they have to do, if "
-                      "anything.", [
-        _Option("--output", "PATH", "where to write (default %s, or %s with --format md, in the session "
-               "folder)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="the file to write, inside the session "
-               "folder and relative to it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
-        _Option("--format", "FORMAT", "json (default) or md", choices=("json", "md"), default="json"),
-    ], "export --output /mnt/data/session_export.json"),
-    "restore": _Command("Bring a session back into the folder from a session_export.json; export: its time and last "
-                       "note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
-        _Option("export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the one in the "
-               "session folder", nargs="?"),
-        _flag("--accept-damaged", "restore a damaged export anyway: every record exactly as the export holds it, "
-              "nothing repaired or dropped (verify then reports the same problems)"),
-    ], "--dir /mnt/data/shaping restore /mnt/data/session_export.json"),
-    "check": _Command("Read an artifact file in the session folder against the live log; nothing is written. "
-                     "Findings, each with its line, note and confidence: process residue (note ids, state names, "
-                     "the tool's words), revived discards, lost decisions and boundaries, open points or "
-                     "unconfirmed proposals without a mark (Not decided: / Assumption to confirm:).", [
-        _Option("file", "FILE", "the artifact, relative to the session folder (or an absolute path "
-               "inside it), such as plan.md", required=True),
-    ], "--dir /mnt/data check plan.md"),
-    "redact": _Command("Replace one note's text and effect with %s in place, and append a source note that "
-                      "says which note was redacted and why. Earlier exports and side files keep the old text."
-                      % _REDACTED_TEXT, [
-        _Option("note_id", "NOTE_ID", "the note to redact, such as n00004", required=True),
-        _Option("--reason", "TEXT", "why it is redacted (required; never the secret itself), at most %d "
-               "characters" % _REDACT_REASON_LIMIT, schema={"maxLength": _REDACT_REASON_LIMIT}, from_stdin=True,
-               required=True),
-    ], "redact n00004 --reason 'It held a private phone number.'"),
-    "sessions": _Command("List the folder's own session (name null) and each named one: notes, last note, open "
-                        "and deferred gates, last export; current is the default.", [],
-                        "sessions"),
-    "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end "
-                   "of input.", [
-        _flag("--allow-redact", "serve redact as a tool as well (it rewrites a note; off unless given)"),
-        _Option("--restore-from", "DIR", "a folder the restore tool may also read exports from (repeatable)",
-               action="append"),
-    ], "--dir /home/you/shaping mcp"),
-}
-# %% doubled: argparse formats help texts.
-_DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
-            "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
-_SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
-
-# Flags people type by habit -> ours.
-_HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
-                    "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
-
-
 def _closest(word, choices):
     import difflib  # only a mistake needs it
 
@@ -4154,107 +3989,244 @@ def _closest(word, choices):
     return next((choice for choice in choices if matches and choice.lower() == matches[0]), None)
 
 
-def _see_help(command=None):
-    return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
-
-
-def _did_you_mean(guess):
+def _did_you_mean(word, choices):
+    guess = _closest(word, choices)
     return "did you mean %s? " % guess if guess else ""
 
 
 def _one_of(name, allowed):
-    """An argparse type taking only the allowed words, suggesting the nearest for a typo."""
-    import argparse
-
+    """An argparse type taking only the allowed words; a typo gets the nearest, never echoed."""
     def check(value):
         if value in allowed:
             return value
-        # the value itself is never echoed
+        import argparse
+
         raise argparse.ArgumentTypeError("unknown %s; %suse one of: %s" % (
-            name, _did_you_mean(_closest(value, allowed)), ", ".join(allowed)))
+            name, _did_you_mean(value, allowed), ", ".join(allowed)))
     return check
 
 
-def _without_values(message: str) -> str:
-    """An argparse message without the values it quotes: a refusal never repeats a possibly pasted secret."""
-    message = re.sub(r": '[^']*'|: \"[^\"]*\"", "", message)
-    message = re.sub(r"(ambiguous option: )(-[^\s=]*)=\S*", r"\1\2", message)
-    return re.sub(r"(ambiguous option: -[^\s]*) could match", r"\1 could be", message)
+class _Option:
+    """One option of a command: its flag, the Session keyword it fills, how argparse and MCP read it."""
+
+    def __init__(self, flag, metavar, help_text, name=None, mcp_help=None, schema=None, from_stdin=False,
+                 required=False, choices=None, **settings):
+        self.flag, self.metavar, self.help_text, self.mcp_help, self.from_stdin = (
+            flag, metavar, help_text, mcp_help, from_stdin)
+        self.name, self.schema = name or flag.lstrip("-").replace("-", "_"), schema or {}
+        self.required, self.choices = required, choices  # required: checked by the command, told by MCP
+        self.settings = dict(settings, type=_one_of(flag.lstrip("-"), choices)) if choices else settings
+        self.kind = ("boolean" if settings.get("action") == "store_const" else
+                     "integer" if settings.get("type") is int else "string")
+        self.many = settings.get("action") == "append"
+
+
+# A command runs the Session method of its name (mcp aside).
+_Command = collections.namedtuple("_Command", "purpose options example")
+
+_AT_K = "ref, about or by may name an earlier %s as \"@K\" (K from 1)"
+_COMPACT_HELP = ("each record as id, type and text, plus effect, ref, status, provenance, evidence, about and by "
+                 "when present; no time, session, seq or checksum")
+
+
+def _flag(flag, help_text):
+    return _Option(flag, None, help_text, action="store_const", const=True, default=False)
+
+
+def _text(flag, metavar, help_text, limit, required=False):
+    return _Option(flag, metavar, "%s, at most %d characters" % (help_text, limit), schema={"maxLength": limit},
+                   from_stdin=True, required=required)
+
+
+def _limit(what, default):
+    return _Option("--limit", "N", "%s, at most %d (default %d)" % (what, _LIMIT_MAX, default), type=int,
+                   default=default, schema={"minimum": 1, "maximum": _LIMIT_MAX})
+
+
+def _format(mcp_help=None):
+    return _Option("--format", "FORMAT", "json (default) or md", mcp_help=mcp_help, choices=("json", "md"),
+                   default="json")
+
+
+_COMMANDS = {
+    "init": _Command("Start a session in the folder, or report the one already there.", [], "init"),
+    "append": _Command(
+        "Append one memory signal and print its receipt. A mode note whose text begins with the word SYNTHESIS enters "
+        "synthesis; a later mode note that does not (a STOP appends one beginning SHAPING) ends it; an artifact note "
+        "appended in synthesis is a delivery, which ends it too.", [
+        _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES), choices=NOTE_TYPES,
+                required=True),
+        _text("--text", "TEXT", "what to keep (required)", _TEXT_LIMIT, required=True),
+        _text("--effect", "EFFECT", "optional consequence", _EFFECT_LIMIT),
+        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (other types; "
+                "superseding an op or shared note takes --provenance op or shared)"),
+        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)", choices=GATE_STATUSES),
+        _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
+        _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
+                choices=EVIDENCE_LEVELS),
+        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
+                "(example: --about n00004)"),
+        _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate, not a gate (example: --by "
+                "n00005 with --ref n00002, --status closed)"),
+        _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a "
+                "line with the keys above, no dashes; %s. All are checked, then all written or none"
+                % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024, _AT_K % "line")),
+    ], "append --type decision --provenance op --evidence declared --text 'The log stays append-only.'\n"
+       "  python3 -S notes.py append --batch - <<'EOF'\n"
+       '  {"type": "decision", "text": "Reminders go by email.", "provenance": "op", "evidence": "declared"}\n'
+       '  {"type": "gate", "ref": "n00002", "status": "closed", "by": "@1", "text": "Closed: email.", '
+       '"provenance": "op", "evidence": "declared"}\n'
+       "  EOF"),
+    "tail": _Command("Print the last records, oldest first, optionally filtered.", [
+        _limit("how many records to print", _TAIL_DEFAULT_LIMIT),
+        _Option("--type", "TYPE", "keep only this type; repeat for several", name="types", action="append",
+                mcp_help="keep only these types (a list, or one type as a string)", choices=NOTE_TYPES),
+        _Option("--since", "TS", "keep records at or after this time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, UTC)"),
+        _Option("--until", "TS", "keep records before this time (same forms as --since)"),
+        _Option("--grep", "TEXT", "keep records whose text or effect holds these words, whole and in order, "
+                "whatever the case; more then counts the matches left out (example: --grep 'email')"),
+        _flag("--compact", _COMPACT_HELP),
+    ], "tail --limit 3 --type gate --compact"),
+    "show": _Command(
+        "Print one note and its chain: what it replaced, what replaced it, a gate's updates and the notes that "
+        "settled them, the notes about it.", [
+        _Option("note_id", "NOTE_ID", "the note to look up, such as n00003", required=True),
+        _flag("--compact", _COMPACT_HELP),
+    ], "show n00003 --compact"),
+    "summary": _Command("Print the number of records by type and the last note.", [], "summary"),
+    "recap": _Command(
+        "Print the state of the idea within a size budget: gates, unconfirmed notes, live decisions, discards and "
+        "more. pending: how many gates are open and notes unconfirmed, since when, and which came after the last "
+        "delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last artifact note "
+        "appended in synthesis and the live notes after it, mode notes aside.", [
+        _limit("items kept per list, newest first", _RECAP_DEFAULT_LIMIT),
+        _format(mcp_help="json (default), or md: the recap as markdown in the receipt's markdown"),
+        _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can go "
+                "(default %d)" % _RECAP_DEFAULT_MAX_BYTES, schema={"minimum": 1}, type=int,
+                default=_RECAP_DEFAULT_MAX_BYTES),
+    ], "recap --format md"),
+    "verify": _Command(
+        "Check the meta and every line of the log. Problems found are a result, not an error: ok is false and "
+        "problems lists them.", [], "verify"),
+    "export": _Command(
+        "Write the whole session to one file (JSON by default, or a markdown audit document). keep: which file the "
+        "operator keeps, and how; tell_operator: what they have to do, if anything.", [
+        _Option("--output", "PATH", "where to write (default %s, or %s with --format md, in the session folder)"
+                % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME), mcp_help="a path inside the session folder, relative to "
+                "it (default %s, or %s with format md)" % (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME)),
+        _format(),
+    ], "export --output /mnt/data/session_export.json"),
+    "restore": _Command(
+        "Bring a session back into the folder from a session_export.json; export: its time and last note; "
+        "tell_operator: the gates left, how to tell a later export, the file to keep.", [
+        _Option("export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the one in the "
+                "session folder", nargs="?"),
+        _flag("--accept-damaged", "restore a damaged export anyway, every record as it holds it, nothing repaired "
+              "(verify then reports the same problems)"),
+    ], "--dir /mnt/data/shaping restore /mnt/data/session_export.json"),
+    "check": _Command(
+        "Read an artifact file in the session folder against the live log; nothing is written. Findings, each with "
+        "its line, note and confidence: process residue (note ids, state names, the tool's words), revived "
+        "discards, lost decisions and boundaries, open points or unconfirmed proposals without a mark (Not "
+        "decided: / Assumption to confirm:).", [
+        _Option("file", "FILE", "the artifact, relative to the session folder (or an absolute path inside it), "
+                "such as plan.md", required=True),
+    ], "--dir /mnt/data check plan.md"),
+    "redact": _Command(
+        "Replace one note's text and effect with %s in place, and append a source note that says which note was "
+        "redacted and why. Earlier exports and side files keep the old text." % _REDACTED_TEXT, [
+        _Option("note_id", "NOTE_ID", "the note to redact, such as n00004", required=True),
+        _text("--reason", "TEXT", "why it is redacted (required; never the secret itself)", _REDACT_REASON_LIMIT,
+              required=True),
+    ], "redact n00004 --reason 'It held a private phone number.'"),
+    "sessions": _Command(
+        "List the folder's own session (name null) and each named one: notes, last note, open and deferred gates, "
+        "last export; current is the default.", [], "sessions"),
+    "mcp": _Command("Serve the commands as MCP tools over stdio (append_batch is append --batch), until the end of "
+                    "input.", [
+        _flag("--allow-redact", "serve redact as a tool too (it rewrites a note)"),
+        _Option("--restore-from", "DIR", "a folder the restore tool may also read exports from (repeatable)",
+                action="append"),
+    ], "--dir /home/you/shaping mcp"),
+}
+# %% doubled: argparse formats help texts.
+_DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py, or %s when notes.py is "
+             "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
+_SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
+
+# Flags people type by habit -> ours.
+_HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
+                     "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
+
+
+def _see_help(command=None):
+    return "(see: %s %s--help)" % (_invoked_as(), command + " " if command else "")
 
 
 def _build_parser():
     import argparse
 
     class Parser(argparse.ArgumentParser):
-        def error(self, message):
-            command = self.prog.split(" ", 1)[1] if " " in self.prog else None
+        def error(self, message):  # without the values argparse quotes: one may be a pasted secret
+            command = self.prog.partition(" ")[2] or None
             if command is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 message = "unknown command (the first word after the options); %scommands: %s" % (
-                    _did_you_mean(_closest(word, list(_COMMANDS))), ", ".join(_COMMANDS))
-            raise NotesError("%s %s" % (_without_values(message), _see_help(command)))
+                    _did_you_mean(word, _COMMANDS), ", ".join(_COMMANDS))
+            message = re.sub(r"(ambiguous option: -[^\s=]*)\S* could match", r"\1 could be",
+                             re.sub(r": '[^']*'|: \"[^\"]*\"", "", message))
+            raise NotesError("%s %s" % (message, _see_help(command)))
 
-    program = _invoked_as()
-    raw = argparse.RawDescriptionHelpFormatter
+    program, raw = _invoked_as(), argparse.RawDescriptionHelpFormatter
     parser = Parser(prog=_CONSOLE_COMMAND if program == _CONSOLE_COMMAND else "notes.py",
-                    description=_PROGRAM_DESCRIPTION, formatter_class=raw,
-                    epilog="example:\n  %s append --type gate --provenance op --evidence declared "
-                           "--text 'Host runtime is undecided.'\n\n"
-                           "run '%s COMMAND --help' for a command's options" % (program, program))
+                    description="Append-only memory log for Memory-Assisted Shaping: stamps, numbers and "
+                    "checksums each memory signal, and reads the session back.", formatter_class=raw,
+                    epilog="example:\n  %s %s\n\nrun '%s COMMAND --help' for a command's options"
+                           % (program, _COMMANDS["append"].example.split("\n")[0], program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=_DIR_HELP)
     parser.add_argument("--session", metavar="NAME", help=_SESSION_HELP)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in _COMMANDS.items():
         example = "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program))
         sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw,
                                   epilog=example)
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
-        for option in command.options:
-            named = {"dest": option.name} if option.flag.startswith("-") else {}
-            sub.add_argument(option.flag, metavar=option.metavar, **named, **option.parser_settings(),
-                             help=option.help_text + ("; - reads it from standard input" if option.from_stdin else ""))
+        for opt in command.options:
+            sub.add_argument(opt.flag, metavar=opt.metavar, **opt.settings,
+                             **({"dest": opt.name} if opt.flag.startswith("-") else {}),
+                             help=opt.help_text + ("; - reads it from standard input" if opt.from_stdin else ""))
     return parser
 
 
-def _argument_position(argv, word, command) -> int:
-    """The 1-based place in argv of a stray word, looked for after the command's name."""
-    start = argv.index(command) + 1 if command in argv else 0
-    return next((index + 1 for index in range(start, len(argv)) if argv[index] == word),
-                argv.index(word) + 1 if word in argv else len(argv))
-
-
 def _parse_arguments(argv):
-    """Parse argv with the one parser; name an unknown option as the mistake it is."""
-    arguments, unknown = _build_parser().parse_known_args(argv)
+    args, unknown = _build_parser().parse_known_args(argv)
     if unknown:
-        word, command = unknown[0], arguments.command
-        flag, place = word.split("=", 1)[0], _argument_position(argv, word, command)
-        # Named by its place, never by its value: an unquoted text may hold a secret.
+        word, command = unknown[0], args.command
+        flag, start = word.split("=", 1)[0], argv.index(command) + 1 if command in argv else 0
+        # Named by its place, never its value: an unquoted text may hold a secret.
+        place = 1 + (argv.index(word, start) if word in argv[start:] else argv.index(word) if word in argv
+                     else len(argv) - 1)
         if not word.startswith("-"):
-            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(arguments, "text", 0) is None
+            hint = ("a text goes after --text, in quotes: --text 'The text.'" if getattr(args, "text", 0) is None
                     else "put quotes around a text that holds spaces")
             raise NotesError("unexpected argument %d (a word after %s that no option takes); %s %s" % (
                 place, command, hint, _see_help(command)))
         if not re.fullmatch(r"--?[a-z][a-z-]{0,30}", flag):  # not an option's name: maybe a pasted value
             raise NotesError("unexpected argument %d (it starts with a dash, but %s has no such option); pass a "
                              "value that starts with a dash as --text=VALUE %s" % (place, command, _see_help(command)))
-        flags = ["--dir", "--session"] + [option.flag for option in _COMMANDS[command].options
-                                          if option.flag.startswith("-")]
+        flags = ["--dir", "--session"] + [opt.flag for opt in _COMMANDS[command].options if opt.flag[0] == "-"]
         guess = _HABITUAL_OPTIONS.get(flag) if _HABITUAL_OPTIONS.get(flag) in flags else _closest(flag, flags)
         raise NotesError("%s has no option %s; %s%s" % (
             command, flag, "use %s instead " % guess if guess else "", _see_help(command)))
-    _check_dir_argument(arguments.dir)
-    _check_session_name(arguments.session)
-    return arguments
+    return args  # --dir and --session: Session checks them
 
 
-def _read_stdin(flag, byte_limit, without, too_much) -> str:
-    """All of standard input for flag, as UTF-8 text of at most byte_limit bytes."""
+def _read_stdin(flag, byte_limit, too_much) -> str:
     if sys.stdin is None:  # started with standard input closed
-        raise NotesError("%s - reads standard input, but there is none; %s" % (flag, without))
+        raise NotesError("%s - reads standard input, but there is none; pipe it in or use a quoted here-document "
+                         "<<'EOF'" % flag)
     data = getattr(sys.stdin, "buffer", sys.stdin).read(byte_limit + 1)
     if len(data) > byte_limit:
         raise NotesError("standard input for %s holds more than %d bytes; %s" % (flag, byte_limit, too_much))
@@ -4265,105 +4237,79 @@ def _read_stdin(flag, byte_limit, without, too_much) -> str:
                          % (flag, error.start)) from None
 
 
-def _batch_from_stdin(source) -> list:
-    """The JSON values of append --batch -, one a line; a blank line is refused, so line K is signal K."""
-    if source != "-":
-        raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line, "
-                         "for example from a quoted here-document <<'EOF'", help_for="append")
-    data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "send the lines with a quoted here-document <<'EOF' or a pipe",
-                       "send at most %d signals of minimal size, or split them into several batches"
-                       % _BATCH_LINE_LIMIT)
-    lines = data.rstrip().split("\n") if data.strip() else []
-    _refuse_a_long_batch(len(lines))
-    entries = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            raise NotesError("line %d: the line is blank; each line holds one JSON object, with no blank line "
-                             "between them" % number)
-        try:
-            entries.append(_parse_json(line))
-        except ValueError:
-            raise NotesError("line %d is not one JSON object (broken JSON, or an object spread over several "
-                             "lines); put each signal on one line, such as {\"type\": \"decision\", \"text\": "
-                             "\"...\"}" % number) from None
-    return entries
-
-
-def _cli_keywords(arguments) -> dict:
-    """The Session method's keyword arguments, from the parsed command line."""
-    options = _COMMANDS[arguments.command].options
-    keywords = {option.name: getattr(arguments, option.name) for option in options}
-    if keywords.get("batch") is not None:  # append --batch -: the signals come from standard input
-        keywords["batch"] = _batch_from_stdin(keywords["batch"])
-        return keywords
-    # "-" reads standard input, which only the command line has
-    asking = [option for option in options if option.from_stdin and keywords[option.name] == "-"]
+def _cli_keywords(args) -> dict:
+    """The Session method's keyword arguments; "-" reads standard input (--batch: a JSON value a line, no blank)."""
+    opts = _COMMANDS[args.command].options
+    kwargs = {opt.name: getattr(args, opt.name) for opt in opts}
+    if kwargs.get("batch") is not None:
+        if kwargs["batch"] != "-":
+            raise NotesError("--batch takes - and reads the signals from standard input, one JSON object a line",
+                             help_for="append")
+        data = _read_stdin("--batch", _BATCH_BYTE_LIMIT, "split the signals into several batches")
+        lines = data.rstrip().split("\n") if data.strip() else []
+        _refuse_a_long_batch(len(lines))
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                raise NotesError("line %d: the line is blank; send one JSON object a line" % number)
+            try:
+                lines[number - 1] = _parse_json(line)
+            except ValueError:
+                raise NotesError("line %d is not one JSON object (broken, or spread over several lines); put each "
+                                 "signal on one line" % number) from None
+        return dict(kwargs, batch=lines)
+    asking = [opt for opt in opts if opt.from_stdin and kwargs[opt.name] == "-"]
     if len(asking) > 1:
-        raise NotesError("%s both ask for standard input, which carries one value; read one of them from "
-                         "standard input and pass the other as an argument" % " and ".join(
-                             "%s -" % option.flag for option in asking))
-    for option in asking:
-        keywords[option.name] = _read_stdin(
-            option.flag, _STDIN_LIMIT, "pipe the value in or pass it as an argument",
-            ("say why in at most %d characters" if option.name == "reason" else
-             "a memory signal is a minimal pointer of at most %d characters") % option.schema["maxLength"])
-    return keywords
+        raise NotesError("%s - and %s - both ask for standard input, which carries one value; pass one as an "
+                         "argument" % (asking[0].flag, asking[1].flag))
+    for opt in asking:
+        kwargs[opt.name] = _read_stdin(opt.flag, _STDIN_LIMIT, "%s at most %d characters" % (
+            "say why in" if opt.name == "reason" else "a memory signal is a minimal pointer of",
+            opt.schema["maxLength"]))
+    return kwargs
 
 
-def _error_receipt(error):
-    """The receipt of a command stopped by an exception."""
+def _error_receipt(error, see=None):
+    """The receipt of a command stopped by an exception; see: a refusal's help pointer (default: --help)."""
     if isinstance(error, PermissionError):  # wherever it was met: a refusal with the way out
         error = NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
                            "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
     if isinstance(error, NotesError):
-        message = error.message if error.help_for is None else "%s %s" % (error.message, _see_help(error.help_for))
-        return {"ok": False, "error": message, **error.details}
+        see = "" if error.help_for is None else " " + (see % error.help_for if see else _see_help(error.help_for))
+        return {"ok": False, "error": error.message + see, **error.details}
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
 
 
 # --------------------------------------------------------------------------
 # MCP: the same Session methods as tools over stdio
-# Newline-delimited JSON-RPC 2.0; arguments checked with the command line's table; nothing held between calls.
+# Newline-delimited JSON-RPC 2.0; arguments checked by the command line's table; nothing held between calls.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-# No handshake: the version rides in each request's _meta.
-_MCP_STATELESS_VERSIONS = ("2026-07-28",)
+_MCP_STATELESS_VERSIONS = ("2026-07-28",)  # no handshake: the version rides in each request's _meta
 _MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
-_MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 _MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __version__}
 # Cacheable: fixed while a server runs, and private to no user.
 _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
-_MCP_CACHE_TTL_MS = 300000
 
-_RPC_PARSE_ERROR, _RPC_INVALID_REQUEST, _RPC_METHOD_NOT_FOUND, _RPC_INVALID_PARAMS, _RPC_INTERNAL_ERROR = (
-    -32700, -32600, -32601, -32602, -32603)
-_RPC_UNSUPPORTED_VERSION = -32022  # the stateless revision's answer to a version it does not know
+_RPC_INVALID_PARAMS = -32602  # other codes stand beside the message naming them
 
 _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
     "Call append when losing a fact would hurt continuity: a decision the operator confirmed, a gate "
     "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
-    "artifact boundary, an approved move to synthesis. Never for cosmetics, naming or ordinary talk. "
-    "Send a decision and the gate update it settles together, in one append_batch call.\n"
+    "artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. "
+    "Send a decision and the gate update it settles in one append_batch call.\n"
     "Do not read the log every turn: call recap (then tail or show, with compact true) only when the "
     "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
-    "A result with isError true saved nothing: read its error, fix the arguments if the fix keeps the "
-    "meaning, else tell the operator the note was not saved.")
-# Only when the contracts are served.
-_MCP_CONTRACTS_INSTRUCTION = ("Read the note-io.md and protocol.md resources before the first append: they "
-                             "are the full contract.")
-
-# (file, description) of the contracts served as resources.
-_MCP_CONTRACTS = (
+    "A result with isError true saved nothing: fix the arguments if the fix keeps the meaning, else tell "
+    "the operator the note was not saved.")
+_MCP_CONTRACTS = (  # (file, description) of the contracts served as resources
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-# append_batch: append --batch, a tool of its own so that append keeps type and text required;
+# append_batch is append --batch, a tool of its own so that append keeps type and text required;
 # redact only with mcp --allow-redact: a call may come from an injected prompt.
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
               "sessions", "restore", "redact")
-# restore adds notes, never removes one; export may replace its output file.
-_MCP_WRITERS = ("append", "append_batch", "export", "restore", "redact")
 
 
 def _mcp_served_tools(allow_redact) -> tuple:
@@ -4371,142 +4317,124 @@ def _mcp_served_tools(allow_redact) -> tuple:
 
 
 class _ProtocolError(Exception):
-    """A JSON-RPC error (its args: code, message and maybe data): the request is wrong, not the note."""
+    """A JSON-RPC error (args: code, message, maybe data): the request is wrong, not the note."""
 
 
 def _mcp_options(command):
-    return {option.name: option for option in _COMMANDS[command].options if option.mcp}
+    return {opt.name: opt for opt in _COMMANDS[command].options if opt.name != "batch"}
 
 
 def _mcp_wording(command, text):
     """A command-line text in the tool's words: each --flag named as its argument, "print" as "return"."""
-    for option in _COMMANDS["append" if command == "append_batch" else command].options:
-        if option.flag.startswith("--"):
-            text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(option.flag), option.name, text)
-    return re.sub(r"\b([Pp])rint(s?)\b", lambda found: ("R" if found.group(1) == "P" else "r") + "eturn"
-                  + found.group(2), text)
-
-
-def _mcp_argument_schema(command, option):
-    schema = dict({"type": option.kind}, **option.schema)
-    if "choices" in option.settings:
-        schema["enum"] = list(option.settings["choices"])
-    if option.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
-        schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
-    if option.many:
-        schema = {"type": "array", "items": schema}
-    schema["description"] = option.mcp_help or _mcp_wording(command, option.help_text)
-    if option.settings.get("default") is not None:
-        schema["default"] = option.settings["default"]
-    return schema
+    for opt in _COMMANDS["append" if command == "append_batch" else command].options:
+        text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(opt.flag), opt.name, text)
+    return re.sub(r"\bPrint(s?)\b", r"Return\1", re.sub(r"\bprint(s?)\b", r"return\1", text))
 
 
 def _mcp_input_schema(command):
-    options = _mcp_options(command)
-    schema = {"type": "object", "properties": {name: _mcp_argument_schema(command, option)
-                                               for name, option in options.items()},
-              "additionalProperties": False}
-    required = [name for name, option in options.items() if option.required]
-    return dict(schema, required=required) if required else schema
-
-
-_MCP_SESSION_SCHEMA = {"type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE.pattern,
-                       "description": "the session (one idea) by name; default: the server's (sessions lists them)"}
+    opts, props = _mcp_options(command), {}
+    for name, opt in opts.items():
+        schema = {"type": opt.kind, **opt.schema}
+        if opt.choices:
+            schema["enum"] = list(opt.choices)
+        if opt.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
+            schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
+        default = opt.settings.get("default")
+        props[name] = dict({"type": "array", "items": schema} if opt.many else schema,
+                           description=opt.mcp_help or _mcp_wording(command, opt.help_text),
+                           **({} if default is None else {"default": default}))
+    required = [name for name, opt in opts.items() if opt.required]
+    return {"type": "object", "properties": props, "additionalProperties": False,
+            **({"required": required} if required else {})}
 
 
 def _mcp_listing(command):
     if command == "append_batch":
-        batch = {"type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": _mcp_input_schema("append"),
-                 "description": "the signals in order, each with append's arguments; ref, about or by may name an "
-                                "earlier signal of the list as \"@K\" (K from 1), such as a decision and the gate "
-                                "update it settles with \"by\": \"@1\""}
-        schema = {"type": "object", "properties": {"batch": batch}, "required": ["batch"],
-                  "additionalProperties": False}
-        description = ("Append several memory signals at once, all or none: every one is checked as append "
-                       "checks it, then all are written together. The receipt lists every note id in note_ids.")
+        schema = {"type": "object", "properties": {"batch": {
+            "type": "array", "minItems": 1, "maxItems": _BATCH_LINE_LIMIT, "items": _mcp_input_schema("append"),
+            "description": "the signals in order, each with append's arguments; %s, such as a decision and the gate "
+                           "update it settles with \"by\": \"@1\"" % (_AT_K % "signal of the list")}},
+            "required": ["batch"], "additionalProperties": False}
+        description = ("Append several memory signals, all or none: each checked as append checks it, then all "
+                       "written together; note_ids lists their ids.")
     else:
-        schema = _mcp_input_schema(command)
-        description = _COMMANDS[command].mcp_purpose or _mcp_wording(command, _COMMANDS[command].purpose)
+        schema, description = _mcp_input_schema(command), _mcp_wording(command, _COMMANDS[command].purpose)
     if command != "sessions":
-        schema["properties"]["session"] = _MCP_SESSION_SCHEMA
-    # An append retried is a duplicate: idempotent.
-    hints = {"readOnlyHint": command not in _MCP_WRITERS, "destructiveHint": command in ("export", "redact"),
-             "idempotentHint": command != "redact", "openWorldHint": False}
+        schema["properties"]["session"] = {
+            "type": "string", "pattern": "^%s$" % _SESSION_NAME_SHAPE.pattern,
+            "description": "the session (one idea) by name; default: the server's (sessions lists them)"}
     return {"name": command, "title": command.replace("_", " ").capitalize(), "description": description,
-            "inputSchema": schema, "annotations": hints}
+            "inputSchema": schema, "annotations": {  # an append retried is a duplicate: idempotent
+                "readOnlyHint": command not in ("append", "append_batch", "export", "restore", "redact"),
+                "destructiveHint": command in ("export", "redact"), "idempotentHint": command != "redact",
+                "openWorldHint": False}}
 
 
-def _mcp_keywords(command, arguments):
+def _mcp_keywords(command, args):
     """The Session method's keyword arguments, each read as argparse reads its option."""
     import argparse
 
-    options = _mcp_options(command)
-    keywords = {name: option.settings.get("default") for name, option in options.items()}
-    for place, (name, value) in enumerate(arguments.items(), 1):
-        if name not in options:  # named by its place, never by its name: a client wrote it
+    opts = _mcp_options(command)
+    kwargs = {name: opt.settings.get("default") for name, opt in opts.items()}
+    for place, (name, value) in enumerate(args.items(), 1):
+        opt = opts.get(name)
+        if opt is None:  # named by its place, never by its name: a client wrote it
             raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
-                             "are: %s" % (command, place, ", ".join(options) or "none"))
-        option = options[name]
-        if value == "-" and option.from_stdin:  # here standard input carries the protocol
-            raise NotesError("%s over MCP takes the %s itself: \"-\" (read it from standard input) is "
-                             "for the command line only" % (command, name))
-        many, kind = option.many, option.kind
+                             "are: %s" % (command, place, ", ".join(opts) or "none"))
+        if value == "-" and opt.from_stdin:  # here standard input carries the protocol
+            raise NotesError("%s over MCP takes the %s itself; \"-\" (standard input) is for the command line "
+                             "only" % (command, name))
+        kind, many = opt.kind, opt.many
         items = value if many and isinstance(value, list) else [] if value is None else [value]
-        if not all(type(item) is bool if kind == "boolean" else
-                   isinstance(item, str) or kind == "integer" and type(item) is int for item in items):
+        if any(type(item) not in {"boolean": (bool,), "integer": (int, str)}.get(kind, (str,)) for item in items):
             raise NotesError("argument %r of %s must be %s%s" % (name, command, "a list of strings or " if many else "",
                              {"boolean": "true or false", "integer": "an integer"}.get(kind, "a string")))
-        convert = option.parser_settings().get("type")
-        try:  # refused in the command line's words
+        convert = opt.settings.get("type")
+        try:
             items = [convert(str(item)) for item in items] if convert else items
-        except argparse.ArgumentTypeError as error:
-            raise NotesError("argument %s: %s" % (option.flag, error), help_for=command) from None
-        except ValueError:
-            raise NotesError("argument %s: invalid %s value" % (option.flag, convert.__name__),
-                             help_for=command) from None
+        except (argparse.ArgumentTypeError, ValueError) as error:  # refused in the command line's words
+            error = error if isinstance(error, argparse.ArgumentTypeError) else "invalid int value"
+            raise NotesError("argument %s: %s" % (opt.flag, error), help_for=command) from None
         if value is not None:
-            keywords[name] = items if many else items[0]
-    return keywords
+            kwargs[name] = items if many else items[0]
+    return kwargs
 
 
-_MCP_EXPORT_REFUSAL = "export over MCP writes only inside the session folder: output"
-# The most files and folders export creates over MCP in one server's run, per session folder: a tool call
-# may come from injected text, which must not fill the folder. Replacing an earlier export is not counted.
+# New files and folders export makes over MCP per folder and server run (replacing is free): a call may come
+# from injected text, which must not fill the folder.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
 
 def _mcp_export(session, output, format):
     """The export tool: written by descriptor below the session folder, within the bound."""
-    folder = _resolve_folder(session.folder, session.session)
-    what, way_out = _MCP_EXPORT_REFUSAL, ("; give a file name inside the session folder, such as %s (it is "
-                                          "written to %s)" % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
-    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
-        if output:
-            output = os.path.join(folder, *_inside_parts(output, what, way_out))
-            _resolved_inside(output, folder, what, way_out)
-            if os.path.islink(output):
-                raise NotesError("%s is a link%s" % (what, way_out))
-        return session.export(output=output, format=format)
     _check_choice("format", format, ("json", "md"))
-    meta = _require_session(folder)
-    _check_meta_session_id(folder, meta)
+    folder, meta = session._folder_meta()
+    what, way_out = "export over MCP writes only inside the session folder: output", (
+        "; give a file name inside it, such as %s (written to %s)" % (_EXPORT_NAME, os.path.join(folder, _EXPORT_NAME)))
     relative = output or (_EXPORT_MARKDOWN_NAME if format == "md" else _EXPORT_NAME)
     parts = _inside_parts(relative, what, way_out)
     if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
         raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)
+    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
+        output = os.path.join(folder, *parts)
+        _resolved_inside(output, folder, what, way_out)
+        if os.path.islink(output):
+            raise NotesError("%s is a link%s" % (what, way_out))
+        return session.export(output=output, format=format)
+    _check_meta_session_id(folder, meta)
 
     def may_replace(descriptor):
         if not _starts_as_export(descriptor):
-            raise NotesError("output names a file that exists and is not an export of this tool; an export "
-                             "replaces only an earlier export. Choose another output name")
+            raise NotesError("output names a file that is not an export of this tool, and an export replaces "
+                             "only one; choose another output name")
 
     def make_new():
         if _mcp_export_created[folder] >= _MCP_EXPORT_CREATE_LIMIT:
             raise NotesError(
-                "export over MCP creates at most %d new files and folders per server run, and this server has "
-                "made them; nothing was written. Export to a name written before (such as %s, which is "
-                "replaced), or run export on the command line" % (_MCP_EXPORT_CREATE_LIMIT, _EXPORT_NAME))
+                "export over MCP creates at most %d new files and folders per server run, all made; nothing was "
+                "written. Export to a name written before (such as %s), or run export on the command line"
+                % (_MCP_EXPORT_CREATE_LIMIT, _EXPORT_NAME))
         _mcp_export_created[folder] += 1
 
     def write(chunks):
@@ -4519,39 +4447,35 @@ def _mcp_export(session, output, format):
 
 
 class _McpServer:
-    """A server's session, tools and the folders restore reads."""
 
     def __init__(self, folder, session, tools, restore_from):
-        self.home = Session(folder, session=session)
-        self.home._over_mcp = True  # the MCP server's host
-        self.tools, self.restore_from = tools, []
+        self.home, self.tools, self.restore_from = Session(folder, session=session), tools, []
         for path in restore_from or ():
             if not path.strip() or not os.path.isdir(os.path.expanduser(path)):
                 raise NotesError("--restore-from names no folder; give one that exists, or leave it out")
             self.restore_from.append(os.path.realpath(os.path.expanduser(path)))
 
     def session(self, name):
-        if name is None:
-            return self.home
-        _check_session_name(name, "argument session")
-        session = Session(self.home.folder, session=name)
-        session._over_mcp = True
+        if name is not None:
+            _check_session_name(name, "argument session")
+        session = Session(self.home.folder, session=self.home.session if name is None else name)
+        session._over_mcp = True  # the MCP server's host
         return session
 
 
 def _mcp_restore(server, session, export_file, accept_damaged):
-    """The restore tool: Session.restore of the export opened inside an allowed folder."""
-    if export_file is None:  # the one in the session folder, as the command looks for it
+    """The restore tool: the export opened inside an allowed folder."""
+    if export_file is None:  # the one in the session folder
         return session.restore(accept_damaged=accept_damaged)
     places = [_resolve_folder(session.folder, session.session)] + server.restore_from
     way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
-    candidates = [(place, export_file) for place in places]
-    if os.path.isabs(export_file):
-        candidates = [(place, export_file[len(place.rstrip(os.sep)) + 1:]) for place in places
-                      if export_file.startswith(place.rstrip(os.sep) + os.sep)]
-        if not candidates:
+    full = os.path.isabs(export_file)
+    if full:
+        places = [place for place in places if export_file.startswith(place.rstrip(os.sep) + os.sep)]
+        if not places:
             raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
-    for place, relative in candidates:
+    for place in places:
+        relative = export_file[len(place.rstrip(os.sep)) + 1:] if full else export_file
         try:
             descriptor = _open_inside(place, relative, "export_file", way_out)
         except FileNotFoundError:
@@ -4565,69 +4489,49 @@ def _mcp_restore(server, session, export_file, accept_damaged):
 
 def _mcp_call_tool(server, params):
     """Run one tool as the CLI would run its command; a refusal is a result with isError."""
-    name, arguments = params.get("name"), params.get("arguments")
+    name, args = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or name not in server.tools:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
-                            % (_compact_json(name), ", ".join(server.tools)))
-    if not isinstance(arguments, (dict, type(None))):
+                             % (_compact_json(name), ", ".join(server.tools)))
+    if not isinstance(args, (dict, type(None))):
         raise _ProtocolError(_RPC_INVALID_PARAMS, "arguments of tools/call must be an object")
     try:
-        arguments = dict(arguments or {})  # sessions lists all: no session
-        session = server.session(None if name == "sessions" else arguments.pop("session", None))
+        args = dict(args or {})  # sessions lists all: no session
+        session = server.session(None if name == "sessions" else args.pop("session", None))
         if name == "append_batch":  # signal objects: no option carries them
-            if set(arguments) - {"batch"}:
-                raise NotesError("append_batch takes only the argument batch, a list of signal objects; call "
-                                 "append for one signal")
-            if not isinstance(arguments.get("batch"), list):
-                raise NotesError("argument 'batch' of append_batch must be a list of signal objects, such as "
-                                 "[{\"type\": \"decision\", \"text\": \"...\"}]")
-            receipt = session.append(batch=arguments["batch"])
-        elif name == "export":  # a tool call may come from an injected prompt
-            receipt = _mcp_export(session, **_mcp_keywords(name, arguments))
-        elif name == "restore":
-            receipt = _mcp_restore(server, session, **_mcp_keywords(name, arguments))
-        else:
-            receipt = getattr(session, name)(**_mcp_keywords(name, arguments))
-        failed = False
-    except NotesError as error:  # the command line's refusal, in the tool's words, pointing at its schema
-        help_for = " (see the input schema of the %s tool in tools/list)" % error.help_for if error.help_for else ""
-        receipt = {"ok": False, "error": _mcp_wording(name, error.message + help_for), **error.details}
-        failed = True
-    except Exception as error:  # reported; the server goes on
-        receipt, failed = _error_receipt(error), True
-    # A verify that finds problems ran fine: its receipt says ok false.
+            if set(args) != {"batch"} or not isinstance(args["batch"], list):
+                raise NotesError("append_batch takes only the argument batch, which must be a list of signal objects "
+                                 "such as [{\"type\": \"decision\", \"text\": \"...\"}]; call append for one signal")
+            receipt = session.append(batch=args["batch"])
+        else:  # export and restore stay inside their folders
+            kwargs = _mcp_keywords(name, args)
+            receipt = (_mcp_export(session, **kwargs) if name == "export" else _mcp_restore(
+                server, session, **kwargs) if name == "restore" else getattr(session, name)(**kwargs))
+        failed = False  # a verify that finds problems ran fine: its receipt says ok false
+    except Exception as error:  # in the tool's words; the server goes on
+        receipt, failed = _error_receipt(error, "(see the input schema of the %s tool in tools/list)"), True
+        receipt["error"] = _mcp_wording(name, receipt["error"])
     return {"content": [{"type": "text", "text": _printed_form(receipt)}], "structuredContent": receipt,
             "isError": failed}
-
-
-# Where pip puts the contracts (data-files in pyproject.toml); share/shaping-notes is pip --user's data folder.
-_INSTALLED_CONTRACTS_FOLDER = "share/doc/shaping-notes/"
-
-
-def _installed_contract_paths() -> dict:
-    """file name -> path of the contracts installed with this very notes.py; {} when none."""
-    import importlib.metadata  # only a server without contracts beside it needs it
-
-    try:
-        files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
-    except importlib.metadata.PackageNotFoundError:
-        return {}
-    this_file = os.path.realpath(__file__)
-    if not any(file.name == "notes.py" and os.path.realpath(str(file.locate())) == this_file for file in files):
-        return {}
-    return {file.name: os.path.realpath(str(file.locate())) for file in files
-            if str(file).replace("\\", "/").endswith(_INSTALLED_CONTRACTS_FOLDER + file.name)}
 
 
 def _mcp_contracts():
     """(uri, path, file name, description) of each contract: beside notes.py, else installed with it."""
     import pathlib
 
-    here = os.path.dirname(os.path.realpath(__file__))
-    paths = {name: os.path.join(here, name) for name, _ in _MCP_CONTRACTS}
-    if not all(map(os.path.isfile, paths.values())) and _is_installed_package_folder(here):
-        installed = _installed_contract_paths()
-        paths = {name: path if os.path.isfile(path) else installed.get(name, path) for name, path in paths.items()}
+    this = os.path.realpath(__file__)
+    paths = {name: os.path.join(os.path.dirname(this), name) for name, _ in _MCP_CONTRACTS}
+    if not all(map(os.path.isfile, paths.values())) and _is_installed_package_folder(os.path.dirname(this)):
+        import importlib.metadata  # only a server without contracts beside it needs it
+
+        try:
+            files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
+        except importlib.metadata.PackageNotFoundError:
+            files = []
+        located = {file.name: os.path.realpath(str(file.locate())) for file in files  # data-files in pyproject.toml
+                   if str(file).replace("\\", "/").endswith("share/doc/shaping-notes/" + file.name)}
+        if any(os.path.realpath(str(file.locate())) == this for file in files):  # installed with this notes.py
+            paths = {name: path if os.path.isfile(path) else located.get(name, path) for name, path in paths.items()}
     return [(pathlib.Path(paths[name]).as_uri(), paths[name], name, description)
             for name, description in _MCP_CONTRACTS if os.path.isfile(paths[name])]
 
@@ -4635,11 +4539,13 @@ def _mcp_contracts():
 def _mcp_result(server, method, params):
     if method in ("initialize", "server/discover"):
         contracts = _mcp_contracts()
-        result = {"capabilities": dict({"tools": {}}, **({"resources": {}} if contracts else {})),
-                  "instructions": _MCP_INSTRUCTIONS + ("\n" + _MCP_CONTRACTS_INSTRUCTION if contracts else "")}
+        result = {"capabilities": {"tools": {}, **({"resources": {}} if contracts else {})},
+                  "instructions": _MCP_INSTRUCTIONS + (
+                      "\nRead the note-io.md and protocol.md resources before the first append: they are the full "
+                      "contract." if contracts else "")}
         if method == "server/discover":
             return dict(result, supportedVersions=list(_MCP_STATELESS_VERSIONS))
-        requested = params.get("protocolVersion")  # else the newest we speak; the client may then leave
+        requested = params.get("protocolVersion")  # else our newest; the client may then leave
         return dict(result, serverInfo=_MCP_SERVER_INFO, protocolVersion=requested
                     if requested in _MCP_HANDSHAKE_VERSIONS else _MCP_HANDSHAKE_VERSIONS[-1])
     if method == "ping":
@@ -4652,32 +4558,17 @@ def _mcp_result(server, method, params):
         return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
                                "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
     if method != "resources/read":
-        raise _ProtocolError(_RPC_METHOD_NOT_FOUND, "Method not found: %s" % method)
-    for uri, path, _, _ in _mcp_contracts():
-        if uri == params.get("uri"):
-            try:
-                with open(path, "rb") as handle:
-                    text = handle.read().decode("utf-8", "replace")
-            except OSError as error:
-                raise _ProtocolError(_RPC_INTERNAL_ERROR, "cannot read %s (%s)" % (path, error.strerror)) from None
-            return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
-    raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown resource: %s" % _compact_json(params.get("uri")))
-
-
-def _mcp_stateless_version(method, params):
-    """The stateless revision a request speaks (None: the handshake's); refuse one we do not serve."""
-    meta = params.get("_meta")
-    meta = meta if isinstance(meta, dict) else {}
-    # initialize is the handshake's, even with _meta.
-    if method == "initialize" or (_MCP_VERSION_KEY not in meta and method != "server/discover"):
-        return None
-    version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
-    if not isinstance(version, str):
-        raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
-    if version not in _MCP_STATELESS_VERSIONS:  # handshake versions come only through initialize
-        raise _ProtocolError(_RPC_UNSUPPORTED_VERSION, "Unsupported protocol version",
-                            {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
-    return version
+        raise _ProtocolError(-32601, "Method not found: %s" % method)
+    uri = params.get("uri")
+    path = next((path for known, path, _, _ in _mcp_contracts() if known == uri), None)
+    if path is None:
+        raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown resource: %s" % _compact_json(uri))
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", "replace")
+    except OSError as error:
+        raise _ProtocolError(-32603, "Internal error: cannot read %s (%s)" % (path, error.strerror)) from None
+    return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
 
 
 def _mcp_answer(server, line):
@@ -4685,53 +4576,55 @@ def _mcp_answer(server, line):
     try:
         message = _parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too
-        return _mcp_error(None, _RPC_PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
-    if isinstance(message, list):  # refused, so that one line is one bounded reply
-        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: batches (a JSON array of requests) are "
-                         "not served; send one request per line")
-    if not isinstance(message, dict):
-        return _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
-    request_id, has_id = message.get("id"), "id" in message
-    if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
+        return _mcp_error(None, -32700, "Parse error: the line is not JSON in UTF-8")
+    if not isinstance(message, dict):  # a batch too: one line is one bounded reply
+        return _mcp_error(None, -32600, "Invalid Request: send one JSON object, one request per line "
+                          "(batches are not served)")
+    request_id, method, params = message.get("id"), message.get("method"), message.get("params")
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         request_id = None  # MCP ids are strings or integers, never null
     if "method" not in message and ("result" in message or "error" in message):
         return None  # a response: we send no requests
-    method, params = message.get("method"), message.get("params")
-    if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or (has_id and request_id is None):
-        return _mcp_error(request_id, _RPC_INVALID_REQUEST, 'Invalid Request: expected "jsonrpc": "2.0", '
-                         'a string "method" and a string or integer "id"')
-    if not has_id:
-        return None  # a notification (initialized, cancelled...): nothing to answer
+    if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or ("id" in message and request_id is None):
+        return _mcp_error(request_id, -32600, 'Invalid Request: expected "jsonrpc": "2.0", '
+                          'a string "method" and a string or integer "id"')
+    if "id" not in message:
+        return None  # a notification: nothing to answer
     try:
         params = {} if params is None else params
         if not isinstance(params, dict):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "params must be an object")
-        stateless = _mcp_stateless_version(method, params)
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        # The stateless revision rides in _meta; initialize is the handshake's even with it.
+        stateless = method != "initialize" and (_MCP_VERSION_KEY in meta or method == "server/discover")
+        version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
+        if stateless and not isinstance(version, str):
+            raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
+        if stateless and version not in _MCP_STATELESS_VERSIONS:  # handshake versions come only by initialize
+            raise _ProtocolError(-32022, "Unsupported protocol version",
+                                 {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
         result = _mcp_result(server, method, params)
     except _ProtocolError as error:
         return _mcp_error(request_id, *error.args)
     except Exception as error:  # a fault in one answer must not end the server
-        return _mcp_error(request_id, _RPC_INTERNAL_ERROR, "Internal error: %s: %s" % (type(error).__name__, error))
+        return _mcp_error(request_id, -32603, "Internal error: %s: %s" % (type(error).__name__, error))
     if stateless:
-        result["resultType"] = "complete"
-        if method in _MCP_CACHEABLE:
-            result.update(ttlMs=_MCP_CACHE_TTL_MS, cacheScope="public")
-        result["_meta"] = {_MCP_SERVER_INFO_KEY: _MCP_SERVER_INFO}
+        result.update({"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": _MCP_SERVER_INFO}},
+                      **({"ttlMs": 300000, "cacheScope": "public"} if method in _MCP_CACHEABLE else {}))
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
 def _mcp_error(request_id, code, message, data=None):
-    """A JSON-RPC error response, also logged on stderr."""
     _to_stderr("notes.py mcp: error %d: %s" % (code, message))
-    error = {"code": code, "message": message}
-    return {"jsonrpc": "2.0", "id": request_id, "error": error if data is None else dict(error, data=data)}
+    return {"jsonrpc": "2.0", "id": request_id,
+            "error": {"code": code, "message": message, **({} if data is None else {"data": data})}}
 
 
 def _to_stderr(line):
     try:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):  # a courtesy: stderr may be closed or failing
+    except (OSError, ValueError, AttributeError):  # stderr may be closed or failing
         pass
 
 
@@ -4739,14 +4632,10 @@ def _serve_mcp(server) -> None:
     """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
     import signal
 
-    def stop_quietly(signum, frame):
-        # Not KeyboardInterrupt: main prints nothing for SystemExit(0), wherever it surfaces.
-        _to_stderr("notes.py mcp: interrupted; stopping")
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGINT, stop_quietly)
+    # Ctrl-C: a SystemExit, so main prints nothing
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(_to_stderr("notes.py mcp: interrupted; stopping")))
     if sys.stdin is None:  # standard input closed: at its end already
-        return None
+        return
     source = sys.stdin.buffer
     try:
         # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
@@ -4754,43 +4643,37 @@ def _serve_mcp(server) -> None:
             if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
                 while line and not line.endswith(b"\n"):
                     line = source.readline(_LINE_LIMIT)
-                answer = _mcp_error(None, _RPC_INVALID_REQUEST, "Invalid Request: a message over 1 MiB")
+                answer = _mcp_error(None, -32600, "Invalid Request: a message over 1 MiB")
             elif not line.strip():
                 continue
             else:
                 try:
                     answer = _mcp_answer(server, line)
                 except Exception as error:  # a MemoryError, say
-                    answer = _mcp_error(None, _RPC_INTERNAL_ERROR, "Internal error: %s" % type(error).__name__)
-            if answer is not None:
-                _mcp_send(sys.stdout.buffer, answer)
+                    answer = _mcp_error(None, -32603, "Internal error: %s" % type(error).__name__)
+            if answer is None:
+                continue
+            try:
+                data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
+            except MemoryError:
+                data = None
+            if data is None:  # outside the except block, so the traceback's memory is freed first
+                data = (_compact_json(_mcp_error(answer.get("id"), -32603, "Internal error: the answer "
+                        "did not fit in the memory left; ask for less (a smaller limit or max_bytes)")) + "\n").encode()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
     except OSError:
-        raise  # a closed or failing stream: main says so on stderr, never on stdout
+        raise  # a failing stream: main says so on stderr
     except Exception as error:  # main would print a receipt to stdout, which is not JSON-RPC
         _to_stderr("notes.py mcp: stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
-    return None  # stdout carried only JSON-RPC
-
-
-def _mcp_send(sink, answer):
-    """Write one answer to the MCP stream, or a short error for its id when memory runs out encoding it."""
-    try:
-        data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
-    except MemoryError:
-        data = None
-    if data is None:  # outside the except block, so the traceback's memory is freed first
-        error = _mcp_error(answer.get("id"), _RPC_INTERNAL_ERROR, "Internal error: the answer did not fit in "
-                          "the memory left; ask for less (a smaller limit or max_bytes)")
-        data = (_compact_json(error) + "\n").encode("utf-8")
-    sink.write(data)
-    sink.flush()
 
 
 # --------------------------------------------------------------------------
 # Entry: main, the one place that prints for the command line, and the dispatch
 
 def _silence_stdout():
-    """Point stdout at the null device, so that Python's flush at exit does not fail again (exit 120)."""
+    """Point stdout at the null device, so Python's flush at exit does not fail again (exit 120)."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
@@ -4800,31 +4683,28 @@ def _silence_stdout():
 
 
 def _print_result(result):
-    """Print a receipt or a text as UTF-8 whatever the locale; None (help, version, JSON-RPC) is only flushed."""
-    if sys.stdout is None:  # started with stdout closed (notes.py ... >&-): no one to tell
+    """Print a receipt or a text as UTF-8 whatever the locale; None (help, version, MCP) is only flushed."""
+    if sys.stdout is None:  # started with stdout closed: no one to tell
         return
-    stream = getattr(sys.stdout, "buffer", None)
-    if result is not None and stream is None:  # a replaced stdout, such as a test's capture
-        sys.stdout.write(_printed_form(result))
-    elif result is not None:
+    if result is not None:
+        text, stream = _printed_form(result), getattr(sys.stdout, "buffer", None)
         sys.stdout.flush()
-        stream.write(_printed_form(result).encode("utf-8", "backslashreplace"))
+        if stream is None:  # a replaced stdout, such as a test's capture
+            sys.stdout.write(text)
+        else:
+            stream.write(text.encode("utf-8", "backslashreplace"))
     sys.stdout.flush()
 
 
-def _dispatch(arguments):
-    """Serve MCP, or run the command's Session method; return what to print."""
-    if arguments.command == "mcp":
-        return _serve_mcp(_McpServer(arguments.dir, arguments.session, _mcp_served_tools(arguments.allow_redact),
-                                     arguments.restore_from))
-    keywords = _cli_keywords(arguments)
-    return getattr(Session(arguments.dir, session=arguments.session), arguments.command)(**keywords)
+def _dispatch(args):
+    if args.command == "mcp":
+        return _serve_mcp(_McpServer(args.dir, args.session, _mcp_served_tools(args.allow_redact), args.restore_from))
+    return getattr(Session(args.dir, session=args.session), args.command)(**_cli_keywords(args))
 
 
-# A write may have finished before Ctrl-C arrived: a retry is then answered as a duplicate, never stored twice.
-_INTERRUPTED = {"ok": False, "error": "interrupted (Ctrl-C); a command that writes may have saved its note before it "
-                                      "stopped: run it again, and a note already saved is answered as a duplicate "
-                                      "(\"duplicate\": true), never stored twice"}
+_INTERRUPTED = {"ok": False, "error": (
+    "interrupted (Ctrl-C); a write may have finished: run the command again, and a saved note is answered as a "
+    "duplicate (\"duplicate\": true), never stored twice")}
 
 
 def _run_command(argv):
@@ -4860,8 +4740,7 @@ def main(argv=None) -> int:
     try:
         result, code = _run_command(argv)
         if result is not None and code != _EXIT_OK and _serves_mcp(argv):
-            # The server could not start or went down: stdout is JSON-RPC, so the refusal goes to stderr.
-            _to_stderr(_compact_json(result))
+            _to_stderr(_compact_json(result))  # the server did not start or went down: stdout is JSON-RPC
         else:
             _print_result(result)
         return code
@@ -4871,7 +4750,7 @@ def main(argv=None) -> int:
         except (OSError, KeyboardInterrupt):
             pass
         return _EXIT_INTERRUPTED
-    except BrokenPipeError:  # the reader has gone: the command has run and there is no one left to tell
+    except BrokenPipeError:  # the reader has gone: no one is left to tell
         _silence_stdout()
         return code
     except OSError as error:  # stdout on a full disk, say

@@ -427,8 +427,8 @@ def test_mcp_export_never_follows_a_folder_swapped_for_a_link_after_the_check(tm
     assert tree_digest(outside) == before
     assert failed and receipt == {"ok": False, "error": (
         "export over MCP writes only inside the session folder: output passes through a link or a file where a "
-        "folder should be; give a file name inside the session folder, such as session_export.json (it is "
-        "written to %s)" % (folder / "session_export.json"))}
+        "folder should be; give a file name inside it, such as session_export.json (written to %s)"
+        % (folder / "session_export.json"))}
 
 
 def test_mcp_export_creates_at_most_20_files_and_folders_then_only_replaces(tmp_path, monkeypatch):
@@ -444,9 +444,9 @@ def test_mcp_export_creates_at_most_20_files_and_folders_then_only_replaces(tmp_
     before = folder_digest(folder)
     receipt, failed = mcp_call(folder, "export", {"output": "e18.json"})
     assert failed and receipt == {"ok": False, "error": (
-        "export over MCP creates at most 20 new files and folders per server run, and this server has made "
-        "them; nothing was written. Export to a name written before (such as session_export.json, which is "
-        "replaced), or run export on the command line")}
+        "export over MCP creates at most 20 new files and folders per server run, all made; nothing was "
+        "written. Export to a name written before (such as session_export.json), or run export on the command "
+        "line")}
     assert mcp_call(folder, "export", {"output": "deeper/e.json"})[1] is True
     assert folder_digest(folder) == before
     assert mcp_call(folder, "export", {"output": "e3.json"})[1] is False  # replacing creates nothing
@@ -464,8 +464,8 @@ def test_mcp_export_refuses_a_path_no_folder_takes_with_the_way_out(tmp_path, ou
     before = folder_digest(folder)
     receipt, failed = mcp_call(folder, "export", {"output": output})
     assert failed and receipt == {"ok": False, "error": (
-        "export over MCP writes only inside the session folder: output %s; give a file name inside the session "
-        "folder, such as session_export.json (it is written to %s)" % (problem, folder / "session_export.json"))}
+        "export over MCP writes only inside the session folder: output %s; give a file name inside it, such as "
+        "session_export.json (written to %s)" % (problem, folder / "session_export.json"))}
     assert folder_digest(folder) == before
 
 

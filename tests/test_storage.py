@@ -828,8 +828,8 @@ def test_the_lock_wait_setting_is_refused_without_echoing_it(tmp_path, capsys, m
     assert not (tmp_path / "fresh").exists()
 
 
-INTERRUPTED = ("interrupted (Ctrl-C); a command that writes may have saved its note before it stopped: run it "
-               "again, and a note already saved is answered as a duplicate (\"duplicate\": true), never stored twice")
+INTERRUPTED = ("interrupted (Ctrl-C); a write may have finished: run the command again, and a saved note is answered "
+               "as a duplicate (\"duplicate\": true), never stored twice")
 
 
 def test_ctrl_c_during_a_command_is_answered_in_json_with_exit_130(tmp_path, capsys, monkeypatch):
