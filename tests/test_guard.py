@@ -411,6 +411,18 @@ def test_the_kinds_corpus_is_as_large_and_varied_as_promised():
         assert not any(text in other for _, other in LOOKALIKES)
 
 
+@pytest.mark.parametrize("text", [
+    "AS IA ED L5 6D BS GL DN 6K 7S", "ASI ARD OQE SEV O37 CJQ IF", "TOTP secret: AB23 CD45 EF67 GH27",
+    "Restored with mysqldump -h db -u backup -p~?Xivb^3^YN- --all-databases",
+    "admin / R!6%^~b=c# worked on the new printer", "ubuntu:g6-w38", "The wifi key: abc123",
+    "guest PIN is ZtlqpfLttbon"])
+def test_secrets_that_look_like_prose_words_or_have_no_shape_are_refused(tmp_path, text):
+    # Found by comparing the guard with its earlier self on random inputs: keys in short groups, and
+    # passwords whose every piece is a prose-like word or that hold no letter beside a digit.
+    error = refusal(tmp_path, "Delivered v1 of the runbook. %s" % text)
+    assert error is not None and "credentials never enter the log" in error, text
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_secret_of_the_kind_is_refused_without_being_echoed(tmp_path, kind):
     for _, text in [case for case in KIND_SECRETS if case[0] == kind]:
