@@ -962,8 +962,10 @@ def _check_record(record: dict, session_id: str | None) -> list:
 
 def _record_text_problems(text: str, effect: str | None) -> list:
     """What append would refuse in a stored text and effect, as (kind, detail) pairs."""
-    # One first look for both: a marker in either is one in the two joined.
-    suspect = _may_hold_credential(_visible_text(text + effect if effect else text))
+    # One first look for both, joined as they meet (a key split between them) and apart (a seam can
+    # make a prose word of two that are not).
+    suspect = _may_hold_credential(_visible_text(text + effect if effect else text)) or bool(
+        effect and _may_hold_credential(_visible_text(text + " " + effect)))
     problems = []
     for key, value, limit in (("text", text, _TEXT_LIMIT), ("effect", effect, _EFFECT_LIMIT)):
         found = _signal_problem(value, limit, suspect) if value is not None else None
