@@ -436,11 +436,11 @@ class NotesError(Exception):
 # --------------------------------------------------------------------------
 # Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
 
-def _refuse_constant(name: str):
+def _refuse_constant(name):
     raise ValueError("%s is not a JSON number" % name)
 
 
-def _finite_float(text: str) -> float:
+def _finite_float(text):
     value = float(text)
     if value - value != 0:  # 1e999 is infinity
         raise ValueError("%s... is too big for a float" % text[:20])
@@ -450,7 +450,7 @@ def _finite_float(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
-def _parse_json(text: str):
+def _parse_json(text):
     """One JSON document, or ValueError (NaN, huge floats and deep nesting too)."""
     body = text.strip(" \t\n\r")  # JSON's whitespace
     try:
@@ -468,11 +468,11 @@ _CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False,
                                       check_circular=False)
 
 
-def _compact_json(value) -> str:
+def _compact_json(value):
     return _COMPACT_ENCODER.encode(value)
 
 
-def _pretty_json(value) -> str:
+def _pretty_json(value):
     """JSON as v0 indents it."""
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
@@ -480,24 +480,22 @@ def _pretty_json(value) -> str:
 _TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as text in time order
 
 
-def _utc_now() -> str:
+def _utc_now():
     return time.strftime(_TIMESTAMP_FORMAT, time.gmtime())
 
 
-def _note_id_for(seq: int) -> str:
+def _note_id_for(seq):
     return "n%05d" % seq
 
 
-def _record_checksum(record: dict) -> str:
+def _record_checksum(record):
     body = dict(record)
     body.pop("checksum", None)
     return hashlib.sha256(_CANONICAL_ENCODER.encode(body).encode("utf-8")).hexdigest()[:16]
 
 
-def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
-                 ref: str | None = None, status: str | None = None, provenance: str | None = None,
-                 evidence: str | None = None, about: str | None = None, by: str | None = None,
-                 timestamp: str | None = None, batch: str | None = None) -> dict:
+def _build_record(session_id, seq, note_type, text, effect=None, ref=None, status=None, provenance=None,
+                  evidence=None, about=None, by=None, timestamp=None, batch=None):
     """v0's keys in v0's order, the optional fields after, checksum last."""
     record = {"id": _note_id_for(seq), "ts": timestamp or _utc_now(), "session_id": session_id, "seq": seq,
               "type": note_type, "text": text}
@@ -508,7 +506,7 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
     return record
 
 
-def _record_line(record: dict) -> bytes:
+def _record_line(record):
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
@@ -518,7 +516,7 @@ _FIRST_LOOK_ASCII_WORD_SEARCH = re.compile("|".join(re.escape(word) for word in 
                                                     if word.isascii())).search
 
 
-def _may_hold_credential(text: str) -> bool:
+def _may_hold_credential(text):
     shape = _FIRST_LOOK_SHAPES(text)
     while shape:
         start = shape.start()  # back to the start of its run: a prose run is short
@@ -535,13 +533,13 @@ def _may_hold_credential(text: str) -> bool:
                 or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered))
 
 
-def _shannon_entropy(value: str) -> float:
+def _shannon_entropy(value):
     """Bits per character: random keys score high, words low."""
     length = len(value)
     return -sum(count / length * math.log2(count / length) for count in collections.Counter(value).values())
 
 
-def _is_placeholder(value: str) -> bool:
+def _is_placeholder(value):
     """Whether the value names itself a stand-in, is mostly one character, or hardly varies."""
     lowered = value.lower()
     repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
@@ -552,12 +550,12 @@ def _is_placeholder(value: str) -> bool:
 _ANY_CASE_UUID = r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}"
 
 
-def _is_date_or_uuid(value: str) -> bool:
+def _is_date_or_uuid(value):
     return re.fullmatch(_ANY_CASE_UUID + r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?",
                         value) is not None
 
 
-def _is_word_like(value: str) -> bool:
+def _is_word_like(value):
     """Whether the value is words, an identifier (DB_PASSWORD_FILE, v2.3.1), a UUID or a date."""
     if _is_date_or_uuid(value):
         return True
@@ -566,26 +564,26 @@ def _is_word_like(value: str) -> bool:
     return all(re.fullmatch(word, piece) for piece in pieces)
 
 
-def _reads_as_words(value: str) -> bool:
+def _reads_as_words(value):
     """Whether the value's runs of letters read as words (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
     runs = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)
     return (all(re.search("[aeiouyAEIOUY]", run) for run in runs if len(run) >= 3)
             and sum(len(run) <= 2 for run in runs) * 2 <= len(runs))
 
 
-def _looks_random(value: str) -> bool:
+def _looks_random(value):
     """Whether the value mixes cases and digits with the spread of random text."""
     return (any(map(str.isupper, value)) and any(map(str.islower, value)) and any(map(str.isdigit, value))
             and _shannon_entropy(value) >= 3.5 and not _is_placeholder(value))
 
 
-def _is_stand_in(value: str) -> bool:
+def _is_stand_in(value):
     """Whether the value is a stand-in, a reference, a path or a URL."""
     return (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../"))
             or value.lower() in _PLACEHOLDER_PASSWORDS or _is_placeholder(value))
 
 
-def _generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
+def _generic_value_is_secret(keyword, operator, value, before=""):
     """Whether the value after a secret-like word looks like a secret."""
     value = value.rstrip(".:!?")
     # A stand-in, a scheme (arn:aws:..., sha256:...), a publishable key or an SSH public key.
@@ -614,7 +612,7 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
     return any(map(str.isdigit, value)) or case_changes * 3 >= len(value)
 
 
-def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
+def _password_value_is_secret(keyword, value, explicit):
     """Whether the value after a password, PIN or code word looks like one; explicit: an operator came first."""
     value = value.rstrip(".,:!?)]}")
     lowered = keyword.lower()
@@ -635,7 +633,7 @@ def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
     return not value.isalpha() or explicit and len(value) >= 8 and case_changes >= 3
 
 
-def _pair_is_secret(value: str) -> bool:
+def _pair_is_secret(value):
     """Whether the value after a user and a slash (or an address and a colon) is password-like."""
     value = value.rstrip(".,:!?)]}")
     return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
@@ -643,14 +641,14 @@ def _pair_is_secret(value: str) -> bool:
             and not (_is_word_like(value) and _reads_as_words(value)) and not re.search(_ALGORITHM_NAME, value))
 
 
-def _codes_are_secret(codes: str) -> bool:
+def _codes_are_secret(codes):
     """Whether the list holds two or more codes with digits."""
     pieces = [piece for piece in re.split(r"[\s,;]+", codes) if piece]
     return (len(pieces) >= 2 and sum(any(map(str.isdigit, piece)) for piece in pieces) * 2 >= len(pieces)
             and not any(piece.isalpha() and piece.islower() for piece in pieces))
 
 
-def _credential_match_is_real(match) -> bool:
+def _credential_match_is_real(match):
     """Whether a pattern's match is a credential, not an example or a placeholder."""
     groups = match.groupdict()
     following = match.string[match.end():match.end() + 1]
@@ -680,7 +678,7 @@ _PATTERN_MARKERS = tuple((index, marker) for index, (_, markers, _, _) in enumer
                          for marker in markers or ("",))
 
 
-def _credential_kind_in(text: str, context: bool = True, across: int | None = None) -> str | None:
+def _credential_kind_in(text, context=True, across=None):
     """The kind of the first credential found, or None; with across, only a match over that position."""
     lowered = text.lower()
     for index in sorted({index for index, marker in _PATTERN_MARKERS if marker in lowered}):
@@ -696,7 +694,7 @@ def _credential_kind_in(text: str, context: bool = True, across: int | None = No
     return None
 
 
-def _join_key_groups(run) -> str:
+def _join_key_groups(run):
     """The run without its separators, unless half its pieces are lower-case words."""
     pieces = [piece for piece in re.split(_GROUP_SEPARATOR + "+", run.group()) if piece]
     words = sum(1 for piece in pieces if piece.isalpha() and piece.islower())
@@ -704,7 +702,7 @@ def _join_key_groups(run) -> str:
         "[ \t\u00a0\u2009\u202f]" if run.re.pattern == _SPACED_RUN else _GROUP_SEPARATOR, "", run.group())
 
 
-def _joined_kind_in(text: str) -> str | None:
+def _joined_kind_in(text):
     """The kind of key a run of groups holds once joined (vendor formats only), or None."""
     for run in (_GROUPED_RUN, _SPACED_RUN):
         joined = re.sub(run, _join_key_groups, text)
@@ -714,17 +712,17 @@ def _joined_kind_in(text: str) -> str | None:
     return None
 
 
-def _find_credential(text: str) -> str | None:
+def _find_credential(text):
     """The kind of credential the text seems to hold, or None."""
     return _may_hold_credential(text) and (_credential_kind_in(text) or _joined_kind_in(text)) or None
 
 
-def _visible_text(value: str) -> str:
+def _visible_text(value):
     """The value as the credential check reads it."""
     return value if value.isascii() else value.translate(_INVISIBLE_CHARACTERS)
 
 
-def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
+def _split_credential_problem(text, effect):
     """A credential split between text and effect, as (kind, detail), or None."""
     text, effect = _visible_text(text), _visible_text(effect or "")
     if not effect or not _may_hold_credential(text + effect):
@@ -735,14 +733,14 @@ def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
     return kind and ("credential", "and effect together seem to hold a credential (%s) split between them" % kind)
 
 
-def _character_name(character: str) -> str:
+def _character_name(character):
     code = ord(character)
     kind = ("C0 control" if code < 0x7f else "DEL" if code == 0x7f else "C1 control" if code < 0xa0
             else "bidirectional override" if code < 0x2066 else "bidirectional isolate")
     return "U+%04X (%s)" % (code, kind)
 
 
-def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | None:
+def _signal_problem(value, limit, suspect=True):
     """What append refuses in a text or effect, as (kind, detail) never holding the value, or None."""
     if not value.isprintable():  # every character below is unprintable: plain text skips the search
         try:
@@ -770,7 +768,7 @@ _REFUSAL_ADVICE = {
 }
 
 
-def _clean_field(name: str, value: str | None, limit: int) -> str:
+def _clean_field(name, value, limit):
     value = (value or "").strip()
     found = _signal_problem(value, limit)
     if found:
@@ -778,14 +776,12 @@ def _clean_field(name: str, value: str | None, limit: int) -> str:
     return value
 
 
-def _check_choice(name: str, value, allowed) -> None:
+def _check_choice(name, value, allowed):
     if value not in allowed:
         raise NotesError("unknown --%s; use one of: %s" % (name, ", ".join(allowed)))
 
 
-def _clean_signal(note_type: str, text: str | None, effect: str | None, ref: str | None, status: str | None,
-                 provenance: str | None = None, evidence: str | None = None, about: str | None = None,
-                 by: str | None = None) -> dict:
+def _clean_signal(note_type, text, effect, ref, status, provenance=None, evidence=None, about=None, by=None):
     """The signal checked, in SIGNAL_FIELDS order."""
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
@@ -812,7 +808,7 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None, ref: str
     return dict(zip(_SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
 
 
-def _clean_link(name: str, value: str | None) -> str | None:
+def _clean_link(name, value):
     cleaned = _as_note_id(value)
     if value is not None and cleaned is None:  # not echoed: it may be a pasted secret
         raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
@@ -825,42 +821,42 @@ def _is_note_id(value) -> bool:
             and value[1:].isdigit() and value.isascii())
 
 
-def _as_note_id(value) -> str | None:
+def _as_note_id(value):
     value = value.strip() if isinstance(value, str) else value
     return value if _is_note_id(value) else None
 
 
-def _is_seq(value) -> bool:
+def _is_seq(value):
     return type(value) is int and 1 <= value <= _SEQ_LIMIT
 
 
-def _is_timestamp(value) -> bool:
+def _is_timestamp(value):
     return type(value) is str and _TIMESTAMP_SHAPE.fullmatch(value) is not None
 
 
-def _is_session_id(value) -> bool:
+def _is_session_id(value):
     return (isinstance(value, str) and 0 < len(value) <= _SESSION_ID_LIMIT and value.isprintable()
             and not value.isspace())
 
 
-def _batch_place(place) -> tuple | None:
+def _batch_place(place):
     """(K, N) from "K/N" (1 <= K <= N, no leading zero), else None."""
     match = type(place) is str and re.fullmatch(r"([1-9][0-9]{0,8})/([1-9][0-9]{0,8})", place)
     place = match and (int(match.group(1)), int(match.group(2)))
     return place if place and place[0] <= place[1] else None
 
 
-def _batch_place_of(value) -> tuple | None:
+def _batch_place_of(value):
     return _batch_place(value.get("batch")) if isinstance(value, dict) else None
 
 
-def _is_plain_value(value) -> bool:
+def _is_plain_value(value):
     if isinstance(value, float):
         return value - value == 0  # not infinite, not NaN
     return value is None or isinstance(value, (str, int))
 
 
-def _parse_line(raw: bytes) -> tuple:
+def _parse_line(raw):
     """(object, None) or (None, problem kind) for one line."""
     try:
         value = _parse_json(raw.decode("utf-8"))
@@ -922,7 +918,7 @@ _FIELD_RULES = {
 _PLAIN_RULE = (_is_plain_value, "a string, a number, true, false or null")
 
 
-def _field_problems(record: dict) -> list:
+def _field_problems(record):
     """[] or one (kind, detail) naming every field of the wrong kind."""
     for key in _REQUIRED_FIELDS:
         if key not in record:
@@ -936,7 +932,7 @@ def _field_problems(record: dict) -> list:
                                     for key in wrong))]
 
 
-def _check_record(record: dict, session_id: str | None) -> list:
+def _check_record(record, session_id):
     """Problems of one record alone, as (kind, detail)."""
     problems = _field_problems(record)
     if problems:
@@ -958,7 +954,7 @@ def _check_record(record: dict, session_id: str | None) -> list:
     return problems
 
 
-def _record_text_problems(text: str, effect: str | None) -> list:
+def _record_text_problems(text, effect):
     """What append would refuse in a stored text and effect, as (kind, detail) pairs."""
     # One first look for both: a marker in either is one in the two joined.
     suspect = _may_hold_credential(_visible_text(text + effect if effect else text))
@@ -988,7 +984,7 @@ _GATE_RULES = {
 }
 
 
-def _gate_rule_broken(note_type, ref, status, by) -> str | None:
+def _gate_rule_broken(note_type, ref, status, by):
     """The gate rule these fields (None: absent) break, or None."""
     if note_type != "gate" and status is not None:
         return "status"
@@ -1016,7 +1012,7 @@ _LINK_RULES = {
 }
 
 
-def _link_rule_broken(name, note_type, target_type, target_firm, provenance) -> str | None:
+def _link_rule_broken(name, note_type, target_type, target_firm, provenance):
     """The link rule a ref, about or by breaks with the note it names, or None."""
     if name == "ref" and (note_type == "gate") != (target_type == "gate"):
         return "ref_not_gate" if note_type == "gate" else "ref_gate"
@@ -1056,7 +1052,7 @@ class _LogOrder:
         self.batch_next, self.batch_line = None, 0  # (K, N) the next line must hold; where its batch started
         self.notices, self.notice_count = [], 0  # supersede notices, as verify's entries
 
-    def place_problems(self, value, kinds: list) -> list:
+    def place_problems(self, value, kinds):
         """Problems of a record (None: unreadable) from its place."""
         seq = value.get("seq") if value is not None else None
         order = _seq_order_problem(seq, self.highest, self.damaged)
@@ -1075,7 +1071,7 @@ class _LogOrder:
             self.kinds.add(value["seq"], _SeqKinds.FIRM)
         return found
 
-    def link_problems(self, record: dict) -> list:
+    def link_problems(self, record):
         """Problems of the record's links; counts supersede notices."""
         found = []
         for name in ("ref", "about", "by"):
@@ -1097,7 +1093,7 @@ class _LogOrder:
                               _LINK_RULES[kind][0] % {"name": name, "id": link}))
         return found
 
-    def batch_problems(self, value) -> list:
+    def batch_problems(self, value):
         place, found = _batch_place_of(value), []
         if self.batch_next is not None:
             if value is None:
@@ -1116,31 +1112,31 @@ class _LogOrder:
         self.batch_next = (place[0] + 1, place[1]) if place[0] < place[1] else None
         return found
 
-    def unfinished_detail(self) -> str:
+    def unfinished_detail(self):
         return "the batch that starts at line %d stops after %d of its %d lines" % (
             self.batch_line, self.batch_next[0] - 1, self.batch_next[1])
 
-    def unfinished_batch(self) -> dict | None:
+    def unfinished_batch(self):
         """verify's entry for a batch left unfinished, or None."""
         return self.batch_next and _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
 
-def _is_usable(problems: list) -> bool:
+def _is_usable(problems):
     return not problems or not any(kind in _UNUSABLE for kind, _ in problems)
 
 
-def _is_the_note(value, note_id: str) -> bool:
+def _is_the_note(value, note_id):
     return value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None))
 
 
-def _seq_order_problem(seq, highest: int, damaged: int) -> str | None:
+def _seq_order_problem(seq, highest, damaged):
     """seq_repeated, seq_gap or None; each damaged line may have held a seq."""
     if not _is_seq(seq) or highest < seq <= highest + 1 + damaged:
         return None
     return "seq_repeated" if seq <= highest else "seq_gap"
 
 
-def _unterminated_line_problem(value) -> str:
+def _unterminated_line_problem(value):
     return "torn_tail" if value is None else "missing_newline"
 
 
@@ -1149,7 +1145,7 @@ _LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "
                            "incomplete_batch"))
 
 
-def _problem(line, record_id, kind: str, detail: str | None = None) -> dict:
+def _problem(line, record_id, kind, detail=None):
     """One entry of verify's problem list."""
     return {"line": line, "id": record_id, "kind": kind, "detail": detail or _PROBLEM_DETAILS[kind]}
 
@@ -1172,7 +1168,7 @@ class _ProblemTally:
         self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
 
 
-def _parse_time_filter(value: str | None, name: str) -> str | None:
+def _parse_time_filter(value, name):
     """A --since/--until time as YYYY-MM-DDTHH:MM:SSZ, or None."""
     if value is None:
         return None
@@ -1187,7 +1183,7 @@ def _parse_time_filter(value: str | None, name: str) -> str | None:
     return stamp
 
 
-def _check_limit(value: int) -> int:
+def _check_limit(value):
     if value < 1:
         raise NotesError("--limit must be 1 or more")
     if value > _LIMIT_MAX:
@@ -1196,18 +1192,18 @@ def _check_limit(value: int) -> int:
     return value
 
 
-def _is_redacted(record) -> bool:
+def _is_redacted(record):
     return record.get("text") == _REDACTED_TEXT
 
 
-def _is_redaction_note(record, note_id=None) -> bool:
+def _is_redaction_note(record, note_id=None):
     """Whether record is the source note of a redaction (of note_id)."""
     return (record.get("type") == "source" and _is_note_id(record.get("about"))
             and isinstance(record.get("text"), str) and record["text"].startswith(_REDACTION_PREFIX)
             and (note_id is None or record["about"] == note_id))
 
 
-def _redacted_record(record) -> dict:
+def _redacted_record(record):
     redacted = {key: _REDACTED_TEXT if key in ("text", "effect") else value for key, value in record.items()}
     redacted["checksum"] = _record_checksum(redacted)
     return redacted
@@ -1216,7 +1212,7 @@ def _redacted_record(record) -> dict:
 # --------------------------------------------------------------------------
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
-def _invoked_as() -> str:
+def _invoked_as():
     started = os.path.basename(sys.argv[0]) if sys.argv else ""
     if os.path.splitext(started)[0] == _CONSOLE_COMMAND:
         return _CONSOLE_COMMAND
@@ -1226,7 +1222,7 @@ def _invoked_as() -> str:
     return _SCRIPT_COMMAND
 
 
-def _is_installed_package_folder(folder) -> bool:
+def _is_installed_package_folder(folder):
     """Whether an installer put notes.py in folder (a reinstall replaces it)."""
     if os.path.basename(folder).lower() in _INSTALLED_FOLDER_NAMES:
         return True
@@ -1261,7 +1257,7 @@ def _check_session_name(name, what="--session"):
                          "pricing-page); the name given is not one" % what)
 
 
-def _user_data_folder() -> str:
+def _user_data_folder():
     if os.name == "nt":
         base, usual = os.environ.get("LOCALAPPDATA", ""), ("AppData", "Local")
     elif sys.platform == "darwin":
@@ -1275,7 +1271,7 @@ def _user_data_folder() -> str:
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
-def _default_folder(create=True) -> str:
+def _default_folder(create=True):
     """This file's folder; for an installed copy, the user's data folder (made if create)."""
     here = os.path.dirname(os.path.realpath(__file__))
     if not _is_installed_package_folder(here):
@@ -2282,7 +2278,7 @@ def _bounded_warnings(messages, count):
     return messages
 
 
-def _problem_messages(problems: list, count: int) -> list:
+def _problem_messages(problems, count):
     messages = []
     for entry in problems[:_WARNINGS_LISTED]:
         where = "" if entry["line"] is None else "line %d" % entry["line"]
@@ -2312,7 +2308,7 @@ class _RedactionsSeen:
         elif _is_redaction_note(record):
             self.pending.pop(record["about"], None)
 
-    def problems(self) -> list:
+    def problems(self):
         return [_problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
 
 
