@@ -90,7 +90,7 @@ _SEQ_LIMIT = 999999999           # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
 _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
-_DUPLICATE_WINDOW_RECORDS = 20  # a repeat of one of the last N records within S seconds is a retry
+_DUPLICATE_WINDOW_RECORDS = 20  # a repeat of one of the last N records within S seconds: a retry
 _DUPLICATE_WINDOW_SECONDS = 600
 # build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
@@ -103,7 +103,7 @@ _DIR_VARIABLE = "SHAPING_NOTES_DIR"
 _SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
 _SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
 _SESSIONS_LISTED = 100
-# The host (the variable, else the folder's path) words which file to keep.
+# The host (the variable, else the folder) words which file to keep.
 _HOST_VARIABLE = "SHAPING_NOTES_HOST"
 _HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
 _HOST_DOWNLOAD_FOLDERS = {"chatgpt": "/mnt/data", "claude-ai": "/mnt/user-data/outputs"}
@@ -125,7 +125,7 @@ _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
 _FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
-# chattr's immutable and append-only flags; FS_IOC_GETFLAGS, encoded as on the machines named.
+# chattr's immutable and append-only flags; FS_IOC_GETFLAGS as the machines named encode it.
 _LINUX_PROTECTED_FLAGS = 0x10 | 0x20
 _LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
 _LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
@@ -151,8 +151,8 @@ _SESSION_ID_LIMIT = 100
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
-# Credential rules: (kind, markers, pattern, context), tried when the lower-cased text holds a marker
-# (none: always); the named group says what _credential_match_is_real checks.
+# (kind, markers, pattern): tried when the lower-cased text holds a marker (or has none); a named group
+# says what _credential_match_is_real checks.
 _UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _VENDOR_PATTERNS = (
     # A header alone, or with an elided body ("..."), is prose about keys.
@@ -439,11 +439,11 @@ class NotesError(Exception):
 # --------------------------------------------------------------------------
 # Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
 
-def _refuse_constant(name: str):
+def _refuse_constant(name):
     raise ValueError("%s is not a JSON number" % name)
 
 
-def _finite_float(text: str) -> float:
+def _finite_float(text):
     value = float(text)
     if value - value != 0:  # 1e999 is infinity
         raise ValueError("%s... is too big for a float" % text[:20])
@@ -453,7 +453,7 @@ def _finite_float(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
-def _parse_json(text: str):
+def _parse_json(text):
     """One JSON document, or ValueError (NaN, huge floats and deep nesting too)."""
     body = text.strip(" \t\n\r")  # JSON's whitespace
     try:
@@ -471,11 +471,10 @@ _CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False,
                                       check_circular=False)
 
 
-def _compact_json(value) -> str:
-    return _COMPACT_ENCODER.encode(value)
+_compact_json = _COMPACT_ENCODER.encode
 
 
-def _pretty_json(value) -> str:
+def _pretty_json(value):
     """JSON as v0 indents it."""
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
@@ -483,24 +482,22 @@ def _pretty_json(value) -> str:
 _TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as text in time order
 
 
-def _utc_now() -> str:
+def _utc_now():
     return time.strftime(_TIMESTAMP_FORMAT, time.gmtime())
 
 
-def _note_id_for(seq: int) -> str:
+def _note_id_for(seq):
     return "n%05d" % seq
 
 
-def _record_checksum(record: dict) -> str:
+def _record_checksum(record):
     body = dict(record)
     body.pop("checksum", None)
     return hashlib.sha256(_CANONICAL_ENCODER.encode(body).encode("utf-8")).hexdigest()[:16]
 
 
-def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: str | None = None,
-                 ref: str | None = None, status: str | None = None, provenance: str | None = None,
-                 evidence: str | None = None, about: str | None = None, by: str | None = None,
-                 timestamp: str | None = None, batch: str | None = None) -> dict:
+def _build_record(session_id, seq, note_type, text, effect=None, ref=None, status=None, provenance=None,
+                  evidence=None, about=None, by=None, timestamp=None, batch=None):
     """v0's keys in v0's order, the optional fields after, checksum last."""
     record = {"id": _note_id_for(seq), "ts": timestamp or _utc_now(), "session_id": session_id, "seq": seq,
               "type": note_type, "text": text}
@@ -511,17 +508,17 @@ def _build_record(session_id: str, seq: int, note_type: str, text: str, effect: 
     return record
 
 
-def _record_line(record: dict) -> bytes:
+def _record_line(record):
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
 _FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))).search
-# Most notes are ASCII: their search skips the other scripts' words (the plain form searches for all).
+# An ASCII note's search skips the other scripts' words.
 _FIRST_LOOK_ASCII_WORD_SEARCH = re.compile("|".join(re.escape(word) for word in _FIRST_LOOK_WORDS
                                                     if word.isascii())).search
 
 
-def _may_hold_credential(text: str) -> bool:
+def _may_hold_credential(text):
     shape, prose_words = _FIRST_LOOK_SHAPES(text), 0
     while shape:
         start = max(text.rfind(space, 0, shape.start()) for space in " \t\n") + 1
@@ -537,14 +534,14 @@ def _may_hold_credential(text: str) -> bool:
                 or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered))
 
 
-def _shannon_entropy(value: str) -> float:
-    """Bits per character: random keys score high, words low."""
+def _shannon_entropy(value):
+    """Bits per character."""
     length = len(value)
     return -sum(count / length * math.log2(count / length) for count in collections.Counter(value).values())
 
 
-def _is_placeholder(value: str) -> bool:
-    """Whether the value names itself a stand-in, is mostly one character, or hardly varies."""
+def _is_placeholder(value):
+    """Whether the value names itself a stand-in, or hardly varies."""
     lowered = value.lower()
     repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
     return (any(word in lowered for word in _PLACEHOLDER_WORDS) or _shannon_entropy(value) < 2.0
@@ -554,12 +551,12 @@ def _is_placeholder(value: str) -> bool:
 _ANY_CASE_UUID = r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}"
 
 
-def _is_date_or_uuid(value: str) -> bool:
+def _is_date_or_uuid(value):
     return re.fullmatch(_ANY_CASE_UUID + r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?",
                         value) is not None
 
 
-def _is_word_like(value: str) -> bool:
+def _is_word_like(value):
     """Whether the value is words, an identifier (DB_PASSWORD_FILE, v2.3.1), a UUID or a date."""
     if _is_date_or_uuid(value):
         return True
@@ -568,27 +565,24 @@ def _is_word_like(value: str) -> bool:
     return all(re.fullmatch(word, piece) for piece in pieces)
 
 
-def _reads_as_words(value: str) -> bool:
+def _reads_as_words(value):
     """Whether the value's runs of letters read as words (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
     runs = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)
     return (all(re.search("[aeiouyAEIOUY]", run) for run in runs if len(run) >= 3)
             and sum(len(run) <= 2 for run in runs) * 2 <= len(runs))
 
 
-def _looks_random(value: str) -> bool:
-    """Whether the value mixes cases and digits with the spread of random text."""
+def _looks_random(value):
     return (any(map(str.isupper, value)) and any(map(str.islower, value)) and any(map(str.isdigit, value))
             and _shannon_entropy(value) >= 3.5 and not _is_placeholder(value))
 
 
-def _is_stand_in(value: str) -> bool:
-    """Whether the value is a stand-in, a reference, a path or a URL."""
+def _is_stand_in(value):
     return (not value or value[0] in "$%<{" or "://" in value or value.startswith(("/", "./", "~/", "../"))
             or value.lower() in _PLACEHOLDER_PASSWORDS or _is_placeholder(value))
 
 
-def _generic_value_is_secret(keyword: str, operator: str, value: str, before: str = "") -> bool:
-    """Whether the value after a secret-like word looks like a secret."""
+def _generic_value_is_secret(keyword, operator, value, before=""):
     value = value.rstrip(".:!?")
     # A stand-in, a scheme (arn:aws:..., sha256:...), a publishable key or an SSH public key.
     if (_is_stand_in(value) or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value)
@@ -616,8 +610,8 @@ def _generic_value_is_secret(keyword: str, operator: str, value: str, before: st
     return any(map(str.isdigit, value)) or case_changes * 3 >= len(value)
 
 
-def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
-    """Whether the value after a password, PIN or code word looks like one; explicit: an operator came first."""
+def _password_value_is_secret(keyword, value, explicit):
+    """Whether the value after a password, PIN or code word is one; explicit: after an operator."""
     value = value.rstrip(".,:!?)]}")
     lowered = keyword.lower()
     if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in, a year after a space
@@ -637,23 +631,21 @@ def _password_value_is_secret(keyword: str, value: str, explicit: bool) -> bool:
     return not value.isalpha() or explicit and len(value) >= 8 and case_changes >= 3
 
 
-def _pair_is_secret(value: str) -> bool:
-    """Whether the value after a user and a slash (or an address and a colon) is password-like."""
+def _pair_is_secret(value):
+    """Whether the value after a user and a slash (or colon) is password-like."""
     value = value.rstrip(".,:!?)]}")
     return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
             and any(map(str.isalpha, value)) and not value.isalpha()
             and not (_is_word_like(value) and _reads_as_words(value)) and not re.search(_ALGORITHM_NAME, value))
 
 
-def _codes_are_secret(codes: str) -> bool:
-    """Whether the list holds two or more codes with digits."""
+def _codes_are_secret(codes):
     pieces = [piece for piece in re.split(r"[\s,;]+", codes) if piece]
     return (len(pieces) >= 2 and sum(any(map(str.isdigit, piece)) for piece in pieces) * 2 >= len(pieces)
             and not any(piece.isalpha() and piece.islower() for piece in pieces))
 
 
-def _credential_match_is_real(match) -> bool:
-    """Whether a pattern's match is a credential, not an example or a placeholder."""
+def _credential_match_is_real(match):
     groups = match.groupdict()
     following = match.string[match.end():match.end() + 1]
     if groups.get("password") is not None:
@@ -677,13 +669,13 @@ def _credential_match_is_real(match) -> bool:
     return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
-# (index, marker) for each marker of each rule; "" (in every text) for a rule without one.
+# (index, marker) for each marker of each rule; "" (in every text) for one without.
 _PATTERN_MARKERS = tuple((index, marker) for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS)
                          for marker in markers or ("",))
 
 
-def _credential_kind_in(text: str, context: bool = True, across: int | None = None) -> str | None:
-    """The kind of the first credential found, or None; with across, only a match over that position."""
+def _credential_kind_in(text, context=True, across=None):
+    """The kind of the first credential found (with across, over that position), or None."""
     lowered = text.lower()
     for index in sorted({index for index, marker in _PATTERN_MARKERS if marker in lowered}):
         kind, _, pattern, is_context = _CREDENTIAL_PATTERNS[index]
@@ -698,16 +690,16 @@ def _credential_kind_in(text: str, context: bool = True, across: int | None = No
     return None
 
 
-def _join_key_groups(run) -> str:
-    """The run without its separators, unless half its pieces are lower-case words."""
+def _join_key_groups(run):
+    """The run without its separators, unless half its pieces are words."""
     pieces = [piece for piece in re.split(_GROUP_SEPARATOR + "+", run.group()) if piece]
     words = sum(1 for piece in pieces if piece.isalpha() and piece.islower())
     return run.group() if words * 2 >= len(pieces) else re.sub(
         "[ \t\u00a0\u2009\u202f]" if run.re.pattern == _SPACED_RUN else _GROUP_SEPARATOR, "", run.group())
 
 
-def _joined_kind_in(text: str) -> str | None:
-    """The kind of key a run of groups holds once joined (vendor formats only), or None."""
+def _joined_kind_in(text):
+    """The kind of vendor key a run of groups holds once joined, or None."""
     for run in (_GROUPED_RUN, _SPACED_RUN):
         joined = re.sub(run, _join_key_groups, text)
         kind = joined != text and _credential_kind_in(joined, context=False)
@@ -716,18 +708,15 @@ def _joined_kind_in(text: str) -> str | None:
     return None
 
 
-def _find_credential(text: str) -> str | None:
-    """The kind of credential the text seems to hold, or None."""
+def _find_credential(text):
     return _may_hold_credential(text) and (_credential_kind_in(text) or _joined_kind_in(text)) or None
 
 
-def _visible_text(value: str) -> str:
-    """The value as the credential check reads it."""
+def _visible_text(value):
     return value if value.isascii() else value.translate(_INVISIBLE_CHARACTERS)
 
 
-def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
-    """A credential split between text and effect, as (kind, detail), or None."""
+def _split_credential_problem(text, effect):
     text, effect = _visible_text(text), _visible_text(effect or "")
     if not effect or not _may_hold_credential(text + effect):
         return None
@@ -737,15 +726,8 @@ def _split_credential_problem(text: str, effect: str | None) -> tuple | None:
     return kind and ("credential", "and effect together seem to hold a credential (%s) split between them" % kind)
 
 
-def _character_name(character: str) -> str:
-    code = ord(character)
-    kind = ("C0 control" if code < 0x7f else "DEL" if code == 0x7f else "C1 control" if code < 0xa0
-            else "bidirectional override" if code < 0x2066 else "bidirectional isolate")
-    return "U+%04X (%s)" % (code, kind)
-
-
-def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | None:
-    """What append refuses in a text or effect, as (kind, detail) never holding the value, or None."""
+def _signal_problem(value, limit, suspect=True):
+    """What append refuses in a text or effect, as (kind, detail without the value), or None."""
     if not value.isprintable():  # every character below is unprintable: plain text skips the search
         try:
             value.encode("utf-8")
@@ -753,11 +735,13 @@ def _signal_problem(value: str, limit: int, suspect: bool = True) -> tuple | Non
             return "invalid_unicode", "holds text that is not valid UTF-8 (a lone surrogate)"
         for position, character in enumerate(value):
             if character in _FORBIDDEN_CHARACTERS:
-                return "control_character", "holds the control character %s at position %d" % (
-                    _character_name(character), position)
+                code = ord(character)
+                return "control_character", "holds the control character U+%04X (%s) at position %d" % (code, (
+                    "C0 control" if code < 0x7f else "DEL" if code == 0x7f else "C1 control" if code < 0xa0
+                    else "bidirectional override" if code < 0x2066 else "bidirectional isolate"), position)
     if len(value) > limit:
         return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
-    # Some invisible characters are printable: a key split by them is still a key.
+    # A key split by invisible (printable) characters is still a key.
     kind = suspect and _find_credential(_visible_text(value))
     return kind and ("credential", "seems to hold a credential (%s)" % kind)
 
@@ -772,7 +756,7 @@ _REFUSAL_ADVICE = {
 }
 
 
-def _clean_field(name: str, value: str | None, limit: int) -> str:
+def _clean_field(name, value, limit):
     value = (value or "").strip()
     found = _signal_problem(value, limit)
     if found:
@@ -780,15 +764,12 @@ def _clean_field(name: str, value: str | None, limit: int) -> str:
     return value
 
 
-def _check_choice(name: str, value, allowed) -> None:
+def _check_choice(name, value, allowed):
     if value not in allowed:
         raise NotesError("unknown --%s; use one of: %s" % (name, ", ".join(allowed)))
 
 
-def _clean_signal(note_type: str, text: str | None, effect: str | None, ref: str | None, status: str | None,
-                 provenance: str | None = None, evidence: str | None = None, about: str | None = None,
-                 by: str | None = None) -> dict:
-    """The signal checked, in SIGNAL_FIELDS order."""
+def _clean_signal(note_type, text, effect, ref, status, provenance=None, evidence=None, about=None, by=None):
     if note_type is None:
         raise NotesError("--type is required; use one of: %s" % ", ".join(NOTE_TYPES), help_for="append")
     if text is None:
@@ -814,7 +795,7 @@ def _clean_signal(note_type: str, text: str | None, effect: str | None, ref: str
     return dict(zip(_SIGNAL_FIELDS, (note_type, text, effect, ref, status, provenance, evidence, about, by)))
 
 
-def _clean_link(name: str, value: str | None) -> str | None:
+def _clean_link(name, value):
     cleaned = _as_note_id(value)
     if value is not None and cleaned is None:  # not echoed: it may be a pasted secret
         raise NotesError("--%s is not a note id; ids look like n00012 (tail or recap lists them)" % name)
@@ -827,42 +808,36 @@ def _is_note_id(value) -> bool:
             and value[1:].isdigit() and value.isascii())
 
 
-def _as_note_id(value) -> str | None:
+def _as_note_id(value):
     value = value.strip() if isinstance(value, str) else value
     return value if _is_note_id(value) else None
 
 
-def _is_seq(value) -> bool:
+def _is_seq(value):
     return type(value) is int and 1 <= value <= _SEQ_LIMIT
 
 
-def _is_timestamp(value) -> bool:
+def _is_timestamp(value):
     return type(value) is str and _TIMESTAMP_SHAPE.fullmatch(value) is not None
 
 
-def _is_session_id(value) -> bool:
+def _is_session_id(value):
     return (isinstance(value, str) and 0 < len(value) <= _SESSION_ID_LIMIT and value.isprintable()
             and not value.isspace())
 
 
-def _batch_place(place) -> tuple | None:
+def _batch_place(place):
     """(K, N) from "K/N" (1 <= K <= N, no leading zero), else None."""
     match = type(place) is str and re.fullmatch(r"([1-9][0-9]{0,8})/([1-9][0-9]{0,8})", place)
     place = match and (int(match.group(1)), int(match.group(2)))
     return place if place and place[0] <= place[1] else None
 
 
-def _batch_place_of(value) -> tuple | None:
+def _batch_place_of(value):
     return _batch_place(value.get("batch")) if isinstance(value, dict) else None
 
 
-def _is_plain_value(value) -> bool:
-    if isinstance(value, float):
-        return value - value == 0  # not infinite, not NaN
-    return value is None or isinstance(value, (str, int))
-
-
-def _parse_line(raw: bytes) -> tuple:
+def _parse_line(raw):
     """(object, None) or (None, problem kind) for one line."""
     try:
         value = _parse_json(raw.decode("utf-8"))
@@ -877,7 +852,7 @@ def _parse_line(raw: bytes) -> tuple:
 
 _PROBLEM_DETAILS = {
     "not_utf8": "the line is not valid UTF-8",
-    "not_json": "the line is not readable JSON (broken, a number too big, or nested too deeply)",
+    "not_json": "the line is not readable JSON",
     "not_object": "the line is JSON but not an object",
     "missing_field": "the record lacks a field",
     "bad_field": "a field holds a value of the wrong kind",
@@ -894,10 +869,10 @@ _PROBLEM_DETAILS = {
     "link_target": "the about or by field does not name an earlier note of the right kind",
     "gate_rule": "the record breaks a rule append keeps for gates",
     "supersede_rule": "the record supersedes (ref) a note labelled op or shared without being so labelled, which "
-                      "append now refuses: check with the operator that the change is theirs",
+                      "append now refuses: check the change with the operator",
     "seq_repeated": "the seq repeats or goes back",
     "seq_gap": "seq numbers are missing before this record",
-    "torn_tail": "the last line is cut off (a crash during a write); the next append moves it to a side file",
+    "torn_tail": "the last line is cut off (a crash mid-write); the next append moves it to a side file",
     "missing_newline": "the last record lacks its newline; the next append adds it",
     "line_too_long": "the line is over 1 MiB, longer than any record; it was passed over",
     "batch_broken": "a batch is not whole: its lines K/N must run 1/N to N/N in a row",
@@ -921,10 +896,11 @@ _FIELD_RULES = {
     "checksum": (lambda value: type(value) is str and _CHECKSUM_SHAPE.fullmatch(value) is not None,
                  "16 lowercase hex digits"),
 }
-_PLAIN_RULE = (_is_plain_value, "a string, a number, true, false or null")
+_PLAIN_RULE = (lambda value: value - value == 0 if isinstance(value, float) else  # not infinite, not NaN
+               value is None or isinstance(value, (str, int)), "a string, a number, true, false or null")
 
 
-def _field_problems(record: dict) -> list:
+def _field_problems(record):
     """[] or one (kind, detail) naming every field of the wrong kind."""
     for key in _REQUIRED_FIELDS:
         if key not in record:
@@ -938,8 +914,7 @@ def _field_problems(record: dict) -> list:
                                     for key in wrong))]
 
 
-def _check_record(record: dict, session_id: str | None) -> list:
-    """Problems of one record alone, as (kind, detail)."""
+def _check_record(record, session_id):
     problems = _field_problems(record)
     if problems:
         return problems
@@ -960,8 +935,8 @@ def _check_record(record: dict, session_id: str | None) -> list:
     return problems
 
 
-def _record_text_problems(text: str, effect: str | None) -> list:
-    """What append would refuse in a stored text and effect, as (kind, detail) pairs."""
+def _record_text_problems(text, effect):
+    """What append would refuse in a stored text and effect, as (kind, detail)."""
     # One first look for both, joined as they meet (a key split between them) and apart (a seam can
     # make a prose word of two that are not).
     suspect = _may_hold_credential(_visible_text(text + effect if effect else text)) or bool(
@@ -992,8 +967,8 @@ _GATE_RULES = {
 }
 
 
-def _gate_rule_broken(note_type, ref, status, by) -> str | None:
-    """The gate rule these fields (None: absent) break, or None."""
+def _gate_rule_broken(note_type, ref, status, by):
+    """The gate rule these fields (None: absent) break."""
     if note_type != "gate" and status is not None:
         return "status"
     if note_type == "gate" and ref is not None and status is None:
@@ -1014,14 +989,12 @@ _LINK_RULES = {
     "by_gate": ("the by %(id)s names a gate, not a note that settles one",
                 "--by %(id)s is a gate; name the note that settles this gate (a decision, a source), appended first"),
     "supersede": (None, "--ref %(id)s would supersede a note labelled --provenance %(provenance)s, and this note is "
-                        "not labelled op or shared; nothing was written. To answer or refine that note, link it with "
-                        "--about %(id)s (both stay live); if the operator confirmed the change, add --provenance op "
-                        "(or shared)"),
+                        "not op or shared; nothing was written. To answer or refine it, use --about %(id)s (both "
+                        "stay live); if the operator confirmed the change, add --provenance op (or shared)"),
 }
 
 
-def _link_rule_broken(name, note_type, target_type, target_firm, provenance) -> str | None:
-    """The link rule a ref, about or by breaks with the note it names, or None."""
+def _link_rule_broken(name, note_type, target_type, target_firm, provenance):
     if name == "ref" and (note_type == "gate") != (target_type == "gate"):
         return "ref_not_gate" if note_type == "gate" else "ref_gate"
     if name == "by" and target_type == "gate":
@@ -1052,7 +1025,6 @@ class _SeqKinds:
 
 
 class _LogOrder:
-    """What a forward reader keeps to check each line's place."""
 
     def __init__(self):
         self.kinds = _SeqKinds()  # gates and non-gate notes labelled op or shared
@@ -1060,7 +1032,7 @@ class _LogOrder:
         self.batch_next, self.batch_line = None, 0  # (K, N) the next line must hold; where its batch started
         self.notices, self.notice_count = [], 0  # supersede notices, as verify's entries
 
-    def place_problems(self, value, kinds: list) -> list:
+    def place_problems(self, value, kinds):
         """Problems of a record (None: unreadable) from its place."""
         seq = value.get("seq") if value is not None else None
         order = _seq_order_problem(seq, self.highest, self.damaged)
@@ -1079,8 +1051,7 @@ class _LogOrder:
             self.kinds.add(value["seq"], _SeqKinds.FIRM)
         return found
 
-    def link_problems(self, record: dict) -> list:
-        """Problems of the record's links; counts supersede notices."""
+    def link_problems(self, record):
         found = []
         for name in ("ref", "about", "by"):
             link = record.get(name)
@@ -1101,7 +1072,7 @@ class _LogOrder:
                               _LINK_RULES[kind][0] % {"name": name, "id": link}))
         return found
 
-    def batch_problems(self, value) -> list:
+    def batch_problems(self, value):
         place, found = _batch_place_of(value), []
         if self.batch_next is not None:
             if value is None:
@@ -1120,32 +1091,23 @@ class _LogOrder:
         self.batch_next = (place[0] + 1, place[1]) if place[0] < place[1] else None
         return found
 
-    def unfinished_detail(self) -> str:
+    def unfinished_detail(self):
         return "the batch that starts at line %d stops after %d of its %d lines" % (
             self.batch_line, self.batch_next[0] - 1, self.batch_next[1])
 
-    def unfinished_batch(self) -> dict | None:
-        """verify's entry for a batch left unfinished, or None."""
+    def unfinished_batch(self):
         return self.batch_next and _problem(self.batch_line, None, "batch_broken", self.unfinished_detail())
 
 
-def _is_usable(problems: list) -> bool:
+def _is_usable(problems):
     return not problems or not any(kind in _UNUSABLE for kind, _ in problems)
 
 
-def _is_the_note(value, note_id: str) -> bool:
-    return value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None))
-
-
-def _seq_order_problem(seq, highest: int, damaged: int) -> str | None:
+def _seq_order_problem(seq, highest, damaged):
     """seq_repeated, seq_gap or None; each damaged line may have held a seq."""
     if not _is_seq(seq) or highest < seq <= highest + 1 + damaged:
         return None
     return "seq_repeated" if seq <= highest else "seq_gap"
-
-
-def _unterminated_line_problem(value) -> str:
-    return "torn_tail" if value is None else "missing_newline"
 
 
 # tail names these by offset alone
@@ -1153,13 +1115,11 @@ _LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "
                            "incomplete_batch"))
 
 
-def _problem(line, record_id, kind: str, detail: str | None = None) -> dict:
-    """One entry of verify's problem list."""
+def _problem(line, record_id, kind, detail=None):
     return {"line": line, "id": record_id, "kind": kind, "detail": detail or _PROBLEM_DETAILS[kind]}
 
 
 class _ProblemTally:
-    """verify's first PROBLEMS_LISTED problems, and a count."""
 
     def __init__(self):
         self.problems, self.problem_count = [], 0
@@ -1176,8 +1136,7 @@ class _ProblemTally:
         self.problems.extend(found[:_PROBLEMS_LISTED - len(self.problems)])
 
 
-def _parse_time_filter(value: str | None, name: str) -> str | None:
-    """A --since/--until time as YYYY-MM-DDTHH:MM:SSZ, or None."""
+def _parse_time_filter(value, name):
     if value is None:
         return None
     stamp = value + "T00:00:00Z" if len(value) == 10 else value
@@ -1191,7 +1150,7 @@ def _parse_time_filter(value: str | None, name: str) -> str | None:
     return stamp
 
 
-def _check_limit(value: int) -> int:
+def _check_limit(value):
     if value < 1:
         raise NotesError("--limit must be 1 or more")
     if value > _LIMIT_MAX:
@@ -1200,18 +1159,18 @@ def _check_limit(value: int) -> int:
     return value
 
 
-def _is_redacted(record) -> bool:
+def _is_redacted(record):
     return record.get("text") == _REDACTED_TEXT
 
 
-def _is_redaction_note(record, note_id=None) -> bool:
+def _is_redaction_note(record, note_id=None):
     """Whether record is the source note of a redaction (of note_id)."""
     return (record.get("type") == "source" and _is_note_id(record.get("about"))
             and isinstance(record.get("text"), str) and record["text"].startswith(_REDACTION_PREFIX)
             and (note_id is None or record["about"] == note_id))
 
 
-def _redacted_record(record) -> dict:
+def _redacted_record(record):
     redacted = {key: _REDACTED_TEXT if key in ("text", "effect") else value for key, value in record.items()}
     redacted["checksum"] = _record_checksum(redacted)
     return redacted
@@ -1220,18 +1179,18 @@ def _redacted_record(record) -> dict:
 # --------------------------------------------------------------------------
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
-def _invoked_as() -> str:
+def _invoked_as():
     started = os.path.basename(sys.argv[0]) if sys.argv else ""
     if os.path.splitext(started)[0] == _CONSOLE_COMMAND:
         return _CONSOLE_COMMAND
-    # python -m notes has a module spec; a script run has none.
+    # python -m notes has a module spec, a script run none
     if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
         return _MODULE_COMMAND
     return _SCRIPT_COMMAND
 
 
-def _is_installed_package_folder(folder) -> bool:
-    """Whether an installer put notes.py in folder (a reinstall replaces it)."""
+def _is_installed_package_folder(folder):
+    """Whether an installer put notes.py in folder."""
     if os.path.basename(folder).lower() in _INSTALLED_FOLDER_NAMES:
         return True
     try:
@@ -1248,7 +1207,7 @@ def _check_dir_argument(folder):
 
 
 def _check_path_text(name, path):
-    """Refuse a path no file system takes (os calls would raise ValueError or RecursionError)."""
+    """Refuse a path no file system takes (os calls would raise)."""
     if path is None:
         return
     text = os.fsdecode(path)
@@ -1265,7 +1224,7 @@ def _check_session_name(name, what="--session"):
                          "pricing-page); the name given is not one" % what)
 
 
-def _user_data_folder() -> str:
+def _user_data_folder():
     if os.name == "nt":
         base, usual = os.environ.get("LOCALAPPDATA", ""), ("AppData", "Local")
     elif sys.platform == "darwin":
@@ -1279,8 +1238,8 @@ def _user_data_folder() -> str:
     return os.path.join(base, _CONSOLE_COMMAND)
 
 
-def _default_folder(create=True) -> str:
-    """This file's folder; for an installed copy, the user's data folder (made if create)."""
+def _default_folder(create=True):
+    """This file's folder; installed, the user's data folder (made if create)."""
     here = os.path.dirname(os.path.realpath(__file__))
     if not _is_installed_package_folder(here):
         return here
@@ -1300,7 +1259,7 @@ def _default_folder(create=True) -> str:
 
 
 def _resolve_folder(folder, session=None, create=True):
-    """--dir, else $SHAPING_NOTES_DIR, else the default folder; for a session, its sessions/NAME."""
+    """--dir, else $SHAPING_NOTES_DIR, else the default folder; with a session, its sessions/NAME."""
     if folder is None:
         folder = os.environ.get(_DIR_VARIABLE)
         if folder is not None and not folder.strip():  # a mistake, not the default
@@ -1316,18 +1275,18 @@ def _resolve_folder(folder, session=None, create=True):
 
 
 def _check_folder_is_private(folder):
-    """Refuse a session folder, or a session file in it, that another user could read or swap."""
+    """Refuse a session folder or file that another user could read or swap."""
     for name, kind in (("", "folder"), (_META_NAME, "meta"), (_LOG_NAME, "log"), (_LOCK_NAME, "lock")):
         path = os.path.join(folder, name) if name else folder
         try:
             status = os.lstat(path)
-        except OSError:  # missing (made later, by this user), or refused where it is used
+        except OSError:  # missing (made later by this user), or refused where used
             continue
         _check_owner(path, status, "the session " + kind)
 
 
 def _check_owner(path, status, kind):
-    """Refuse what another user owns (root aside, even for root), or a folder all may write, not sticky."""
+    """Refuse what another user (but root) owns, or a folder all may write, not sticky."""
     if os.name == "nt" or not hasattr(os, "geteuid"):
         return
     if status.st_uid not in (0, os.geteuid()):
@@ -1342,10 +1301,7 @@ def _check_owner(path, status, kind):
 
 
 def _folder_error(folder, error):
-    if error.errno in _NO_ROOM_ERRORS:
-        return _write_error(folder, error, "")
-    return NotesError("cannot create or write the session files in %s (%s); pass --dir with a folder you can "
-                      "write" % (folder, error.strerror or error))
+    return _write_error(folder, error, "pass --dir with a folder you can write")
 
 
 def _write_error(path, error, way_out):
@@ -1353,7 +1309,7 @@ def _write_error(path, error, way_out):
     if error.errno in _NO_ROOM_ERRORS:
         return NotesError("no room left on the disk holding %s (%s); nothing was written. Free some space, then "
                           "run the command again" % (path, error.strerror or error))
-    return NotesError("cannot write %s (%s); %s" % (path, error.strerror or error, way_out))
+    return NotesError("cannot create or write %s (%s); %s" % (path, error.strerror or error, way_out))
 
 
 def _link_error(path):
@@ -1369,33 +1325,32 @@ def _special_file_error(path, mode):
 
 
 def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
-    """os.open, refusing all but a regular file (O_NONBLOCK: a FIFO cannot block) and, if not follow, a link."""
+    """os.open, refusing all but a regular file (O_NONBLOCK: a FIFO cannot block), and a link if not follow."""
     if not (follow or _NO_FOLLOW) and os.path.islink(path):
         raise _link_error(path)
     try:
-        descriptor = os.open(path, flags | _NON_BLOCKING | _BINARY | (0 if follow else _NO_FOLLOW),
-                             _PRIVATE_FILE_MODE)
+        fd = os.open(path, flags | _NON_BLOCKING | _BINARY | (0 if follow else _NO_FOLLOW), _PRIVATE_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ENXIO:  # a socket cannot be opened at all
             raise _special_file_error(path, os.stat(path).st_mode) from None
         if not follow and error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise _link_error(path) from None
         raise
-    mode = os.fstat(descriptor).st_mode
+    mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
-        os.close(descriptor)
+        os.close(fd)
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         raise _special_file_error(path, mode)
-    return descriptor
+    return fd
 
 
 def _read_meta(folder):
-    """The meta, None when there is none; refuse a damaged one."""
+    """The meta, or None; refuse a damaged one."""
     path = os.path.join(folder, _META_NAME)
     try:
         with open(_open_regular_file(path), "rb") as handle:
-            raw = handle.read(_META_SIZE_LIMIT + 1)  # read, not stat: it may grow meanwhile
+            raw = handle.read(_META_SIZE_LIMIT + 1)  # not stat: it may grow meanwhile
         if len(raw) > _META_SIZE_LIMIT:
             raise NotesError("%s is over 1 MiB, far larger than a session meta; move it aside" % path)
     except FileNotFoundError:
@@ -1406,11 +1361,8 @@ def _read_meta(folder):
         raise NotesError("%s is a folder, not the session meta; move it aside" % path) from None
     except OSError as error:
         raise NotesError("cannot read %s (%s)" % (path, error.strerror)) from None
-    try:
-        meta = _parse_json(raw.decode("utf-8"))
-    except ValueError:
-        meta = None
-    if not isinstance(meta, dict) or not isinstance(meta.get("session_id"), str) or not meta["session_id"]:
+    meta = _parse_line(raw)[0]
+    if meta is None or not isinstance(meta.get("session_id"), str) or not meta["session_id"]:
         raise NotesError("%s is damaged (not a JSON object with a session_id); nothing was changed. Restore an "
                          "export into a new --dir, or move the folder aside and run init" % path)
     return meta
@@ -1428,56 +1380,43 @@ def _require_session(folder):
 def _fsync_folder(folder):
     if os.name == "nt":  # Windows cannot open a folder
         return
-    descriptor = folder if isinstance(folder, int) else os.open(folder, os.O_RDONLY)
+    fd = folder if isinstance(folder, int) else os.open(folder, os.O_RDONLY)
     try:
-        os.fsync(descriptor)
+        os.fsync(fd)
     except OSError as error:
         if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
             raise
     finally:
-        if descriptor is not folder:
-            os.close(descriptor)
+        if fd is not folder:
+            os.close(fd)
 
 
 def _tighten_session_files(folder):
-    """Make the session files this user owns private where they are wider."""
+    """Make the session files this user owns private."""
     for name in () if os.name == "nt" else (_LOCK_NAME, _META_NAME, _LOG_NAME):
         try:
-            descriptor = _open_regular_file(os.path.join(folder, name), follow=False)
+            fd = _open_regular_file(os.path.join(folder, name), follow=False)
         except (OSError, NotesError):
             continue
         try:
-            status = os.fstat(descriptor)  # a hard-linked file's other name is not ours
+            status = os.fstat(fd)  # a hard-linked file's other name is not ours
             if status.st_uid == os.geteuid() and status.st_mode & 0o077 and status.st_nlink == 1:
-                os.fchmod(descriptor, stat.S_IMODE(status.st_mode) & 0o700)
+                os.fchmod(fd, stat.S_IMODE(status.st_mode) & 0o700)
         except OSError:  # no modes (FAT)
             pass
         finally:
-            os.close(descriptor)
+            os.close(fd)
 
 
-def _lock_wait_seconds():
-    value = os.environ.get(_LOCK_WAIT_VARIABLE, "").strip()
-    try:
-        seconds = float(value) if value else _LOCK_WAIT_SECONDS
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds <= _LOCK_WAIT_LIMIT:  # NaN fails this too
-        raise NotesError("%s is not a number of seconds from 0 to %d; set it to how long a writer may wait for "
-                         "the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT,
-                                                                 _LOCK_WAIT_SECONDS))
-    return seconds
-
-
-def _try_lock(descriptor, shared=False):
-    """Lock without waiting; False when another process holds it."""
+def _try_lock(fd, shared=False):
+    """Lock without waiting; False if another process holds it."""
     try:
         if fcntl is not None:
-            fcntl.flock(descriptor, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         else:
             import msvcrt  # no shared lock on Windows
 
-            msvcrt.locking(descriptor, msvcrt.LK_NBLCK, 1)
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
     except OSError as error:
         if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES, errno.EDEADLK):
             return False
@@ -1485,26 +1424,34 @@ def _try_lock(descriptor, shared=False):
     return True
 
 
-def _unlock(descriptor):
+def _unlock(fd):
     if fcntl is not None:
-        return fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return fcntl.flock(fd, fcntl.LOCK_UN)
     import msvcrt
 
     try:
-        msvcrt.locking(descriptor, msvcrt.LK_UNLCK, 1)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
     except OSError:
         pass
 
 
 class _SessionLock:
-    """The writers' lock, from read to fsync: on the folder, then on session_notes.lock."""
+    """The writers' lock, from read to fsync: on the folder, then on the lock file."""
 
-    held = set()  # lock paths held by this process
+    held = set()  # lock paths this process holds
 
     def __init__(self, folder):
         self.path = os.path.join(folder, _LOCK_NAME)
-        self.wait = _lock_wait_seconds()  # refused before anything is created
-        self.descriptors = []  # the folder's (but on Windows), then the lock file's
+        value = os.environ.get(_LOCK_WAIT_VARIABLE, "").strip()  # refused before anything is created
+        try:
+            self.wait = float(value) if value else _LOCK_WAIT_SECONDS
+        except ValueError:
+            self.wait = -1.0
+        if not 0 <= self.wait <= _LOCK_WAIT_LIMIT:  # NaN fails this too
+            raise NotesError("%s is not a number of seconds from 0 to %d; set it to how long a writer may wait for "
+                             "the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT,
+                                                                     _LOCK_WAIT_SECONDS))
+        self.fds = []  # the folder's (but on Windows), then the lock file's
 
     def __enter__(self):
         folder = os.path.dirname(self.path)
@@ -1513,17 +1460,17 @@ class _SessionLock:
                 _make_private_folders(folder)
                 created = not os.path.exists(self.path)
                 if fcntl is not None:
-                    self.descriptors.append(os.open(folder, os.O_RDONLY | _FOLDER_ONLY))
+                    self.fds.append(os.open(folder, os.O_RDONLY | _FOLDER_ONLY))
                     # Again on the folder now held: it may have been swapped since it was resolved.
-                    _check_owner(folder, os.fstat(self.descriptors[0]), "the session folder")
-                self.descriptors.append(_open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False))
+                    _check_owner(folder, os.fstat(self.fds[0]), "the session folder")
+                self.fds.append(_open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False))
                 if created:
                     _fsync_folder(folder)
             except OSError as error:
                 raise _folder_error(folder, error) from None
             deadline = time.monotonic() + self.wait
-            for descriptor in self.descriptors:
-                self.wait_for_lock(descriptor, deadline)
+            for fd in self.fds:
+                self.wait_for_lock(fd, deadline)
             _tighten_session_files(folder)
             # Under the lock, any temporary log or meta is a killed writer's.
             _remove_stale_temporary_files(folder, (_LOG_NAME, _META_NAME), older_than=0)
@@ -1533,15 +1480,15 @@ class _SessionLock:
         _SessionLock.held.add(self.path)
         return self
 
-    def wait_for_lock(self, descriptor, deadline):
+    def wait_for_lock(self, fd, deadline):
         """Poll until the deadline (a dead holder's flock is freed at once)."""
         pause = 0.001
-        while not _try_lock(descriptor):
+        while not _try_lock(fd):
             left = deadline - time.monotonic()
-            if left <= 0:  # readers hold it shared, a writer alone: a shared lock still free says readers
+            if left <= 0:  # readers hold it shared: a shared lock still free says readers
                 holder = "another notes.py command" if fcntl is None else "another writer"
-                if fcntl is not None and _try_lock(descriptor, shared=True):
-                    _unlock(descriptor)
+                if fcntl is not None and _try_lock(fd, shared=True):
+                    _unlock(fd)
                     holder = "a notes.py command reading the log"
                 raise NotesError("%s holds the lock %s beyond %g s; nothing was written. Run the command again; if "
                                  "the lock stays held, resume or end that stopped or hung command, or set %s to "
@@ -1550,46 +1497,40 @@ class _SessionLock:
             pause = min(pause * 2, 0.025)
 
     def close_descriptors(self):
-        for descriptor in reversed(self.descriptors):
-            os.close(descriptor)
-        self.descriptors = []
+        for fd in reversed(self.fds):
+            os.close(fd)
+        self.fds = []
 
     def __exit__(self, *exc_info):
         _SessionLock.held.discard(self.path)
         if fcntl is None:
-            _unlock(self.descriptors[-1])
+            _unlock(self.fds[-1])
         self.close_descriptors()
 
 
 def _open_log(path):
     """(read descriptor, size); (None, 0) when there is no log yet."""
     try:
-        descriptor = _open_regular_file(path)
+        fd = _open_regular_file(path)
     except FileNotFoundError:
         return None, 0
     except IsADirectoryError:
         raise NotesError("%s is a folder, not the session log; move it aside" % path) from None
-    return descriptor, os.fstat(descriptor).st_size
-
-
-def _ends_whole(descriptor, size):
-    """Whether the first size bytes end whole (a line and no incomplete batch): no writer is mid-way."""
-    if size == 0:
-        return True
-    with open(descriptor, "rb", closefd=False) as handle:
-        handle.seek(size - 1)
-        return handle.read(1) == b"\n" and _end_before_incomplete_batch(handle, size) == size
+    return fd, os.fstat(fd).st_size
 
 
 def _log_view(folder):
-    """(descriptor, size, in_flight: a writer is at work) of the log, for a reader."""
+    """(descriptor, size, in_flight: a writer is at work) of the log."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
-    descriptor, size = _open_log(log_path)
-    # The writer itself reads; a whole end needs no probe of the lock, so a reader never holds up a writer.
-    if lock_path in _SessionLock.held or descriptor is None or _ends_whole(descriptor, size):
-        return descriptor, size, False
-    os.close(descriptor)
-    locks = []  # held shared while the size is taken again: the folder's, then the lock file's (older writers)
+    fd, size = _open_log(log_path)
+    if lock_path in _SessionLock.held or fd is None or size == 0:  # the writer itself reads
+        return fd, size, False
+    with open(fd, "rb", closefd=False) as handle:
+        handle.seek(size - 1)  # a whole end (no writer mid-way) needs no probe: a reader never holds up a writer
+        if handle.read(1) == b"\n" and _end_before_incomplete_batch(handle, size) == size:
+            return fd, size, False
+    os.close(fd)
+    locks = []  # held shared while the size is taken again: the folder's, then the lock file's
     try:
         try:
             if fcntl is not None:
@@ -1626,11 +1567,10 @@ def _create_new_file(stem, suffix="", mode=_PRIVATE_FILE_MODE, at=None):
             path = "%s-%d%s" % (stem, attempt, suffix)
 
 
-def _write_all(descriptor, data):
+def _write_all(fd, data):
     view = memoryview(data)
     while view:
-        written = os.write(descriptor, view)
-        view = view[written:]
+        view = view[os.write(fd, view):]
 
 
 def _log_blocks(handle, start, end):
@@ -1644,47 +1584,40 @@ def _log_blocks(handle, start, end):
         left -= len(block)
 
 
-def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE):
-    """Replace path with the bytes of chunks: a crash leaves the old file or the new."""
-    if os.path.islink(path):
+def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE, at=None):
+    """Replace path (with at, a name in that folder) with chunks, renaming a temporary file over it."""
+    if at is None and os.path.islink(path):
         raise _link_error(path)
-    _replace_file(*os.path.split(path), chunks, mode, refusal)
-
-
-def _replace_file(folder, name, chunks, mode, refusal=None):
-    """Write chunks to a new temporary file in folder (a path, or a descriptor) and rename it over name."""
-    at = folder if isinstance(folder, int) else None
+    folder, name = os.path.split(path) if at is None else (at, path)
     _remove_stale_temporary_files(folder, (name,))
     stem = ".%s.%s" % (name, os.urandom(6).hex())
-    if at is None:
-        stem, name = os.path.join(folder, stem), os.path.join(folder, name)
     try:
-        temporary, descriptor = _create_new_file(stem, ".tmp", mode, at)
+        temporary, fd = _create_new_file(os.path.join(folder, stem) if at is None else stem, ".tmp", mode, at)
     except OSError as error:
         if refusal is None:
             raise
-        raise NotesError(refusal % (name, error.strerror)) from None
+        raise NotesError(refusal % (path, error.strerror)) from None
     try:
         for chunk in chunks:
-            _write_all(descriptor, chunk)
-        os.fsync(descriptor)
-        os.close(descriptor)
-        descriptor = None
+            _write_all(fd, chunk)
+        os.fsync(fd)
+        os.close(fd)
+        fd = None
         # Crash window: before the replace, the old file stays (its temporary is removed later, once stale).
         if at is None:
-            os.replace(temporary, name)
+            os.replace(temporary, path)
         else:
-            os.replace(temporary, name, src_dir_fd=at, dst_dir_fd=at)
+            os.replace(temporary, path, src_dir_fd=at, dst_dir_fd=at)
     except BaseException:
-        if descriptor is not None:
-            os.close(descriptor)
+        if fd is not None:
+            os.close(fd)
         _discard_temporary(temporary, at)
         raise
     _fsync_folder(folder)
 
 
 def _discard_temporary(name, at=None):
-    """Remove a temporary file; one an append-only folder keeps is at least emptied."""
+    """Remove a temporary file, or empty one an append-only folder keeps."""
     try:
         os.unlink(name, dir_fd=at)
     except OSError:
@@ -1695,7 +1628,7 @@ def _discard_temporary(name, at=None):
 
 
 def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
-    """Delete killed writes' .NAME.<12 hex>.tmp files once older_than seconds old."""
+    """Delete killed writes' temporary files once older_than seconds old."""
     shape = re.compile(r"\.(?:%s)\.[0-9a-f]{12}(?:-.*)?\.tmp" % "|".join(map(re.escape, names)), re.DOTALL)
     try:
         entries = [entry for entry in os.scandir(folder) if shape.fullmatch(entry.name)]
@@ -1705,91 +1638,87 @@ def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SEC
         try:
             if (entry.is_file(follow_symlinks=False)
                     and time.time() - entry.stat(follow_symlinks=False).st_mtime >= older_than):
-                os.unlink(entry.path, dir_fd=folder if isinstance(folder, int) else None)  # path: name, by a descriptor
+                os.unlink(entry.path, dir_fd=folder if isinstance(folder, int) else None)
         except OSError:
             pass  # only clutter
 
 
-def _is_protected_inode(descriptor):
-    """Whether the file or folder at descriptor is immutable or append-only (chattr +i/+a, chflags)."""
-    flags = getattr(os.fstat(descriptor), "st_flags", None)
+def _is_protected_inode(fd):
+    """Whether the file or folder at descriptor is immutable or append-only."""
+    flags = getattr(os.fstat(fd), "st_flags", None)
     if flags is not None:  # BSD and macOS give them with the status
         return bool(flags & (stat.UF_IMMUTABLE | stat.UF_APPEND | stat.SF_IMMUTABLE | stat.SF_APPEND))
     if fcntl is None or not sys.platform.startswith("linux") or os.uname().machine not in _LINUX_GET_FLAGS_MACHINES:
         return False  # not known here: a replace that fails says so instead
     try:
-        answer = fcntl.ioctl(descriptor, _LINUX_GET_FLAGS, bytes(8))
+        answer = fcntl.ioctl(fd, _LINUX_GET_FLAGS, bytes(8))
     except OSError:  # a filesystem without these flags
         return False
     return bool(int.from_bytes(answer[:4], sys.byteorder) & _LINUX_PROTECTED_FLAGS)
 
 
-def _protection(path, descriptor, named):
-    """(what, way out) if the user protected the file or folder at descriptor (mode bits read: root writes)."""
-    mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
+def _protection(path, fd, named):
+    """(what, way out) if the user protected the file or folder (mode bits: root writes anyway)."""
+    mode = stat.S_IMODE(os.fstat(fd).st_mode)
     if not mode & stat.S_IWUSR:
         return "%s is read-only (mode %04o)" % (named, mode), "chmod u+w %s" % path
-    if _is_protected_inode(descriptor):
+    if _is_protected_inode(fd):
         return "%s is immutable or append-only (chattr +i or +a)" % named, "chattr -ia %s" % path
     return None
 
 
-def _protected_folder(folder):
-    """(what, way out) when the user protected the folder against new names and renames."""
-    if os.name == "nt":  # a folder cannot be opened there, and its read-only mark does not stop writes
-        return None
-    try:
-        descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
-    except OSError:  # not readable by us: a replace that fails says what is wrong
-        return None
-    try:
-        return _protection(folder, descriptor, "the folder " + folder)
-    finally:
-        os.close(descriptor)
-
-
-def _refuse_a_protected_log(folder, descriptor=None):
-    """Refuse to replace a log (at descriptor, if any) or folder the user protected; else the copy's mode."""
+def _refuse_a_protected_log(folder, fd=None):
+    """Refuse to replace a log (at descriptor) or folder the user protected; else the copy's mode."""
     log_path = os.path.join(folder, _LOG_NAME)
-    found = descriptor is not None and _protection(log_path, descriptor, log_path) or _protected_folder(folder)
+    found = fd is not None and _protection(log_path, fd, log_path)
+    # Windows: a folder cannot be opened, and its read-only mark does not stop writes.
+    if not found and os.name != "nt":
+        try:
+            at = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+        except OSError:  # not readable by us: a replace that fails says what is wrong
+            at = None
+        if at is not None:
+            try:
+                found = _protection(folder, at, "the folder " + folder)
+            finally:
+                os.close(at)
     if found:
         raise NotesError("%s, so the log is not rewritten: nothing was changed, and the protection stays. To go "
                          "on, lift it (%s) and run the command again" % found)
-    return stat.S_IMODE(os.fstat(descriptor).st_mode) & 0o700 if descriptor is not None else _PRIVATE_FILE_MODE
+    return stat.S_IMODE(os.fstat(fd).st_mode) & 0o700 if fd is not None else _PRIVATE_FILE_MODE
 
 
 def _replace_log(folder, chunks):
-    """Under the lock: replace the log in one rename; refuse a log or folder the user protected."""
+    """Under the lock: replace the log in one rename."""
     log_path = os.path.join(folder, _LOG_NAME)
     try:
-        descriptor = _open_regular_file(log_path, follow=False)
+        fd = _open_regular_file(log_path, follow=False)
     except FileNotFoundError:
-        descriptor = None
+        fd = None
     try:
-        mode = _refuse_a_protected_log(folder, descriptor)
+        mode = _refuse_a_protected_log(folder, fd)
     finally:
-        if descriptor is not None:
-            os.close(descriptor)
+        if fd is not None:
+            os.close(fd)
     try:
         _write_file_atomically(log_path, chunks, mode=mode)
     except OSError as error:
         if error.errno not in _PROTECTED_ERRORS:
             raise
-        raise NotesError("cannot replace %s (%s): the log or its folder is protected (read-only, immutable, "
-                         "append-only or on a read-only filesystem); nothing was changed: lift the protection "
-                         "and run the command again" % (log_path, error.strerror)) from None
+        raise NotesError("cannot replace %s (%s): the log or its folder is protected; nothing was changed: lift "
+                         "the protection and run the command again" % (log_path, error.strerror)) from None
 
 
-# Walking below a folder by dir_fd, following no link; without it (Windows), the resolved path is checked.
+# Walking below a folder by dir_fd, following no link (else, Windows, the resolved path is checked).
 _CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
                     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
-_INSIDE_PATH_LIMIT = 1024   # characters of a path below a folder: far more than an export name needs
-_INSIDE_DEPTH_LIMIT = 32    # components of such a path
+_INSIDE_PATH_LIMIT = 1024   # characters and components of a path below a folder
+_INSIDE_DEPTH_LIMIT = 32
 _INSIDE_WAY_OUT = "; give the path of a file inside the folder"
 
 
 def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
-    """The components of a path below a folder; refuse one that leads out, or that no disk takes."""
+    """The components of a path below a folder; refuse one that leads out or no disk takes."""
     text = os.fspath(relative)
     parts = [part for part in text.split("/") if part != "."]
     problem = ("holds a NUL character" if "\0" in text else
@@ -1804,7 +1733,7 @@ def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
 
 
 def _inside_error(error, what, way_out):
-    """The refusal of an OSError below a folder; the path is a client's, so not named."""
+    """The refusal of an OSError below a folder, not naming the client's path."""
     problem = ("passes through a link or a file where a folder should be"
                if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) else
                "names a folder that does not exist" if error.errno == errno.ENOENT else
@@ -1813,32 +1742,32 @@ def _inside_error(error, what, way_out):
 
 
 def _walk_inside(folder, parts, make_folder=None):
-    """A descriptor on the folder holding parts[-1], each part opened O_NOFOLLOW; make_folder may refuse."""
-    descriptor = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
+    """A descriptor on the folder holding parts[-1], each part opened O_NOFOLLOW."""
+    fd = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
     flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
     try:
         for part in parts[:-1]:
             try:
-                child = os.open(part, flags, dir_fd=descriptor)
+                child = os.open(part, flags, dir_fd=fd)
             except FileNotFoundError:
                 if make_folder is None:
                     raise
                 make_folder()
                 try:
-                    os.mkdir(part, 0o777, dir_fd=descriptor)  # the umask decides, as for os.makedirs
+                    os.mkdir(part, 0o777, dir_fd=fd)  # the umask decides, as for os.makedirs
                 except FileExistsError:  # made meanwhile: opened below like any other
                     pass
-                child = os.open(part, flags, dir_fd=descriptor)
-            os.close(descriptor)
-            descriptor = child
+                child = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = child
     except BaseException:
-        os.close(descriptor)
+        os.close(fd)
         raise
-    return descriptor
+    return fd
 
 
 def _resolved_inside(path, folder, what, way_out):
-    """path resolved, refused if it leads out of folder: the check where dir_fd is missing."""
+    """path resolved, refused if it leads out of folder (where dir_fd is missing)."""
     resolved = os.path.realpath(path)
     if not resolved.startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
         raise NotesError("%s passes through a link that leads out%s" % (what, way_out))
@@ -1853,18 +1782,18 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
     try:
         parent = _walk_inside(folder, parts)
         try:
-            descriptor = os.open(parts[-1], os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+            fd = os.open(parts[-1], os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
         finally:
             os.close(parent)
     except FileNotFoundError:
         raise
     except OSError as error:
         raise _inside_error(error, what, way_out) from None
-    mode = os.fstat(descriptor).st_mode
+    mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
-        os.close(descriptor)
+        os.close(fd)
         raise _special_file_error(what, mode)  # what, not relative: a client wrote that
-    return descriptor
+    return fd
 
 
 def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
@@ -1875,36 +1804,33 @@ def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", 
         parent = _walk_inside(folder, parts, make_new)
     except OSError as error:
         raise _inside_error(error, what, way_out) from None
-    try:
-        _check_inside_target(parent, parts[-1], path, may_replace, make_new)
-        _replace_file(parent, parts[-1], chunks, _UMASK_FILE_MODE)
+    name = parts[-1]
+    try:  # refuse a target that is a link, a folder, a special file, or a file may_replace refuses
+        try:
+            fd = os.open(name, os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
+        except FileNotFoundError:
+            fd = None
+            make_new()
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.EMLINK):
+                raise _link_error(path) from None
+            if error.errno == errno.ENXIO:  # a socket cannot be opened at all
+                raise _special_file_error(path, os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode) from None
+            raise
+        if fd is not None:
+            try:
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISDIR(mode):
+                    raise NotesError("%s is a folder; give a file path" % path)
+                if not stat.S_ISREG(mode):
+                    raise _special_file_error(path, mode)
+                may_replace(fd)
+            finally:
+                os.close(fd)
+        _write_file_atomically(name, chunks, mode=_UMASK_FILE_MODE, at=parent)
     finally:
         os.close(parent)
     return path
-
-
-def _check_inside_target(parent, name, path, may_replace, make_new):
-    """Refuse a target that is a link, a folder, a special file, or a file may_replace refuses."""
-    try:
-        descriptor = os.open(name, os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
-    except FileNotFoundError:
-        make_new()
-        return
-    except OSError as error:
-        if error.errno in (errno.ELOOP, errno.EMLINK):
-            raise _link_error(path) from None
-        if error.errno == errno.ENXIO:  # a socket cannot be opened at all
-            raise _special_file_error(path, os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode) from None
-        raise
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if stat.S_ISDIR(mode):
-            raise NotesError("%s is a folder; give a file path" % path)
-        if not stat.S_ISREG(mode):
-            raise _special_file_error(path, mode)
-        may_replace(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _write_meta(folder, session_id, created_at):
@@ -1916,13 +1842,13 @@ def _write_meta(folder, session_id, created_at):
 
 
 def _new_session_id():
-    import uuid  # only a new session needs it
+    import uuid
 
     return str(uuid.uuid4())
 
 
 def _check_session_folder(folder):
-    """Refuse a folder a writer must not touch; return its meta."""
+    """Refuse a folder a writer must not touch; its meta."""
     for name in (_META_NAME, _LOG_NAME, _LOCK_NAME):
         if os.path.islink(os.path.join(folder, name)):
             raise _link_error(os.path.join(folder, name))
@@ -1948,7 +1874,7 @@ def _check_meta_session_id(folder, meta):
 
 
 def _make_private_folders(folder):
-    """Create folder and missing parents 0700 (os.makedirs would use the umask)."""
+    """Create folder and missing parents 0700 (os.makedirs uses the umask)."""
     missing = []
     while not os.path.isdir(folder):
         missing.append(folder)
@@ -1972,9 +1898,9 @@ def _open_session_for_writing(folder):
     try:
         meta = _write_meta(folder, _new_session_id(), _utc_now())
         # Crash window: a meta without a log is a session with no notes yet.
-        descriptor = _open_log_for_append(meta["log_file"])
-        os.fsync(descriptor)
-        os.close(descriptor)
+        fd = _open_log_for_append(meta["log_file"])
+        os.fsync(fd)
+        os.close(fd)
         _fsync_folder(folder)
     except OSError as error:
         raise _folder_error(folder, error) from None
@@ -1982,13 +1908,13 @@ def _open_session_for_writing(folder):
 
 
 def _open_log_for_append(path):
-    descriptor = _open_regular_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, False)
+    fd = _open_regular_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, False)
     try:
-        _refuse_a_hard_linked_log(path, os.fstat(descriptor))
+        _refuse_a_hard_linked_log(path, os.fstat(fd))
     except BaseException:
-        os.close(descriptor)
+        os.close(fd)
         raise
-    return descriptor
+    return fd
 
 
 def _refuse_a_hard_linked_log(path, status):
@@ -2062,13 +1988,13 @@ def _end_before_incomplete_batch(handle, size):
 
 
 class _BackwardScan:
-    """One walk back from the end: (offset, record or None, problems); finds torn tail, next seq."""
+    """One walk back from the end: (offset, record or None, problems); torn tail, next seq."""
 
     def __init__(self, handle, size, session_id=None, in_flight=False):
         self.keep_end = _end_before_incomplete_batch(handle, size)  # torn from here on
         self.incomplete_batch = self.keep_end < size
         self.needs_newline = False  # the last line is an object lacking its newline
-        self.highest_seq = 0  # highest seq the lines walked can have held
+        self.highest_seq = 0  # the highest the lines walked can have held
         self.certain = False  # no line left can hold a higher one
         self.lines = _read_lines_backward(handle, self.keep_end)
         self.session_id, self.in_flight = session_id, in_flight
@@ -2104,7 +2030,7 @@ class _BackwardScan:
 
 
 class _LogTail(_BackwardScan):
-    """The log's end, as a writer needs it: torn tail, next seq, recent records."""
+    """The log's end for a writer: torn tail, next seq, recent records."""
 
     def __init__(self, handle, size, recent_since=None, window_records=_DUPLICATE_WINDOW_RECORDS):
         _BackwardScan.__init__(self, handle, size)
@@ -2124,12 +2050,11 @@ class _LogTail(_BackwardScan):
                 break
 
 
-def _set_aside_torn_tail(folder, descriptor, tail):
-    """Copy the torn bytes to a side file, then cut them from the log."""
+def _set_aside_torn_tail(folder, fd, tail):
     side_path, side = _create_new_file(os.path.join(folder, "%s%s-%d" % (
         _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())))
     try:
-        with open(descriptor, "rb", closefd=False) as handle:
+        with open(fd, "rb", closefd=False) as handle:
             for block in _log_blocks(handle, tail.keep_end, tail.size):
                 _write_all(side, block)
         os.fsync(side)
@@ -2140,36 +2065,35 @@ def _set_aside_torn_tail(folder, descriptor, tail):
     os.close(side)
     _fsync_folder(folder)
     try:  # Crash window: the bytes are in both files; the next append copies them again.
-        os.ftruncate(descriptor, tail.keep_end)
+        os.ftruncate(fd, tail.keep_end)
     except PermissionError:  # append-only: take the side file back, and refuse
         os.unlink(side_path)
         _fsync_folder(folder)
         log_path = os.path.join(folder, _LOG_NAME)
-        raise NotesError("%s is append-only (chattr +a, or its mount forbids cutting files), so its cut-off last "
-                         "line (%d bytes) cannot be set aside. Nothing was written. Run chattr -a %s and append "
-                         "again, or restore an export into a new --dir"
+        raise NotesError("%s is append-only, so its cut-off last line (%d bytes) cannot be set aside. Nothing was "
+                         "written. Run chattr -a %s and append again, or restore an export into a new --dir"
                          % (log_path, tail.size - tail.keep_end, log_path)) from None
-    os.fsync(descriptor)
+    os.fsync(fd)
     return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
 
 
 _NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
 
 
-def _keep_torn_tail_in_place(descriptor, tail, why):
+def _keep_torn_tail_in_place(fd, tail, why):
     """End the torn tail with a newline: a damaged line, which holds a seq."""
-    _append_line(descriptor, b"\n")  # Crash window: one write; until it, the tail waits for the next append.
+    _append_line(fd, b"\n")  # Crash window: one write; until it, the tail waits for the next append.
     tail.highest_seq += 1
     return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
 
 
 def _find_note_line(handle, size, note_id):
-    """(offset, line, record) of the note with this id, searched from the end, or None."""
+    """(offset, line, record) of the note with this id, searched from the end."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for offset, line in _read_lines_backward(handle, size):
         if line and needle in line:
             value = _parse_line(line)[0]
-            if _is_the_note(value, note_id):
+            if value is not None and value.get("id") == note_id and _is_usable(_check_record(value, None)):
                 return offset, line, value
     return None
 
@@ -2186,20 +2110,20 @@ class _ClosesHandle:
 
 
 class _NotesById(_ClosesHandle):
-    """Notes by id, each searched once from the log's end (opened at the first lookup)."""
+    """Notes by id, each searched once from the log's end."""
 
     def __init__(self, log_path):
         self.log_path, self.size, self.found = log_path, 0, {}
-        self.empty = False  # found, at the first lookup, to hold no line at all
+        self.empty = False  # no line at all, found at the first lookup
 
     def __call__(self, note_id):
         if note_id not in self.found:
             if self.handle is None:
-                descriptor, size = _open_log(self.log_path)
-                if descriptor is None:
+                fd, size = _open_log(self.log_path)
+                if fd is None:
                     self.empty = True
                     return None
-                self.handle = open(descriptor, "rb")
+                self.handle = open(fd, "rb")
                 self.size = _end_before_incomplete_batch(self.handle, size)
                 self.empty = size == 0
             found = _find_note_line(self.handle, self.size, note_id)
@@ -2207,26 +2131,25 @@ class _NotesById(_ClosesHandle):
         return self.found[note_id]
 
 
-def _append_line(descriptor, line):
-    """Append line (one or more records), fsync; on any failure cut it off."""
-    start = os.lseek(descriptor, 0, os.SEEK_END)
+def _append_line(fd, line):
+    """Append line (one or more records) and fsync; on any failure cut it off."""
+    start = os.lseek(fd, 0, os.SEEK_END)
     try:
-        _write_all(descriptor, line)  # Crash window: a kill leaves whole lines and a torn tail, set aside next time.
-        os.fsync(descriptor)
+        _write_all(fd, line)  # Crash window: a kill leaves whole lines and a torn tail, set aside next time.
+        os.fsync(fd)
     except BaseException:
         try:
-            os.ftruncate(descriptor, start)
-            os.fsync(descriptor)
+            os.ftruncate(fd, start)
+            os.fsync(fd)
         except OSError:
             pass
         raise
 
 
 def _line_problems(raw, terminated, session_id):
-    """(object or None, the problems of this line alone)."""
     value, kind = _parse_line(raw) if raw is not None else (None, "line_too_long")
     if not terminated:
-        kind = _unterminated_line_problem(value)
+        kind = "torn_tail" if value is None else "missing_newline"
     if value is None:
         return None, [(kind, None)]
     problems = _check_record(value, session_id)
@@ -2234,20 +2157,20 @@ def _line_problems(raw, terminated, session_id):
 
 
 class _LogReader(_ProblemTally, _ClosesHandle):
-    """Reads the log forward, checking each line; all passes read the file opened first."""
+    """Reads the log forward, checking each line; each pass reads the file opened first."""
 
     def __init__(self, folder, meta):
         _ProblemTally.__init__(self)  # of the last pass
         self.path, self.session_id = os.path.join(folder, _LOG_NAME), meta.get("session_id")
         self.total, self.last_record, self.unterminated_in_flight = 0, None, False
         self.order, self.redactions = _LogOrder(), _RedactionsSeen()
-        descriptor, self.size_seen, self.in_flight = _log_view(folder)
-        self.handle = open(descriptor, "rb") if descriptor is not None else None
+        fd, self.size_seen, self.in_flight = _log_view(folder)
+        self.handle = open(fd, "rb") if fd is not None else None
         # not read: an incomplete batch at the end
         self.size = _end_before_incomplete_batch(self.handle, self.size_seen) if self.size_seen else 0
 
     def records(self):
-        """Each usable record in log order, noting this pass's problems on the way."""
+        """Each usable record in log order, noting problems on the way."""
         self.problems, self.problem_count, self.total, self.last_record = [], 0, 0, None
         self.order = seen = _LogOrder()
         self.redactions = _RedactionsSeen()
@@ -2286,7 +2209,7 @@ def _bounded_warnings(messages, count):
     return messages
 
 
-def _problem_messages(problems: list, count: int) -> list:
+def _problem_messages(problems, count):
     messages = []
     for entry in problems[:_WARNINGS_LISTED]:
         where = "" if entry["line"] is None else "line %d" % entry["line"]
@@ -2302,7 +2225,7 @@ def _with_warnings(receipt, warnings):
 
 
 class _RedactionsSeen:
-    """Redacted notes met, and those no source note explains yet."""
+    """Redacted notes met, and those no source note explains."""
 
     def __init__(self):
         self.count, self.pending = 0, {}
@@ -2316,7 +2239,7 @@ class _RedactionsSeen:
         elif _is_redaction_note(record):
             self.pending.pop(record["about"], None)
 
-    def problems(self) -> list:
+    def problems(self):
         return [_problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
 
 
