@@ -518,14 +518,16 @@ _FIRST_LOOK_ASCII_WORD_SEARCH = re.compile("|".join(re.escape(word) for word in 
                                                     if word.isascii())).search
 
 
-def _may_hold_credential(text):
+def _may_hold_credential(text, seam=-1):
+    """Whether a credential may be in the text; seam: where an effect joined to it begins."""
     shape, prose_words = _FIRST_LOOK_SHAPES(text), 0
     while shape:
         start = max(text.rfind(space, 0, shape.start()) for space in " \t\n") + 1
         end = _WORD_END(text, start).end()
         prose_words += 1  # a second is more likely a key's groups than prose
-        if (prose_words > 1 or not _PROSE_WORD(text, start, end) or _GROUP_BEFORE(text, 0, start)
-                or _GROUP_AFTER(text, end)):
+        # A word across the seam is neither field's word: it counts as it stands.
+        if (prose_words > 1 or start < seam < end or not _PROSE_WORD(text, start, end)
+                or _GROUP_BEFORE(text, 0, start) or _GROUP_AFTER(text, end)):
             return True
         shape = _FIRST_LOOK_SHAPES(text, end)
     lowered = text.lower()
@@ -718,7 +720,7 @@ def _visible_text(value):
 
 def _split_credential_problem(text, effect):
     text, effect = _visible_text(text), _visible_text(effect or "")
-    if not effect or not _may_hold_credential(text + effect):
+    if not effect or not _may_hold_credential(text + effect, len(text)):
         return None
     # Only a match over the seam counts.
     kind = (_credential_kind_in(text + effect, context=False, across=len(text))
@@ -937,10 +939,9 @@ def _check_record(record, session_id):
 
 def _record_text_problems(text, effect):
     """What append would refuse in a stored text and effect, as (kind, detail)."""
-    # One first look for both, joined as they meet (a key split between them) and apart (a seam can
-    # make a prose word of two that are not).
-    suspect = _may_hold_credential(_visible_text(text + effect if effect else text)) or bool(
-        effect and _may_hold_credential(_visible_text(text + " " + effect)))
+    # One first look for both, joined: a key may be split between them.
+    seen = _visible_text(text)
+    suspect = _may_hold_credential(seen + _visible_text(effect), len(seen)) if effect else _may_hold_credential(seen)
     problems = []
     for key, value, limit in (("text", text, _TEXT_LIMIT), ("effect", effect, _EFFECT_LIMIT)):
         found = _signal_problem(value, limit, suspect) if value is not None else None
