@@ -2346,8 +2346,7 @@ class Session:
         return {"ok": True, "command": "init", "session_id": meta["session_id"],
                 "path": os.path.join(folder, _LOG_NAME)}
 
-    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
-             compact=False) -> dict:
+    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None, compact=False) -> dict:
         """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
 
         superseded lists the ids a later note superseded; with grep, more (or more_at_least) counts the
@@ -2357,7 +2356,10 @@ class Session:
         types = set([types] if isinstance(types, str) else types) if types else ()
         for kind in types:
             _check_choice("type", kind, NOTE_TYPES)
-        pattern = _grep_pattern(grep)
+        words = None if grep is None else grep.casefold().split()
+        if words == []:
+            raise NotesError("--grep is empty; pass the words to look for, for example --grep 'email'")
+        pattern = words and re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)")
         folder, meta = self._folder_meta()
 
         def keeps(r):
@@ -2463,20 +2465,6 @@ def _recover_tail(folder, fd, tail):
         return _keep_torn_tail_in_place(fd, tail, "no room for a side file")
 
 
-def _with_recovered(receipt, recovered):
-    return _with(receipt, recovered=recovered)
-
-
-def _grep_pattern(text):
-    """tail's grep words, whole and in order, as a pattern; None without grep."""
-    if text is None:
-        return None
-    words = text.casefold().split()
-    if not words:
-        raise NotesError("--grep is empty; pass the words to look for, for example --grep 'email'")
-    return re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)")
-
-
 def _compact_record(record):
     """A record, or each of a list, with only its id and signal fields."""
     if isinstance(record, list):
@@ -2509,7 +2497,7 @@ def _tail_walk(scan, end, limit, keeps, grep):
         if len(records) >= limit:
             break
     more = 0
-    for _, value, problems in scan if grep else ():  # the matches left out
+    for _, value, problems in scan if grep else ():
         more += value is not None and _is_usable(problems) and keeps(value)
         if more >= _LIMIT_MAX:
             break
@@ -2573,8 +2561,7 @@ _SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
 
 
 def _command_note_id(command, value) -> str:
-    cleaned = _as_note_id(value)
-    if cleaned is None:
+    if (cleaned := _as_note_id(value)) is None:
         raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command, help_for=command)
     return cleaned
 
@@ -2689,10 +2676,9 @@ def _session_entry(name, folder):
     entry = {"name": name, "path": folder}
     try:
         with _LogReader(folder, _require_session(folder)) as reader:
-            gates = _recap_history(reader)[1]
+            statuses = [gate.status for gate in _recap_history(reader)[1].values()]
     except (NotesError, OSError) as error:
         return dict(entry, error=getattr(error, "message", None) or "cannot read it (%s)" % error.strerror)
-    statuses = [gate.status for gate in gates.values()]
     entry.update(total=reader.total, last_note=reader.last_record and _named_note(reader.last_record),
                  open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
                  last_export=_export_lag(folder, reader.session_id, reader.total)
@@ -2716,8 +2702,7 @@ def _visible(value, one_line=False):
     """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX]."""
     if value.isprintable():
         return value
-    return "".join("[U+%04X]" % ord(c) if c in _FORBIDDEN_CHARACTERS or one_line and c in "\r\n" else c
-                   for c in value)
+    return "".join("[U+%04X]" % ord(c) if c in _FORBIDDEN_CHARACTERS or one_line and c in "\r\n" else c for c in value)
 
 
 def _markdown_inline(text):
@@ -3225,8 +3210,7 @@ def _check_open(doc, recap):
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
-    marking = {index for index, (first, end, _) in enumerate(doc.passages)
-               if any(first <= n < end for n in marks)}
+    marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
@@ -3284,8 +3268,7 @@ def _check(self, *, file) -> dict:
     Findings are to look at, surest and earliest first: nothing is written or refused."""
     folder, meta = self._folder_meta()
     path, text = _check_read(folder, file)
-    recap = _recap_of(folder, meta, _LIMIT_MAX).receipt
-    doc = _CheckedArtifact(text)
+    recap, doc = _recap_of(folder, meta, _LIMIT_MAX).receipt, _CheckedArtifact(text)
     with _NotesById(recap["path"]) as find:
         findings = (_check_residue(doc, find) + _check_discards(doc, recap, find)
                     + _check_lost(doc, recap) + _check_open(doc, recap))
@@ -3295,9 +3278,7 @@ def _check(self, *, file) -> dict:
         counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS}), recap.get("warnings"))
     while receipt["findings"] and _printed_size(receipt) > _RECAP_DEFAULT_MAX_BYTES:
         receipt["findings"].pop()
-    if len(findings) > len(receipt["findings"]):
-        receipt["not_listed"] = len(findings) - len(receipt["findings"])
-    return receipt
+    return _with(receipt, not_listed=len(findings) - len(receipt["findings"]))
 
 
 # --------------------------------------------------------------------------
@@ -3314,8 +3295,7 @@ def _earlier_export(path, opener=_open_regular_file):
     head = _read_export_head(path, opener)[0]
     if head is not None:
         session, count = head.get("session"), head["record_count"]
-        return (session.get("session_id") if isinstance(session, dict) else None,
-                count if type(count) is int else None)
+        return (session.get("session_id") if isinstance(session, dict) else None, count if type(count) is int else None)
     try:
         with open(opener(path), "rb") as handle:
             found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(",
@@ -3431,9 +3411,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
                 "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host) or (
             "Claude.ai offers its outputs folder (%s) for download: this is %s in %s."
             % (_HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown)))}}
-    if news:
-        receipt["tell_operator"] = "; ".join(news) + "."
-    return _with_warnings(receipt, warnings)
+    return _with_warnings(_with(receipt, tell_operator=news and "; ".join(news) + "."), warnings)
 
 
 @_command
@@ -3466,7 +3444,6 @@ def _export(self, *, output=None, format="json") -> dict:
     if stat.S_ISREG(mode) and not _starts_as_export(output):
         raise NotesError("--output %s is not an export of this tool, which export never replaces; choose another "
                          "--output, or remove it" % output)
-    earlier = _earlier_export(output)
 
     def write(chunks):
         # Refused: a place that cannot take the file; unexpected: a failure while writing it.
@@ -3477,7 +3454,7 @@ def _export(self, *, output=None, format="json") -> dict:
             raise NotesError(refusal % (output, error.strerror)) from None
         _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
         return output
-    return _export_session(folder, meta, format == "md", earlier, write, host)
+    return _export_session(folder, meta, format == "md", _earlier_export(output), write, host)
 
 
 def _not_an_export(path, why):  # why names no value the export holds
@@ -3635,13 +3612,13 @@ def _notes_kept_by_restore(folder, export):
 
 def _mend_log_tail(folder):
     """Under the lock: mend the log's end, as append does."""
-    descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
+    fd = _open_log_for_append(os.path.join(folder, _LOG_NAME))
     try:
-        with open(descriptor, "rb", closefd=False) as handle:
-            tail = _LogTail(handle, os.fstat(descriptor).st_size)
-        return _recover_tail(folder, descriptor, tail)
+        with open(fd, "rb", closefd=False) as handle:
+            tail = _LogTail(handle, os.fstat(fd).st_size)
+        return _recover_tail(folder, fd, tail)
     finally:
-        os.close(descriptor)
+        os.close(fd)
 
 
 def _log_then(log_path, pieces):
@@ -3740,8 +3717,8 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
         _gates_phrase(gates) or "no gate is open or deferred",
         "this export was written at %s %s UTC: one downloaded later holds more notes" % (stamp[:10], stamp[11:16])
         if stamp else "this export has no time: one with more notes is later", keep)
-    return _with_recovered(_with_warnings(receipt, _problem_messages(export.problems, export.problem_count)
-                                          + export.notices), recovered)
+    return _with(_with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices),
+                 recovered=recovered)
 
 
 # --------------------------------------------------------------------------
