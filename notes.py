@@ -3023,11 +3023,10 @@ _CHECK_LISTED = 50  # findings listed, then counted
 _CHECK_EXCERPT = 120  # characters of an excerpt or a note's text in a finding
 _CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
 _CHECK_STOP_WORDS = frozenset(
-    "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do "
-    "does did done has have had it its this that these those there here which who whom whose what when where why "
-    "how than then so such not no nor only also just very more most less can could will would shall should may "
-    "might must each every any all both either some other one we you they he she i our your their his her my me "
-    "us them".split())
+    "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do does "
+    "did done has have had it its this that these those there here which who whom whose what when where why how than "
+    "then so such not no nor only also just very more most less can could will would shall should may might must each "
+    "every any all both either some other one we you they he she i our your their his her my me us them".split())
 # Irregular forms a suffix cut cannot join to their verb; currency signs read as their word.
 _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
@@ -4270,15 +4269,13 @@ _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/
 _RPC_INVALID_PARAMS = -32602  # other codes stand beside the message naming them
 
 _MCP_INSTRUCTIONS = (
-    "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
-    "Call append when losing a fact would hurt continuity: a decision the operator confirmed, a gate "
-    "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
-    "artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. "
-    "Send a decision and the gate update it settles in one append_batch call.\n"
-    "Do not read the log every turn: call recap (then tail or show, with compact true) only when the "
-    "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
-    "A result with isError true saved nothing: fix the arguments if the fix keeps the meaning, else tell "
-    "the operator the note was not saved.")
+    "This server keeps the memory log of a Memory-Assisted Shaping session.\nCall append when losing a fact would hurt "
+    "continuity: a decision the operator confirmed, a gate opened, deferred or closed, a discarded path likely to "
+    "return, a change of source of truth, an artifact boundary, an approved move to synthesis; never for cosmetics, "
+    "naming or ordinary talk. Send a decision and the gate update it settles in one append_batch call.\nDo not read "
+    "the log every turn: call recap (then tail or show, with compact true) only when the operator asks for a recap or "
+    "an export, on re-entry, or before synthesis.\nA result with isError true saved nothing: fix the arguments if the "
+    "fix keeps the meaning, else tell the operator the note was not saved.")
 _MCP_CONTRACTS = (  # (file, description) of the contracts served as resources
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
