@@ -2405,7 +2405,7 @@ class Session:
         problems = [_problem(None, None, kind, _META_NAME + " " + detail) for kind, detail in bad] + reader.problems
         count, problems = len(bad) + reader.problem_count, problems[:_PROBLEMS_LISTED]
         warnings = reader.notices()
-        if reader.unterminated_in_flight:  # a writer's line in flight: not a problem, but not checked
+        if reader.unterminated_in_flight:
             warnings.insert(0, "the last line is being written (no newline yet, a writer holds the lock), so it was "
                                "not checked; run verify again once that writer has finished")
         return _with({"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
@@ -2477,7 +2477,7 @@ def _tail_walk(scan, end, limit, keeps, grep):
     records, superseded, warnings, count, kept_bytes = [], set(), [], 0, 0
     for offset, value, problems in scan:
         line_bytes, end, count = end - offset, offset, count + len(problems)
-        at = " (%s)" % value["id"] if value is not None and _is_note_id(value.get("id")) else " (no id)"  # no other id
+        at = " (%s)" % value["id"] if value is not None and _is_note_id(value.get("id")) else " (no id)"
         warnings += ["byte %d%s: %s" % (offset, "" if kind in _LINE_PROBLEMS else at, detail or _PROBLEM_DETAILS[kind])
                      for kind, detail in problems[:_WARNINGS_LISTED - len(warnings)]]
         if value is None or not _is_usable(problems):
@@ -2514,7 +2514,7 @@ def _is_unconfirmed(labels) -> bool:
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
-# recap's first pass keeps this of a gate; by: the note its latest update names.
+# by: the note a gate's latest update names.
 _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
 
 
@@ -2557,7 +2557,7 @@ def _named_note(record) -> dict:
     return {key: record[key] for key in ("id", "type", "text")}
 
 
-_SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
+_SHOW_LIST_LIMIT = 50  # per list of show's receipt, newest kept
 
 
 def _command_note_id(command, value) -> str:
@@ -3870,7 +3870,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
             os.close(fd)
     return _with({"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
                   "path": log_path}, note_ids=batch and [record["id"] for record in records],
-                 duplicate=duplicate is not None, recovered=recovered, created=created)  # duplicate: a retry
+                 duplicate=duplicate is not None, recovered=recovered, created=created)
 
 
 # --------------------------------------------------------------------------
@@ -4130,7 +4130,6 @@ _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py,
              "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 _SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
 
-# Flags people type by habit -> ours.
 _HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
                      "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
@@ -4276,7 +4275,7 @@ _MCP_INSTRUCTIONS = (
     "the log every turn: call recap (then tail or show, with compact true) only when the operator asks for a recap or "
     "an export, on re-entry, or before synthesis.\nA result with isError true saved nothing: fix the arguments if the "
     "fix keeps the meaning, else tell the operator the note was not saved.")
-_MCP_CONTRACTS = (  # (file, description) of the contracts served as resources
+_MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
@@ -4317,9 +4316,8 @@ def _mcp_input_schema(command):
         props[name] = dict({"type": "array", "items": schema} if opt.many else schema,
                            description=opt.mcp_help or _mcp_wording(command, opt.help_text),
                            **({} if default is None else {"default": default}))
-    required = [name for name, opt in opts.items() if opt.required]
-    return {"type": "object", "properties": props, "additionalProperties": False,
-            **({"required": required} if required else {})}
+    return _with({"type": "object", "properties": props, "additionalProperties": False},
+                 required=[name for name, opt in opts.items() if opt.required])
 
 
 def _mcp_listing(command):
