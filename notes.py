@@ -2831,7 +2831,7 @@ def _recap_item_line(item, kind="note"):
     if kind == "unconfirmed":
         prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
         kind = status  # "closed" is the one kind that reads differently here
-    # At a line's start, "1." or "1)" would open a list, "#" a heading, ">" a quote, "-" "+" "=" a list or rule.
+    # At a line's start, "1." "1)" "#" ">" "-" "+" "=" would open a list, a heading, a quote or a rule.
     line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))", r"\g<0>\\", text))
     if "effect" in item:
         line += " Effect: " + _md(item["effect"])
@@ -2915,7 +2915,6 @@ def _recap_markdown(recap):
 
 
 def _printed_form(result) -> str:
-    """What main prints for a result."""
     if isinstance(result, str):
         return result
     if "markdown" in result:
@@ -2990,7 +2989,7 @@ def _recap_of(folder, meta, limit):
         receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
     total = {name: len(lists[name]) + cut.get(name, 0) for name in ("open_gates", "unconfirmed")}
     if any(total.values()):
-        # An open gate counts from the note that last set it open, an unconfirmed note from itself.
+        # An open gate counts from the note that last set it open.
         pending = receipt["pending"] = dict(total, raised_since=min(filter(None, (first_gate, first_note)))[1])
         if synthesis.delivered_at is not None:
             pending["since_delivery"] = [item["id"] for seq, item in sorted(
@@ -2999,7 +2998,7 @@ def _recap_of(folder, meta, limit):
         synthesis.delivery["after"] = [note for _, note in synthesis.after]
     receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
     lists["delivery"] = synthesis.after
-    # Left out oldest first: list entries and notes after the delivery, then, if that is not enough, pending ones.
+    # Left out oldest first: list entries and notes after the delivery, then pending ones.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
     return _Recap(_with_warnings(receipt, warnings), order, cut, counts)
@@ -3016,7 +3015,7 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
     return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
 
-# check: an artifact read against the live log. A note is found in a passage by the share of its stems there.
+# check: a note is found in a passage by the share of its stems there.
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
 _CHECK_LISTED = 50  # findings listed, then counted
@@ -4371,8 +4370,7 @@ def _mcp_keywords(command, args):
     return kwargs
 
 
-# New files and folders export makes over MCP per folder and server run (replacing is free): a call may come
-# from injected text, which must not fill the folder.
+# New files and folders export may make over MCP per folder and server run: injected text must not fill it.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
