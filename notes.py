@@ -2569,8 +2569,7 @@ def _command_note_id(command, value) -> str:
 def _show_chain(reader, note_id) -> dict:
     back, back_skipped, end, wanted = [], 0, reader.size, note_id
     while reader.handle:  # the note, then those its ref leads back to
-        found = _find_note_line(reader.handle, end, wanted)
-        if found is None:
+        if (found := _find_note_line(reader.handle, end, wanted)) is None:
             break
         end, _, value = found
         if back and (value["type"] == "gate") != (back[0]["type"] == "gate"):
@@ -2808,8 +2807,7 @@ class _SynthesisSeen:
         """Take in any next record (a superseded one may begin or end synthesis); True for a delivery."""
         kind, note_id = record["type"], record["id"]
         if kind == "mode":
-            entering = record["text"].startswith(_SYNTHESIS_WORD)
-            if entering != self.in_synthesis:
+            if (entering := record["text"].startswith(_SYNTHESIS_WORD)) != self.in_synthesis:
                 self.synthesis = dict(self.synthesis, state="ended", ended=note_id) if self.in_synthesis else {
                     "state": "entered", "entered": note_id}
             self.in_synthesis = entering
@@ -2959,8 +2957,7 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
         fails, fits, best = 0, len(self.order), self.rendered(0, markdown)
         if _printed_size(best) <= max_bytes:
             return best
-        needed = _printed_size(self.rendered(fits, markdown))
-        if needed > max_bytes:
+        if (needed := _printed_size(self.rendered(fits, markdown))) > max_bytes:
             raise NotesError("recap needs %d bytes for mode, shape, counts and warnings, more than --max-bytes %d; "
                              "run it again with --max-bytes %d" % (needed, max_bytes, needed))
         while fits - fails > 1:
@@ -3154,8 +3151,7 @@ def _check_residue(doc, find):
     findings = []
     for n, line in enumerate(doc.lines):
         for pattern, what, confidence in _CHECK_RESIDUE:
-            found = pattern.search(line)
-            if found:
+            if found := pattern.search(line):
                 note = find(found.group()) if what == "a note id" else None
                 if what == "a state name" and not re.search("[a-z]", line):
                     confidence = "low"  # a line in capitals: maybe a plain word
@@ -3290,8 +3286,7 @@ def _gates_phrase(gates):
 
 def _earlier_export(path, opener=_open_regular_file):
     """(session id, note count) of the JSON or markdown export at path, or None."""
-    head = _read_export_head(path, opener)[0]
-    if head is not None:
+    if (head := _read_export_head(path, opener)[0]) is not None:
         session, count = head.get("session"), head["record_count"]
         return (session.get("session_id") if isinstance(session, dict) else None, count if type(count) is int else None)
     try:
@@ -3305,8 +3300,7 @@ def _earlier_export(path, opener=_open_regular_file):
 
 def _session_host(folder, over_mcp=False) -> str:
     """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
-    chosen = os.environ.get(_HOST_VARIABLE)
-    if chosen not in (None,) + _HOSTS:  # never echoed: a variable may hold anything
+    if (chosen := os.environ.get(_HOST_VARIABLE)) not in (None,) + _HOSTS:  # never echoed: a variable may hold anything
         raise NotesError("%s names no known host; set it to one of %s, or unset it; nothing was changed"
                          % (_HOST_VARIABLE, ", ".join(_HOSTS)))
     return chosen or ("mcp" if over_mcp else next(
@@ -3642,8 +3636,7 @@ def _export_in_folder(folder, accept_damaged):
     if len(found) > _RESTORE_CANDIDATES_LIMIT:
         raise NotesError("%s holds more than %d exports; nothing was changed. Pass the one to restore: restore PATH"
                          % (folder, _RESTORE_CANDIDATES_LIMIT))
-    exports = [_Export(path, accept_damaged) for path in found]
-    if not exports:
+    if not (exports := [_Export(path, accept_damaged) for path in found]):
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
     longest = max(exports, key=lambda e: (e.record_count, os.path.basename(e.path) == _EXPORT_NAME))
@@ -3792,8 +3785,7 @@ def _gate_root(record, window, in_log):
     visited, ref = set(), record.get("ref")
     while isinstance(ref, str) and ref not in visited:
         visited.add(ref)
-        target = window.get(ref) or in_log(ref)
-        if target is None or target.get("type") != "gate":
+        if (target := window.get(ref) or in_log(ref)) is None or target.get("type") != "gate":
             return ref
         record, ref = target, target.get("ref")
     return record["id"] if "ref" not in record else ref
@@ -3881,8 +3873,7 @@ _REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential",
 
 def _note_to_redact(handle, tail, note_id, session_id):
     """(offset, line, record) of the note to redact; refuse what redact cannot explain."""
-    found = _find_note_line(handle, tail.keep_end, note_id)
-    if found is None:
+    if (found := _find_note_line(handle, tail.keep_end, note_id)) is None:
         needle, torn = ('"id":"%s"' % note_id).encode("ascii"), False
         for offset, line in _read_lines_backward(handle, tail.size):  # the lines from keep_end on are torn
             if offset < tail.keep_end or torn:
@@ -3893,8 +3884,7 @@ def _note_to_redact(handle, tail, note_id, session_id):
                          "text" % (note_id, _TORN_PREFIX) if torn else
                          "%s names no note in this session that can be read; check the id with tail or recap" % note_id)
     record = found[2]
-    damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
-    if damage:
+    if damage := sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS):
         raise NotesError("%s does not verify (%s): redact leaves damage as it is; nothing was changed. Run verify, "
                          "and restore the session from an intact export into a new --dir"
                          % (note_id, ", ".join(damage)))
@@ -3925,8 +3915,7 @@ def _redact(self, *, note_id, reason) -> dict:
     _check_session_folder(folder)
     with _SessionLock(folder):
         session_id = _open_session_for_writing(folder)[0]["session_id"]
-        fd = _open_log(log_path)[0]
-        if fd is None:
+        if (fd := _open_log(log_path)[0]) is None:
             raise NotesError("redact %s: this session has no notes yet" % note_id)
         # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
         with open(fd, "rb") as handle:
@@ -4141,8 +4130,7 @@ def _build_parser():
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):  # without the values argparse quotes: one may be a pasted secret
-            command = self.prog.partition(" ")[2] or None
-            if command is None and "invalid choice: " in message:
+            if (command := self.prog.partition(" ")[2] or None) is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 message = "unknown command (the first word after the options); %scommands: %s" % (
                     _did_you_mean(word, _COMMANDS), ", ".join(_COMMANDS))
@@ -4347,8 +4335,7 @@ def _mcp_keywords(command, args):
     opts = _mcp_options(command)
     kwargs = {name: opt.settings.get("default") for name, opt in opts.items()}
     for place, (name, value) in enumerate(args.items(), 1):
-        opt = opts.get(name)
-        if opt is None:  # named by its place, never by its name: a client wrote it
+        if (opt := opts.get(name)) is None:  # named by its place, never by its name: a client wrote it
             raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
                              "are: %s" % (command, place, ", ".join(opts) or "none"))
         if value == "-" and opt.from_stdin:  # here standard input carries the protocol
@@ -4440,8 +4427,7 @@ def _mcp_restore(server, session, export_file, accept_damaged):
     way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
     full = os.path.isabs(export_file)
     if full:
-        places = [place for place in places if export_file.startswith(place.rstrip(os.sep) + os.sep)]
-        if not places:
+        if not (places := [place for place in places if export_file.startswith(place.rstrip(os.sep) + os.sep)]):
             raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
     for place in places:
         relative = export_file[len(place.rstrip(os.sep)) + 1:] if full else export_file
@@ -4529,8 +4515,7 @@ def _mcp_result(server, method, params):
     if method != "resources/read":
         raise _ProtocolError(-32601, "Method not found: %s" % method)
     uri = params.get("uri")
-    path = next((path for known, path, _, _ in _mcp_contracts() if known == uri), None)
-    if path is None:
+    if (path := next((path for known, path, _, _ in _mcp_contracts() if known == uri), None)) is None:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown resource: %s" % _compact_json(uri))
     try:
         with open(path, "rb") as handle:
