@@ -3071,7 +3071,7 @@ def _check_stems(text, drop=frozenset()) -> set:
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
-# Words that say where a note stands in the log, not what the idea holds: left out of a note's stems.
+# Words about a note's place in the log, not the idea: left out of a note's stems.
 _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending").split())
@@ -3161,8 +3161,7 @@ def _check_residue(doc, find):
 
 
 def _check_discards(doc, recap, find):
-    """Live discards restated, unnegated, in two lines in a row: two stems of the discard or the path it replaced
-    (less other live notes'), or only those of its short name."""
+    """Live discards restated unnegated in two lines in a row: two stems of it or what it replaced, or its name's."""
     settled = _check_stems(" ".join(
         [note["text"] for name in _PENDING_LISTS + ("decisions", "artifacts", "sources", "closed_gates")
          for note in recap[name]]
@@ -3686,8 +3685,7 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
                    "file": export.path, "exported_at": export.exported_at, "last_note": None if last is None else {
                        "id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
                        "text": None if _check_record(last, session["session_id"]) else last["text"]}}}
-    if passed_over:
-        receipt["passed_over"] = passed_over
+    _with(receipt, passed_over=passed_over)
     with _LogReader(folder, _read_meta(folder)) as reader:
         gates = _recap_history(reader)[1]
     ours, stamp = os.path.join(folder, _EXPORT_NAME), export.exported_at
@@ -4149,9 +4147,8 @@ def _build_parser():
     parser.add_argument("--session", metavar="NAME", help=_SESSION_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in _COMMANDS.items():
-        example = "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program))
-        sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw,
-                                  epilog=example)
+        sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw, epilog=
+                                  "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program)))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
         for opt in command.options:
@@ -4398,8 +4395,8 @@ def _mcp_export(session, output, format):
             return _write_inside(folder, relative, chunks, may_replace, make_new, what, way_out)
         except OSError as error:
             raise _write_error(os.path.join(folder, relative), error, "choose another output") from None
-    earlier = _earlier_export(relative, lambda path: _open_inside(folder, path, what, way_out))
-    return _export_session(folder, meta, format == "md", earlier, write, _session_host(folder, True))
+    return _export_session(folder, meta, format == "md", _earlier_export(
+        relative, lambda path: _open_inside(folder, path, what, way_out)), write, _session_host(folder, True))
 
 
 class _McpServer:
@@ -4571,7 +4568,7 @@ def _mcp_answer(server, line):
 def _mcp_error(request_id, code, message, data=None):
     _to_stderr("notes.py mcp: error %d: %s" % (code, message))
     return {"jsonrpc": "2.0", "id": request_id,
-            "error": {"code": code, "message": message, **({} if data is None else {"data": data})}}
+            "error": _with({"code": code, "message": message}, data=data)}
 
 
 def _to_stderr(line):
