@@ -2418,7 +2418,7 @@ class Session:
         try:
             with os.scandir(os.path.join(base, _SESSIONS_FOLDER)) as scan:
                 found = sorted((e.name, e.path) for e in scan if _SESSION_NAME_SHAPE.fullmatch(e.name) and e.is_dir())
-        except OSError:  # no sessions folder
+        except OSError:
             found = []
         found = [(name, folder) for name, folder in [(None, base)] + found
                  if any(os.path.lexists(os.path.join(folder, file)) for file in (_META_NAME, _LOG_NAME))]
@@ -2536,7 +2536,7 @@ def _recap_history(reader):
                 asked.append((root, record["about"]))
         elif ref:
             superseded.add(ref)
-            if ref in discards and kind != "discard":  # a discarded path taken up again
+            if ref in discards and kind != "discard":
                 reopened.setdefault(ref, record["id"])
         if kind == "discard":
             discards.add(record["id"])
@@ -2568,7 +2568,7 @@ def _command_note_id(command, value) -> str:
 
 def _show_chain(reader, note_id) -> dict:
     back, back_skipped, end, wanted = [], 0, reader.size, note_id
-    while reader.handle:  # the note, then those its ref leads back to
+    while reader.handle:
         if (found := _find_note_line(reader.handle, end, wanted)) is None:
             break
         end, _, value = found
@@ -2586,7 +2586,7 @@ def _show_chain(reader, note_id) -> dict:
     target, is_gate = back[0], back[0]["type"] == "gate"
     root = back[-1] if is_gate else target
     later, about, not_listed, settled, family = [], [], {}, set(), {root["id"]}
-    for record in reader.records():  # what came after it, and the notes about it
+    for record in reader.records():
         if (record["type"] == "gate") == is_gate and record.get("ref") in family:
             family.add(record["id"])
             later.append(record)
@@ -2655,7 +2655,7 @@ def _read_export_head(path, opener=None):
 
 def _export_lag(folder, session_id, total):
     """How many of the log's notes the default export lacks."""
-    lag = {"path": os.path.join(folder, _EXPORT_NAME), "record_count": None, "missing": total}  # if no usable one
+    lag = {"path": os.path.join(folder, _EXPORT_NAME), "record_count": None, "missing": total}
     head, problem = _read_export_head(lag["path"])
     if head is not None:
         count, session = head["record_count"], head.get("session")
@@ -2791,7 +2791,7 @@ def _gate_item(gate_id, gates, found, name):
     item.update(("update_" + key, update[key]) for key in ("id", "text", "provenance", "evidence") if key in update)
     if name != "closed_gates":
         return item
-    item["closed_by"] = _named_note(found.get(gate.by) or update)  # the note its update names
+    item["closed_by"] = _named_note(found.get(gate.by) or update)
     return {key: item[key] for key in ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
             if key in item}
 
@@ -2897,7 +2897,7 @@ def _recap_markdown_head(recap):
 def _recap_markdown(recap):
     lines, delivery = _recap_markdown_head(recap), recap.get("delivery")
     for title, key, kind in _RECAP_SECTIONS:
-        items = recap[key] if isinstance(recap[key], list) else [recap[key]] * bool(recap[key])  # mode, shape
+        items = recap[key] if isinstance(recap[key], list) else [recap[key]] * bool(recap[key])
         lines += ["## " + title, ""] + ([_recap_item_line(dict(item, provenance="delivered", evidence=None) if (
             delivery or {}).get("id") == item["id"] else item, kind) for item in items] or ["- none"])
         more = recap.get("truncated", {}).get(key, 0)
@@ -4412,13 +4412,13 @@ class _McpServer:
         if name is not None:
             _check_session_name(name, "argument session")
         session = Session(self.home.folder, session=self.home.session if name is None else name)
-        session._over_mcp = True  # the MCP server's host
+        session._over_mcp = True
         return session
 
 
 def _mcp_restore(server, session, export_file, accept_damaged):
     """The restore tool: the export opened inside an allowed folder."""
-    if export_file is None:  # the one in the session folder
+    if export_file is None:
         return session.restore(accept_damaged=accept_damaged)
     places = [_resolve_folder(session.folder, session.session)] + server.restore_from
     way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
