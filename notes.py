@@ -2510,7 +2510,7 @@ class _CompactReceipt(dict):
     """A receipt printed as one line of compact JSON."""
 
 
-def _is_unconfirmed(labels) -> bool:
+def _is_unconfirmed(labels):
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
@@ -2553,20 +2553,20 @@ def _keep_newest(entries, limit, cut, name):
         del entries[:len(entries) - limit]
 
 
-def _named_note(record) -> dict:
+def _named_note(record):
     return {key: record[key] for key in ("id", "type", "text")}
 
 
 _SHOW_LIST_LIMIT = 50  # per list of show's receipt, newest kept
 
 
-def _command_note_id(command, value) -> str:
+def _command_note_id(command, value):
     if (cleaned := _as_note_id(value)) is None:
         raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command, help_for=command)
     return cleaned
 
 
-def _show_chain(reader, note_id) -> dict:
+def _show_chain(reader, note_id):
     back, back_skipped, end, wanted = [], 0, reader.size, note_id
     while reader.handle:
         if (found := _find_note_line(reader.handle, end, wanted)) is None:
@@ -2688,11 +2688,11 @@ def _session_entry(name, folder):
 # --------------------------------------------------------------------------
 # Recap: the state of the idea within a byte budget, and check of an artifact against it
 
-def _counted(number, noun) -> str:
+def _counted(number, noun):
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
-def _one_line(value) -> str:
+def _one_line(value):
     """Any JSON value (a damaged log may hold one) on one line."""
     return " ".join((value if isinstance(value, str) else _compact_json(value)).splitlines())
 
@@ -2708,7 +2708,7 @@ def _markdown_inline(text):
     return re.sub(r"([\\`*_\[\]<>&~|])", r"\\\1", text)
 
 
-def _md(value) -> str:
+def _md(value):
     return _markdown_inline(_one_line(value))
 
 
@@ -2912,7 +2912,7 @@ def _recap_markdown(recap):
     return "\n".join(lines)
 
 
-def _printed_form(result) -> str:
+def _printed_form(result):
     if isinstance(result, str):
         return result
     if "markdown" in result:
@@ -3060,7 +3060,7 @@ def _check_stem(word):
     return word[:-1] if len(word) > 3 and word.endswith("e") else word
 
 
-def _check_stems(text, drop=frozenset()) -> set:
+def _check_stems(text, drop=frozenset()):
     """The content stems of a text, less accents, case, stop words and one-letter words."""
     import unicodedata
 
@@ -3297,7 +3297,7 @@ def _earlier_export(path, opener=_open_regular_file):
     return (found.group(1), int(found.group(2))) if found else None
 
 
-def _session_host(folder, over_mcp=False) -> str:
+def _session_host(folder, over_mcp=False):
     """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
     if (chosen := os.environ.get(_HOST_VARIABLE)) not in (None,) + _HOSTS:  # never echoed: a variable may hold anything
         raise NotesError("%s names no known host; set it to one of %s, or unset it; nothing was changed"
@@ -3719,7 +3719,7 @@ def _refuse_a_long_batch(count):
                          % (count, _BATCH_LINE_LIMIT))
 
 
-def _clean_batch_line(number, entry) -> dict:
+def _clean_batch_line(number, entry):
     """One line of a batch as a signal, "@K" links kept; refusals echo no value."""
     if not isinstance(entry, dict) or not set(entry).issubset(_SIGNAL_FIELDS):  # no key is echoed
         raise NotesError("the line is not a JSON object of signal fields only: %s (append's flags without dashes)"
@@ -3740,7 +3740,7 @@ def _clean_batch_line(number, entry) -> dict:
     return dict(_clean_signal(*values.values()), **places)
 
 
-def _clean_batch(entries, flags_given) -> list:
+def _clean_batch(entries, flags_given):
     if flags_given:
         raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
                          % ", ".join("--" + name for name in flags_given))
@@ -3799,7 +3799,7 @@ def _still_the_latest_word(record, later, in_log):
     return not any(_gate_root(update, window, in_log) == gate for update in updates)
 
 
-def _resolved_links(signal, ids) -> dict:
+def _resolved_links(signal, ids):
     return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
             and value.startswith("@") else value for name, value in signal.items()}
 
@@ -4181,7 +4181,7 @@ def _parse_arguments(argv):
     return args  # --dir and --session: Session checks them
 
 
-def _read_stdin(flag, byte_limit, too_much) -> str:
+def _read_stdin(flag, byte_limit, too_much):
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("%s - reads standard input, but there is none; pipe it in or use a quoted here-document "
                          "<<'EOF'" % flag)
@@ -4195,7 +4195,7 @@ def _read_stdin(flag, byte_limit, too_much) -> str:
                          % (flag, error.start)) from None
 
 
-def _cli_keywords(args) -> dict:
+def _cli_keywords(args):
     """The Session method's keyword arguments; "-" reads standard input (--batch: a JSON value a line, no blank)."""
     opts = _COMMANDS[args.command].options
     kwargs = {opt.name: getattr(args, opt.name) for opt in opts}
@@ -4268,7 +4268,7 @@ _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "ver
               "sessions", "restore", "redact")
 
 
-def _mcp_served_tools(allow_redact) -> tuple:
+def _mcp_served_tools(allow_redact):
     return tuple(name for name in _MCP_TOOLS if allow_redact or name != "redact")
 
 
@@ -4675,7 +4675,7 @@ def _run_command(argv):
         return _error_receipt(error), _EXIT_UNEXPECTED
 
 
-def _serves_mcp(argv) -> bool:
+def _serves_mcp(argv):
     words = iter(argv)
     for word in words:
         if word in ("--dir", "--session"):
