@@ -2330,7 +2330,7 @@ class Session:
     def __init__(self, folder=None, *, session=None):
         _check_dir_argument(folder)
         _check_session_name(session)
-        # resolved per method, after its argument checks
+        # resolved per method, after its checks
         self.folder, self.session, self._over_mcp = None if folder is None else os.fspath(folder), session, False
 
     def _folder_meta(self):
@@ -2828,7 +2828,7 @@ def _recap_item_line(item, kind="note"):
     text, prefix, status = _md(item["text"]), "", item.get("status")  # only a gate has a status
     if kind == "unconfirmed":
         prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
-        kind = status  # "closed" is the one kind that reads differently here
+        kind = status  # only "closed" reads differently here
     # At a line's start, "1." "1)" "#" ">" "-" "+" "=" would open a list, a heading, a quote or a rule.
     line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))", r"\g<0>\\", text))
     if "effect" in item:
@@ -3030,11 +3030,11 @@ _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
 _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
 _CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
                    "er", "ed", "es", "ly", "s")
-# A line marked as not settled: these words (any case) in the sentence that states it, or in its lead.
+# Marks a line as not settled, in the sentence that states it or in its lead (any case).
 _CHECK_MARK = re.compile(r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
                          r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
 _CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b")
-# Process residue: (pattern, what it is, confidence). State names count in capitals only.
+# Process residue: (pattern, what, confidence); state names count in capitals only.
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
     (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
@@ -3099,8 +3099,7 @@ class _CheckedArtifact:
                 current[1] = n + 1
         lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
-        # A passage's lead: its ## (or deeper) heading, and the line above it (or its list) if that ends with
-        # a colon, is such a heading or is bold.
+        # Lead: the passage's ## heading, and the line above it (or its list) ending in a colon, bold or a ## heading.
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:end]):
@@ -3208,7 +3207,7 @@ def _check_open(doc, recap):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # A gate closed on the model's word is looked for with the answer it was given.
+        # A gate closed on the model's word is looked for with its answer.
         stems = _check_stems(note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else ""),
                              _CHECK_LOG_STEMS)
         if not stems:
@@ -3217,7 +3216,7 @@ def _check_open(doc, recap):
                         for index, hits in doc.hits(stems).items()
                         if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # A point marked where stated is shown: its strongest line is a finding if no marked line is as strong.
+        # A point marked where stated is shown: a finding only if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
@@ -4262,8 +4261,7 @@ _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-# append_batch is append --batch, a tool of its own so that append keeps type and text required;
-# redact only with mcp --allow-redact: a call may come from an injected prompt.
+# append_batch: its own tool, so append keeps type and text required; redact needs --allow-redact (injected prompts).
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
               "sessions", "restore", "redact")
 
