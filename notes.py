@@ -2763,7 +2763,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
 
 def _recap_gates(gates, reopened, limit, cut):
     """(seq, gate id) lists by name, the first pending, and what pass two fetches."""
-    lists = {name: [] for name in ("open_gates", "deferred_gates", "unconfirmed", "closed_gates")}
+    lists = {name: [] for name in _PENDING_LISTS + ("closed_gates",)}
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
@@ -2982,8 +2982,7 @@ def _recap_of(folder, meta, limit):
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
         **latest, **{name: [item for _, item in entries] for name, entries in lists.items()},
         superseded_count=len(superseded), export_lag=_export_lag(folder, meta["session_id"], reader.total))
-    if redacted:
-        receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
+    _with(receipt, redacted=redacted and {"count": redacted, "not_erased": _REDACT_NOT_ERASED})
     total = {name: len(lists[name]) + cut.get(name, 0) for name in ("open_gates", "unconfirmed")}
     if any(total.values()):
         # An open gate counts from the note that last set it open.
