@@ -2342,9 +2342,8 @@ class Session:
         folder = _resolve_folder(self.folder, self.session)
         _check_session_folder(folder)
         with _SessionLock(folder):
-            meta = _open_session_for_writing(folder)[0]
-        return {"ok": True, "command": "init", "session_id": meta["session_id"],
-                "path": os.path.join(folder, _LOG_NAME)}
+            session_id = _open_session_for_writing(folder)[0]["session_id"]
+        return {"ok": True, "command": "init", "session_id": session_id, "path": os.path.join(folder, _LOG_NAME)}
 
     def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None, compact=False) -> dict:
         """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
