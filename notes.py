@@ -2256,7 +2256,7 @@ class Session:
     def __init__(self, folder=None, *, session=None):
         _check_dir_argument(folder)
         _check_session_name(session)
-        # resolved per method, after its argument checks
+        # resolved per method, after its checks
         self.folder, self.session, self._over_mcp = None if folder is None else os.fspath(folder), session, False
 
     def _folder_meta(self):
@@ -2268,12 +2268,10 @@ class Session:
         folder = _resolve_folder(self.folder, self.session)
         _check_session_folder(folder)
         with _SessionLock(folder):
-            meta = _open_session_for_writing(folder)[0]
-        return {"ok": True, "command": "init", "session_id": meta["session_id"],
-                "path": os.path.join(folder, _LOG_NAME)}
+            session_id = _open_session_for_writing(folder)[0]["session_id"]
+        return {"ok": True, "command": "init", "session_id": session_id, "path": os.path.join(folder, _LOG_NAME)}
 
-    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None,
-             compact=False) -> dict:
+    def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None, compact=False) -> dict:
         """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
 
         superseded lists the ids a later note superseded; with grep, more (or more_at_least) counts the
@@ -2283,7 +2281,10 @@ class Session:
         types = set([types] if isinstance(types, str) else types) if types else ()
         for kind in types:
             _check_choice("type", kind, NOTE_TYPES)
-        pattern = _grep_pattern(grep)
+        words = None if grep is None else grep.casefold().split()
+        if words == []:
+            raise NotesError("--grep is empty; pass the words to look for, for example --grep 'email'")
+        pattern = words and re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)")
         folder, meta = self._folder_meta()
 
         def keeps(r):
@@ -2329,7 +2330,7 @@ class Session:
         problems = [_problem(None, None, kind, _META_NAME + " " + detail) for kind, detail in bad] + reader.problems
         count, problems = len(bad) + reader.problem_count, problems[:_PROBLEMS_LISTED]
         warnings = reader.notices()
-        if reader.unterminated_in_flight:  # a writer's line in flight: not a problem, but not checked
+        if reader.unterminated_in_flight:
             warnings.insert(0, "the last line is being written (no newline yet, a writer holds the lock), so it was "
                                "not checked; run verify again once that writer has finished")
         return _with({"ok": count == 0, "command": "verify", "path": reader.path, "total": reader.total,
@@ -2342,7 +2343,7 @@ class Session:
         try:
             with os.scandir(os.path.join(base, _SESSIONS_FOLDER)) as scan:
                 found = sorted((e.name, e.path) for e in scan if _SESSION_NAME_SHAPE.fullmatch(e.name) and e.is_dir())
-        except OSError:  # no sessions folder
+        except OSError:
             found = []
         found = [(name, folder) for name, folder in [(None, base)] + found
                  if any(os.path.lexists(os.path.join(folder, file)) for file in (_META_NAME, _LOG_NAME))]
@@ -2389,20 +2390,6 @@ def _recover_tail(folder, fd, tail):
         return _keep_torn_tail_in_place(fd, tail, "no room for a side file")
 
 
-def _with_recovered(receipt, recovered):
-    return _with(receipt, recovered=recovered)
-
-
-def _grep_pattern(text):
-    """tail's grep words, whole and in order, as a pattern; None without grep."""
-    if text is None:
-        return None
-    words = text.casefold().split()
-    if not words:
-        raise NotesError("--grep is empty; pass the words to look for, for example --grep 'email'")
-    return re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)")
-
-
 def _compact_record(record):
     """A record, or each of a list, with only its id and signal fields."""
     if isinstance(record, list):
@@ -2415,7 +2402,7 @@ def _tail_walk(scan, end, limit, keeps, grep):
     records, superseded, warnings, count, kept_bytes = [], set(), [], 0, 0
     for offset, value, problems in scan:
         line_bytes, end, count = end - offset, offset, count + len(problems)
-        at = " (%s)" % value["id"] if value is not None and _is_note_id(value.get("id")) else " (no id)"  # no other id
+        at = " (%s)" % value["id"] if value is not None and _is_note_id(value.get("id")) else " (no id)"
         warnings += ["byte %d%s: %s" % (offset, "" if kind in _LINE_PROBLEMS else at, detail or _PROBLEM_DETAILS[kind])
                      for kind, detail in problems[:_WARNINGS_LISTED - len(warnings)]]
         if value is None or not _is_usable(problems):
@@ -2435,7 +2422,7 @@ def _tail_walk(scan, end, limit, keeps, grep):
         if len(records) >= limit:
             break
     more = 0
-    for _, value, problems in scan if grep else ():  # the matches left out
+    for _, value, problems in scan if grep else ():
         more += value is not None and _is_usable(problems) and keeps(value)
         if more >= _LIMIT_MAX:
             break
@@ -2448,11 +2435,11 @@ class _CompactReceipt(dict):
     """A receipt printed as one line of compact JSON."""
 
 
-def _is_unconfirmed(labels) -> bool:
+def _is_unconfirmed(labels):
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
-# recap's first pass keeps this of a gate; by: the note its latest update names.
+# by: the note a gate's latest update names.
 _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
 
 
@@ -2474,7 +2461,7 @@ def _recap_history(reader):
                 asked.append((root, record["about"]))
         elif ref:
             superseded.add(ref)
-            if ref in discards and kind != "discard":  # a discarded path taken up again
+            if ref in discards and kind != "discard":
                 reopened.setdefault(ref, record["id"])
         if kind == "discard":
             discards.add(record["id"])
@@ -2491,25 +2478,23 @@ def _keep_newest(entries, limit, cut, name):
         del entries[:len(entries) - limit]
 
 
-def _named_note(record) -> dict:
+def _named_note(record):
     return {key: record[key] for key in ("id", "type", "text")}
 
 
-_SHOW_LIST_LIMIT = 50  # records per list of show's receipt, the newest kept
+_SHOW_LIST_LIMIT = 50  # per list of show's receipt, newest kept
 
 
-def _command_note_id(command, value) -> str:
-    cleaned = _as_note_id(value)
-    if cleaned is None:
+def _command_note_id(command, value):
+    if (cleaned := _as_note_id(value)) is None:
         raise NotesError("%s takes a note id such as n00012; tail or recap lists them" % command, help_for=command)
     return cleaned
 
 
-def _show_chain(reader, note_id) -> dict:
+def _show_chain(reader, note_id):
     back, back_skipped, end, wanted = [], 0, reader.size, note_id
-    while reader.handle:  # the note, then those its ref leads back to
-        found = _find_note_line(reader.handle, end, wanted)
-        if found is None:
+    while reader.handle:
+        if (found := _find_note_line(reader.handle, end, wanted)) is None:
             break
         end, _, value = found
         if back and (value["type"] == "gate") != (back[0]["type"] == "gate"):
@@ -2526,7 +2511,7 @@ def _show_chain(reader, note_id) -> dict:
     target, is_gate = back[0], back[0]["type"] == "gate"
     root = back[-1] if is_gate else target
     later, about, not_listed, settled, family = [], [], {}, set(), {root["id"]}
-    for record in reader.records():  # what came after it, and the notes about it
+    for record in reader.records():
         if (record["type"] == "gate") == is_gate and record.get("ref") in family:
             family.add(record["id"])
             later.append(record)
@@ -2595,7 +2580,7 @@ def _read_export_head(path, opener=None):
 
 def _export_lag(folder, session_id, total):
     """How many of the log's notes the default export lacks."""
-    lag = {"path": os.path.join(folder, _EXPORT_NAME), "record_count": None, "missing": total}  # if no usable one
+    lag = {"path": os.path.join(folder, _EXPORT_NAME), "record_count": None, "missing": total}
     head, problem = _read_export_head(lag["path"])
     if head is not None:
         count, session = head["record_count"], head.get("session")
@@ -2615,10 +2600,9 @@ def _session_entry(name, folder):
     entry = {"name": name, "path": folder}
     try:
         with _LogReader(folder, _require_session(folder)) as reader:
-            gates = _recap_history(reader)[1]
+            statuses = [gate.status for gate in _recap_history(reader)[1].values()]
     except (NotesError, OSError) as error:
         return dict(entry, error=getattr(error, "message", None) or "cannot read it (%s)" % error.strerror)
-    statuses = [gate.status for gate in gates.values()]
     entry.update(total=reader.total, last_note=reader.last_record and _named_note(reader.last_record),
                  open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
                  last_export=_export_lag(folder, reader.session_id, reader.total)
@@ -2629,11 +2613,11 @@ def _session_entry(name, folder):
 # --------------------------------------------------------------------------
 # Recap: the state of the idea within a byte budget, and check of an artifact against it
 
-def _counted(number, noun) -> str:
+def _counted(number, noun):
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
-def _one_line(value) -> str:
+def _one_line(value):
     """Any JSON value (a damaged log may hold one) on one line."""
     return " ".join((value if isinstance(value, str) else _compact_json(value)).splitlines())
 
@@ -2642,15 +2626,14 @@ def _visible(value, one_line=False):
     """value with each forbidden character (and, for one_line, CR and LF) written as [U+XXXX]."""
     if value.isprintable():
         return value
-    return "".join("[U+%04X]" % ord(c) if c in _FORBIDDEN_CHARACTERS or one_line and c in "\r\n" else c
-                   for c in value)
+    return "".join("[U+%04X]" % ord(c) if c in _FORBIDDEN_CHARACTERS or one_line and c in "\r\n" else c for c in value)
 
 
 def _markdown_inline(text):
     return re.sub(r"([\\`*_\[\]<>&~|])", r"\\\1", text)
 
 
-def _md(value) -> str:
+def _md(value):
     return _markdown_inline(_one_line(value))
 
 
@@ -2705,7 +2688,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
 
 def _recap_gates(gates, reopened, limit, cut):
     """(seq, gate id) lists by name, the first pending, and what pass two fetches."""
-    lists = {name: [] for name in ("open_gates", "deferred_gates", "unconfirmed", "closed_gates")}
+    lists = {name: [] for name in _PENDING_LISTS + ("closed_gates",)}
     for gate_id, gate in gates.items():
         if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
             continue
@@ -2733,7 +2716,7 @@ def _gate_item(gate_id, gates, found, name):
     item.update(("update_" + key, update[key]) for key in ("id", "text", "provenance", "evidence") if key in update)
     if name != "closed_gates":
         return item
-    item["closed_by"] = _named_note(found.get(gate.by) or update)  # the note its update names
+    item["closed_by"] = _named_note(found.get(gate.by) or update)
     return {key: item[key] for key in ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
             if key in item}
 
@@ -2749,8 +2732,7 @@ class _SynthesisSeen:
         """Take in any next record (a superseded one may begin or end synthesis); True for a delivery."""
         kind, note_id = record["type"], record["id"]
         if kind == "mode":
-            entering = record["text"].startswith(_SYNTHESIS_WORD)
-            if entering != self.in_synthesis:
+            if (entering := record["text"].startswith(_SYNTHESIS_WORD)) != self.in_synthesis:
                 self.synthesis = dict(self.synthesis, state="ended", ended=note_id) if self.in_synthesis else {
                     "state": "entered", "entered": note_id}
             self.in_synthesis = entering
@@ -2771,8 +2753,8 @@ def _recap_item_line(item, kind="note"):
     text, prefix, status = _md(item["text"]), "", item.get("status")  # only a gate has a status
     if kind == "unconfirmed":
         prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
-        kind = status  # "closed" is the one kind that reads differently here
-    # At a line's start, "1." or "1)" would open a list, "#" a heading, ">" a quote, "-" "+" "=" a list or rule.
+        kind = status  # only "closed" reads differently here
+    # At a line's start, "1." "1)" "#" ">" "-" "+" "=" would open a list, a heading, a quote or a rule.
     line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))", r"\g<0>\\", text))
     if "effect" in item:
         line += " Effect: " + _md(item["effect"])
@@ -2840,7 +2822,7 @@ def _recap_markdown_head(recap):
 def _recap_markdown(recap):
     lines, delivery = _recap_markdown_head(recap), recap.get("delivery")
     for title, key, kind in _RECAP_SECTIONS:
-        items = recap[key] if isinstance(recap[key], list) else [recap[key]] * bool(recap[key])  # mode, shape
+        items = recap[key] if isinstance(recap[key], list) else [recap[key]] * bool(recap[key])
         lines += ["## " + title, ""] + ([_recap_item_line(dict(item, provenance="delivered", evidence=None) if (
             delivery or {}).get("id") == item["id"] else item, kind) for item in items] or ["- none"])
         more = recap.get("truncated", {}).get(key, 0)
@@ -2855,8 +2837,7 @@ def _recap_markdown(recap):
     return "\n".join(lines)
 
 
-def _printed_form(result) -> str:
-    """What main prints for a result."""
+def _printed_form(result):
     if isinstance(result, str):
         return result
     if "markdown" in result:
@@ -2901,8 +2882,7 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
         fails, fits, best = 0, len(self.order), self.rendered(0, markdown)
         if _printed_size(best) <= max_bytes:
             return best
-        needed = _printed_size(self.rendered(fits, markdown))
-        if needed > max_bytes:
+        if (needed := _printed_size(self.rendered(fits, markdown))) > max_bytes:
             raise NotesError("recap needs %d bytes for mode, shape, counts and warnings, more than --max-bytes %d; "
                              "run it again with --max-bytes %d" % (needed, max_bytes, needed))
         while fits - fails > 1:
@@ -2927,11 +2907,10 @@ def _recap_of(folder, meta, limit):
         ok=True, command="recap", session_id=meta["session_id"], path=reader.path, total=reader.total,
         **latest, **{name: [item for _, item in entries] for name, entries in lists.items()},
         superseded_count=len(superseded), export_lag=_export_lag(folder, meta["session_id"], reader.total))
-    if redacted:
-        receipt["redacted"] = {"count": redacted, "not_erased": _REDACT_NOT_ERASED}
+    _with(receipt, redacted=redacted and {"count": redacted, "not_erased": _REDACT_NOT_ERASED})
     total = {name: len(lists[name]) + cut.get(name, 0) for name in ("open_gates", "unconfirmed")}
     if any(total.values()):
-        # An open gate counts from the note that last set it open, an unconfirmed note from itself.
+        # An open gate counts from the note that last set it open.
         pending = receipt["pending"] = dict(total, raised_since=min(filter(None, (first_gate, first_note)))[1])
         if synthesis.delivered_at is not None:
             pending["since_delivery"] = [item["id"] for seq, item in sorted(
@@ -2940,7 +2919,7 @@ def _recap_of(folder, meta, limit):
         synthesis.delivery["after"] = [note for _, note in synthesis.after]
     receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
     lists["delivery"] = synthesis.after
-    # Left out oldest first: list entries and notes after the delivery, then, if that is not enough, pending ones.
+    # Left out oldest first: list entries and notes after the delivery, then pending ones.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
     return _Recap(_with_warnings(receipt, warnings), order, cut, counts)
@@ -2957,18 +2936,17 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
     return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
 
-# check: an artifact read against the live log. A note is found in a passage by the share of its stems there.
+# check: a note is found in a passage by the share of its stems there.
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
 _CHECK_LISTED = 50  # findings listed, then counted
 _CHECK_EXCERPT = 120  # characters of an excerpt or a note's text in a finding
 _CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
 _CHECK_STOP_WORDS = frozenset(
-    "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do "
-    "does did done has have had it its this that these those there here which who whom whose what when where why "
-    "how than then so such not no nor only also just very more most less can could will would shall should may "
-    "might must each every any all both either some other one we you they he she i our your their his her my me "
-    "us them".split())
+    "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do does "
+    "did done has have had it its this that these those there here which who whom whose what when where why how than "
+    "then so such not no nor only also just very more most less can could will would shall should may might must each "
+    "every any all both either some other one we you they he she i our your their his her my me us them".split())
 # Irregular forms a suffix cut cannot join to their verb; currency signs read as their word.
 _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
@@ -2976,11 +2954,11 @@ _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
 _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
 _CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
                    "er", "ed", "es", "ly", "s")
-# A line marked as not settled: these words (any case) in the sentence that states it, or in its lead.
+# Marks a line as not settled, in the sentence that states it or in its lead (any case).
 _CHECK_MARK = re.compile(r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
                          r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
 _CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b")
-# Process residue: (pattern, what it is, confidence). State names count in capitals only.
+# Process residue: (pattern, what, confidence); state names count in capitals only.
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
     (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
@@ -3006,7 +2984,7 @@ def _check_stem(word):
     return word[:-1] if len(word) > 3 and word.endswith("e") else word
 
 
-def _check_stems(text, drop=frozenset()) -> set:
+def _check_stems(text, drop=frozenset()):
     """The content stems of a text, less accents, case, stop words and one-letter words."""
     import unicodedata
 
@@ -3017,7 +2995,7 @@ def _check_stems(text, drop=frozenset()) -> set:
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
-# Words that say where a note stands in the log, not what the idea holds: left out of a note's stems.
+# Words about a note's place in the log, not the idea: left out of a note's stems.
 _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending").split())
@@ -3045,8 +3023,7 @@ class _CheckedArtifact:
                 current[1] = n + 1
         lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
-        # A passage's lead: its ## (or deeper) heading, and the line above it (or its list) if that ends with
-        # a colon, is such a heading or is bold.
+        # Lead: the passage's ## heading, and the line above it (or its list) ending in a colon, bold or a ## heading.
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:end]):
@@ -3097,8 +3074,7 @@ def _check_residue(doc, find):
     findings = []
     for n, line in enumerate(doc.lines):
         for pattern, what, confidence in _CHECK_RESIDUE:
-            found = pattern.search(line)
-            if found:
+            if found := pattern.search(line):
                 note = find(found.group()) if what == "a note id" else None
                 if what == "a state name" and not re.search("[a-z]", line):
                     confidence = "low"  # a line in capitals: maybe a plain word
@@ -3108,8 +3084,7 @@ def _check_residue(doc, find):
 
 
 def _check_discards(doc, recap, find):
-    """Live discards restated, unnegated, in two lines in a row: two stems of the discard or the path it replaced
-    (less other live notes'), or only those of its short name."""
+    """Live discards restated unnegated in two lines in a row: two stems of it or what it replaced, or its name's."""
     settled = _check_stems(" ".join(
         [note["text"] for name in _PENDING_LISTS + ("decisions", "artifacts", "sources", "closed_gates")
          for note in recap[name]]
@@ -3151,13 +3126,12 @@ def _check_open(doc, recap):
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
-    marking = {index for index, (first, end, _) in enumerate(doc.passages)
-               if any(first <= n < end for n in marks)}
+    marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # A gate closed on the model's word is looked for with the answer it was given.
+        # A gate closed on the model's word is looked for with its answer.
         stems = _check_stems(note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else ""),
                              _CHECK_LOG_STEMS)
         if not stems:
@@ -3166,7 +3140,7 @@ def _check_open(doc, recap):
                         for index, hits in doc.hits(stems).items()
                         if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # A point marked where stated is shown: its strongest line is a finding if no marked line is as strong.
+        # A point marked where stated is shown: a finding only if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
@@ -3210,8 +3184,7 @@ def _check(self, *, file) -> dict:
     Findings are to look at, surest and earliest first: nothing is written or refused."""
     folder, meta = self._folder_meta()
     path, text = _check_read(folder, file)
-    recap = _recap_of(folder, meta, _LIMIT_MAX).receipt
-    doc = _CheckedArtifact(text)
+    recap, doc = _recap_of(folder, meta, _LIMIT_MAX).receipt, _CheckedArtifact(text)
     with _NotesById(recap["path"]) as find:
         findings = (_check_residue(doc, find) + _check_discards(doc, recap, find)
                     + _check_lost(doc, recap) + _check_open(doc, recap))
@@ -3221,9 +3194,7 @@ def _check(self, *, file) -> dict:
         counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS}), recap.get("warnings"))
     while receipt["findings"] and _printed_size(receipt) > _RECAP_DEFAULT_MAX_BYTES:
         receipt["findings"].pop()
-    if len(findings) > len(receipt["findings"]):
-        receipt["not_listed"] = len(findings) - len(receipt["findings"])
-    return receipt
+    return _with(receipt, not_listed=len(findings) - len(receipt["findings"]))
 
 
 # --------------------------------------------------------------------------
@@ -3237,11 +3208,9 @@ def _gates_phrase(gates):
 
 def _earlier_export(path, opener=_open_regular_file):
     """(session id, note count) of the JSON or markdown export at path, or None."""
-    head = _read_export_head(path, opener)[0]
-    if head is not None:
+    if (head := _read_export_head(path, opener)[0]) is not None:
         session, count = head.get("session"), head["record_count"]
-        return (session.get("session_id") if isinstance(session, dict) else None,
-                count if type(count) is int else None)
+        return (session.get("session_id") if isinstance(session, dict) else None, count if type(count) is int else None)
     try:
         with open(opener(path), "rb") as handle:
             found = re.match(r"# Shaping session (\S+)\n(?:.*\n)*?- Notes: (\d+) \(",
@@ -3251,10 +3220,9 @@ def _earlier_export(path, opener=_open_regular_file):
     return (found.group(1), int(found.group(2))) if found else None
 
 
-def _session_host(folder, over_mcp=False) -> str:
+def _session_host(folder, over_mcp=False):
     """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
-    chosen = os.environ.get(_HOST_VARIABLE)
-    if chosen not in (None,) + _HOSTS:  # never echoed: a variable may hold anything
+    if (chosen := os.environ.get(_HOST_VARIABLE)) not in (None,) + _HOSTS:  # never echoed: a variable may hold anything
         raise NotesError("%s names no known host; set it to one of %s, or unset it; nothing was changed"
                          % (_HOST_VARIABLE, ", ".join(_HOSTS)))
     return chosen or ("mcp" if over_mcp else next(
@@ -3357,9 +3325,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
                 "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host) or (
             "Claude.ai offers its outputs folder (%s) for download: this is %s in %s."
             % (_HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown)))}}
-    if news:
-        receipt["tell_operator"] = "; ".join(news) + "."
-    return _with_warnings(receipt, warnings)
+    return _with_warnings(_with(receipt, tell_operator=news and "; ".join(news) + "."), warnings)
 
 
 @_command
@@ -3392,7 +3358,6 @@ def _export(self, *, output=None, format="json") -> dict:
     if stat.S_ISREG(mode) and not _starts_as_export(output):
         raise NotesError("--output %s is not an export of this tool, which export never replaces; choose another "
                          "--output, or remove it" % output)
-    earlier = _earlier_export(output)
 
     def write(chunks):
         # Refused: a place that cannot take the file; unexpected: a failure while writing it.
@@ -3403,7 +3368,7 @@ def _export(self, *, output=None, format="json") -> dict:
             raise NotesError(refusal % (output, error.strerror)) from None
         _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
         return output
-    return _export_session(folder, meta, format == "md", earlier, write, host)
+    return _export_session(folder, meta, format == "md", _earlier_export(output), write, host)
 
 
 def _not_an_export(path, why):  # why names no value the export holds
@@ -3561,13 +3526,13 @@ def _notes_kept_by_restore(folder, export):
 
 def _mend_log_tail(folder):
     """Under the lock: mend the log's end, as append does."""
-    descriptor = _open_log_for_append(os.path.join(folder, _LOG_NAME))
+    fd = _open_log_for_append(os.path.join(folder, _LOG_NAME))
     try:
-        with open(descriptor, "rb", closefd=False) as handle:
-            tail = _LogTail(handle, os.fstat(descriptor).st_size)
-        return _recover_tail(folder, descriptor, tail)
+        with open(fd, "rb", closefd=False) as handle:
+            tail = _LogTail(handle, os.fstat(fd).st_size)
+        return _recover_tail(folder, fd, tail)
     finally:
-        os.close(descriptor)
+        os.close(fd)
 
 
 def _log_then(log_path, pieces):
@@ -3593,8 +3558,7 @@ def _export_in_folder(folder, accept_damaged):
     if len(found) > _RESTORE_CANDIDATES_LIMIT:
         raise NotesError("%s holds more than %d exports; nothing was changed. Pass the one to restore: restore PATH"
                          % (folder, _RESTORE_CANDIDATES_LIMIT))
-    exports = [_Export(path, accept_damaged) for path in found]
-    if not exports:
+    if not (exports := [_Export(path, accept_damaged) for path in found]):
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
                          "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
     longest = max(exports, key=lambda e: (e.record_count, os.path.basename(e.path) == _EXPORT_NAME))
@@ -3644,8 +3608,7 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
                    "file": export.path, "exported_at": export.exported_at, "last_note": None if last is None else {
                        "id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
                        "text": None if _check_record(last, session["session_id"]) else last["text"]}}}
-    if passed_over:
-        receipt["passed_over"] = passed_over
+    _with(receipt, passed_over=passed_over)
     with _LogReader(folder, _read_meta(folder)) as reader:
         gates = _recap_history(reader)[1]
     ours, stamp = os.path.join(folder, _EXPORT_NAME), export.exported_at
@@ -3666,8 +3629,8 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
         _gates_phrase(gates) or "no gate is open or deferred",
         "this export was written at %s %s UTC: one downloaded later holds more notes" % (stamp[:10], stamp[11:16])
         if stamp else "this export has no time: one with more notes is later", keep)
-    return _with_recovered(_with_warnings(receipt, _problem_messages(export.problems, export.problem_count)
-                                          + export.notices), recovered)
+    return _with(_with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices),
+                 recovered=recovered)
 
 
 # --------------------------------------------------------------------------
@@ -3679,7 +3642,7 @@ def _refuse_a_long_batch(count):
                          % (count, _BATCH_LINE_LIMIT))
 
 
-def _clean_batch_line(number, entry) -> dict:
+def _clean_batch_line(number, entry):
     """One line of a batch as a signal, "@K" links kept; refusals echo no value."""
     if not isinstance(entry, dict) or not set(entry).issubset(_SIGNAL_FIELDS):  # no key is echoed
         raise NotesError("the line is not a JSON object of signal fields only: %s (append's flags without dashes)"
@@ -3700,7 +3663,7 @@ def _clean_batch_line(number, entry) -> dict:
     return dict(_clean_signal(*values.values()), **places)
 
 
-def _clean_batch(entries, flags_given) -> list:
+def _clean_batch(entries, flags_given):
     if flags_given:
         raise NotesError("--batch takes every field from its lines; drop %s, or append that signal on its own"
                          % ", ".join("--" + name for name in flags_given))
@@ -3743,8 +3706,7 @@ def _gate_root(record, window, in_log):
     visited, ref = set(), record.get("ref")
     while isinstance(ref, str) and ref not in visited:
         visited.add(ref)
-        target = window.get(ref) or in_log(ref)
-        if target is None or target.get("type") != "gate":
+        if (target := window.get(ref) or in_log(ref)) is None or target.get("type") != "gate":
             return ref
         record, ref = target, target.get("ref")
     return record["id"] if "ref" not in record else ref
@@ -3760,7 +3722,7 @@ def _still_the_latest_word(record, later, in_log):
     return not any(_gate_root(update, window, in_log) == gate for update in updates)
 
 
-def _resolved_links(signal, ids) -> dict:
+def _resolved_links(signal, ids):
     return {name: ids[int(value[1:]) - 1] if name in _BATCH_LINK_FIELDS and isinstance(value, str)
             and value.startswith("@") else value for name, value in signal.items()}
 
@@ -3820,7 +3782,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
             os.close(fd)
     return _with({"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
                   "path": log_path}, note_ids=batch and [record["id"] for record in records],
-                 duplicate=duplicate is not None, recovered=recovered, created=created)  # duplicate: a retry
+                 duplicate=duplicate is not None, recovered=recovered, created=created)
 
 
 # --------------------------------------------------------------------------
@@ -3832,8 +3794,7 @@ _REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential",
 
 def _note_to_redact(handle, tail, note_id, session_id):
     """(offset, line, record) of the note to redact; refuse what redact cannot explain."""
-    found = _find_note_line(handle, tail.keep_end, note_id)
-    if found is None:
+    if (found := _find_note_line(handle, tail.keep_end, note_id)) is None:
         needle, torn = ('"id":"%s"' % note_id).encode("ascii"), False
         for offset, line in _read_lines_backward(handle, tail.size):  # the lines from keep_end on are torn
             if offset < tail.keep_end or torn:
@@ -3844,8 +3805,7 @@ def _note_to_redact(handle, tail, note_id, session_id):
                          "text" % (note_id, _TORN_PREFIX) if torn else
                          "%s names no note in this session that can be read; check the id with tail or recap" % note_id)
     record = found[2]
-    damage = sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS)
-    if damage:
+    if damage := sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS):
         raise NotesError("%s does not verify (%s): redact leaves damage as it is; nothing was changed. Run verify, "
                          "and restore the session from an intact export into a new --dir"
                          % (note_id, ", ".join(damage)))
@@ -3876,8 +3836,7 @@ def _redact(self, *, note_id, reason) -> dict:
     _check_session_folder(folder)
     with _SessionLock(folder):
         session_id = _open_session_for_writing(folder)[0]["session_id"]
-        fd = _open_log(log_path)[0]
-        if fd is None:
+        if (fd := _open_log(log_path)[0]) is None:
             raise NotesError("redact %s: this session has no notes yet" % note_id)
         # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
         with open(fd, "rb") as handle:
@@ -3988,8 +3947,7 @@ _COMMANDS = {
                 "superseding an op or shared note takes --provenance op or shared)"),
         _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)", choices=GATE_STATUSES),
         _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
-        _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS),
-                choices=EVIDENCE_LEVELS),
+        _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS), choices=EVIDENCE_LEVELS),
         _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
                 "(example: --about n00004)"),
         _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate, not a gate (example: --by "
@@ -4080,7 +4038,6 @@ _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py,
              "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 _SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
 
-# Flags people type by habit -> ours.
 _HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
                      "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
@@ -4094,8 +4051,7 @@ def _build_parser():
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):  # without the values argparse quotes: one may be a pasted secret
-            command = self.prog.partition(" ")[2] or None
-            if command is None and "invalid choice: " in message:
+            if (command := self.prog.partition(" ")[2] or None) is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 message = "unknown command (the first word after the options); %scommands: %s" % (
                     _did_you_mean(word, _COMMANDS), ", ".join(_COMMANDS))
@@ -4114,9 +4070,8 @@ def _build_parser():
     parser.add_argument("--session", metavar="NAME", help=_SESSION_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in _COMMANDS.items():
-        example = "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program))
-        sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw,
-                                  epilog=example)
+        sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw, epilog=
+                                  "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program)))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
         for opt in command.options:
@@ -4149,7 +4104,7 @@ def _parse_arguments(argv):
     return args  # --dir and --session: Session checks them
 
 
-def _read_stdin(flag, byte_limit, too_much) -> str:
+def _read_stdin(flag, byte_limit, too_much):
     if sys.stdin is None:  # started with standard input closed
         raise NotesError("%s - reads standard input, but there is none; pipe it in or use a quoted here-document "
                          "<<'EOF'" % flag)
@@ -4163,7 +4118,7 @@ def _read_stdin(flag, byte_limit, too_much) -> str:
                          % (flag, error.start)) from None
 
 
-def _cli_keywords(args) -> dict:
+def _cli_keywords(args):
     """The Session method's keyword arguments; "-" reads standard input (--batch: a JSON value a line, no blank)."""
     opts = _COMMANDS[args.command].options
     kwargs = {opt.name: getattr(args, opt.name) for opt in opts}
@@ -4219,26 +4174,23 @@ _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/
 _RPC_INVALID_PARAMS = -32602  # other codes stand beside the message naming them
 
 _MCP_INSTRUCTIONS = (
-    "This server keeps the memory log of a Memory-Assisted Shaping session.\n"
-    "Call append when losing a fact would hurt continuity: a decision the operator confirmed, a gate "
-    "opened, deferred or closed, a discarded path likely to return, a change of source of truth, an "
-    "artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. "
-    "Send a decision and the gate update it settles in one append_batch call.\n"
-    "Do not read the log every turn: call recap (then tail or show, with compact true) only when the "
-    "operator asks for a recap or an export, on re-entry, or before synthesis.\n"
-    "A result with isError true saved nothing: fix the arguments if the fix keeps the meaning, else tell "
-    "the operator the note was not saved.")
-_MCP_CONTRACTS = (  # (file, description) of the contracts served as resources
+    "This server keeps the memory log of a Memory-Assisted Shaping session.\nCall append when losing a fact would hurt "
+    "continuity: a decision the operator confirmed, a gate opened, deferred or closed, a discarded path likely to "
+    "return, a change of source of truth, an artifact boundary, an approved move to synthesis; never for cosmetics, "
+    "naming or ordinary talk. Send a decision and the gate update it settles in one append_batch call.\nDo not read "
+    "the log every turn: call recap (then tail or show, with compact true) only when the operator asks for a recap or "
+    "an export, on re-entry, or before synthesis.\nA result with isError true saved nothing: fix the arguments if the "
+    "fix keeps the meaning, else tell the operator the note was not saved.")
+_MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-# append_batch is append --batch, a tool of its own so that append keeps type and text required;
-# redact only with mcp --allow-redact: a call may come from an injected prompt.
+# append_batch: its own tool, so append keeps type and text required; redact needs --allow-redact (injected prompts).
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
               "sessions", "restore", "redact")
 
 
-def _mcp_served_tools(allow_redact) -> tuple:
+def _mcp_served_tools(allow_redact):
     return tuple(name for name in _MCP_TOOLS if allow_redact or name != "redact")
 
 
@@ -4269,9 +4221,8 @@ def _mcp_input_schema(command):
         props[name] = dict({"type": "array", "items": schema} if opt.many else schema,
                            description=opt.mcp_help or _mcp_wording(command, opt.help_text),
                            **({} if default is None else {"default": default}))
-    required = [name for name, opt in opts.items() if opt.required]
-    return {"type": "object", "properties": props, "additionalProperties": False,
-            **({"required": required} if required else {})}
+    return _with({"type": "object", "properties": props, "additionalProperties": False},
+                 required=[name for name, opt in opts.items() if opt.required])
 
 
 def _mcp_listing(command):
@@ -4303,8 +4254,7 @@ def _mcp_keywords(command, args):
     opts = _mcp_options(command)
     kwargs = {name: opt.settings.get("default") for name, opt in opts.items()}
     for place, (name, value) in enumerate(args.items(), 1):
-        opt = opts.get(name)
-        if opt is None:  # named by its place, never by its name: a client wrote it
+        if (opt := opts.get(name)) is None:  # named by its place, never by its name: a client wrote it
             raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
                              "are: %s" % (command, place, ", ".join(opts) or "none"))
         if value == "-" and opt.from_stdin:  # here standard input carries the protocol
@@ -4326,8 +4276,7 @@ def _mcp_keywords(command, args):
     return kwargs
 
 
-# New files and folders export makes over MCP per folder and server run (replacing is free): a call may come
-# from injected text, which must not fill the folder.
+# New files and folders export may make over MCP per folder and server run: injected text must not fill it.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
@@ -4368,8 +4317,8 @@ def _mcp_export(session, output, format):
             return _write_inside(folder, relative, chunks, may_replace, make_new, what, way_out)
         except OSError as error:
             raise _write_error(os.path.join(folder, relative), error, "choose another output") from None
-    earlier = _earlier_export(relative, lambda path: _open_inside(folder, path, what, way_out))
-    return _export_session(folder, meta, format == "md", earlier, write, _session_host(folder, True))
+    return _export_session(folder, meta, format == "md", _earlier_export(
+        relative, lambda path: _open_inside(folder, path, what, way_out)), write, _session_host(folder, True))
 
 
 class _McpServer:
@@ -4385,20 +4334,19 @@ class _McpServer:
         if name is not None:
             _check_session_name(name, "argument session")
         session = Session(self.home.folder, session=self.home.session if name is None else name)
-        session._over_mcp = True  # the MCP server's host
+        session._over_mcp = True
         return session
 
 
 def _mcp_restore(server, session, export_file, accept_damaged):
     """The restore tool: the export opened inside an allowed folder."""
-    if export_file is None:  # the one in the session folder
+    if export_file is None:
         return session.restore(accept_damaged=accept_damaged)
     places = [_resolve_folder(session.folder, session.session)] + server.restore_from
     way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
     full = os.path.isabs(export_file)
     if full:
-        places = [place for place in places if export_file.startswith(place.rstrip(os.sep) + os.sep)]
-        if not places:
+        if not (places := [place for place in places if export_file.startswith(place.rstrip(os.sep) + os.sep)]):
             raise NotesError("export_file is a full path outside the folders restore reads" + way_out)
     for place in places:
         relative = export_file[len(place.rstrip(os.sep)) + 1:] if full else export_file
@@ -4486,8 +4434,7 @@ def _mcp_result(server, method, params):
     if method != "resources/read":
         raise _ProtocolError(-32601, "Method not found: %s" % method)
     uri = params.get("uri")
-    path = next((path for known, path, _, _ in _mcp_contracts() if known == uri), None)
-    if path is None:
+    if (path := next((path for known, path, _, _ in _mcp_contracts() if known == uri), None)) is None:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown resource: %s" % _compact_json(uri))
     try:
         with open(path, "rb") as handle:
@@ -4543,7 +4490,7 @@ def _mcp_answer(server, line):
 def _mcp_error(request_id, code, message, data=None):
     _to_stderr("notes.py mcp: error %d: %s" % (code, message))
     return {"jsonrpc": "2.0", "id": request_id,
-            "error": {"code": code, "message": message, **({} if data is None else {"data": data})}}
+            "error": _with({"code": code, "message": message}, data=data)}
 
 
 def _to_stderr(line):
@@ -4650,7 +4597,7 @@ def _run_command(argv):
         return _error_receipt(error), _EXIT_UNEXPECTED
 
 
-def _serves_mcp(argv) -> bool:
+def _serves_mcp(argv):
     words = iter(argv)
     for word in words:
         if word in ("--dir", "--session"):
