@@ -3990,8 +3990,8 @@ _COMMANDS = {
                 default=_RECAP_DEFAULT_MAX_BYTES),
     ], "recap --format md"),
     "verify": _Command(
-        "Check the meta and every line of the log. Problems found are a result, not an error: ok is false and "
-        "problems lists them.", [], "verify"),
+        "Check the meta and every line of the log. Problems found are a result, not an error: ok is false, "
+        "problems lists them, and the command line exits 3.", [], "verify"),
     "export": _Command(
         "Write the whole session to one file (JSON by default, or a markdown audit document). keep: which file the "
         "operator keeps, and how; tell_operator: what they have to do, if anything.", [

@@ -459,6 +459,12 @@ def test_command_help(tmp_path, command):
     assert not os.path.lexists(str(folder))
 
 
+def test_verify_help_says_problems_exit_3(tmp_path, capsys):
+    assert notes.main(["--dir", str(tmp_path / "untouched"), "verify", "--help"]) == 0
+    assert "the command line exits 3" in " ".join(capsys.readouterr().out.split())
+    assert not (tmp_path / "untouched").exists()
+
+
 def test_short_help_flag_equals_long(tmp_path):
     """-h is the same as --help."""
     assert assert_help(run_notes("-h", cwd=tmp_path)) == assert_help(run_notes("--help", cwd=tmp_path))
