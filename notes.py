@@ -513,9 +513,6 @@ def _record_line(record):
 
 
 _FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))).search
-# An ASCII note's search skips the other scripts' words.
-_FIRST_LOOK_ASCII_WORD_SEARCH = re.compile("|".join(re.escape(word) for word in _FIRST_LOOK_WORDS
-                                                    if word.isascii())).search
 
 
 def _may_hold_credential(text, seam=-1):
@@ -531,8 +528,7 @@ def _may_hold_credential(text, seam=-1):
             return True
         shape = _FIRST_LOOK_SHAPES(text, end)
     lowered = text.lower()
-    words = _FIRST_LOOK_ASCII_WORD_SEARCH if lowered.isascii() else _FIRST_LOOK_WORD_SEARCH
-    return bool(words(lowered)
+    return bool(_FIRST_LOOK_WORD_SEARCH(lowered)
                 or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered))
 
 
@@ -941,7 +937,7 @@ def _record_text_problems(text, effect):
     """What append would refuse in a stored text and effect, as (kind, detail)."""
     # One first look for both, joined: a key may be split between them.
     seen = _visible_text(text)
-    suspect = _may_hold_credential(seen + _visible_text(effect), len(seen)) if effect else _may_hold_credential(seen)
+    suspect = _may_hold_credential(seen + _visible_text(effect or ""), len(seen))
     problems = []
     for key, value, limit in (("text", text, _TEXT_LIMIT), ("effect", effect, _EFFECT_LIMIT)):
         found = _signal_problem(value, limit, suspect) if value is not None else None
@@ -1337,12 +1333,15 @@ def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
         if not follow and error.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise _link_error(path) from None
         raise
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
+    try:  # Ctrl-C or a failing fstat must not leak the descriptor
+        mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        raise _special_file_error(path, mode)
+        if not stat.S_ISREG(mode):
+            raise _special_file_error(path, mode)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
@@ -1392,19 +1391,28 @@ def _fsync_folder(folder):
             os.close(fd)
 
 
-def _tighten_session_files(folder):
-    """Make the session files this user owns private."""
-    for name in () if os.name == "nt" else (_LOCK_NAME, _META_NAME, _LOG_NAME):
+def _tighten(fd):
+    """Make a session file this user owns private."""
+    try:
+        status = os.fstat(fd)  # a hard-linked file's other name is not ours
+        if status.st_uid == os.geteuid() and status.st_mode & 0o077 and status.st_nlink == 1:
+            os.fchmod(fd, stat.S_IMODE(status.st_mode) & 0o700)
+    except OSError:  # no modes (FAT)
+        pass
+
+
+def _tighten_session_files(folder, lock_fd):
+    """Make the session files this user owns private; the lock file by the descriptor held."""
+    if os.name == "nt":
+        return
+    _tighten(lock_fd)
+    for name in (_META_NAME, _LOG_NAME):
         try:
             fd = _open_regular_file(os.path.join(folder, name), follow=False)
         except (OSError, NotesError):
             continue
         try:
-            status = os.fstat(fd)  # a hard-linked file's other name is not ours
-            if status.st_uid == os.geteuid() and status.st_mode & 0o077 and status.st_nlink == 1:
-                os.fchmod(fd, stat.S_IMODE(status.st_mode) & 0o700)
-        except OSError:  # no modes (FAT)
-            pass
+            _tighten(fd)
         finally:
             os.close(fd)
 
@@ -1472,7 +1480,7 @@ class _SessionLock:
             deadline = time.monotonic() + self.wait
             for fd in self.fds:
                 self.wait_for_lock(fd, deadline)
-            _tighten_session_files(folder)
+            _tighten_session_files(folder, self.fds[-1])
             # Under the lock, any temporary log or meta is a killed writer's.
             _remove_stale_temporary_files(folder, (_LOG_NAME, _META_NAME), older_than=0)
         except BaseException:  # a refusal: leave nothing open
@@ -1713,9 +1721,9 @@ def _replace_log(folder, chunks):
 # Walking below a folder by dir_fd, following no link (else, Windows, the resolved path is checked).
 _CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
                     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
+_INSIDE_WAY_OUT = "; give the path of a file inside the folder"
 _INSIDE_PATH_LIMIT = 1024   # characters and components of a path below a folder
 _INSIDE_DEPTH_LIMIT = 32
-_INSIDE_WAY_OUT = "; give the path of a file inside the folder"
 
 
 def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
@@ -2219,12 +2227,6 @@ def _problem_messages(problems, count):
     return _bounded_warnings(messages, count)
 
 
-def _with_warnings(receipt, warnings):
-    if warnings:
-        receipt["warnings"] = warnings
-    return receipt
-
-
 class _RedactionsSeen:
     """Redacted notes met, and those no source note explains."""
 
@@ -2454,7 +2456,8 @@ def _recap_history(reader):
         if kind == "gate":
             root = root_of.get(ref, ref) or record["id"]
             if ref is None or root in gates and record.get("status") in GATE_STATUSES:
-                root_of[record["id"]] = root
+                if ref:  # a root gate is its own root: root_of.get gives it back
+                    root_of[record["id"]] = root
                 gates[root] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
                                          ref and index, ref and record.get("by"))
             if ref is None and record.get("about") in discards:
@@ -2873,7 +2876,7 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
             if "unconfirmed" in truncated:  # a hint names only a limit the command takes
                 hints.append("recap --limit %d" % min(_LIMIT_MAX, self.receipt["pending"]["unconfirmed"]))
             shown.update(truncated=truncated, see_truncated=hints)
-        shown = _with_warnings(shown, shown.pop("warnings", None))  # warnings last
+        shown = _with(shown, warnings=shown.pop("warnings", None))  # warnings last
         shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest first
         return _recap_markdown(shown) if markdown else shown
 
@@ -2882,13 +2885,16 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
         fails, fits, best = 0, len(self.order), self.rendered(0, markdown)
         if _printed_size(best) <= max_bytes:
             return best
-        if (needed := _printed_size(self.rendered(fits, markdown))) > max_bytes:
+        if (needed := _printed_size(best := self.rendered(fits, markdown))) > max_bytes:
             raise NotesError("recap needs %d bytes for mode, shape, counts and warnings, more than --max-bytes %d; "
                              "run it again with --max-bytes %d" % (needed, max_bytes, needed))
-        while fits - fails > 1:
+        while fits - fails > 1:  # best: the form of fits entries left out, which fits
             mid = (fits + fails) // 2
-            fits, fails = (mid, fails) if _printed_size(self.rendered(mid, markdown)) <= max_bytes else (fits, mid)
-        return self.rendered(fits, markdown)
+            if _printed_size(shown := self.rendered(mid, markdown)) <= max_bytes:
+                fits, best = mid, shown
+            else:
+                fails = mid
+        return best
 
 
 def _recap_of(folder, meta, limit):
@@ -2922,7 +2928,7 @@ def _recap_of(folder, meta, limit):
     # Left out oldest first: list entries and notes after the delivery, then pending ones.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
-    return _Recap(_with_warnings(receipt, warnings), order, cut, counts)
+    return _Recap(_with(receipt, warnings=warnings), order, cut, counts)
 
 
 @_command
@@ -3189,9 +3195,10 @@ def _check(self, *, file) -> dict:
         findings = (_check_residue(doc, find) + _check_discards(doc, recap, find)
                     + _check_lost(doc, recap) + _check_open(doc, recap))
     findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] or math.inf))
-    receipt = _with_warnings(_CompactReceipt(
+    receipt = _with(_CompactReceipt(
         ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
-        counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS}), recap.get("warnings"))
+        counts={kind: sum(item["kind"] == kind for item in findings) for kind in _CHECK_KINDS}),
+        warnings=recap.get("warnings"))
     while receipt["findings"] and _printed_size(receipt) > _RECAP_DEFAULT_MAX_BYTES:
         receipt["findings"].pop()
     return _with(receipt, not_listed=len(findings) - len(receipt["findings"]))
@@ -3325,7 +3332,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
                 "chatgpt": "ChatGPT makes this sandbox link, shown in the chat, a download link."}.get(host) or (
             "Claude.ai offers its outputs folder (%s) for download: this is %s in %s."
             % (_HOST_DOWNLOAD_FOLDERS[host], os.path.basename(shown), os.path.dirname(shown)))}}
-    return _with_warnings(_with(receipt, tell_operator=news and "; ".join(news) + "."), warnings)
+    return _with(receipt, tell_operator=news and "; ".join(news) + ".", warnings=warnings)
 
 
 @_command
@@ -3629,7 +3636,7 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
         _gates_phrase(gates) or "no gate is open or deferred",
         "this export was written at %s %s UTC: one downloaded later holds more notes" % (stamp[:10], stamp[11:16])
         if stamp else "this export has no time: one with more notes is later", keep)
-    return _with(_with_warnings(receipt, _problem_messages(export.problems, export.problem_count) + export.notices),
+    return _with(receipt, warnings=_problem_messages(export.problems, export.problem_count) + export.notices,
                  recovered=recovered)
 
 
