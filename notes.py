@@ -3306,7 +3306,8 @@ def _export_session(folder, meta, markdown, earlier, write, host):
     with _LogReader(folder, meta) as reader:
         figures = _count_by_type(reader)
         by_type, count, warnings, news = figures[0], reader.total, reader.warnings(), []
-        output = write(_markdown_export(reader, meta, *figures, warnings, _recap_history(reader)[3]) if markdown
+        history = _recap_history(reader) if markdown else None  # a pass over the log: taken once
+        output = write(_markdown_export(reader, meta, *figures, warnings, history[3]) if markdown
                        else _restorable_size(_json_export(reader, meta), folder))
         if host in _HOST_DOWNLOAD_FOLDERS:
             news.append("Download %s (%s) from %s and keep it%s" % (
@@ -3321,7 +3322,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
             seen = _SynthesisSeen((), 0)
             for record in reader.records():
                 seen.meet(record)
-            gates = _recap_history(reader)[1] if seen.delivery is not None else {}
+            gates = (history or _recap_history(reader))[1] if seen.delivery is not None else {}
             if any(gate.status == "open" for gate in gates.values()):
                 news.append("%she artifact delivered last leaves %s" % ("t" if news else "T", _gates_phrase(gates)))
     shown = _visible(output, True)
@@ -3358,7 +3359,10 @@ def _export(self, *, output=None, format="json") -> dict:
     if own or inside and name.startswith(_TORN_PREFIX):
         raise NotesError("--output %s is the session's own %s; choose another path, such as %s"
                          % (output, (own or ["side file"])[0], os.path.join(folder, _EXPORT_NAME)))
-    mode = os.lstat(output).st_mode if os.path.lexists(output) else 0
+    try:
+        mode = os.lstat(output).st_mode
+    except (OSError, ValueError):  # nothing there, as lexists says
+        mode = 0
     if mode and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
         raise _special_file_error(output, mode)
     # Anything else there is the user's: a mistyped or injected path must not cost it.
@@ -3660,7 +3664,8 @@ def _clean_batch_line(number, entry):
             raise NotesError("%s is not a string" % name)
         if name not in _BATCH_LINK_FIELDS or value is None:
             continue
-        value, place = value.strip(), re.fullmatch("@([0-9]{1,3})", value.strip())
+        value = value.strip()
+        place = re.fullmatch("@([0-9]{1,3})", value)
         if value[:1] == "@" and not (place and 0 < int(place[1]) < number):
             raise NotesError("%s names no earlier line of this batch; @K names line K (from 1) before this one" % name)
         if place:
