@@ -2456,8 +2456,7 @@ def _recap_history(reader):
         if kind == "gate":
             root = root_of.get(ref, ref) or record["id"]
             if ref is None or root in gates and record.get("status") in GATE_STATUSES:
-                if ref:  # a root gate is its own root: root_of.get gives it back
-                    root_of[record["id"]] = root
+                root_of[record["id"]] = root
                 gates[root] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
                                          ref and index, ref and record.get("by"))
             if ref is None and record.get("about") in discards:
