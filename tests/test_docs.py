@@ -414,7 +414,7 @@ def test_the_labelling_rule_says_every_note_carries_both():
     text = section("protocol.md", r"lenses, tension, labels")
     says(text, "every note carries two labels", "`op` when the operator stated", "`model` when you proposed",
          "`shared` when the operator accepted", "pasted", "observed", "never by repetition",
-         "whoever raised the question", "whoever settled it", "confirms nothing specific", "own `model` note")
+         "whoever raised the question", "whoever settled or changed it", "confirms nothing specific", "own `model` note")
 
 
 # Issue 21, point 4: the shaping method is back.
