@@ -3136,14 +3136,19 @@ def _check_open(doc, recap):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # A gate closed on the model's word is looked for with its answer.
-        stems = _check_stems(note["text"] + (" " + note["update_text"] if note.get("status") == "closed" else ""),
-                             _CHECK_LOG_STEMS)
-        if not stems:
+        # A gate closed on the model's word is looked for with its answer; an open or deferred one by its
+        # question or by its latest update's words, which may narrow it.
+        texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
+            note["text"], note.get("update_text")]
+        lines, asked = [], False
+        for stems in (_check_stems(text, _CHECK_LOG_STEMS) for text in texts if text):
+            asked = asked or bool(stems)
+            lines += [(hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
+                      for index, hits in doc.hits(stems).items()
+                      if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
+        if not asked:
             continue
-        lines = sorted(((hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
-                        for index, hits in doc.hits(stems).items()
-                        if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6), reverse=True)
+        lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
         # A point marked where stated is shown: a finding only if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]

@@ -168,6 +168,24 @@ def test_an_open_gate_the_artifact_does_not_show(tmp_path):
             "confidence": "low"} in findings
 
 
+def test_a_deferred_gate_is_looked_for_by_the_words_of_its_latest_update(tmp_path):
+    """An update may narrow the question; an artifact stating the narrowed one as settled is found on its line."""
+    folder = tmp_path / "news"
+    write_session(folder, [
+        ("gate", "How each issue reaches the residents is open: printed, posted, emailed or a mix.", OP),
+        ("gate", "Deferred: how the printed copies reach the households (hand delivery, post or pick-up).",
+         dict(ref="n00001", status="deferred", **OP)),
+    ])
+    (folder / "plan.md").write_text("# Plan\n\nThe printed copies reach the households by hand delivery, "
+                                    "post or pick-up.\n", encoding="utf-8")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["kind"], finding["line"], finding["confidence"]) for finding in findings] == [
+        ("unmarked_open", 3, "high")]
+    (folder / "plan.md").write_text("# Plan\n\nNot decided: how the printed copies reach the households (hand "
+                                    "delivery, post or pick-up).\n", encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+
+
 def test_findings_stay_within_the_byte_budget(tmp_path, capsys):
     folder = rota(tmp_path, "".join("Line %d names n%05d.\n\n" % (number, number) for number in range(1, 301)))
     code = notes.main(["--dir", str(folder), "check", "plan.md"])
