@@ -324,7 +324,7 @@ def test_every_italic_pointer_names_a_heading():
     "synthesis starts in that turn",                   # when SYNTHESIS may start
     "`shared` when the operator accepted your proposal",  # how a confirmed proposal is labelled
     "read back only when",                             # the readback cases, a past point among them
-    "a text never holds a note id",                    # ids go in links, never in a text
+    "a text holds no note id",                         # ids go in links, never in a text
     "a checkpoint is",                                 # when to export again
     "naming for the first time who or what owns",      # a new owner is a source note, not a scope change
     "whatever words they use",                         # open or deferred: whether the artifact waits
