@@ -3123,7 +3123,8 @@ def _check_lost(doc, recap):
         if share < 0.45:
             scattered = len(stems & doc.holding.keys()) / len(stems) >= 0.6
             confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
-            findings.append(doc.finding("lost_decision", None, note, confidence))
+            findings.append(_with(doc.finding("lost_decision", None, note, confidence),
+                                  what=scattered and "its words are in the artifact, spread over passages"))
     return findings
 
 

@@ -186,6 +186,22 @@ def test_a_deferred_gate_is_looked_for_by_the_words_of_its_latest_update(tmp_pat
     assert notes.Session(folder).check(file="plan.md")["findings"] == []
 
 
+def test_a_lost_decision_whose_words_are_spread_over_the_artifact_says_so(tmp_path):
+    folder = tmp_path / "news"
+    write_session(folder, [
+        ("decision", "Each month: items are due on the 15th, edited until the 21st, printed at the library by the "
+                     "25th, and delivered to households from the 26th.", OP),
+        ("decision", "Gardeners share the shed keys by rota.", OP),
+    ])
+    (folder / "plan.md").write_text(
+        "# Plan\n\n## Items\n\nResidents send items by the 15th.\n\n## Editing\n\nThe editor works on them until "
+        "the 21st.\n\n## Printing\n\nA volunteer prints copies at the library by the 25th.\n\n## Delivery\n\n"
+        "Volunteers take copies to households from the 26th.\n", encoding="utf-8")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["note"], finding["confidence"], finding.get("what")) for finding in findings] == [
+        ("n00002", "high", None), ("n00001", "low", "its words are in the artifact, spread over passages")]
+
+
 def test_findings_stay_within_the_byte_budget(tmp_path, capsys):
     folder = rota(tmp_path, "".join("Line %d names n%05d.\n\n" % (number, number) for number in range(1, 301)))
     code = notes.main(["--dir", str(folder), "check", "plan.md"])
