@@ -3962,7 +3962,8 @@ _COMMANDS = {
         _text("--effect", "EFFECT", "optional consequence", _EFFECT_LIMIT),
         _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (other types; "
                 "superseding an op or shared note takes --provenance op or shared)"),
-        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only)", choices=GATE_STATUSES),
+        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only; a new gate without it "
+                "is open, an update needs it)", choices=GATE_STATUSES),
         _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
         _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS), choices=EVIDENCE_LEVELS),
         _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
