@@ -513,9 +513,6 @@ def _record_line(record):
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
-_FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))).search
-
-
 def _may_hold_credential(text, seam=-1):
     """Whether a credential may be in the text; seam: where an effect joined to it begins."""
     shape, prose_words = _FIRST_LOOK_SHAPES(text), 0
@@ -529,8 +526,8 @@ def _may_hold_credential(text, seam=-1):
             return True
         shape = _FIRST_LOOK_SHAPES(text, end)
     lowered = text.lower()
-    return bool(_FIRST_LOOK_WORD_SEARCH(lowered)
-                or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered))
+    return (any(word in lowered for word in _FIRST_LOOK_WORDS)
+            or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered) is not None)
 
 
 def _shannon_entropy(value):
