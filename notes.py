@@ -145,6 +145,7 @@ _INVISIBLE_CHARACTERS = dict.fromkeys([0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x316
                                        *range(0x180b, 0x1810), *range(0x200b, 0x2010), *range(0x2060, 0x2065),
                                        *range(0x206a, 0x2070), *range(0xfe00, 0xfe10), *range(0xe0000, 0xe0080),
                                        *range(0xe0100, 0xe01f0)])
+_INVISIBLE_SET = frozenset(map(chr, _INVISIBLE_CHARACTERS))
 
 _SESSION_ID_LIMIT = 100
 # [0-9], unlike \d, is ASCII digits only.
@@ -512,9 +513,6 @@ def _record_line(record):
     return (_compact_json(record) + "\n").encode("utf-8")
 
 
-_FIRST_LOOK_WORD_SEARCH = re.compile("|".join(map(re.escape, _FIRST_LOOK_WORDS))).search
-
-
 def _may_hold_credential(text, seam=-1):
     """Whether a credential may be in the text; seam: where an effect joined to it begins."""
     shape, prose_words = _FIRST_LOOK_SHAPES(text), 0
@@ -528,8 +526,8 @@ def _may_hold_credential(text, seam=-1):
             return True
         shape = _FIRST_LOOK_SHAPES(text, end)
     lowered = text.lower()
-    return bool(_FIRST_LOOK_WORD_SEARCH(lowered)
-                or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered))
+    return (any(word in lowered for word in _FIRST_LOOK_WORDS)
+            or ("pin" in lowered or "code" in lowered) and _FIRST_LOOK_PIN(lowered) is not None)
 
 
 def _shannon_entropy(value):
@@ -711,7 +709,8 @@ def _find_credential(text):
 
 
 def _visible_text(value):
-    return value if value.isascii() else value.translate(_INVISIBLE_CHARACTERS)
+    # Plain form: value.translate(_INVISIBLE_CHARACTERS); the set test reads a text without copying it.
+    return value if value.isascii() or _INVISIBLE_SET.isdisjoint(value) else value.translate(_INVISIBLE_CHARACTERS)
 
 
 def _split_credential_problem(text, effect):
