@@ -28,6 +28,7 @@ if __name__ == "__main__":  # Ctrl-C while this file loads, before main answers 
 __all__ = ["Session", "NotesError", "main", "__version__", "NOTE_TYPES", "GATE_STATUSES", "PROVENANCES",
            "EVIDENCE_LEVELS"]
 
+import array
 import collections
 import errno
 import hashlib
@@ -2440,13 +2441,33 @@ def _is_unconfirmed(labels):
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
-# by: the note a gate's latest update names.
+# by: the note a gate's latest update names; -1: no update_index.
 _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
+
+
+class _GateStates(dict):
+    """_GateStates by gate id; the dict holds their rows of five ints, to save memory."""
+
+    def __init__(self):
+        self.ints = array.array("q")
+
+    def __setitem__(self, gate_id, gate):
+        status, *rest, by = gate  # by as int("1" + digits); -1: none
+        row = 5 * self.setdefault(gate_id, len(self))
+        self.ints[row:row + 5] = array.array("q", (GATE_STATUSES.index(status), *rest, by and int("1" + by[1:]) or -1))
+
+    def __getitem__(self, gate_id):
+        row = 5 * super().__getitem__(gate_id)
+        status, *rest, by = self.ints[row:row + 5]
+        return _GateState(GATE_STATUSES[status], *rest, None if by < 0 else "n" + str(by)[1:])
+
+    def values(self):
+        return map(self.__getitem__, self)
 
 
 def _recap_history(reader):
     """First pass: (superseded ids, GateState by gate id, counts by type, reopening note id by discard id)."""
-    superseded, gates, root_of, discards, reopened, asked = set(), {}, {}, set(), {}, []
+    superseded, gates, root_of, discards, reopened, asked = set(), _GateStates(), {}, set(), {}, []
     counts = dict.fromkeys(NOTE_TYPES, 0)
     for index, record in enumerate(reader.records()):
         kind, ref = record["type"], record.get("ref")
@@ -2457,7 +2478,7 @@ def _recap_history(reader):
             if ref is None or root in gates and record.get("status") in GATE_STATUSES:
                 root_of[record["id"]] = root
                 gates[root] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
-                                         ref and index, ref and record.get("by"))
+                                         index if ref else -1, ref and record.get("by"))
             if ref is None and record.get("about") in discards:
                 asked.append((root, record["about"]))
         elif ref:
@@ -2690,9 +2711,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
 def _recap_gates(gates, reopened, limit, cut):
     """(seq, gate id) lists by name, the first pending, and what pass two fetches."""
     lists = {name: [] for name in _PENDING_LISTS + ("closed_gates",)}
-    for gate_id, gate in gates.items():
-        if gate.status not in GATE_STATUSES:  # a tuple: a stray unhashable status is just skipped
-            continue
+    for gate_id, gate in zip(gates, gates.values()):
         if gate.status != "open" and gate.unconfirmed:  # an open gate is listed once, as open
             lists["unconfirmed"].append((gate.changed_at, gate_id))
         if gate.status != "closed" or not gate.unconfirmed:
@@ -2704,7 +2723,7 @@ def _recap_gates(gates, reopened, limit, cut):
         _keep_newest(entries, limit, cut, name)
     ids = {gate_id for entries in lists.values() for _, gate_id in entries}
     note_ids = {gates[gate_id].by for gate_id in ids if gates[gate_id].status == "closed"} | set(reopened.values())
-    return lists, first, (ids, {gates[gate_id].update_index for gate_id in ids} - {None}, note_ids - {None}, reopened)
+    return lists, first, (ids, {gates[gate_id].update_index for gate_id in ids} - {-1}, note_ids - {None}, reopened)
 
 
 def _gate_item(gate_id, gates, found, name):

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from conftest import (LOG, NOTES, REPO, SESSION_ID, append, assert_no_traceback, assert_refused, copy_fixture,
-                      folder_digest, line_of, notes, read_records, recap, recap_text, run_notes, v0_checksum,
-                      write_session, write_signals)
+                      folder_digest, line_of, notes, read_records, recap, recap_text, run_notes, signal_record,
+                      v0_checksum, write_session, write_signals)
 
 
 # ==========================================================================
@@ -547,6 +547,42 @@ def test_a_closed_gate_shows_the_note_that_settled_it(tmp_path):
         "update_provenance": "op", "update_evidence": "declared"}]
     markdown = notes.Session(folder).recap(format="md")["markdown"]
     assert "- Channel is undecided. - Reminders go by email. [n00001; from the operator]" in markdown.splitlines()
+
+
+def test_gate_states_come_back_exact_from_a_damaged_log(tmp_path):
+    # Recap keeps each gate's state as numbers: a by under an id with an extra zero, or
+    # one of eleven digits naming no note, must come back as written.
+    folder = tmp_path / "session"
+    odd = signal_record(SESSION_ID, 2, ("decision", "Email, by the operator.", {"provenance": "op"}))
+    odd["id"] = "n000002"
+    odd["checksum"] = v0_checksum(odd)
+    write_session(folder, [
+        ("gate", "Channel?"),  # n00001
+        odd,  # seq 2, under an id with an extra zero
+        ("gate", "Channel: email.", {"ref": "n00001", "status": "closed", "by": "n000002"}),  # n00003
+        ("gate", "Host?"),  # n00004
+        ("gate", "Host: local.", {"ref": "n00004", "status": "closed", "by": "n99999999999"}),  # n00005
+        ("gate", "Reminders?", {"provenance": "model"}),  # n00006
+        ("gate", "Reminders: deferred.", {"ref": "n00006", "status": "deferred", "evidence": "inferred"}),  # n00007
+        ("gate", "Budget?"),  # n00008
+    ])
+
+    receipt = notes.Session(folder).recap()
+
+    assert receipt["closed_gates"] == [
+        {"id": "n00004", "text": "Host?", "update_id": "n00005",
+         "closed_by": {"id": "n00005", "type": "gate", "text": "Host: local."}},
+        {"id": "n00001", "text": "Channel?", "update_id": "n00003",
+         "closed_by": {"id": "n000002", "type": "decision", "text": "Email, by the operator."}}]
+    deferred = {"id": "n00006", "text": "Reminders?", "status": "deferred", "provenance": "model",
+                "update_id": "n00007", "update_text": "Reminders: deferred.", "update_evidence": "inferred"}
+    assert receipt["deferred_gates"] == [deferred] and receipt["unconfirmed"] == [dict(deferred, type="gate")]
+    assert receipt["open_gates"] == [{"id": "n00008", "text": "Budget?", "status": "open"}]
+    assert receipt["pending"] == {"open_gates": 1, "unconfirmed": 1, "raised_since": "n00006"}
+    assert receipt["warnings"] == ["line 2 (n000002): the id does not match the seq",
+                                   "line 5 (n00005): the by n99999999999 names no earlier note"]
+    entry = notes.Session(folder).sessions()["sessions"][0]
+    assert (entry["open_gates"], entry["deferred_gates"]) == (1, 1)
 
 
 REOPENED_SESSION = [
