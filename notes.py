@@ -126,7 +126,7 @@ _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
 _FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
-# chattr's immutable and append-only flags; FS_IOC_GETFLAGS as the machines named encode it.
+# chattr's immutable and append-only flags; FS_IOC_GETFLAGS on those machines.
 _LINUX_PROTECTED_FLAGS = 0x10 | 0x20
 _LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
 _LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
@@ -153,8 +153,8 @@ _SESSION_ID_LIMIT = 100
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
-# (kind, markers, pattern): tried when the lower-cased text holds a marker (or has none); a named group
-# says what _credential_match_is_real checks.
+# (kind, markers, pattern): tried when the lower-cased text holds a marker (or has none); a named
+# group says what _credential_match_is_real checks.
 _UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _VENDOR_PATTERNS = (
     # A header alone, or with an elided body ("..."), is prose about keys.
@@ -381,8 +381,8 @@ _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, 
 # The cheap first look: every secret found above shows one of these; most notes none.
 _FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
                                 r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W_][!#$%&*?@^~|])[^\W_])").search
-# A word of prose with such a shape, as a whole: a short version or model (v2, mp3, EC2, 3D), a number
-# with its rank or unit (70th, 10am, 16GB), an abbreviation (B&B); bracketed or quoted, with 's or a stop.
+# A whole prose word of such a shape: version or model (v2, EC2), rank or unit (70th, 10am, 16GB), B&B;
+# bracketed or quoted, with 's or a stop.
 _PROSE_WORD = re.compile(r"[(\"'‘“]{0,2}(?:[A-Za-z][0-9]{1,2}|[A-Za-z]{2}[0-9]|[0-9][A-Za-z]{1,2}|[0-9]{2}[A-Za-z]"
                          r"|[0-9]{1,4}(?:st|nd|rd|th|am|pm|ms|min|kg|km|[kKMGT]B)|[A-Z]{1,2}&[A-Z]{1,2})"
                          r"(?:['’]s)?[)\"'’”]{0,2}[.,;:]?").fullmatch
@@ -1002,8 +1002,7 @@ def _link_rule_broken(name, note_type, target_type, target_firm, provenance):
 
 
 class _SeqKinds:
-    """Which seqs read are gates or firm notes, a byte each; the plain form, a set of seqs, holds about
-    fifty bytes a note (docs/performance.md). A seq far past the others (damage) goes to a dict."""
+    """Which seqs read are gates or firm notes, a byte each (a set: fifty bytes a note); a far seq goes to a dict."""
 
     GATE, FIRM = 1, 2
 
@@ -1535,7 +1534,7 @@ def _log_view(folder):
     if lock_path in _SessionLock.held or fd is None or size == 0:  # the writer itself reads
         return fd, size, False
     with open(fd, "rb", closefd=False) as handle:
-        handle.seek(size - 1)  # a whole end (no writer mid-way) needs no probe: a reader never holds up a writer
+        handle.seek(size - 1)  # a whole end needs no probe: a reader never holds up a writer
         if handle.read(1) == b"\n" and _end_before_incomplete_batch(handle, size) == size:
             return fd, size, False
     os.close(fd)
@@ -1718,7 +1717,7 @@ def _replace_log(folder, chunks):
                          "the protection and run the command again" % (log_path, error.strerror)) from None
 
 
-# Walking below a folder by dir_fd, following no link (else, Windows, the resolved path is checked).
+# Walking below a folder by dir_fd, following no link (on Windows, the resolved path is checked).
 _CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
                     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
 _INSIDE_WAY_OUT = "; give the path of a file inside the folder"
@@ -1981,7 +1980,7 @@ def _read_lines_forward(handle, size):
 
 def _end_before_incomplete_batch(handle, size):
     """The offset of an incomplete --batch at the end, else size."""
-    expected = None  # (K, N) the line before must hold; Crash window: a killed batch leaves lines 1/N to K/N, K < N
+    expected = None  # (K, N) the line before must hold; Crash window: a killed batch leaves 1/N to K/N
     for position, (offset, line) in enumerate(_read_lines_backward(handle, size)):
         value = _parse_line(line)[0] if line else None
         if position == 0 and value is None:
@@ -2446,7 +2445,7 @@ _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed
 
 
 class _GateStates(dict):
-    """_GateStates by gate id; the dict holds their rows of five ints, to save memory."""
+    """_GateStates by gate id, held as rows of five ints to save memory."""
 
     def __init__(self):
         self.ints = array.array("q")
@@ -2970,7 +2969,7 @@ _CHECK_STOP_WORDS = frozenset(
     "did done has have had it its this that these those there here which who whom whose what when where why how than "
     "then so such not no nor only also just very more most less can could will would shall should may might must each "
     "every any all both either some other one we you they he she i our your their his her my me us them".split())
-# Irregular forms a suffix cut cannot join to their verb; currency signs read as their word.
+# Irregular verb forms a suffix cut misses; currency signs as their word.
 _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
     "gave:give given:give took:take taken:take ran:run met:meet built:build brought:bring went:go gone:go").split())
@@ -3034,7 +3033,7 @@ class _CheckedArtifact:
     """An artifact's passages (paragraph, list item, heading, table row), stems, leads."""
 
     def __init__(self, text):
-        self.lines, self.passages, current = text.splitlines(), [], None  # [first, end, is a list item], 0-based
+        self.lines, self.passages, current = text.splitlines(), [], None  # [first, end, in a list], 0-based
         for n, line in enumerate(self.lines):
             single, listed = line.lstrip().startswith(("#", "|")), bool(_CHECK_LIST_ITEM.match(line))
             if not line.strip():
@@ -3046,7 +3045,7 @@ class _CheckedArtifact:
                 current[1] = n + 1
         lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
-        # Lead: the passage's ## heading, and the line above it (or its list) ending in a colon, bold or a ## heading.
+        # Lead: the passage's ## heading, and the line above it (or its list) ending in a colon, bold or a heading.
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:end]):
@@ -3059,7 +3058,7 @@ class _CheckedArtifact:
                     or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
                 lead = ""
             self.leads.append(heading + "\n" + lead)
-            if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing: "Proposed plan" is a name
+            if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing
                 heading = lines[first] if lines[first].lstrip().startswith("##") else ""
 
     def hits(self, stems, span=1):
@@ -3155,17 +3154,15 @@ def _check_open(doc, recap):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # A gate closed on the model's word is looked for with its answer; an open or deferred one by its
-        # question or by its latest update's words, which may narrow it.
+        # Closed on the model's word: with its answer; else by its question or its update's (narrower) words.
         texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
             note["text"], note.get("update_text")]
-        lines, asked = [], False
-        for stems in (_check_stems(text, _CHECK_LOG_STEMS) for text in texts if text):
-            asked = asked or bool(stems)
+        lines, stem_sets = [], [stems for text in texts if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
+        for stems in stem_sets:
             lines += [(hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
                       for index, hits in doc.hits(stems).items()
                       if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
-        if not asked:
+        if not stem_sets:
             continue
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
@@ -3252,7 +3249,7 @@ def _earlier_export(path, opener=_open_regular_file):
 
 def _session_host(folder, over_mcp=False):
     """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
-    if (chosen := os.environ.get(_HOST_VARIABLE)) not in (None,) + _HOSTS:  # never echoed: a variable may hold anything
+    if (chosen := os.environ.get(_HOST_VARIABLE)) not in (None,) + _HOSTS:  # never echoed
         raise NotesError("%s names no known host; set it to one of %s, or unset it; nothing was changed"
                          % (_HOST_VARIABLE, ", ".join(_HOSTS)))
     return chosen or ("mcp" if over_mcp else next(
@@ -3341,7 +3338,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
                 news.append("the copy it replaced held %s" % (
                     "another session" if earlier[0] != meta["session_id"] else
                     _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
-        if by_type["gate"] and by_type["artifact"]:  # else no delivery can leave a gate open: no more passes
+        if by_type["gate"] and by_type["artifact"]:  # else no delivery leaves a gate open
             seen = _SynthesisSeen((), 0)
             for record in reader.records():
                 seen.meet(record)
@@ -3410,7 +3407,7 @@ def _not_an_export(path, why):  # why names no value the export holds
                       % (path, why), _EXIT_INTEGRITY)
 
 
-# More objects than a 16 MiB export of real notes holds: a file of {} would take gigabytes.
+# More objects than a 16 MiB export of real notes holds ({} by the million).
 _EXPORT_OBJECT_LIMIT = 250000
 
 
@@ -3483,7 +3480,7 @@ class _Export(_ProblemTally):
                              % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
 
     def check_records(self, accept_damaged):
-        seen, redactions = _LogOrder(), _RedactionsSeen()  # as verify counts: it reports the same problems
+        seen, redactions = _LogOrder(), _RedactionsSeen()  # as verify counts
         for number, record in enumerate(self.all, 1):
             if not isinstance(record, dict):
                 raise _not_an_export(self.path, "record %d is not an object" % number)
@@ -3514,7 +3511,7 @@ def _notes_kept_by_restore(folder, export):
     """How many export records the folder holds (None: a fresh start); refuse anything else."""
     log_path, session_id = os.path.join(folder, _LOG_NAME), export.session["session_id"]
     links = any(os.path.islink(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME, _LOCK_NAME))
-    descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: check_session_folder refuses it
+    descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: refused later
     if descriptor is not None:
         os.close(descriptor)
     # Notes, no meta: a restore cut short if they are the export's first, else refused.
@@ -3524,7 +3521,7 @@ def _notes_kept_by_restore(folder, export):
     with _LogReader(folder, meta) as reader:
         existing = common = 0
         records = iter(export.all)
-        for existing, record in enumerate(reader.records(), 1):  # common: how many first ones are the export's
+        for existing, record in enumerate(reader.records(), 1):  # common: how many lead records are the export's
             common += common == existing - 1 and next(records, None) == record
         if meta is export.session:
             if reader.problem_count or common != existing:
@@ -3539,7 +3536,7 @@ def _notes_kept_by_restore(folder, export):
             raise NotesError("%s holds another session (%s) with notes; nothing was changed. Restore into an "
                              "empty --dir instead" % (folder, meta["session_id"]))
         if meta["session_id"] == session_id and common != existing:
-            if common == export.record_count:  # an older export: restoring it elsewhere would fork the session
+            if common == export.record_count:  # an older export: restoring it would fork the session
                 raise NotesError(
                     "%s already holds session %s with %s up to %s, past this export's %d up to %s: nothing to "
                     "restore; nothing was changed. Carry on here, and run export to update the export"
@@ -3789,7 +3786,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
     folder, batch, count = _resolve_folder(self.folder, self.session), batch is not None, len(signals)
     log_path = os.path.join(folder, _LOG_NAME)
     _check_session_folder(folder)
-    _check_batch_links(log_path, signals, batch)  # the log only grows: a note found now is there under the lock
+    _check_batch_links(log_path, signals, batch)  # the log only grows: found now, there under the lock
     with _SessionLock(folder):
         meta, created = _open_session_for_writing(folder)
         try:
@@ -3894,7 +3891,7 @@ def _redact(self, *, note_id, reason) -> dict:
             names = []
     return _with({"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
                   "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED},
-                 may_still_hold=[os.path.join(folder, name) for name in names  # not rewritten: may hold the old text
+                 may_still_hold=[os.path.join(folder, name) for name in names  # may hold the old text
                                  if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)],
                  recovered=recovered)
 
@@ -3980,8 +3977,8 @@ _COMMANDS = {
         _text("--effect", "EFFECT", "optional consequence", _EFFECT_LIMIT),
         _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (other types; "
                 "superseding an op or shared note takes --provenance op or shared)"),
-        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only; a new gate without it "
-                "is open, an update needs it)", choices=GATE_STATUSES),
+        _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only; default open; an update "
+                "needs it)", choices=GATE_STATUSES),
         _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
         _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS), choices=EVIDENCE_LEVELS),
         _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
@@ -4198,7 +4195,7 @@ def _error_receipt(error, see=None):
 
 # --------------------------------------------------------------------------
 # MCP: the same Session methods as tools over stdio
-# Newline-delimited JSON-RPC 2.0; arguments checked by the command line's table; nothing held between calls.
+# Newline-delimited JSON-RPC 2.0; arguments checked by the CLI's table; nothing held between calls.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 _MCP_STATELESS_VERSIONS = ("2026-07-28",)  # no handshake: the version rides in each request's _meta
@@ -4211,9 +4208,8 @@ _RPC_INVALID_PARAMS = -32602  # other codes stand beside the message naming them
 
 _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\nCall append when losing a fact would hurt "
-    "continuity: a decision the operator confirmed, a gate opened, deferred or closed, a discarded path likely to "
-    "return, a change of source of truth, an artifact boundary, an approved move to synthesis; never for cosmetics, "
-    "naming or ordinary talk. Send a decision and the gate update it settles in one append_batch call.\nDo not read "
+    "continuity: a confirmed decision, a gate's change, a discarded path likely to return, a new source "
+    "of truth, an artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. Send a decision and the gate update it settles in one append_batch call.\nDo not read "
     "the log every turn: call recap (then tail or show, with compact true) only when the operator asks for a recap or "
     "an export, on re-entry, or before synthesis.\nA result with isError true saved nothing: fix the arguments if the "
     "fix keeps the meaning, else tell the operator the note was not saved.")
@@ -4221,7 +4217,7 @@ _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-# append_batch: its own tool, so append keeps type and text required; redact needs --allow-redact (injected prompts).
+# append_batch is its own tool, so append keeps type and text required; redact needs --allow-redact.
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
               "sessions", "restore", "redact")
 
@@ -4312,7 +4308,7 @@ def _mcp_keywords(command, args):
     return kwargs
 
 
-# New files and folders export may make over MCP per folder and server run: injected text must not fill it.
+# Files and folders export may create over MCP per folder and run: injected text must not fill it.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
@@ -4509,7 +4505,7 @@ def _mcp_answer(server, line):
         version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
         if stateless and not isinstance(version, str):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
-        if stateless and version not in _MCP_STATELESS_VERSIONS:  # handshake versions come only by initialize
+        if stateless and version not in _MCP_STATELESS_VERSIONS:  # those come only by initialize
             raise _ProtocolError(-32022, "Unsupported protocol version",
                                  {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
         result = _mcp_result(server, method, params)
