@@ -406,7 +406,7 @@ _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 # Algorithm and protocol names that look like a password.
 _ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
                    r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
-# Keys that open nothing (cache key, page token); words describing one (key id, token type).
+# Keys that open nothing (cache key, page token); words naming one (key id, token type).
 _KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
                            r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
                            r"next|design|site)[ _-]?$")
@@ -611,7 +611,7 @@ def _password_value_is_secret(keyword, value, explicit):
     """Whether the value after a password, PIN or code word is one; explicit: after an operator."""
     value = value.rstrip(".,:!?)]}")
     lowered = keyword.lower()
-    if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in, a year after a space
+    if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in
         return (len(value.rstrip("#")) >= (4 if "pin" in lowered or "code" in lowered or not lowered.isascii()
                                            else 6) and len(set(value.rstrip("#"))) > 1
                 and (explicit or not re.fullmatch(r"(?:19|20)[0-9]{2}", value)))
@@ -622,7 +622,7 @@ def _password_value_is_secret(keyword, value, explicit):
     if (len(value) < 6 or not any(map(str.isalpha, value)) or _is_date_or_uuid(value)
             or re.search(_ALGORITHM_NAME, value) or re.fullmatch(r"[0-9]+[a-z]{1,5}", value)):  # 90days, 16chars
         return False
-    if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:", never after a bare space
+    if _is_word_like(value) and _reads_as_words(value):  # hunter2 after "password:"
         return explicit and any(map(str.isdigit, value)) and not value.isupper() and value.count("_") < 2
     case_changes = sum(1 for left, right in zip(value, value[1:]) if left.isupper() != right.isupper())
     return not value.isalpha() or explicit and len(value) >= 8 and case_changes >= 3
@@ -1002,22 +1002,23 @@ def _link_rule_broken(name, note_type, target_type, target_firm, provenance):
 
 
 class _SeqKinds:
-    """Which seqs read are gates or firm notes, a byte each (a set: fifty bytes a note); a far seq goes to a dict."""
+    """Which seqs read are gates or firm notes: a byte each (a set: fifty a note), a far seq in a dict."""
 
     GATE, FIRM = 1, 2
 
     def __init__(self):
-        self.dense, self.far = bytearray(), {}
+        self.dense, self.far, self.added = bytearray(), {}, 0
 
     def add(self, seq: int, kind: int):
-        if seq < len(self.dense) + 4096:
+        self.added += 1
+        if seq < min(len(self.dense), 8 * self.added) + 4096:  # seqs stepping far apart (damage) go to far
             self.dense.extend(bytes(max(0, seq + 1 - len(self.dense))))
             self.dense[seq] |= kind
         else:
             self.far[seq] = self.far.get(seq, 0) | kind
 
     def get(self, seq: int) -> int:
-        return self.dense[seq] if seq < len(self.dense) else self.far.get(seq, 0)
+        return (self.dense[seq] if seq < len(self.dense) else 0) | self.far.get(seq, 0)
 
 
 class _LogOrder:
@@ -3862,7 +3863,7 @@ def _redact(self, *, note_id, reason) -> dict:
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "
                          "--reason 'It held a private phone number.'", help_for="redact")
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, _clean_field(
-        "reason", reason, _REDACT_REASON_LIMIT)), None, None, None, about=note_id)  # checked as append's text
+        "reason", reason, _REDACT_REASON_LIMIT)), None, None, None, about=note_id)
     folder = self._folder_meta()[0]
     log_path = os.path.join(folder, _LOG_NAME)
     _check_session_folder(folder)
@@ -4434,9 +4435,9 @@ def _mcp_contracts():
             files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
         except importlib.metadata.PackageNotFoundError:
             files = []
-        located = {file.name: os.path.realpath(str(file.locate())) for file in files  # data-files in pyproject.toml
+        located = {file.name: os.path.realpath(str(file.locate())) for file in files  # data-files
                    if str(file).replace("\\", "/").endswith("share/doc/shaping-notes/" + file.name)}
-        if any(os.path.realpath(str(file.locate())) == this for file in files):  # installed with this notes.py
+        if any(os.path.realpath(str(file.locate())) == this for file in files):
             paths = {name: path if os.path.isfile(path) else located.get(name, path) for name, path in paths.items()}
     return [(pathlib.Path(paths[name]).as_uri(), paths[name], name, description)
             for name, description in _MCP_CONTRACTS if os.path.isfile(paths[name])]

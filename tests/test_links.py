@@ -454,6 +454,20 @@ def test_links_to_notes_far_past_a_gap_in_the_seqs_are_checked_as_any_others(tmp
     assert (limited.returncode, json.loads(limited.stdout)) == (3, receipt), limited.stderr
 
 
+def test_seqs_stepping_far_apart_take_no_memory_for_the_gaps(tmp_path):
+    # 60,000 gates 4,000 seqs apart: a byte a seq would be 240 MB; 256 MiB of address space hold the reader.
+    folder = tmp_path / "steps"
+    write_session(folder, [("decision", "Start.")])
+    write_log(folder, log_bytes(folder) + b"".join(
+        line_of(make_record(SESSION_ID, 4000 * step, "gate", "Host %d?" % step)) for step in range(1, 60001)))
+    limit = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (256 << 20,) * 2); "
+             "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    limited = subprocess.run([sys.executable, "-S", "-c", limit, NOTES, "--dir", str(folder), "verify"],
+                             capture_output=True, text=True)
+    receipt = json.loads(limited.stdout)
+    assert (limited.returncode, receipt["total"], receipt["problems_not_listed"]) == (3, 60001, 59900), limited.stderr
+
+
 def test_verify_and_restore_check_the_links_as_append_does(tmp_path):
     folder = tmp_path / "bad"
     assert run_notes("init", folder=folder).code == 0
