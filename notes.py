@@ -28,7 +28,6 @@ if __name__ == "__main__":  # Ctrl-C while this file loads, before main answers 
 __all__ = ["Session", "NotesError", "main", "__version__", "NOTE_TYPES", "GATE_STATUSES", "PROVENANCES",
            "EVIDENCE_LEVELS"]
 
-import array
 import collections
 import errno
 import hashlib
@@ -1002,7 +1001,7 @@ def _link_rule_broken(name, note_type, target_type, target_firm, provenance):
 
 
 class _SeqKinds:
-    """Which seqs read are gates or firm notes: a byte each (a set: fifty a note), a far seq in a dict."""
+    """Which seqs are gates or firm notes: a byte each (a set: fifty a note); a far seq in a dict."""
 
     GATE, FIRM = 1, 2
 
@@ -2441,20 +2440,23 @@ def _is_unconfirmed(labels):
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
-# by: the note a gate's latest update names; -1: no update_index.
+# by: the note a gate's latest update names; update_index -1: none.
 _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
 
 
 class _GateStates(dict):
-    """_GateStates by gate id, held as rows of five ints to save memory."""
+    """_GateState by gate id, held as rows of five ints to save memory."""
 
     def __init__(self):
+        import array  # append never pays for it
+
         self.ints = array.array("q")
 
     def __setitem__(self, gate_id, gate):
-        status, *rest, by = gate  # by as int("1" + digits); -1: none
+        status, *rest, by = gate
         row = 5 * self.setdefault(gate_id, len(self))
-        self.ints[row:row + 5] = array.array("q", (GATE_STATUSES.index(status), *rest, by and int("1" + by[1:]) or -1))
+        by = by and int("1" + by[1:]) or -1  # "1" keeps leading zeros
+        self.ints[row:row + 5] = type(self.ints)("q", (GATE_STATUSES.index(status), *rest, by))
 
     def __getitem__(self, gate_id):
         row = 5 * super().__getitem__(gate_id)
@@ -2463,6 +2465,9 @@ class _GateStates(dict):
 
     def values(self):
         return map(self.__getitem__, self)
+
+    def items(self):
+        return zip(self, self.values())
 
 
 def _recap_history(reader):
@@ -2711,7 +2716,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
 def _recap_gates(gates, reopened, limit, cut):
     """(seq, gate id) lists by name, the first pending, and what pass two fetches."""
     lists = {name: [] for name in _PENDING_LISTS + ("closed_gates",)}
-    for gate_id, gate in zip(gates, gates.values()):
+    for gate_id, gate in gates.items():
         if gate.status != "open" and gate.unconfirmed:  # an open gate is listed once, as open
             lists["unconfirmed"].append((gate.changed_at, gate_id))
         if gate.status != "closed" or not gate.unconfirmed:
@@ -3155,16 +3160,16 @@ def _check_open(doc, recap):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed on the model's word: with its answer; else by its question or its update's (narrower) words.
+        # Closed on the model's word: with its answer; else by its question or its (narrower) update.
         texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
             note["text"], note.get("update_text")]
         lines, stem_sets = [], [stems for text in texts if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
+        if not stem_sets:
+            continue
         for stems in stem_sets:
             lines += [(hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
                       for index, hits in doc.hits(stems).items()
                       if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
-        if not stem_sets:
-            continue
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
         # A point marked where stated is shown: a finding only if no marked line is as strong.
@@ -3408,7 +3413,7 @@ def _not_an_export(path, why):  # why names no value the export holds
                       % (path, why), _EXIT_INTEGRITY)
 
 
-# More objects than a 16 MiB export of real notes holds ({} by the million).
+# More objects than a 16 MiB export of real notes holds.
 _EXPORT_OBJECT_LIMIT = 250000
 
 
@@ -4209,8 +4214,9 @@ _RPC_INVALID_PARAMS = -32602  # other codes stand beside the message naming them
 
 _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\nCall append when losing a fact would hurt "
-    "continuity: a confirmed decision, a gate's change, a discarded path likely to return, a new source "
-    "of truth, an artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. Send a decision and the gate update it settles in one append_batch call.\nDo not read "
+    "continuity: a confirmed decision, a gate's change, a discarded path likely to return, a new source of truth, "
+    "an artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. Send a "
+    "decision and the gate update it settles in one append_batch call.\nDo not read "
     "the log every turn: call recap (then tail or show, with compact true) only when the operator asks for a recap or "
     "an export, on re-entry, or before synthesis.\nA result with isError true saved nothing: fix the arguments if the "
     "fix keeps the meaning, else tell the operator the note was not saved.")
@@ -4309,7 +4315,7 @@ def _mcp_keywords(command, args):
     return kwargs
 
 
-# Files and folders export may create over MCP per folder and run: injected text must not fill it.
+# What export may create over MCP per folder and run: injected text must not fill it.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 
@@ -4506,7 +4512,7 @@ def _mcp_answer(server, line):
         version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
         if stateless and not isinstance(version, str):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "the protocol version in _meta must be a string")
-        if stateless and version not in _MCP_STATELESS_VERSIONS:  # those come only by initialize
+        if stateless and version not in _MCP_STATELESS_VERSIONS:  # only by initialize
             raise _ProtocolError(-32022, "Unsupported protocol version",
                                  {"supported": list(_MCP_STATELESS_VERSIONS), "requested": version})
         result = _mcp_result(server, method, params)
