@@ -3728,9 +3728,8 @@ def _check_batch_links(log_path, signals, batch):
             target = signals[int(note_id[1:]) - 1] if note_id[0] == "@" else in_log(note_id)
             if target is None:
                 message = "--%s %s names no note%s" % (name, note_id, (
-                    ": this session folder holds no notes yet (a new session, or one whose files are gone); "
-                    "nothing was written" if in_log.empty and not batch else
-                    " in this session; check the id with tail or recap"))
+                    ": there is no session here, or it has no notes yet (its files may be gone); nothing was "
+                    "written" if in_log.empty else " in this session; check the id with tail or recap"))
             else:
                 kind = _link_rule_broken(name, signal["type"], target["type"],
                                          target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])

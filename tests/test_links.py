@@ -277,7 +277,7 @@ def test_links_on_each_python(tmp_path, python):
     assert run_notes("verify", folder=folder, python=python).code == 0
 
 
-def test_a_link_into_a_folder_with_no_notes_says_the_folder_holds_none(tmp_path, capsys):
+def test_a_link_into_a_folder_with_no_notes_says_there_is_no_session(tmp_path, capsys):
     # A sandbox reset mid-conversation: the model links to a note it remembers; the folder is empty.
     folder = tmp_path / "session"
     for options in (["--about", "n00009"], ["--ref", "n00009"]):
@@ -285,13 +285,17 @@ def test_a_link_into_a_folder_with_no_notes_says_the_folder_holds_none(tmp_path,
                            "--provenance", "op", "--evidence", "declared"] + options)
         out, _ = capsys.readouterr()
         assert code == 2
-        assert json.loads(out) == {"ok": False, "error": "%s n00009 names no note: this session folder holds no "
-                                   "notes yet (a new session, or one whose files are gone); nothing was written"
+        assert json.loads(out) == {"ok": False, "error": "%s n00009 names no note: there is no session here, or "
+                                   "it has no notes yet (its files may be gone); nothing was written"
                                    % options[0]}
         assert not folder.exists()
+    with pytest.raises(notes.NotesError) as refused:  # a batch says it too
+        notes.Session(folder).append(batch=[{"type": "decision", "text": "Kept.", "about": "n00009"}])
+    assert str(refused.value) == ("line 1: --about n00009 names no note: there is no session here, or it has no "
+                                  "notes yet (its files may be gone); nothing was written") and not folder.exists()
     notes.Session(folder).init()
     code = notes.main(["--dir", str(folder), "append", "--type", "decision", "--text", "Kept.", "--about", "n00009"])
-    assert code == 2 and "holds no notes yet" in json.loads(capsys.readouterr()[0])["error"]
+    assert code == 2 and "has no notes yet" in json.loads(capsys.readouterr()[0])["error"]
     notes.Session(folder).append(type="decision", text="First.")
     code = notes.main(["--dir", str(folder), "append", "--type", "decision", "--text", "Kept.", "--about", "n00009"])
     assert code == 2 and json.loads(capsys.readouterr()[0])["error"] == (
