@@ -2834,7 +2834,7 @@ def _recap_markdown_head(recap):
                 "%d of them raised" % len(since) if since else "none of them")))
     progress += {"entered": ["Synthesis: approved; the artifact is being written."],
                  "ended": ["Synthesis: stopped before a delivery; shaping goes on."]}.get(
-        recap.get("synthesis", {}).get("state"), [])
+        (recap["synthesis"] or {}).get("state"), [])
     if delivery:
         named = next((_md(item["text"]) for item in recap["artifacts"] if item["id"] == delivery["id"]), "the artifact")
         count = len(delivery["after"]) + delivery["more"]
@@ -2945,7 +2945,7 @@ def _recap_of(folder, meta, limit):
                 lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
     if synthesis.delivery:
         synthesis.delivery["after"] = [note for _, note in synthesis.after]
-    receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery") if getattr(synthesis, key))
+    receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery"))  # null: none yet
     lists["delivery"] = synthesis.after
     # Left out oldest first: list entries and notes after the delivery, then pending ones.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
@@ -3135,7 +3135,7 @@ def _check_discards(doc, recap, find):
 
 
 def _check_lost(doc, recap):
-    delivered = recap.get("delivery", {}).get("id")
+    delivered = (recap["delivery"] or {}).get("id")
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"(?i)\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"])
                   and not _CHECK_NEGATION.search(note["text"])]

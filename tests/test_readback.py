@@ -94,7 +94,7 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
     assert receipt["session_id"] == started.receipt["session_id"]
     assert receipt["path"] == str(folder / "session_notes.jsonl")
     receipt["session_id"] = receipt["path"] = "normalised"
-    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis"]
+    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis", "delivery"]
     assert receipt == {
         "ok": True,
         "command": "recap",
@@ -157,6 +157,7 @@ def test_recap_of_a_realistic_shaping_session_is_exact(tmp_path):
         "pending": {"open_gates": 2, "unconfirmed": 0, "raised_since": "n00004"},
         # Synthesis began at n00028; no artifact note came after it, so nothing was delivered yet.
         "synthesis": {"state": "entered", "entered": "n00028"},
+        "delivery": None,
     }
     # Reading never writes: a second recap answers the same from the same bytes.
     before = folder_digest(folder)
@@ -171,7 +172,7 @@ def test_recap_of_the_v0_session_is_exact(tmp_path):
 
     receipt = recap_of(folder)
 
-    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis"]
+    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis", "delivery"]
     assert receipt == {
         "ok": True, "command": "recap", "session_id": "0f3c2b1c-3c66-49ee-8557-e323c0678aaf",
         "path": str(folder / "session_notes.jsonl"), "total": 11,
@@ -203,6 +204,7 @@ def test_recap_of_the_v0_session_is_exact(tmp_path):
         "pending": {"open_gates": 2, "unconfirmed": 0, "raised_since": "n00003"},
         # n00011 entered synthesis; the artifact note n00008 came before it, so it is no delivery.
         "synthesis": {"state": "entered", "entered": "n00011"},
+        "delivery": None,
     }
     assert folder_digest(folder) == before
 
@@ -212,13 +214,14 @@ def test_recap_of_an_empty_session(session):
 
     receipt = recap_of(session)
 
-    assert list(receipt) == RECAP_KEYS
+    assert list(receipt) == RECAP_KEYS + ["synthesis", "delivery"]
     assert receipt == {
         "ok": True, "command": "recap", "session_id": session_id, "path": str(session / "session_notes.jsonl"),
         "total": 0, "mode": None, "shape": None, "open_gates": [], "deferred_gates": [], "unconfirmed": [],
         "closed_gates": [], "decisions": [], "discards": [], "tensions": [], "sources": [], "artifacts": [],
         "superseded_count": 0,
-        "export_lag": {"path": str(session / "session_export.json"), "record_count": None, "missing": 0}}
+        "export_lag": {"path": str(session / "session_export.json"), "record_count": None, "missing": 0},
+        "synthesis": None, "delivery": None}
 
 
 def test_recap_without_a_session_creates_nothing(tmp_path):
@@ -271,9 +274,9 @@ def test_limit_keeps_the_newest_per_list_and_reports_what_was_cut(tmp_path, limi
     # pending counts every open gate, also those the limit left out of the list.
     assert receipt["pending"]["open_gates"] == 4 and receipt["pending"]["unconfirmed"] == 0
     if truncated is None:
-        assert list(receipt) == RECAP_KEYS + ["pending"]
+        assert list(receipt) == RECAP_KEYS + ["pending", "synthesis", "delivery"]
     else:
-        assert list(receipt) == RECAP_KEYS + ["pending", "truncated", "see_truncated"]
+        assert list(receipt) == RECAP_KEYS + ["pending", "synthesis", "delivery", "truncated", "see_truncated"]
         assert receipt["truncated"] == truncated
 
 
@@ -307,7 +310,7 @@ def test_recap_warns_about_a_damaged_log_and_still_answers(tmp_path, fixture, wo
     receipt = recap_of(folder)
 
     # The fixtures are the v0 session's log: its open gates are pending, n00011 entered synthesis.
-    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis", "warnings"]
+    assert list(receipt) == RECAP_KEYS + ["pending", "synthesis", "delivery", "warnings"]
     assert receipt["warnings"] and all(isinstance(message, str) for message in receipt["warnings"])
     joined = " ".join(receipt["warnings"])
     for word in words:
@@ -496,7 +499,7 @@ def test_recap_and_filtered_tail_on_each_python(tmp_path, python):
     assert tail.receipt["records"] == [records[2], records[4]]
 
     receipt = run_notes("recap", folder=folder, python=python).receipt
-    assert list(receipt) == RECAP_KEYS
+    assert list(receipt) == RECAP_KEYS + ["synthesis", "delivery"]
     assert [item["id"] for item in receipt["decisions"]] == ["n00005", "n00008"]
     assert (receipt["open_gates"], receipt["superseded_count"]) == ([], 1)
     assert [(gate["id"], gate["update_id"]) for gate in receipt["closed_gates"]] == [("n00002", "n00006")]
@@ -915,7 +918,8 @@ def test_pending_counts_open_gates_and_the_unconfirmed_list(tmp_path):
     assert [item["id"] for item in receipt["unconfirmed"]] == ["n00006", "n00007"]
     # Facts only: the counts, and the item raised first (n00003: n00002 was set open again by n00008).
     assert receipt["pending"] == {"open_gates": 2, "unconfirmed": 2, "raised_since": "n00003"}
-    assert list(receipt)[-1] == "pending"  # no synthesis, no delivery: no key for them
+    assert list(receipt)[-3:] == ["pending", "synthesis", "delivery"]  # null: neither happened
+    assert receipt["synthesis"] is None and receipt["delivery"] is None
 
 
 @pytest.mark.parametrize("signals, pending", [
@@ -1010,9 +1014,9 @@ def test_synthesis_says_whether_it_was_entered_or_ended(tmp_path, modes, synthes
 
     receipt = session_recap(folder)
 
-    assert receipt.get("synthesis") == synthesis
+    assert receipt["synthesis"] == synthesis
     assert receipt["mode"]["id"] == mode
-    assert "delivery" not in receipt
+    assert receipt["delivery"] is None
 
 
 # --------------------------------------------------------------------------
@@ -1370,6 +1374,7 @@ def test_recap_lists_unconfirmed_notes_closed_gates_and_replacements(labelled):
         "export_lag": {"path": str(labelled / "session_export.json"), "record_count": None, "missing": 13},
         # The model's open gate n00006 counts once, as open.
         "pending": {"open_gates": 1, "unconfirmed": 3, "raised_since": "n00003"},
+        "synthesis": None, "delivery": None,
     }
 
 
