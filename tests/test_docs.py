@@ -361,7 +361,7 @@ def test_no_example_text_names_a_note_id():
 def test_a_new_owner_is_a_source_note_and_scope_is_said_as_a_principle():
     text = section("protocol.md", r"^1\. states")
     says(text, "start of the turn", "whole turn", "a deliverable", "a kind of user", "a place it runs",
-         "is not a scope change", "`source` note in the current state", "replacing an owner")
+         "never changes the scope", "`source` note in the current state", "replacing an owner")
 
 
 # Issue 21, point 3: principles, not one scenario's patches.
@@ -447,7 +447,7 @@ def test_the_other_first_edition_rules_are_kept():
          "@K", "one batch")
     says(section("note-io.md", r"^receipts$"), "Memory: <type> appended.", "one per note", "in order",
          "duplicate", "recovered", "warnings", "not saved", "never claim")
-    says(section("note-io.md", r"^reading$"), "`pending`", "`synthesis`", "`delivery`", "`tell_operator`",
+    says(section("note-io.md", r"^reading$"), "`pending`", "`synthesis`", "`delivery`",
          "`keep`", "--compact", "whole words", "no path", "--accept-damaged")
     says(section("note-io.md", r"^receipts$"), "`created`", "reset", "restore", "once each")
     says(section("note-io.md", r"^secrets$"), "rotate", "`source` note", "never its value", "redact")
