@@ -468,8 +468,8 @@ def _parse_json(text):
 
 _COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 # The checksum's form; checksummed values are never circular.
-_CANONICAL_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True,
-                                      check_circular=False)
+_CANONICAL_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True, check_circular=False)
 
 
 _compact_json = _COMPACT_ENCODER.encode
@@ -653,12 +653,12 @@ def _credential_match_is_real(match):
         if (re.search(_KEY_THAT_OPENS_NOTHING, match.string[max(0, match.start() - 24):match.start()])
                 or re.search(_KEY_DESCRIPTION, groups["ident"] + groups["operator"])):
             return False
-        return following != "(" and _generic_value_is_secret(groups["keyword"], groups["operator"],
-                                                             groups["generic"], before)
+        return following != "(" and _generic_value_is_secret(
+            groups["keyword"], groups["operator"], groups["generic"], before)
     if groups.get("secret") is not None:
         explicit = groups.get("operator") is None or not groups["operator"].isspace()
-        return following != "(" and _password_value_is_secret(groups.get("keyword") or "password",
-                                                               groups["secret"], explicit)
+        return following != "(" and _password_value_is_secret(
+            groups.get("keyword") or "password", groups["secret"], explicit)
     for name, judge in (("pair", _pair_is_secret), ("codes", _codes_are_secret), ("random", _looks_random)):
         if groups.get(name) is not None:
             return judge(groups[name])
@@ -906,9 +906,9 @@ def _field_problems(record):
     if not wrong:
         return []
     # an unknown field's name is not echoed
-    return [("bad_field", "; ".join("the %s field is not %s" % (key, _FIELD_RULES[key][1]) if key in _FIELD_RULES
-                                    else "another field holds a list, an object or a number too big"
-                                    for key in wrong))]
+    return [("bad_field", "; ".join(
+        "the %s field is not %s" % (key, _FIELD_RULES[key][1]) if key in _FIELD_RULES
+        else "another field holds a list, an object or a number too big" for key in wrong))]
 
 
 def _check_record(record, session_id):
@@ -1080,8 +1080,8 @@ class _LogOrder:
             return found
         if self.batch_next is None:  # this line must start a batch
             if place[0] != 1:
-                found.append(("batch_broken", "line %d of a %d-line batch without its earlier lines right "
-                                              "before it" % place))
+                found.append(("batch_broken", "line %d of a %d-line batch without its earlier lines right before it"
+                              % place))
                 return found
             self.batch_line = self.line
         self.batch_next = (place[0] + 1, place[1]) if place[0] < place[1] else None
@@ -1456,9 +1456,9 @@ class _SessionLock:
         except ValueError:
             self.wait = -1.0
         if not 0 <= self.wait <= _LOCK_WAIT_LIMIT:  # NaN fails this too
-            raise NotesError("%s is not a number of seconds from 0 to %d; set it to how long a writer may wait for "
-                             "the lock, or unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT,
-                                                                     _LOCK_WAIT_SECONDS))
+            raise NotesError(
+                "%s is not a number of seconds from 0 to %d; set it to how long a writer may wait for the lock, or "
+                "unset it to wait %d s" % (_LOCK_WAIT_VARIABLE, _LOCK_WAIT_LIMIT, _LOCK_WAIT_SECONDS))
         self.fds = []  # the folder's (but on Windows), then the lock file's
 
     def __enter__(self):
@@ -1498,9 +1498,10 @@ class _SessionLock:
                 if fcntl is not None and _try_lock(fd, shared=True):
                     _unlock(fd)
                     holder = "a notes.py command reading the log"
-                raise NotesError("%s holds the lock %s beyond %g s; nothing was written. Run the command again; if "
-                                 "the lock stays held, resume or end that stopped or hung command, or set %s to "
-                                 "wait longer" % (holder, self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
+                raise NotesError(
+                    "%s holds the lock %s beyond %g s; nothing was written. Run the command again; if the lock stays "
+                    "held, resume or end that stopped or hung command, or set %s to wait longer"
+                    % (holder, self.path, self.wait, _LOCK_WAIT_VARIABLE), _EXIT_UNEXPECTED)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.025)
 
@@ -2293,8 +2294,8 @@ class Session:
                 pattern is None or any(pattern.search(r.get(key, "").casefold()) for key in ("text", "effect")))
         fd, size, in_flight = _log_view(folder)
         with _ClosesHandle() if fd is None else open(fd, "rb") as handle:  # no log: none is read
-            records, extra = _tail_walk(iter(_BackwardScan(handle, size, meta["session_id"], in_flight)), size, limit,
-                                        keeps, pattern)
+            records, extra = _tail_walk(
+                iter(_BackwardScan(handle, size, meta["session_id"], in_flight)), size, limit, keeps, pattern)
         receipt = _with({"ok": True, "command": "tail", "count": len(records), "path": os.path.join(folder, _LOG_NAME),
                          "records": _compact_record(records) if compact else records}, **extra)
         return _CompactReceipt(receipt) if compact else receipt
@@ -2433,7 +2434,7 @@ def _tail_walk(scan, end, limit, keeps, grep):
 
 
 class _CompactReceipt(dict):
-    """A receipt printed as one line of compact JSON."""
+    """A receipt printed as compact JSON, a line per key and per item of a list, for a model to scan."""
 
 
 def _is_unconfirmed(labels):
@@ -2482,8 +2483,9 @@ def _recap_history(reader):
             root = root_of.get(ref, ref) or record["id"]
             if ref is None or root in gates and record.get("status") in GATE_STATUSES:
                 root_of[record["id"]] = root
-                gates[root] = _GateState(record.get("status", "open"), record["seq"], _is_unconfirmed(record),
-                                         index if ref else -1, ref and record.get("by"))
+                gates[root] = _GateState(
+                    record.get("status", "open"), record["seq"], _is_unconfirmed(record), index if ref else -1,
+                    ref and record.get("by"))
             if ref is None and record.get("about") in discards:
                 asked.append((root, record["about"]))
         elif ref:
@@ -2862,12 +2864,19 @@ def _recap_markdown(recap):
     return "\n".join(lines)
 
 
+def _scannable_json(receipt):
+    """Compact JSON with a line per key and per item of a list."""
+    return "{%s}" % ",\n".join(_compact_json(key) + ":" + (
+        "[\n%s]" % ",\n".join(map(_compact_json, value)) if value and type(value) is list else _compact_json(value))
+        for key, value in receipt.items())
+
+
 def _printed_form(result):
     if isinstance(result, str):
         return result
     if "markdown" in result:
         return result["markdown"]
-    return (_compact_json if isinstance(result, _CompactReceipt) else _pretty_json)(result) + "\n"
+    return (_scannable_json if isinstance(result, _CompactReceipt) else _pretty_json)(result) + "\n"
 
 
 def _printed_size(result):
@@ -3476,8 +3485,8 @@ class _Export(_ProblemTally):
         self.session, self.all = export["session"], export["records"]
         self.record_count, self.last_record = len(self.all), (self.all or [None])[-1]
         if export.get("record_count") != self.record_count:
-            self.note_problems([_problem(None, None, "record_count", "record_count is not %d, the number of "
-                                         "records" % self.record_count)])
+            self.note_problems([_problem(
+                None, None, "record_count", "record_count is not %d, the number of records" % self.record_count)])
         self.check_records(accept_damaged)
         self.exported_at = export["exported_at"] if _is_timestamp(export.get("exported_at")) else None
         if self.problem_count and not accept_damaged:
@@ -3552,9 +3561,10 @@ def _notes_kept_by_restore(folder, export):
                 "the log in %s and this export went different ways after %s in common; nothing was changed. To keep "
                 "both, restore the export into an empty --dir and append only_in_folder's notes there"
                 % (folder, _counted(common, "note")), _EXIT_USAGE,
-                {"only_in_folder": [{k: record[k] for k in ("id", "type", "text", "effect") if k in record}
-                                    for number, record in enumerate(reader.records(), 1)
-                                    if common < number <= common + _RECAP_DEFAULT_LIMIT],
+                {"only_in_folder": [
+                    {k: record[k] for k in ("id", "type", "text", "effect") if k in record}
+                    for number, record in enumerate(reader.records(), 1)
+                    if common < number <= common + _RECAP_DEFAULT_LIMIT],
                  "only_in_folder_count": existing - common})
     if size and not existing:
         raise NotesError("%s holds lines that are not notes of a session; move it aside first" % log_path)
@@ -3731,8 +3741,9 @@ def _check_batch_links(log_path, signals, batch):
                     ": there is no session here, or it has no notes yet (its files may be gone); nothing was "
                     "written" if in_log.empty else " in this session; check the id with tail or recap"))
             else:
-                kind = _link_rule_broken(name, signal["type"], target["type"],
-                                         target.get("provenance") in _FIRM_PROVENANCES, signal["provenance"])
+                kind = _link_rule_broken(
+                    name, signal["type"], target["type"], target.get("provenance") in _FIRM_PROVENANCES,
+                    signal["provenance"])
                 message = kind and _LINK_RULES[kind][1] % dict(target, id=note_id)
             if message:
                 raise NotesError(("line %d: " % number if batch else "") + message)
@@ -3888,8 +3899,8 @@ def _redact(self, *, note_id, reason) -> dict:
             if recovered:
                 tail = _LogTail(handle, os.fstat(fd).st_size)
             source = _build_record(session_id, tail.highest_seq + 1, *signal.values())
-            _replace_log(folder, _log_then(log_path, ((0, offset, new_line),
-                                                      (offset + len(line), tail.size, _record_line(source)))))
+            _replace_log(folder, _log_then(
+                log_path, ((0, offset, new_line), (offset + len(line), tail.size, _record_line(source)))))
         try:
             names = sorted(os.listdir(folder))
         except OSError:

@@ -352,6 +352,15 @@ def recap(folder, *extra) -> dict:
     return result.receipt
 
 
+def scannable(receipt: dict) -> str:
+    """How recap, check and --compact print: compact JSON, a line per key and per item of a list."""
+    def one(value):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return "{%s}\n" % ",\n".join(one(key) + ":" + ("[\n%s]" % ",\n".join(map(one, value))
+                                                   if isinstance(value, list) and value else one(value))
+                                  for key, value in receipt.items())
+
+
 def recap_text(folder, *extra) -> str:
     """`recap extra...`, which must exit 0: what it printed."""
     result = run_notes("recap", *extra, folder=folder)

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from conftest import (LOG, NOTES, REPO, SESSION_ID, append, assert_no_traceback, assert_refused, copy_fixture,
-                      folder_digest, line_of, notes, read_records, recap, recap_text, run_notes, signal_record,
-                      v0_checksum, write_session, write_signals)
+                      folder_digest, line_of, notes, read_records, recap, recap_text, run_notes, scannable,
+                      signal_record, v0_checksum, write_session, write_signals)
 
 
 # ==========================================================================
@@ -717,15 +717,16 @@ def test_tail_compact_keeps_every_link_and_label_in_record_order(written):
     assert list(receipt["records"][1]) == ["id", "type", "text", "ref", "status", "provenance", "by"]
 
 
-def test_tail_compact_prints_one_line_and_plain_tail_is_unchanged(written, capsys):
+def test_tail_compact_prints_a_line_per_record_and_plain_tail_is_unchanged(written, capsys):
     folder, records = written
 
-    assert notes.main(["--dir", str(folder), "tail", "--limit", "1", "--compact"]) == 0
+    assert notes.main(["--dir", str(folder), "tail", "--limit", "2", "--compact"]) == 0
     printed = capsys.readouterr().out
-    assert printed == json.dumps({"ok": True, "command": "tail", "count": 1,
-                                  "path": str(folder / "session_notes.jsonl"),
-                                  "records": [compact(records[5])]},
-                                 separators=(",", ":"), ensure_ascii=False) + "\n"
+    assert printed == scannable({"ok": True, "command": "tail", "count": 2, "path": str(folder / "session_notes.jsonl"),
+                                 "records": [compact(records[4]), compact(records[5])]})
+    assert printed.splitlines()[-2:] == [json.dumps(compact(records[4]), separators=(",", ":"), ensure_ascii=False)
+                                         + ",", json.dumps(compact(records[5]), separators=(",", ":"),
+                                                           ensure_ascii=False) + "]}"]
     assert notes.main(["--dir", str(folder), "tail", "--limit", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["records"] == [records[5]]
 
@@ -769,9 +770,9 @@ def test_tail_and_show_compact_through_the_real_script(written):
     tail = run_notes("tail", "--limit", "2", "--compact", folder=folder)
     show = run_notes("show", "n00001", "--compact", folder=folder)
 
-    assert tail.code == 0 and tail.stdout.count("\n") == 1, tail
+    assert tail.code == 0 and tail.stdout == scannable(tail.receipt), tail
     assert tail.receipt["records"] == [compact(records[4]), compact(records[5])]
-    assert show.code == 0 and show.stdout.count("\n") == 1, show
+    assert show.code == 0 and show.stdout == scannable(show.receipt), show
     assert show.receipt["record"] == compact(records[0]) and show.receipt["updates"] == [compact(records[2])]
     assert "checksum" not in tail.stdout + show.stdout and "ts" not in tail.stdout + show.stdout
     assert folder_digest(folder) == before
@@ -1544,7 +1545,7 @@ def test_recap_of_a_300_note_session_fits_the_default_budget(big_session, form):
         assert output.count("\n") == len(output.splitlines())
         return
     state = json.loads(output)
-    assert output == json.dumps(state, ensure_ascii=False, separators=(",", ":")) + "\n", "one compact line"
+    assert output == scannable(state), "compact, a line per key and per item of a list"
     for key in ("mode", "shape", "open_gates", "deferred_gates", "unconfirmed", "superseded_count", "export_lag"):
         assert state[key] == everything[key], key
     # The oldest entries went first, whatever their list, and each cut is counted.
@@ -1608,9 +1609,10 @@ def test_recap_leaves_out_the_oldest_gates_last_and_only_when_nothing_else_fits(
     assert folder_digest(folder) == before
 
 
-def test_recap_prints_one_compact_line_and_other_receipts_keep_their_indent(big_session):
+def test_recap_prints_a_line_per_item_and_other_receipts_keep_their_indent(big_session):
     output = recap_text(big_session)
-    assert output.count("\n") == 1 and output.startswith('{"ok":true,"command":"recap",')
+    assert output == scannable(json.loads(output)) and output.startswith('{"ok":true,\n"command":"recap",\n')
+    assert '\n"open_gates":[\n{"id":"' in output
 
     summary = run_notes("summary", folder=big_session)
     assert summary.stdout.startswith('{\n  "ok": true,\n  "command": "summary",')
