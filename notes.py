@@ -2954,7 +2954,7 @@ def _recap_of(folder, meta, limit):
                 lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
     if synthesis.delivery:
         synthesis.delivery["after"] = [note for _, note in synthesis.after]
-    receipt.update((key, getattr(synthesis, key)) for key in ("synthesis", "delivery"))  # null: none yet
+    receipt.update(synthesis=synthesis.synthesis, delivery=synthesis.delivery)  # null: none yet
     lists["delivery"] = synthesis.after
     # Left out oldest first: list entries and notes after the delivery, then pending ones.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)

@@ -724,9 +724,8 @@ def test_tail_compact_prints_a_line_per_record_and_plain_tail_is_unchanged(writt
     printed = capsys.readouterr().out
     assert printed == scannable({"ok": True, "command": "tail", "count": 2, "path": str(folder / "session_notes.jsonl"),
                                  "records": [compact(records[4]), compact(records[5])]})
-    assert printed.splitlines()[-2:] == [json.dumps(compact(records[4]), separators=(",", ":"), ensure_ascii=False)
-                                         + ",", json.dumps(compact(records[5]), separators=(",", ":"),
-                                                           ensure_ascii=False) + "]}"]
+    lines = [json.dumps(compact(record), separators=(",", ":"), ensure_ascii=False) for record in records[4:6]]
+    assert printed.splitlines()[-2:] == [lines[0] + ",", lines[1] + "]}"]
     assert notes.main(["--dir", str(folder), "tail", "--limit", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["records"] == [records[5]]
 
