@@ -128,8 +128,9 @@ _FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
 # chattr's immutable and append-only flags; FS_IOC_GETFLAGS on those machines.
 _LINUX_PROTECTED_FLAGS = 0x10 | 0x20
 _LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
-_LINUX_GET_FLAGS_MACHINES = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
-                             "armv8l", "riscv64", "s390x", "loongarch64")
+_LINUX_GET_FLAGS_MACHINES = (
+    "x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
+    "armv8l", "riscv64", "s390x", "loongarch64")
 # A replace of the log failing so: it or its folder is protected.
 _PROTECTED_ERRORS = (errno.EPERM, errno.EACCES, errno.EROFS)
 # The log may hold personal details; an export gets the umask's.
@@ -141,10 +142,11 @@ _UMASK_FILE_MODE = 0o666
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
 # Invisible characters: kept in a note, removed for the credential check.
-_INVISIBLE_CHARACTERS = dict.fromkeys([0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x3164, 0xffa0, 0x17b4, 0x17b5, 0xfeff,
-                                       *range(0x180b, 0x1810), *range(0x200b, 0x2010), *range(0x2060, 0x2065),
-                                       *range(0x206a, 0x2070), *range(0xfe00, 0xfe10), *range(0xe0000, 0xe0080),
-                                       *range(0xe0100, 0xe01f0)])
+_INVISIBLE_CHARACTERS = dict.fromkeys([
+    0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x3164, 0xffa0, 0x17b4, 0x17b5, 0xfeff,
+    *range(0x180b, 0x1810), *range(0x200b, 0x2010), *range(0x2060, 0x2065),
+    *range(0x206a, 0x2070), *range(0xfe00, 0xfe10), *range(0xe0000, 0xe0080),
+    *range(0xe0100, 0xe01f0)])
 _INVISIBLE_SET = frozenset(map(chr, _INVISIBLE_CHARACTERS))
 
 _SESSION_ID_LIMIT = 100
@@ -320,9 +322,10 @@ _PASSWORD_WORDS = (
     r"(?:door|gate|alarm|access|entry|unlock|lock|safe|security|keypad) ?code|(?:wi-?fi|wlan|network|wpa2?) key|psk)"
     r"(?![^\W\d_]))"
 )
-_PASSWORD_MARKERS = ("pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
-                     "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
-                     "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
+_PASSWORD_MARKERS = (
+    "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
+    "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
+    "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
 # Between such a word and its value: "is", a colon, "=", an arrow, a table's bar.
 _PASSWORD_OPERATOR = (
     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
@@ -378,13 +381,15 @@ _CONTEXT_PATTERNS = (
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
 # The cheap first look: every secret found above shows one of these; most notes none.
-_FIRST_LOOK_SHAPES = re.compile(r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
-                                r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W_][!#$%&*?@^~|])[^\W_])").search
+_FIRST_LOOK_SHAPES = re.compile(
+    r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
+    r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W_][!#$%&*?@^~|])[^\W_])").search
 # A whole prose word of such a shape: version or model (v2, EC2), rank or unit (70th, 10am, 16GB), B&B;
 # bracketed or quoted, with 's or a stop.
-_PROSE_WORD = re.compile(r"[(\"'‘“]{0,2}(?:[A-Za-z][0-9]{1,2}|[A-Za-z]{2}[0-9]|[0-9][A-Za-z]{1,2}|[0-9]{2}[A-Za-z]"
-                         r"|[0-9]{1,4}(?:st|nd|rd|th|am|pm|ms|min|kg|km|[kKMGT]B)|[A-Z]{1,2}&[A-Z]{1,2})"
-                         r"(?:['’]s)?[)\"'’”]{0,2}[.,;:]?").fullmatch
+_PROSE_WORD = re.compile(
+    r"[(\"'‘“]{0,2}(?:[A-Za-z][0-9]{1,2}|[A-Za-z]{2}[0-9]|[0-9][A-Za-z]{1,2}|[0-9]{2}[A-Za-z]"
+    r"|[0-9]{1,4}(?:st|nd|rd|th|am|pm|ms|min|kg|km|[kKMGT]B)|[A-Z]{1,2}&[A-Z]{1,2})"
+    r"(?:['’]s)?[)\"'’”]{0,2}[.,;:]?").fullmatch
 _WORD_END = re.compile(r"[^ \t\n]*").match
 # Beside a word of capitals or digits such a word is a group of a key ("ASI ARD O37 CJQ").
 _GROUP_BEFORE = re.compile(r"(?<!\S)[A-Z0-9]{2,5}[ \t\n]+$").search
@@ -403,14 +408,17 @@ _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "
 _SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
 _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 # Algorithm and protocol names that look like a password.
-_ALGORITHM_NAME = (r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
-                   r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
+_ALGORITHM_NAME = (
+    r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
+    r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
 # Keys that open nothing (cache key, page token); words naming one (key id, token type).
-_KEY_THAT_OPENS_NOTHING = (r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
-                           r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
-                           r"next|design|site)[ _-]?$")
-_KEY_DESCRIPTION = (r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
-                    r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
+_KEY_THAT_OPENS_NOTHING = (
+    r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
+    r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
+    r"next|design|site)[ _-]?$")
+_KEY_DESCRIPTION = (
+    r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
+    r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
 _GENERIC_ENTROPY_THRESHOLD = 3.0  # bits per character; below it a value is not random
 
 
@@ -611,8 +619,9 @@ def _password_value_is_secret(keyword, value, explicit):
     value = value.rstrip(".,:!?)]}")
     lowered = keyword.lower()
     if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in
-        return (len(value.rstrip("#")) >= (4 if "pin" in lowered or "code" in lowered or not lowered.isascii()
-                                           else 6) and len(set(value.rstrip("#"))) > 1
+        return (len(value.rstrip("#")) >= (
+            4 if "pin" in lowered or "code" in lowered or not lowered.isascii()
+            else 6) and len(set(value.rstrip("#"))) > 1
                 and (explicit or not re.fullmatch(r"(?:19|20)[0-9]{2}", value)))
     if _is_stand_in(value) or re.fullmatch(_EMAIL_ADDRESS, value):
         return False
@@ -666,8 +675,9 @@ def _credential_match_is_real(match):
 
 
 # (index, marker) for each marker of each rule; "" (in every text) for one without.
-_PATTERN_MARKERS = tuple((index, marker) for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS)
-                         for marker in markers or ("",))
+_PATTERN_MARKERS = tuple(
+    (index, marker) for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS)
+    for marker in markers or ("",))
 
 
 def _credential_kind_in(text, context=True, across=None):
@@ -772,8 +782,9 @@ def _clean_signal(note_type, text, effect, ref, status, provenance=None, evidenc
     if text is None:
         raise NotesError("--text is required: say what to keep", help_for="append")
     # The Python API bypasses the parser's checks.
-    for name, value, allowed in (("type", note_type, NOTE_TYPES), ("provenance", provenance, PROVENANCES),
-                                 ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
+    for name, value, allowed in (
+        ("type", note_type, NOTE_TYPES), ("provenance", provenance, PROVENANCES),
+        ("evidence", evidence, EVIDENCE_LEVELS), ("status", status, GATE_STATUSES)):
         if value is not None:
             _check_choice(name, value, allowed)
     text = _clean_field("text", text, _TEXT_LIMIT)
@@ -1107,8 +1118,9 @@ def _seq_order_problem(seq, highest, damaged):
 
 
 # tail names these by offset alone
-_LINE_PROBLEMS = frozenset(("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
-                           "incomplete_batch"))
+_LINE_PROBLEMS = frozenset(
+    ("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
+    "incomplete_batch"))
 
 
 def _problem(line, record_id, kind, detail=None):
@@ -1241,16 +1253,18 @@ def _default_folder(create=True):
         return here
     folder = _user_data_folder()
     if not os.path.isabs(folder):  # no home: "~" stayed
-        raise NotesError("notes.py is installed as a package and cannot tell your home folder; pass --dir "
-                         "(for example: %s --dir /absolute/path/to/shaping init) or set %s"
-                         % (_invoked_as(), _DIR_VARIABLE))
+        raise NotesError(
+            "notes.py is installed as a package and cannot tell your home folder; pass --dir "
+            "(for example: %s --dir /absolute/path/to/shaping init) or set %s"
+            % (_invoked_as(), _DIR_VARIABLE))
     try:  # Crash window: mkdirs left undone by a stop are done by the next run.
         if create:
             _make_private_folders(folder)  # 0700, as XDG asks
     except OSError as error:
-        raise NotesError("notes.py is installed as a package but cannot create its data folder %s (%s); pass "
-                         "--dir (for example: %s --dir ~/shaping init) or set %s"
-                         % (folder, error.strerror or error, _invoked_as(), _DIR_VARIABLE)) from None
+        raise NotesError(
+            "notes.py is installed as a package but cannot create its data folder %s (%s); pass "
+            "--dir (for example: %s --dir ~/shaping init) or set %s"
+            % (folder, error.strerror or error, _invoked_as(), _DIR_VARIABLE)) from None
     return os.path.realpath(folder)
 
 
@@ -1286,14 +1300,16 @@ def _check_owner(path, status, kind):
     if os.name == "nt" or not hasattr(os, "geteuid"):
         return
     if status.st_uid not in (0, os.geteuid()):
-        raise NotesError("%s %s belongs to another user (uid %d), who could read or swap the notes; nothing was "
-                         "read or written. %s --dir with a folder of your own" % (
-                             kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else
-                             "Move it aside, or pass"))
+        raise NotesError(
+            "%s %s belongs to another user (uid %d), who could read or swap the notes; nothing was "
+            "read or written. %s --dir with a folder of your own" % (
+                kind, path, status.st_uid, "Pass" if stat.S_ISDIR(status.st_mode) else
+                "Move it aside, or pass"))
     if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
-        raise NotesError("%s %s is writable by every user without the sticky bit, so anyone could swap its log; "
-                         "nothing was read or written. Run chmod 700 %s, or pass --dir with a folder of your own"
-                         % (kind, path, path))
+        raise NotesError(
+            "%s %s is writable by every user without the sticky bit, so anyone could swap its log; "
+            "nothing was read or written. Run chmod 700 %s, or pass --dir with a folder of your own"
+            % (kind, path, path))
 
 
 def _folder_error(folder, error):
@@ -1370,9 +1386,10 @@ def _read_meta(folder):
 def _require_session(folder):
     meta = _read_meta(folder)
     if meta is None:
-        raise NotesError("no session in %s (no %s there); start one with: %s --dir %s init, or restore an export "
-                         "with: %s --dir %s restore session_export.json"
-                         % (folder, _META_NAME, _invoked_as(), folder, _invoked_as(), folder))
+        raise NotesError(
+            "no session in %s (no %s there); start one with: %s --dir %s init, or restore an export "
+            "with: %s --dir %s restore session_export.json"
+            % (folder, _META_NAME, _invoked_as(), folder, _invoked_as(), folder))
     return meta
 
 
@@ -1719,8 +1736,9 @@ def _replace_log(folder, chunks):
 
 
 # Walking below a folder by dir_fd, following no link (on Windows, the resolved path is checked).
-_CAN_WALK_INSIDE = (bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
-                    and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
+_CAN_WALK_INSIDE = (
+    bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
+    and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
 _INSIDE_WAY_OUT = "; give the path of a file inside the folder"
 _INSIDE_PATH_LIMIT = 1024   # characters and components of a path below a folder
 _INSIDE_DEPTH_LIMIT = 32
@@ -1730,12 +1748,13 @@ def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
     """The components of a path below a folder; refuse one that leads out or no disk takes."""
     text = os.fspath(relative)
     parts = [part for part in text.split("/") if part != "."]
-    problem = ("holds a NUL character" if "\0" in text else
-               "is an absolute path" if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]
-               else "climbs out with .." if ".." in text.replace("\\", "/").split("/")
-               else "is empty, ends with / or holds an empty component (//)" if not parts or "" in parts
-               else "is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT)
-               if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT else None)
+    problem = (
+        "holds a NUL character" if "\0" in text else
+        "is an absolute path" if os.path.isabs(text) or text.startswith("~") or os.path.splitdrive(text)[0]
+        else "climbs out with .." if ".." in text.replace("\\", "/").split("/")
+        else "is empty, ends with / or holds an empty component (//)" if not parts or "" in parts
+        else "is over %d characters or %d folders deep" % (_INSIDE_PATH_LIMIT, _INSIDE_DEPTH_LIMIT)
+        if len(text) > _INSIDE_PATH_LIMIT or len(parts) > _INSIDE_DEPTH_LIMIT else None)
     if problem:
         raise NotesError("%s %s%s" % (what, problem, way_out))
     return parts
@@ -1877,9 +1896,10 @@ def _check_session_folder(folder):
 def _check_meta_session_id(folder, meta):
     """Refuse a meta whose session_id is no plain id: every record would carry it."""
     if meta is not None and not _is_session_id(meta["session_id"]):
-        raise NotesError("%s holds a session_id that is not a plain id (1 to %d printable characters); nothing was "
-                         "written. Restore an earlier export into a new --dir, or move the folder aside and run "
-                         "init" % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
+        raise NotesError(
+            "%s holds a session_id that is not a plain id (1 to %d printable characters); nothing was "
+            "written. Restore an earlier export into a new --dir, or move the folder aside and run "
+            "init" % (os.path.join(folder, _META_NAME), _SESSION_ID_LIMIT))
 
 
 def _make_private_folders(folder):
@@ -1928,9 +1948,10 @@ def _open_log_for_append(path):
 
 def _refuse_a_hard_linked_log(path, status):
     if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
-        raise NotesError("%s has %d hard links: writing here would change the other file too. Nothing was "
-                         "written. Give the log a file of its own (in its folder: cp %s log.copy && mv log.copy "
-                         "%s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
+        raise NotesError(
+            "%s has %d hard links: writing here would change the other file too. Nothing was "
+            "written. Give the log a file of its own (in its folder: cp %s log.copy && mv log.copy "
+            "%s), or delete the other name" % (path, status.st_nlink, _LOG_NAME, _LOG_NAME))
 
 
 def _read_lines_backward(handle, size):
@@ -2079,9 +2100,10 @@ def _set_aside_torn_tail(folder, fd, tail):
         os.unlink(side_path)
         _fsync_folder(folder)
         log_path = os.path.join(folder, _LOG_NAME)
-        raise NotesError("%s is append-only, so its cut-off last line (%d bytes) cannot be set aside. Nothing was "
-                         "written. Run chattr -a %s and append again, or restore an export into a new --dir"
-                         % (log_path, tail.size - tail.keep_end, log_path)) from None
+        raise NotesError(
+            "%s is append-only, so its cut-off last line (%d bytes) cannot be set aside. Nothing was "
+            "written. Run chattr -a %s and append again, or restore an export into a new --dir"
+            % (log_path, tail.size - tail.keep_end, log_path)) from None
     os.fsync(fd)
     return {"kind": "torn_tail", "bytes": tail.size - tail.keep_end, "side_file": side_path}
 
@@ -2632,10 +2654,11 @@ def _session_entry(name, folder):
             statuses = [gate.status for gate in _recap_history(reader)[1].values()]
     except (NotesError, OSError) as error:
         return dict(entry, error=getattr(error, "message", None) or "cannot read it (%s)" % error.strerror)
-    entry.update(total=reader.total, last_note=reader.last_record and _named_note(reader.last_record),
-                 open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
-                 last_export=_export_lag(folder, reader.session_id, reader.total)
-                 if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
+    entry.update(
+        total=reader.total, last_note=reader.last_record and _named_note(reader.last_record),
+        open_gates=statuses.count("open"), deferred_gates=statuses.count("deferred"),
+        last_export=_export_lag(folder, reader.session_id, reader.total)
+        if os.path.lexists(os.path.join(folder, _EXPORT_NAME)) else None)
     return _with(entry, problems=reader.problem_count)
 
 
@@ -2805,13 +2828,15 @@ def _recap_item_line(item, kind="note"):
     return "%s [%s]" % (line, "; ".join(marks))
 
 
-_PROVENANCE_WORDS = {"op": "from the operator", "model": "from the model", "shared": "shared by both",
-                     "delivered": "the last delivery"}
-_RECAP_SECTIONS = (("Mode", "mode", "note"), ("Shape", "shape", "note"), ("Open gates", "open_gates", "gate"),
-                   ("Deferred gates", "deferred_gates", "gate"), ("Not yet confirmed", "unconfirmed", "unconfirmed"),
-                   ("Closed gates", "closed_gates", "closed"), ("Decisions", "decisions", "note"),
-                   ("Discarded paths", "discards", "note"), ("Tensions", "tensions", "note"),
-                   ("Sources", "sources", "note"), ("Artifact boundaries", "artifacts", "note"))
+_PROVENANCE_WORDS = {
+    "op": "from the operator", "model": "from the model", "shared": "shared by both",
+    "delivered": "the last delivery"}
+_RECAP_SECTIONS = (
+    ("Mode", "mode", "note"), ("Shape", "shape", "note"), ("Open gates", "open_gates", "gate"),
+    ("Deferred gates", "deferred_gates", "gate"), ("Not yet confirmed", "unconfirmed", "unconfirmed"),
+    ("Closed gates", "closed_gates", "closed"), ("Decisions", "decisions", "note"),
+    ("Discarded paths", "discards", "note"), ("Tensions", "tensions", "note"),
+    ("Sources", "sources", "note"), ("Artifact boundaries", "artifacts", "note"))
 
 
 def _recap_markdown_head(recap):
@@ -2989,11 +3014,13 @@ _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
     "gave:give given:give took:take taken:take ran:run met:meet built:build brought:bring went:go gone:go").split())
 _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
-_CHECK_SUFFIXES = ("ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
-                   "er", "ed", "es", "ly", "s")
+_CHECK_SUFFIXES = (
+    "ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
+    "er", "ed", "es", "ly", "s")
 # Marks a line as not settled, in the sentence that states it or in its lead (any case).
-_CHECK_MARK = re.compile(r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
-                         r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
+_CHECK_MARK = re.compile(
+    r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
+    r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
 _CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b")
 # Process residue: (pattern, what, confidence); state names count in capitals only.
 _CHECK_RESIDUE = (
@@ -3320,9 +3347,10 @@ def _markdown_export(reader, meta, by_type, first_ts, last_ts, warnings, reopene
                    if k in record]
         if record["type"] == "discard" and record["id"] in reopened:
             labels.append("- Reopened by: %s" % reopened[record["id"]])
-        yield ("\n".join(["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
-                         + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
-                         + labels + [""] * bool(labels)) + "\n").encode("utf-8")
+        yield ("\n".join(
+            ["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
+            + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
+            + labels + [""] * bool(labels)) + "\n").encode("utf-8")
 
 
 def _restorable_size(chunks, folder):
@@ -3457,8 +3485,9 @@ def _read_export(source):
             raise _not_an_export(path, "it is not a JSON object with one value per key")
         return found
     try:
-        export = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
-                                  object_pairs_hook=one_value_per_key).decode(data.decode("utf-8"))
+        export = json.JSONDecoder(
+            parse_constant=_refuse_constant, parse_float=_finite_float,
+            object_pairs_hook=one_value_per_key).decode(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise _not_an_export(path, "it is not valid UTF-8") from None
     except (ValueError, RecursionError):
@@ -3543,8 +3572,9 @@ def _notes_kept_by_restore(folder, export):
                 _check_session_folder(folder)
             return None
         # Under the lock a torn end (a killed restore leaves one) is mended; other problems refuse.
-        if reader.problem_count > sum(e["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
-                                      for e in reader.problems):
+        if reader.problem_count > sum(
+            e["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
+            for e in reader.problems):
             raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
                              "nothing was changed" % folder)
         if meta["session_id"] != session_id and existing:
@@ -3628,8 +3658,9 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
     host = _session_host(folder, self._over_mcp)
     if export_file is not None and not hasattr(export_file, "read"):
         _check_path_text("the export file's path", export_file)
-    export, passed_over = (_export_in_folder(folder, accept_damaged) if export_file is None
-                           else (_Export(export_file, accept_damaged), []))
+    export, passed_over = (
+        _export_in_folder(folder, accept_damaged) if export_file is None
+        else (_Export(export_file, accept_damaged), []))
     session, recovered, log_path = export.session, None, os.path.join(folder, _LOG_NAME)
     _notes_kept_by_restore(folder, export)  # refused before the lock too, leaving the folder untouched
     with _SessionLock(folder):
@@ -3649,12 +3680,13 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
                 # Crash window: before the rename the log is as it was; after it, it holds the rest too.
                 _replace_log(folder, _log_then(log_path, [(0, None, b"".join(map(_record_line, export.all[kept:])))]))
     last = export.last_record  # text only if it verifies: never echo a secret or damage
-    receipt = {"ok": True, "command": "restore", "session_id": session["session_id"],
-               "record_count": export.record_count, "restored": export.record_count - kept,
-               "path": log_path, "export": {
-                   "file": export.path, "exported_at": export.exported_at, "last_note": None if last is None else {
-                       "id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
-                       "text": None if _check_record(last, session["session_id"]) else last["text"]}}}
+    receipt = {
+        "ok": True, "command": "restore", "session_id": session["session_id"],
+        "record_count": export.record_count, "restored": export.record_count - kept,
+        "path": log_path, "export": {
+            "file": export.path, "exported_at": export.exported_at, "last_note": None if last is None else {
+                "id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
+                "text": None if _check_record(last, session["session_id"]) else last["text"]}}}
     _with(receipt, passed_over=passed_over)
     with _LogReader(folder, _read_meta(folder)) as reader:
         gates = _recap_history(reader)[1]
@@ -3848,15 +3880,17 @@ def _note_to_redact(handle, tail, note_id, session_id):
             if offset < tail.keep_end or torn:
                 break
             torn = needle in (line or b"")
-        raise NotesError("%s is in the last lines of the log, which a crash cut short: no note to redact; nothing "
-                         "was changed. The next append moves them to a side file (%s*): delete it to remove their "
-                         "text" % (note_id, _TORN_PREFIX) if torn else
-                         "%s names no note in this session that can be read; check the id with tail or recap" % note_id)
+        raise NotesError(
+            "%s is in the last lines of the log, which a crash cut short: no note to redact; nothing "
+            "was changed. The next append moves them to a side file (%s*): delete it to remove their "
+            "text" % (note_id, _TORN_PREFIX) if torn else
+            "%s names no note in this session that can be read; check the id with tail or recap" % note_id)
     record = found[2]
     if damage := sorted({kind for kind, _ in _check_record(record, session_id)} - _REDACTABLE_PROBLEMS):
-        raise NotesError("%s does not verify (%s): redact leaves damage as it is; nothing was changed. Run verify, "
-                         "and restore the session from an intact export into a new --dir"
-                         % (note_id, ", ".join(damage)))
+        raise NotesError(
+            "%s does not verify (%s): redact leaves damage as it is; nothing was changed. Run verify, "
+            "and restore the session from an intact export into a new --dir"
+            % (note_id, ", ".join(damage)))
     if _is_redaction_note(record):
         raise NotesError("%s records a redaction, which stays for verify; nothing was changed" % note_id)
     for _, line in _read_lines_backward(handle, tail.keep_end) if _is_redacted(record) else ():
@@ -4087,8 +4121,9 @@ _DIR_HELP = ("session folder (default: $%s, else the folder that holds notes.py,
              "installed as a package)" % (_DIR_VARIABLE, _user_data_folder().replace("%", "%%")))
 _SESSION_HELP = "the session in sessions/NAME of that folder (example: --session pricing-page)"
 
-_HABITUAL_OPTIONS = {"-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
-                     "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
+_HABITUAL_OPTIONS = {
+    "-n": "--limit", "--lines": "--limit", "--count": "--limit", "-t": "--type",
+    "-m": "--text", "--message": "--text", "--note": "--text", "-o": "--output"}
 
 
 def _see_help(command=None):
@@ -4109,18 +4144,20 @@ def _build_parser():
             raise NotesError("%s %s" % (message, _see_help(command)))
 
     program, raw = _invoked_as(), argparse.RawDescriptionHelpFormatter
-    parser = Parser(prog=_CONSOLE_COMMAND if program == _CONSOLE_COMMAND else "notes.py",
-                    description="Append-only memory log for Memory-Assisted Shaping: stamps, numbers and "
-                    "checksums each memory signal, and reads the session back.", formatter_class=raw,
-                    epilog="example:\n  %s %s\n\nrun '%s COMMAND --help' for a command's options"
-                           % (program, _COMMANDS["append"].example.split("\n")[0], program))
+    parser = Parser(
+        prog=_CONSOLE_COMMAND if program == _CONSOLE_COMMAND else "notes.py",
+        description="Append-only memory log for Memory-Assisted Shaping: stamps, numbers and "
+        "checksums each memory signal, and reads the session back.", formatter_class=raw,
+        epilog="example:\n  %s %s\n\nrun '%s COMMAND --help' for a command's options"
+               % (program, _COMMANDS["append"].example.split("\n")[0], program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=_DIR_HELP)
     parser.add_argument("--session", metavar="NAME", help=_SESSION_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in _COMMANDS.items():
-        sub = commands.add_parser(name, help=command.purpose, description=command.purpose, formatter_class=raw, epilog=
-                                  "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program)))
+        sub = commands.add_parser(
+            name, help=command.purpose, description=command.purpose, formatter_class=raw, epilog=
+            "example:\n  %s %s" % (program, command.example.replace(_SCRIPT_COMMAND, program)))
         sub.add_argument("--dir", default=argparse.SUPPRESS, help=_DIR_HELP)
         sub.add_argument("--session", metavar="NAME", default=argparse.SUPPRESS, help=_SESSION_HELP)
         for opt in command.options:
@@ -4267,9 +4304,10 @@ def _mcp_input_schema(command):
         if opt.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
             schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
         default = opt.settings.get("default")
-        props[name] = dict({"type": "array", "items": schema} if opt.many else schema,
-                           description=opt.mcp_help or _mcp_wording(command, opt.help_text),
-                           **({} if default is None else {"default": default}))
+        props[name] = dict(
+            {"type": "array", "items": schema} if opt.many else schema,
+            description=opt.mcp_help or _mcp_wording(command, opt.help_text),
+            **({} if default is None else {"default": default}))
     return _with({"type": "object", "properties": props, "additionalProperties": False},
                  required=[name for name, opt in opts.items() if opt.required])
 
@@ -4478,8 +4516,9 @@ def _mcp_result(server, method, params):
     if method == "tools/call":
         return _mcp_call_tool(server, params)
     if method == "resources/list":
-        return {"resources": [{"uri": uri, "name": name, "title": name, "description": description,
-                               "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
+        return {"resources": [{
+            "uri": uri, "name": name, "title": name, "description": description,
+            "mimeType": "text/markdown"} for uri, _, name, description in _mcp_contracts()]}
     if method != "resources/read":
         raise _ProtocolError(-32601, "Method not found: %s" % method)
     uri = params.get("uri")
