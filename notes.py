@@ -3551,7 +3551,7 @@ def _last_note_id(record):
     return record["id"] if record is not None and _is_note_id(record.get("id")) else None
 
 
-def _notes_kept_by_restore(folder, export):
+def _notes_kept_by_restore(folder, export, set_aside=False):
     """How many export records the folder holds (None: a fresh start); refuse anything else."""
     log_path, session_id = os.path.join(folder, _LOG_NAME), export.session["session_id"]
     links = any(os.path.islink(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME, _LOCK_NAME))
@@ -3560,7 +3560,7 @@ def _notes_kept_by_restore(folder, export):
         os.close(descriptor)
     # Notes, no meta: a restore cut short if they are the export's first, else refused.
     meta = export.session if size and _read_meta(folder) is None else _check_session_folder(folder)
-    if meta is None:
+    if meta is None or set_aside and meta is not export.session and meta["session_id"] != session_id:
         return None
     with _LogReader(folder, meta) as reader:
         existing = common = 0
@@ -3578,8 +3578,9 @@ def _notes_kept_by_restore(folder, export):
             raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
                              "nothing was changed" % folder)
         if meta["session_id"] != session_id and existing:
-            raise NotesError("%s holds another session (%s) with notes; nothing was changed. Restore into an "
-                             "empty --dir instead" % (folder, meta["session_id"]))
+            raise NotesError("%s holds another session (%s) with %s; nothing was changed. If a reset started it "
+                             "after the export, restore again with --set-aside, else into an empty --dir"
+                             % (folder, meta["session_id"], _counted(existing, "note")))
         if meta["session_id"] == session_id and common != existing:
             if common == export.record_count:  # an older export: restoring it would fork the session
                 raise NotesError(
@@ -3651,9 +3652,9 @@ def _export_in_folder(folder, accept_damaged):
 
 
 @_command
-def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
+def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -> dict:
     """Bring a session back into the folder from an export (ours or v0's), a path or an open binary file;
-    by default, the one in the folder."""
+    by default, the one in the folder. set_aside: move another session's log aside first."""
     folder = _resolve_folder(self.folder, self.session)
     host = _session_host(folder, self._over_mcp)
     if export_file is not None and not hasattr(export_file, "read"):
@@ -3661,13 +3662,16 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
     export, passed_over = (
         _export_in_folder(folder, accept_damaged) if export_file is None
         else (_Export(export_file, accept_damaged), []))
-    session, recovered, log_path = export.session, None, os.path.join(folder, _LOG_NAME)
-    _notes_kept_by_restore(folder, export)  # refused before the lock too, leaving the folder untouched
+    session, recovered, moved, log_path = export.session, None, None, os.path.join(folder, _LOG_NAME)
+    _notes_kept_by_restore(folder, export, set_aside)  # refused before the lock too, leaving the folder untouched
     with _SessionLock(folder):
-        kept = _notes_kept_by_restore(folder, export)
+        kept = _notes_kept_by_restore(folder, export, set_aside)
         if kept is None:
             meta, kept = _read_meta(folder), 0
             if meta and meta["session_id"] != session["session_id"]:
+                if set_aside and os.path.lexists(log_path):  # Crash window: moved, the meta left: as below
+                    moved = "%s.set-aside-%s" % (log_path, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+                    os.rename(log_path, moved)
                 # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
                 os.unlink(os.path.join(folder, _META_NAME))
                 _fsync_folder(folder)
@@ -3687,7 +3691,7 @@ def _restore(self, *, export_file=None, accept_damaged=False) -> dict:
             "file": export.path, "exported_at": export.exported_at, "last_note": None if last is None else {
                 "id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
                 "text": None if _check_record(last, session["session_id"]) else last["text"]}}}
-    _with(receipt, passed_over=passed_over)
+    _with(receipt, passed_over=passed_over, set_aside=moved)
     with _LogReader(folder, _read_meta(folder)) as reader:
         gates = _recap_history(reader)[1]
     ours, stamp = os.path.join(folder, _EXPORT_NAME), export.exported_at
@@ -4090,6 +4094,7 @@ _COMMANDS = {
                 "session folder", nargs="?"),
         _flag("--accept-damaged", "restore a damaged export anyway, every record as it holds it, nothing repaired "
               "(verify then reports the same problems)"),
+        _flag("--set-aside", "first move another session's log in the folder to a side file (set_aside names it)"),
     ], "--dir /mnt/data/shaping restore /mnt/data/session_export.json"),
     "check": _Command(
         "Read an artifact file in the session folder against the live log; nothing is written. Findings, each with "
@@ -4425,10 +4430,10 @@ class _McpServer:
         return session
 
 
-def _mcp_restore(server, session, export_file, accept_damaged):
+def _mcp_restore(server, session, export_file, accept_damaged, set_aside):
     """The restore tool: the export opened inside an allowed folder."""
     if export_file is None:
-        return session.restore(accept_damaged=accept_damaged)
+        return session.restore(accept_damaged=accept_damaged, set_aside=set_aside)
     places = [_resolve_folder(session.folder, session.session)] + server.restore_from
     way_out = "; put the export in %s or a folder given with mcp --restore-from; give its name" % places[0]
     full = os.path.isabs(export_file)
@@ -4444,7 +4449,7 @@ def _mcp_restore(server, session, export_file, accept_damaged):
         except IsADirectoryError:
             raise NotesError("export_file is a folder" + way_out) from None
         with open(os.path.join(place, relative), "rb", opener=lambda path, flags: descriptor) as handle:
-            return session.restore(export_file=handle, accept_damaged=accept_damaged)
+            return session.restore(export_file=handle, accept_damaged=accept_damaged, set_aside=set_aside)
     raise NotesError("export_file names no file in the folders restore reads" + way_out)
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (LOG, NOTES, REPO, SESSION_ID, V0_FIXTURES, append, assert_no_traceback, assert_refused,
-                      copy_fixture, folder_digest, line_of, notes, read_records, recap, recap_text, run_here,
-                      run_notes, v0_checksum, write_export, write_session)
+from conftest import (LOG, NOTES, REPO, SESSION_ID, V0_FIXTURES, append, appended, assert_no_traceback,
+                      assert_refused, copy_fixture, folder_digest, line_of, notes, read_records, recap, recap_text,
+                      run_here, run_notes, session_id_of, v0_checksum, write_export, write_session)
 
 
 # ==========================================================================
@@ -864,6 +864,62 @@ def test_restore_refuses_another_session_with_notes(tmp_path):
     assert_refused(result, 2)
     assert list(result.receipt) == ["ok", "error"]
     assert folder_digest(target) == before
+
+
+def test_after_a_reset_restore_names_set_aside_and_then_moves_the_new_session_aside(tmp_path, capsys):
+    # A reset emptied the folder; the next append started a new session; the operator then uploads the export.
+    origin, target = tmp_path / "origin", tmp_path / "target"
+    appended(origin, "decision", "Kept before the reset.")
+    export_path, _ = export_through_cli(origin)
+    appended(target, "decision", "Sent after the reset.")
+    new_id = session_id_of(target)
+    started, before = (target / "session_notes.jsonl").read_bytes(), folder_digest(target)
+
+    code, refusal = run_here(capsys, target, "restore", export_path)
+
+    assert (code, refusal) == (2, {"ok": False, "error": (
+        "%s holds another session (%s) with 1 note; nothing was changed. If a reset started it after the export, "
+        "restore again with --set-aside, else into an empty --dir" % (target, new_id))})
+    assert folder_digest(target) == before
+
+    code, receipt = run_here(capsys, target, "restore", "--set-aside", export_path)
+
+    assert code == 0 and receipt["restored"] == 1, receipt
+    moved = Path(receipt["set_aside"])
+    assert moved.parent == target and moved.name.startswith("session_notes.jsonl.set-aside-")
+    assert moved.read_bytes() == started
+    assert (target / "session_notes.jsonl").read_bytes() == (origin / "session_notes.jsonl").read_bytes()
+    assert load(target / "session_meta.json")["session_id"] == session_id_of(origin)
+    assert sorted(p.name for p in target.iterdir()) == sorted(
+        ["session_meta.json", "session_notes.jsonl", "session_notes.lock", moved.name])
+
+
+def test_a_set_aside_cut_short_after_the_move_is_finished_by_the_same_restore(tmp_path, capsys):
+    origin, target = tmp_path / "origin", tmp_path / "target"
+    appended(origin, "decision", "Kept before the reset.")
+    export_path, _ = export_through_cli(origin)
+    appended(target, "decision", "Sent after the reset.")
+    # The state a kill leaves between moving the log aside and removing the other session's meta.
+    (target / "session_notes.jsonl").rename(target / "session_notes.jsonl.set-aside-20261204T000000Z")
+
+    code, receipt = run_here(capsys, target, "restore", "--set-aside", export_path)
+
+    assert code == 0 and receipt["restored"] == 1 and "set_aside" not in receipt, receipt
+    assert (target / "session_notes.jsonl").read_bytes() == (origin / "session_notes.jsonl").read_bytes()
+    assert session_id_of(target) == session_id_of(origin)
+
+
+def test_set_aside_leaves_the_same_session_in_place(tmp_path, capsys):
+    origin = tmp_path / "origin"
+    appended(origin, "decision", "First.")
+    export_path, _ = export_through_cli(origin)
+    appended(origin, "decision", "Second.")
+    before = folder_digest(origin)
+
+    code, receipt = run_here(capsys, origin, "restore", "--set-aside", export_path)
+
+    assert code == 2 and "nothing to restore" in receipt["error"], receipt
+    assert folder_digest(origin) == before
 
 
 def test_restore_refuses_a_log_that_has_gone_past_the_export(tmp_path):

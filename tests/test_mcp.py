@@ -12,10 +12,11 @@ import shutil
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
-from conftest import (LOG, NOTES, REPO, SESSION_ID, append, assert_no_traceback, assert_refused, code_blocks,
+from conftest import (LOG, NOTES, REPO, SESSION_ID, append, appended, assert_no_traceback, assert_refused, code_blocks,
                       copy_fixture, folder_digest, line_of, make_record, read_records, recap, recap_text,
                       run_main, run_notes, run_script, v0_checksum, write_session)
 
@@ -324,7 +325,7 @@ def test_tool_schemas_and_annotations(tmp_path):
         assert set(tools[name]["inputSchema"]["properties"]) == {"session"}
     assert tools["sessions"]["inputSchema"]["properties"] == {}  # it lists them all
     restore = tools["restore"]["inputSchema"]
-    assert set(restore["properties"]) == {"export_file", "accept_damaged", "session"}
+    assert set(restore["properties"]) == {"export_file", "accept_damaged", "set_aside", "session"}
     assert "required" not in restore  # without export_file: the export in the session folder, as the command
     assert restore["properties"]["accept_damaged"]["type"] == "boolean"
     for name, tool in tools.items():
@@ -703,6 +704,23 @@ def test_restore_tool_gives_the_commands_receipt_and_fast_forwards(tmp_path):
     # Without export_file, the command's own search of the session folder: early.json is older than the folder.
     assert answers[2]["result"]["isError"] is True
     assert "past this export's 1 up to n00001" in answers[2]["result"]["structuredContent"]["error"]
+
+
+def test_restore_tool_sets_aside_a_session_a_reset_started(tmp_path):
+    origin, base = tmp_path / "origin", tmp_path / "base"
+    appended(origin, "decision", "Kept before the reset.")
+    assert run_notes("export", "--output", base / "session_export.json", folder=origin).code == 0
+    appended(base, "decision", "Sent after the reset.")
+    started = (base / "session_notes.jsonl").read_bytes()
+
+    code, answers, _ = exchange(base, call(1, "restore", {}), call(2, "restore", {"set_aside": True}))
+
+    assert code == 0
+    refused, receipt = (tool_result(answer) for answer in answers)
+    assert refused["isError"] is True and "restore again with set_aside" in refused["content"][0]["text"]
+    moved = Path(receipt["structuredContent"]["set_aside"])
+    assert moved.parent == base and moved.read_bytes() == started
+    assert read_records(base) == read_records(origin)
 
 
 def test_restore_tool_reads_nothing_outside_its_folders_and_follows_no_link(tmp_path):
