@@ -2763,7 +2763,7 @@ def _gate_item(gate_id, gates, found, name):
     item = {"id": gate_id, **({"type": "gate"} if name == "unconfirmed" else {}), "text": record["text"],
             "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
-    item.update(("update_" + key, update[key]) for key in ("id", "text", "provenance", "evidence") if key in update)
+    item.update(("update_" + k, update[k]) for k in ("id", "text", "effect", "provenance", "evidence") if k in update)
     if name != "closed_gates":
         return item
     item["closed_by"] = _named_note(found.get(gate.by) or update)

@@ -552,6 +552,23 @@ def test_a_closed_gate_shows_the_note_that_settled_it(tmp_path):
     assert "- Channel is undecided. - Reminders go by email. [n00001; from the operator]" in markdown.splitlines()
 
 
+def test_an_open_gate_shows_its_latest_update_effect_beside_the_first(tmp_path):
+    # A gate update that restates the effect: the model reads the effect now in force, not only the first one.
+    folder = tmp_path / "session"
+    write_session(folder, [
+        ("gate", "Which schools?", {"effect": "The rental area follows from it."}),  # n00001
+        ("gate", "Which schools: still open.", {"ref": "n00001", "status": "open",
+                                                 "effect": "The plan names no school yet."}),  # n00002
+    ])
+
+    receipt = notes.Session(folder).recap()
+
+    assert receipt["open_gates"] == [{
+        "id": "n00001", "text": "Which schools?", "status": "open", "effect": "The rental area follows from it.",
+        "update_id": "n00002", "update_text": "Which schools: still open.",
+        "update_effect": "The plan names no school yet."}]
+
+
 def test_gate_states_come_back_exact_from_a_damaged_log(tmp_path):
     # Recap keeps each gate's state as numbers: a by under an id with an extra zero, or
     # one of eleven digits naming no note, must come back as written.
