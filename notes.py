@@ -3670,7 +3670,9 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
             meta, kept = _read_meta(folder), 0
             if meta and meta["session_id"] != session["session_id"]:
                 if set_aside and os.path.lexists(log_path):  # Crash window: moved, the meta left: as below
-                    moved = "%s.set-aside-%s" % (log_path, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+                    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+                    moved, fd = _create_new_file("%s.set-aside-%s" % (log_path, stamp))  # never another's name
+                    os.close(fd)
                     os.rename(log_path, moved)
                 # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
                 os.unlink(os.path.join(folder, _META_NAME))
@@ -4094,7 +4096,7 @@ _COMMANDS = {
                 "session folder", nargs="?"),
         _flag("--accept-damaged", "restore a damaged export anyway, every record as it holds it, nothing repaired "
               "(verify then reports the same problems)"),
-        _flag("--set-aside", "first move another session's log in the folder to a side file (set_aside names it)"),
+        _flag("--set-aside", "first move another session's log to a side file (set_aside names it)"),
     ], "--dir /mnt/data/shaping restore /mnt/data/session_export.json"),
     "check": _Command(
         "Read an artifact file in the session folder against the live log; nothing is written. Findings, each with "

@@ -909,6 +909,23 @@ def test_a_set_aside_cut_short_after_the_move_is_finished_by_the_same_restore(tm
     assert session_id_of(target) == session_id_of(origin)
 
 
+def test_two_set_asides_in_one_second_keep_both_logs(tmp_path, capsys, monkeypatch):
+    # Side files are named to the second: a second one then takes a free name, never the first one's.
+    monkeypatch.setattr(notes.time, "gmtime", lambda *args: notes.time.struct_time((2026, 12, 4, 9, 0, 0, 4, 338, 0)))
+    first, second, target = tmp_path / "first", tmp_path / "second", tmp_path / "target"
+    for folder in (first, second):
+        appended(folder, "decision", "Kept in %s." % folder.name)
+    appended(target, "decision", "Sent after the reset.")
+    logs = [(target / "session_notes.jsonl").read_bytes(), (first / "session_notes.jsonl").read_bytes()]
+
+    moved = [run_here(capsys, target, "restore", "--set-aside", export_through_cli(origin)[0])[1]["set_aside"]
+             for origin in (first, second)]
+
+    assert [Path(path).name for path in moved] == [
+        "session_notes.jsonl.set-aside-20261204T090000Z", "session_notes.jsonl.set-aside-20261204T090000Z-1"]
+    assert [Path(path).read_bytes() for path in moved] == logs
+
+
 def test_set_aside_leaves_the_same_session_in_place(tmp_path, capsys):
     origin = tmp_path / "origin"
     appended(origin, "decision", "First.")
