@@ -619,9 +619,9 @@ def _password_value_is_secret(keyword, value, explicit):
     value = value.rstrip(".,:!?)]}")
     lowered = keyword.lower()
     if re.fullmatch(r"[0-9]{4,10}#?", value):  # a PIN; one digit repeated is a stand-in
-        return (len(value.rstrip("#")) >= (
-            4 if "pin" in lowered or "code" in lowered or not lowered.isascii()
-            else 6) and len(set(value.rstrip("#"))) > 1
+        digits = value.rstrip("#")
+        shortest = 4 if "pin" in lowered or "code" in lowered or not lowered.isascii() else 6
+        return (len(digits) >= shortest and len(set(digits)) > 1
                 and (explicit or not re.fullmatch(r"(?:19|20)[0-9]{2}", value)))
     if _is_stand_in(value) or re.fullmatch(_EMAIL_ADDRESS, value):
         return False
@@ -1119,8 +1119,7 @@ def _seq_order_problem(seq, highest, damaged):
 
 # tail names these by offset alone
 _LINE_PROBLEMS = frozenset(
-    ("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long",
-    "incomplete_batch"))
+    ("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long", "incomplete_batch"))
 
 
 def _problem(line, record_id, kind, detail=None):
@@ -1319,21 +1318,24 @@ def _folder_error(folder, error):
 def _write_error(path, error, way_out):
     """On a full disk another folder on it would not help, so say so."""
     if error.errno in _NO_ROOM_ERRORS:
-        return NotesError("no room left on the disk holding %s (%s); nothing was written. Free some space, then "
-                          "run the command again" % (path, error.strerror or error))
+        return NotesError(
+            "no room left on the disk holding %s (%s); nothing was written. Free some space, then "
+            "run the command again" % (path, error.strerror or error))
     return NotesError("cannot create or write %s (%s); %s" % (path, error.strerror or error, way_out))
 
 
 def _link_error(path):
-    return NotesError("%s is a symbolic link, which notes.py never writes through; replace it with the real "
-                      "file, or use another --dir" % path)
+    return NotesError(
+        "%s is a symbolic link, which notes.py never writes through; replace it with the real "
+        "file, or use another --dir" % path)
 
 
 def _special_file_error(path, mode):
     kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
             "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
-    return NotesError("%s is %s, not a regular file, which could block for ever; move it aside, or pass "
-                      "another path" % (path, kind))
+    return NotesError(
+        "%s is %s, not a regular file, which could block for ever; move it aside, or pass "
+        "another path" % (path, kind))
 
 
 def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
@@ -2456,7 +2458,7 @@ def _tail_walk(scan, end, limit, keeps, grep):
 
 
 class _CompactReceipt(dict):
-    """A receipt printed as compact JSON, a line per key and per item of a list, for a model to scan."""
+    """A receipt printed by _scannable_json, for a model to scan."""
 
 
 def _is_unconfirmed(labels):
@@ -3358,9 +3360,10 @@ def _restorable_size(chunks, folder):
     for chunk in chunks:
         size += len(chunk)
         if size > _EXPORT_SIZE_LIMIT:
-            raise NotesError("the export would be over %d MiB, more than restore reads; nothing was written. Copy "
-                             "%s and %s from %s together instead, or export --format md to read it"
-                             % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
+            raise NotesError(
+                "the export would be over %d MiB, more than restore reads; nothing was written. Copy "
+                "%s and %s from %s together instead, or export --format md to read it"
+                % (_EXPORT_SIZE_LIMIT >> 20, _META_NAME, _LOG_NAME, folder))
         yield chunk
 
 
@@ -3446,8 +3449,9 @@ def _export(self, *, output=None, format="json") -> dict:
 
 
 def _not_an_export(path, why):  # why names no value the export holds
-    return NotesError("%s is not a session export: %s; nothing was written, with --accept-damaged or without"
-                      % (path, why), _EXIT_INTEGRITY)
+    return NotesError(
+        "%s is not a session export: %s; nothing was written, with --accept-damaged or without"
+        % (path, why), _EXIT_INTEGRITY)
 
 
 # More objects than a 16 MiB export of real notes holds.
@@ -3519,9 +3523,10 @@ class _Export(_ProblemTally):
         self.check_records(accept_damaged)
         self.exported_at = export["exported_at"] if _is_timestamp(export.get("exported_at")) else None
         if self.problem_count and not accept_damaged:
-            raise NotesError("%s is damaged (%d problems); nothing was written. Restore an intact export, or run "
-                             "restore --accept-damaged to bring back every record exactly as the export holds it"
-                             % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
+            raise NotesError(
+                "%s is damaged (%d problems); nothing was written. Restore an intact export, or run "
+                "restore --accept-damaged to bring back every record exactly as the export holds it"
+                % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
 
     def check_records(self, accept_damaged):
         seen, redactions = _LogOrder(), _RedactionsSeen()  # as verify counts
@@ -3572,15 +3577,15 @@ def _notes_kept_by_restore(folder, export, set_aside=False):
                 _check_session_folder(folder)
             return None
         # Under the lock a torn end (a killed restore leaves one) is mended; other problems refuse.
-        if reader.problem_count > sum(
-            e["kind"] in ("torn_tail", "missing_newline", "incomplete_batch")
-            for e in reader.problems):
+        mendable = sum(e["kind"] in ("torn_tail", "missing_newline", "incomplete_batch") for e in reader.problems)
+        if reader.problem_count > mendable:
             raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
                              "nothing was changed" % folder)
         if meta["session_id"] != session_id and existing:
-            raise NotesError("%s holds another session (%s) with %s; nothing was changed. If a reset started it "
-                             "after the export, restore again with --set-aside, else into an empty --dir"
-                             % (folder, meta["session_id"], _counted(existing, "note")))
+            raise NotesError(
+                "%s holds another session (%s) with %s; nothing was changed. If a reset started it "
+                "after the export, restore again with --set-aside, else into an empty --dir"
+                % (folder, meta["session_id"], _counted(existing, "note")))
         if meta["session_id"] == session_id and common != existing:
             if common == export.record_count:  # an older export: restoring it would fork the session
                 raise NotesError(
@@ -3600,6 +3605,18 @@ def _notes_kept_by_restore(folder, export, set_aside=False):
     if size and not existing:
         raise NotesError("%s holds lines that are not notes of a session; move it aside first" % log_path)
     return existing or None
+
+
+def _restore_keep(host, folder, export_path):
+    ours, chat = os.path.join(folder, _EXPORT_NAME), host == "chatgpt"
+    shown = _visible(ours, True)
+    if host in _HOST_DOWNLOAD_FOLDERS:
+        return "from now on keep the %s that export %s (%s%s)" % (
+            _EXPORT_NAME, "links in the chat" if chat else "writes in the outputs folder", "sandbox:" * chat, shown)
+    if _same_file(ours, export_path) or ours == export_path:
+        return "keep %s from now on: export writes it" % shown
+    return ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
+            % (shown, _visible(export_path, True)))
 
 
 def _mend_log_tail(folder):
@@ -3671,9 +3688,9 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
             if meta and meta["session_id"] != session["session_id"]:
                 if set_aside and os.path.lexists(log_path):  # Crash window: moved, the meta left: as below
                     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-                    moved, fd = _create_new_file("%s.set-aside-%s" % (log_path, stamp))  # never another's name
+                    moved, fd = _create_new_file("%s.set-aside-%s" % (log_path, stamp))
                     os.close(fd)
-                    os.rename(log_path, moved)
+                    os.rename(log_path, moved)  # over our empty file
                 # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
                 os.unlink(os.path.join(folder, _META_NAME))
                 _fsync_folder(folder)
@@ -3696,24 +3713,14 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
     _with(receipt, passed_over=passed_over, set_aside=moved)
     with _LogReader(folder, _read_meta(folder)) as reader:
         gates = _recap_history(reader)[1]
-    ours, stamp = os.path.join(folder, _EXPORT_NAME), export.exported_at
-    shown = _visible(ours, True)
-    if host in _HOST_DOWNLOAD_FOLDERS:
-        chat = host == "chatgpt"
-        keep = "from now on keep the %s that export %s (%s%s)" % (
-            _EXPORT_NAME, "links in the chat" if chat else "writes in the outputs folder", "sandbox:" * chat, shown)
-    elif _same_file(ours, export.path) or ours == export.path:
-        keep = "keep %s from now on: export writes it" % shown
-    else:
-        keep = ("from now on keep %s, which export writes, in place of %s, which the next note makes out of date"
-                % (shown, _visible(export.path, True)))
+    stamp = export.exported_at
     tell = "The session is back with %s%s; %s; %s, so restore that one instead if you have it; %s."
     receipt["tell_operator"] = tell % (
         _counted(export.record_count, "note"), ", with %s kept as the export held them (verify lists them)"
         % _counted(export.problem_count, "problem") if export.problem_count else "",
         _gates_phrase(gates) or "no gate is open or deferred",
         "this export was written at %s %s UTC: one downloaded later holds more notes" % (stamp[:10], stamp[11:16])
-        if stamp else "this export has no time: one with more notes is later", keep)
+        if stamp else "this export has no time: one with more notes is later", _restore_keep(host, folder, export.path))
     return _with(receipt, warnings=_problem_messages(export.problems, export.problem_count) + export.notices,
                  recovered=recovered)
 
@@ -4245,8 +4252,9 @@ def _cli_keywords(args):
 def _error_receipt(error, see=None):
     """The receipt of a command stopped by an exception; see: a refusal's help pointer (default: --help)."""
     if isinstance(error, PermissionError):  # wherever it was met: a refusal with the way out
-        error = NotesError("permission denied on %s; nothing was changed. Run the command as the user who owns the "
-                           "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
+        error = NotesError(
+            "permission denied on %s; nothing was changed. Run the command as the user who owns the "
+            "session, or pass --dir with a folder of your own" % (error.filename or "a session file"))
     if isinstance(error, NotesError):
         see = "" if error.help_for is None else " " + (see % error.help_for if see else _see_help(error.help_for))
         return {"ok": False, "error": error.message + see, **error.details}
