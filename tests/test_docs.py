@@ -404,7 +404,7 @@ def example_texts(name: str) -> list:
 @pytest.mark.parametrize("name", CONTRACTS)
 def test_every_example_note_carries_both_labels(name):
     notes = example_appends(name)
-    assert len(notes) >= 5, notes
+    assert len(notes) >= 4, notes  # the examples are there to check
     for note in notes:
         assert note.get("provenance") in ("op", "model", "shared"), note
         assert note.get("evidence") in ("declared", "inferred", "observed", "validated"), note
