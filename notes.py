@@ -489,10 +489,11 @@ def _pretty_json(value):
 
 
 _TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as text in time order
+_FILE_STAMP = "%Y%m%dT%H%M%SZ"
 
 
-def _utc_now():
-    return time.strftime(_TIMESTAMP_FORMAT, time.gmtime())
+def _utc_now(form=_TIMESTAMP_FORMAT):
+    return time.strftime(form, time.gmtime())
 
 
 def _note_id_for(seq):
@@ -2084,7 +2085,7 @@ class _LogTail(_BackwardScan):
 
 def _set_aside_torn_tail(folder, fd, tail):
     side_path, side = _create_new_file(os.path.join(folder, "%s%s-%d" % (
-        _TORN_PREFIX, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())))
+        _TORN_PREFIX, _utc_now(_FILE_STAMP), os.getpid())))
     try:
         with open(fd, "rb", closefd=False) as handle:
             for block in _log_blocks(handle, tail.keep_end, tail.size):
@@ -2718,8 +2719,8 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             continue
         if kind in latest:
             latest[kind] = record
-        elif kind in lists:
-            item, name = _summarise_record(record), lists[kind]
+        if kind in lists or kind == "shape" and _is_unconfirmed(record):  # a later shape leaves it to confirm
+            item, name = _summarise_record(record), lists.get(kind)
             # A tension holds nothing to confirm, nor does a delivery.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
                 first = first or (record["seq"], note_id)
@@ -2731,7 +2732,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
     for kind, record in latest.items():
         if record:
             latest[kind] = item = _summarise_record(record)
-            if _is_unconfirmed(item):
+            if kind == "mode" and _is_unconfirmed(item):
                 kept["unconfirmed"].append((record["seq"], {"id": record["id"], "type": kind, **item}))
                 first = min(filter(None, (first, (record["seq"], record["id"]))))
     for _, item in kept["discards"] + kept["unconfirmed"]:
@@ -3680,15 +3681,14 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
         _export_in_folder(folder, accept_damaged) if export_file is None
         else (_Export(export_file, accept_damaged), []))
     session, recovered, moved, log_path = export.session, None, None, os.path.join(folder, _LOG_NAME)
-    _notes_kept_by_restore(folder, export, set_aside)  # refused before the lock too, leaving the folder untouched
+    _notes_kept_by_restore(folder, export, set_aside)  # refused before the lock too: folder untouched
     with _SessionLock(folder):
         kept = _notes_kept_by_restore(folder, export, set_aside)
         if kept is None:
             meta, kept = _read_meta(folder), 0
             if meta and meta["session_id"] != session["session_id"]:
                 if set_aside and os.path.lexists(log_path):  # Crash window: moved, the meta left: as below
-                    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-                    moved, fd = _create_new_file("%s.set-aside-%s" % (log_path, stamp))
+                    moved, fd = _create_new_file("%s.set-aside-%s" % (log_path, _utc_now(_FILE_STAMP)))
                     os.close(fd)
                     os.rename(log_path, moved)  # over our empty file
                 # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
@@ -4393,7 +4393,7 @@ def _mcp_export(session, output, format):
     parts = _inside_parts(relative, what, way_out)
     if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
         raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)
-    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
+    if not _CAN_WALK_INSIDE:  # as in _open_inside
         output = os.path.join(folder, *parts)
         _resolved_inside(output, folder, what, way_out)
         if os.path.islink(output):

@@ -945,7 +945,7 @@ def test_pending_counts_open_gates_and_the_unconfirmed_list(tmp_path):
     ([("decision", "SMS.", {"provenance": "model"}), ("tension", "Cost.", {"evidence": "inferred"}),
       ("source", "About 400 a month.", {"evidence": "inferred"})],
      {"open_gates": 0, "unconfirmed": 2, "raised_since": "n00001"}),
-    # The shape, listed after the loop, is still the earliest raised.
+    # A shape proposal raised first is the earliest raised.
     ([("shape", "A nightly job.", {"provenance": "model"}), ("decision", "SMS.", {"provenance": "model"})],
      {"open_gates": 0, "unconfirmed": 2, "raised_since": "n00001"}),
     # Deferred and closed gates and confirmed notes leave nothing pending: no key at all.
@@ -957,6 +957,29 @@ def test_pending_only_when_something_is(tmp_path, signals, pending):
     folder = tmp_path / "session"
     write_signal_session(folder, signals)
     assert session_recap(folder).get("pending") == pending
+
+
+def test_a_shape_proposal_stays_to_confirm_after_a_later_shape(tmp_path):
+    # Round 16 (family c1): the operator's later shape note hid the model's earlier proposal.
+    folder = tmp_path / "session"
+    write_signal_session(folder, [
+        ("shape", "A schedule counted back from the first school day.", {"provenance": "model"}),
+        ("shape", "A printable checklist.", {"provenance": "op"}),
+        ("shape", "Tasks grouped by room.", {"provenance": "model"}),
+    ])
+    receipt = session_recap(folder)
+    assert receipt["shape"] == {"id": "n00003", "text": "Tasks grouped by room.", "provenance": "model"}
+    assert receipt["unconfirmed"] == [
+        {"id": "n00001", "type": "shape", "text": "A schedule counted back from the first school day.",
+         "provenance": "model"},
+        {"id": "n00003", "type": "shape", "text": "Tasks grouped by room.", "provenance": "model"}]
+    assert receipt["pending"] == {"open_gates": 0, "unconfirmed": 2, "raised_since": "n00001"}
+    # Taken up by the operator (--ref), it is settled.
+    write_signal_session(folder / "taken", [
+        ("shape", "A schedule counted back from the first school day.", {"provenance": "model"}),
+        ("shape", "A schedule counted back from the first school day.", {"provenance": "shared", "ref": "n00001"}),
+    ])
+    assert "pending" not in session_recap(folder / "taken")
 
 
 def test_pending_counts_what_the_limit_leaves_out(tmp_path):
