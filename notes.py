@@ -736,7 +736,7 @@ def _split_credential_problem(text, effect):
 
 def _signal_problem(value, limit, suspect=True):
     """What append refuses in a text or effect, as (kind, detail without the value), or None."""
-    if not value.isprintable():  # every character below is unprintable: plain text skips the search
+    if not value.isprintable():  # all below are unprintable: plain text skips them
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
@@ -3782,9 +3782,9 @@ def _check_batch_links(log_path, signals, batch):
             note_id = signal[name]
             target = signals[int(note_id[1:]) - 1] if note_id[0] == "@" else in_log(note_id)
             if target is None:
-                message = "--%s %s names no note%s" % (name, note_id, (
-                    ": there is no session here, or it has no notes yet (its files may be gone); nothing was "
-                    "written" if in_log.empty else " in this session; check the id with tail or recap"))
+                message = ("there is no session here, or it has no notes yet (its files may be gone): %s; nothing "
+                           "was written" if in_log.empty else "%s in this session; check the id with tail or recap"
+                           ) % ("--%s %s names no note" % (name, note_id))
             else:
                 kind = _link_rule_broken(
                     name, signal["type"], target["type"], target.get("provenance") in _FIRM_PROVENANCES,

@@ -285,14 +285,13 @@ def test_a_link_into_a_folder_with_no_notes_says_there_is_no_session(tmp_path, c
                            "--provenance", "op", "--evidence", "declared"] + options)
         out, _ = capsys.readouterr()
         assert code == 2
-        assert json.loads(out) == {"ok": False, "error": "%s n00009 names no note: there is no session here, or "
-                                   "it has no notes yet (its files may be gone); nothing was written"
-                                   % options[0]}
+        assert json.loads(out) == {"ok": False, "error": "there is no session here, or it has no notes yet (its "
+                                   "files may be gone): %s n00009 names no note; nothing was written" % options[0]}
         assert not folder.exists()
     with pytest.raises(notes.NotesError) as refused:  # a batch says it too
         notes.Session(folder).append(batch=[{"type": "decision", "text": "Kept.", "about": "n00009"}])
-    assert str(refused.value) == ("line 1: --about n00009 names no note: there is no session here, or it has no "
-                                  "notes yet (its files may be gone); nothing was written") and not folder.exists()
+    assert str(refused.value) == ("line 1: there is no session here, or it has no notes yet (its files may be "
+                                  "gone): --about n00009 names no note; nothing was written") and not folder.exists()
     notes.Session(folder).init()
     code = notes.main(["--dir", str(folder), "append", "--type", "decision", "--text", "Kept.", "--about", "n00009"])
     assert code == 2 and "has no notes yet" in json.loads(capsys.readouterr()[0])["error"]
