@@ -2731,10 +2731,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
         latest["mode"] = None  # a later delivery ended it
     for kind, record in latest.items():
         if record:
-            latest[kind] = item = _summarise_record(record)
-            if kind == "mode" and _is_unconfirmed(item):
-                kept["unconfirmed"].append((record["seq"], {"id": record["id"], "type": kind, **item}))
-                first = min(filter(None, (first, (record["seq"], record["id"]))))
+            latest[kind] = _summarise_record(record)
     for _, item in kept["discards"] + kept["unconfirmed"]:
         if reopened.get(item["id"]) in found:
             item["reopened"] = _named_note(found[reopened[item["id"]]])
@@ -3711,6 +3708,8 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
                 "id": _last_note_id(last), "type": last["type"] if last.get("type") in NOTE_TYPES else None,
                 "text": None if _check_record(last, session["session_id"]) else last["text"]}}}
     _with(receipt, passed_over=passed_over, set_aside=moved)
+    if host in _HOST_DOWNLOAD_FOLDERS and not os.path.lexists(os.path.join(folder, _EXPORT_NAME)):
+        receipt["exported"] = self.export()["path"]  # from an upload: the folder the operator downloads holds it
     with _LogReader(folder, _read_meta(folder)) as reader:
         gates = _recap_history(reader)[1]
     stamp = export.exported_at

@@ -952,7 +952,9 @@ def test_pending_counts_open_gates_and_the_unconfirmed_list(tmp_path):
     ([("gate", "Payment links.", {"status": "deferred"}), ("gate", "Hosting."),
       ("gate", "Hosting closed.", {"ref": "n00002", "status": "closed"}),
       ("decision", "SMS.", {"provenance": "op"})], None),
-], ids=["one-gate", "unconfirmed-only", "shape-first", "nothing"])
+    # A mode note holds nothing to confirm, even the model's STOP.
+    ([("mode", "SHAPING: stopped, the plan has a gap.", {"provenance": "model"})], None),
+], ids=["one-gate", "unconfirmed-only", "shape-first", "nothing", "mode"])
 def test_pending_only_when_something_is(tmp_path, signals, pending):
     folder = tmp_path / "session"
     write_signal_session(folder, signals)

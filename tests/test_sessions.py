@@ -426,6 +426,34 @@ def test_restore_on_chatgpt_and_claude_ai_names_the_file_to_keep_in_the_hosts_wo
                                                                                    words % uploaded))
 
 
+def test_restore_of_an_upload_on_a_download_host_writes_the_folders_export(tmp_path, monkeypatch, capsys):
+    # Rounds 16 to 19: on Claude.ai uploads land outside the session folder, so recap counted every restored note
+    # as missing from an export there, and the outputs folder held nothing to download until a checkpoint.
+    monkeypatch.setenv("SHAPING_NOTES_HOST", "claude-ai")
+    upload, folder = tmp_path / "uploads" / "session_export.json", tmp_path / "outputs" / "shaping"
+    upload.parent.mkdir()
+    upload.write_bytes((V0_FIXTURES / "basic" / "session_export.json").read_bytes())
+    uploaded = upload.read_bytes()
+
+    def restore(into):
+        code = notes.main(["--dir", str(into), "restore", str(upload)])
+        return code, json.loads(capsys.readouterr().out)
+
+    code, receipt = restore(folder)
+    ours = folder / "session_export.json"
+    assert code == 0 and receipt["exported"] == os.path.join(os.path.realpath(str(folder)), "session_export.json")
+    assert list(receipt) == ["ok", "command", "session_id", "record_count", "restored", "path", "export",
+                             "exported", "tell_operator"]
+    assert json.loads(ours.read_text("utf-8"))["records"] == json.loads(uploaded)["records"]
+    assert notes.Session(folder).recap()["export_lag"]["missing"] == 0 and upload.read_bytes() == uploaded
+    written = ours.read_bytes()
+    code, receipt = restore(folder)  # a folder that holds its export keeps it as it is
+    assert code == 0 and "exported" not in receipt and ours.read_bytes() == written
+    monkeypatch.setenv("SHAPING_NOTES_HOST", "local")  # the file restored from is on the user's own disk
+    code, receipt = restore(tmp_path / "here")
+    assert code == 0 and "exported" not in receipt and not (tmp_path / "here" / "session_export.json").exists()
+
+
 def test_restore_without_gates_and_with_many(tmp_path):
     quiet = tmp_path / "quiet"
     write_signal_session(quiet, [("decision", "SMS is the channel.")])
