@@ -11,7 +11,7 @@ Redaction; Command line; MCP; Entry (main).
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # Ctrl-C while this file loads, before main answers it: JSON, not a traceback.
+if __name__ == "__main__":  # Ctrl-C before main can answer it: JSON, not a traceback.
     import signal
     import sys
 
@@ -1836,7 +1836,7 @@ def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", 
     except OSError as error:
         raise _inside_error(error, what, way_out) from None
     name = parts[-1]
-    try:  # refuse a target that is a link, a folder, a special file, or a file may_replace refuses
+    try:  # refuse a link, folder, special file, or what may_replace refuses
         try:
             fd = os.open(name, os.O_RDONLY | _NO_FOLLOW | _NON_BLOCKING | _BINARY, dir_fd=parent)
         except FileNotFoundError:
@@ -3709,7 +3709,10 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
                 "text": None if _check_record(last, session["session_id"]) else last["text"]}}}
     _with(receipt, passed_over=passed_over, set_aside=moved)
     if host in _HOST_DOWNLOAD_FOLDERS and not os.path.lexists(os.path.join(folder, _EXPORT_NAME)):
-        receipt["exported"] = self.export()["path"]  # from an upload: the folder the operator downloads holds it
+        try:  # a copy where the operator downloads
+            receipt["exported"] = self.export()["path"]
+        except (NotesError, OSError):  # the restore stands: export says why
+            receipt["exported"] = None
     with _LogReader(folder, _read_meta(folder)) as reader:
         gates = _recap_history(reader)[1]
     stamp = export.exported_at
@@ -4392,7 +4395,7 @@ def _mcp_export(session, output, format):
     parts = _inside_parts(relative, what, way_out)
     if len(parts) == 1 and (parts[0] in (_META_NAME, _LOG_NAME, _LOCK_NAME) or parts[0].startswith(_TORN_PREFIX)):
         raise NotesError("export over MCP never writes over a session file, and output names one%s" % way_out)
-    if not _CAN_WALK_INSIDE:  # as in _open_inside
+    if not _CAN_WALK_INSIDE:
         output = os.path.join(folder, *parts)
         _resolved_inside(output, folder, what, way_out)
         if os.path.islink(output):
@@ -4482,7 +4485,7 @@ def _mcp_call_tool(server, params):
             kwargs = _mcp_keywords(name, args)
             receipt = (_mcp_export(session, **kwargs) if name == "export" else _mcp_restore(
                 server, session, **kwargs) if name == "restore" else getattr(session, name)(**kwargs))
-        failed = False  # a verify that finds problems ran fine: its receipt says ok false
+        failed = False  # a verify finding problems ran fine: its receipt says ok false
     except Exception as error:  # in the tool's words; the server goes on
         receipt, failed = _error_receipt(error, "(see the input schema of the %s tool in tools/list)"), True
         receipt["error"] = _mcp_wording(name, receipt["error"])
@@ -4632,7 +4635,7 @@ def _serve_mcp(server) -> None:
                 data = (_compact_json(answer) + "\n").encode("utf-8", "backslashreplace")
             except MemoryError:
                 data = None
-            if data is None:  # outside the except block, so the traceback's memory is freed first
+            if data is None:  # outside except: the traceback's memory is freed first
                 data = (_compact_json(_mcp_error(answer.get("id"), -32603, "Internal error: the answer "
                         "did not fit in the memory left; ask for less (a smaller limit or max_bytes)")) + "\n").encode()
             sys.stdout.buffer.write(data)

@@ -454,6 +454,25 @@ def test_restore_of_an_upload_on_a_download_host_writes_the_folders_export(tmp_p
     assert code == 0 and "exported" not in receipt and not (tmp_path / "here" / "session_export.json").exists()
 
 
+def test_a_restore_whose_export_fails_still_stands(tmp_path, monkeypatch, capsys):
+    # A reviewer's find: a full disk while writing the folder's export turned a finished restore into exit 1.
+    monkeypatch.setenv("SHAPING_NOTES_HOST", "claude-ai")
+    upload, folder = tmp_path / "uploads" / "session_export.json", tmp_path / "outputs" / "shaping"
+    upload.parent.mkdir()
+    upload.write_bytes((V0_FIXTURES / "basic" / "session_export.json").read_bytes())
+
+    def full_disk(self, **options):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(notes.Session, "export", full_disk)
+    code = notes.main(["--dir", str(folder), "restore", str(upload)])
+    receipt = json.loads(capsys.readouterr().out)
+    assert code == 0 and receipt["exported"] is None and receipt["restored"] == 11
+    assert sorted(os.listdir(folder)) == ["session_meta.json", "session_notes.jsonl", "session_notes.lock"]
+    monkeypatch.undo()
+    assert notes.Session(folder).verify()["ok"] is True
+
+
 def test_restore_without_gates_and_with_many(tmp_path):
     quiet = tmp_path / "quiet"
     write_signal_session(quiet, [("decision", "SMS is the channel.")])
