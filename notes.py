@@ -1489,7 +1489,7 @@ class _SessionLock:
                 created = not os.path.exists(self.path)
                 if fcntl is not None:
                     self.fds.append(os.open(folder, os.O_RDONLY | _FOLDER_ONLY))
-                    # Again on the folder now held: it may have been swapped since it was resolved.
+                    # Again on the folder now held: it may have been swapped since.
                     _check_owner(folder, os.fstat(self.fds[0]), "the session folder")
                 self.fds.append(_open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False))
                 if created:
@@ -2719,7 +2719,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             continue
         if kind in latest:
             latest[kind] = record
-        if kind in lists or kind == "shape" and _is_unconfirmed(record):  # a later shape leaves it to confirm
+        if kind in lists or kind == "shape" and _is_unconfirmed(record):  # kept to confirm
             item, name = _summarise_record(record), lists.get(kind)
             # A tension holds nothing to confirm, nor does a delivery.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
@@ -3017,7 +3017,7 @@ _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percen
 _CHECK_SUFFIXES = (
     "ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
     "er", "ed", "es", "ly", "s")
-# Marks a line as not settled, in the sentence that states it or in its lead (any case).
+# Marks a line as not settled, in its sentence or its lead (any case).
 _CHECK_MARK = re.compile(
     r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
     r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
@@ -3087,7 +3087,7 @@ class _CheckedArtifact:
                 current[1] = n + 1
         lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
         self.holding = collections.defaultdict(set)  # stem -> passages that hold it
-        # Lead: the passage's ## heading, and the line above it (or its list) ending in a colon, bold or a heading.
+        # Lead: the ## heading, and the line above (or above its list) ending in a colon, bold or a heading.
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:end]):
@@ -3117,7 +3117,8 @@ class _CheckedArtifact:
         return True
 
     def best_line(self, stems, numbers):
-        return max(numbers, key=lambda n: len(self.line_stems[n] & stems))
+        """The line holding most of stems; of two such, the marked one."""
+        return max(numbers, key=lambda n: (len(self.line_stems[n] & stems), bool(_CHECK_MARK.search(self.lines[n]))))
 
     def window(self, index, stems):
         """(stems found, the line with more) of the two lines in a row of passage index that hold most."""
@@ -3208,7 +3209,7 @@ def _check_open(doc, recap):
                       if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # A point marked where stated is shown: a finding only if no marked line is as strong.
+        # A point is shown if a marked line is as strong as any.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
@@ -3568,7 +3569,7 @@ def _notes_kept_by_restore(folder, export, set_aside=False):
     with _LogReader(folder, meta) as reader:
         existing = common = 0
         records = iter(export.all)
-        for existing, record in enumerate(reader.records(), 1):  # common: how many lead records are the export's
+        for existing, record in enumerate(reader.records(), 1):  # how many lead records are the export's
             common += common == existing - 1 and next(records, None) == record
         if meta is export.session:
             if reader.problem_count or common != existing:
@@ -3956,7 +3957,7 @@ def _redact(self, *, note_id, reason) -> dict:
             names = []
     return _with({"ok": True, "command": "redact", "note_id": note_id, "seq": record["seq"],
                   "redaction_note_id": source["id"], "path": log_path, "not_erased": _REDACT_NOT_ERASED},
-                 may_still_hold=[os.path.join(folder, name) for name in names  # may hold the old text
+                 may_still_hold=[os.path.join(folder, name) for name in names
                                  if name in (_EXPORT_NAME, _EXPORT_MARKDOWN_NAME) or name.startswith(_TORN_PREFIX)],
                  recovered=recovered)
 

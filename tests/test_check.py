@@ -185,6 +185,24 @@ def test_a_deferred_gate_is_looked_for_by_the_words_of_its_latest_update(tmp_pat
     assert notes.Session(folder).check(file="plan.md")["findings"] == []
 
 
+def test_of_two_lines_holding_as_much_of_a_point_the_marked_one_states_it(tmp_path):
+    """A partly settled gate: its settled part stated, its rest marked on the next line, both in its words."""
+    folder = tmp_path / "shop"
+    write_session(folder, [
+        ("gate", "How the partner prices rare records is deferred.", dict(status="deferred", **OP)),
+        ("gate", "Partly settled: the partner prices rare records from their last three sales; still deferred: "
+         "a rare record with fewer sales.", dict(ref="n00001", status="deferred", **OP)),
+    ])
+    settled = "# Sheet\n\nThe partner prices rare records from their last three sales.\n"
+    (folder / "plan.md").write_text(settled + "Not decided: how the partner prices a rare record with fewer "
+                                    "sales.\n", encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+    (folder / "plan.md").write_text(settled + "The partner prices a rare record with fewer sales by hand.\n",
+                                    encoding="utf-8")
+    assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder).check(
+        file="plan.md")["findings"]] == [("unmarked_open", "n00001", 3)]
+
+
 def test_a_lost_decision_whose_words_are_spread_over_the_artifact_says_so(tmp_path):
     folder = tmp_path / "news"
     write_session(folder, [
