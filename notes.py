@@ -2714,10 +2714,11 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
         if index in update_places:
             found[index] = record
         elif kind == "gate" and "ref" not in record and note_id in gate_ids or note_id in note_ids:
-            found[note_id] = record  # a gate: the last with the id, as recap_history counts it
+            found[note_id] = record  # a gate: the last with its id
         if note_id in superseded and note_id not in reopened:
             continue
-        if kind in latest:
+        # A later proposal leaves the settled shape in force.
+        if kind == "mode" or kind == "shape" and (not _is_unconfirmed(record) or _is_unconfirmed(latest[kind] or record)):
             latest[kind] = record
         if kind in lists or kind == "shape" and _is_unconfirmed(record):  # kept to confirm
             item, name = _summarise_record(record), lists.get(kind)
@@ -2800,11 +2801,11 @@ class _SynthesisSeen:
 
 def _recap_item_line(item, kind="note"):
     """An item as an escaped markdown line; kind: "note", "gate", "closed" or "unconfirmed"."""
-    text, prefix, status = _md(item["text"]), "", item.get("status")  # only a gate has a status
+    text, prefix, status = _md(item["text"]), "", item.get("status")
     if kind == "unconfirmed":
         prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
         kind = status  # only "closed" reads differently here
-    # At a line's start, "1." "1)" "#" ">" "-" "+" "=" would open a list, a heading, a quote or a rule.
+    # At a line's start these open a list, a heading, a quote or a rule.
     line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))", r"\g<0>\\", text))
     if "effect" in item:
         line += " Effect: " + _md(item["effect"])
@@ -2926,13 +2927,13 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
                      if (number := self.cut.get(name, 0) + dropped[name])}
         if truncated:
             types = [kind for kind in NOTE_TYPES if kind + "s" in truncated or kind == "gate"
-                     and any(name.endswith("_gates") for name in truncated)]  # a list is named after its type
+                     and any(name.endswith("_gates") for name in truncated)]  # lists are named for types
             hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
                 _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] * bool(types)
             if "unconfirmed" in truncated:  # a hint names only a limit the command takes
                 hints.append("recap --limit %d" % min(_LIMIT_MAX, self.receipt["pending"]["unconfirmed"]))
             shown.update(truncated=truncated, see_truncated=hints)
-        shown = _with(shown, warnings=shown.pop("warnings", None))  # warnings last
+        shown = _with(shown, warnings=shown.pop("warnings", None))
         shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest first
         return _recap_markdown(shown) if markdown else shown
 
@@ -3197,7 +3198,7 @@ def _check_open(doc, recap):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed on the model's word: with its answer; else by its question or its (narrower) update.
+        # Closed on the model's word: with its answer; else by its question or its update.
         texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
             note["text"], note.get("update_text")]
         lines, stem_sets = [], [stems for text in texts if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
@@ -3436,7 +3437,7 @@ def _export(self, *, output=None, format="json") -> dict:
                          "--output, or remove it" % output)
 
     def write(chunks):
-        # Refused: a place that cannot take the file; unexpected: a failure while writing it.
+        # Refused: a place that cannot take it; unexpected: a failure while writing.
         refusal = "cannot write %s (%s); choose another --output"
         try:
             os.makedirs(os.path.dirname(output), exist_ok=True)
@@ -3575,7 +3576,7 @@ def _notes_kept_by_restore(folder, export, set_aside=False):
             if reader.problem_count or common != existing:
                 _check_session_folder(folder)
             return None
-        # Under the lock a torn end (a killed restore leaves one) is mended; other problems refuse.
+        # Under the lock a torn end (from a killed restore) is mended; other problems refuse.
         mendable = sum(e["kind"] in ("torn_tail", "missing_newline", "incomplete_batch") for e in reader.problems)
         if reader.problem_count > mendable:
             raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
@@ -3692,7 +3693,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
                 # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
                 os.unlink(os.path.join(folder, _META_NAME))
                 _fsync_folder(folder)
-            # Crash window: a log without meta, which writers refuse (no fork); the same restore writes the meta.
+            # Crash window: a log without meta, which writers refuse (no fork); restoring again writes it.
             _write_file_atomically(log_path, [b"".join(map(_record_line, export.all))])
             _write_meta(folder, session["session_id"], session.get("created_at") or _utc_now())
         else:
@@ -3870,7 +3871,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
                 records = [_build_record(meta["session_id"], tail.highest_seq + place, *_resolved_links(
                     signal, ids).values(), timestamp=now, batch="%d/%d" % (place, count) if batch else None)
                     for place, signal in enumerate(signals, 1)]
-                # Crash window: a kill mid-write leaves lines 1/N to K/N; readers and the next append take them as torn.
+                # Crash window: a kill mid-write leaves lines 1/N to K/N, which readers and appends take as torn.
                 _append_line(fd, b"".join(map(_record_line, records)))
             if new_log:
                 _fsync_folder(folder)
