@@ -1632,7 +1632,7 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE, 
         os.fsync(fd)
         os.close(fd)
         fd = None
-        # Crash window: before the replace, the old file stays (its temporary is removed later, once stale).
+        # Crash window: before the replace, the old file stays; its stale temporary goes later.
         if at is None:
             os.replace(temporary, path)
         else:
@@ -3118,7 +3118,6 @@ class _CheckedArtifact:
         return True
 
     def best_line(self, stems, numbers):
-        """The line holding most of stems; of two such, the marked one."""
         return max(numbers, key=lambda n: (len(self.line_stems[n] & stems), bool(_CHECK_MARK.search(self.lines[n]))))
 
     def window(self, index, stems):
@@ -3205,13 +3204,14 @@ def _check_open(doc, recap):
         if not stem_sets:
             continue
         for stems in stem_sets:
-            lines += [(hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
-                      for index, hits in doc.hits(stems).items()
-                      if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
+            found = [(hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
+                     for index, hits in doc.hits(stems).items()
+                     if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
+            lines += found
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # A point is shown if a marked line is as strong as any.
-        top = [line for line in lines if line[0] == lines[0][0]]
+        # Shown if a marked line is as strong as any, or states its update's question.
+        top = [line for line in lines if line[0] == lines[0][0]] + found * (len(stem_sets) > 1)
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
             findings.append(doc.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))
