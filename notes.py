@@ -2718,9 +2718,10 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
         if note_id in superseded and note_id not in reopened:
             continue
         # A later proposal leaves the settled shape in force.
-        if kind == "mode" or kind == "shape" and (not _is_unconfirmed(record) or _is_unconfirmed(latest[kind] or record)):
+        if kind == "mode" or kind == "shape" and (
+                not _is_unconfirmed(record) or _is_unconfirmed(latest[kind] or record)):
             latest[kind] = record
-        if kind in lists or kind == "shape" and _is_unconfirmed(record):  # kept to confirm
+        if kind in lists or kind == "shape" and _is_unconfirmed(record):  # to confirm
             item, name = _summarise_record(record), lists.get(kind)
             # A tension holds nothing to confirm, nor does a delivery.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
