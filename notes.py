@@ -95,7 +95,7 @@ _DUPLICATE_WINDOW_SECONDS = 600
 # build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
 _BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier line of the batch as "@K"
-_STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary file this old is removed
+_STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary this old is removed
 
 __version__ = "1.2.0"  # pyproject.toml reads it
 
@@ -1700,7 +1700,7 @@ def _refuse_a_protected_log(folder, fd=None):
     """Refuse to replace a log (at descriptor) or folder the user protected; else the copy's mode."""
     log_path = os.path.join(folder, _LOG_NAME)
     found = fd is not None and _protection(log_path, fd, log_path)
-    # Windows: a folder cannot be opened, and its read-only mark does not stop writes.
+    # Windows: a folder cannot be opened; its read-only mark does not stop writes.
     if not found and os.name != "nt":
         try:
             at = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
@@ -2717,11 +2717,11 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             found[note_id] = record  # a gate: the last with its id
         if note_id in superseded and note_id not in reopened:
             continue
-        # A later proposal leaves the settled shape in force.
+        # A proposal replacing no note leaves the settled shape.
         if kind == "mode" or kind == "shape" and (
-                not _is_unconfirmed(record) or _is_unconfirmed(latest[kind] or record)):
+                not _is_unconfirmed(record) or "ref" in record or _is_unconfirmed(latest[kind] or record)):
             latest[kind] = record
-        if kind in lists or kind == "shape" and _is_unconfirmed(record):  # to confirm
+        if kind in lists or kind == "shape" and _is_unconfirmed(record):
             item, name = _summarise_record(record), lists.get(kind)
             # A tension holds nothing to confirm, nor does a delivery.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
@@ -3119,7 +3119,7 @@ class _CheckedArtifact:
         return True
 
     def best_line(self, stems, numbers):
-        return max(numbers, key=lambda n: (len(self.line_stems[n] & stems), bool(_CHECK_MARK.search(self.lines[n]))))
+        return max(numbers, key=lambda n: len(self.line_stems[n] & stems))
 
     def window(self, index, stems):
         """(stems found, the line with more) of the two lines in a row of passage index that hold most."""
@@ -3198,7 +3198,7 @@ def _check_open(doc, recap):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed on the model's word: with its answer; else by its question or its update.
+        # Closed on the model's word: with its answer; else by its question or update.
         texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
             note["text"], note.get("update_text")]
         lines, stem_sets = [], [stems for text in texts if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
@@ -3211,8 +3211,9 @@ def _check_open(doc, recap):
             lines += found
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # Shown if a marked line is as strong as any, or states its update's question.
-        top = [line for line in lines if line[0] == lines[0][0]] + found * (len(stem_sets) > 1)
+        # Shown if a marked line is strongest, for its question or its update's.
+        top = [line for line in lines if line[0] == lines[0][0]]
+        top += [line for line in found if line[0] == max(found)[0]] * (len(stem_sets) > 1)
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
             findings.append(doc.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))
@@ -3577,7 +3578,7 @@ def _notes_kept_by_restore(folder, export, set_aside=False):
             if reader.problem_count or common != existing:
                 _check_session_folder(folder)
             return None
-        # Under the lock a torn end (from a killed restore) is mended; other problems refuse.
+        # Under the lock a killed restore's torn end is mended; other problems refuse.
         mendable = sum(e["kind"] in ("torn_tail", "missing_newline", "incomplete_batch") for e in reader.problems)
         if reader.problem_count > mendable:
             raise NotesError("the log in %s has problems (run verify); restore only adds to a healthy log, "
@@ -3691,7 +3692,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
                     moved, fd = _create_new_file("%s.set-aside-%s" % (log_path, _utc_now(_FILE_STAMP)))
                     os.close(fd)
                     os.rename(log_path, moved)  # over our empty file
-                # Crash window: cut short here, the folder holds no session; the same restore starts afresh.
+                # Crash window: cut short here, the folder holds no session; restoring again starts afresh.
                 os.unlink(os.path.join(folder, _META_NAME))
                 _fsync_folder(folder)
             # Crash window: a log without meta, which writers refuse (no fork); restoring again writes it.

@@ -185,24 +185,6 @@ def test_a_deferred_gate_is_looked_for_by_the_words_of_its_latest_update(tmp_pat
     assert notes.Session(folder).check(file="plan.md")["findings"] == []
 
 
-def test_of_two_lines_holding_as_much_of_a_point_the_marked_one_states_it(tmp_path):
-    """A partly settled gate: its settled part stated, its rest marked on the next line, both in its words."""
-    folder = tmp_path / "shop"
-    write_session(folder, [
-        ("gate", "How the partner prices rare records is deferred.", dict(status="deferred", **OP)),
-        ("gate", "Partly settled: the partner prices rare records from their last three sales; still deferred: "
-         "a rare record with fewer sales.", dict(ref="n00001", status="deferred", **OP)),
-    ])
-    settled = "# Sheet\n\nThe partner prices rare records from their last three sales.\n"
-    (folder / "plan.md").write_text(settled + "Not decided: how the partner prices a rare record with fewer "
-                                    "sales.\n", encoding="utf-8")
-    assert notes.Session(folder).check(file="plan.md")["findings"] == []
-    (folder / "plan.md").write_text(settled + "The partner prices a rare record with fewer sales by hand.\n",
-                                    encoding="utf-8")
-    assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder).check(
-        file="plan.md")["findings"]] == [("unmarked_open", "n00001", 3)]
-
-
 def test_a_narrowed_gate_marked_in_its_update_words_is_shown(tmp_path):
     """The first question's words fit a line stating what was settled; its update's narrower question is marked."""
     folder = tmp_path / "news"
@@ -219,6 +201,25 @@ def test_a_narrowed_gate_marked_in_its_update_words_is_shown(tmp_path):
                                     "households.\n", encoding="utf-8")
     assert [(finding["kind"], finding["note"]) for finding in notes.Session(folder).check(file="plan.md")[
         "findings"]] == [("unmarked_open", "n00001")]
+
+
+def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settled(tmp_path):
+    """A review's cases: a deferral that restates the question, and a discard revived beside a marked line."""
+    folder = tmp_path / "trip"
+    write_session(folder, [
+        ("gate", "Which caterer serves the lunch is open.", OP),
+        ("gate", "Deferred: which caterer serves the lunch.", dict(ref="n00001", status="deferred", **OP)),
+        ("discard", "Camping at the lake: dropped by the operator.", OP),
+    ])
+    (folder / "plan.md").write_text("# Plan\n\nThe Green Fork caterer serves the lunch.\n\nNot decided: whether the "
+                                    "caterer also serves the evening drinks.\n", encoding="utf-8")
+    assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder).check(
+        file="plan.md")["findings"]] == [("unmarked_open", "n00001", 3)]
+    (folder / "plan.md").write_text("# Trip\n\nNot decided: which caterer serves the lunch.\n\nThe group camps at "
+                                    "the lake both nights.\nNot decided: which day the group leaves the lake camp.\n",
+                                    encoding="utf-8")
+    assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder).check(
+        file="plan.md")["findings"]] == [("revived_discard", "n00003", 5)]
 
 
 def test_a_lost_decision_whose_words_are_spread_over_the_artifact_says_so(tmp_path):

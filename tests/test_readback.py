@@ -985,6 +985,20 @@ def test_a_shape_proposal_stays_to_confirm_after_a_later_shape(tmp_path):
     assert "pending" not in session_recap(folder / "taken")
 
 
+def test_a_proposal_replacing_the_settled_shape_is_the_shape(tmp_path):
+    """A review's case: an earlier settled shape, overtaken by a later one, never comes back."""
+    folder = tmp_path / "session"
+    write_signal_session(folder, [
+        ("shape", "A paper wall calendar.", {"provenance": "op"}),
+        ("shape", "A shared phone app.", {"provenance": "op"}),
+        ("shape", "A shared phone app with offline lists.", {"provenance": "op", "evidence": "inferred",
+                                                              "ref": "n00002"}),
+    ])
+    receipt = session_recap(folder)
+    assert receipt["shape"] == {"id": "n00003", "text": "A shared phone app with offline lists.", "replaces": "n00002",
+                                "provenance": "op", "evidence": "inferred"}
+
+
 def test_pending_counts_what_the_limit_leaves_out(tmp_path):
     folder = tmp_path / "session"
     write_signal_session(folder, [("gate", "Gate %d." % number) for number in range(1, 5)]
