@@ -380,7 +380,7 @@ _CONTEXT_PATTERNS = (
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
-# The cheap first look: every secret found above shows one of these; most notes none.
+# The cheap first look: every secret above shows one of these; most notes none.
 _FIRST_LOOK_SHAPES = re.compile(
     r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
     r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W_][!#$%&*?@^~|])[^\W_])").search
@@ -1738,7 +1738,7 @@ def _replace_log(folder, chunks):
                          "the protection and run the command again" % (log_path, error.strerror)) from None
 
 
-# Walking below a folder by dir_fd, following no link (on Windows, the resolved path is checked).
+# Walking below a folder by dir_fd, following no link (Windows: the resolved path is checked).
 _CAN_WALK_INSIDE = (
     bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
@@ -2706,7 +2706,7 @@ def _summarise_record(record):
 
 def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
     """Pass two: (mode and shape, live lists, wanted records, first unconfirmed)."""
-    latest, lists, found, first = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {}, None
+    latest, lists, found, first, settled = {"mode": None, "shape": None}, dict(_RECAP_LISTS), {}, None, None
     kept = {name: [] for name in [*lists.values(), "unconfirmed"]}
     gate_ids, update_places, note_ids, reopened = wanted
     for index, record in enumerate(reader.records()):
@@ -2715,11 +2715,11 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             found[index] = record
         elif kind == "gate" and "ref" not in record and note_id in gate_ids or note_id in note_ids:
             found[note_id] = record  # a gate: the last with its id
+        if kind == "shape" and not _is_unconfirmed(record):
+            settled = record
         if note_id in superseded and note_id not in reopened:
             continue
-        # A proposal replacing no note leaves the settled shape.
-        if kind == "mode" or kind == "shape" and (
-                not _is_unconfirmed(record) or "ref" in record or _is_unconfirmed(latest[kind] or record)):
+        if kind in latest:
             latest[kind] = record
         if kind in lists or kind == "shape" and _is_unconfirmed(record):
             item, name = _summarise_record(record), lists.get(kind)
@@ -2731,6 +2731,8 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             _keep_newest(kept[name], limit, cut, name)
     if latest["mode"] and latest["mode"]["seq"] < (synthesis.delivered_at or 0):
         latest["mode"] = None  # a later delivery ended it
+    if settled and settled["id"] not in superseded:
+        latest["shape"] = settled  # it stands against later proposals
     for kind, record in latest.items():
         if record:
             latest[kind] = _summarise_record(record)
@@ -2915,7 +2917,7 @@ _PENDING_LISTS = ("open_gates", "deferred_gates", "unconfirmed")
 
 
 class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
-    """What recap found, lists whole; order: the list of each entry that may be left out, in dropping order."""
+    """What recap found, lists whole; order: each droppable entry's list, in dropping order."""
 
     def rendered(self, count, markdown):
         """The printed form without the count oldest cuttable entries."""
@@ -2983,7 +2985,7 @@ def _recap_of(folder, meta, limit):
         synthesis.delivery["after"] = [note for _, note in synthesis.after]
     receipt.update(synthesis=synthesis.synthesis, delivery=synthesis.delivery)  # null: none yet
     lists["delivery"] = synthesis.after
-    # Left out oldest first: list entries and notes after the delivery, then pending ones.
+    # Left out oldest first: list entries and notes after the delivery, then pending.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
     return _Recap(_with(receipt, warnings=warnings), order, cut, counts)
@@ -3211,9 +3213,9 @@ def _check_open(doc, recap):
             lines += found
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # Shown if a marked line is strongest, for its question or its update's.
+        # Shown if a marked line is strongest for its question or update.
         top = [line for line in lines if line[0] == lines[0][0]]
-        top += [line for line in found if line[0] == max(found)[0]] * (len(stem_sets) > 1)
+        top += [line for line in found if line[0] == max(found)[0] and doc.line_stems[line[2]] & stem_sets[0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
             findings.append(doc.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))
@@ -4722,7 +4724,7 @@ def main(argv=None) -> int:
     try:
         result, code = _run_command(argv)
         if result is not None and code != _EXIT_OK and _serves_mcp(argv):
-            _to_stderr(_compact_json(result))  # the server did not start or went down: stdout is JSON-RPC
+            _to_stderr(_compact_json(result))  # the server is down: stdout is JSON-RPC
         else:
             _print_result(result)
         return code

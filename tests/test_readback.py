@@ -997,6 +997,15 @@ def test_a_proposal_replacing_the_settled_shape_is_the_shape(tmp_path):
     receipt = session_recap(folder)
     assert receipt["shape"] == {"id": "n00003", "text": "A shared phone app with offline lists.", "replaces": "n00002",
                                 "provenance": "op", "evidence": "inferred"}
+    # A second review's case: a proposal revised with --ref still leaves the settled shape in force.
+    write_signal_session(folder / "revised", [
+        ("shape", "A printable checklist.", {"provenance": "op"}),
+        ("shape", "Proposal: a phone app.", {"provenance": "model"}),
+        ("shape", "Proposal revised: a phone app with offline lists.", {"provenance": "model", "ref": "n00002"}),
+    ])
+    receipt = session_recap(folder / "revised")
+    assert receipt["shape"] == {"id": "n00001", "text": "A printable checklist.", "provenance": "op"}
+    assert [item["id"] for item in receipt["unconfirmed"]] == ["n00003"]
 
 
 def test_pending_counts_what_the_limit_leaves_out(tmp_path):
