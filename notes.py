@@ -2,7 +2,7 @@
 """notes.py: the persistence tool of Memory-Assisted Shaping.
 
 Appends each signal as one checksummed JSON line to session_notes.jsonl and
-reads the state back; docs/guarantees.md lists its promises.  Standard library only.
+reads the state back; docs/guarantees.md lists its promises. Standard library only.
 
 Sections, each using only those above it: Constants; Errors; Record rules
 (pure); Storage; Session (the Python API); Recap; Export and restore; Batches;
@@ -72,25 +72,25 @@ _TEXT_LIMIT = 2000
 _EFFECT_LIMIT = 1000
 _TAIL_DEFAULT_LIMIT = 5
 _RECAP_DEFAULT_LIMIT = 20
-_LIMIT_MAX = 1000  # records per tail or recap list: a reply is held in memory
-_TAIL_BYTES_LIMIT = 8 << 20  # log bytes one tail returns at most
+_LIMIT_MAX = 1000  # records per tail or recap list: a reply is held whole
+_TAIL_BYTES_LIMIT = 8 << 20  # log bytes a tail returns at most
 _RECAP_DEFAULT_MAX_BYTES = 12288  # printed UTF-8 bytes
 _SYNTHESIS_WORD = "SYNTHESIS"  # a mode note beginning so starts synthesis
-_STDIN_LIMIT = 65536       # bytes of --text - or --effect -
-_BATCH_LINE_LIMIT = 100    # signals in one append --batch
+_STDIN_LIMIT = 65536  # bytes of --text - or --effect -
+_BATCH_LINE_LIMIT = 100  # signals in one append --batch
 _BATCH_BYTE_LIMIT = 262144  # bytes of append --batch's input
 _EXPORT_HEAD_LIMIT = 65536  # bytes read to find record_count
-_WARNINGS_LISTED = 20      # problems readers name, then count
-_PROBLEMS_LISTED = 100     # problems verify names, then counts
-_BACKWARD_BLOCK = 65536    # bytes per block read
+_WARNINGS_LISTED = 20  # problems readers name, then count
+_PROBLEMS_LISTED = 100  # problems verify names, then counts
+_BACKWARD_BLOCK = 65536  # bytes per block read
 _LINE_LIMIT = 1 << 20  # a longer line is no record: reported, never held
-_EXPORT_SIZE_LIMIT = 16 << 20   # refused before it is read: restore parses it whole
+_EXPORT_SIZE_LIMIT = 16 << 20  # refused before it is read: restore parses it whole
 _META_SIZE_LIMIT = 1 << 20
-_SEQ_LIMIT = 999999999           # a seq past it is damage
+_SEQ_LIMIT = 999999999  # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
 _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
-_DUPLICATE_WINDOW_RECORDS = 20  # a repeat of one of the last N records within S seconds: a retry
+_DUPLICATE_WINDOW_RECORDS = 20  # a repeat within the last N records and S seconds: a retry
 _DUPLICATE_WINDOW_SECONDS = 600
 # build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
@@ -108,8 +108,8 @@ _HOST_VARIABLE = "SHAPING_NOTES_HOST"
 _HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
 _HOST_DOWNLOAD_FOLDERS = {"chatgpt": "/mnt/data", "claude-ai": "/mnt/user-data/outputs"}
 _RESTORE_CANDIDATES_LIMIT = 20  # exports in the folder that restore compares
-_PATH_LIMIT = 4096        # characters of a path argument (PATH_MAX)
-_PATH_DEPTH_LIMIT = 256   # its folders: os.makedirs recurses once per missing one
+_PATH_LIMIT = 4096  # characters of a path argument (PATH_MAX)
+_PATH_DEPTH_LIMIT = 256  # its folders: os.makedirs recurses per missing one
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
 _SCRIPT_COMMAND = "python3 -S notes.py"
 _CONSOLE_COMMAND = "shaping-notes"
@@ -1743,7 +1743,7 @@ _CAN_WALK_INSIDE = (
     bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
 _INSIDE_WAY_OUT = "; give the path of a file inside the folder"
-_INSIDE_PATH_LIMIT = 1024   # characters and components of a path below a folder
+_INSIDE_PATH_LIMIT = 1024  # characters and components of a path below a folder
 _INSIDE_DEPTH_LIMIT = 32
 
 
@@ -3213,7 +3213,7 @@ def _check_open(doc, recap):
             lines += found
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # Shown if a marked line is strongest for its question or update.
+        # Shown if marked where strongest, for its question or update.
         top = [line for line in lines if line[0] == lines[0][0]]
         top += [line for line in found if line[0] == max(found)[0] and doc.line_stems[line[2]] & stem_sets[0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
@@ -4086,7 +4086,8 @@ _COMMANDS = {
         "Print the state of the idea within a size budget: gates, unconfirmed notes, live decisions, discards and "
         "more. pending: how many gates are open and notes unconfirmed, since when, and which came after the last "
         "delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last artifact note "
-        "appended in synthesis and the live notes after it, mode notes aside.", [
+        "appended in synthesis and the live notes after it, mode notes aside; export_lag: how many notes the "
+        "folder's export lacks.", [
         _limit("items kept per list, newest first", _RECAP_DEFAULT_LIMIT),
         _format(mcp_help="json (default), or md: the recap as markdown in the receipt's markdown"),
         _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can go "

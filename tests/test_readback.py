@@ -1349,7 +1349,8 @@ def test_help_says_what_enters_and_ends_synthesis_and_what_is_a_delivery():
     recap_help = " ".join(run_notes("recap", "--help").stdout.split())
     for words in ("pending: how many gates are open and notes unconfirmed, since when",
                   "synthesis: entered, delivered or ended, and by which notes",
-                  "delivery: the last artifact note appended in synthesis and the live notes after it"):
+                  "delivery: the last artifact note appended in synthesis and the live notes after it",
+                  "export_lag: how many notes the folder's export lacks"):
         assert words in recap_help, words
     assert "put" not in recap_help.split("pending:")[1].split(";")[0]
 
