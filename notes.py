@@ -94,7 +94,7 @@ _DUPLICATE_WINDOW_RECORDS = 20  # a repeat within the last N records and S secon
 _DUPLICATE_WINDOW_SECONDS = 600
 # build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
-_BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier line of the batch as "@K"
+_BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier batch line as "@K"
 _STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary this old is removed
 
 __version__ = "1.2.0"  # pyproject.toml reads it
@@ -103,11 +103,11 @@ _DIR_VARIABLE = "SHAPING_NOTES_DIR"
 _SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
 _SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
 _SESSIONS_LISTED = 100
-# The host (the variable, else the folder) words which file to keep.
+# The host (the variable, else the folder) words the file to keep.
 _HOST_VARIABLE = "SHAPING_NOTES_HOST"
 _HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
 _HOST_DOWNLOAD_FOLDERS = {"chatgpt": "/mnt/data", "claude-ai": "/mnt/user-data/outputs"}
-_RESTORE_CANDIDATES_LIMIT = 20  # exports in the folder that restore compares
+_RESTORE_CANDIDATES_LIMIT = 20  # exports in the folder restore compares
 _PATH_LIMIT = 4096  # characters of a path argument (PATH_MAX)
 _PATH_DEPTH_LIMIT = 256  # its folders: os.makedirs recurses per missing one
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
@@ -2326,7 +2326,7 @@ class Session:
         return _CompactReceipt(receipt) if compact else receipt
 
     def show(self, *, note_id, compact=False) -> dict:
-        """One note and its chain, or its gate's updates; the notes about it; compact: each record compacted."""
+        """One note and its chain, or its gate's updates; the notes about it; compact: records compacted."""
         note_id = _command_note_id("show", note_id)
         with _LogReader(*self._folder_meta()) as reader:
             receipt = _show_chain(reader, note_id)
@@ -2993,7 +2993,7 @@ def _recap_of(folder, meta, limit):
 
 @_command
 def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_DEFAULT_MAX_BYTES) -> dict:
-    """The state of the idea within max_bytes; with format="md", the receipt holds it as markdown text."""
+    """The state of the idea within max_bytes; format="md": the receipt holds it as markdown text."""
     _check_choice("format", format, ("json", "md"))
     limit = _check_limit(limit)
     if max_bytes < 1:
@@ -3006,7 +3006,7 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
 _CHECK_LISTED = 50  # findings listed, then counted
-_CHECK_EXCERPT = 120  # characters of an excerpt or a note's text in a finding
+_CHECK_EXCERPT = 120  # characters of a finding's excerpt or note text
 _CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
 _CHECK_STOP_WORDS = frozenset(
     "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do does "
@@ -3026,7 +3026,7 @@ _CHECK_MARK = re.compile(
     r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
     r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
 _CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|without|instead of|rather than|out of scope|excluded?)\b")
-# Process residue: (pattern, what, confidence); state names count in capitals only.
+# Process residue: (pattern, what, confidence); state names only in capitals.
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
     (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
@@ -3063,7 +3063,7 @@ def _check_stems(text, drop=frozenset()):
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
-# Words about a note's place in the log, not the idea: left out of a note's stems.
+# Words about a note's place in the log, not the idea: left out of its stems.
 _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending").split())
@@ -3090,8 +3090,8 @@ class _CheckedArtifact:
             else:
                 current[1] = n + 1
         lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
-        self.holding = collections.defaultdict(set)  # stem -> passages that hold it
-        # Lead: the ## heading, and the line above (or above its list) ending in a colon, bold or a heading.
+        self.holding = collections.defaultdict(set)  # stem -> passages holding it
+        # Lead: the ## heading, and the line above (or its list) ending in a colon, bold or a heading.
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:end]):
@@ -3192,7 +3192,7 @@ def _check_lost(doc, recap):
 
 
 def _check_open(doc, recap):
-    """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
+    """Open points stated unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
     marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
@@ -3215,7 +3215,8 @@ def _check_open(doc, recap):
         claimed.update(n for _, index, n in lines if -index in marking)
         # Shown if marked where strongest, for its question or update.
         top = [line for line in lines if line[0] == lines[0][0]]
-        top += [line for line in found if line[0] == max(found)[0] and doc.line_stems[line[2]] & stem_sets[0]]
+        best, asked = max(found, default=(0,))[0], stem_sets[0]
+        top += [line for line in found if line[0] == best and len(doc.line_stems[line[2]] & asked) > 1]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
             findings.append(doc.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))

@@ -220,10 +220,11 @@ def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settle
         ("gate", "Which caterer serves the lunch is open.", OP),
         ("gate", "Deferred: Sam picks the caterer at the budget review.", dict(ref="n00001", status="deferred", **OP)),
     ])
-    (folder / "who" / "plan.md").write_text("# Plan\n\nThe Green Fork caterer serves the lunch.\n\nNot decided: the "
-                                            "drinks budget, which Sam sets at the budget review.\n", encoding="utf-8")
-    assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder / "who").check(
-        file="plan.md")["findings"]] == [("unmarked_open", "n00001", 3)]
+    for other in ("the drinks budget", "the caterer's drinks budget"):  # a third review: one shared word is not enough
+        (folder / "who" / "plan.md").write_text("# Plan\n\nThe Green Fork caterer serves the lunch.\n\nNot decided: %s, "
+                                                "which Sam sets at the budget review.\n" % other, encoding="utf-8")
+        assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder / "who").check(
+            file="plan.md")["findings"]] == [("unmarked_open", "n00001", 3)], other
     (folder / "plan.md").write_text("# Trip\n\nNot decided: which caterer serves the lunch.\n\nThe group camps at "
                                     "the lake both nights.\nNot decided: which day the group leaves the lake camp.\n",
                                     encoding="utf-8")
