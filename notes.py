@@ -3192,7 +3192,7 @@ def _check_lost(doc, recap):
 
 
 def _check_open(doc, recap):
-    """Open points stated unmarked; open or deferred gates not shown, if no marked line is left for them."""
+    """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
     marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
@@ -3200,23 +3200,20 @@ def _check_open(doc, recap):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed on the model's word: with its answer; else by its question or update.
+        # Closed on the model's word: with its answer; else by its question or its (narrower) update.
         texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
             note["text"], note.get("update_text")]
         lines, stem_sets = [], [stems for text in texts if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
         if not stem_sets:
             continue
         for stems in stem_sets:
-            found = [(hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
-                     for index, hits in doc.hits(stems).items()
-                     if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
-            lines += found
+            lines += [(hits / len(stems), -index, doc.best_line(stems, range(*doc.passages[index][:2])))
+                      for index, hits in doc.hits(stems).items()
+                      if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # Shown if marked where strongest, for its question or update.
+        # A point marked where stated is shown: a finding only if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
-        best, asked = max(found, default=(0,))[0], stem_sets[0]
-        top += [line for line in found if line[0] == best and len(doc.line_stems[line[2]] & asked) > 1]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
             findings.append(doc.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))

@@ -185,24 +185,6 @@ def test_a_deferred_gate_is_looked_for_by_the_words_of_its_latest_update(tmp_pat
     assert notes.Session(folder).check(file="plan.md")["findings"] == []
 
 
-def test_a_narrowed_gate_marked_in_its_update_words_is_shown(tmp_path):
-    """The first question's words fit a line stating what was settled; its update's narrower question is marked."""
-    folder = tmp_path / "news"
-    write_session(folder, [
-        ("gate", "How the issue reaches the 400 households is open: printed and hand-delivered, emailed, or both.", OP),
-        ("gate", "The issue is printed; still open: how the printed copies reach the 400 households (hand delivery "
-         "to doors, pickup points, or other).", dict(ref="n00001", status="open", **OP)),
-    ])
-    settled = "# Plan\n\nEach issue reaches about 400 households: every issue is printed, and emailed as well.\n\n"
-    (folder / "plan.md").write_text(settled + "Not decided: how the printed copies reach the 400 households (door "
-                                    "to door, pickup points, or another way).\n", encoding="utf-8")
-    assert notes.Session(folder).check(file="plan.md")["findings"] == []
-    (folder / "plan.md").write_text(settled + "Volunteers take the printed copies to the doors of the 400 "
-                                    "households.\n", encoding="utf-8")
-    assert [(finding["kind"], finding["note"]) for finding in notes.Session(folder).check(file="plan.md")[
-        "findings"]] == [("unmarked_open", "n00001")]
-
-
 def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settled(tmp_path):
     """A review's cases: a deferral that restates the question, and a discard revived beside a marked line."""
     folder = tmp_path / "trip"
