@@ -202,7 +202,7 @@ def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settle
         ("gate", "Which caterer serves the lunch is open.", OP),
         ("gate", "Deferred: Sam picks the caterer at the budget review.", dict(ref="n00001", status="deferred", **OP)),
     ])
-    for other in ("the drinks budget", "the caterer's drinks budget"):  # a third review: one shared word is not enough
+    for other in ("the drinks budget", "the caterer's drinks budget", "the caterer's lunch budget"):  # later reviews
         (folder / "who" / "plan.md").write_text("# Plan\n\nThe Green Fork caterer serves the lunch.\n\nNot decided: %s, "
                                                 "which Sam sets at the budget review.\n" % other, encoding="utf-8")
         assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder / "who").check(
