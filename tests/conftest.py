@@ -199,6 +199,12 @@ def copy_fixture(name: str, destination) -> Path:
     return destination
 
 
+def claude_upload(tmp_path, monkeypatch) -> tuple:
+    """On Claude.ai, the v0 basic export uploaded outside the session folder: (upload, session folder)."""
+    monkeypatch.setenv("SHAPING_NOTES_HOST", "claude-ai")
+    return copy_fixture("basic", tmp_path / "uploads") / "session_export.json", tmp_path / "outputs" / "shaping"
+
+
 def read_records(folder) -> list:
     """The log's lines parsed as JSON (every line must be an object)."""
     with open(os.path.join(str(folder), "session_notes.jsonl"), "rb") as handle:

@@ -187,6 +187,10 @@ def test_a_deferred_gate_is_looked_for_by_the_words_of_its_latest_update(tmp_pat
 
 def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settled(tmp_path):
     """A review's cases: a deferral that restates the question, and a discard revived beside a marked line."""
+    def found(session_folder):
+        return [(finding["kind"], finding["note"], finding["line"])
+                for finding in notes.Session(session_folder).check(file="plan.md")["findings"]]
+
     folder = tmp_path / "trip"
     write_session(folder, [
         ("gate", "Which caterer serves the lunch is open.", OP),
@@ -195,23 +199,20 @@ def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settle
     ])
     (folder / "plan.md").write_text("# Plan\n\nThe Green Fork caterer serves the lunch.\n\nNot decided: whether the "
                                     "caterer also serves the evening drinks.\n", encoding="utf-8")
-    assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder).check(
-        file="plan.md")["findings"]] == [("unmarked_open", "n00001", 3)]
+    assert found(folder) == [("unmarked_open", "n00001", 3)]
     # A second review's case: a deferral naming who decides and when, which a marked line about another point shares.
     write_session(folder / "who", [
         ("gate", "Which caterer serves the lunch is open.", OP),
         ("gate", "Deferred: Sam picks the caterer at the budget review.", dict(ref="n00001", status="deferred", **OP)),
     ])
     for other in ("the drinks budget", "the caterer's drinks budget", "the caterer's lunch budget"):  # later reviews
-        (folder / "who" / "plan.md").write_text("# Plan\n\nThe Green Fork caterer serves the lunch.\n\nNot decided: %s, "
-                                                "which Sam sets at the budget review.\n" % other, encoding="utf-8")
-        assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder / "who").check(
-            file="plan.md")["findings"]] == [("unmarked_open", "n00001", 3)], other
+        (folder / "who" / "plan.md").write_text("# Plan\n\nThe Green Fork caterer serves the lunch.\n\nNot decided: "
+                                                "%s, which Sam sets at the budget review.\n" % other, encoding="utf-8")
+        assert found(folder / "who") == [("unmarked_open", "n00001", 3)], other
     (folder / "plan.md").write_text("# Trip\n\nNot decided: which caterer serves the lunch.\n\nThe group camps at "
                                     "the lake both nights.\nNot decided: which day the group leaves the lake camp.\n",
                                     encoding="utf-8")
-    assert [(finding["kind"], finding["note"], finding["line"]) for finding in notes.Session(folder).check(
-        file="plan.md")["findings"]] == [("revived_discard", "n00003", 5)]
+    assert found(folder) == [("revived_discard", "n00003", 5)]
 
 
 def test_a_lost_decision_whose_words_are_spread_over_the_artifact_says_so(tmp_path):

@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from conftest import (NOTES, REPO, SESSION_ID, V0_FIXTURES, appended, assert_no_traceback, assert_refused,
-                      code_blocks, copy_fixture, fenced_blocks, folder_digest, notes, read_records, run_here,
-                      run_notes, write_export, write_session, write_signals)
+                      claude_upload, code_blocks, copy_fixture, fenced_blocks, folder_digest, notes, read_records,
+                      run_here, run_notes, write_export, write_session, write_signals)
 
 
 # ==========================================================================
@@ -429,10 +429,7 @@ def test_restore_on_chatgpt_and_claude_ai_names_the_file_to_keep_in_the_hosts_wo
 def test_restore_of_an_upload_on_a_download_host_writes_the_folders_export(tmp_path, monkeypatch, capsys):
     # Rounds 16 to 19: on Claude.ai uploads land outside the session folder, so recap counted every restored note
     # as missing from an export there, and the outputs folder held nothing to download until a checkpoint.
-    monkeypatch.setenv("SHAPING_NOTES_HOST", "claude-ai")
-    upload, folder = tmp_path / "uploads" / "session_export.json", tmp_path / "outputs" / "shaping"
-    upload.parent.mkdir()
-    upload.write_bytes((V0_FIXTURES / "basic" / "session_export.json").read_bytes())
+    upload, folder = claude_upload(tmp_path, monkeypatch)
     uploaded = upload.read_bytes()
 
     def restore(into):
@@ -456,10 +453,7 @@ def test_restore_of_an_upload_on_a_download_host_writes_the_folders_export(tmp_p
 
 def test_a_restore_whose_export_fails_still_stands(tmp_path, monkeypatch, capsys):
     # A reviewer's find: a full disk while writing the folder's export turned a finished restore into exit 1.
-    monkeypatch.setenv("SHAPING_NOTES_HOST", "claude-ai")
-    upload, folder = tmp_path / "uploads" / "session_export.json", tmp_path / "outputs" / "shaping"
-    upload.parent.mkdir()
-    upload.write_bytes((V0_FIXTURES / "basic" / "session_export.json").read_bytes())
+    upload, folder = claude_upload(tmp_path, monkeypatch)
 
     def full_disk(self, **options):
         raise OSError(28, "No space left on device")
