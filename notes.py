@@ -16,7 +16,7 @@ if __name__ == "__main__":  # Ctrl-C before main can answer it: JSON, not a trac
     import sys
 
     def _interrupted_at_start(signum, frame):
-        # The MCP server's stdout carries JSON-RPC alone: its answer goes to stderr.
+        # Over MCP, stdout carries JSON-RPC alone: answer on stderr.
         stream = sys.stderr if "mcp" in sys.argv else sys.stdout
         stream.write('{\n  "ok": false,\n  "error": "interrupted (Ctrl-C) before the command began; nothing was '
                      'written. Run it again"\n}\n')
@@ -154,8 +154,8 @@ _SESSION_ID_LIMIT = 100
 _TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 
-# (kind, markers, pattern): tried when the lower-cased text holds a marker (or has none); a named
-# group says what _credential_match_is_real checks.
+# (kind, markers, pattern): tried if the lowered text holds a marker (or has none); a named group
+# says what _credential_match_is_real checks.
 _UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _VENDOR_PATTERNS = (
     # A header alone, or with an elided body ("..."), is prose about keys.
@@ -1389,10 +1389,12 @@ def _read_meta(folder):
 def _require_session(folder):
     meta = _read_meta(folder)
     if meta is None:
-        raise NotesError(
-            "no session in %s (no %s there); start one with: %s --dir %s init, or restore an export "
-            "with: %s --dir %s restore session_export.json"
-            % (folder, _META_NAME, _invoked_as(), folder, _invoked_as(), folder))
+        run = "%s --dir %s " % (_invoked_as(), folder)
+        if os.path.isfile(os.path.join(folder, _EXPORT_NAME)):
+            raise NotesError("no session in %s, but %s is there: restore it with: %srestore, or start anew with: "
+                             "%sinit" % (folder, _EXPORT_NAME, run, run))
+        raise NotesError("no session in %s (no %s there); start one with: %sinit, or restore an uploaded export "
+                         "with: %srestore PATH" % (folder, _META_NAME, run, run))
     return meta
 
 
@@ -2278,7 +2280,7 @@ class Session:
     """The Python API: one session folder, one method per command, each returning the receipt as a dict.
 
     Arguments are keyword-only; a refusal raises NotesError with the command line's message.
-    Session(None) uses the folder the command line uses without --dir; session is --session."""
+    Session() uses the command line's default folder; session is --session."""
 
     def __init__(self, folder=None, *, session=None):
         _check_dir_argument(folder)
@@ -3251,7 +3253,7 @@ def _check_read(folder, file):
 
 @_command
 def _check(self, *, file) -> dict:
-    """Read an artifact file (relative to the session folder) against the live log; list what it gets wrong.
+    """Read an artifact file (in the session folder) against the live log; list what it gets wrong.
 
     Findings are to look at, surest and earliest first: nothing is written or refused."""
     folder, meta = self._folder_meta()
@@ -3271,7 +3273,7 @@ def _check(self, *, file) -> dict:
 
 
 # --------------------------------------------------------------------------
-# Export and restore: the whole session written to one file, and brought back from one
+# Export and restore: the whole session to one file and back
 
 def _gates_phrase(gates):
     n = collections.Counter(gate.status for gate in gates.values())
@@ -3673,7 +3675,7 @@ def _export_in_folder(folder, accept_damaged):
 @_command
 def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -> dict:
     """Bring a session back into the folder from an export (ours or v0's), a path or an open binary file;
-    by default, the one in the folder. set_aside: move another session's log aside first."""
+    default: the one in the folder. set_aside: move another session's log aside first."""
     folder = _resolve_folder(self.folder, self.session)
     host = _session_host(folder, self._over_mcp)
     if export_file is not None and not hasattr(export_file, "read"):
@@ -3732,7 +3734,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
 
 
 # --------------------------------------------------------------------------
-# Batches: append, one signal or several (--batch) checked, linked and written together or not at all
+# Batches: append, one signal or several (--batch), checked, linked and written all or none
 
 def _refuse_a_long_batch(count):
     if count > _BATCH_LINE_LIMIT:
@@ -3885,7 +3887,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
 
 
 # --------------------------------------------------------------------------
-# Redaction: the one audited rewrite of a complete line (SPEC section 5)
+# Redaction: the one audited rewrite of a complete line
 
 # A note's problems the placeholder ends: redact takes a note with these.
 _REDACTABLE_PROBLEMS = frozenset(("control_character", "too_long", "credential", "empty_text"))

@@ -348,7 +348,7 @@ def test_readback_covers_a_past_point_and_the_checkpoint_rule():
     says(text, "write-only", "past point", "re-entry", "before synthesis", "`recap`", "tail --grep", "show")
     says(text, "a checkpoint is", "leaving", "deliver", "export", "only there", "which file to keep", "`keep`",
          "`tell_operator`", "only copy")
-    says(text, "restore", "with no path", "later export", "readING_ALIGNMENT", "whatever the last `mode` note says")
+    says(text, "restore", "as the refusal shows", "later export", "readING_ALIGNMENT", "whatever the last `mode` note says")
     says(text, "--compact")
 
 

@@ -1159,6 +1159,28 @@ def test_restore_without_a_path_takes_the_export_in_the_session_folder(tmp_path,
     assert read_records(target) == load(export_path)["records"]
 
 
+def test_a_folder_without_a_session_says_whether_an_export_there_can_be_restored(tmp_path, capsys):
+    session_id, export_path = exported_session(tmp_path / "origin", ["SMS first."])
+    target = tmp_path / "target"
+    target.mkdir()
+    run = "python3 -S notes.py --dir %s " % target
+    before = folder_digest(target)
+
+    assert run_here(capsys, target, "recap") == (2, {"ok": False, "error": (
+        "no session in %s (no session_meta.json there); start one with: %sinit, or restore an uploaded export "
+        "with: %srestore PATH" % (target, run, run))})
+    assert folder_digest(target) == before
+    shutil.copy(str(export_path), str(target / "session_export.json"))
+    before = folder_digest(target)
+    assert run_here(capsys, target, "recap") == (2, {"ok": False, "error": (
+        "no session in %s, but session_export.json is there: restore it with: %srestore, or start anew with: "
+        "%sinit" % (target, run, run))})
+    assert folder_digest(target) == before
+    # the command it names brings the session back
+    assert run_here(capsys, target, "restore")[0] == 0
+    assert session_id_of(target) == session_id
+
+
 def test_restore_without_a_path_takes_the_longest_of_copies_that_are_earlier_parts(tmp_path, capsys):
     origin = tmp_path / "origin"
     target = tmp_path / "target"
