@@ -2769,7 +2769,9 @@ def _gate_item(gate_id, gates, found, name):
     item = {"id": gate_id, **({"type": "gate"} if name == "unconfirmed" else {}), "text": record["text"],
             "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
-    item.update(("update_" + k, update[k]) for k in ("id", "text", "effect", "provenance", "evidence") if k in update)
+    item.update(("update_" + k, update[k]) for k in ("id", "text", "provenance", "evidence") if k in update)
+    if "effect" in update:  # the effect in force
+        item["effect"] = update["effect"]
     if name != "closed_gates":
         return item
     item["closed_by"] = _named_note(found.get(gate.by) or update)
@@ -4013,8 +4015,7 @@ class _Option:
 _Command = collections.namedtuple("_Command", "purpose options example")
 
 _AT_K = "ref, about or by may name an earlier %s as \"@K\" (K from 1)"
-_COMPACT_HELP = ("each record as id, type and text, plus effect, ref, status, provenance, evidence, about and by "
-                 "when present; no time, session, seq or checksum")
+_COMPACT_HELP = "each record without its time, session, seq and checksum"
 
 
 def _flag(flag, help_text):
@@ -4046,16 +4047,16 @@ _COMMANDS = {
                 required=True),
         _text("--text", "TEXT", "what to keep (required)", _TEXT_LIMIT, required=True),
         _text("--effect", "EFFECT", "optional consequence", _EFFECT_LIMIT),
-        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate) or supersedes (other types; "
-                "superseding an op or shared note takes --provenance op or shared)"),
+        _Option("--ref", "NOTE_ID", "an earlier note this one updates (a gate: its status, and effect if given) "
+                "or supersedes (other types; superseding an op or shared note takes --provenance op or shared)"),
         _Option("--status", "STATUS", "gate status: open, deferred or closed (gates only; default open; an update "
                 "needs it)", choices=GATE_STATUSES),
         _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
         _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS), choices=EVIDENCE_LEVELS),
         _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
                 "(example: --about n00004)"),
-        _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate, not a gate (example: --by "
-                "n00005 with --ref n00002, --status closed)"),
+        _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate or a part of it, not a gate "
+                "(example: --by n00005 with --ref n00002, --status closed)"),
         _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a "
                 "line with the keys above, no dashes; %s. All are checked, then all written or none"
                 % (_BATCH_LINE_LIMIT, _BATCH_BYTE_LIMIT // 1024, _AT_K % "line")),
@@ -4287,10 +4288,10 @@ _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\nCall append when losing a fact would hurt "
     "continuity: a confirmed decision, a gate's change, a discarded path likely to return, a new source of truth, "
     "an artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. Send a "
-    "decision and the gate update it settles in one append_batch call.\nDo not read "
-    "the log every turn: call recap (then tail or show, with compact true) only when the operator asks for a recap or "
-    "an export, on re-entry, or before synthesis.\nA result with isError true saved nothing: fix the arguments if the "
-    "fix keeps the meaning, else tell the operator the note was not saved.")
+    "decision and the gate update it settles in one append_batch call.\nRead back (recap, then tail or show "
+    "with compact true) only when the operator asks for the state, on re-entry, or before synthesis.\nA result "
+    "with isError true saved nothing: fix the arguments if the fix keeps the meaning, else tell the operator the "
+    "note was not saved.")
 _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))

@@ -315,6 +315,25 @@ V0_TYPES = {"mode", "shape", "gate", "decision", "discard", "tension", "source",
 # --------------------------------------------------------------------------
 # 19.1: --about and --by, stored and checked
 
+def test_by_on_an_update_that_leaves_the_gate_open_names_the_part_settled(tmp_path):
+    # note-io: --by names, on an update, the note that settles the gate or the part it says is settled.
+    folder = tmp_path / "session"
+    api = notes.Session(folder)
+    api.append(type="gate", text="Deposit rules are open.", provenance="op", evidence="declared")
+    api.append(type="decision", text="Whole-house bookings pay 30%.", about="n00001", provenance="op",
+               evidence="declared")
+
+    receipt = api.append(type="gate", ref="n00001", status="open", by="n00002", provenance="op", evidence="declared",
+                         text="Deposit: whole-house settled; single rooms still open.")
+
+    assert receipt == {"ok": True, "command": "append", "note_id": "n00003", "seq": 3,
+                       "path": str(folder / "session_notes.jsonl")}
+    assert read_records(folder)[2]["by"] == "n00002"
+    assert [(gate["id"], gate["status"], gate["update_id"]) for gate in api.recap()["open_gates"]] == [
+        ("n00001", "open", "n00003")]
+    assert api.verify()["problems"] == []
+
+
 def test_about_and_by_are_stored_in_order_before_the_checksum_and_covered_by_it(session):
     appended(session, "gate", "Channel is undecided.", "--provenance", "op")
     appended(session, "decision", "Reminders go by email.", "--provenance", "op", "--evidence", "declared")

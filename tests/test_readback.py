@@ -552,21 +552,29 @@ def test_a_closed_gate_shows_the_note_that_settled_it(tmp_path):
     assert "- Channel is undecided. - Reminders go by email. [n00001; from the operator]" in markdown.splitlines()
 
 
-def test_an_open_gate_shows_its_latest_update_effect_beside_the_first(tmp_path):
-    # A gate update that restates the effect: the model reads the effect now in force, not only the first one.
+def test_a_gate_shows_the_effect_in_force_its_latest_update_gives(tmp_path):
+    # Both effects side by side left models unsure which held (rounds 14 and 31): an update's effect replaces the
+    # first one, and an update without one keeps it.
     folder = tmp_path / "session"
     write_session(folder, [
         ("gate", "Which schools?", {"effect": "The rental area follows from it."}),  # n00001
         ("gate", "Which schools: still open.", {"ref": "n00001", "status": "open",
                                                  "effect": "The plan names no school yet."}),  # n00002
+        ("gate", "Storage is open.", {"effect": "No storage unit is booked."}),  # n00003
+        ("gate", "Storage deferred.", {"ref": "n00003", "status": "deferred"}),  # n00004
     ])
 
     receipt = notes.Session(folder).recap()
 
     assert receipt["open_gates"] == [{
-        "id": "n00001", "text": "Which schools?", "status": "open", "effect": "The rental area follows from it.",
-        "update_id": "n00002", "update_text": "Which schools: still open.",
-        "update_effect": "The plan names no school yet."}]
+        "id": "n00001", "text": "Which schools?", "status": "open", "effect": "The plan names no school yet.",
+        "update_id": "n00002", "update_text": "Which schools: still open."}]
+    assert receipt["deferred_gates"] == [{
+        "id": "n00003", "text": "Storage is open.", "status": "deferred", "effect": "No storage unit is booked.",
+        "update_id": "n00004", "update_text": "Storage deferred."}]
+    markdown = notes.Session(folder).recap(format="md")["markdown"].splitlines()
+    assert ("- Which schools? Effect: The plan names no school yet. Latest: Which schools: still open. [n00001]"
+            in markdown), markdown
 
 
 def test_gate_states_come_back_exact_from_a_damaged_log(tmp_path):
@@ -811,7 +819,7 @@ def test_mcp_tail_and_show_take_compact_as_a_boolean(written):
     assert completed.returncode == 0, completed
     started, listing, tail, show, wrong = [json.loads(line)["result"]
                                            for line in completed.stdout.decode().splitlines()]
-    assert "then tail or show, with compact true" in started["instructions"]
+    assert "then tail or show with compact true" in started["instructions"]
     schemas = {tool["name"]: tool["inputSchema"]["properties"] for tool in listing["tools"]}
     assert schemas["tail"]["compact"]["type"] == schemas["show"]["compact"]["type"] == "boolean"
     assert tail["structuredContent"]["records"] == [compact(records[5])]
