@@ -447,8 +447,8 @@ def test_the_other_first_edition_rules_are_kept():
          "@K", "one batch")
     says(section("note-io.md", r"^receipts$"), "Memory: <type> appended.", "one per note", "in order",
          "duplicate", "recovered", "warnings", "not saved", "never claim")
-    says(section("note-io.md", r"^reading$"), "`pending`", "`synthesis`", "`delivery`",
-         "`keep`", "--compact", "--accept-damaged")
+    says(section("note-io.md", r"^reading$"), "`pending`", "recap --help",
+         "--compact", "--accept-damaged")
     says(section("note-io.md", r"^receipts$"), "`created`", "reset", "restore", "once each")
     says(section("note-io.md", r"^secrets$"), "rotate", "`source` note", "never its value", "redact")
     for name in CONTRACTS:
