@@ -3187,8 +3187,9 @@ def _check_lost(doc, recap):
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
-        if share < 0.45:
-            scattered = len(stems & doc.holding.keys()) / len(stems) >= 0.6
+        # Most of its words, over passages: a table or sections state it.
+        if share < 0.45 and (present := len(stems & doc.holding.keys()) / len(stems)) < 0.75:
+            scattered = present >= 0.6
             confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
             findings.append(_with(doc.finding("lost_decision", None, note, confidence),
                                   what=scattered and "its words are in the artifact, spread over passages"))
@@ -3255,9 +3256,7 @@ def _check_read(folder, file):
 
 @_command
 def _check(self, *, file) -> dict:
-    """Read an artifact file (in the session folder) against the live log; list what it gets wrong.
-
-    Findings are to look at, surest and earliest first: nothing is written or refused."""
+    """Read an artifact file in the session folder against the live log: findings to look at, surest first."""
     folder, meta = self._folder_meta()
     path, text = _check_read(folder, file)
     recap, doc = _recap_of(folder, meta, _LIMIT_MAX).receipt, _CheckedArtifact(text)

@@ -215,7 +215,9 @@ def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settle
     assert found(folder) == [("revived_discard", "n00003", 5)]
 
 
-def test_a_lost_decision_whose_words_are_spread_over_the_artifact_says_so(tmp_path):
+def test_a_decision_whose_words_are_spread_over_the_artifact_is_not_lost(tmp_path):
+    # A schedule stated section by section: the finding this gave, low and explained, drew a doubt or an
+    # edit in most trial rounds, and in 71 such findings over 228 trial artifacts the decision was stated.
     folder = tmp_path / "news"
     write_session(folder, [
         ("decision", "Each month: items are due on the 15th, edited until the 21st, printed at the library by the "
@@ -228,7 +230,7 @@ def test_a_lost_decision_whose_words_are_spread_over_the_artifact_says_so(tmp_pa
         "Volunteers take copies to households from the 26th.\n", encoding="utf-8")
     findings = notes.Session(folder).check(file="plan.md")["findings"]
     assert [(finding["note"], finding["confidence"], finding.get("what")) for finding in findings] == [
-        ("n00002", "high", None), ("n00001", "low", "its words are in the artifact, spread over passages")]
+        ("n00002", "high", None)]
 
 
 def test_findings_stay_within_the_byte_budget(tmp_path, capsys):
