@@ -1386,13 +1386,35 @@ def _read_meta(folder):
     return meta
 
 
+def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
+    """Whether a path or a descriptor (at its start) begins as our or v0's export."""
+    try:
+        descriptor = file if isinstance(file, int) else _open_regular_file(file)
+    except (OSError, NotesError):
+        return False
+    with open(descriptor, "rb", closefd=descriptor is not file) as handle:
+        return handle.read(len(_EXPORT_JSON_START)).startswith(starts)
+
+
+def _exports_in(folder):
+    """Paths, by name, of the folder's JSON exports but hidden ones (writes in progress) and links."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as error:
+        raise NotesError("cannot read %s (%s); pass the export's path: restore PATH" % (folder, error.strerror))
+    return [e.path for e in entries if e.name[0] != "." and e.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
+            and e.is_file(follow_symlinks=False) and _starts_as_export(e.path, (_EXPORT_JSON_START,))]
+
+
 def _require_session(folder):
     meta = _read_meta(folder)
     if meta is None:
         run = "%s --dir %s " % (_invoked_as(), folder)
-        if os.path.isfile(os.path.join(folder, _EXPORT_NAME)):
+        if found := _exports_in(folder):  # what restore with no path reads
             raise NotesError("no session in %s, but %s is there: restore it with: %srestore, or start anew with: "
-                             "%sinit" % (folder, _EXPORT_NAME, run, run))
+                             "%sinit" % (folder, os.path.basename(found[-1]), run, run))
         raise NotesError("no session in %s (no %s there); start one with: %sinit, or restore an uploaded export "
                          "with: %srestore PATH" % (folder, _META_NAME, run, run))
     return meta
@@ -2989,7 +3011,7 @@ def _recap_of(folder, meta, limit):
         synthesis.delivery["after"] = [note for _, note in synthesis.after]
     receipt.update(synthesis=synthesis.synthesis, delivery=synthesis.delivery)  # null: none yet
     lists["delivery"] = synthesis.after
-    # Left out oldest first: list entries and notes after the delivery, then pending.
+    # Left out oldest first, pending entries last.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
     return _Recap(_with(receipt, warnings=warnings), order, cut, counts)
@@ -3217,7 +3239,7 @@ def _check_open(doc, recap):
                       if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # A point marked where stated is shown: a finding only if no marked line is as strong.
+        # A finding only if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
@@ -3303,16 +3325,6 @@ def _session_host(folder, over_mcp=False):
                          % (_HOST_VARIABLE, ", ".join(_HOSTS)))
     return chosen or ("mcp" if over_mcp else next(
         (host for host, root in _HOST_DOWNLOAD_FOLDERS.items() if (folder + "/").startswith(root + "/")), "local"))
-
-
-def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
-    """Whether a path or a descriptor (at its start) begins as our or v0's export."""
-    try:
-        descriptor = file if isinstance(file, int) else _open_regular_file(file)
-    except (OSError, NotesError):
-        return False
-    with open(descriptor, "rb", closefd=descriptor is not file) as handle:
-        return handle.read(len(_EXPORT_JSON_START)).startswith(starts)
 
 
 def _same_file(path, other):
@@ -3646,15 +3658,7 @@ def _log_then(log_path, pieces):
 
 def _export_in_folder(folder, accept_damaged):
     """(the longest export in the folder, the others' names); refuse unless they are its parts."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError):
-        entries = []
-    except OSError as error:
-        raise NotesError("cannot read %s (%s); pass the export's path: restore PATH" % (folder, error.strerror))
-    # Hidden: a write in progress (.NAME.<hex>.tmp); links are never followed.
-    found = [e.path for e in entries if e.name[0] != "." and e.name not in (_META_NAME, _LOG_NAME, _LOCK_NAME)
-             and e.is_file(follow_symlinks=False) and _starts_as_export(e.path, (_EXPORT_JSON_START,))]
+    found = _exports_in(folder)
     if len(found) > _RESTORE_CANDIDATES_LIMIT:
         raise NotesError("%s holds more than %d exports; nothing was changed. Pass the one to restore: restore PATH"
                          % (folder, _RESTORE_CANDIDATES_LIMIT))
@@ -4623,7 +4627,7 @@ def _serve_mcp(server) -> None:
         return
     source = sys.stdin.buffer
     try:
-        # At most LINE_LIMIT bytes held: the rest of a longer line is dropped in pieces.
+        # A longer line is dropped in pieces, never held whole.
         for line in iter(lambda: source.readline(_LINE_LIMIT + 1), b""):
             if len(line) > _LINE_LIMIT and not line.endswith(b"\n"):
                 while line and not line.endswith(b"\n"):

@@ -1159,23 +1159,30 @@ def test_restore_without_a_path_takes_the_export_in_the_session_folder(tmp_path,
     assert read_records(target) == load(export_path)["records"]
 
 
-def test_a_folder_without_a_session_says_whether_an_export_there_can_be_restored(tmp_path, capsys):
+def refused_for_want_of_a_session(capsys, folder) -> dict:
+    """recap's receipt in a folder with no session, which the refusal leaves as it was."""
+    before = folder_digest(folder)
+    code, receipt = run_here(capsys, folder, "recap")
+    assert code == 2 and folder_digest(folder) == before
+    return receipt
+
+
+# A browser saves a second download as "session_export (1).json": restore with no path reads it too.
+@pytest.mark.parametrize("name", ["session_export.json", "session_export (1).json"])
+def test_a_folder_without_a_session_says_whether_an_export_there_can_be_restored(tmp_path, capsys, name):
     session_id, export_path = exported_session(tmp_path / "origin", ["SMS first."])
     target = tmp_path / "target"
     target.mkdir()
     run = "python3 -S notes.py --dir %s " % target
-    before = folder_digest(target)
 
-    assert run_here(capsys, target, "recap") == (2, {"ok": False, "error": (
+    assert refused_for_want_of_a_session(capsys, target) == {"ok": False, "error": (
         "no session in %s (no session_meta.json there); start one with: %sinit, or restore an uploaded export "
-        "with: %srestore PATH" % (target, run, run))})
-    assert folder_digest(target) == before
-    shutil.copy(str(export_path), str(target / "session_export.json"))
-    before = folder_digest(target)
-    assert run_here(capsys, target, "recap") == (2, {"ok": False, "error": (
-        "no session in %s, but session_export.json is there: restore it with: %srestore, or start anew with: "
-        "%sinit" % (target, run, run))})
-    assert folder_digest(target) == before
+        "with: %srestore PATH" % (target, run, run))}
+    shutil.copy(str(export_path), str(target / name))
+    (target / "notes.txt").write_text("not an export\n", encoding="utf-8")
+    assert refused_for_want_of_a_session(capsys, target) == {"ok": False, "error": (
+        "no session in %s, but %s is there: restore it with: %srestore, or start anew with: %sinit"
+        % (target, name, run, run))}
     # the command it names brings the session back
     assert run_here(capsys, target, "restore")[0] == 0
     assert session_id_of(target) == session_id
