@@ -3082,6 +3082,7 @@ def _check_stems(text, drop=frozenset()):
     """The content stems of a text, less accents, case, stop words and one-letter words."""
     import unicodedata
 
+    text = re.sub(r"\bsaid on [0-9]{4}-[0-9]{2}-[0-9]{2}", "", text)  # when it was said, not what
     plain = "".join(_CHECK_SIGNS.get(c, c) for c in unicodedata.normalize("NFKD", text.lower())
                     if not unicodedata.combining(c))
     words = [word.replace(",", "") for word in re.findall(r"[0-9][0-9.,]*[0-9]|[^\W_]+", plain)]
@@ -3092,7 +3093,7 @@ def _check_stems(text, drop=frozenset()):
 # Words about a note's place in the log, not the idea: left out of its stems.
 _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
-    "default assumption confirm drop dropped discard reject ruled out reopen again unless pending").split())
+    "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words").split())
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
 
 
@@ -4299,7 +4300,7 @@ _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-# append_batch is its own tool, so append keeps type and text required; redact needs --allow-redact.
+# append_batch is a tool of its own, so append keeps type and text required.
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
               "sessions", "restore", "redact")
 
@@ -4584,7 +4585,6 @@ def _mcp_answer(server, line):
         if not isinstance(params, dict):
             raise _ProtocolError(_RPC_INVALID_PARAMS, "params must be an object")
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        # The stateless revision rides in _meta; initialize is the handshake's even with it.
         stateless = method != "initialize" and (_MCP_VERSION_KEY in meta or method == "server/discover")
         version = meta.get(_MCP_VERSION_KEY, _MCP_STATELESS_VERSIONS[-1])
         if stateless and not isinstance(version, str):

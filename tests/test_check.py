@@ -233,6 +233,18 @@ def test_a_decision_whose_words_are_spread_over_the_artifact_is_not_lost(tmp_pat
         ("n00002", "high", None)]
 
 
+def test_the_day_a_note_gives_its_relative_time_is_not_looked_for_in_the_artifact(tmp_path):
+    # protocol.md has a relative time keep the operator's words and add the day; the plan states the time.
+    folder = tmp_path / "thesis"
+    write_session(folder, [
+        ("decision", "The thesis must be finished by September (the operator's words, said on 2026-12-04).", OP),
+        ("decision", "Chapters go to the supervisor one at a time, said on 2026-12-04.", OP),
+    ])
+    (folder / "plan.md").write_text("# Plan\n\nThe thesis must be finished by September 2027.\n", encoding="utf-8")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["kind"], finding["note"]) for finding in findings] == [("lost_decision", "n00002")]
+
+
 def test_findings_stay_within_the_byte_budget(tmp_path, capsys):
     folder = rota(tmp_path, "".join("Line %d names n%05d.\n\n" % (number, number) for number in range(1, 301)))
     code = notes.main(["--dir", str(folder), "check", "plan.md"])
