@@ -44,7 +44,7 @@ try:
 except ImportError:  # Windows
     fcntl = None
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Constants
 
 _META_NAME = "session_meta.json"
@@ -432,7 +432,7 @@ _REDACT_NOT_ERASED = (
     "delete them, and export again")
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Errors: the one exception, NotesError
 
 class NotesError(Exception):
@@ -445,7 +445,7 @@ class NotesError(Exception):
         self.message, self.exit_code, self.details, self.help_for = message, exit_code, details or {}, help_for
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
 
 def _refuse_constant(name):
@@ -1184,7 +1184,7 @@ def _redacted_record(record):
     return redacted
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
 def _invoked_as():
@@ -2295,7 +2295,7 @@ class _RedactionsSeen:
         return [_problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Session: the Python API, its core commands, and what the commands share
 
 class Session:
@@ -2560,6 +2560,10 @@ def _named_note(record):
     return {key: record[key] for key in ("id", "type", "text")}
 
 
+def _reopening_key(record):  # a discard taken up again, or weighed by a gate while it holds
+    return "questioned_by" if record["type"] == "gate" else "reopened"
+
+
 _SHOW_LIST_LIMIT = 50  # per list of show's receipt, newest kept
 
 
@@ -2610,7 +2614,8 @@ def _show_chain(reader, note_id):
         _with(not_listed, replaces=back_skipped)
         reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
         if reopening is not None:  # as recap lists it
-            receipt["reopened"] = _named_note(_notes_named(reader, {reopening}, {})[0])
+            again = _notes_named(reader, {reopening}, {})[0]
+            receipt[_reopening_key(again)] = _named_note(again)
     receipt["about"] = about
     return _with(receipt, not_listed=not_listed, warnings=reader.warnings())
 
@@ -2689,7 +2694,7 @@ def _session_entry(name, folder):
     return _with(entry, problems=reader.problem_count)
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Recap: the state of the idea within a byte budget, and check of an artifact against it
 
 def _counted(number, noun):
@@ -2762,7 +2767,8 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             latest[kind] = _summarise_record(record)
     for _, item in kept["discards"] + kept["unconfirmed"]:
         if reopened.get(item["id"]) in found:
-            item["reopened"] = _named_note(found[reopened[item["id"]]])
+            again = found[reopened[item["id"]]]
+            item[_reopening_key(again)] = _named_note(again)
     return latest, kept, found, first
 
 
@@ -2841,10 +2847,10 @@ def _recap_item_line(item, kind="note"):
     if "update_id" in item:  # a closed gate reads as its question, then its answer
         answer = item["closed_by"]["text"] if "closed_by" in item else item.get("update_text", "")
         line += (" - " if kind == "closed" else " Latest: ") + _md(answer)
-    if "reopened" in item:
-        again = item["reopened"]
-        line += " Reopened %s: %s" % (
-            "as a question" if again["type"] == "gate" else "by a " + again["type"], _md(again["text"]))
+    again = item.get("reopened") or item.get("questioned_by")
+    if again:
+        line += " %s: %s" % ("In question" if again["type"] == "gate" else "Reopened by a " + again["type"],
+                              _md(again["text"]))
     marks = [_md(item["id"])]
     labels = item  # a gate's are those of the note that set its status
     if "update_id" in item:
@@ -3296,7 +3302,7 @@ def _check(self, *, file) -> dict:
     return _with(receipt, not_listed=len(findings) - len(receipt["findings"]))
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Export and restore: the whole session to one file and back
 
 def _gates_phrase(gates):
@@ -3739,7 +3745,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
                  recovered=recovered)
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Batches: append, one signal or several (--batch), checked, linked and written all or none
 
 def _refuse_a_long_batch(count):
@@ -3892,7 +3898,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
                  duplicate=duplicate is not None, recovered=recovered, created=created)
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Redaction: the one audited rewrite of a complete line
 
 # A note's problems the placeholder ends: redact takes a note with these.
@@ -3973,7 +3979,7 @@ def _redact(self, *, note_id, reason) -> dict:
                  recovered=recovered)
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Command line: one table of commands and options, the parser built from it
 
 def _closest(word, choices):
@@ -4275,7 +4281,7 @@ def _error_receipt(error, see=None):
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # MCP: the same Session methods as tools over stdio
 # Newline-delimited JSON-RPC 2.0; arguments checked by the CLI's table; nothing held between calls.
 
@@ -4658,7 +4664,7 @@ def _serve_mcp(server) -> None:
         raise SystemExit(_EXIT_UNEXPECTED) from None
 
 
-# --------------------------------------------------------------------------
+# ----------------------------------------
 # Entry: main, the one place that prints for the command line, and the dispatch
 
 def _silence_stdout():

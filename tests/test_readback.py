@@ -634,27 +634,28 @@ def test_a_reopened_discard_stays_listed_as_reopened(tmp_path):
     assert receipt["discards"] == [
         {"id": "n00001", "text": "WhatsApp ruled out.",
          "reopened": {"id": "n00005", "type": "decision", "text": "WhatsApp as an opt-in channel."}},
-        {"id": "n00002", "text": "Paper reminders ruled out.",
-         "reopened": {"id": "n00006", "type": "gate", "text": "Paper reminders after all?"}},
+        {"id": "n00002", "text": "Paper reminders ruled out.",  # it holds while a gate weighs it
+         "questioned_by": {"id": "n00006", "type": "gate", "text": "Paper reminders after all?"}},
         {"id": "n00004", "text": "A mobile app ruled out: no budget.", "replaces": "n00003"},
     ]
     assert receipt["superseded_count"] == 2
     lines = notes.Session(folder).recap(format="md")["markdown"].splitlines()
     assert "- WhatsApp ruled out. Reopened by a decision: WhatsApp as an opt-in channel. [n00001]" in lines
-    assert "- Paper reminders ruled out. Reopened as a question: Paper reminders after all? [n00002]" in lines
+    assert "- Paper reminders ruled out. In question: Paper reminders after all? [n00002]" in lines
 
 
-def test_a_discard_asked_about_by_a_deferred_gate_is_reopened_until_the_gate_closes(tmp_path):
+def test_a_discard_asked_about_by_a_deferred_gate_is_in_question_until_the_gate_closes(tmp_path):
     folder = tmp_path / "session"
     write_session(folder, [("discard", "A cancellation fee ruled out."),
                            ("gate", "A fee for late cancellations, for the co-owner to weigh.",
                             {"about": "n00001", "status": "deferred", "provenance": "op"})])
-    reopened = {"id": "n00001", "text": "A cancellation fee ruled out.",
-                "reopened": {"id": "n00002", "type": "gate",
-                             "text": "A fee for late cancellations, for the co-owner to weigh."}}
+    questioned = {"id": "n00001", "text": "A cancellation fee ruled out.",
+                  "questioned_by": {"id": "n00002", "type": "gate",
+                                    "text": "A fee for late cancellations, for the co-owner to weigh."}}
 
-    assert notes.Session(folder).recap()["discards"] == [reopened]
-    assert notes.Session(folder).show(note_id="n00001", compact=True)["reopened"] == reopened["reopened"]
+    assert notes.Session(folder).recap()["discards"] == [questioned]
+    shown = notes.Session(folder).show(note_id="n00001", compact=True)
+    assert shown["questioned_by"] == questioned["questioned_by"] and "reopened" not in shown
     notes.Session(folder).append(type="gate", ref="n00002", status="closed", provenance="op",
                                  text="Closed: no fee after all.")
     assert notes.Session(folder).recap()["discards"] == [{"id": "n00001", "text": "A cancellation fee ruled out."}]
@@ -770,7 +771,7 @@ def test_show_compact_compacts_every_record_of_the_chain(written):
     assert notes.Session(folder).show(note_id="n00002")["record"] == records[1]
 
 
-def test_show_says_which_note_reopened_a_discard(tmp_path):
+def test_show_says_which_note_reopened_a_discard_or_questions_it(tmp_path):
     folder = tmp_path / "session"
     write_session(folder, [("discard", "Live chat ruled out."), ("discard", "SMS ruled out."),
                            ("decision", "Live chat after all.", {"ref": "n00001", "provenance": "op"}),
@@ -783,7 +784,8 @@ def test_show_says_which_note_reopened_a_discard(tmp_path):
     assert adopted["state"] == "superseded"
     assert adopted["reopened"] == {"id": "n00003", "type": "decision", "text": "Live chat after all."}
     assert asked["state"] == "live"
-    assert asked["reopened"] == {"id": "n00004", "type": "gate", "text": "SMS for the elderly?"}
+    assert asked["questioned_by"] == {"id": "n00004", "type": "gate", "text": "SMS for the elderly?"}
+    assert "reopened" not in asked and "questioned_by" not in adopted
     assert "reopened" not in session.show(note_id="n00003")
 
 
