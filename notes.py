@@ -3354,7 +3354,7 @@ def _json_export(reader, meta):
     yield b"[]\n}\n" if before[0] == "[" else b"\n  ]\n}\n"
 
 
-def _markdown_export(reader, meta, by_type, first_ts, last_ts, warnings, reopened):
+def _markdown_export(reader, meta, by_type, first_ts, last_ts, warnings, reopened, gates):
     """Yield the audit document; no note's text can forge its structure."""
     created = meta.get("created_at")
     yield ("\n".join([
@@ -3372,7 +3372,8 @@ def _markdown_export(reader, meta, by_type, first_ts, last_ts, warnings, reopene
         labels += ["- %s: %s" % (k.capitalize(), record[k]) for k in ("ref", "status", "provenance", "evidence")
                    if k in record]
         if record["type"] == "discard" and record["id"] in reopened:
-            labels.append("- Reopened by: %s" % reopened[record["id"]])
+            again = reopened[record["id"]]
+            labels.append("- %s by: %s" % ("Questioned" if again in gates else "Reopened", again))
         yield ("\n".join(
             ["### %s · %s · %s" % (record["id"], record["ts"], _visible(record["type"], True)), ""]
             + ["    " + _visible(line) for line in _markdown_split(record["text"])] + [""]
@@ -3397,7 +3398,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
         figures = _count_by_type(reader)
         by_type, count, warnings, news = figures[0], reader.total, reader.warnings(), []
         history = _recap_history(reader) if markdown else None  # a pass over the log: taken once
-        output = write(_markdown_export(reader, meta, *figures, warnings, history[3]) if markdown
+        output = write(_markdown_export(reader, meta, *figures, warnings, history[3], history[1]) if markdown
                        else _restorable_size(_json_export(reader, meta), folder))
         if host in _HOST_DOWNLOAD_FOLDERS:
             news.append("Download %s (%s) from %s and keep it%s" % (

@@ -239,7 +239,7 @@ def test_json_export_carries_the_links_in_the_v0_layout(tmp_path):
     assert text == json.dumps(export, indent=2, ensure_ascii=False) + "\n"
 
 
-def test_markdown_export_names_the_note_that_reopened_a_discard(tmp_path):
+def test_markdown_export_names_the_note_that_reopened_a_discard_or_questions_it(tmp_path):
     # Issue 26: the audit document agrees with recap and show on a discarded path taken up again.
     folder = tmp_path / "session"
     write_session(folder, [("discard", "Live chat ruled out."), ("discard", "SMS ruled out."),
@@ -252,8 +252,9 @@ def test_markdown_export_names_the_note_that_reopened_a_discard(tmp_path):
     document = (folder / "session_export.md").read_text(encoding="utf-8")
     blocks = {block.split(" ")[0]: block for block in document.split("### ")[1:]}
     assert blocks["n00001"].rstrip("\n").endswith("- Reopened by: n00004")
-    assert blocks["n00002"].rstrip("\n").endswith("- Reopened by: n00005")
-    assert "Reopened" not in blocks["n00003"] + blocks["n00004"] + blocks["n00005"]
+    assert blocks["n00002"].rstrip("\n").endswith("- Questioned by: n00005")  # it holds, as recap says
+    assert "Reopened" not in blocks["n00002"] + blocks["n00003"] + blocks["n00004"] + blocks["n00005"]
+    assert "Questioned" not in blocks["n00001"] + blocks["n00003"]
 
 
 # ==========================================================================
