@@ -44,7 +44,7 @@ try:
 except ImportError:  # Windows
     fcntl = None
 
-# ----------------------------------------
+# ------------------------------
 # Constants
 
 _META_NAME = "session_meta.json"
@@ -432,7 +432,7 @@ _REDACT_NOT_ERASED = (
     "delete them, and export again")
 
 
-# ----------------------------------------
+# ------------------------------
 # Errors: the one exception, NotesError
 
 class NotesError(Exception):
@@ -445,7 +445,7 @@ class NotesError(Exception):
         self.message, self.exit_code, self.details, self.help_for = message, exit_code, details or {}, help_for
 
 
-# ----------------------------------------
+# ------------------------------
 # Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
 
 def _refuse_constant(name):
@@ -1184,7 +1184,7 @@ def _redacted_record(record):
     return redacted
 
 
-# ----------------------------------------
+# ------------------------------
 # Storage: folder, lock, reading from either end, appending, atomic writes
 
 def _invoked_as():
@@ -2295,7 +2295,7 @@ class _RedactionsSeen:
         return [_problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
 
 
-# ----------------------------------------
+# ------------------------------
 # Session: the Python API, its core commands, and what the commands share
 
 class Session:
@@ -2694,7 +2694,7 @@ def _session_entry(name, folder):
     return _with(entry, problems=reader.problem_count)
 
 
-# ----------------------------------------
+# ------------------------------
 # Recap: the state of the idea within a byte budget, and check of an artifact against it
 
 def _counted(number, noun):
@@ -3045,10 +3045,11 @@ _CHECK_STOP_WORDS = frozenset(
     "did done has have had it its this that these those there here which who whom whose what when where why how than "
     "then so such not no nor only also just very more most less can could will would shall should may might must each "
     "every any all both either some other one we you they he she i our your their his her my me us them".split())
-# Irregular verb forms a suffix cut misses; currency signs as their word.
+# Irregular verbs a suffix cut misses, numbers in words; currency signs as their word.
 _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
-    "gave:give given:give took:take taken:take ran:run met:meet built:build brought:bring went:go gone:go").split())
+    "gave:give given:give took:take taken:take ran:run met:meet built:build brought:bring went:go gone:go "
+    "two:2 three:3 four:4 five:5 six:6 seven:7 eight:8 nine:9 ten:10 twelve:12").split())
 _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percent "}
 _CHECK_SUFFIXES = (
     "ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
@@ -3302,7 +3303,7 @@ def _check(self, *, file) -> dict:
     return _with(receipt, not_listed=len(findings) - len(receipt["findings"]))
 
 
-# ----------------------------------------
+# ------------------------------
 # Export and restore: the whole session to one file and back
 
 def _gates_phrase(gates):
@@ -3746,7 +3747,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
                  recovered=recovered)
 
 
-# ----------------------------------------
+# ------------------------------
 # Batches: append, one signal or several (--batch), checked, linked and written all or none
 
 def _refuse_a_long_batch(count):
@@ -3899,7 +3900,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
                  duplicate=duplicate is not None, recovered=recovered, created=created)
 
 
-# ----------------------------------------
+# ------------------------------
 # Redaction: the one audited rewrite of a complete line
 
 # A note's problems the placeholder ends: redact takes a note with these.
@@ -3980,7 +3981,7 @@ def _redact(self, *, note_id, reason) -> dict:
                  recovered=recovered)
 
 
-# ----------------------------------------
+# ------------------------------
 # Command line: one table of commands and options, the parser built from it
 
 def _closest(word, choices):
@@ -4282,7 +4283,7 @@ def _error_receipt(error, see=None):
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
 
 
-# ----------------------------------------
+# ------------------------------
 # MCP: the same Session methods as tools over stdio
 # Newline-delimited JSON-RPC 2.0; arguments checked by the CLI's table; nothing held between calls.
 
@@ -4665,7 +4666,7 @@ def _serve_mcp(server) -> None:
         raise SystemExit(_EXIT_UNEXPECTED) from None
 
 
-# ----------------------------------------
+# ------------------------------
 # Entry: main, the one place that prints for the command line, and the dispatch
 
 def _silence_stdout():

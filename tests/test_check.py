@@ -245,6 +245,14 @@ def test_the_day_a_note_gives_its_relative_time_is_not_looked_for_in_the_artifac
     assert [(finding["kind"], finding["note"]) for finding in findings] == [("lost_decision", "n00002")]
 
 
+def test_a_number_in_words_matches_its_digits(tmp_path):
+    folder = tmp_path / "guide"
+    write_session(folder, [("decision", "Each stop lasts four minutes at most.", OP),
+                           ("decision", "The tour has 12 stops.", OP)])
+    (folder / "plan.md").write_text("# Guide\n\nTwelve stops, each at most 4 minutes long.\n", encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+
+
 def test_findings_stay_within_the_byte_budget(tmp_path, capsys):
     folder = rota(tmp_path, "".join("Line %d names n%05d.\n\n" % (number, number) for number in range(1, 301)))
     code = notes.main(["--dir", str(folder), "check", "plan.md"])
