@@ -3100,7 +3100,7 @@ def _check_stems(text, drop=frozenset()):
 # Words about a note's place in the log, not the idea: left out of its stems.
 _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
-    "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words").split())
+    "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words relayed").split())
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
 
 

@@ -233,14 +233,16 @@ def test_a_decision_whose_words_are_spread_over_the_artifact_is_not_lost(tmp_pat
         ("n00002", "high", None)]
 
 
-def test_the_day_a_note_gives_its_relative_time_is_not_looked_for_in_the_artifact(tmp_path):
+def test_who_said_a_note_and_when_is_not_looked_for_in_the_artifact(tmp_path):
     # protocol.md has a relative time keep the operator's words and add the day; the plan states the time.
     folder = tmp_path / "thesis"
     write_session(folder, [
         ("decision", "The thesis must be finished by September (the operator's words, said on 2026-12-04).", OP),
         ("decision", "Chapters go to the supervisor one at a time, said on 2026-12-04.", OP),
+        ("decision", "The co-author chose the 2024 field data for chapter four (relayed by the operator).", OP),
     ])
-    (folder / "plan.md").write_text("# Plan\n\nThe thesis must be finished by September 2027.\n", encoding="utf-8")
+    (folder / "plan.md").write_text("# Plan\n\nThe thesis must be finished by September 2027.\n\nChapter 4 uses "
+                                    "the 2024 field data.\n", encoding="utf-8")
     findings = notes.Session(folder).check(file="plan.md")["findings"]
     assert [(finding["kind"], finding["note"]) for finding in findings] == [("lost_decision", "n00002")]
 
