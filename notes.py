@@ -3058,7 +3058,7 @@ _CHECK_SUFFIXES = (
 _CHECK_MARK = re.compile(
     r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
     r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
-_CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|without|cannot|instead of|rather than|out of scope|excluded?)\b|n[’']t\b")
+_CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|nothing|nobody|neither|without|cannot|instead of|rather than|out of scope|excluded?)\b|n[’']t\b")
 # Process residue: (pattern, what, confidence); state names only in capitals.
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
