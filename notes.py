@@ -3058,7 +3058,8 @@ _CHECK_SUFFIXES = (
 _CHECK_MARK = re.compile(
     r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
     r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
-_CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|nothing|nobody|neither|without|cannot|instead of|rather than|out of scope|excluded?)\b|n[’']t\b")
+_CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|nothing|nobody|neither|without|cannot|instead of|rather than|"
+                             r"out of scope|excluded?)\b|n[’']t\b")
 # Process residue: (pattern, what, confidence); state names only in capitals.
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
@@ -3097,10 +3098,11 @@ def _check_stems(text, drop=frozenset()):
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
-# Words about a note's place in the log, not the idea: left out of its stems.
+# Words about a note's place in the log or who said it, not the idea.
 _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
-    "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words relayed").split())
+    "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
+    "relayed").split())
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
 
 
