@@ -3639,7 +3639,7 @@ def _restore_keep(host, folder, export_path):
     ours, chat = os.path.join(folder, _EXPORT_NAME), host == "chatgpt"
     shown = _visible(ours, True)
     if host in _HOST_DOWNLOAD_FOLDERS:
-        return "from now on keep the %s that export %s (%s%s)" % (
+        return "from now on keep the %s each export %s (%s%s)" % (
             _EXPORT_NAME, "links in the chat" if chat else "writes in the outputs folder", "sandbox:" * chat, shown)
     if _same_file(ours, export_path) or ours == export_path:
         return "keep %s from now on: export writes it" % shown

@@ -410,9 +410,9 @@ def test_restore_of_the_export_uploaded_into_the_folder_says_to_keep_that_file(t
 
 def test_restore_on_chatgpt_and_claude_ai_names_the_file_to_keep_in_the_hosts_words(tmp_path):
     # Exports now come only at checkpoints: the sentence no longer asks for a download after each one.
-    for host, words in (("chatgpt", "from now on keep the session_export.json that export links in the chat "
+    for host, words in (("chatgpt", "from now on keep the session_export.json each export links in the chat "
                                     "(sandbox:%s)"),
-                        ("claude-ai", "from now on keep the session_export.json that export writes in the "
+                        ("claude-ai", "from now on keep the session_export.json each export writes in the "
                                       "outputs folder (%s)")):
         target = tmp_path / host
         target.mkdir()
