@@ -155,7 +155,8 @@ def test_check_reads_the_named_session(tmp_path, capsys):
 
 @pytest.mark.parametrize("line", ["Sign-in never uses a one-time code by SMS.",
                                   "Volunteers cannot sign in with a one-time code by SMS.",
-                                  "Sign-in doesn’t use a one-time code by SMS.", "Sign-in can't use a one-time code by SMS.",
+                                  "Sign-in doesn’t use a one-time code by SMS.",
+                                  "Sign-in can't use a one-time code by SMS.",
                                   "Nothing is sent by SMS for sign-in: no one-time code."])
 def test_a_discard_negated_in_the_artifact_is_not_revived(tmp_path, line):
     # protocol.md: a discard shows only as the rule it sets, which is a negation.
