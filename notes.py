@@ -394,7 +394,7 @@ _WORD_END = re.compile(r"[^ \t\n]*").match
 # Beside a word of capitals or digits such a word is a group of a key ("ASI ARD O37 CJQ").
 _GROUP_BEFORE = re.compile(r"(?<!\S)[A-Z0-9]{2,5}[ \t\n]+$").search
 _GROUP_AFTER = re.compile(r"[ \t\n]+[A-Z0-9]{2,5}(?!\S)").match
-# Not pin, code, key, psk: too common; the commands are those of the command-line rules.
+# Not pin, code, key, psk: too common; commands as in the command-line rules.
 _FIRST_LOOK_WORDS = ("://", "mysql", "mariadb", "ldap", "sshpass", "redis-cli") + _PASSWORD_MARKERS[:-4]
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # A key in groups ("AKIA IOSF ODNN ..."), which _find_credential joins.
@@ -3800,7 +3800,7 @@ def _clean_batch(entries, flags_given):
 
 
 def _check_batch_links(log_path, signals, batch):
-    """Refuse a link to no note of the right kind, or a forbidden supersede; "@K" names line K."""
+    """Refuse a link to no note of the right kind, or a forbidden supersede."""
     with _NotesById(log_path) as in_log:
         for number, signal, name in [(n, s, k) for n, s in enumerate(signals, 1) for k in _BATCH_LINK_FIELDS if s[k]]:
             note_id = signal[name]
@@ -3809,6 +3809,7 @@ def _check_batch_links(log_path, signals, batch):
                 message = ("there is no session here, or it has no notes yet (its files may be gone): %s; nothing "
                            "was written" if in_log.empty else "%s in this session; check the id with tail or recap"
                            ) % ("--%s %s names no note" % (name, note_id))
+                message += "; a line of this batch is @K" if batch else ""
             else:
                 kind = _link_rule_broken(
                     name, signal["type"], target["type"], target.get("provenance") in _FIRM_PROVENANCES,
@@ -3891,7 +3892,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
                 records = [_build_record(meta["session_id"], tail.highest_seq + place, *_resolved_links(
                     signal, ids).values(), timestamp=now, batch="%d/%d" % (place, count) if batch else None)
                     for place, signal in enumerate(signals, 1)]
-                # Crash window: a kill mid-write leaves lines 1/N to K/N, which readers and appends take as torn.
+                # Crash window: a kill mid-write leaves lines 1/N to K/N, taken as torn.
                 _append_line(fd, b"".join(map(_record_line, records)))
             if new_log:
                 _fsync_folder(folder)
@@ -4287,7 +4288,7 @@ def _error_receipt(error, see=None):
 
 # ------------------------------
 # MCP: the same Session methods as tools over stdio
-# Newline-delimited JSON-RPC 2.0; arguments checked by the CLI's table; nothing held between calls.
+# Newline-delimited JSON-RPC 2.0; arguments checked by the CLI's table.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 _MCP_STATELESS_VERSIONS = ("2026-07-28",)  # no handshake: the version rides in each request's _meta

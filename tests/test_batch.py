@@ -184,6 +184,16 @@ def test_refused_batch_writes_nothing_names_the_line_and_echoes_no_value(gated, 
     assert folder_digest(gated) == before
 
 
+def test_a_link_to_the_id_a_line_of_the_batch_would_get_points_to_at_k(gated):
+    # The model names its own batch's first line by the id it expects (n00002) instead of @1.
+    before = folder_digest(gated)
+    with pytest.raises(notes.NotesError) as refused:
+        notes.Session(gated).append(batch=[dict(DECISION, about=None), dict(CLOSING, by="n00002")])
+    assert str(refused.value) == ("line 2: --by n00002 names no note in this session; check the id with tail or "
+                                  "recap; a line of this batch is @K")
+    assert folder_digest(gated) == before
+
+
 def test_supersede_rule_holds_against_the_log(gated):
     appended(gated, "decision", "Reminders go by email.", "--provenance", "op")
     before = folder_digest(gated)

@@ -291,7 +291,9 @@ def test_a_link_into_a_folder_with_no_notes_says_there_is_no_session(tmp_path, c
     with pytest.raises(notes.NotesError) as refused:  # a batch says it too
         notes.Session(folder).append(batch=[{"type": "decision", "text": "Kept.", "about": "n00009"}])
     assert str(refused.value) == ("line 1: there is no session here, or it has no notes yet (its files may be "
-                                  "gone): --about n00009 names no note; nothing was written") and not folder.exists()
+                                  "gone): --about n00009 names no note; nothing was written; a line of this batch "
+                                  "is @K")
+    assert not folder.exists()
     notes.Session(folder).init()
     code = notes.main(["--dir", str(folder), "append", "--type", "decision", "--text", "Kept.", "--about", "n00009"])
     assert code == 2 and "has no notes yet" in json.loads(capsys.readouterr()[0])["error"]
