@@ -1013,7 +1013,7 @@ def _link_rule_broken(name, note_type, target_type, target_firm, provenance):
 
 
 class _SeqKinds:
-    """Which seqs are gates or firm notes: a byte each (a set: fifty a note); a far seq in a dict."""
+    """Which seqs are gates or firm notes: a byte each; a far seq in a dict."""
 
     GATE, FIRM = 1, 2
 
@@ -3103,7 +3103,7 @@ _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
     "relayed").split())
-_CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]|[0-9]+[.)])\s")
+_CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]\s|[0-9]+[.)]\s|\|)")
 
 
 def _check_short(text):
@@ -3127,7 +3127,7 @@ class _CheckedArtifact:
                 current[1] = n + 1
         lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
         self.holding = collections.defaultdict(set)  # stem -> passages holding it
-        # Lead: the ## heading, and the line above (or its list) ending in a colon, bold or a heading.
+        # Lead: the ## heading, and the line above (or its list or table) if marked, bold or ending in a colon.
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:end]):
@@ -3136,7 +3136,7 @@ class _CheckedArtifact:
             while in_list and above >= 0 and self.passages[above][2]:
                 above -= 1
             lead = lines[self.passages[above][1] - 1].strip() if above >= 0 else ""
-            if not (lead.strip("*_ ").endswith(":") or lead.startswith("##")
+            if not (lead.strip("*_ ").endswith(":") or _CHECK_MARK.match(lead.lstrip("*_ "))
                     or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
                 lead = ""
             self.leads.append(heading + "\n" + lead)

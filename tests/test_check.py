@@ -113,6 +113,8 @@ def test_a_clean_artifact_has_no_finding(tmp_path):
     ["The sixth form takes part (to be decided)."],
     ["**Not decided**", "", "- The sixth form takes part."],                    # a bold lead line
     ["## Not decided", "", "Some point.", "", "The sixth form takes part."],    # the section's heading
+    ["Not decided:", "", "| Point |", "|---|", "| Other. |", "| The sixth form takes part. |"],  # a table's lead
+    ["Not decided: these points.", "", "- Other.", "- The sixth form takes part."],  # a marked lead line
 ])
 def test_what_counts_as_a_mark(tmp_path, lines):
     folder = rota(tmp_path, "# Rota\n\n" + "\n".join(lines) + "\n")
