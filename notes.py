@@ -72,7 +72,7 @@ _TEXT_LIMIT = 2000
 _EFFECT_LIMIT = 1000
 _TAIL_DEFAULT_LIMIT = 5
 _RECAP_DEFAULT_LIMIT = 20
-_LIMIT_MAX = 1000  # records per tail or recap list: a reply is held whole
+_LIMIT_MAX = 1000  # records per tail or recap list
 _TAIL_BYTES_LIMIT = 8 << 20  # log bytes a tail returns at most
 _RECAP_DEFAULT_MAX_BYTES = 12288  # printed UTF-8 bytes
 _SYNTHESIS_WORD = "SYNTHESIS"  # a mode note beginning so starts synthesis
@@ -173,7 +173,7 @@ _VENDOR_PATTERNS = (
      r"(?i:secret[ _-]?access[ _-]?key|aws\w{0,3}[ _-](?:[\w-]+ ){0,3}?secret(?:[ _-]?key)?)"
      r"(?:[ \t]+[\w-]+){0,5}?[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?"
      r"(?P<value>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Za-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
-    # A port (host:8080/...) or a placeholder (${DB_PASSWORD}, <password>, ***) is no password.
+    # A port (host:8080/...) or a placeholder (${DB_PASSWORD}, <password>) is no password.
     ("URL with a password", ("://",),
      r"[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^\s:/?#@\[\]]*):"
      r"(?P<password>(?![$<{*%\[])(?![0-9]{1,5}(?:[/?#\s]|$))[^\s@]+)@[^\s/?#@]"),
@@ -368,7 +368,7 @@ _CONTEXT_PATTERNS = (
      r"(?i:recovery|backup|2fa|mfa|one-time|scratch)[\w -]{0,20}?(?i:codes?)\b[^\n:=]{0,30}?(?:[:=]|\b(?i:are)\b)?"
      r"[ \t]*(?P<codes>(?=[A-Za-z-]*[0-9])[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?"
      r"(?:[ \t]*[,;]?[ \t]+[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{4,10})?)+)"),
-    # _generic_value_is_secret judges the value. Public and site keys are public.
+    # _generic_value_is_secret judges the value.
     ("secret after a secret-like word",
      ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "ssws"),
      r"(?i)(?<!public[ _-])(?<!pub[ _-])(?<!public)(?<!publishable[ _-])(?<!site[ _-])(?<!site)"
@@ -419,7 +419,7 @@ _KEY_THAT_OPENS_NOTHING = (
 _KEY_DESCRIPTION = (
     r"(?i)(?<![a-z])(?:ids?|identifier|name|fingerprint|length|size|type|version|count|rotation|"
     r"policy|expiry|ttl|format|prefix|header|field|file|path|url|hash)(?![a-z])")
-_GENERIC_ENTROPY_THRESHOLD = 3.0  # bits per character; below it a value is not random
+_GENERIC_ENTROPY_THRESHOLD = 3.0  # bits per character
 
 
 _NOTE_ID_LIMIT = 12  # characters: no seq up to SEQ_LIMIT needs more
@@ -3102,7 +3102,7 @@ def _check_stems(text, drop=frozenset()):
 _CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
-    "relayed").split())
+    "relayed artifact deliverable").split())
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]\s|[0-9]+[.)]\s|\|)")
 
 
@@ -3127,7 +3127,7 @@ class _CheckedArtifact:
                 current[1] = n + 1
         lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
         self.holding = collections.defaultdict(set)  # stem -> passages holding it
-        # Lead: the ## heading, and the line above (or its list or table) if marked, bold or ending in a colon.
+        # Lead: the ## heading, and the line above (or its list or table) if marked, bold or ending in ":".
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:end]):
@@ -3215,12 +3215,12 @@ def _check_lost(doc, recap):
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"(?i)\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"])
                   and not _CHECK_NEGATION.search(note["text"])]
-    findings = []
+    findings, frame = [], _check_stems((recap["mode"] or {}).get("text", ""))  # reader, length
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
-        # Most of its words, over passages: a table or sections state it.
-        if share < 0.45 and (present := len(stems & doc.holding.keys()) / len(stems)) < 0.75:
+        # Most of its words over passages: a table, sections.
+        if share < 0.45 and (present := len(stems & (doc.holding.keys() | frame)) / len(stems)) < 0.75:
             scattered = present >= 0.6
             confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
             findings.append(_with(doc.finding("lost_decision", None, note, confidence),

@@ -255,6 +255,18 @@ def test_who_said_a_note_and_when_is_not_looked_for_in_the_artifact(tmp_path):
     assert [(finding["kind"], finding["note"]) for finding in findings] == [("lost_decision", "n00002")]
 
 
+def test_the_reader_and_length_the_synthesis_note_names_are_not_looked_for_in_the_artifact(tmp_path):
+    folder = tmp_path / "guide"
+    write_session(folder, [("decision", "The deliverable is a one-page guide plan for the board meeting.", OP),
+                           ("decision", "Each stop lasts four minutes at most.", OP),
+                           ("mode", "SYNTHESIS approved: write the one-page guide plan for the board meeting.", OP)])
+    (folder / "plan.md").write_text("# Guide plan\n\nEach stop lasts four minutes at most.\n", encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+    # Once delivered, the SYNTHESIS note no longer stands for the artifact being written.
+    notes.Session(folder).append(type="artifact", text="Delivered v1 of the guide plan as plan.md.")
+    assert [finding["note"] for finding in notes.Session(folder).check(file="plan.md")["findings"]] == ["n00001"]
+
+
 def test_a_number_in_words_matches_its_digits(tmp_path):
     folder = tmp_path / "guide"
     write_session(folder, [("decision", "Each stop lasts four minutes at most.", OP),
