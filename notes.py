@@ -125,7 +125,7 @@ _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, then is refused
 _FOLDER_ONLY = getattr(os, "O_DIRECTORY", 0)
-# chattr's immutable and append-only flags; FS_IOC_GETFLAGS on those machines.
+# chattr's immutable and append-only flags (FS_IOC_GETFLAGS).
 _LINUX_PROTECTED_FLAGS = 0x10 | 0x20
 _LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
 _LINUX_GET_FLAGS_MACHINES = (
@@ -158,7 +158,7 @@ _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 # says what _credential_match_is_real checks.
 _UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _VENDOR_PATTERNS = (
-    # A header alone, or with an elided body ("..."), is prose about keys.
+    # A header alone, or with an elided body, is prose about keys.
     ("private key block", ("private key",),
      r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?=[^-]*?[A-Za-z0-9+/])[\s\S]*?"
      r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
@@ -961,7 +961,7 @@ def _record_text_problems(text, effect):
     return problems
 
 
-# Rules append keeps: kind -> (what a reader says of a record breaking it, the refusal).
+# Rules append keeps: kind -> (what a reader says of a breach, the refusal).
 _GATE_RULES = {
     "status": ("the record has a status, which only a gate has",
                "--status applies only to --type gate; drop it, or record a gate"),
@@ -1191,7 +1191,6 @@ def _invoked_as():
     started = os.path.basename(sys.argv[0]) if sys.argv else ""
     if os.path.splitext(started)[0] == _CONSOLE_COMMAND:
         return _CONSOLE_COMMAND
-    # python -m notes has a module spec, a script run none
     if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
         return _MODULE_COMMAND
     return _SCRIPT_COMMAND
@@ -2296,7 +2295,7 @@ class _RedactionsSeen:
 
 
 # ------------------------------
-# Session: the Python API, its core commands, and what the commands share
+# Session: the Python API and its core commands
 
 class Session:
     """The Python API: one session folder, one method per command, each returning the receipt as a dict.
@@ -3228,7 +3227,7 @@ def _check_lost(doc, recap):
     return findings
 
 
-def _check_open(doc, recap):
+def _check_open(doc, recap, find):
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
@@ -3237,9 +3236,10 @@ def _check_open(doc, recap):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed on the model's word: with its answer; else by its question or its (narrower) update.
+        # Closed by the model: with its answer; narrowed by a note: as it now stands; else either wording.
+        narrowed = "update_id" in note and "by" in (find(note["update_id"]) or {})
         texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
-            note["text"], note.get("update_text")]
+            note["update_text"]] if narrowed else [note["text"], note.get("update_text")]
         lines, stem_sets = [], [stems for text in texts if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
         if not stem_sets:
             continue
@@ -3294,7 +3294,7 @@ def _check(self, *, file) -> dict:
     recap, doc = _recap_of(folder, meta, _LIMIT_MAX).receipt, _CheckedArtifact(text)
     with _NotesById(recap["path"]) as find:
         findings = (_check_residue(doc, find) + _check_discards(doc, recap, find)
-                    + _check_lost(doc, recap) + _check_open(doc, recap))
+                    + _check_lost(doc, recap) + _check_open(doc, recap, find))
     findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] or math.inf))
     receipt = _with(_CompactReceipt(
         ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
@@ -3750,7 +3750,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
 
 
 # ------------------------------
-# Batches: append, one signal or several (--batch), checked, linked and written all or none
+# Batches: append, one signal or several, checked, linked and written all or none
 
 def _refuse_a_long_batch(count):
     if count > _BATCH_LINE_LIMIT:
@@ -3985,7 +3985,7 @@ def _redact(self, *, note_id, reason) -> dict:
 
 
 # ------------------------------
-# Command line: one table of commands and options, the parser built from it
+# Command line: one table of commands and options; the parser from it
 
 def _closest(word, choices):
     import difflib  # only a mistake needs it
@@ -4670,7 +4670,7 @@ def _serve_mcp(server) -> None:
 
 
 # ------------------------------
-# Entry: main, the one place that prints for the command line, and the dispatch
+# Entry: main, the one place that prints, and the dispatch
 
 def _silence_stdout():
     """Point stdout at the null device, so Python's flush at exit does not fail again (exit 120)."""

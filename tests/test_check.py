@@ -267,6 +267,20 @@ def test_the_reader_and_length_the_synthesis_note_names_are_not_looked_for_in_th
     assert [finding["note"] for finding in notes.Session(folder).check(file="plan.md")["findings"]] == ["n00001"]
 
 
+def test_a_gate_narrowed_by_a_note_is_looked_for_as_it_now_stands(tmp_path):
+    # The settled part of the first question is stated as settled; only what is left is marked.
+    folder = tmp_path / "press"
+    write_session(folder, [
+        ("gate", "Does the press take submissions all year, or only in reading windows?", dict(OP, status="deferred")),
+        ("decision", "The press takes submissions in two reading windows a year, March and September.", OP),
+        ("gate", "What happens to submissions sent outside the March and September windows?",
+         dict(OP, ref="n00001", status="deferred", by="n00002"))])
+    (folder / "plan.md").write_text("# Submissions\n\nThe press takes submissions in two reading windows a year: "
+                                    "March and September.\n\nNot decided: what happens to submissions sent outside "
+                                    "a window.\n", encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+
+
 def test_a_number_in_words_matches_its_digits(tmp_path):
     folder = tmp_path / "guide"
     write_session(folder, [("decision", "Each stop lasts four minutes at most.", OP),
