@@ -4122,8 +4122,8 @@ _COMMANDS = {
         _format(),
     ], "export --output /mnt/data/session_export.json"),
     "restore": _Command(
-        "Bring a session back into the folder from a session_export.json; export: its time and last note; "
-        "tell_operator: the gates left, how to tell a later export, the file to keep.", [
+        "Bring a session back into the folder from a session_export.json, and export it there; export: its "
+        "time and last note; tell_operator: the gates left, how to tell a later export, the file to keep.", [
         _Option("export_file", "EXPORT_FILE", "the export to restore (ours or v0's); default: the one in the "
                 "session folder", nargs="?"),
         _flag("--accept-damaged", "restore a damaged export anyway, every record as it holds it, nothing repaired "
