@@ -372,6 +372,12 @@ def later_clue(export_path) -> str:
             "instead if you have it" % written_at(export_path))
 
 
+def test_restore_help_says_it_writes_an_export_into_the_session_folder(tmp_path, capsys):
+    assert notes.main(["--dir", str(tmp_path / "untouched"), "restore", "--help"]) == 0
+    assert "and export it there" in " ".join(capsys.readouterr().out.split())
+    assert not (tmp_path / "untouched").exists()
+
+
 def test_restore_into_a_fresh_folder_names_the_gates_and_the_file_to_keep(tmp_path):
     source = tmp_path / "source"
     write_signal_session(source, GATED)
