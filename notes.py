@@ -73,7 +73,7 @@ _EFFECT_LIMIT = 1000
 _TAIL_DEFAULT_LIMIT = 5
 _RECAP_DEFAULT_LIMIT = 20
 _LIMIT_MAX = 1000  # records per tail or recap list
-_TAIL_BYTES_LIMIT = 8 << 20  # log bytes a tail returns at most
+_TAIL_BYTES_LIMIT = 8 << 20  # log bytes a tail returns
 _RECAP_DEFAULT_MAX_BYTES = 12288  # printed UTF-8 bytes
 _SYNTHESIS_WORD = "SYNTHESIS"  # a mode note beginning so starts synthesis
 _STDIN_LIMIT = 65536  # bytes of --text - or --effect -
@@ -95,7 +95,7 @@ _DUPLICATE_WINDOW_SECONDS = 600
 # build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
 _BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier batch line as "@K"
-_STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary this old is removed
+_STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary this old goes
 
 __version__ = "1.2.0"  # pyproject.toml reads it
 
@@ -2947,7 +2947,7 @@ _CUTTABLE_LISTS = ("closed_gates",) + tuple(name for _, name in _RECAP_LISTS)
 _PENDING_LISTS = ("open_gates", "deferred_gates", "unconfirmed")
 
 
-class _Recap(collections.namedtuple("_Recap", "receipt order cut counts")):
+class _Recap(collections.namedtuple("_Recap", "receipt order cut counts gates")):
     """What recap found, lists whole; order: each droppable entry's list, in dropping order."""
 
     def rendered(self, count, markdown):
@@ -3019,7 +3019,7 @@ def _recap_of(folder, meta, limit):
     # Left out oldest first, pending entries last.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
              for _, name in sorted((seq, name) for name in names for seq, _ in lists[name])]
-    return _Recap(_with(receipt, warnings=warnings), order, cut, counts)
+    return _Recap(_with(receipt, warnings=warnings), order, cut, counts, gates)
 
 
 @_command
@@ -3227,7 +3227,7 @@ def _check_lost(doc, recap):
     return findings
 
 
-def _check_open(doc, recap, find):
+def _check_open(doc, recap, gates):
     """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
@@ -3236,8 +3236,8 @@ def _check_open(doc, recap, find):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed by the model: with its answer; narrowed by a note: as it now stands; else either wording.
-        narrowed = "update_id" in note and "by" in (find(note["update_id"]) or {})
+        # Closed by the model: with its answer; narrowed by a note: as it stands; else both wordings.
+        narrowed = note["id"] in gates and gates[note["id"]].by
         texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
             note["update_text"]] if narrowed else [note["text"], note.get("update_text")]
         lines, stem_sets = [], [stems for text in texts if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
@@ -3288,13 +3288,14 @@ def _check_read(folder, file):
 
 @_command
 def _check(self, *, file) -> dict:
-    """Read an artifact file in the session folder against the live log: findings to look at, surest first."""
+    """Read an artifact in the session folder against the live log: findings to look at, surest first."""
     folder, meta = self._folder_meta()
     path, text = _check_read(folder, file)
-    recap, doc = _recap_of(folder, meta, _LIMIT_MAX).receipt, _CheckedArtifact(text)
+    state, doc = _recap_of(folder, meta, _LIMIT_MAX), _CheckedArtifact(text)
+    recap = state.receipt
     with _NotesById(recap["path"]) as find:
         findings = (_check_residue(doc, find) + _check_discards(doc, recap, find)
-                    + _check_lost(doc, recap) + _check_open(doc, recap, find))
+                    + _check_lost(doc, recap) + _check_open(doc, recap, state.gates))
     findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] or math.inf))
     receipt = _with(_CompactReceipt(
         ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
