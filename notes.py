@@ -720,7 +720,7 @@ def _find_credential(text):
 
 
 def _visible_text(value):
-    # Plain form: value.translate(_INVISIBLE_CHARACTERS); the set test reads a text without copying it.
+    # Plain form: value.translate(_INVISIBLE_CHARACTERS); the set test spares a copy.
     return value if value.isascii() or _INVISIBLE_SET.isdisjoint(value) else value.translate(_INVISIBLE_CHARACTERS)
 
 
@@ -1761,7 +1761,7 @@ def _replace_log(folder, chunks):
                          "the protection and run the command again" % (log_path, error.strerror)) from None
 
 
-# Walking below a folder by dir_fd, following no link (Windows: the resolved path is checked).
+# Walking below a folder by dir_fd, following no link (Windows: the resolved path checked).
 _CAN_WALK_INSIDE = (
     bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
@@ -2694,7 +2694,7 @@ def _session_entry(name, folder):
 
 
 # ------------------------------
-# Recap: the state of the idea within a byte budget, and check of an artifact against it
+# Recap: the idea's state in a byte budget; an artifact checked against it
 
 def _counted(number, noun):
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
@@ -3044,7 +3044,7 @@ _CHECK_STOP_WORDS = frozenset(
     "did done has have had it its this that these those there here which who whom whose what when where why how than "
     "then so such not no nor only also just very more most less can could will would shall should may might must each "
     "every any all both either some other one we you they he she i our your their his her my me us them".split())
-# Irregular verbs a suffix cut misses, numbers in words; currency signs as their word.
+# Irregular verbs a suffix cut misses, numbers in words, currency signs as words.
 _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
     "gave:give given:give took:take taken:take ran:run met:meet built:build brought:bring went:go gone:go "
@@ -3053,7 +3053,7 @@ _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percen
 _CHECK_SUFFIXES = (
     "ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
     "er", "ed", "es", "ly", "s")
-# Marks a line as not settled, in its sentence or its lead (any case).
+# Marks a line as not settled, in its sentence or lead (any case).
 _CHECK_MARK = re.compile(
     r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
     r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
@@ -3097,11 +3097,12 @@ def _check_stems(text, drop=frozenset()):
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
-# Words about a note's place in the log or who said it, not the idea.
-_CHECK_LOG_STEMS = frozenset(_check_stem(word) for word in (
+# Words on a note's place in the log or who said it, not the idea.
+_CHECK_LOG_STEMS = _check_stems(
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
-    "relayed artifact deliverable").split())
+    "relayed artifact deliverable")
+_CHECK_FRAME_STEMS = _check_stems("write written read audience page length long short half fits")
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]\s|[0-9]+[.)]\s|\|)")
 
 
@@ -3214,7 +3215,7 @@ def _check_lost(doc, recap):
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"(?i)\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"])
                   and not _CHECK_NEGATION.search(note["text"])]
-    findings, frame = [], _check_stems((recap["mode"] or {}).get("text", ""))  # reader, length
+    findings, frame = [], _check_stems((recap["mode"] or {}).get("text", "")) | _CHECK_FRAME_STEMS
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
@@ -3751,7 +3752,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
 
 
 # ------------------------------
-# Batches: append, one signal or several, checked, linked and written all or none
+# Batches: append one signal or several, written all or none
 
 def _refuse_a_long_batch(count):
     if count > _BATCH_LINE_LIMIT:
@@ -3986,7 +3987,7 @@ def _redact(self, *, note_id, reason) -> dict:
 
 
 # ------------------------------
-# Command line: one table of commands and options; the parser from it
+# Command line: one table of commands and options, and its parser
 
 def _closest(word, choices):
     import difflib  # only a mistake needs it

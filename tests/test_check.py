@@ -267,6 +267,18 @@ def test_the_reader_and_length_the_synthesis_note_names_are_not_looked_for_in_th
     assert [finding["note"] for finding in notes.Session(folder).check(file="plan.md")["findings"]] == ["n00001"]
 
 
+def test_a_note_on_the_artifacts_reader_and_length_is_found_by_its_other_words(tmp_path):
+    # The artifact is shaped by its reader and length; it names the reader, seldom its own length.
+    folder = tmp_path / "cafe"
+    write_session(folder, [("decision", "The write-up is the scheme for the staff of both cafés, about half a page long.",
+                            OP),
+                           ("decision", "The process is written for the counter staff and fits on one page.", OP),
+                           ("decision", "A full card earns a free coffee of any size.", OP)])
+    (folder / "rules.md").write_text("# Stamp card scheme for staff\n\nFor the counter staff of both cafés.\n\n"
+                                     "The process at the till: stamp the card.\n", encoding="utf-8")
+    assert [finding["note"] for finding in notes.Session(folder).check(file="rules.md")["findings"]] == ["n00003"]
+
+
 def test_a_gate_narrowed_by_a_note_is_looked_for_as_it_now_stands(tmp_path):
     # The settled part of the first question is stated as settled; only what is left is marked.
     folder = tmp_path / "press"
