@@ -326,7 +326,7 @@ _PASSWORD_MARKERS = (
     "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
     "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
     "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
-# Between such a word and its value: "is", a colon, "=", an arrow, a table's bar.
+# Between such a word and its value: "is", a colon, "=", an arrow, a bar.
 _PASSWORD_OPERATOR = (
     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
     r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*\*{0,2}[ \t]*"
@@ -600,7 +600,7 @@ def _generic_value_is_secret(keyword, operator, value, before=""):
         return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
     if _is_word_like(value):
         return False
-    # A digest named as one (commit key: <40 hex>, the sha256 of the key is ...).
+    # A digest named as one (commit key: <40 hex>, the sha256 of the key is).
     if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
             and re.search(r"(?i)commit|sha|hash|digest|checksum|fingerprint|etag|revision", before)):
         return False
@@ -675,7 +675,7 @@ def _credential_match_is_real(match):
     return groups.get("value") is None or not _is_placeholder(groups["value"])
 
 
-# (index, marker) for each marker of each rule; "" (in every text) for one without.
+# (index, marker) per marker of each rule; "" (in every text) for one without.
 _PATTERN_MARKERS = tuple(
     (index, marker) for index, (_, markers, _, _) in enumerate(_CREDENTIAL_PATTERNS)
     for marker in markers or ("",))
@@ -1761,7 +1761,7 @@ def _replace_log(folder, chunks):
                          "the protection and run the command again" % (log_path, error.strerror)) from None
 
 
-# Walking below a folder by dir_fd, following no link (Windows: the resolved path checked).
+# Walking below a folder by dir_fd, following no link (Windows: resolved path checked).
 _CAN_WALK_INSIDE = (
     bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
@@ -2520,7 +2520,7 @@ class _GateStates(dict):
 
 
 def _recap_history(reader):
-    """First pass: (superseded ids, GateState by gate id, counts by type, reopening note id by discard id)."""
+    """First pass: (superseded ids, _GateStates, counts by type, reopening note id by discard id)."""
     superseded, gates, root_of, discards, reopened, asked = set(), _GateStates(), {}, set(), {}, []
     counts = dict.fromkeys(NOTE_TYPES, 0)
     for index, record in enumerate(reader.records()):
@@ -2599,7 +2599,7 @@ def _show_chain(reader, note_id):
             _keep_newest(later, _SHOW_LIST_LIMIT, not_listed, "updates" if is_gate else "replaced_by")
             if is_gate and record.get("by"):
                 settled.add(record["by"])
-        if record.get("about") == note_id:
+        if record.get("about") in (family if is_gate else (note_id,)):
             about.append(record)
             _keep_newest(about, _SHOW_LIST_LIMIT, not_listed, "about")
     receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
@@ -2694,7 +2694,7 @@ def _session_entry(name, folder):
 
 
 # ------------------------------
-# Recap: the idea's state in a byte budget; an artifact checked against it
+# Recap: the idea's state in a byte budget; an artifact checked by it
 
 def _counted(number, noun):
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")
@@ -3127,7 +3127,7 @@ class _CheckedArtifact:
                 current[1] = n + 1
         lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
         self.holding = collections.defaultdict(set)  # stem -> passages holding it
-        # Lead: the ## heading, and the line above (or its list or table) if marked, bold or ending in ":".
+        # Lead: the ## heading, and the line above (or its list or table) if marked, bold or ending ":".
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
             for stem in set().union(*self.line_stems[first:end]):
@@ -3467,7 +3467,7 @@ def _export(self, *, output=None, format="json") -> dict:
                          "--output, or remove it" % output)
 
     def write(chunks):
-        # Refused: a place that cannot take it; unexpected: a failure while writing.
+        # Refused: a place that cannot take it; unexpected: failing while writing.
         refusal = "cannot write %s (%s); choose another --output"
         try:
             os.makedirs(os.path.dirname(output), exist_ok=True)
@@ -4070,8 +4070,8 @@ _COMMANDS = {
                 "needs it)", choices=GATE_STATUSES),
         _Option("--provenance", "WHO", "who the signal comes from: " + ", ".join(PROVENANCES), choices=PROVENANCES),
         _Option("--evidence", "LEVEL", "how well it is known: " + ", ".join(EVIDENCE_LEVELS), choices=EVIDENCE_LEVELS),
-        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on; both stay live "
-                "(example: --about n00004)"),
+        _Option("--about", "NOTE_ID", "an earlier note this one answers, refines or comments on (a gate: any of its "
+                "notes); both stay live (example: --about n00004)"),
         _Option("--by", "NOTE_ID", "on a gate update: the note that settles the gate or a part of it, not a gate "
                 "(example: --by n00005 with --ref n00002, --status closed)"),
         _Option("--batch", "-", "read up to %d signals (at most %d KiB) from standard input, one JSON object a "
@@ -4405,7 +4405,7 @@ def _mcp_keywords(command, args):
     return kwargs
 
 
-# What export may create over MCP per folder and run: injected text must not fill it.
+# What export may create over MCP per folder and run, lest injected text fill it.
 _MCP_EXPORT_CREATE_LIMIT = 20
 _mcp_export_created = collections.Counter()
 

@@ -614,15 +614,18 @@ def test_show_gives_a_gate_its_updates_and_the_notes_that_settled_them(session):
     appended(session, "decision", "SMS after all.", "--provenance", "op")
     appended(session, "gate", "Closed: SMS.", "--ref", "n00004", "--status", "closed", "--by", "n00005")
     appended(session, "tension", "The channel keeps coming back.", "--about", "n00001")
+    appended(session, "decision", "Cost is weighed per message.", "--about", "n00004")  # about an update
+    appended(session, "decision", "SMS is sent from the office.", "--about", "n00005")  # about a settling note
     records = read_records(session)
 
     gate = show(session, "n00001")
     assert gate == {"ok": True, "command": "show", "note_id": "n00001", "path": str(session / "session_notes.jsonl"),
                     "record": records[0], "state": "closed", "updates": [records[2], records[3], records[5]],
-                    "settled_by": [records[1], records[4]], "about": [records[6]]}
+                    "settled_by": [records[1], records[4]], "about": [records[6], records[7]]}
+    # Shown by any of its notes, a gate is the same gate: its updates and the notes about it.
     update = show(session, "n00004")
     assert update["record"] == records[3] and update["gate"] == records[0]
-    assert update["updates"] == gate["updates"] and update["state"] == "closed" and update["about"] == []
+    assert update["updates"] == gate["updates"] and update["state"] == "closed" and update["about"] == gate["about"]
 
 
 def test_show_refuses_an_id_it_cannot_find_without_echoing_a_value(session):
