@@ -141,7 +141,7 @@ _UMASK_FILE_MODE = 0o666
 # C0 (but tab, LF, CR), DEL, C1 and bidirectional controls.
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
-# Invisible characters: kept in a note, removed for the credential check.
+# Invisible characters: kept in a note, dropped for the credential check.
 _INVISIBLE_CHARACTERS = dict.fromkeys([
     0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x3164, 0xffa0, 0x17b4, 0x17b5, 0xfeff,
     *range(0x180b, 0x1810), *range(0x200b, 0x2010), *range(0x2060, 0x2065),
@@ -380,7 +380,7 @@ _CONTEXT_PATTERNS = (
 )
 _CREDENTIAL_PATTERNS = tuple((kind, markers, pattern, False) for kind, markers, pattern in _VENDOR_PATTERNS) + tuple(
     (kind, markers, pattern, True) for kind, markers, pattern in _CONTEXT_PATTERNS)
-# The cheap first look: every secret above shows one of these; most notes none.
+# The cheap first look: every secret above shows one; most notes none.
 _FIRST_LOOK_SHAPES = re.compile(
     r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
     r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W_][!#$%&*?@^~|])[^\W_])").search
@@ -391,7 +391,7 @@ _PROSE_WORD = re.compile(
     r"|[0-9]{1,4}(?:st|nd|rd|th|am|pm|ms|min|kg|km|[kKMGT]B)|[A-Z]{1,2}&[A-Z]{1,2})"
     r"(?:['’]s)?[)\"'’”]{0,2}[.,;:]?").fullmatch
 _WORD_END = re.compile(r"[^ \t\n]*").match
-# Beside a word of capitals or digits such a word is a group of a key ("ASI ARD O37 CJQ").
+# Beside a word of capitals or digits it is a key's group ("ASI ARD O37 CJQ").
 _GROUP_BEFORE = re.compile(r"(?<!\S)[A-Z0-9]{2,5}[ \t\n]+$").search
 _GROUP_AFTER = re.compile(r"[ \t\n]+[A-Z0-9]{2,5}(?!\S)").match
 # Not pin, code, key, psk: too common; commands as in the command-line rules.
@@ -401,7 +401,7 @@ _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
 _SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"
-# Stand-ins for a password in documentation (https://user:pass@host).
+# A password's stand-ins in documentation (https://user:pass@host).
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
 _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
 # The start of an SSH public key's base64 body (a private key never begins so).
@@ -411,7 +411,7 @@ _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 _ALGORITHM_NAME = (
     r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
     r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
-# Keys that open nothing (cache key, page token); words naming one (key id, token type).
+# Keys that open nothing (cache key, page token); words naming one (key id).
 _KEY_THAT_OPENS_NOTHING = (
     r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
     r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
@@ -1068,7 +1068,7 @@ class _LogOrder:
             target, provenance = int(link[1:]), record.get("provenance")
             target_kind = self.kinds.get(target)
             firm = bool(target_kind & _SeqKinds.FIRM)
-            # A notice, beside whatever else is wrong with the ref.
+            # A notice, beside whatever else is wrong.
             if _link_rule_broken(name, record["type"], "note", firm, provenance) == "supersede":
                 self.notice_count += 1
                 if len(self.notices) < _PROBLEMS_LISTED:
@@ -1193,7 +1193,7 @@ def _invoked_as():
         return _CONSOLE_COMMAND
     if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
         return _MODULE_COMMAND
-    return _SCRIPT_COMMAND
+    return "python3 -S " + sys.argv[0] if started == "notes.py" else _SCRIPT_COMMAND  # runs from any folder
 
 
 def _is_installed_package_folder(folder):
@@ -1512,7 +1512,7 @@ class _SessionLock:
                 created = not os.path.exists(self.path)
                 if fcntl is not None:
                     self.fds.append(os.open(folder, os.O_RDONLY | _FOLDER_ONLY))
-                    # Again on the folder now held: it may have been swapped since.
+                    # Again on the folder now held: it may have been swapped.
                     _check_owner(folder, os.fstat(self.fds[0]), "the session folder")
                 self.fds.append(_open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False))
                 if created:
@@ -1523,7 +1523,7 @@ class _SessionLock:
             for fd in self.fds:
                 self.wait_for_lock(fd, deadline)
             _tighten_session_files(folder, self.fds[-1])
-            # Under the lock, any temporary log or meta is a killed writer's.
+            # Under the lock any temporary log or meta is a killed writer's.
             _remove_stale_temporary_files(folder, (_LOG_NAME, _META_NAME), older_than=0)
         except BaseException:  # a refusal: leave nothing open
             self.close_descriptors()
@@ -2751,7 +2751,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             latest[kind] = record
         if kind in lists or kind == "shape" and _is_unconfirmed(record):
             item, name = _summarise_record(record), lists.get(kind)
-            # A tension holds nothing to confirm, nor does a delivery.
+            # A tension or a delivery holds nothing to confirm.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
                 first = first or (record["seq"], note_id)
                 name, item = "unconfirmed", {"id": note_id, "type": kind, **item}
@@ -2822,7 +2822,7 @@ class _SynthesisSeen:
                     "state": "entered", "entered": note_id}
             self.in_synthesis = entering
         if kind == "artifact" and self.in_synthesis:
-            # Delivering ends synthesis: writing again takes a new SYNTHESIS note.
+            # Delivering ends synthesis; writing again takes a new SYNTHESIS note.
             self.in_synthesis, self.delivered_at, self.after = False, record["seq"], []
             self.synthesis = dict(self.synthesis, state="delivered", delivered=note_id)
             self.delivery = {"id": note_id, "after": [], "more": 0}
@@ -2839,7 +2839,7 @@ def _recap_item_line(item, kind="note"):
     if kind == "unconfirmed":
         prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
         kind = status  # only "closed" reads differently here
-    # At a line's start these open a list, a heading, a quote or a rule.
+    # At a line's start these open a list, heading, quote or rule.
     line = "- " + prefix + (text if prefix else re.sub(r"^(?:[0-9]{1,9}(?=[.)])|(?=[#>+=-]))", r"\g<0>\\", text))
     if "effect" in item:
         line += " Effect: " + _md(item["effect"])
@@ -3007,7 +3007,7 @@ def _recap_of(folder, meta, limit):
     _with(receipt, redacted=redacted and {"count": redacted, "not_erased": _REDACT_NOT_ERASED})
     total = {name: len(lists[name]) + cut.get(name, 0) for name in ("open_gates", "unconfirmed")}
     if any(total.values()):
-        # An open gate counts from the note that last set it open.
+        # An open gate counts from the note last setting it open.
         pending = receipt["pending"] = dict(total, raised_since=min(filter(None, (first_gate, first_note)))[1])
         if synthesis.delivered_at is not None:
             pending["since_delivery"] = [item["id"] for seq, item in sorted(
@@ -3033,7 +3033,7 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
     return {"ok": True, "command": "recap", "markdown": fitted} if format == "md" else fitted
 
 
-# check: a note is found in a passage by the share of its stems there.
+# check: a note is found in a passage by the share of its stems.
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
 _CHECK_LISTED = 50  # findings listed, then counted
@@ -3353,7 +3353,7 @@ def _json_export(reader, meta):
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     before = "[\n    "
     for record in reader.records():
-        # JSON strings hold no raw newline: every newline is layout.
+        # JSON strings hold no raw newline: each newline is layout.
         yield (before + _pretty_json(record).replace("\n", "\n    ")).encode("utf-8")
         before = ",\n    "
     yield b"[]\n}\n" if before[0] == "[" else b"\n  ]\n}\n"
@@ -3593,7 +3593,7 @@ def _notes_kept_by_restore(folder, export, set_aside=False):
     descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: refused later
     if descriptor is not None:
         os.close(descriptor)
-    # Notes, no meta: a restore cut short if they are the export's first, else refused.
+    # Notes, no meta: a restore cut short if they are the export's first; else refused.
     meta = export.session if size and _read_meta(folder) is None else _check_session_folder(folder)
     if meta is None or set_aside and meta is not export.session and meta["session_id"] != session_id:
         return None
@@ -4290,7 +4290,7 @@ def _error_receipt(error, see=None):
 
 # ------------------------------
 # MCP: the same Session methods as tools over stdio
-# Newline-delimited JSON-RPC 2.0; arguments checked by the CLI's table.
+# Newline-delimited JSON-RPC 2.0; arguments checked by the CLI table.
 
 _MCP_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 _MCP_STATELESS_VERSIONS = ("2026-07-28",)  # no handshake: the version rides in each request's _meta
@@ -4313,7 +4313,7 @@ _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
     ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
 
-# append_batch is a tool of its own, so append keeps type and text required.
+# append_batch is a tool of its own: append keeps type and text required.
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
               "sessions", "restore", "redact")
 

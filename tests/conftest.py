@@ -126,7 +126,8 @@ def run_main(argv, cwd=None, env=None, input=None) -> Result:
     stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
     saved = sys.stdin, sys.stdout, sys.stderr, sys.argv, dict(os.environ), os.getcwd()
     handler = signal.getsignal(signal.SIGINT)  # the MCP server sets its own
-    sys.stdin, sys.stdout, sys.stderr, sys.argv = stdin, stdout, stderr, [str(NOTES)] + list(argv)
+    # As "python3 -S notes.py" run beside it: the hints name the script as it was run.
+    sys.stdin, sys.stdout, sys.stderr, sys.argv = stdin, stdout, stderr, ["notes.py"] + list(argv)
     try:
         if env is not None:
             os.environ.clear()

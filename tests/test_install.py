@@ -238,8 +238,10 @@ def test_hints_name_the_command_as_it_was_run(tmp_path):
     # A stand-in for the script pip writes: same name, imports notes and calls main.
     console = folder / "shaping-notes"
     console.write_text("import sys\nsys.path.insert(0, %r)\nfrom notes import main\nsys.exit(main())\n" % str(folder))
+    # A script's hints name it by the path it was run by, so they run from any folder.
     runs = {
-        "python3 -S notes.py": [sys.executable, "-S", str(folder / "notes.py")],
+        "python3 -S notes.py": [sys.executable, "-S", "notes.py"],
+        "python3 -S %s" % (folder / "notes.py"): [sys.executable, "-S", str(folder / "notes.py")],
         "python3 -m notes": [sys.executable, "-m", "notes"],
         "shaping-notes": [sys.executable, str(console)],
     }
