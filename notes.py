@@ -638,7 +638,7 @@ def _password_value_is_secret(keyword, value, explicit):
 
 
 def _pair_is_secret(value):
-    """Whether the value after a user and a slash (or colon) is password-like."""
+    """Whether the value after a user and a slash (or colon) looks a password."""
     value = value.rstrip(".,:!?)]}")
     return (6 <= len(value) and not _is_stand_in(value) and not re.fullmatch(_EMAIL_ADDRESS, value)
             and any(map(str.isalpha, value)) and not value.isalpha()
@@ -682,7 +682,7 @@ _PATTERN_MARKERS = tuple(
 
 
 def _credential_kind_in(text, context=True, across=None):
-    """The kind of the first credential found (with across, over that position), or None."""
+    """The first credential's kind (with across, one over that position), or None."""
     lowered = text.lower()
     for index in sorted({index for index, marker in _PATTERN_MARKERS if marker in lowered}):
         kind, _, pattern, is_context = _CREDENTIAL_PATTERNS[index]
@@ -1386,7 +1386,7 @@ def _read_meta(folder):
 
 
 def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START)):
-    """Whether a path or a descriptor (at its start) begins as our or v0's export."""
+    """Whether a path or descriptor (at its start) begins as our or v0's export."""
     try:
         descriptor = file if isinstance(file, int) else _open_regular_file(file)
     except (OSError, NotesError):
@@ -1396,7 +1396,7 @@ def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START))
 
 
 def _exports_in(folder):
-    """Paths, by name, of the folder's JSON exports but hidden ones (writes in progress) and links."""
+    """Sorted paths of the folder's JSON exports, not hidden ones (writes in progress) or links."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
@@ -1444,7 +1444,7 @@ def _tighten(fd):
 
 
 def _tighten_session_files(folder, lock_fd):
-    """Make the session files this user owns private; the lock file by the descriptor held."""
+    """Make the session files this user owns private; the lock file by its held descriptor."""
     if os.name == "nt":
         return
     _tighten(lock_fd)
@@ -1487,7 +1487,7 @@ def _unlock(fd):
 
 
 class _SessionLock:
-    """The writers' lock, from read to fsync: on the folder, then on the lock file."""
+    """The writers' lock, read to fsync: on the folder, then on the lock file."""
 
     held = set()  # lock paths this process holds
 
@@ -1637,7 +1637,7 @@ def _log_blocks(handle, start, end):
 
 
 def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE, at=None):
-    """Replace path (with at, a name in that folder) with chunks, renaming a temporary file over it."""
+    """Replace path (with at, a name in that folder) with chunks, by renaming a temporary over it."""
     if at is None and os.path.islink(path):
         raise _link_error(path)
     folder, name = os.path.split(path) if at is None else (at, path)
@@ -1787,7 +1787,7 @@ def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
 
 
 def _inside_error(error, what, way_out):
-    """The refusal of an OSError below a folder, not naming the client's path."""
+    """An OSError below a folder as a refusal, not naming the client's path."""
     problem = ("passes through a link or a file where a folder should be"
                if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) else
                "names a folder that does not exist" if error.errno == errno.ENOENT else
@@ -1920,7 +1920,7 @@ def _check_session_folder(folder):
 
 
 def _check_meta_session_id(folder, meta):
-    """Refuse a meta whose session_id is no plain id: every record would carry it."""
+    """Refuse a meta whose session_id is no plain id: each record would carry it."""
     if meta is not None and not _is_session_id(meta["session_id"]):
         raise NotesError(
             "%s holds a session_id that is not a plain id (1 to %d printable characters); nothing was "
@@ -2044,7 +2044,7 @@ def _end_before_incomplete_batch(handle, size):
 
 
 class _BackwardScan:
-    """One walk back from the end: (offset, record or None, problems); torn tail, next seq."""
+    """A walk back from the end: (offset, record or None, problems); torn tail, next seq."""
 
     def __init__(self, handle, size, session_id=None, in_flight=False):
         self.keep_end = _end_before_incomplete_batch(handle, size)  # torn from here on
@@ -2145,7 +2145,7 @@ def _keep_torn_tail_in_place(fd, tail, why):
 
 
 def _find_note_line(handle, size, note_id):
-    """(offset, line, record) of the note with this id, searched from the end."""
+    """(offset, line, record) of the note with this id, found from the end."""
     needle = ('"id":"%s"' % note_id).encode("ascii")
     for offset, line in _read_lines_backward(handle, size):
         if line and needle in line:
@@ -2189,7 +2189,7 @@ class _NotesById(_ClosesHandle):
 
 
 def _append_line(fd, line):
-    """Append line (one or more records) and fsync; on any failure cut it off."""
+    """Append line (one or more records), fsync; on any failure cut it off."""
     start = os.lseek(fd, 0, os.SEEK_END)
     try:
         _write_all(fd, line)  # Crash window: a kill leaves whole lines and a torn tail, set aside next time.
@@ -2214,7 +2214,7 @@ def _line_problems(raw, terminated, session_id):
 
 
 class _LogReader(_ProblemTally, _ClosesHandle):
-    """Reads the log forward, checking each line; each pass reads the file opened first."""
+    """Reads the log forward, checking each line; each pass reads the file first opened."""
 
     def __init__(self, folder, meta):
         _ProblemTally.__init__(self)  # of the last pass
@@ -2367,7 +2367,7 @@ class Session:
                       "last_type": last.get("type")}, warnings=reader.warnings())
 
     def verify(self) -> dict:
-        """Check the meta and every line of the log; the receipt's ok is false when problems are found."""
+        """Check the meta and every line of the log; ok is false when problems are found."""
         folder, meta = self._folder_meta()
         bad = [("meta_field", "lacks " + key) for key in ("schema_version", "session_id", "created_at", "log_file")
                if not isinstance(meta.get(key), str)]
@@ -2388,7 +2388,7 @@ class Session:
                      redacted=reader.redactions.count, warnings=warnings)
 
     def sessions(self) -> dict:
-        """The folder's own session and each of sessions/, with its notes, gates and last export."""
+        """The folder's session and each of sessions/, with its notes, gates and last export."""
         base = _resolve_folder(self.folder, create=False)
         try:
             with os.scandir(os.path.join(base, _SESSIONS_FOLDER)) as scan:
@@ -2448,7 +2448,7 @@ def _compact_record(record):
 
 
 def _tail_walk(scan, end, limit, keeps, grep):
-    """tail's walk back: (records oldest first, the receipt's superseded, more and warnings)."""
+    """tail's walk back: (records oldest first, the receipt's superseded, more, warnings)."""
     records, superseded, warnings, count, kept_bytes = [], set(), [], 0, 0
     for offset, value, problems in scan:
         line_bytes, end, count = end - offset, offset, count + len(problems)
@@ -2807,7 +2807,7 @@ def _gate_item(gate_id, gates, found, name):
 
 
 class _SynthesisSeen:
-    """Where synthesis stands; the last delivery and the live non-mode notes after it, as (seq, note)."""
+    """Where synthesis stands; the last delivery and the live non-mode notes after it, (seq, note)."""
 
     def __init__(self, superseded, limit):
         self.superseded, self.limit, self.in_synthesis, self.after = superseded, limit, False, []
@@ -2834,7 +2834,7 @@ class _SynthesisSeen:
 
 
 def _recap_item_line(item, kind="note"):
-    """An item as an escaped markdown line; kind: "note", "gate", "closed" or "unconfirmed"."""
+    """An item as an escaped markdown line; kind: note, gate, closed or unconfirmed."""
     text, prefix, status = _md(item["text"]), "", item.get("status")
     if kind == "unconfirmed":
         prefix = item["type"].capitalize() + (" (%s): " % _md(status) if "status" in item else ": ")
@@ -2948,7 +2948,7 @@ _PENDING_LISTS = ("open_gates", "deferred_gates", "unconfirmed")
 
 
 class _Recap(collections.namedtuple("_Recap", "receipt order cut counts gates")):
-    """What recap found, lists whole; order: each droppable entry's list, in dropping order."""
+    """What recap found, lists whole; order: each droppable entry's list, in the order dropped."""
 
     def rendered(self, count, markdown):
         """The printed form without the count oldest cuttable entries."""
@@ -3024,7 +3024,7 @@ def _recap_of(folder, meta, limit):
 
 @_command
 def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_DEFAULT_MAX_BYTES) -> dict:
-    """The state of the idea within max_bytes; format="md": the receipt holds it as markdown text."""
+    """The state of the idea within max_bytes; format="md": the receipt holds it as markdown."""
     _check_choice("format", format, ("json", "md"))
     limit = _check_limit(limit)
     if max_bytes < 1:
@@ -3097,7 +3097,7 @@ def _check_stems(text, drop=frozenset()):
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
-# Words on a note's place in the log or who said it, not the idea.
+# Words on a note's place in the log or its author, not the idea.
 _CHECK_LOG_STEMS = _check_stems(
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
@@ -3219,6 +3219,9 @@ def _check_lost(doc, recap):
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
+        lead = _check_stems(re.split("[:;]", note["text"])[0], _CHECK_LOG_STEMS)  # before why or who
+        if len(lead) > 2 and len(lead) in doc.hits(lead, 2).values():
+            continue
         # Most of its words over passages: a table, sections.
         if share < 0.45 and (present := len(stems & (doc.holding.keys() | frame)) / len(stems)) < 0.75:
             scattered = present >= 0.6
@@ -3237,7 +3240,7 @@ def _check_open(doc, recap, gates):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed by the model: with its answer; narrowed by a note: as it stands; else both wordings.
+        # Closed by the model: with its answer; narrowed by a note: as it is; else both wordings.
         narrowed = note["id"] in gates and gates[note["id"]].by
         texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
             note["update_text"]] if narrowed else [note["text"], note.get("update_text")]
@@ -3250,7 +3253,7 @@ def _check_open(doc, recap, gates):
                       if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
         lines.sort(reverse=True)
         claimed.update(n for _, index, n in lines if -index in marking)
-        # A finding only if no marked line is as strong.
+        # A finding if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
@@ -3263,7 +3266,7 @@ def _check_open(doc, recap, gates):
 
 
 def _check_read(folder, file):
-    """(path, text) of a regular file inside the session folder; refuse any other."""
+    """(path, text) of a regular file in the session folder; refuse any other."""
     way_out = "; save the artifact in the session folder %s and give its name there, such as plan.md" % folder
     if not isinstance(file, str) or not file.strip() or "\0" in file:
         raise NotesError("check needs the artifact's file" + way_out, help_for="check")
@@ -3289,7 +3292,7 @@ def _check_read(folder, file):
 
 @_command
 def _check(self, *, file) -> dict:
-    """Read an artifact in the session folder against the live log: findings to look at, surest first."""
+    """Read an artifact in the session folder against the live log: findings, surest first."""
     folder, meta = self._folder_meta()
     path, text = _check_read(folder, file)
     state, doc = _recap_of(folder, meta, _LIMIT_MAX), _CheckedArtifact(text)
@@ -3331,7 +3334,7 @@ def _earlier_export(path, opener=_open_regular_file):
 
 
 def _session_host(folder, over_mcp=False):
-    """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder's path."""
+    """SHAPING_NOTES_HOST, else mcp for the server, else by the session folder."""
     if (chosen := os.environ.get(_HOST_VARIABLE)) not in (None,) + _HOSTS:  # never echoed
         raise NotesError("%s names no known host; set it to one of %s, or unset it; nothing was changed"
                          % (_HOST_VARIABLE, ", ".join(_HOSTS)))
@@ -3398,7 +3401,7 @@ def _restorable_size(chunks, folder):
 
 
 def _export_session(folder, meta, markdown, earlier, write, host):
-    """Export's passes, each over the log's same bytes; write(chunks) writes the file and returns its path."""
+    """Export's passes over the log's same bytes; write(chunks) writes the file, returning its path."""
     with _LogReader(folder, meta) as reader:
         figures = _count_by_type(reader)
         by_type, count, warnings, news = figures[0], reader.total, reader.warnings(), []
@@ -3489,7 +3492,7 @@ _EXPORT_OBJECT_LIMIT = 250000
 
 
 def _read_export(source):
-    """(path, export) of an export path or open binary file: within the limit, a session and its records."""
+    """(path, export) of an export path or binary file: within the limit, a session and its records."""
     if hasattr(source, "read"):
         path, handle = getattr(source, "name", "the export"), source
     else:
@@ -3587,7 +3590,7 @@ def _last_note_id(record):
 
 
 def _notes_kept_by_restore(folder, export, set_aside=False):
-    """How many export records the folder holds (None: a fresh start); refuse anything else."""
+    """How many export records the folder holds (None: a fresh start); refuse all else."""
     log_path, session_id = os.path.join(folder, _LOG_NAME), export.session["session_id"]
     links = any(os.path.islink(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME, _LOCK_NAME))
     descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: refused later
@@ -3661,7 +3664,7 @@ def _mend_log_tail(folder):
 
 
 def _log_then(log_path, pieces):
-    """For each (start, end, more): the log's bytes from start to end (None: its end), then more."""
+    """For each (start, end, more): the log's bytes from start to end (None: its end), and more."""
     descriptor, size = _open_log(log_path)
     with open(descriptor, "rb") as handle:  # closed before the rename
         for start, end, more in pieces:
@@ -3670,7 +3673,7 @@ def _log_then(log_path, pieces):
 
 
 def _export_in_folder(folder, accept_damaged):
-    """(the longest export in the folder, the others' names); refuse unless they are its parts."""
+    """(the folder's longest export, the others' names); refuse unless they are its parts."""
     found = _exports_in(folder)
     if len(found) > _RESTORE_CANDIDATES_LIMIT:
         raise NotesError("%s holds more than %d exports; nothing was changed. Pass the one to restore: restore PATH"
@@ -3822,7 +3825,7 @@ def _check_batch_links(log_path, signals, batch):
 
 
 def _gate_root(record, window, in_log):
-    """The id of the gate a gate note belongs to; a loop (damage) ends the walk."""
+    """The id of a gate note's gate; a loop (damage) ends the walk."""
     visited, ref = set(), record.get("ref")
     while isinstance(ref, str) and ref not in visited:
         visited.add(ref)
@@ -3833,7 +3836,7 @@ def _gate_root(record, window, in_log):
 
 
 def _still_the_latest_word(record, later, in_log):
-    """Whether no later record (newest first) superseded this one or changed its gate."""
+    """Whether no later record (newest first) superseded it or changed its gate."""
     if record["type"] != "gate":
         return not any(o.get("type") != "gate" and o.get("ref") == record["id"] for o in later)
     updates = [o for o in later if o.get("type") == "gate" and isinstance(o.get("ref"), str)]
@@ -3848,7 +3851,7 @@ def _resolved_links(signal, ids):
 
 
 def _find_duplicate(tail, signals, session_id, log_path, batch):
-    """The intact records of an earlier append this one repeats (a batch line for line), or None."""
+    """The intact records of an earlier append this one repeats (a batch: line for line), or None."""
     count = len(signals)
     for place in range(len(tail.recent) - count + 1):
         earlier = tail.recent[place:place + count][::-1]
@@ -4002,7 +4005,7 @@ def _did_you_mean(word, choices):
 
 
 def _one_of(name, allowed):
-    """An argparse type taking only the allowed words; a typo gets the nearest, never echoed."""
+    """An argparse type taking only the allowed words; a typo gets the nearest, unechoed."""
     def check(value):
         if value in allowed:
             return value
@@ -4014,7 +4017,7 @@ def _one_of(name, allowed):
 
 
 class _Option:
-    """One option of a command: its flag, the Session keyword it fills, how argparse and MCP read it."""
+    """A command's option: its flag, the Session keyword it fills, how argparse and MCP read it."""
 
     def __init__(self, flag, metavar, help_text, name=None, mcp_help=None, schema=None, from_stdin=False,
                  required=False, choices=None, **settings):
@@ -4277,7 +4280,7 @@ def _cli_keywords(args):
 
 
 def _error_receipt(error, see=None):
-    """The receipt of a command stopped by an exception; see: a refusal's help pointer (default: --help)."""
+    """The receipt of a command stopped by an exception; see: a refusal's help pointer (else --help)."""
     if isinstance(error, PermissionError):  # wherever it was met: a refusal with the way out
         error = NotesError(
             "permission denied on %s; nothing was changed. Run the command as the user who owns the "
@@ -4331,7 +4334,7 @@ def _mcp_options(command):
 
 
 def _mcp_wording(command, text):
-    """A command-line text in the tool's words: each --flag named as its argument, "print" as "return"."""
+    """A command-line text in the tool's words: each --flag as its argument, "print" as "return"."""
     for opt in _COMMANDS["append" if command == "append_batch" else command].options:
         text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(opt.flag), opt.name, text)
     return re.sub(r"\bPrint(s?)\b", r"Return\1", re.sub(r"\bprint(s?)\b", r"return\1", text))
@@ -4377,7 +4380,7 @@ def _mcp_listing(command):
 
 
 def _mcp_keywords(command, args):
-    """The Session method's keyword arguments, each read as argparse reads its option."""
+    """The Session method's keyword arguments, each read as argparse reads it."""
     import argparse
 
     opts = _mcp_options(command)
@@ -4411,7 +4414,7 @@ _mcp_export_created = collections.Counter()
 
 
 def _mcp_export(session, output, format):
-    """The export tool: written by descriptor below the session folder, within the bound."""
+    """The export tool: written by descriptor below the session folder, bounded."""
     _check_choice("format", format, ("json", "md"))
     folder, meta = session._folder_meta()
     what, way_out = "export over MCP writes only inside the session folder: output", (
@@ -4491,7 +4494,7 @@ def _mcp_restore(server, session, export_file, accept_damaged, set_aside):
 
 
 def _mcp_call_tool(server, params):
-    """Run one tool as the CLI would run its command; a refusal is a result with isError."""
+    """Run one tool as the CLI runs its command; a refusal is a result with isError."""
     name, args = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or name not in server.tools:
         raise _ProtocolError(_RPC_INVALID_PARAMS, "Unknown tool: %s; the tools are: %s"
@@ -4519,7 +4522,7 @@ def _mcp_call_tool(server, params):
 
 
 def _mcp_contracts():
-    """(uri, path, file name, description) of each contract: beside notes.py, else installed with it."""
+    """(uri, path, file name, description) of each contract: beside notes.py, or installed with it."""
     import pathlib
 
     this = os.path.realpath(__file__)
@@ -4631,7 +4634,7 @@ def _to_stderr(line):
 
 
 def _serve_mcp(server) -> None:
-    """Serve MCP over stdio until the end of input; write nothing but JSON-RPC to stdout."""
+    """Serve MCP over stdio until the input ends; nothing but JSON-RPC goes to stdout."""
     import signal
 
     # Ctrl-C: a SystemExit, so main prints nothing
@@ -4675,7 +4678,7 @@ def _serve_mcp(server) -> None:
 # Entry: main, the one place that prints, and the dispatch
 
 def _silence_stdout():
-    """Point stdout at the null device, so Python's flush at exit does not fail again (exit 120)."""
+    """Point stdout at the null device, lest Python's flush at exit fail again (exit 120)."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
@@ -4685,7 +4688,7 @@ def _silence_stdout():
 
 
 def _print_result(result):
-    """Print a receipt or a text as UTF-8 whatever the locale; None (help, version, MCP) is only flushed."""
+    """Print a receipt or text as UTF-8 whatever the locale; None (help, version, MCP): only flush."""
     if sys.stdout is None:  # started with stdout closed: no one to tell
         return
     if result is not None:

@@ -279,6 +279,19 @@ def test_a_note_on_the_artifacts_reader_and_length_is_found_by_its_other_words(t
     assert [finding["note"] for finding in notes.Session(folder).check(file="rules.md")["findings"]] == ["n00003"]
 
 
+def test_a_decision_is_found_by_what_holds_before_its_colon(tmp_path):
+    # What follows the colon says who decided or why: the artifact states what holds, not its history.
+    folder = tmp_path / "newsletter"
+    write_session(folder, [
+        ("decision", "The newsletter takes no paid ads: the committee decided it at its autumn meeting.", OP),
+        ("decision", "Proofreading is done by the club's treasurer: she reads every page on the 22nd.", OP),
+        ("decision", "Items are due on the 15th of each month.", OP)])
+    (folder / "plan.md").write_text("# Plan\n\n- The newsletter takes no paid ads.\n- Proofreading: the club's treasurer.\n",
+                                    encoding="utf-8")
+    # The second is found by its first clause; what it adds after the colon is not looked for.
+    assert [finding["note"] for finding in notes.Session(folder).check(file="plan.md")["findings"]] == ["n00003"]
+
+
 def test_a_gate_narrowed_by_a_note_is_looked_for_as_it_now_stands(tmp_path):
     # The settled part of the first question is stated as settled; only what is left is marked.
     folder = tmp_path / "press"
