@@ -327,7 +327,7 @@ def test_every_italic_pointer_names_a_heading():
     "a text holds no note id",                         # ids go in links, never in a text
     "a checkpoint is",                                 # when to export again
     "naming for the first time who or what owns",      # a new owner is a source note, not a scope change
-    "whatever words they use",                         # open or deferred: whether the artifact waits
+    "go ahead without its answer or puts it off",      # open or deferred: whether the artifact waits
     "one note for the set",                            # content the operator asks for is a proposal
     "the word the tool knows it by",                   # SYNTHESIS starts with a mode note so worded
     "a conversation is one chat",                      # conversation, session, session folder
