@@ -720,7 +720,7 @@ def _find_credential(text):
 
 
 def _visible_text(value):
-    # Plain form: value.translate(_INVISIBLE_CHARACTERS); the set test spares a copy.
+    # Plain form: value.translate(_INVISIBLE_CHARACTERS); the set test saves a copy.
     return value if value.isascii() or _INVISIBLE_SET.isdisjoint(value) else value.translate(_INVISIBLE_CHARACTERS)
 
 
@@ -1068,7 +1068,7 @@ class _LogOrder:
             target, provenance = int(link[1:]), record.get("provenance")
             target_kind = self.kinds.get(target)
             firm = bool(target_kind & _SeqKinds.FIRM)
-            # A notice, beside whatever else is wrong.
+            # A notice, beside what else is wrong.
             if _link_rule_broken(name, record["type"], "note", firm, provenance) == "supersede":
                 self.notice_count += 1
                 if len(self.notices) < _PROBLEMS_LISTED:
@@ -3044,7 +3044,7 @@ _CHECK_STOP_WORDS = frozenset(
     "did done has have had it its this that these those there here which who whom whose what when where why how than "
     "then so such not no nor only also just very more most less can could will would shall should may might must each "
     "every any all both either some other one we you they he she i our your their his her my me us them".split())
-# Irregular verbs a suffix cut misses, numbers in words, currency signs as words.
+# Irregular verbs a suffix cut misses; numbers, currency signs as words.
 _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
     "gave:give given:give took:take taken:take ran:run met:meet built:build brought:bring went:go gone:go "
@@ -3053,13 +3053,13 @@ _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percen
 _CHECK_SUFFIXES = (
     "ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
     "er", "ed", "es", "ly", "s")
-# Marks a line as not settled, in its sentence or lead (any case).
+# Marks a line unsettled, in its sentence or lead (any case).
 _CHECK_MARK = re.compile(
     r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
     r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
 _CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|nothing|nobody|neither|without|cannot|instead of|rather than|"
                              r"out of scope|excluded?)\b|n[’']t\b")
-# Process residue: (pattern, what, confidence); state names only in capitals.
+# Process residue: (pattern, what, confidence); state names in capitals.
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
     (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
@@ -3252,7 +3252,7 @@ def _check_open(doc, recap, gates):
                       for index, hits in doc.hits(stems).items()
                       if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
         lines.sort(reverse=True)
-        claimed.update(n for _, index, n in lines if -index in marking)
+        claimed.update([n for _, index, n in lines if -index in marking][:1])  # one line a point
         # A finding if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):

@@ -292,6 +292,19 @@ def test_a_decision_is_found_by_what_holds_before_its_colon(tmp_path):
     assert [finding["note"] for finding in notes.Session(folder).check(file="plan.md")["findings"]] == ["n00003"]
 
 
+def test_a_gate_claims_one_marked_line_and_leaves_the_others_to_gates_worded_otherwise(tmp_path):
+    # The piano gate's words are on both marked lines; the second shows the schools gate in other words.
+    folder = tmp_path / "move"
+    write_session(folder, [
+        ("gate", "Where the piano is put on moving day is open.", OP),
+        ("gate", "Which Bristol schools the children attend is open; the partner decides after her visits in "
+                 "January.", OP)])
+    (folder / "plan.md").write_text("# Move\n\n- Not decided: where the piano is put on moving day.\n"
+                                    "- Not decided: which school the children are put in after moving day.\n",
+                                    encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+
+
 def test_a_gate_narrowed_by_a_note_is_looked_for_as_it_now_stands(tmp_path):
     # The settled part of the first question is stated as settled; only what is left is marked.
     folder = tmp_path / "press"
