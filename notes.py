@@ -35,6 +35,7 @@ import json
 import math
 import os
 import re
+import shlex
 import stat
 import sys
 import time
@@ -523,7 +524,7 @@ def _record_line(record):
 
 
 def _may_hold_credential(text, seam=-1):
-    """Whether a credential may be in the text; seam: where an effect joined to it begins."""
+    """Whether a credential may be in the text; seam: where an effect joined to it starts."""
     shape, prose_words = _FIRST_LOOK_SHAPES(text), 0
     while shape:
         start = max(text.rfind(space, 0, shape.start()) for space in " \t\n") + 1
@@ -571,7 +572,7 @@ def _is_word_like(value):
 
 
 def _reads_as_words(value):
-    """Whether the value's runs of letters read as words (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
+    """Whether the value's letter runs read as words (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
     runs = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)
     return (all(re.search("[aeiouyAEIOUY]", run) for run in runs if len(run) >= 3)
             and sum(len(run) <= 2 for run in runs) * 2 <= len(runs))
@@ -735,7 +736,7 @@ def _split_credential_problem(text, effect):
 
 
 def _signal_problem(value, limit, suspect=True):
-    """What append refuses in a text or effect, as (kind, detail without the value), or None."""
+    """What append refuses in a text or effect, (kind, detail without the value), or None."""
     if not value.isprintable():  # all below are unprintable: plain text skips them
         try:
             value.encode("utf-8")
@@ -945,7 +946,7 @@ def _check_record(record, session_id):
 
 
 def _record_text_problems(text, effect):
-    """What append would refuse in a stored text and effect, as (kind, detail)."""
+    """What append would refuse in a stored text and effect: (kind, detail)."""
     # One first look for both, joined: a key may be split between them.
     seen = _visible_text(text)
     suspect = _may_hold_credential(seen + _visible_text(effect or ""), len(seen))
@@ -1193,7 +1194,11 @@ def _invoked_as():
         return _CONSOLE_COMMAND
     if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
         return _MODULE_COMMAND
-    return "python3 -S " + sys.argv[0] if started == "notes.py" else _SCRIPT_COMMAND  # runs from any folder
+    return "python3 -S " + shlex.quote(sys.argv[0]) if started == "notes.py" else _SCRIPT_COMMAND
+
+
+def _on_folder(folder):  # a hint's command: it runs as shown from anywhere
+    return "%s --dir %s" % (_invoked_as(), shlex.quote(folder))
 
 
 def _is_installed_package_folder(folder):
@@ -1268,7 +1273,7 @@ def _default_folder(create=True):
 
 
 def _resolve_folder(folder, session=None, create=True):
-    """--dir, else $SHAPING_NOTES_DIR, else the default folder; with a session, its sessions/NAME."""
+    """--dir, else $SHAPING_NOTES_DIR, else the default folder; with session, its sessions/NAME."""
     if folder is None:
         folder = os.environ.get(_DIR_VARIABLE)
         if folder is not None and not folder.strip():  # a mistake, not the default
@@ -1295,7 +1300,7 @@ def _check_folder_is_private(folder):
 
 
 def _check_owner(path, status, kind):
-    """Refuse what another user (but root) owns, or a folder all may write, not sticky."""
+    """Refuse what another user (not root) owns, or a folder all may write, not sticky."""
     if os.name == "nt" or not hasattr(os, "geteuid"):
         return
     if status.st_uid not in (0, os.geteuid()):
@@ -1339,7 +1344,7 @@ def _special_file_error(path, mode):
 
 
 def _open_regular_file(path, flags=os.O_RDONLY, follow=True):
-    """os.open, refusing all but a regular file (O_NONBLOCK: a FIFO cannot block), and a link if not follow."""
+    """os.open, refusing all but a regular file (O_NONBLOCK: no FIFO blocks), and a link if not follow."""
     if not (follow or _NO_FOLLOW) and os.path.islink(path):
         raise _link_error(path)
     try:
@@ -1396,7 +1401,7 @@ def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START))
 
 
 def _exports_in(folder):
-    """Sorted paths of the folder's JSON exports, not hidden ones (writes in progress) or links."""
+    """Sorted paths of the folder's JSON exports, not hidden (writes in progress) or links."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
@@ -1410,7 +1415,7 @@ def _exports_in(folder):
 def _require_session(folder):
     meta = _read_meta(folder)
     if meta is None:
-        run = "%s --dir %s " % (_invoked_as(), folder)
+        run = _on_folder(folder) + " "
         if found := _exports_in(folder):  # what restore with no path reads
             raise NotesError("no session in %s, but %s is there: restore it with: %srestore, or start anew with: "
                              "%sinit" % (folder, os.path.basename(found[-1]), run, run))
@@ -1771,7 +1776,7 @@ _INSIDE_DEPTH_LIMIT = 32
 
 
 def _inside_parts(relative, what, way_out=_INSIDE_WAY_OUT):
-    """The components of a path below a folder; refuse one that leads out or no disk takes."""
+    """A path's parts below a folder; refuse one that leads out or no disk takes."""
     text = os.fspath(relative)
     parts = [part for part in text.split("/") if part != "."]
     problem = (
@@ -1796,7 +1801,7 @@ def _inside_error(error, what, way_out):
 
 
 def _walk_inside(folder, parts, make_folder=None):
-    """A descriptor on the folder holding parts[-1], each part opened O_NOFOLLOW."""
+    """A descriptor on the folder of parts[-1], each part opened O_NOFOLLOW."""
     fd = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
     flags = os.O_RDONLY | _FOLDER_ONLY | _NO_FOLLOW
     try:
@@ -1821,7 +1826,7 @@ def _walk_inside(folder, parts, make_folder=None):
 
 
 def _resolved_inside(path, folder, what, way_out):
-    """path resolved, refused if it leads out of folder (where dir_fd is missing)."""
+    """path resolved, refused if it leads out of folder (no dir_fd)."""
     resolved = os.path.realpath(path)
     if not resolved.startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep):
         raise NotesError("%s passes through a link that leads out%s" % (what, way_out))
@@ -1829,7 +1834,7 @@ def _resolved_inside(path, folder, what, way_out):
 
 
 def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
-    """A descriptor on the regular file at relative below folder, following no link."""
+    """A descriptor on the regular file at relative below folder, no link followed."""
     parts = _inside_parts(relative, what, way_out)
     if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
         return _open_regular_file(_resolved_inside(os.path.join(folder, *parts), folder, what, way_out))
@@ -2008,7 +2013,7 @@ def _joined_line(pieces, length):
 
 
 def _read_lines_forward(handle, size):
-    """Yield (line, terminated) for the first size bytes; None: a line over _LINE_LIMIT."""
+    """(line, terminated) for the first size bytes; None: a line over _LINE_LIMIT."""
     remaining = size
     while remaining > 0:
         line = handle.readline(min(_LINE_LIMIT + 1, remaining))
@@ -2772,7 +2777,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
 
 
 def _recap_gates(gates, reopened, limit, cut):
-    """(seq, gate id) lists by name, the first pending, and what pass two fetches."""
+    """(seq, gate id) lists by name, the first pending, what pass two fetches."""
     lists = {name: [] for name in _PENDING_LISTS + ("closed_gates",)}
     for gate_id, gate in gates.items():
         if gate.status != "open" and gate.unconfirmed:  # an open gate is listed once, as open
@@ -2790,7 +2795,7 @@ def _recap_gates(gates, reopened, limit, cut):
 
 
 def _gate_item(gate_id, gates, found, name):
-    """A gate as listed under name: with its latest update or, closed, what closed it."""
+    """A gate as listed under name: with its latest update, or what closed it."""
     record, gate = found[gate_id], gates[gate_id]
     update = found.get(gate.update_index, {})
     item = {"id": gate_id, **({"type": "gate"} if name == "unconfirmed" else {}), "text": record["text"],
@@ -3188,7 +3193,7 @@ def _check_residue(doc, find):
 
 
 def _check_discards(doc, recap, find):
-    """Live discards restated unnegated in two lines in a row: two stems of it or what it replaced, or its name's."""
+    """Live discards restated unnegated in two lines in a row: two stems of it or what it replaced, or its name."""
     settled = _check_stems(" ".join(
         [note["text"] for name in _PENDING_LISTS + ("decisions", "artifacts", "sources", "closed_gates")
          for note in recap[name]]
@@ -3680,13 +3685,13 @@ def _export_in_folder(folder, accept_damaged):
                          % (folder, _RESTORE_CANDIDATES_LIMIT))
     if not (exports := [_Export(path, accept_damaged) for path in found]):
         raise NotesError("no export of this tool in the session folder %s; nothing was changed. Upload %s there, "
-                         "or pass its path: %s --dir %s restore PATH" % (folder, _EXPORT_NAME, _invoked_as(), folder))
+                         "or pass its path: %s restore PATH" % (folder, _EXPORT_NAME, _on_folder(folder)))
     longest = max(exports, key=lambda e: (e.record_count, os.path.basename(e.path) == _EXPORT_NAME))
     if any(e.session["session_id"] != longest.session["session_id"] or e.all != longest.all[:len(e.all)]
            for e in exports):
         raise NotesError(
             "%s holds %d exports (listed in exports) that went different ways; nothing was changed. Pass the one "
-            "to restore: %s --dir %s restore PATH" % (folder, len(exports), _invoked_as(), folder), _EXIT_USAGE,
+            "to restore: %s restore PATH" % (folder, len(exports), _on_folder(folder)), _EXIT_USAGE,
             {"exports": [{"file": os.path.basename(e.path), "session_id": e.session["session_id"],
                           "record_count": e.record_count, "last_note_id": _last_note_id(e.last_record),
                           "exported_at": e.exported_at} for e in exports]})
@@ -3695,8 +3700,8 @@ def _export_in_folder(folder, accept_damaged):
 
 @_command
 def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -> dict:
-    """Bring a session back into the folder from an export (ours or v0's), a path or an open binary file;
-    default: the one in the folder. set_aside: move another session's log aside first."""
+    """Bring a session back into the folder from an export (ours or v0's), a path or open binary file;
+    default: the folder's. set_aside: move another session's log aside first."""
     folder = _resolve_folder(self.folder, self.session)
     host = _session_host(folder, self._over_mcp)
     if export_file is not None and not hasattr(export_file, "read"):
@@ -3868,7 +3873,7 @@ def _find_duplicate(tail, signals, session_id, log_path, batch):
 @_command
 def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, provenance=None,
            evidence=None, about=None, by=None, batch=None) -> dict:
-    """Append one memory signal; the receipt names its note (or the earlier one a retry repeats).
+    """Append one memory signal; the receipt names its note (or the one a retry repeats).
 
     batch: a list of signals (dicts of these keywords; "@K" names the K-th), all written or none."""
     fields = (type, text, effect, ref, status, provenance, evidence, about, by)
@@ -3947,9 +3952,9 @@ def _note_to_redact(handle, tail, note_id, session_id):
 
 @_command
 def _redact(self, *, note_id, reason) -> dict:
-    """Replace one note's text and effect with the placeholder; a source note records why.
+    """Replace a note's text and effect with the placeholder; a source note records why.
 
-    The receipt's not_erased says what it cannot reach (exports, side files, copies)."""
+    not_erased says what it cannot reach (exports, side files, copies)."""
     note_id = _command_note_id("redact", note_id)
     if not (reason or "").strip():
         raise NotesError("--reason is empty; say why the note is redacted (not what it held), for example "

@@ -261,6 +261,22 @@ def test_hints_name_the_command_as_it_was_run(tmp_path):
     assert (version.returncode, version.stdout) == (0, "shaping-notes %s\n" % VERSION)
 
 
+def test_a_hint_runs_as_shown_from_another_folder_when_its_paths_hold_spaces(tmp_path):
+    # The macOS data folder ("Application Support") holds a space; so may the folder of the script.
+    script = script_in(tmp_path / "my tools")
+    session = tmp_path / "Application Support" / "shaping"
+    refused = subprocess.run([sys.executable, "-S", str(script), "--dir", str(session), "recap"], cwd=str(tmp_path),
+                             capture_output=True, text=True, env=without_variable(), timeout=60)
+    hint = re.search(r"start one with: (.+? init),", json.loads(refused.stdout)["error"]).group(1)
+    assert refused.returncode == 2 and hint.startswith("python3 -S '%s' --dir '%s'" % (script, session))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    started = subprocess.run(["sh", "-c", hint], cwd=str(elsewhere), capture_output=True, text=True,
+                             env=without_variable(), timeout=60)
+    assert started.returncode == 0 and json.loads(started.stdout)["command"] == "init"
+    assert (session / "session_meta.json").is_file() and os.listdir(str(elsewhere)) == []
+
+
 # --------------------------------------------------------------------------
 # Installed with pip into a fresh virtual environment (one, shared by these tests)
 
