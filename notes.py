@@ -16,7 +16,7 @@ if __name__ == "__main__":  # Ctrl-C before main can answer it: JSON, not a trac
     import sys
 
     def _interrupted_at_start(signum, frame):
-        # Over MCP, stdout carries JSON-RPC alone: answer on stderr.
+        # Over MCP stdout carries JSON-RPC alone: answer on stderr.
         stream = sys.stderr if "mcp" in sys.argv else sys.stdout
         stream.write('{\n  "ok": false,\n  "error": "interrupted (Ctrl-C) before the command began; nothing was '
                      'written. Run it again"\n}\n')
@@ -91,7 +91,7 @@ _SEQ_LIMIT = 999999999  # a seq past it is damage
 _LOCK_WAIT_SECONDS = 30.0
 _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
-_DUPLICATE_WINDOW_RECORDS = 20  # a repeat within the last N records and S seconds: a retry
+_DUPLICATE_WINDOW_RECORDS = 20  # a repeat in the last N records and S seconds: a retry
 _DUPLICATE_WINDOW_SECONDS = 600
 # build_record's order; a retry repeats them all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
@@ -159,7 +159,7 @@ _CHECKSUM_SHAPE = re.compile(r"[0-9a-f]{16}")
 # says what _credential_match_is_real checks.
 _UUID_SHAPE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _VENDOR_PATTERNS = (
-    # A header alone, or with an elided body, is prose about keys.
+    # A header alone, or with an elided body, is prose.
     ("private key block", ("private key",),
      r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?=[^-]*?[A-Za-z0-9+/])[\s\S]*?"
      r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
@@ -186,7 +186,7 @@ _VENDOR_PATTERNS = (
     ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"gh[pousr]_(?P<value>[A-Za-z0-9]{36,})"),
     ("GitHub token", ("github_pat_",), r"github_pat_(?P<value>[A-Za-z0-9_]{40,})"),
     ("Anthropic API key", ("sk-ant-",), r"sk-ant-[a-z]+[0-9]{2}-(?P<value>[A-Za-z0-9_-]{32,})"),
-    # Mixed case and digits, so sk-2024-fix-login-redirect is no key; hyphens may be joined away.
+    # Mixed case and digits: sk-2024-fix-login-redirect is no key; hyphens may be joined away.
     ("OpenAI API key", ("sk",),
      r"(?<![A-Za-z0-9_-])sk-?(?:(?:proj|svcacct|admin|None)-?)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
      r"(?=[A-Za-z0-9_-]*?(?=[A-Za-z0-9]{20})[A-Za-z]*[0-9])(?P<value>[A-Za-z0-9_-]{32,})"),
@@ -590,7 +590,7 @@ def _is_stand_in(value):
 
 def _generic_value_is_secret(keyword, operator, value, before=""):
     value = value.rstrip(".:!?")
-    # A stand-in, a scheme (arn:aws:..., sha256:...), a publishable key or an SSH public key.
+    # A stand-in, a scheme (arn:aws:..., sha256:...), a publishable or SSH public key.
     if (_is_stand_in(value) or re.match(r"(?i)(?:[a-z]{2,10}|sha[0-9]*|md5):", value)
             or re.search(r"(?i)fingerprint|checksum|digest|(?:sha[0-9]*|md5)[:=]\s*$", operator)
             or value.startswith(("pk_", "pk.", "pub_")) or re.match(_SSH_PUBLIC_KEY_BODY, value)
@@ -947,7 +947,7 @@ def _check_record(record, session_id):
 
 def _record_text_problems(text, effect):
     """What append would refuse in a stored text and effect: (kind, detail)."""
-    # One first look for both, joined: a key may be split between them.
+    # One first look for both, joined: a key may be split across them.
     seen = _visible_text(text)
     suspect = _may_hold_credential(seen + _visible_text(effect or ""), len(seen))
     problems = []
@@ -1243,7 +1243,7 @@ def _user_data_folder():
         base, usual = "", ("Library", "Application Support")
     else:
         base, usual = os.environ.get("XDG_DATA_HOME", ""), (".local", "share")
-    if not os.path.isabs(base):  # HOME set but empty: "~" stays (expanduser would give "/")
+    if not os.path.isabs(base):  # HOME set but empty: "~" stays (expanduser gives "/")
         home = os.environ.get("HOME")
         base = os.path.join("~" if os.name != "nt" and home is not None and not home.strip()
                             else os.path.expanduser("~"), *usual)
@@ -1294,7 +1294,7 @@ def _check_folder_is_private(folder):
         path = os.path.join(folder, name) if name else folder
         try:
             status = os.lstat(path)
-        except OSError:  # missing (made later by this user), or refused where used
+        except OSError:  # missing (made later by this user), or refused when used
             continue
         _check_owner(path, status, "the session " + kind)
 
@@ -1517,7 +1517,7 @@ class _SessionLock:
                 created = not os.path.exists(self.path)
                 if fcntl is not None:
                     self.fds.append(os.open(folder, os.O_RDONLY | _FOLDER_ONLY))
-                    # Again on the folder now held: it may have been swapped.
+                    # Again on the folder held: it may have been swapped.
                     _check_owner(folder, os.fstat(self.fds[0]), "the session folder")
                 self.fds.append(_open_regular_file(self.path, os.O_RDWR | os.O_CREAT, False))
                 if created:
@@ -1541,7 +1541,7 @@ class _SessionLock:
         pause = 0.001
         while not _try_lock(fd):
             left = deadline - time.monotonic()
-            if left <= 0:  # readers hold it shared: a shared lock still free says readers
+            if left <= 0:  # readers hold it shared: a free shared lock says readers
                 holder = "another notes.py command" if fcntl is None else "another writer"
                 if fcntl is not None and _try_lock(fd, shared=True):
                     _unlock(fd)
@@ -1678,7 +1678,7 @@ def _discard_temporary(name, at=None):
     try:
         os.unlink(name, dir_fd=at)
     except OSError:
-        try:  # the name is still ours: an append-only folder lets no one replace it
+        try:  # the name is still ours: an append-only folder lets none replace it
             os.close(os.open(name, os.O_WRONLY | os.O_TRUNC | _NO_FOLLOW | _BINARY, dir_fd=at))
         except OSError:
             pass
@@ -1728,11 +1728,11 @@ def _refuse_a_protected_log(folder, fd=None):
     """Refuse to replace a log (at descriptor) or folder the user protected; else the copy's mode."""
     log_path = os.path.join(folder, _LOG_NAME)
     found = fd is not None and _protection(log_path, fd, log_path)
-    # Windows: a folder cannot be opened; its read-only mark does not stop writes.
+    # Windows: no folder opens; its read-only mark does not stop writes.
     if not found and os.name != "nt":
         try:
             at = os.open(folder, os.O_RDONLY | _FOLDER_ONLY)
-        except OSError:  # not readable by us: a replace that fails says what is wrong
+        except OSError:  # unreadable to us: a replace that fails says what is wrong
             at = None
         if at is not None:
             try:
@@ -1836,7 +1836,7 @@ def _resolved_inside(path, folder, what, way_out):
 def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
     """A descriptor on the regular file at relative below folder, no link followed."""
     parts = _inside_parts(relative, what, way_out)
-    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked instead
+    if not _CAN_WALK_INSIDE:  # no dir_fd (Windows): the resolved path is checked
         return _open_regular_file(_resolved_inside(os.path.join(folder, *parts), folder, what, way_out))
     try:
         parent = _walk_inside(folder, parts)
@@ -2827,7 +2827,7 @@ class _SynthesisSeen:
                     "state": "entered", "entered": note_id}
             self.in_synthesis = entering
         if kind == "artifact" and self.in_synthesis:
-            # Delivering ends synthesis; writing again takes a new SYNTHESIS note.
+            # Delivering ends synthesis; writing again takes a SYNTHESIS note.
             self.in_synthesis, self.delivered_at, self.after = False, record["seq"], []
             self.synthesis = dict(self.synthesis, state="delivered", delivered=note_id)
             self.delivery = {"id": note_id, "after": [], "more": 0}
@@ -3357,11 +3357,11 @@ def _same_file(path, other):
 def _json_export(reader, meta):
     """Yield the export as _pretty_json prints it."""
     head = {"schema_version": _EXPORT_SCHEMA, "exported_at": _utc_now(), "session": meta, "record_count": reader.total}
-    # backslashreplace: a non-UTF-8 log path keeps its \udcXX escapes.
+    # backslashreplace: a non-UTF-8 path keeps its \udcXX escapes.
     yield (_pretty_json(head)[:-2] + ',\n  "records": ').encode("utf-8", "backslashreplace")
     before = "[\n    "
     for record in reader.records():
-        # JSON strings hold no raw newline: each newline is layout.
+        # JSON strings hold no raw newline: any newline is layout.
         yield (before + _pretty_json(record).replace("\n", "\n    ")).encode("utf-8")
         before = ",\n    "
     yield b"[]\n}\n" if before[0] == "[" else b"\n  ]\n}\n"
@@ -3469,7 +3469,7 @@ def _export(self, *, output=None, format="json") -> dict:
         mode = 0
     if mode and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is refused when written
         raise _special_file_error(output, mode)
-    # Anything else there is the user's: a mistyped or injected path must not cost it.
+    # All else there is the user's: a mistyped or injected path must not cost it.
     if stat.S_ISREG(mode) and not _starts_as_export(output):
         raise NotesError("--output %s is not an export of this tool, which export never replaces; choose another "
                          "--output, or remove it" % output)
@@ -3731,7 +3731,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
             if kept < export.record_count:
                 # Crash window: before the rename the log is as it was; after it, it holds the rest too.
                 _replace_log(folder, _log_then(log_path, [(0, None, b"".join(map(_record_line, export.all[kept:])))]))
-    last = export.last_record  # text only if it verifies: never echo a secret or damage
+    last = export.last_record  # text only if it verifies: echo no secret or damage
     receipt = {
         "ok": True, "command": "restore", "session_id": session["session_id"],
         "record_count": export.record_count, "restored": export.record_count - kept,
@@ -3910,6 +3910,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
             os.close(fd)
     return _with({"ok": True, "command": "append", "note_id": records[-1]["id"], "seq": records[-1]["seq"],
                   "path": log_path}, note_ids=batch and [record["id"] for record in records],
+                 types=batch and [record["type"] for record in records],
                  duplicate=duplicate is not None, recovered=recovered, created=created)
 
 
@@ -4109,8 +4110,8 @@ _COMMANDS = {
     ], "show n00003 --compact"),
     "summary": _Command("Print the number of records by type and the last note.", [], "summary"),
     "recap": _Command(
-        "Print the state of the idea within a size budget: gates, unconfirmed notes, live decisions, discards and "
-        "more. pending: how many gates are open and notes unconfirmed, since when, and which came after the last "
+        "Print the state of the idea within a size budget: gates, unconfirmed notes (labelled model or inferred), "
+        "live decisions, discards and more. pending: how many gates are open and notes unconfirmed, since when, and which came after the last "
         "delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last artifact note "
         "appended in synthesis and the live notes after it, mode notes aside; export_lag: how many notes the "
         "folder's export lacks.", [
@@ -4183,7 +4184,7 @@ def _build_parser():
     import argparse
 
     class Parser(argparse.ArgumentParser):
-        def error(self, message):  # without the values argparse quotes: one may be a pasted secret
+        def error(self, message):  # without the values argparse quotes: one may be a secret
             if (command := self.prog.partition(" ")[2] or None) is None and "invalid choice: " in message:
                 word = message.split("invalid choice: ", 1)[1].split(" (choose", 1)[0].strip("'\"")
                 message = "unknown command (the first word after the options); %scommands: %s" % (
@@ -4221,7 +4222,7 @@ def _parse_arguments(argv):
     if unknown:
         word, command = unknown[0], args.command
         flag, start = word.split("=", 1)[0], argv.index(command) + 1 if command in argv else 0
-        # Named by its place, never its value: an unquoted text may hold a secret.
+        # Named by its place, not its value: an unquoted text may hold a secret.
         place = 1 + (argv.index(word, start) if word in argv[start:] else argv.index(word) if word in argv
                      else len(argv) - 1)
         if not word.startswith("-"):
@@ -4351,7 +4352,7 @@ def _mcp_input_schema(command):
         schema = {"type": opt.kind, **opt.schema}
         if opt.choices:
             schema["enum"] = list(opt.choices)
-        if opt.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around it allowed
+        if opt.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around allowed
             schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
         default = opt.settings.get("default")
         props[name] = dict(
@@ -4370,7 +4371,7 @@ def _mcp_listing(command):
                            "update it settles with \"by\": \"@1\"" % (_AT_K % "signal of the list")}},
             "required": ["batch"], "additionalProperties": False}
         description = ("Append several memory signals, all or none: each checked as append checks it, then all "
-                       "written together; note_ids lists their ids.")
+                       "written together; note_ids and types list their ids and types.")
     else:
         schema, description = _mcp_input_schema(command), _mcp_wording(command, _COMMANDS[command].purpose)
     if command != "sessions":
@@ -4391,7 +4392,7 @@ def _mcp_keywords(command, args):
     opts = _mcp_options(command)
     kwargs = {name: opt.settings.get("default") for name, opt in opts.items()}
     for place, (name, value) in enumerate(args.items(), 1):
-        if (opt := opts.get(name)) is None:  # named by its place, never by its name: a client wrote it
+        if (opt := opts.get(name)) is None:  # named by its place, not its name: a client wrote it
             raise NotesError("%s takes no argument of the name given as argument %d of this call; its arguments "
                              "are: %s" % (command, place, ", ".join(opts) or "none"))
         if value == "-" and opt.from_stdin:  # here standard input carries the protocol
@@ -4518,7 +4519,7 @@ def _mcp_call_tool(server, params):
             kwargs = _mcp_keywords(name, args)
             receipt = (_mcp_export(session, **kwargs) if name == "export" else _mcp_restore(
                 server, session, **kwargs) if name == "restore" else getattr(session, name)(**kwargs))
-        failed = False  # a verify finding problems ran fine: its receipt says ok false
+        failed = False  # a verify finding problems ran fine: its ok is false
     except Exception as error:  # in the tool's words; the server goes on
         receipt, failed = _error_receipt(error, "(see the input schema of the %s tool in tools/list)"), True
         receipt["error"] = _mcp_wording(name, receipt["error"])
@@ -4674,7 +4675,7 @@ def _serve_mcp(server) -> None:
             sys.stdout.buffer.flush()
     except OSError:
         raise  # a failing stream: main says so on stderr
-    except Exception as error:  # main would print a receipt to stdout, which is not JSON-RPC
+    except Exception as error:  # main would print a receipt to stdout: not JSON-RPC
         _to_stderr("notes.py mcp: stopped: %s" % type(error).__name__)
         raise SystemExit(_EXIT_UNEXPECTED) from None
 

@@ -63,8 +63,9 @@ def test_batch_writes_every_line_in_order_with_its_place_and_resolved_links(gate
     assert_no_traceback(result)
     assert result.code == 0, result
     assert result.receipt == {"ok": True, "command": "append", "note_id": "n00003", "seq": 3,
-                              "path": log_path(gated), "note_ids": ["n00002", "n00003"]}
-    assert list(result.receipt) == ["ok", "command", "note_id", "seq", "path", "note_ids"]
+                              "path": log_path(gated), "note_ids": ["n00002", "n00003"],
+                              "types": ["decision", "gate"]}  # one Memory line a note, from the receipt
+    assert list(result.receipt) == ["ok", "command", "note_id", "seq", "path", "note_ids", "types"]
     first, decision, closing = read_records(gated)
     assert decision["batch"] == "1/2" and closing["batch"] == "2/2" and "batch" not in first
     assert closing["by"] == "n00002" and closing["ref"] == "n00001" and decision["about"] == "n00001"
@@ -497,9 +498,9 @@ def test_mcp_append_batch_has_append_checks_and_receipt(gated):
 
     assert written["isError"] is False and written["structuredContent"] == {
         "ok": True, "command": "append", "note_id": "n00003", "seq": 3, "path": log_path(gated),
-        "note_ids": ["n00002", "n00003"]}
+        "note_ids": ["n00002", "n00003"], "types": ["decision", "gate"]}
     assert retried["structuredContent"]["duplicate"] is True and retried["structuredContent"]["note_ids"] == [
-        "n00002", "n00003"]
+        "n00002", "n00003"] and retried["structuredContent"]["types"] == ["decision", "gate"]
     assert refused["isError"] is True and refused["structuredContent"]["error"].startswith("line 2: text seems")
     assert "ghp_" not in refused["content"][0]["text"]
     assert wrong["isError"] is True and "must be a list of signal objects" in wrong["structuredContent"]["error"]

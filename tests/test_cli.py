@@ -119,8 +119,9 @@ def test_a_batch_that_starts_the_session_says_created_and_init_stays_v0s(tmp_pat
     folder = tmp_path / "fresh"
     batch = '{"type": "decision", "text": "One."}\n{"type": "gate", "text": "Two?"}\n'
     receipt = succeeded(run_notes("append", "--batch", "-", folder=folder, input=batch.encode("utf-8")),
-                        APPEND_KEYS + ["note_ids", "created"])
+                        APPEND_KEYS + ["note_ids", "types", "created"])
     assert receipt["created"] is True and receipt["note_ids"] == ["n00001", "n00002"]
+    assert receipt["types"] == ["decision", "gate"]
     init = succeeded(run_notes("init", folder=tmp_path / "other"), INIT_KEYS)  # init creates by design
     assert "created" not in init
     for reader in ("tail", "summary", "recap", "verify", "export"):  # readers never create
