@@ -142,7 +142,7 @@ _UMASK_FILE_MODE = 0o666
 # C0 (but tab, LF, CR), DEL, C1 and bidirectional controls.
 _FORBIDDEN_CHARACTERS = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                            *range(0x2066, 0x206a)])) - {"\t", "\n", "\r"}
-# Invisible characters: kept in a note, dropped for the credential check.
+# Invisible characters: kept in a note, dropped for the credential test.
 _INVISIBLE_CHARACTERS = dict.fromkeys([
     0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x3164, 0xffa0, 0x17b4, 0x17b5, 0xfeff,
     *range(0x180b, 0x1810), *range(0x200b, 0x2010), *range(0x2060, 0x2065),
@@ -174,7 +174,7 @@ _VENDOR_PATTERNS = (
      r"(?i:secret[ _-]?access[ _-]?key|aws\w{0,3}[ _-](?:[\w-]+ ){0,3}?secret(?:[ _-]?key)?)"
      r"(?:[ \t]+[\w-]+){0,5}?[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?"
      r"(?P<value>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Za-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
-    # A port (host:8080/...) or a placeholder (${DB_PASSWORD}, <password>) is no password.
+    # A port (host:8080/...) or placeholder (${DB_PASSWORD}, <password>) is no password.
     ("URL with a password", ("://",),
      r"[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^\s:/?#@\[\]]*):"
      r"(?P<password>(?![$<{*%\[])(?![0-9]{1,5}(?:[/?#\s]|$))[^\s@]+)@[^\s/?#@]"),
@@ -402,7 +402,7 @@ _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
 _SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"
-# A password's stand-ins in documentation (https://user:pass@host).
+# A password's stand-ins in docs (https://user:pass@host).
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
 _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
 # The start of an SSH public key's base64 body (a private key never begins so).
@@ -530,7 +530,7 @@ def _may_hold_credential(text, seam=-1):
         start = max(text.rfind(space, 0, shape.start()) for space in " \t\n") + 1
         end = _WORD_END(text, start).end()
         prose_words += 1  # a second is more likely a key's groups than prose
-        # A word across the seam is neither field's word: it counts as it stands.
+        # A word across the seam is neither field's: it counts as it stands.
         if (prose_words > 1 or start < seam < end or not _PROSE_WORD(text, start, end)
                 or _GROUP_BEFORE(text, 0, start) or _GROUP_AFTER(text, end)):
             return True
@@ -750,7 +750,7 @@ def _signal_problem(value, limit, suspect=True):
                     else "bidirectional override" if code < 0x2066 else "bidirectional isolate"), position)
     if len(value) > limit:
         return "too_long", "is %d characters; the limit is %d" % (len(value), limit)
-    # A key split by invisible (printable) characters is still a key.
+    # A key split by invisible (printable) characters is a key.
     kind = suspect and _find_credential(_visible_text(value))
     return kind and ("credential", "seems to hold a credential (%s)" % kind)
 
@@ -1660,7 +1660,7 @@ def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE, 
         os.fsync(fd)
         os.close(fd)
         fd = None
-        # Crash window: before the replace, the old file stays; its stale temporary goes later.
+        # Crash window: before the replace the old file stays; its stale temporary goes later.
         if at is None:
             os.replace(temporary, path)
         else:
@@ -3245,7 +3245,7 @@ def _check_open(doc, recap, gates):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed by the model: with its answer; narrowed by a note: as it is; else both wordings.
+        # Closed by the model: with its answer; narrowed by a note: as is; else both wordings.
         narrowed = note["id"] in gates and gates[note["id"]].by
         texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
             note["update_text"]] if narrowed else [note["text"], note.get("update_text")]
@@ -3601,7 +3601,7 @@ def _notes_kept_by_restore(folder, export, set_aside=False):
     descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: refused later
     if descriptor is not None:
         os.close(descriptor)
-    # Notes, no meta: a restore cut short if they are the export's first; else refused.
+    # Notes, no meta: a restore cut short if they begin the export; else refused.
     meta = export.session if size and _read_meta(folder) is None else _check_session_folder(folder)
     if meta is None or set_aside and meta is not export.session and meta["session_id"] != session_id:
         return None
@@ -4110,8 +4110,8 @@ _COMMANDS = {
     ], "show n00003 --compact"),
     "summary": _Command("Print the number of records by type and the last note.", [], "summary"),
     "recap": _Command(
-        "Print the state of the idea within a size budget: gates, unconfirmed notes (labelled model or inferred), "
-        "live decisions, discards and more. pending: how many gates are open and notes unconfirmed, since when, and which came after the last "
+        "Print the state of the idea within a size budget: gates, unconfirmed notes (labelled model or inferred, "
+        "tensions and deliveries aside), live decisions, discards and more. pending: how many gates are open and notes unconfirmed, since when, and which came after the last "
         "delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last artifact note "
         "appended in synthesis and the live notes after it, mode notes aside; export_lag: how many notes the "
         "folder's export lacks.", [
