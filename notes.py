@@ -314,7 +314,7 @@ _VENDOR_PATTERNS = (
     ("token with a vendor prefix", ("-",),
      r"(?<![A-Za-z0-9_.-])[a-z]{2,8}-(?P<random>[A-Za-z0-9]{32,})(?![A-Za-z0-9_+/=-])"),
 )
-# Password, PIN and door-code words; short ones stand alone (not spin, pinned).
+# Password, PIN, door-code words; short ones stand alone (not spin, pinned).
 _PASSWORD_WORDS = (
     r"(?:passw(?:or)?d|passwort|kennwort|passphrase|pass ?code|contrase[ñn]a|mot de passe|"
     r"wachtwoord|lösenord|passord|adgangskode|salasana|jelszó|пароль|κωδικός|パスワード|暗証番号|"
@@ -327,7 +327,7 @@ _PASSWORD_MARKERS = (
     "pass", "pw", "kennw", "contrase", "clave", "mdp", "senha", "wachtw", "parol", "hasło", "haslo",
     "heslo", "пароль", "lösenord", "adgangsk", "salasana", "jelsz", "şifre", "sifre", "κωδικ",
     "パスワード", "暗証", "密码", "密碼", "비밀번호", "암호", "pin", "code", " key", "psk")
-# Between such a word and its value: "is", a colon, "=", an arrow, a bar.
+# Between the word and its value: "is", a colon, "=", an arrow, a bar.
 _PASSWORD_OPERATOR = (
     r"[ \t]*[\"'`\])*]{0,2}[ \t]*(?:=>|:=|->|→|[:=：|]|—|–|(?<=[ \t])-(?=[ \t])|は|是|为|為|"
     r"\b(?:(?:is|was)(?: now| still| set to| changed to)?|ist|lautet|es|est|é|è|jest|to|är|er|on)\b)[ \t]*\*{0,2}[ \t]*"
@@ -395,24 +395,24 @@ _WORD_END = re.compile(r"[^ \t\n]*").match
 # Beside a word of capitals or digits it is a key's group ("ASI ARD O37 CJQ").
 _GROUP_BEFORE = re.compile(r"(?<!\S)[A-Z0-9]{2,5}[ \t\n]+$").search
 _GROUP_AFTER = re.compile(r"[ \t\n]+[A-Z0-9]{2,5}(?!\S)").match
-# Not pin, code, key, psk: too common; commands as in the command-line rules.
+# Not pin, code, key, psk: too common; commands as the command-line rules.
 _FIRST_LOOK_WORDS = ("://", "mysql", "mariadb", "ldap", "sshpass", "redis-cli") + _PASSWORD_MARKERS[:-4]
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
 # A key in groups ("AKIA IOSF ODNN ..."), which _find_credential joins.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
 _SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"
-# A password's stand-ins in docs (https://user:pass@host).
+# Password stand-ins in docs (https://user:pass@host).
 _PLACEHOLDER_PASSWORDS = frozenset(["pass", "password", "passwd", "pwd", "pw", "secret", "changeme", "guest"])
 _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "changeme", "your", "xxxx")
-# The start of an SSH public key's base64 body (a private key never begins so).
+# An SSH public key's base64 body starts so (a private key never does).
 _SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
 _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 # Algorithm and protocol names that look like a password.
 _ALGORITHM_NAME = (
     r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
     r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
-# Keys that open nothing (cache key, page token); words naming one (key id).
+# Keys opening nothing (cache key, page token); words naming one (key id).
 _KEY_THAT_OPENS_NOTHING = (
     r"(?i)(?:cache|partition|primary|foreign|sort|row|object|lookup|dedup\w*|idempotency|"
     r"routing|composite|shard|map|translation|i18n|page|pagination|continuation|cursor|sync|"
@@ -437,7 +437,7 @@ _REDACT_NOT_ERASED = (
 # Errors: the one exception, NotesError
 
 class NotesError(Exception):
-    """A refusal or failure to report as ``{"ok": false, "error": ...}``."""
+    """A refusal or failure, reported as ``{"ok": false, "error": ...}``."""
 
     def __init__(self, message: str, exit_code: int = _EXIT_USAGE, details: dict | None = None,
                  help_for: str | None = None):
@@ -447,7 +447,7 @@ class NotesError(Exception):
 
 
 # ------------------------------
-# Record rules (pure: no I/O): JSON, checksum, build, validate, check a line
+# Record rules (pure, no I/O): JSON, checksum, build, validate a line
 
 def _refuse_constant(name):
     raise ValueError("%s is not a JSON number" % name)
@@ -464,7 +464,7 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite
 
 
 def _parse_json(text):
-    """One JSON document, or ValueError (NaN, huge floats and deep nesting too)."""
+    """One JSON document, or ValueError (NaN, huge floats, deep nesting too)."""
     body = text.strip(" \t\n\r")  # JSON's whitespace
     try:
         value, end = _DECODER.raw_decode(body)
@@ -509,7 +509,7 @@ def _record_checksum(record):
 
 def _build_record(session_id, seq, note_type, text, effect=None, ref=None, status=None, provenance=None,
                   evidence=None, about=None, by=None, timestamp=None, batch=None):
-    """v0's keys in v0's order, the optional fields after, checksum last."""
+    """v0's keys in v0's order, optional fields after, checksum last."""
     record = {"id": _note_id_for(seq), "ts": timestamp or _utc_now(), "session_id": session_id, "seq": seq,
               "type": note_type, "text": text}
     record.update((key, value) for key, value in (("effect", effect), ("ref", ref), ("status", status),
@@ -601,7 +601,7 @@ def _generic_value_is_secret(keyword, operator, value, before=""):
         return re.search(r"(?i)(?:token|secret|auth|passw\w*|api[ _-]?key)$", before) is not None
     if _is_word_like(value):
         return False
-    # A digest named as one (commit key: <40 hex>, the sha256 of the key is).
+    # A digest named so (commit key: <40 hex>, the sha256 of the key is).
     if (re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}", value)
             and re.search(r"(?i)commit|sha|hash|digest|checksum|fingerprint|etag|revision", before)):
         return False
@@ -707,7 +707,7 @@ def _join_key_groups(run):
 
 
 def _joined_kind_in(text):
-    """The kind of vendor key a run of groups holds once joined, or None."""
+    """The vendor key kind a run of groups holds once joined, or None."""
     for run in (_GROUPED_RUN, _SPACED_RUN):
         joined = re.sub(run, _join_key_groups, text)
         kind = joined != text and _credential_kind_in(joined, context=False)
@@ -911,7 +911,7 @@ _PLAIN_RULE = (lambda value: value - value == 0 if isinstance(value, float) else
 
 
 def _field_problems(record):
-    """[] or one (kind, detail) naming every field of the wrong kind."""
+    """[] or one (kind, detail) naming each field of a wrong kind."""
     for key in _REQUIRED_FIELDS:
         if key not in record:
             return [("missing_field", "the record lacks its %s field" % key)]
@@ -1014,7 +1014,7 @@ def _link_rule_broken(name, note_type, target_type, target_firm, provenance):
 
 
 class _SeqKinds:
-    """Which seqs are gates or firm notes: a byte each; a far seq in a dict."""
+    """Which seqs are gates or firm notes: a byte each; far seqs in a dict."""
 
     GATE, FIRM = 1, 2
 
@@ -1113,7 +1113,7 @@ def _is_usable(problems):
 
 
 def _seq_order_problem(seq, highest, damaged):
-    """seq_repeated, seq_gap or None; each damaged line may have held a seq."""
+    """seq_repeated, seq_gap or None; each damaged line may hold a seq."""
     if not _is_seq(seq) or highest < seq <= highest + 1 + damaged:
         return None
     return "seq_repeated" if seq <= highest else "seq_gap"
@@ -1173,7 +1173,7 @@ def _is_redacted(record):
 
 
 def _is_redaction_note(record, note_id=None):
-    """Whether record is the source note of a redaction (of note_id)."""
+    """Whether record is a redaction's source note (of note_id)."""
     return (record.get("type") == "source" and _is_note_id(record.get("about"))
             and isinstance(record.get("text"), str) and record["text"].startswith(_REDACTION_PREFIX)
             and (note_id is None or record["about"] == note_id))
@@ -1186,7 +1186,7 @@ def _redacted_record(record):
 
 
 # ------------------------------
-# Storage: folder, lock, reading from either end, appending, atomic writes
+# Storage: folder, lock, reading either end, appending, atomic writes
 
 def _invoked_as():
     started = os.path.basename(sys.argv[0]) if sys.argv else ""
@@ -1194,10 +1194,10 @@ def _invoked_as():
         return _CONSOLE_COMMAND
     if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "notes":
         return _MODULE_COMMAND
-    return "python3 -S " + shlex.quote(sys.argv[0]) if started == "notes.py" else _SCRIPT_COMMAND
+    return "python3 -S " + shlex.quote(sys.argv[0]) if __name__ == "__main__" and started else _SCRIPT_COMMAND
 
 
-def _on_folder(folder):  # a hint's command: it runs as shown from anywhere
+def _on_folder(folder):  # as given and quoted: a hint runs as shown
     return "%s --dir %s" % (_invoked_as(), shlex.quote(folder))
 
 
@@ -1289,7 +1289,7 @@ def _resolve_folder(folder, session=None, create=True):
 
 
 def _check_folder_is_private(folder):
-    """Refuse a session folder or file that another user could read or swap."""
+    """Refuse a session folder or file another user could read or swap."""
     for name, kind in (("", "folder"), (_META_NAME, "meta"), (_LOG_NAME, "log"), (_LOCK_NAME, "lock")):
         path = os.path.join(folder, name) if name else folder
         try:
@@ -1321,7 +1321,7 @@ def _folder_error(folder, error):
 
 
 def _write_error(path, error, way_out):
-    """On a full disk another folder on it would not help, so say so."""
+    """On a full disk another folder on it would not help: say so."""
     if error.errno in _NO_ROOM_ERRORS:
         return NotesError(
             "no room left on the disk holding %s (%s); nothing was written. Free some space, then "
@@ -1537,7 +1537,7 @@ class _SessionLock:
         return self
 
     def wait_for_lock(self, fd, deadline):
-        """Poll until the deadline (a dead holder's flock is freed at once)."""
+        """Poll until the deadline (a dead holder's flock frees at once)."""
         pause = 0.001
         while not _try_lock(fd):
             left = deadline - time.monotonic()
@@ -1577,7 +1577,7 @@ def _open_log(path):
 
 
 def _log_view(folder):
-    """(descriptor, size, in_flight: a writer is at work) of the log."""
+    """(descriptor, size, in_flight: a writer at work) of the log."""
     log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
     fd, size = _open_log(log_path)
     if lock_path in _SessionLock.held or fd is None or size == 0:  # the writer itself reads
@@ -1685,7 +1685,7 @@ def _discard_temporary(name, at=None):
 
 
 def _remove_stale_temporary_files(folder, names, older_than=_STALE_TEMPORARY_SECONDS):
-    """Delete killed writes' temporary files once older_than seconds old."""
+    """Delete killed writes' temporary files older than older_than seconds."""
     shape = re.compile(r"\.(?:%s)\.[0-9a-f]{12}(?:-.*)?\.tmp" % "|".join(map(re.escape, names)), re.DOTALL)
     try:
         entries = [entry for entry in os.scandir(folder) if shape.fullmatch(entry.name)]
@@ -1856,7 +1856,7 @@ def _open_inside(folder, relative, what="path", way_out=_INSIDE_WAY_OUT):
 
 
 def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", way_out=_INSIDE_WAY_OUT):
-    """Replace or create the file at relative below folder, following no link."""
+    """Replace or create the file at relative below folder, no link followed."""
     parts = _inside_parts(relative, what, way_out)
     path = os.path.join(folder, *parts)
     try:
@@ -1934,7 +1934,7 @@ def _check_meta_session_id(folder, meta):
 
 
 def _make_private_folders(folder):
-    """Create folder and missing parents 0700 (os.makedirs uses the umask)."""
+    """Create folder and missing parents 0700 (os.makedirs takes the umask)."""
     missing = []
     while not os.path.isdir(folder):
         missing.append(folder)
@@ -1951,7 +1951,7 @@ def _make_private_folders(folder):
 
 
 def _open_session_for_writing(folder):
-    """Under the lock: (the meta, whether this call started the session)."""
+    """Under the lock: (the meta, whether this call started it)."""
     meta = _check_session_folder(folder)  # again: an init or restore may have come first
     if meta is not None:
         return meta, False
@@ -1986,7 +1986,7 @@ def _refuse_a_hard_linked_log(path, status):
 
 
 def _read_lines_backward(handle, size):
-    """Yield (offset, line) from size back; a line over _LINE_LIMIT is None."""
+    """(offset, line) from size back; a line over _LINE_LIMIT is None."""
     pieces, length, position = [], 0, size  # pieces of the current line
     while position > 0:
         step = min(_BACKWARD_BLOCK, position)
@@ -2091,7 +2091,7 @@ class _BackwardScan:
 
 
 class _LogTail(_BackwardScan):
-    """The log's end for a writer: torn tail, next seq, recent records."""
+    """The log's end for a writer: torn tail, next seq, last records."""
 
     def __init__(self, handle, size, recent_since=None, window_records=_DUPLICATE_WINDOW_RECORDS):
         _BackwardScan.__init__(self, handle, size)
@@ -2143,7 +2143,7 @@ _NO_ROOM_ERRORS = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "E
 
 
 def _keep_torn_tail_in_place(fd, tail, why):
-    """End the torn tail with a newline: a damaged line, which holds a seq."""
+    """End the torn tail with a newline: a damaged line holding a seq."""
     _append_line(fd, b"\n")  # Crash window: one write; until it, the tail waits for the next append.
     tail.highest_seq += 1
     return {"kind": "torn_tail_kept", "bytes": tail.size - tail.keep_end, "why": why}
@@ -2260,7 +2260,7 @@ class _LogReader(_ProblemTally, _ClosesHandle):
         return _problem_messages(self.problems, self.problem_count)
 
     def notices(self):
-        """What append now refuses but an older log may hold, as sentences."""
+        """What append refuses but an older log may hold, as sentences."""
         return _problem_messages(self.order.notices, self.order.notice_count)
 
 
@@ -2446,7 +2446,7 @@ def _recover_tail(folder, fd, tail):
 
 
 def _compact_record(record):
-    """A record, or each of a list, with only its id and signal fields."""
+    """A record, or each of a list, with its id and signal fields only."""
     if isinstance(record, list):
         return [_compact_record(item) for item in record]
     return {key: record[key] for key in ("id",) + _SIGNAL_FIELDS if key in record}
@@ -2604,7 +2604,7 @@ def _show_chain(reader, note_id):
             _keep_newest(later, _SHOW_LIST_LIMIT, not_listed, "updates" if is_gate else "replaced_by")
             if is_gate and record.get("by"):
                 settled.add(record["by"])
-        if record.get("about") in (family if is_gate else (note_id,)):
+        elif record.get("about") in (family if is_gate else (note_id,)):
             about.append(record)
             _keep_newest(about, _SHOW_LIST_LIMIT, not_listed, "about")
     receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
@@ -3058,13 +3058,13 @@ _CHECK_SIGNS = {"£": " pound ", "$": " dollar ", "€": " euro ", "%": " percen
 _CHECK_SUFFIXES = (
     "ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ness", "ies", "ied", "ers",
     "er", "ed", "es", "ly", "s")
-# Marks a line unsettled, in its sentence or lead (any case).
+# Marks a line unsettled, in its sentence or lead.
 _CHECK_MARK = re.compile(
     r"(?i)\b(?:assum(?:ptions?|ed)|not (?:yet )?(?:decided|confirmed|agreed|settled)|to be "
     r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
 _CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|nothing|nobody|neither|without|cannot|instead of|rather than|"
                              r"out of scope|excluded?)\b|n[’']t\b")
-# Process residue: (pattern, what, confidence); state names in capitals.
+# Residue: (pattern, what, confidence); state names in capitals.
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
     (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
@@ -3107,6 +3107,8 @@ _CHECK_LOG_STEMS = _check_stems(
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
     "relayed artifact deliverable")
+# A note on the artifact's reader or length, which shape it.
+_CHECK_FRAME = re.compile(r"(?i)\b(?:written for|readers?|audience|pages?|length)\b")
 _CHECK_FRAME_STEMS = _check_stems("write written read audience page length long short half fits")
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]\s|[0-9]+[.)]\s|\|)")
 
@@ -3220,13 +3222,11 @@ def _check_lost(doc, recap):
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"(?i)\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"])
                   and not _CHECK_NEGATION.search(note["text"])]
-    findings, frame = [], _check_stems((recap["mode"] or {}).get("text", "")) | _CHECK_FRAME_STEMS
+    findings, mode = [], _check_stems((recap["mode"] or {}).get("text", ""))
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
+        frame = mode | _CHECK_FRAME_STEMS if _CHECK_FRAME.search(note["text"]) else mode
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
-        lead = _check_stems(re.split("[:;]", note["text"])[0], _CHECK_LOG_STEMS)  # before why or who
-        if len(lead) > 2 and len(lead) in doc.hits(lead, 2).values():
-            continue
         # Most of its words over passages: a table, sections.
         if share < 0.45 and (present := len(stems & (doc.holding.keys() | frame)) / len(stems)) < 0.75:
             scattered = present >= 0.6
@@ -3257,7 +3257,8 @@ def _check_open(doc, recap, gates):
                       for index, hits in doc.hits(stems).items()
                       if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
         lines.sort(reverse=True)
-        claimed.update([n for _, index, n in lines if -index in marking][:1])  # one line a point
+        held = [(share, n) for share, index, n in lines if -index in marking]
+        claimed.update(n for share, n in held if share == held[0][0])  # its strongest marked lines
         # A finding if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
@@ -4110,11 +4111,11 @@ _COMMANDS = {
     ], "show n00003 --compact"),
     "summary": _Command("Print the number of records by type and the last note.", [], "summary"),
     "recap": _Command(
-        "Print the state of the idea within a size budget: gates, unconfirmed notes (labelled model or inferred, "
-        "tensions and deliveries aside), live decisions, discards and more. pending: how many gates are open and notes unconfirmed, since when, and which came after the last "
-        "delivery; synthesis: entered, delivered or ended, and by which notes; delivery: the last artifact note "
-        "appended in synthesis and the live notes after it, mode notes aside; export_lag: how many notes the "
-        "folder's export lacks.", [
+        "Print the state of the idea within a size budget: gates, unconfirmed notes (labelled model or inferred; "
+        "no mode, tension or delivery), live decisions, discards and more. pending: how many gates are open and "
+        "notes unconfirmed, since when, and which came after the last delivery; synthesis: entered, delivered or "
+        "ended, and by which notes; delivery: the last artifact note appended in synthesis and the live notes "
+        "after it, mode notes aside; export_lag: how many notes the folder's export lacks.", [
         _limit("items kept per list, newest first", _RECAP_DEFAULT_LIMIT),
         _format(mcp_help="json (default), or md: the recap as markdown in the receipt's markdown"),
         _Option("--max-bytes", "N", "at most this many bytes of output, leaving out the oldest entries that can go "
@@ -4193,12 +4194,12 @@ def _build_parser():
                              re.sub(r": '[^']*'|: \"[^\"]*\"", "", message))
             raise NotesError("%s %s" % (message, _see_help(command)))
 
-    program, raw = _invoked_as(), argparse.RawDescriptionHelpFormatter
+    program, raw = _invoked_as().replace("%", "%%"), argparse.RawDescriptionHelpFormatter
     parser = Parser(
         prog=_CONSOLE_COMMAND if program == _CONSOLE_COMMAND else "notes.py",
         description="Append-only memory log for Memory-Assisted Shaping: stamps, numbers and "
         "checksums each memory signal, and reads the session back.", formatter_class=raw,
-        epilog="example:\n  %s %s\n\nrun '%s COMMAND --help' for a command's options"
+        epilog="example:\n  %s %s\n\nrun %s COMMAND --help for a command's options"
                % (program, _COMMANDS["append"].example.split("\n")[0], program))
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("--dir", help=_DIR_HELP)

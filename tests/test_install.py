@@ -275,6 +275,13 @@ def test_a_hint_runs_as_shown_from_another_folder_when_its_paths_hold_spaces(tmp
                              env=without_variable(), timeout=60)
     assert started.returncode == 0 and json.loads(started.stdout)["command"] == "init"
     assert (session / "session_meta.json").is_file() and os.listdir(str(elsewhere)) == []
+    # A renamed copy is named as it was run; a "%" in its path reaches --help unformatted.
+    renamed = tmp_path / "p%(prog)x" / "notes (1).py"
+    renamed.parent.mkdir()
+    shutil.copy(str(script), str(renamed))
+    helped = subprocess.run([sys.executable, "-S", str(renamed), "--help"], capture_output=True, text=True,
+                            env=without_variable(), timeout=60)
+    assert helped.returncode == 0 and "run python3 -S '%s' COMMAND --help" % renamed in helped.stdout
 
 
 # --------------------------------------------------------------------------

@@ -628,6 +628,16 @@ def test_show_gives_a_gate_its_updates_and_the_notes_that_settled_them(session):
     assert update["updates"] == gate["updates"] and update["state"] == "closed" and update["about"] == gate["about"]
 
 
+def test_show_lists_no_update_of_a_gate_as_a_note_about_it(session):
+    appended(session, "gate", "Channel is undecided.")
+    appended(session, "gate", "Channel: deferred.", "--ref", "n00001", "--status", "deferred")
+    appended(session, "gate", "Channel: open again.", "--ref", "n00002", "--status", "open", "--about", "n00001")
+    records = read_records(session)
+    gate = show(session, "n00001")
+    assert gate["updates"] == [records[1], records[2]] and gate["about"] == []
+    assert show(session, "n00003")["about"] == []
+
+
 def test_show_refuses_an_id_it_cannot_find_without_echoing_a_value(session):
     appended(session, "decision", "Reminders go by email.")
     before = folder_digest(session)

@@ -212,7 +212,7 @@ def test_recap_of_the_v0_session_is_exact(tmp_path):
 def test_recap_help_says_what_unconfirmed_means(tmp_path, capsys):
     # A note labelled op but inferred is listed as unconfirmed too: the help names both labels.
     assert notes.main(["--dir", str(tmp_path / "untouched"), "recap", "--help"]) == 0
-    assert "unconfirmed notes (labelled model or inferred, tensions and deliveries aside)" in " ".join(
+    assert "unconfirmed notes (labelled model or inferred; no mode, tension or delivery)" in " ".join(
         capsys.readouterr().out.split())
     assert not (tmp_path / "untouched").exists()
 
