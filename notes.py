@@ -442,12 +442,12 @@ class NotesError(Exception):
     def __init__(self, message: str, exit_code: int = _EXIT_USAGE, details: dict | None = None,
                  help_for: str | None = None):
         super().__init__(message)
-        # help_for: the command whose --help the message points to
+        # help_for: the command whose --help to name
         self.message, self.exit_code, self.details, self.help_for = message, exit_code, details or {}, help_for
 
 
 # ------------------------------
-# Record rules (pure, no I/O): JSON, checksum, build, validate a line
+# Record rules (pure): JSON, checksum, build, validate a line
 
 def _refuse_constant(name):
     raise ValueError("%s is not a JSON number" % name)
@@ -1766,7 +1766,7 @@ def _replace_log(folder, chunks):
                          "the protection and run the command again" % (log_path, error.strerror)) from None
 
 
-# Walking below a folder by dir_fd, following no link (Windows: resolved path checked).
+# Below a folder by dir_fd, following no link (Windows: resolved path checked).
 _CAN_WALK_INSIDE = (
     bool(_NO_FOLLOW) and bool(_FOLDER_ONLY) and os.scandir in os.supports_fd
     and all(call in os.supports_dir_fd for call in (os.open, os.mkdir, os.rename, os.unlink)))
@@ -2892,7 +2892,7 @@ def _recap_markdown_head(recap):
         not_erased = redacted["not_erased"]
         lines.append("Redacted notes: %d. %s%s." % (redacted["count"], not_erased[0].upper(), not_erased[1:]))
     progress = [""]
-    if pending:
+    if pending["open_gates"] or pending["unconfirmed"]:
         since = pending.get("since_delivery")
         progress.append("Pending: %s, listed below%s." % (" and ".join(
             _counted(pending[key], noun) + tail for key, noun, tail in (
@@ -3010,13 +3010,14 @@ def _recap_of(folder, meta, limit):
         **latest, **{name: [item for _, item in entries] for name, entries in lists.items()},
         superseded_count=len(superseded), export_lag=_export_lag(folder, meta["session_id"], reader.total))
     _with(receipt, redacted=redacted and {"count": redacted, "not_erased": _REDACT_NOT_ERASED})
-    total = {name: len(lists[name]) + cut.get(name, 0) for name in ("open_gates", "unconfirmed")}
-    if any(total.values()):
-        # An open gate counts from the note last setting it open.
-        pending = receipt["pending"] = dict(total, raised_since=min(filter(None, (first_gate, first_note)))[1])
-        if synthesis.delivered_at is not None:
-            pending["since_delivery"] = [item["id"] for seq, item in sorted(
-                lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
+    pending = receipt["pending"] = {  # zeros too
+        name: len(lists[name]) + cut.get(name, 0) for name in ("open_gates", "unconfirmed")}
+    if any(pending.values()):
+        # An open gate counts from its last opening.
+        pending["raised_since"] = min(filter(None, (first_gate, first_note)))[1]
+    if synthesis.delivered_at is not None:
+        pending["since_delivery"] = [item["id"] for seq, item in sorted(
+            lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
     if synthesis.delivery:
         synthesis.delivery["after"] = [note for _, note in synthesis.after]
     receipt.update(synthesis=synthesis.synthesis, delivery=synthesis.delivery)  # null: none yet
