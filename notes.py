@@ -3228,12 +3228,12 @@ def _check_lost(doc, recap):
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         frame = mode | _CHECK_FRAME_STEMS if _CHECK_FRAME.search(note["text"]) else mode
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
-        # Most of its words over passages: a table, sections.
+        # Spread: a table, sections.
         if share < 0.45 and (present := len(stems & (doc.holding.keys() | frame)) / len(stems)) < 0.75:
             scattered = present >= 0.6
             confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
             findings.append(_with(doc.finding("lost_decision", None, note, confidence),
-                                  what=scattered and "its words are in the artifact, spread over passages"))
+                                  what=scattered and "most of its words are in the artifact, but no passage holds half"))
     return findings
 
 

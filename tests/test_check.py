@@ -241,6 +241,21 @@ def test_a_decision_whose_words_are_spread_over_the_artifact_is_not_lost(tmp_pat
         ("n00002", "high", None)]
 
 
+def test_a_decision_spread_thin_is_reported_low_with_what_was_found(tmp_path):
+    # Rounds 58 to 60: "spread over passages" left models unsure whether anything was wrong.
+    folder = tmp_path / "news"
+    write_session(folder, [("decision", "Copies are printed at the library on the 25th and delivered by volunteers "
+                                        "to every household in the parish before Sunday.", OP)])
+    (folder / "plan.md").write_text(
+        "# Plan\n\n## Printing\n\nThe library prints copies.\n\n## Dates\n\nAll on the 25th.\n\n## Delivery\n\n"
+        "Volunteers deliver.\n\n## Reach\n\nThe parish is covered.\n", encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == [{
+        "kind": "lost_decision", "line": None, "note": "n00001",
+        "note_text": "Copies are printed at the library on the 25th and delivered by volunteers to every household "
+                     "in the parish before Sun...",
+        "excerpt": None, "confidence": "low", "what": "most of its words are in the artifact, but no passage holds half"}]
+
+
 def test_who_said_a_note_and_when_is_not_looked_for_in_the_artifact(tmp_path):
     # protocol.md has a relative time keep the operator's words and add the day; the plan states the time.
     folder = tmp_path / "thesis"
