@@ -348,7 +348,9 @@ def test_readback_covers_a_past_point_and_the_checkpoint_rule():
     says(text, "write-only", "past point", "re-entry", "before synthesis", "`recap`", "tail --grep", "show")
     says(text, "a checkpoint is", "leaving", "deliver", "export", "only there", "which file to keep", "`keep`",
          "`tell_operator`", "only copy")
-    says(text, "restore", "as the refusal shows", "later export", "readING_ALIGNMENT", "whatever the last `mode` note says")
+    # How to spot a later export is restore's tell_operator to say (test_export pins it); passing it on is the duty.
+    says(text, "restore", "as the refusal shows", "pass on `tell_operator`", "readING_ALIGNMENT",
+         "whatever the last `mode` note says")
     says(text, "--compact")
 
 
