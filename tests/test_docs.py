@@ -443,7 +443,7 @@ def test_the_other_first_edition_rules_are_kept():
     says(signals, "checklist", "--about", "no discard note exists", "reopen")
     says(section("protocol.md", r"^4\. lenses"), "unconfirmed", "--ref", "`discard`", "silence confirms nothing")
     says(section("protocol.md", r"^8\. synthesis"), "stands alone", "audit document", "not decided",
-         "redesign", "delivering ends synthesis", "`artifact` note", "keep that file", "not the artifact",
+         "redesign", "delivering ends synthesis", "`artifact` note", "keep that file",
          "out of date")
     says(section("note-io.md", r"^links$"), "--ref", "--about", "--by", "--batch -", "all of them or none",
          "@K", "one batch")
