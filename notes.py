@@ -1419,7 +1419,7 @@ def _require_session(folder):
         if found := _exports_in(folder):  # what restore with no path reads
             raise NotesError("no session in %s, but %s is there: restore it with: %srestore, or start anew with: "
                              "%sinit" % (folder, os.path.basename(found[-1]), run, run))
-        raise NotesError("no session in %s (no %s there); start one with: %sinit, or restore an uploaded export "
+        raise NotesError("no session in %s (no %s there: none began, or its files are gone); start one with: %sinit, or restore an uploaded export "
                          "with: %srestore PATH" % (folder, _META_NAME, run, run))
     return meta
 
@@ -2658,7 +2658,7 @@ def _read_export_head(path, opener=None):
     for found in re.finditer(rb',\s*"records"', data):
         try:
             head = _parse_json(data[:found.start()].decode("utf-8") + "}")
-        except ValueError:  # a UnicodeDecodeError too
+        except ValueError:
             continue
         if isinstance(head, dict) and "record_count" in head:
             return head, None

@@ -1177,8 +1177,9 @@ def test_a_folder_without_a_session_says_whether_an_export_there_can_be_restored
     run = "python3 -S notes.py --dir %s " % target
 
     assert refused_for_want_of_a_session(capsys, target) == {"ok": False, "error": (
-        "no session in %s (no session_meta.json there); start one with: %sinit, or restore an uploaded export "
-        "with: %srestore PATH" % (target, run, run))}
+        # Round 61 (home-backup c1): a reset sandbox reads as this too, so the refusal says files may be gone.
+        "no session in %s (no session_meta.json there: none began, or its files are gone); start one with: "
+        "%sinit, or restore an uploaded export with: %srestore PATH" % (target, run, run))}
     shutil.copy(str(export_path), str(target / name))
     (target / "notes.txt").write_text("not an export\n", encoding="utf-8")
     assert refused_for_want_of_a_session(capsys, target) == {"ok": False, "error": (
