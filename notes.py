@@ -1419,8 +1419,8 @@ def _require_session(folder):
         if found := _exports_in(folder):  # what restore with no path reads
             raise NotesError("no session in %s, but %s is there: restore it with: %srestore, or start anew with: "
                              "%sinit" % (folder, os.path.basename(found[-1]), run, run))
-        raise NotesError("no session in %s (no %s there: none began, or its files are gone); start one with: %sinit, or restore an uploaded export "
-                         "with: %srestore PATH" % (folder, _META_NAME, run, run))
+        raise NotesError("no session in %s (no %s there: none began, or its files are gone); start one with: "
+                         "%sinit, or restore an uploaded export with: %srestore PATH" % (folder, _META_NAME, run, run))
     return meta
 
 
@@ -2288,7 +2288,7 @@ class _RedactionsSeen:
 
     def meet(self, record, line):
         if record["type"] != "source" and record["text"] != _REDACTED_TEXT:
-            return  # most notes
+            return
         if _is_redacted(record):
             self.count += 1
             self.pending[record["id"]] = line
@@ -2617,7 +2617,7 @@ def _show_chain(reader, note_id):
         receipt.update(state="superseded" if later else "live", replaces=back[1:], replaced_by=later)
         _with(not_listed, replaces=back_skipped)
         reopening = _recap_history(reader)[3].get(note_id) if target["type"] == "discard" else None
-        if reopening is not None:  # as recap lists it
+        if reopening is not None:
             again = _notes_named(reader, {reopening}, {})[0]
             receipt[_reopening_key(again)] = _named_note(again)
     receipt["about"] = about
@@ -3020,7 +3020,7 @@ def _recap_of(folder, meta, limit):
             lists["open_gates"] + unconfirmed, key=lambda e: e[0]) if seq > synthesis.delivered_at]
     if synthesis.delivery:
         synthesis.delivery["after"] = [note for _, note in synthesis.after]
-    receipt.update(synthesis=synthesis.synthesis, delivery=synthesis.delivery)  # null: none yet
+    receipt.update(synthesis=synthesis.synthesis, delivery=synthesis.delivery)
     lists["delivery"] = synthesis.after
     # Left out oldest first, pending entries last.
     order = [name for names in (_CUTTABLE_LISTS + ("delivery",), _PENDING_LISTS)
@@ -3043,7 +3043,7 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
 _CHECK_LISTED = 50  # findings listed, then counted
-_CHECK_EXCERPT = 120  # characters of a finding's excerpt or note text
+_CHECK_EXCERPT = 120  # characters of an excerpt or note text
 _CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
 _CHECK_STOP_WORDS = frozenset(
     "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do does "
@@ -3107,7 +3107,7 @@ def _check_stems(text, drop=frozenset()):
 _CHECK_LOG_STEMS = _check_stems(
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
-    "relayed artifact deliverable")
+    "relayed artifact deliverable settled still")
 # A note on the artifact's reader or length, which shape it.
 _CHECK_FRAME = re.compile(r"(?i)\b(?:written for|readers?|audience|pages?|length)\b")
 _CHECK_FRAME_STEMS = _check_stems("write written read audience page length long short half fits")
@@ -3134,7 +3134,7 @@ class _CheckedArtifact:
             else:
                 current[1] = n + 1
         lines, self.line_stems = self.lines, [_check_stems(line) for line in self.lines]
-        self.holding = collections.defaultdict(set)  # stem -> passages holding it
+        self.holding = collections.defaultdict(set)
         # Lead: the ## heading, and the line above (or its list or table) if marked, bold or ending ":".
         self.leads, heading = [], ""
         for index, (first, end, in_list) in enumerate(self.passages):
@@ -3148,7 +3148,7 @@ class _CheckedArtifact:
                     or re.fullmatch(r"(\*\*|__).+(\*\*|__)", lead)):
                 lead = ""
             self.leads.append(heading + "\n" + lead)
-            if lines[first].lstrip().startswith("#"):  # a title (one #) marks nothing
+            if lines[first].lstrip().startswith("#"):  # a title (#) marks nothing
                 heading = lines[first] if lines[first].lstrip().startswith("##") else ""
 
     def hits(self, stems, span=1):
@@ -3237,8 +3237,8 @@ def _check_lost(doc, recap):
     return findings
 
 
-def _check_open(doc, recap, gates):
-    """Open points a line states unmarked; open or deferred gates not shown, if no marked line is left for them."""
+def _check_open(doc, recap, gates, find):
+    """Open points stated unmarked; open or deferred gates not shown, if no marked line is left."""
     findings, unshown, claimed, seen = [], [], set(), set()
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
     marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
@@ -3246,11 +3246,13 @@ def _check_open(doc, recap, gates):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed by the model: with its answer; narrowed by a note: as is; else both wordings.
-        narrowed = note["id"] in gates and gates[note["id"]].by
-        texts = [note["text"] + " " + note["update_text"]] if note.get("status") == "closed" else [
-            note["update_text"]] if narrowed else [note["text"], note.get("update_text")]
-        lines, stem_sets = [], [stems for text in texts if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
+        # Closed by the model: with its answer; narrowed: what is left; else both wordings.
+        closed, by = note.get("status") == "closed", note["id"] in gates and gates[note["id"]].by
+        settled = _check_stems((find(by) or {}).get("text", "")) if by and not closed else set()
+        texts = [note["text"] + " " + note["update_text"]] if closed else [
+            note["update_text"]] if by else [note["text"], note.get("update_text")]
+        lines, stem_sets = [], [stems for text in texts
+                                if text and (stems := _check_stems(text, _CHECK_LOG_STEMS) - settled)]
         if not stem_sets:
             continue
         for stems in stem_sets:
@@ -3306,7 +3308,7 @@ def _check(self, *, file) -> dict:
     recap = state.receipt
     with _NotesById(recap["path"]) as find:
         findings = (_check_residue(doc, find) + _check_discards(doc, recap, find)
-                    + _check_lost(doc, recap) + _check_open(doc, recap, state.gates))
+                    + _check_lost(doc, recap) + _check_open(doc, recap, state.gates, find))
     findings.sort(key=lambda item: (("high", "medium", "low").index(item["confidence"]), item["line"] or math.inf))
     receipt = _with(_CompactReceipt(
         ok=True, command="check", path=path, findings=findings[:_CHECK_LISTED],
@@ -3569,7 +3571,7 @@ class _Export(_ProblemTally):
                 % (self.path, self.problem_count), _EXIT_INTEGRITY, {"problems": self.problems})
 
     def check_records(self, accept_damaged):
-        seen, redactions = _LogOrder(), _RedactionsSeen()  # as verify counts
+        seen, redactions = _LogOrder(), _RedactionsSeen()
         for number, record in enumerate(self.all, 1):
             if not isinstance(record, dict):
                 raise _not_an_export(self.path, "record %d is not an object" % number)
@@ -3722,7 +3724,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
                     moved, fd = _create_new_file("%s.set-aside-%s" % (log_path, _utc_now(_FILE_STAMP)))
                     os.close(fd)
                     os.rename(log_path, moved)  # over our empty file
-                # Crash window: cut short here, the folder holds no session; restoring again starts afresh.
+                # Crash window: cut short here, no session; restoring again starts afresh.
                 os.unlink(os.path.join(folder, _META_NAME))
                 _fsync_folder(folder)
             # Crash window: a log without meta, which writers refuse (no fork); restoring again writes it.
@@ -3731,7 +3733,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
         else:
             recovered = _mend_log_tail(folder)
             if kept < export.record_count:
-                # Crash window: before the rename the log is as it was; after it, it holds the rest too.
+                # Crash window: before the rename the log is as it was; after, it holds the rest too.
                 _replace_log(folder, _log_then(log_path, [(0, None, b"".join(map(_record_line, export.all[kept:])))]))
     last = export.last_record  # text only if it verifies: echo no secret or damage
     receipt = {
@@ -3971,7 +3973,7 @@ def _redact(self, *, note_id, reason) -> dict:
         session_id = _open_session_for_writing(folder)[0]["session_id"]
         if (fd := _open_log(log_path)[0]) is None:
             raise NotesError("redact %s: this session has no notes yet" % note_id)
-        # Crash window: before the rename the log is as it was (a mended end aside); after it, both are there.
+        # Crash window: before the rename the log is as it was (end mended); after, both are there.
         with open(fd, "rb") as handle:
             status = os.fstat(fd)
             _refuse_a_hard_linked_log(log_path, status)  # its other name would keep the old text

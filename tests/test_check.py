@@ -330,6 +330,26 @@ def test_a_gate_narrowed_by_a_note_is_looked_for_as_it_now_stands(tmp_path):
     assert notes.Session(folder).check(file="plan.md")["findings"] == []
 
 
+def test_an_update_restating_what_its_narrowing_note_settled_is_looked_for_by_the_rest(tmp_path):
+    # Rounds 60 and 61 (record-shop c2): the update said the settled part too, so the settled line was taken for
+    # the open one. What the --by note says is settled; the rest still wants its mark.
+    folder = tmp_path / "shop"
+    write_session(folder, [
+        ("gate", "How rare records are priced is open.", dict(OP, status="deferred")),
+        ("decision", "Rare records are priced from their last three marketplace sales, rounded up to the next 5.", OP),
+        ("gate", "How rare records are priced is partly settled: from the last three marketplace sales, rounded up "
+                 "to the next 5. Still open: how the three sales make one price (an average or another figure).",
+         dict(OP, ref="n00001", status="deferred", by="n00002"))])
+    settled = "A rare record is priced from its last three marketplace sales, rounded up to the next 5.\n\n"
+    (folder / "marked.md").write_text("# Sheet\n\n" + settled + "Not decided: how the three sales make one price (an "
+                                      "average or another figure).\n", encoding="utf-8")
+    assert notes.Session(folder).check(file="marked.md")["findings"] == []
+    (folder / "unmarked.md").write_text("# Sheet\n\n" + settled + "The three sales make one price by their average "
+                                        "or another figure.\n", encoding="utf-8")
+    assert [(f["kind"], f["note"], f["line"]) for f in notes.Session(folder).check(file="unmarked.md")["findings"]] == [
+        ("unmarked_open", "n00001", 5)]
+
+
 def test_a_number_in_words_matches_its_digits(tmp_path):
     folder = tmp_path / "guide"
     write_session(folder, [("decision", "Each stop lasts four minutes at most.", OP),
