@@ -45,7 +45,7 @@ try:
 except ImportError:  # Windows
     fcntl = None
 
-# ------------------------------
+# --------------------
 # Constants
 
 _META_NAME = "session_meta.json"
@@ -433,7 +433,7 @@ _REDACT_NOT_ERASED = (
     "delete them, and export again")
 
 
-# ------------------------------
+# --------------------
 # Errors: the one exception, NotesError
 
 class NotesError(Exception):
@@ -446,7 +446,7 @@ class NotesError(Exception):
         self.message, self.exit_code, self.details, self.help_for = message, exit_code, details or {}, help_for
 
 
-# ------------------------------
+# --------------------
 # Record rules (pure): JSON, checksum, build, validate a line
 
 def _refuse_constant(name):
@@ -1185,7 +1185,7 @@ def _redacted_record(record):
     return redacted
 
 
-# ------------------------------
+# --------------------
 # Storage: folder, lock, reading either end, appending, atomic writes
 
 def _invoked_as():
@@ -2299,7 +2299,7 @@ class _RedactionsSeen:
         return [_problem(line, note_id, "redaction_unexplained") for note_id, line in self.pending.items()]
 
 
-# ------------------------------
+# --------------------
 # Session: the Python API and its core commands
 
 class Session:
@@ -2698,7 +2698,7 @@ def _session_entry(name, folder):
     return _with(entry, problems=reader.problem_count)
 
 
-# ------------------------------
+# --------------------
 # Recap: the idea's state in a byte budget; an artifact checked by it
 
 def _counted(number, noun):
@@ -2891,10 +2891,10 @@ def _recap_markdown_head(recap):
     if redacted:
         not_erased = redacted["not_erased"]
         lines.append("Redacted notes: %d. %s%s." % (redacted["count"], not_erased[0].upper(), not_erased[1:]))
-    progress = [""]
+    progress = ["", "Pending: nothing."]
     if pending["open_gates"] or pending["unconfirmed"]:
         since = pending.get("since_delivery")
-        progress.append("Pending: %s, listed below%s." % (" and ".join(
+        progress[1] = ("Pending: %s, listed below%s." % (" and ".join(
             _counted(pending[key], noun) + tail for key, noun, tail in (
                 ("open_gates", "open gate", ""), ("unconfirmed", "note", " not yet confirmed")) if pending[key]),
             "" if since is None else "; %s since the last delivery" % (
@@ -2908,7 +2908,7 @@ def _recap_markdown_head(recap):
         since = ("%s since, listed under Since the delivery" % _counted(count, "note") if count else
                  "nothing changed since")
         progress.append("Delivered: %s [%s]; %s." % (named, delivery["id"], since))
-    return lines + progress + [""] * (len(progress) > 1)
+    return lines + progress + [""]
 
 
 def _recap_markdown(recap):
@@ -3251,8 +3251,9 @@ def _check_open(doc, recap, gates, find):
         settled = _check_stems((find(by) or {}).get("text", "")) if by and not closed else set()
         texts = [note["text"] + " " + note["update_text"]] if closed else [
             note["update_text"]] if by else [note["text"], note.get("update_text")]
-        lines, stem_sets = [], [stems for text in texts
-                                if text and (stems := _check_stems(text, _CHECK_LOG_STEMS) - settled)]
+        # One word left would match any line: then all of them.
+        lines, stem_sets = [], [rest if len(rest := stems - settled) > 1 else stems for text in texts
+                                if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
         if not stem_sets:
             continue
         for stems in stem_sets:
@@ -3319,7 +3320,7 @@ def _check(self, *, file) -> dict:
     return _with(receipt, not_listed=len(findings) - len(receipt["findings"]))
 
 
-# ------------------------------
+# --------------------
 # Export and restore: the whole session to one file and back
 
 def _gates_phrase(gates):
@@ -3763,7 +3764,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
                  recovered=recovered)
 
 
-# ------------------------------
+# --------------------
 # Batches: append one signal or several, written all or none
 
 def _refuse_a_long_batch(count):
@@ -3918,7 +3919,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
                  duplicate=duplicate is not None, recovered=recovered, created=created)
 
 
-# ------------------------------
+# --------------------
 # Redaction: the one audited rewrite of a complete line
 
 # A note's problems the placeholder ends: redact takes a note with these.
@@ -3999,7 +4000,7 @@ def _redact(self, *, note_id, reason) -> dict:
                  recovered=recovered)
 
 
-# ------------------------------
+# --------------------
 # Command line: one table of commands and options, and its parser
 
 def _closest(word, choices):
@@ -4301,7 +4302,7 @@ def _error_receipt(error, see=None):
     return {"ok": False, "error": "unexpected error: %s: %s" % (type(error).__name__, error)}
 
 
-# ------------------------------
+# --------------------
 # MCP: the same Session methods as tools over stdio
 # Newline-delimited JSON-RPC 2.0; arguments checked by the CLI table.
 
@@ -4684,7 +4685,7 @@ def _serve_mcp(server) -> None:
         raise SystemExit(_EXIT_UNEXPECTED) from None
 
 
-# ------------------------------
+# --------------------
 # Entry: main, the one place that prints, and the dispatch
 
 def _silence_stdout():

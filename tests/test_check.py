@@ -350,6 +350,23 @@ def test_an_update_restating_what_its_narrowing_note_settled_is_looked_for_by_th
         ("unmarked_open", "n00001", 5)]
 
 
+@pytest.mark.parametrize("left", ["Still open.", "Still open: the average."])
+def test_a_narrowed_gate_with_under_two_words_left_is_looked_for_by_the_whole_update(tmp_path, left):
+    # Review of c34ae0c: with nothing left the gate dropped out of check; with one word left, that word alone
+    # matched an unrelated line with high confidence.
+    folder = tmp_path / "shop"
+    write_session(folder, [
+        ("gate", "How are rare records priced?", OP),
+        ("decision", "Rare records are priced from their last three marketplace sales.", OP),
+        ("gate", "Settled: rare records are priced from their last three marketplace sales. " + left,
+         dict(OP, ref="n00001", status="deferred", by="n00002"))])
+    (folder / "plan.md").write_text("# Price sheet\n\nRare records are priced from their last three marketplace "
+                                    "sales.\n\nThe average record sells within a month.\n", encoding="utf-8")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(f["kind"], f["note"]) for f in findings] == [("unmarked_open", "n00001")]
+    assert findings[0]["line"] != 5  # the line sharing only "average"
+
+
 def test_a_number_in_words_matches_its_digits(tmp_path):
     folder = tmp_path / "guide"
     write_session(folder, [("decision", "Each stop lasts four minutes at most.", OP),

@@ -404,6 +404,7 @@ def test_recap_markdown_of_an_empty_session(session):
     assert result.code == 0, result
     assert result.stdout.startswith("#")
     assert "n0000" not in result.stdout
+    assert "\nPending: nothing.\n" in result.stdout
 
 
 # --------------------------------------------------------------------------
@@ -1268,6 +1269,8 @@ def test_markdown_delivery_with_nothing_after_it(tmp_path):
     lines = recap_md(folder).splitlines()
     assert "Delivered: Runbook delivered. [n00002]; nothing changed since." in lines
     assert lines[lines.index("## Since the delivery") + 2] == "- none"
+    # With nothing pending the markdown says so, as the JSON's zeros do (review of 37c278e).
+    assert "Pending: nothing." in lines
 
 
 # --------------------------------------------------------------------------
