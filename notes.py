@@ -3223,13 +3223,14 @@ def _check_lost(doc, recap):
     boundaries = [note for note in recap["artifacts"] if note["id"] != delivered
                   and not re.match(r"(?i)\s*(?:delivered\b|the (?:artifact|deliverable|output)\b)", note["text"])
                   and not _CHECK_NEGATION.search(note["text"])]
-    findings, mode = [], _check_stems((recap["mode"] or {}).get("text", ""))
+    found = doc.holding.keys() | _check_stems((recap["mode"] or {}).get("text", ""))
+    findings, framed = [], found | _CHECK_FRAME_STEMS
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
-        frame = mode | _CHECK_FRAME_STEMS if _CHECK_FRAME.search(note["text"]) else mode
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
         # Spread: a table, sections.
-        if share < 0.45 and (present := len(stems & (doc.holding.keys() | frame)) / len(stems)) < 0.75:
+        in_it = framed if _CHECK_FRAME.search(note["text"]) else found
+        if share < 0.45 and (present := len(stems & in_it) / len(stems)) < 0.75:
             scattered = present >= 0.6
             confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
             findings.append(_with(doc.finding("lost_decision", None, note, confidence),

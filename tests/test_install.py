@@ -454,8 +454,7 @@ def test_sdist_carries_the_tests_fixtures_and_contracts(installed, tmp_path):
     """The source distribution holds what `pytest` needs to run from it, and no session file."""
     built, backend = tmp_path / "dist", tmp_path / "backend"
     # setuptools goes to a folder of its own: the shared environment's files stay as other tests saw them.
-    completed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                                "--target", str(backend), "setuptools>=77"], capture_output=True, text=True, timeout=600)
+    completed = installed.pip_install("--target", str(backend), "setuptools>=77")
     assert completed.returncode == 0, completed.stderr
     completed = subprocess.run(
         [installed.python, "-c", "import sys; sys.path.insert(0, sys.argv[2]); from setuptools import build_meta; "
