@@ -2966,7 +2966,7 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts gates"))
                      if (number := self.cut.get(name, 0) + dropped[name])}
         if truncated:
             types = [kind for kind in NOTE_TYPES if kind + "s" in truncated or kind == "gate"
-                     and any(name.endswith("_gates") for name in truncated)]  # lists are named for types
+                     and any(name.endswith("_gates") for name in truncated)]
             hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
                 _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] * bool(types)
             if "unconfirmed" in truncated:  # a hint names only a limit the command takes
@@ -3228,7 +3228,9 @@ def _check_lost(doc, recap):
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
-        # Spread: a table, sections.
+        lead = _check_stems(re.split(r"[:;]\s", note["text"])[0], _CHECK_LOG_STEMS)  # the claim, not its reason
+        if stems > lead and len(lead) > 2 and max(doc.hits(lead, 2).values(), default=0) >= 0.75 * len(lead):
+            continue
         in_it = framed if _CHECK_FRAME.search(note["text"]) else found
         if share < 0.45 and (present := len(stems & in_it) / len(stems)) < 0.75:
             scattered = present >= 0.6
@@ -3416,7 +3418,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
     with _LogReader(folder, meta) as reader:
         figures = _count_by_type(reader)
         by_type, count, warnings, news = figures[0], reader.total, reader.warnings(), []
-        history = _recap_history(reader) if markdown else None  # a pass over the log: taken once
+        history = _recap_history(reader) if markdown else None
         output = write(_markdown_export(reader, meta, *figures, warnings, history[3], history[1]) if markdown
                        else _restorable_size(_json_export(reader, meta), folder))
         if host in _HOST_DOWNLOAD_FOLDERS:
@@ -3614,7 +3616,7 @@ def _notes_kept_by_restore(folder, export, set_aside=False):
     with _LogReader(folder, meta) as reader:
         existing = common = 0
         records = iter(export.all)
-        for existing, record in enumerate(reader.records(), 1):  # how many lead records are the export's
+        for existing, record in enumerate(reader.records(), 1):
             common += common == existing - 1 and next(records, None) == record
         if meta is export.session:
             if reader.problem_count or common != existing:
@@ -4036,7 +4038,7 @@ class _Option:
         self.flag, self.metavar, self.help_text, self.mcp_help, self.from_stdin = (
             flag, metavar, help_text, mcp_help, from_stdin)
         self.name, self.schema = name or flag.lstrip("-").replace("-", "_"), schema or {}
-        self.required, self.choices = required, choices  # required: checked by the command, told by MCP
+        self.required, self.choices = required, choices
         self.settings = dict(settings, type=_one_of(flag.lstrip("-"), choices)) if choices else settings
         self.kind = ("boolean" if settings.get("action") == "store_const" else
                      "integer" if settings.get("type") is int else "string")
@@ -4358,7 +4360,7 @@ def _mcp_input_schema(command):
         schema = {"type": opt.kind, **opt.schema}
         if opt.choices:
             schema["enum"] = list(opt.choices)
-        if opt.metavar == "NOTE_ID":  # n and 5 to 11 digits (SEQ_LIMIT), blanks around allowed
+        if opt.metavar == "NOTE_ID":
             schema["pattern"] = "^\\s*n[0-9]{5,11}\\s*$"
         default = opt.settings.get("default")
         props[name] = dict(
@@ -4546,7 +4548,7 @@ def _mcp_contracts():
             files = importlib.metadata.distribution(_CONSOLE_COMMAND).files or []
         except importlib.metadata.PackageNotFoundError:
             files = []
-        located = {file.name: os.path.realpath(str(file.locate())) for file in files  # data-files
+        located = {file.name: os.path.realpath(str(file.locate())) for file in files
                    if str(file).replace("\\", "/").endswith("share/doc/shaping-notes/" + file.name)}
         if any(os.path.realpath(str(file.locate())) == this for file in files):
             paths = {name: path if os.path.isfile(path) else located.get(name, path) for name, path in paths.items()}

@@ -256,6 +256,23 @@ def test_a_decision_spread_thin_is_reported_low_with_what_was_found(tmp_path):
         "excerpt": None, "confidence": "low", "what": "most of its words are in the artifact, but no passage holds half"}]
 
 
+def test_a_decision_whose_claim_is_stated_is_not_lost_for_want_of_its_reason(tmp_path):
+    # Rounds 60 to 64: the artifact states the claim and, as the protocol asks, leaves out why.
+    folder = tmp_path / "news"
+    write_session(folder, [
+        ("decision", "The newsletter takes no paid ads from local shops: the association's committee decided so at "
+                     "a meeting held before the March general meeting.", OP),
+        ("decision", "Stamps expire after twelve months; the accountant wants the open liability kept small.", OP),
+        ("decision", "Copies are printed at the library: volunteers deliver them to every household.", OP),
+    ])
+    (folder / "plan.md").write_text("# Plan\n\nThe newsletter takes no paid ads from local shops.\n\n"
+                                    "Stamps expire after twelve months.\n\nCopies go to the library.\n",
+                                    encoding="utf-8")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["kind"], finding["note"], finding["confidence"]) for finding in findings] == [
+        ("lost_decision", "n00003", "medium")]
+
+
 def test_who_said_a_note_and_when_is_not_looked_for_in_the_artifact(tmp_path):
     # protocol.md has a relative time keep the operator's words and add the day; the plan states the time.
     folder = tmp_path / "thesis"
