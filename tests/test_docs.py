@@ -338,7 +338,7 @@ def test_each_settled_rule_is_stated_once(phrase):
 
 
 def test_synthesis_starts_once_nothing_is_pending_or_the_operator_goes_on():
-    says(section("protocol.md", r"^approval$"), "`recap`", "nothing is `pending`", "settle the last one",
+    says(section("protocol.md", r"^approval$"), "`recap`", "nothing pending", "settle the last one",
          "go on anyway", "deferring each gate still open", "assumption to confirm", "list each pending item",
          "reversible default", "lapses", "written again", "earlier conversation")
 
@@ -435,7 +435,7 @@ def test_the_other_first_edition_rules_are_kept():
          "never authority", "fail closed", "one bounded question")
     gates = section("protocol.md", r"^5\. gates")
     says(gates, "scope", "hard constraints", "runtime", "persistence", "lifecycle", "source of truth",
-         "success criteria", "naming", "ASK", "PROPOSE", "DEFER", "STOP", "settles", "decision", "source",
+         "success criteria", "naming", "ASK", "PROPOSE", "DEFER", "STOP", "answers only part", "decision", "source",
          "until the operator lets the artifact go ahead", "supersedes the note that closed")
     signals = section("protocol.md", r"^6\. signals")
     for kind in ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"):
