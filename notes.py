@@ -3095,7 +3095,7 @@ def _check_stems(text, drop=frozenset()):
     """The content stems of a text, less accents, case, stop words and one-letter words."""
     import unicodedata
 
-    text = re.sub(r"\bsaid on [0-9]{4}-[0-9]{2}-[0-9]{2}", "", text)  # when it was said, not what
+    text = re.sub(r"\bsaid on [0-9]{4}-[0-9]{2}-[0-9]{2}", "", text)
     plain = "".join(_CHECK_SIGNS.get(c, c) for c in unicodedata.normalize("NFKD", text.lower())
                     if not unicodedata.combining(c))
     words = [word.replace(",", "") for word in re.findall(r"[0-9][0-9.,]*[0-9]|[^\W_]+", plain)]
@@ -3206,7 +3206,8 @@ def _check_discards(doc, recap, find):
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
         stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
-        name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
+        name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS)
+        name = name - settled if len(name - settled) * 2 >= len(name) else set()
         named = doc.hits(name) if len(name) <= 2 else {}
         windows = [doc.window(i, stems) for i, count in doc.hits(stems).items() if count >= 2 or named.get(i) == count]
         places = [(len(found), -n) for found, n in windows
@@ -3265,7 +3266,7 @@ def _check_open(doc, recap, gates, find):
                       if hits >= min(2, len(stems)) and hits / len(stems) >= 0.6]
         lines.sort(reverse=True)
         held = [(share, n) for share, index, n in lines if -index in marking]
-        claimed.update(n for share, n in held if share == held[0][0])  # its strongest marked lines
+        claimed.update(n for share, n in held if share == held[0][0])
         # A finding if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):

@@ -167,6 +167,22 @@ def test_a_discard_negated_in_the_artifact_is_not_revived(tmp_path, line):
     assert "revived_discard" not in kinds
 
 
+@pytest.mark.parametrize("decided, goal, revived", [
+    ("running 30 minutes non-stop, not 5 km", "Goal: running for 30 minutes by the end of week 8.", False),
+    ("running 30 minutes non-stop", "Goal: 5 km by week 8.", True)])
+def test_a_discard_is_named_by_words_the_live_notes_do_not_use(tmp_path, decided, goal, revived):
+    # Round 65 (running-club): all its name but "goal" is in the decision, and the goal line revived it.
+    folder = tmp_path / "club"
+    write_session(folder, [
+        ("decision", "By the end of week 8 beginners are %s." % decided, OP),
+        ("discard", "Running 5 km non-stop as the week-8 goal: offered, not picked.", OP),
+    ])
+    (folder / "plan.md").write_text("# Programme\n\n%s\n" % goal, encoding="utf-8")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["note"], finding["confidence"]) for finding in findings
+            if finding["kind"] == "revived_discard"] == [("n00002", "high")] * revived
+
+
 def test_an_open_gate_the_artifact_does_not_show(tmp_path):
     folder = rota(tmp_path, "# Rota\n\nReminders go out by email the evening before.\n")
     findings = notes.Session(folder).check(file="plan.md")["findings"]
