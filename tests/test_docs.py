@@ -329,7 +329,7 @@ def test_every_italic_pointer_names_a_heading():
     "naming for the first time who or what owns",      # a new owner is a source note, not a scope change
     "go ahead without its answer or puts it off",      # open or deferred: whether the artifact waits
     "one note for the set",                            # content the operator asks for is a proposal
-    "the word the tool knows it by",                   # SYNTHESIS starts with a mode note so worded
+    "text beginning `SYNTHESIS`",                      # SYNTHESIS starts with a mode note so worded
     "a conversation is one chat",                      # conversation, session, session folder
     "after a receipt that warns",                      # verify after a warning is a readback case
 ])
