@@ -2538,7 +2538,7 @@ def _recap_history(reader):
                 root_of[record["id"]] = root
                 gates[root] = _GateState(
                     record.get("status", "open"), record["seq"], _is_unconfirmed(record), index if ref else -1,
-                    ref and record.get("by"))
+                    ref and (record.get("by") or record.get("status") != "closed" and gates[root].by))
             if ref is None and record.get("about") in discards:
                 asked.append((root, record["about"]))
         elif ref:
@@ -3286,7 +3286,7 @@ def _check_read(folder, file):
         raise NotesError("check needs the artifact's file" + way_out, help_for="check")
     path = os.path.normpath(os.path.join(folder, os.path.expanduser(file)))
     relative = os.path.relpath(path, folder)
-    if relative.split(os.sep)[0] == os.pardir:  # maybe inside, named through a link to the folder
+    if relative.split(os.sep)[0] == os.pardir:
         relative = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
     if relative.split(os.sep)[0] == os.pardir:
         raise NotesError("check reads only files inside the session folder" + way_out)

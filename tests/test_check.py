@@ -383,6 +383,30 @@ def test_an_update_restating_what_its_narrowing_note_settled_is_looked_for_by_th
         ("unmarked_open", "n00001", 5)]
 
 
+def test_a_gate_deferred_after_its_narrowing_is_still_looked_for_by_what_was_left(tmp_path):
+    # Round 66 (museum c1): the deferring update named no --by, and the settled line was reported, high.
+    gate = [
+        ("gate", "Open: whether all three rooms have reliable mobile signal or visitor wifi for phones to load "
+                 "audio.", MODEL),
+        ("decision", "Phone signal in the museum is sometimes bad, as the operator reports.", OP),
+        ("gate", "Open: mobile signal is sometimes bad; left is whether visitor wifi covers all three rooms so "
+                 "phones can load the tracks there.", dict(OP, ref="n00001", status="open", by="n00002")),
+        ("gate", "Deferred: mobile signal is sometimes bad; whether visitor wifi covers all three rooms so phones "
+                 "can load the tracks there is not decided.", dict(OP, ref="n00003", status="deferred"))]
+    settled = "The website and the tracks need a connection to load, and phone signal in the museum is sometimes bad."
+    folder = tmp_path / "guide"
+    write_session(folder, gate)
+    (folder / "plan.md").write_text("# Plan\n\n%s\nNot decided: whether visitor wifi covers all three rooms.\n"
+                                    % settled, encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+    # Closed by an update naming no note: what closed it is that update, not the note that narrowed it.
+    folder = tmp_path / "closed"
+    write_session(folder, gate + [("gate", "Closed: visitor wifi covers two rooms of three.",
+                                   dict(OP, ref="n00004", status="closed"))])
+    assert notes.Session(folder).recap()["closed_gates"][0]["closed_by"] == {
+        "id": "n00005", "type": "gate", "text": "Closed: visitor wifi covers two rooms of three."}
+
+
 @pytest.mark.parametrize("left", ["Still open.", "Still open: the average."])
 def test_a_narrowed_gate_with_under_two_words_left_is_looked_for_by_the_whole_update(tmp_path, left):
     # Review of c34ae0c: with nothing left the gate dropped out of check; with one word left, that word alone
