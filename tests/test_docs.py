@@ -436,7 +436,7 @@ def test_the_other_first_edition_rules_are_kept():
     gates = section("protocol.md", r"^5\. gates")
     says(gates, "scope", "hard constraints", "runtime", "persistence", "lifecycle", "source of truth",
          "success criteria", "naming", "ASK", "PROPOSE", "DEFER", "STOP", "answers only part", "decision", "source",
-         "until the operator lets the artifact go ahead", "supersedes the note that closed")
+         "until the operator lets the work go ahead", "supersedes the note that closed")
     signals = section("protocol.md", r"^6\. signals")
     for kind in ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"):
         assert "| `%s` |" % kind in signals, kind
