@@ -3229,7 +3229,7 @@ def _check_lost(doc, recap):
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
-        lead = _check_stems(re.split(r"[:;]\s", note["text"])[0], _CHECK_LOG_STEMS)  # the claim, not its reason
+        lead = _check_stems(re.split(r"[:;]\s|,? because\b", note["text"])[0], _CHECK_LOG_STEMS)  # its claim, not why
         if stems > lead and len(lead) > 2 and max(doc.hits(lead, 2).values(), default=0) >= 0.75 * len(lead):
             continue
         in_it = framed if _CHECK_FRAME.search(note["text"]) else found

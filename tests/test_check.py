@@ -280,9 +280,11 @@ def test_a_decision_whose_claim_is_stated_is_not_lost_for_want_of_its_reason(tmp
                      "a meeting held before the March general meeting.", OP),
         ("decision", "Stamps expire after twelve months; the accountant wants the open liability kept small.", OP),
         ("decision", "Copies are printed at the library: volunteers deliver them to every household.", OP),
+        ("decision", "A removal firm moves the family, because the piano needs professional movers.", OP),
     ])
     (folder / "plan.md").write_text("# Plan\n\nThe newsletter takes no paid ads from local shops.\n\n"
-                                    "Stamps expire after twelve months.\n\nCopies go to the library.\n",
+                                    "Stamps expire after twelve months.\n\nCopies go to the library.\n\n"
+                                    "A removal firm moves the family.\n",
                                     encoding="utf-8")
     findings = notes.Session(folder).check(file="plan.md")["findings"]
     assert [(finding["kind"], finding["note"], finding["confidence"]) for finding in findings] == [
