@@ -2494,7 +2494,7 @@ def _is_unconfirmed(labels):
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
-# by: the note a gate's latest update names; update_index -1: none.
+# by: the note that settled part or all of it; update_index -1: none.
 _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
 
 
@@ -2536,9 +2536,9 @@ def _recap_history(reader):
             root = root_of.get(ref, ref) or record["id"]
             if ref is None or root in gates and record.get("status") in GATE_STATUSES:
                 root_of[record["id"]] = root
+                by = ref and (record.get("by") or "closed" not in (record["status"], gates[root].status) and gates[root].by)
                 gates[root] = _GateState(
-                    record.get("status", "open"), record["seq"], _is_unconfirmed(record), index if ref else -1,
-                    ref and (record.get("by") or record.get("status") != "closed" and gates[root].by))
+                    record.get("status", "open"), record["seq"], _is_unconfirmed(record), index if ref else -1, by)
             if ref is None and record.get("about") in discards:
                 asked.append((root, record["about"]))
         elif ref:
@@ -3206,8 +3206,7 @@ def _check_discards(doc, recap, find):
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
         stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
-        name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS)
-        name = name - settled if len(name - settled) * 2 >= len(name) else set()
+        name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
         named = doc.hits(name) if len(name) <= 2 else {}
         windows = [doc.window(i, stems) for i, count in doc.hits(stems).items() if count >= 2 or named.get(i) == count]
         places = [(len(found), -n) for found, n in windows
@@ -3229,15 +3228,14 @@ def _check_lost(doc, recap):
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
-        lead = _check_stems(re.split(r"[:;]\s|,? because\b", note["text"])[0], _CHECK_LOG_STEMS)  # its claim, not why
-        if stems > lead and len(lead) > 2 and max(doc.hits(lead, 2).values(), default=0) >= 0.75 * len(lead):
-            continue
+        lead = _check_stems(re.split(r"[:;]\s|,? because\b", note["text"])[0], _CHECK_LOG_STEMS)
+        claim = len(lead) > 2 and max(doc.hits(lead, 2).values(), default=0) >= 0.75 * len(lead)
         in_it = framed if _CHECK_FRAME.search(note["text"]) else found
         if share < 0.45 and (present := len(stems & in_it) / len(stems)) < 0.75:
-            scattered = present >= 0.6
-            confidence = "low" if scattered or share >= 0.35 else "medium" if share >= 0.25 else "high"
-            findings.append(_with(doc.finding("lost_decision", None, note, confidence),
-                                  what=scattered and "most of its words are in the artifact, but no passage holds half"))
+            what = claim and "its claim is in the artifact, what follows its colon or because is not" or (
+                present >= 0.6 and "most of its words are in the artifact, but no passage holds half")
+            confidence = "low" if what or share >= 0.35 else "medium" if share >= 0.25 else "high"
+            findings.append(_with(doc.finding("lost_decision", None, note, confidence), what=what))
     return findings
 
 
@@ -3250,11 +3248,11 @@ def _check_open(doc, recap, gates, find):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed by the model: with its answer; narrowed: what is left; else both wordings.
+        # Closed: with its answer; narrowed: what is left; else both.
         closed, by = note.get("status") == "closed", note["id"] in gates and gates[note["id"]].by
         settled = _check_stems((find(by) or {}).get("text", "")) if by and not closed else set()
-        texts = [note["text"] + " " + note["update_text"]] if closed else [
-            note["update_text"]] if by else [note["text"], note.get("update_text")]
+        texts = [note["text"] + " " + note["update_text"]] if closed else [note["update_text"]] if by and len(
+            _check_stems(note["update_text"], _CHECK_LOG_STEMS)) > 1 else [note["text"], note.get("update_text")]
         # One word left would match any line: then all of them.
         lines, stem_sets = [], [rest if len(rest := stems - settled) > 1 else stems for text in texts
                                 if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]

@@ -167,20 +167,14 @@ def test_a_discard_negated_in_the_artifact_is_not_revived(tmp_path, line):
     assert "revived_discard" not in kinds
 
 
-@pytest.mark.parametrize("decided, goal, revived", [
-    ("running 30 minutes non-stop, not 5 km", "Goal: running for 30 minutes by the end of week 8.", False),
-    ("running 30 minutes non-stop", "Goal: 5 km by week 8.", True)])
-def test_a_discard_is_named_by_words_the_live_notes_do_not_use(tmp_path, decided, goal, revived):
-    # Round 65 (running-club): all its name but "goal" is in the decision, and the goal line revived it.
-    folder = tmp_path / "club"
-    write_session(folder, [
-        ("decision", "By the end of week 8 beginners are %s." % decided, OP),
-        ("discard", "Running 5 km non-stop as the week-8 goal: offered, not picked.", OP),
-    ])
-    (folder / "plan.md").write_text("# Programme\n\n%s\n" % goal, encoding="utf-8")
+def test_a_discard_is_revived_by_the_one_word_of_its_name_no_live_note_uses(tmp_path):
+    folder = tmp_path / "shop"
+    write_session(folder, [("decision", "Event bus: RabbitMQ with durable queues.", OP),
+                           ("discard", "Kafka event bus: too heavy for a team of two.", OP)])
+    (folder / "plan.md").write_text("# Design\n\nOrders flow through Kafka.\n", encoding="utf-8")
     findings = notes.Session(folder).check(file="plan.md")["findings"]
-    assert [(finding["note"], finding["confidence"]) for finding in findings
-            if finding["kind"] == "revived_discard"] == [("n00002", "high")] * revived
+    assert [(finding["note"], finding["line"]) for finding in findings if finding["kind"] == "revived_discard"] == [
+        ("n00002", 3)]
 
 
 def test_an_open_gate_the_artifact_does_not_show(tmp_path):
@@ -272,23 +266,25 @@ def test_a_decision_spread_thin_is_reported_low_with_what_was_found(tmp_path):
         "excerpt": None, "confidence": "low", "what": "most of its words are in the artifact, but no passage holds half"}]
 
 
-def test_a_decision_whose_claim_is_stated_is_not_lost_for_want_of_its_reason(tmp_path):
-    # Rounds 60 to 64: the artifact states the claim and, as the protocol asks, leaves out why.
+def test_a_decision_whose_claim_alone_is_stated_is_reported_low_saying_so(tmp_path):
+    # Rounds 60 to 67: the artifact states the claim and leaves out why, as the protocol asks, and the model could
+    # not tell what check missed. What follows a colon may be a second decision, so it is still reported.
     folder = tmp_path / "news"
     write_session(folder, [
-        ("decision", "The newsletter takes no paid ads from local shops: the association's committee decided so at "
-                     "a meeting held before the March general meeting.", OP),
-        ("decision", "Stamps expire after twelve months; the accountant wants the open liability kept small.", OP),
+        ("decision", "The newsletter takes no paid ads from local shops: the association's committee decided this "
+                     "at a meeting held earlier than its planned March general meeting.", OP),
+        ("decision", "A removal firm moves the family to Bristol, because their piano has to go too and needs "
+                     "professional movers.", OP),
+        ("decision", "Ship the mobile app in March; drop the desktop client and refund existing licences.", OP),
         ("decision", "Copies are printed at the library: volunteers deliver them to every household.", OP),
-        ("decision", "A removal firm moves the family, because the piano needs professional movers.", OP),
     ])
     (folder / "plan.md").write_text("# Plan\n\nThe newsletter takes no paid ads from local shops.\n\n"
-                                    "Stamps expire after twelve months.\n\nCopies go to the library.\n\n"
-                                    "A removal firm moves the family.\n",
-                                    encoding="utf-8")
+                                    "A removal firm moves the family.\n\nWe ship the mobile app in March.\n\n"
+                                    "Copies go to the library.\n", encoding="utf-8")
     findings = notes.Session(folder).check(file="plan.md")["findings"]
-    assert [(finding["kind"], finding["note"], finding["confidence"]) for finding in findings] == [
-        ("lost_decision", "n00003", "medium")]
+    claim = "its claim is in the artifact, what follows its colon or because is not"
+    assert [(finding["note"], finding["confidence"], finding.get("what")) for finding in findings] == [
+        ("n00004", "medium", None), ("n00001", "low", claim), ("n00002", "low", claim), ("n00003", "low", claim)]
 
 
 def test_who_said_a_note_and_when_is_not_looked_for_in_the_artifact(tmp_path):
@@ -407,6 +403,38 @@ def test_a_gate_deferred_after_its_narrowing_is_still_looked_for_by_what_was_lef
                                    dict(OP, ref="n00004", status="closed"))])
     assert notes.Session(folder).recap()["closed_gates"][0]["closed_by"] == {
         "id": "n00005", "type": "gate", "text": "Closed: visitor wifi covers two rooms of three."}
+
+
+@pytest.mark.parametrize("update, status", [("Reopened.", "open"), ("Deferred to the committee.", "deferred")])
+def test_a_gate_reopened_after_its_closing_is_looked_for_by_its_whole_question(tmp_path, update, status):
+    # Review of 431401a: the note that closed a gate settled all of it, so it narrows nothing once reopened.
+    folder = tmp_path / "fair"
+    write_session(folder, [
+        ("gate", "Open: whether the village hall or the school gym hosts the spring fair.", OP),
+        ("decision", "The spring fair is held in the village hall, booked for May.", OP),
+        ("gate", "Closed: the village hall.", dict(OP, ref="n00001", status="closed", by="n00002")),
+        ("gate", update, dict(OP, ref="n00003", status=status))])
+    (folder / "plan.md").write_text("# Fair\n\nThe spring fair is in the village hall or the school gym.\n",
+                                    encoding="utf-8")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["kind"], finding["note"], finding["line"]) for finding in findings] == [
+        ("unmarked_open", "n00001", 3)]
+
+
+def test_a_narrowed_gate_deferred_in_a_word_is_looked_for_by_its_first_wording(tmp_path):
+    # Review of 431401a: "Deferred." holds no word to look for, and the gate dropped out of check.
+    folder = tmp_path / "fair"
+    write_session(folder, [
+        ("gate", "Open: which hall hosts the spring fair, and on which weekend in June.", OP),
+        ("decision", "The spring fair is held in the village hall.", OP),
+        ("gate", "The village hall; still open: which weekend in June.",
+         dict(OP, ref="n00001", status="open", by="n00002")),
+        ("gate", "Deferred.", dict(OP, ref="n00003", status="deferred"))])
+    (folder / "plan.md").write_text("# Fair\n\nThe fair is in the village hall.\n\nIt runs on a weekend in "
+                                    "June, the second one.\n", encoding="utf-8")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["kind"], finding["note"], finding["line"]) for finding in findings] == [
+        ("unmarked_open", "n00001", 5)]
 
 
 @pytest.mark.parametrize("left", ["Still open.", "Still open: the average."])
