@@ -102,7 +102,7 @@ __version__ = "1.2.0"  # pyproject.toml reads it
 
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
 _SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
-_SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a plain folder name anywhere
+_SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SESSIONS_LISTED = 100
 # The host (the variable, else the folder) words the file to keep.
 _HOST_VARIABLE = "SHAPING_NOTES_HOST"
@@ -2346,7 +2346,7 @@ class Session:
             return (not types or r["type"] in types) and (since or "") <= r["ts"] < (until or "~") and (
                 pattern is None or any(pattern.search(r.get(key, "").casefold()) for key in ("text", "effect")))
         fd, size, in_flight = _log_view(folder)
-        with _ClosesHandle() if fd is None else open(fd, "rb") as handle:  # no log: none is read
+        with _ClosesHandle() if fd is None else open(fd, "rb") as handle:
             records, extra = _tail_walk(
                 iter(_BackwardScan(handle, size, meta["session_id"], in_flight)), size, limit, keeps, pattern)
         receipt = _with({"ok": True, "command": "tail", "count": len(records), "path": os.path.join(folder, _LOG_NAME),
@@ -2494,12 +2494,12 @@ def _is_unconfirmed(labels):
     return labels.get("provenance") == "model" or labels.get("evidence") == "inferred"
 
 
-# by: the note that settled part or all of it; update_index -1: none.
-_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index by")
+# by: what settled all or part of it; update_index, effect_at (whose effect holds): places, or -1.
+_GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed update_index effect_at by")
 
 
 class _GateStates(dict):
-    """_GateState by gate id, held as rows of five ints to save memory."""
+    """_GateState by gate id, held as rows of six ints to save memory."""
 
     def __init__(self):
         import array  # append never pays for it
@@ -2508,13 +2508,13 @@ class _GateStates(dict):
 
     def __setitem__(self, gate_id, gate):
         status, *rest, by = gate
-        row = 5 * self.setdefault(gate_id, len(self))
+        row = 6 * self.setdefault(gate_id, len(self))
         by = by and int("1" + by[1:]) or -1  # "1" keeps leading zeros
-        self.ints[row:row + 5] = type(self.ints)("q", (GATE_STATUSES.index(status), *rest, by))
+        self.ints[row:row + 6] = type(self.ints)("q", (GATE_STATUSES.index(status), *rest, by))
 
     def __getitem__(self, gate_id):
-        row = 5 * super().__getitem__(gate_id)
-        status, *rest, by = self.ints[row:row + 5]
+        row = 6 * super().__getitem__(gate_id)
+        status, *rest, by = self.ints[row:row + 6]
         return _GateState(GATE_STATUSES[status], *rest, None if by < 0 else "n" + str(by)[1:])
 
     def values(self):
@@ -2538,7 +2538,8 @@ def _recap_history(reader):
                 root_of[record["id"]] = root
                 by = ref and (record.get("by") or "closed" not in (record["status"], gates[root].status) and gates[root].by)
                 gates[root] = _GateState(
-                    record.get("status", "open"), record["seq"], _is_unconfirmed(record), index if ref else -1, by)
+                    record.get("status", "open"), record["seq"], _is_unconfirmed(record), index if ref else -1,
+                    index if "effect" in record else gates[root].effect_at if ref else -1, by)
             if ref is None and record.get("about") in discards:
                 asked.append((root, record["about"]))
         elif ref:
@@ -2746,7 +2747,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
         delivered, kind, note_id = synthesis.meet(record), record["type"], record["id"]
         if index in update_places:
             found[index] = record
-        elif kind == "gate" and "ref" not in record and note_id in gate_ids or note_id in note_ids:
+        if kind == "gate" and "ref" not in record and note_id in gate_ids or note_id in note_ids:
             found[note_id] = record  # a gate: the last with its id
         if kind == "shape" and not _is_unconfirmed(record):
             settled = record
@@ -2791,7 +2792,7 @@ def _recap_gates(gates, reopened, limit, cut):
         _keep_newest(entries, limit, cut, name)
     ids = {gate_id for entries in lists.values() for _, gate_id in entries}
     note_ids = {gates[gate_id].by for gate_id in ids if gates[gate_id].status == "closed"} | set(reopened.values())
-    return lists, first, (ids, {gates[gate_id].update_index for gate_id in ids} - {-1}, note_ids - {None}, reopened)
+    return lists, first, (ids, {i for gate_id in ids for i in gates[gate_id][3:5]} - {-1}, note_ids - {None}, reopened)
 
 
 def _gate_item(gate_id, gates, found, name):
@@ -2802,8 +2803,8 @@ def _gate_item(gate_id, gates, found, name):
             "status": gate.status}
     item.update((key, record[key]) for key in ("effect", "provenance", "evidence") if key in record)
     item.update(("update_" + k, update[k]) for k in ("id", "text", "provenance", "evidence") if k in update)
-    if "effect" in update:  # the effect in force
-        item["effect"] = update["effect"]
+    if "effect" in (in_force := found.get(gate.effect_at, {})):
+        item["effect"] = in_force["effect"]
     if name != "closed_gates":
         return item
     item["closed_by"] = _named_note(found.get(gate.by) or update)
@@ -3232,7 +3233,7 @@ def _check_lost(doc, recap):
         claim = len(lead) > 2 and max(doc.hits(lead, 2).values(), default=0) >= 0.75 * len(lead)
         in_it = framed if _CHECK_FRAME.search(note["text"]) else found
         if share < 0.45 and (present := len(stems & in_it) / len(stems)) < 0.75:
-            what = claim and "its claim is in the artifact, what follows its colon or because is not" or (
+            what = claim and "its claim is in the artifact, what follows it is not" or (
                 present >= 0.6 and "most of its words are in the artifact, but no passage holds half")
             confidence = "low" if what or share >= 0.35 else "medium" if share >= 0.25 else "high"
             findings.append(_with(doc.finding("lost_decision", None, note, confidence), what=what))
@@ -3791,7 +3792,7 @@ def _clean_batch_line(number, entry):
         if value[:1] == "@" and not (place and 0 < int(place[1]) < number):
             raise NotesError("%s names no earlier line of this batch; @K names line K (from 1) before this one" % name)
         if place:
-            places[name], values[name] = "@%d" % int(place[1]), _note_id_for(1)  # a stand-in for clean_signal
+            places[name], values[name] = "@%d" % int(place[1]), _note_id_for(1)
         elif not _is_note_id(value):
             raise NotesError("%s is not a note id (such as n00012) nor @K naming an earlier line" % name)
     return dict(_clean_signal(*values.values()), **places)
@@ -4564,7 +4565,7 @@ def _mcp_result(server, method, params):
                       "contract." if contracts else "")}
         if method == "server/discover":
             return dict(result, supportedVersions=list(_MCP_STATELESS_VERSIONS))
-        requested = params.get("protocolVersion")  # else our newest; the client may then leave
+        requested = params.get("protocolVersion")
         return dict(result, serverInfo=_MCP_SERVER_INFO, protocolVersion=requested
                     if requested in _MCP_HANDSHAKE_VERSIONS else _MCP_HANDSHAKE_VERSIONS[-1])
     if method == "ping":

@@ -282,7 +282,7 @@ def test_a_decision_whose_claim_alone_is_stated_is_reported_low_saying_so(tmp_pa
                                     "A removal firm moves the family.\n\nWe ship the mobile app in March.\n\n"
                                     "Copies go to the library.\n", encoding="utf-8")
     findings = notes.Session(folder).check(file="plan.md")["findings"]
-    claim = "its claim is in the artifact, what follows its colon or because is not"
+    claim = "its claim is in the artifact, what follows it is not"
     assert [(finding["note"], finding["confidence"], finding.get("what")) for finding in findings] == [
         ("n00004", "medium", None), ("n00001", "low", claim), ("n00002", "low", claim), ("n00003", "low", claim)]
 
