@@ -561,27 +561,9 @@ def test_a_closed_gate_shows_the_note_that_settled_it(tmp_path):
     assert "- Channel is undecided. - Reminders go by email. [n00001; from the operator]" in markdown.splitlines()
 
 
-def test_the_effect_in_force_is_the_last_one_any_update_gave(tmp_path):
-    # Round 70 (recipe c1): a deferral giving no effect brought back the gate's first effect, not its update's.
-    folder = tmp_path / "session"
-    write_session(folder, [
-        ("gate", "Budget is open.", {"effect": "The printer waits for it."}),  # n00001
-        ("gate", "Budget: the brother decides.", {"ref": "n00001", "status": "open",
-                                                   "effect": "Copies and printer wait for the brother."}),  # n00002
-        ("gate", "Budget deferred.", {"ref": "n00002", "status": "deferred"}),  # n00003
-        ("gate", "Copies are open.", {}),  # n00004
-        ("gate", "Copies: the brother decides.", {"ref": "n00004", "status": "open",
-                                                   "effect": "The order waits for him."}),  # n00005
-        ("gate", "Copies deferred.", {"ref": "n00005", "status": "deferred"}),  # n00006
-    ])
-    receipt = notes.Session(folder).recap()
-    assert [(gate["id"], gate.get("effect")) for gate in receipt["deferred_gates"]] == [
-        ("n00001", "Copies and printer wait for the brother."), ("n00004", "The order waits for him.")]
-
-
 def test_a_gate_shows_the_effect_in_force_its_latest_update_gives(tmp_path):
     # Both effects side by side left models unsure which held (rounds 14 and 31): an update's effect replaces the
-    # first one, and an update without one keeps it.
+    # first one, and an update without one keeps it, even after one that gave it (round 70, recipe c1).
     folder = tmp_path / "session"
     write_session(folder, [
         ("gate", "Which schools?", {"effect": "The rental area follows from it."}),  # n00001
@@ -589,6 +571,10 @@ def test_a_gate_shows_the_effect_in_force_its_latest_update_gives(tmp_path):
                                                  "effect": "The plan names no school yet."}),  # n00002
         ("gate", "Storage is open.", {"effect": "No storage unit is booked."}),  # n00003
         ("gate", "Storage deferred.", {"ref": "n00003", "status": "deferred"}),  # n00004
+        ("gate", "Budget is open.", {"effect": "The printer waits for it."}),  # n00005
+        ("gate", "Budget: the brother decides.", {"ref": "n00005", "status": "open",
+                                                   "effect": "The printer waits for the brother."}),  # n00006
+        ("gate", "Budget deferred.", {"ref": "n00006", "status": "deferred"}),  # n00007
     ])
 
     receipt = notes.Session(folder).recap()
@@ -598,7 +584,9 @@ def test_a_gate_shows_the_effect_in_force_its_latest_update_gives(tmp_path):
         "update_id": "n00002", "update_text": "Which schools: still open."}]
     assert receipt["deferred_gates"] == [{
         "id": "n00003", "text": "Storage is open.", "status": "deferred", "effect": "No storage unit is booked.",
-        "update_id": "n00004", "update_text": "Storage deferred."}]
+        "update_id": "n00004", "update_text": "Storage deferred."}, {
+        "id": "n00005", "text": "Budget is open.", "status": "deferred", "effect": "The printer waits for the brother.",
+        "update_id": "n00007", "update_text": "Budget deferred."}]
     markdown = notes.Session(folder).recap(format="md")["markdown"].splitlines()
     assert ("- Which schools? Effect: The plan names no school yet. Latest: Which schools: still open. [n00001]"
             in markdown), markdown
