@@ -2499,7 +2499,7 @@ _GateState = collections.namedtuple("_GateState", "status changed_at unconfirmed
 
 
 class _GateStates(dict):
-    """_GateState by gate id, held as rows of six ints to save memory."""
+    """_GateState by gate id, held as rows of ints to save memory."""
 
     def __init__(self):
         import array  # append never pays for it
@@ -2536,10 +2536,11 @@ def _recap_history(reader):
             root = root_of.get(ref, ref) or record["id"]
             if ref is None or root in gates and record.get("status") in GATE_STATUSES:
                 root_of[record["id"]] = root
-                by = ref and (record.get("by") or "closed" not in (record["status"], gates[root].status) and gates[root].by)
+                last = ref and gates[root]
+                by = last and (record.get("by") or "closed" not in (record["status"], last.status) and last.by)
                 gates[root] = _GateState(
                     record.get("status", "open"), record["seq"], _is_unconfirmed(record), index if ref else -1,
-                    index if "effect" in record else gates[root].effect_at if ref else -1, by)
+                    index if "effect" in record else last.effect_at if ref else -1, by)
             if ref is None and record.get("about") in discards:
                 asked.append((root, record["about"]))
         elif ref:
@@ -3249,7 +3250,7 @@ def _check_open(doc, recap, gates, find):
         if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
             continue
         seen.add(note["id"])
-        # Closed: with its answer; narrowed: what is left; else both.
+        # Closed: with its answer; narrowed: what is left.
         closed, by = note.get("status") == "closed", note["id"] in gates and gates[note["id"]].by
         settled = _check_stems((find(by) or {}).get("text", "")) if by and not closed else set()
         texts = [note["text"] + " " + note["update_text"]] if closed else [note["update_text"]] if by and len(
