@@ -101,7 +101,7 @@ _STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary this old goes
 __version__ = "1.2.0"  # pyproject.toml reads it
 
 _DIR_VARIABLE = "SHAPING_NOTES_DIR"
-_SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME in the session folder
+_SESSIONS_FOLDER = "sessions"  # --session NAME: sessions/NAME
 _SESSION_NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SESSIONS_LISTED = 100
 # The host (the variable, else the folder) words the file to keep.
@@ -120,7 +120,7 @@ _EXIT_OK = 0
 _EXIT_UNEXPECTED = 1
 _EXIT_USAGE = 2
 _EXIT_INTEGRITY = 3
-_EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
+_EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
 
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
@@ -1188,6 +1188,10 @@ def _redacted_record(record):
 # --------------------
 # Storage: folder, lock, reading either end, appending, atomic writes
 
+def _log_path(folder):
+    return os.path.join(folder, _LOG_NAME)
+
+
 def _invoked_as():
     started = os.path.basename(sys.argv[0]) if sys.argv else ""
     if os.path.splitext(started)[0] == _CONSOLE_COMMAND:
@@ -1401,7 +1405,7 @@ def _starts_as_export(file, starts=(_EXPORT_JSON_START, _EXPORT_MARKDOWN_START))
 
 
 def _exports_in(folder):
-    """Sorted paths of the folder's JSON exports, not hidden (writes in progress) or links."""
+    """Sorted paths of the folder's JSON exports, not hidden (in progress) or links."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
@@ -1449,7 +1453,7 @@ def _tighten(fd):
 
 
 def _tighten_session_files(folder, lock_fd):
-    """Make the session files this user owns private; the lock file by its held descriptor."""
+    """Make the session files this user owns private; the lock file by descriptor."""
     if os.name == "nt":
         return
     _tighten(lock_fd)
@@ -1578,7 +1582,7 @@ def _open_log(path):
 
 def _log_view(folder):
     """(descriptor, size, in_flight: a writer at work) of the log."""
-    log_path, lock_path = os.path.join(folder, _LOG_NAME), os.path.join(folder, _LOCK_NAME)
+    log_path, lock_path = _log_path(folder), os.path.join(folder, _LOCK_NAME)
     fd, size = _open_log(log_path)
     if lock_path in _SessionLock.held or fd is None or size == 0:  # the writer itself reads
         return fd, size, False
@@ -1642,7 +1646,7 @@ def _log_blocks(handle, start, end):
 
 
 def _write_file_atomically(path, chunks, refusal=None, mode=_PRIVATE_FILE_MODE, at=None):
-    """Replace path (with at, a name in that folder) with chunks, by renaming a temporary over it."""
+    """Replace path (with at, a name in that folder) with chunks: a temporary renamed over it."""
     if at is None and os.path.islink(path):
         raise _link_error(path)
     folder, name = os.path.split(path) if at is None else (at, path)
@@ -1726,7 +1730,7 @@ def _protection(path, fd, named):
 
 def _refuse_a_protected_log(folder, fd=None):
     """Refuse to replace a log (at descriptor) or folder the user protected; else the copy's mode."""
-    log_path = os.path.join(folder, _LOG_NAME)
+    log_path = _log_path(folder)
     found = fd is not None and _protection(log_path, fd, log_path)
     # Windows: no folder opens; its read-only mark does not stop writes.
     if not found and os.name != "nt":
@@ -1747,7 +1751,7 @@ def _refuse_a_protected_log(folder, fd=None):
 
 def _replace_log(folder, chunks):
     """Under the lock: replace the log in one rename."""
-    log_path = os.path.join(folder, _LOG_NAME)
+    log_path = _log_path(folder)
     try:
         fd = _open_regular_file(log_path, follow=False)
     except FileNotFoundError:
@@ -1894,7 +1898,7 @@ def _write_inside(folder, relative, chunks, may_replace, make_new, what="path", 
 
 def _write_meta(folder, session_id, created_at):
     meta = {"schema_version": _META_SCHEMA, "session_id": session_id, "created_at": created_at,
-            "log_file": os.path.join(folder, _LOG_NAME)}
+            "log_file": _log_path(folder)}
     text = _pretty_json(meta) + "\n"  # surrogates of a non-UTF-8 folder name become \udcXX
     _write_file_atomically(os.path.join(folder, _META_NAME), [text.encode("utf-8", "backslashreplace")])
     return meta
@@ -1913,7 +1917,7 @@ def _check_session_folder(folder):
             raise _link_error(os.path.join(folder, name))
     meta = _read_meta(folder)
     _check_meta_session_id(folder, meta)
-    log_path = os.path.join(folder, _LOG_NAME)
+    log_path = _log_path(folder)
     try:  # before the lock too: a refusal changes nothing
         _refuse_a_hard_linked_log(log_path, os.lstat(log_path))
     except OSError:
@@ -2130,7 +2134,7 @@ def _set_aside_torn_tail(folder, fd, tail):
     except PermissionError:  # append-only: take the side file back, and refuse
         os.unlink(side_path)
         _fsync_folder(folder)
-        log_path = os.path.join(folder, _LOG_NAME)
+        log_path = _log_path(folder)
         raise NotesError(
             "%s is append-only, so its cut-off last line (%d bytes) cannot be set aside. Nothing was "
             "written. Run chattr -a %s and append again, or restore an export into a new --dir"
@@ -2223,7 +2227,7 @@ class _LogReader(_ProblemTally, _ClosesHandle):
 
     def __init__(self, folder, meta):
         _ProblemTally.__init__(self)  # of the last pass
-        self.path, self.session_id = os.path.join(folder, _LOG_NAME), meta.get("session_id")
+        self.path, self.session_id = _log_path(folder), meta.get("session_id")
         self.total, self.last_record, self.unterminated_in_flight = 0, None, False
         self.order, self.redactions = _LogOrder(), _RedactionsSeen()
         fd, self.size_seen, self.in_flight = _log_view(folder)
@@ -2324,7 +2328,7 @@ class Session:
         _check_session_folder(folder)
         with _SessionLock(folder):
             session_id = _open_session_for_writing(folder)[0]["session_id"]
-        return {"ok": True, "command": "init", "session_id": session_id, "path": os.path.join(folder, _LOG_NAME)}
+        return {"ok": True, "command": "init", "session_id": session_id, "path": _log_path(folder)}
 
     def tail(self, *, limit=_TAIL_DEFAULT_LIMIT, types=None, since=None, until=None, grep=None, compact=False) -> dict:
         """The last records, oldest first, filtered by types, since, until and grep (whole words, in order).
@@ -2349,7 +2353,7 @@ class Session:
         with _ClosesHandle() if fd is None else open(fd, "rb") as handle:
             records, extra = _tail_walk(
                 iter(_BackwardScan(handle, size, meta["session_id"], in_flight)), size, limit, keeps, pattern)
-        receipt = _with({"ok": True, "command": "tail", "count": len(records), "path": os.path.join(folder, _LOG_NAME),
+        receipt = _with({"ok": True, "command": "tail", "count": len(records), "path": _log_path(folder),
                          "records": _compact_record(records) if compact else records}, **extra)
         return _CompactReceipt(receipt) if compact else receipt
 
@@ -2416,7 +2420,7 @@ def _command(function):
 
 
 def _with(receipt, **extra):
-    """receipt with each key of extra that has something to say."""
+    """receipt plus extra's truthy values."""
     receipt.update((key, value) for key, value in extra.items() if value)
     return receipt
 
@@ -2487,7 +2491,7 @@ def _tail_walk(scan, end, limit, keeps, grep):
 
 
 class _CompactReceipt(dict):
-    """A receipt printed by _scannable_json, for a model to scan."""
+    """A receipt printed by _scannable_json."""
 
 
 def _is_unconfirmed(labels):
@@ -2814,7 +2818,7 @@ def _gate_item(gate_id, gates, found, name):
 
 
 class _SynthesisSeen:
-    """Where synthesis stands; the last delivery and the live non-mode notes after it, (seq, note)."""
+    """Where synthesis stands; the last delivery and the live non-mode (seq, note)s after it."""
 
     def __init__(self, superseded, limit):
         self.superseded, self.limit, self.in_synthesis, self.after = superseded, limit, False, []
@@ -3094,7 +3098,7 @@ def _check_stem(word):
 
 
 def _check_stems(text, drop=frozenset()):
-    """The content stems of a text, less accents, case, stop words and one-letter words."""
+    """A text's content stems: no accents, case, stop words or one-letter words."""
     import unicodedata
 
     text = re.sub(r"\bsaid on [0-9]{4}-[0-9]{2}-[0-9]{2}", "", text)
@@ -3244,6 +3248,8 @@ def _check_lost(doc, recap):
 def _check_open(doc, recap, gates, find):
     """Open points stated unmarked; open or deferred gates not shown, if no marked line is left."""
     findings, unshown, claimed, seen = [], [], set(), set()
+    firm = [(kept["id"], _check_stems(kept["text"], _CHECK_LOG_STEMS))
+            for kept in recap["decisions"] + recap["sources"] if not _is_unconfirmed(kept)]
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
     marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
@@ -3267,11 +3273,12 @@ def _check_open(doc, recap, gates, find):
         lines.sort(reverse=True)
         held = [(share, n) for share, index, n in lines if -index in marking]
         claimed.update(n for share, n in held if share == held[0][0])
-        # A finding if no marked line is as strong.
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
-            findings.append(doc.finding("unmarked_open", n, note, "high" if share >= 0.8 else "medium"))
+            same = [kept for kept, stems in firm if len(doc.line_stems[n] & stems) >= 0.6 * len(stems) > 0]
+            findings.append(_with(doc.finding("unmarked_open", n, note, same and "low" or share >= 0.8 and "high"
+                                              or "medium"), what=same and "it may state settled %s" % same[0]))
         if note.get("type") is None and not lines:  # an open or deferred gate
             unshown.append(note)
     if len(unshown) > len([n for n in marks if n not in claimed]):
@@ -3605,7 +3612,7 @@ def _last_note_id(record):
 
 def _notes_kept_by_restore(folder, export, set_aside=False):
     """How many export records the folder holds (None: a fresh start); refuse all else."""
-    log_path, session_id = os.path.join(folder, _LOG_NAME), export.session["session_id"]
+    log_path, session_id = _log_path(folder), export.session["session_id"]
     links = any(os.path.islink(os.path.join(folder, name)) for name in (_META_NAME, _LOG_NAME, _LOCK_NAME))
     descriptor, size = (None, 0) if links else _open_log(log_path)  # a link: refused later
     if descriptor is not None:
@@ -3668,7 +3675,7 @@ def _restore_keep(host, folder, export_path):
 
 def _mend_log_tail(folder):
     """Under the lock: mend the log's end, as append does."""
-    fd = _open_log_for_append(os.path.join(folder, _LOG_NAME))
+    fd = _open_log_for_append(_log_path(folder))
     try:
         with open(fd, "rb", closefd=False) as handle:
             tail = _LogTail(handle, os.fstat(fd).st_size)
@@ -3718,7 +3725,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
     export, passed_over = (
         _export_in_folder(folder, accept_damaged) if export_file is None
         else (_Export(export_file, accept_damaged), []))
-    session, recovered, moved, log_path = export.session, None, None, os.path.join(folder, _LOG_NAME)
+    session, recovered, moved, log_path = export.session, None, None, _log_path(folder)
     _notes_kept_by_restore(folder, export, set_aside)  # refused before the lock too: folder untouched
     with _SessionLock(folder):
         kept = _notes_kept_by_restore(folder, export, set_aside)
@@ -3889,7 +3896,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
     signals = [_clean_signal(*fields)] if batch is None else _clean_batch(
         batch, [name for name, value in zip(_SIGNAL_FIELDS, fields) if value is not None])
     folder, batch, count = _resolve_folder(self.folder, self.session), batch is not None, len(signals)
-    log_path = os.path.join(folder, _LOG_NAME)
+    log_path = _log_path(folder)
     _check_session_folder(folder)
     _check_batch_links(log_path, signals, batch)  # the log only grows: found now, there under the lock
     with _SessionLock(folder):
@@ -3972,7 +3979,7 @@ def _redact(self, *, note_id, reason) -> dict:
     signal = _clean_signal("source", "%s%s: %s" % (_REDACTION_PREFIX, note_id, _clean_field(
         "reason", reason, _REDACT_REASON_LIMIT)), None, None, None, about=note_id)
     folder = self._folder_meta()[0]
-    log_path = os.path.join(folder, _LOG_NAME)
+    log_path = _log_path(folder)
     _check_session_folder(folder)
     with _SessionLock(folder):
         session_id = _open_session_for_writing(folder)[0]["session_id"]
@@ -4032,7 +4039,7 @@ def _one_of(name, allowed):
 
 
 class _Option:
-    """A command's option: its flag, the Session keyword it fills, how argparse and MCP read it."""
+    """A command's option: its flag, the Session keyword it fills, how argparse and MCP take it."""
 
     def __init__(self, flag, metavar, help_text, name=None, mcp_help=None, schema=None, from_stdin=False,
                  required=False, choices=None, **settings):
@@ -4073,7 +4080,7 @@ def _format(mcp_help=None):
 
 
 _COMMANDS = {
-    "init": _Command("Start a session in the folder, or report the one already there.", [], "init"),
+    "init": _Command(Session.init.__doc__, [], "init"),
     "append": _Command(
         "Append one memory signal and print its receipt. A mode note whose text begins with the word SYNTHESIS enters "
         "synthesis; a later mode note that does not (a STOP appends one beginning SHAPING) ends it; an artifact note "
@@ -4295,7 +4302,7 @@ def _cli_keywords(args):
 
 
 def _error_receipt(error, see=None):
-    """The receipt of a command stopped by an exception; see: a refusal's help pointer (else --help)."""
+    """The receipt of a command stopped by an exception; see: a refusal's help pointer."""
     if isinstance(error, PermissionError):  # wherever it was met: a refusal with the way out
         error = NotesError(
             "permission denied on %s; nothing was changed. Run the command as the user who owns the "
@@ -4322,7 +4329,7 @@ _RPC_INVALID_PARAMS = -32602  # other codes stand beside the message naming them
 _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\nCall append when losing a fact would hurt "
     "continuity: a confirmed decision, a gate's change, a discarded path likely to return, a new source of truth, "
-    "an artifact boundary, an approved move to synthesis; never for cosmetics, naming or ordinary talk. Send a "
+    "an artifact boundary, an approved move to synthesis; never for ordinary talk. Send a "
     "decision and the gate update it settles in one append_batch call.\nRead back (recap, then tail or show "
     "with compact true) only when the operator asks for the state, on re-entry, or before synthesis.\nA result "
     "with isError true saved nothing: fix the arguments if the fix keeps the meaning, else tell the operator the "
@@ -4537,7 +4544,7 @@ def _mcp_call_tool(server, params):
 
 
 def _mcp_contracts():
-    """(uri, path, file name, description) of each contract: beside notes.py, or installed with it."""
+    """(uri, path, file name, description) of each contract, beside notes.py or installed with it."""
     import pathlib
 
     this = os.path.realpath(__file__)
@@ -4693,7 +4700,7 @@ def _serve_mcp(server) -> None:
 # Entry: main, the one place that prints, and the dispatch
 
 def _silence_stdout():
-    """Point stdout at the null device, lest Python's flush at exit fail again (exit 120)."""
+    """Point stdout at the null device, lest the flush at exit fail again (exit 120)."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
@@ -4703,7 +4710,7 @@ def _silence_stdout():
 
 
 def _print_result(result):
-    """Print a receipt or text as UTF-8 whatever the locale; None (help, version, MCP): only flush."""
+    """Print a receipt or text as UTF-8 whatever the locale; None (help, version, MCP): flush."""
     if sys.stdout is None:  # started with stdout closed: no one to tell
         return
     if result is not None:

@@ -203,6 +203,26 @@ def test_a_deferred_gate_is_looked_for_by_the_words_of_its_latest_update(tmp_pat
     assert notes.Session(folder).check(file="plan.md")["findings"] == []
 
 
+def test_a_line_stating_a_settled_note_beside_its_gate_is_reported_low_naming_that_note(tmp_path):
+    """Round 71 to 73: a settled line sharing its words with an open point was reported high as that point."""
+    def found(folder):
+        return [(finding["kind"], finding["line"], finding["note"], finding["confidence"], finding.get("what"))
+                for finding in notes.Session(folder).check(file="plan.md")["findings"]]
+
+    plan = ("# Scanning\n\nVolunteers record details about each photo besides its file name.\n\n"
+            "Not decided: which of them.\n")
+    for name, labels, expected in (
+            ("settled", OP, ("unmarked_open", 3, "n00002", "low", "it may state settled n00001")),
+            ("proposed", MODEL, ("unmarked_open", 3, "n00002", "high", None))):  # a proposal settles nothing
+        write_session(tmp_path / name, [
+            ("decision", "Volunteers record details about each photo besides its file name.", labels),
+            ("gate", "Which details volunteers record about each photo, besides the file name, is open.",
+             dict(about="n00001", **OP)),
+        ])
+        (tmp_path / name / "plan.md").write_text(plan, encoding="utf-8")
+        assert found(tmp_path / name)[:1] == [expected], name
+
+
 def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settled(tmp_path):
     """A review's cases: a deferral that restates the question, and a discard revived beside a marked line."""
     def found(session_folder):
@@ -218,6 +238,7 @@ def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settle
     (folder / "plan.md").write_text("# Plan\n\nThe Green Fork caterer serves the lunch.\n\nNot decided: whether the "
                                     "caterer also serves the evening drinks.\n", encoding="utf-8")
     assert found(folder) == [("unmarked_open", "n00001", 3)]
+    assert notes.Session(folder).check(file="plan.md")["findings"][0]["confidence"] == "high"
     # A second review's case: a deferral naming who decides and when, which a marked line about another point shares.
     write_session(folder / "who", [
         ("gate", "Which caterer serves the lunch is open.", OP),
