@@ -3056,7 +3056,7 @@ _CHECK_STOP_WORDS = frozenset(
     "did done has have had it its this that these those there here which who whom whose what when where why how than "
     "then so such not no nor only also just very more most less can could will would shall should may might must each "
     "every any all both either some other one we you they he she i our your their his her my me us them".split())
-# Irregular verbs a suffix cut misses; numbers, currency signs as words.
+# Irregular verbs a suffix cut misses; numbers and signs as words.
 _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
     "gave:give given:give took:take taken:take ran:run met:meet built:build brought:bring went:go gone:go "
@@ -3109,13 +3109,13 @@ def _check_stems(text, drop=frozenset()):
             if (len(word) > 1 or word.isdigit()) and word not in _CHECK_STOP_WORDS} - drop
 
 
-# Words on a note's place in the log or its author, not the idea.
+# Words on a note's place in the log or its author.
 _CHECK_LOG_STEMS = _check_stems(
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
     "relayed artifact deliverable settled still")
-# A note on the artifact's reader or length, which shape it.
-_CHECK_FRAME = re.compile(r"(?i)\b(?:written for|readers?|audience|pages?|length)\b")
+# A note on the artifact's reader, length or form: it shapes it.
+_CHECK_FRAME = re.compile(r"(?i)\b(?:written (?:for|as)|readers?|audience|pages?|length|form)\b")
 _CHECK_FRAME_STEMS = _check_stems("write written read audience page length long short half fits")
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]\s|[0-9]+[.)]\s|\|)")
 

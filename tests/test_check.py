@@ -203,6 +203,15 @@ def test_a_deferred_gate_is_looked_for_by_the_words_of_its_latest_update(tmp_pat
     assert notes.Session(folder).check(file="plan.md")["findings"] == []
 
 
+def test_a_decision_on_the_artifacts_form_is_not_looked_for_as_a_statement(tmp_path):
+    """Rounds 60 to 75: 'The plan is written as a checklist the family can print.' was reported lost."""
+    write_session(tmp_path, [("decision", "The plan is written as a checklist the family can print.", OP),
+                             ("decision", "The movers come on the first Saturday of August.", OP)])
+    (tmp_path / "plan.md").write_text("# Family moving plan\n\nThe movers come on the first Saturday of August."
+                                      "\n\n## Checklist\n\n- [ ] Book the movers.\n", encoding="utf-8")
+    assert notes.Session(tmp_path).check(file="plan.md")["findings"] == []
+
+
 def test_a_line_stating_a_settled_note_beside_its_gate_is_reported_low_naming_that_note(tmp_path):
     """Round 71 to 73: a settled line sharing its words with an open point was reported high as that point."""
     def found(folder):
