@@ -3278,7 +3278,7 @@ def _check_open(doc, recap, gates, find):
             share, _, n = top[0]
             same = [kept for kept, stems in firm if len(doc.line_stems[n] & stems) >= 0.6 * len(stems) > 0]
             findings.append(_with(doc.finding("unmarked_open", n, note, same and "low" or share >= 0.8 and "high"
-                                              or "medium"), what=same and "it may state settled %s" % same[0]))
+                                              or "medium"), what=same and "it holds most of settled %s" % same[0]))
         if note.get("type") is None and not lines:  # an open or deferred gate
             unshown.append(note)
     if len(unshown) > len([n for n in marks if n not in claimed]):

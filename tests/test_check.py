@@ -221,7 +221,7 @@ def test_a_line_stating_a_settled_note_beside_its_gate_is_reported_low_naming_th
     plan = ("# Scanning\n\nVolunteers record details about each photo besides its file name.\n\n"
             "Not decided: which of them.\n")
     for name, labels, expected in (
-            ("settled", OP, ("unmarked_open", 3, "n00002", "low", "it may state settled n00001")),
+            ("settled", OP, ("unmarked_open", 3, "n00002", "low", "it holds most of settled n00001")),
             ("proposed", MODEL, ("unmarked_open", 3, "n00002", "high", None))):  # a proposal settles nothing
         write_session(tmp_path / name, [
             ("decision", "Volunteers record details about each photo besides its file name.", labels),
