@@ -11,12 +11,12 @@ Redaction; Command line; MCP; Entry (main).
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # Ctrl-C before main can answer it: JSON, not a traceback.
+if __name__ == "__main__":  # Ctrl-C before main can answer: JSON, no traceback.
     import signal
     import sys
 
     def _interrupted_at_start(signum, frame):
-        # Over MCP stdout carries JSON-RPC alone: answer on stderr.
+        # Over MCP stdout is JSON-RPC alone: answer on stderr.
         stream = sys.stderr if "mcp" in sys.argv else sys.stdout
         stream.write('{\n  "ok": false,\n  "error": "interrupted (Ctrl-C) before the command began; nothing was '
                      'written. Run it again"\n}\n')
@@ -93,7 +93,7 @@ _LOCK_WAIT_VARIABLE = "SHAPING_NOTES_LOCK_WAIT"
 _LOCK_WAIT_LIMIT = 86400.0
 _DUPLICATE_WINDOW_RECORDS = 20  # a repeat in the last N records and S seconds: a retry
 _DUPLICATE_WINDOW_SECONDS = 600
-# build_record's order; a retry repeats them all
+# build_record's order; a retry repeats all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
 _BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier batch line as "@K"
 _STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary this old goes
@@ -132,9 +132,9 @@ _LINUX_GET_FLAGS = 0x80006601 | (8 if sys.maxsize > 2 ** 32 else 4) << 16
 _LINUX_GET_FLAGS_MACHINES = (
     "x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm64", "armv6l", "armv7l",
     "armv8l", "riscv64", "s390x", "loongarch64")
-# A replace of the log failing so: it or its folder is protected.
+# A log replace failing so: it or its folder is protected.
 _PROTECTED_ERRORS = (errno.EPERM, errno.EACCES, errno.EROFS)
-# The log may hold personal details; an export gets the umask's.
+# The log may hold personal details; exports get the umask's.
 _PRIVATE_FILE_MODE = 0o600
 _PRIVATE_FOLDER_MODE = 0o700
 _UMASK_FILE_MODE = 0o666
@@ -386,7 +386,7 @@ _FIRST_LOOK_SHAPES = re.compile(
     r"[0-9A-Z!#$%&*?@^~|](?:(?<=[^\W\d_][0-9])|(?<=[0-9])[^\W\d_]|(?<=[a-z][A-Z])"
     r"|(?<=[A-Z])[A-Z0-9]{15}|(?<=[^\W_][!#$%&*?@^~|])[^\W_])").search
 # A whole prose word of such a shape: version or model (v2, EC2), rank or unit (70th, 10am, 16GB), B&B;
-# bracketed or quoted, with 's or a stop.
+# bracketed, quoted, with 's or a stop.
 _PROSE_WORD = re.compile(
     r"[(\"'‘“]{0,2}(?:[A-Za-z][0-9]{1,2}|[A-Za-z]{2}[0-9]|[0-9][A-Za-z]{1,2}|[0-9]{2}[A-Za-z]"
     r"|[0-9]{1,4}(?:st|nd|rd|th|am|pm|ms|min|kg|km|[kKMGT]B)|[A-Z]{1,2}&[A-Z]{1,2})"
@@ -398,7 +398,7 @@ _GROUP_AFTER = re.compile(r"[ \t\n]+[A-Z0-9]{2,5}(?!\S)").match
 # Not pin, code, key, psk: too common; commands as the command-line rules.
 _FIRST_LOOK_WORDS = ("://", "mysql", "mariadb", "ldap", "sshpass", "redis-cli") + _PASSWORD_MARKERS[:-4]
 _FIRST_LOOK_PIN = re.compile(r"(?:pin|code)\D{0,40}?[0-9]{4}").search
-# A key in groups ("AKIA IOSF ODNN ..."), which _find_credential joins.
+# A key in groups ("AKIA IOSF ODNN ..."), joined by _find_credential.
 _GROUPED_RUN = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9_]{2,16}[ \t\u00a0\u2009\u202f-]){2,}[A-Za-z0-9_]{2,16}(?![A-Za-z0-9_])"
 _SPACED_RUN = r"(?<!\S)(?:[A-Za-z0-9_+/=.-]{1,24}[ \t\u00a0\u2009\u202f]){2,}[A-Za-z0-9_+/=.-]{1,24}(?!\S)"
 _GROUP_SEPARATOR = "[ \t\u00a0\u2009\u202f-]"
@@ -408,7 +408,7 @@ _PLACEHOLDER_WORDS = ("example", "sample", "dummy", "placeholder", "redacted", "
 # An SSH public key's base64 body starts so (a private key never does).
 _SSH_PUBLIC_KEY_BODY = r"AAAA[A-Za-z0-9+/]{2}(?:NzaC|VjZHNh|NrLXNz)"
 _EMAIL_ADDRESS = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-# Algorithm and protocol names that look like a password.
+# Algorithm and protocol names that look like passwords.
 _ALGORITHM_NAME = (
     r"(?i)(?<![a-z])(?:sha[0-9]*|md5|argon2(?:id|i|d)?|pbkdf2|bcrypt|scrypt|aes[0-9]*|rsa[0-9]*"
     r"|ed25519|base64|utf-?8|oauth2?|http[0-9s]?|tls[0-9.]*|ssl|x509|ipv[46])(?![a-z])")
@@ -549,7 +549,7 @@ def _shannon_entropy(value):
 def _is_placeholder(value):
     """Whether the value names itself a stand-in, or hardly varies."""
     lowered = value.lower()
-    repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of the value
+    repeated = re.search(r"(.)\1{5,}", value)  # a run of one character over a quarter of it
     return (any(word in lowered for word in _PLACEHOLDER_WORDS) or _shannon_entropy(value) < 2.0
             or repeated is not None and len(repeated.group()) * 4 >= len(value))
 
@@ -563,7 +563,7 @@ def _is_date_or_uuid(value):
 
 
 def _is_word_like(value):
-    """Whether the value is words, an identifier (DB_PASSWORD_FILE, v2.3.1), a UUID or a date."""
+    """Whether it is words, an identifier (DB_PASSWORD_FILE, v2.3.1), a UUID or a date."""
     if _is_date_or_uuid(value):
         return True
     pieces = [piece for piece in re.split(r"[-_./#:&=@+,]+", value) if piece]
@@ -572,7 +572,7 @@ def _is_word_like(value):
 
 
 def _reads_as_words(value):
-    """Whether the value's letter runs read as words (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
+    """Whether its letter runs read as words (SecretsManager, hunter2; not KoVxv1FvrFdf)."""
     runs = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)
     return (all(re.search("[aeiouyAEIOUY]", run) for run in runs if len(run) >= 3)
             and sum(len(run) <= 2 for run in runs) * 2 <= len(runs))
@@ -962,7 +962,7 @@ def _record_text_problems(text, effect):
     return problems
 
 
-# Rules append keeps: kind -> (what a reader says of a breach, the refusal).
+# Rules append keeps: kind -> (a reader's word on a breach, the refusal).
 _GATE_RULES = {
     "status": ("the record has a status, which only a gate has",
                "--status applies only to --type gate; drop it, or record a gate"),
@@ -1119,7 +1119,7 @@ def _seq_order_problem(seq, highest, damaged):
     return "seq_repeated" if seq <= highest else "seq_gap"
 
 
-# tail names these by offset alone
+# tail names these by offset
 _LINE_PROBLEMS = frozenset(
     ("not_utf8", "not_json", "not_object", "torn_tail", "missing_newline", "line_too_long", "incomplete_batch"))
 
@@ -1247,7 +1247,7 @@ def _user_data_folder():
         base, usual = "", ("Library", "Application Support")
     else:
         base, usual = os.environ.get("XDG_DATA_HOME", ""), (".local", "share")
-    if not os.path.isabs(base):  # HOME set but empty: "~" stays (expanduser gives "/")
+    if not os.path.isabs(base):  # HOME empty: "~" stays (expanduser gives "/")
         home = os.environ.get("HOME")
         base = os.path.join("~" if os.name != "nt" and home is not None and not home.strip()
                             else os.path.expanduser("~"), *usual)
@@ -1298,7 +1298,7 @@ def _check_folder_is_private(folder):
         path = os.path.join(folder, name) if name else folder
         try:
             status = os.lstat(path)
-        except OSError:  # missing (made later by this user), or refused when used
+        except OSError:  # missing (made later by this user) or refused when used
             continue
         _check_owner(path, status, "the session " + kind)
 
@@ -1719,7 +1719,7 @@ def _is_protected_inode(fd):
 
 
 def _protection(path, fd, named):
-    """(what, way out) if the user protected the file or folder (mode bits: root writes anyway)."""
+    """(what, way out) if the user protected the file or folder (by mode: root writes anyway)."""
     mode = stat.S_IMODE(os.fstat(fd).st_mode)
     if not mode & stat.S_IWUSR:
         return "%s is read-only (mode %04o)" % (named, mode), "chmod u+w %s" % path
@@ -2959,7 +2959,7 @@ _PENDING_LISTS = ("open_gates", "deferred_gates", "unconfirmed")
 
 
 class _Recap(collections.namedtuple("_Recap", "receipt order cut counts gates")):
-    """What recap found, lists whole; order: each droppable entry's list, in the order dropped."""
+    """What recap found, lists whole; order: each droppable entry's list, in dropping order."""
 
     def rendered(self, count, markdown):
         """The printed form without the count oldest cuttable entries."""
@@ -2983,7 +2983,7 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts gates"))
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
-        """By bisection, the printed form that fits max_bytes with the fewest entries left out."""
+        """By bisection, the printed form that fits max_bytes, leaving out the fewest entries."""
         fails, fits, best = 0, len(self.order), self.rendered(0, markdown)
         if _printed_size(best) <= max_bytes:
             return best
@@ -3115,7 +3115,7 @@ _CHECK_LOG_STEMS = _check_stems(
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
     "relayed artifact deliverable settled still")
 # A note on the artifact's reader, length or form: it shapes it.
-_CHECK_FRAME = re.compile(r"(?i)\b(?:written (?:for|as)|readers?|audience|pages?|length|form)\b")
+_CHECK_FRAME = re.compile(r"(?i)\b(?:written (?:for|as)|readers?|audience|pages?|length)\b")
 _CHECK_FRAME_STEMS = _check_stems("write written read audience page length long short half fits")
 _CHECK_LIST_ITEM = re.compile(r"\s*(?:[-*+]\s|[0-9]+[.)]\s|\|)")
 
@@ -3174,7 +3174,7 @@ class _CheckedArtifact:
         return max(numbers, key=lambda n: len(self.line_stems[n] & stems))
 
     def window(self, index, stems):
-        """(stems found, the line with more) of the two lines in a row of passage index that hold most."""
+        """(stems found, the line with more) of the two lines in a row of passage index holding most."""
         first, end, _ = self.passages[index]
         found, n = max((((self.line_stems[n] | self.line_stems[min(n + 1, end - 1)]) & stems, n)
                         for n in range(first, end)), key=lambda pair: len(pair[0]))
@@ -3248,8 +3248,6 @@ def _check_lost(doc, recap):
 def _check_open(doc, recap, gates, find):
     """Open points stated unmarked; open or deferred gates not shown, if no marked line is left."""
     findings, unshown, claimed, seen = [], [], set(), set()
-    firm = [(kept["id"], _check_stems(kept["text"], _CHECK_LOG_STEMS))
-            for kept in recap["decisions"] + recap["sources"] if not _is_unconfirmed(kept)]
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
     marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
@@ -3276,7 +3274,10 @@ def _check_open(doc, recap, gates, find):
         top = [line for line in lines if line[0] == lines[0][0]]
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
-            same = [kept for kept, stems in firm if len(doc.line_stems[n] & stems) >= 0.6 * len(stems) > 0]
+            near = doc.line_stems[n] & set().union(*stem_sets)
+            same = [kept["id"] for kept in recap["decisions"] + recap["sources"] if not _is_unconfirmed(kept)
+                    and near <= (stems := _check_stems(kept["text"], _CHECK_LOG_STEMS))
+                    and len(doc.line_stems[n] & stems) >= 0.6 * len(stems)]
             findings.append(_with(doc.finding("unmarked_open", n, note, same and "low" or share >= 0.8 and "high"
                                               or "medium"), what=same and "it holds most of settled %s" % same[0]))
         if note.get("type") is None and not lines:  # an open or deferred gate
@@ -3422,7 +3423,7 @@ def _restorable_size(chunks, folder):
 
 
 def _export_session(folder, meta, markdown, earlier, write, host):
-    """Export's passes over the log's same bytes; write(chunks) writes the file, returning its path."""
+    """Export's passes over the log's same bytes; write(chunks) writes the file and returns its path."""
     with _LogReader(folder, meta) as reader:
         figures = _count_by_type(reader)
         by_type, count, warnings, news = figures[0], reader.total, reader.warnings(), []
@@ -4080,7 +4081,7 @@ def _format(mcp_help=None):
 
 
 _COMMANDS = {
-    "init": _Command(Session.init.__doc__, [], "init"),
+    "init": _Command("Start a session in the folder, or report the one already there.", [], "init"),
     "append": _Command(
         "Append one memory signal and print its receipt. A mode note whose text begins with the word SYNTHESIS enters "
         "synthesis; a later mode note that does not (a STOP appends one beginning SHAPING) ends it; an artifact note "
@@ -4324,7 +4325,7 @@ _MCP_SERVER_INFO = {"name": "shaping-notes", "title": "notes.py", "version": __v
 # Cacheable: fixed while a server runs, and private to no user.
 _MCP_CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
 
-_RPC_INVALID_PARAMS = -32602  # other codes stand beside the message naming them
+_RPC_INVALID_PARAMS = -32602  # other codes sit beside their messages
 
 _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\nCall append when losing a fact would hurt "
@@ -4332,7 +4333,7 @@ _MCP_INSTRUCTIONS = (
     "an artifact boundary, an approved move to synthesis; never for ordinary talk. Send a "
     "decision and the gate update it settles in one append_batch call.\nRead back (recap, then tail or show "
     "with compact true) only when the operator asks for the state, on re-entry, or before synthesis.\nA result "
-    "with isError true saved nothing: fix the arguments if the fix keeps the meaning, else tell the operator the "
+    "with isError true saved nothing: fix the arguments if that keeps the meaning, else tell the operator the "
     "note was not saved.")
 _MCP_CONTRACTS = (
     ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
@@ -4356,7 +4357,7 @@ def _mcp_options(command):
 
 
 def _mcp_wording(command, text):
-    """A command-line text in the tool's words: each --flag as its argument, "print" as "return"."""
+    """A command-line text in the tool's words: --flag as its argument, "print" as "return"."""
     for opt in _COMMANDS["append" if command == "append_batch" else command].options:
         text = re.sub(r"(?<![\w-])%s(?![\w-])" % re.escape(opt.flag), opt.name, text)
     return re.sub(r"\bPrint(s?)\b", r"Return\1", re.sub(r"\bprint(s?)\b", r"return\1", text))
@@ -4544,7 +4545,7 @@ def _mcp_call_tool(server, params):
 
 
 def _mcp_contracts():
-    """(uri, path, file name, description) of each contract, beside notes.py or installed with it."""
+    """(uri, path, file name, description) of each contract beside notes.py or installed."""
     import pathlib
 
     this = os.path.realpath(__file__)
@@ -4600,7 +4601,7 @@ def _mcp_result(server, method, params):
 
 
 def _mcp_answer(server, line):
-    """The response to one line of input; None for a notification or a client's response."""
+    """The response to one input line; None for a notification or a client's response."""
     try:
         message = _parse_json(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError is a ValueError too

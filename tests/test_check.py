@@ -230,6 +230,12 @@ def test_a_line_stating_a_settled_note_beside_its_gate_is_reported_low_naming_th
         ])
         (tmp_path / name / "plan.md").write_text(plan, encoding="utf-8")
         assert found(tmp_path / name)[:1] == [expected], name
+    # A guess shares the settled note's words too, but holds words of the open point that note lacks (a review's).
+    write_session(tmp_path / "van", [("decision", "We hire a van for the move.", OP),
+                                     ("gate", "Which van size we hire, 3.5 tonnes or 7.5 tonnes, is open.",
+                                      dict(about="n00001", **OP))])
+    (tmp_path / "van" / "plan.md").write_text("# Move\n\nWe hire a 7.5 tonne van for the move.\n", encoding="utf-8")
+    assert found(tmp_path / "van") == [("unmarked_open", 3, "n00002", "medium", None)]
 
 
 def test_a_marked_line_about_another_point_does_not_show_a_gate_stated_as_settled(tmp_path):
