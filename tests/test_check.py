@@ -210,6 +210,13 @@ def test_a_decision_on_the_artifacts_form_is_not_looked_for_as_a_statement(tmp_p
     (tmp_path / "plan.md").write_text("# Family moving plan\n\nThe movers come on the first Saturday of August."
                                       "\n\n## Checklist\n\n- [ ] Book the movers.\n", encoding="utf-8")
     assert notes.Session(tmp_path).check(file="plan.md")["findings"] == []
+    # A decision that only uses the word is still looked for (a review's case).
+    write_session(tmp_path / "rota", [("decision", "Volunteers fill in a short form with their name and phone number.",
+                                       OP)])
+    (tmp_path / "rota" / "plan.md").write_text("# Rota\n\nWrite your name on the sign-up form. Phone the "
+                                               "coordinator if you cannot come.\n", encoding="utf-8")
+    assert [finding["kind"] for finding in notes.Session(tmp_path / "rota").check(file="plan.md")["findings"]] == [
+        "lost_decision"]
 
 
 def test_a_line_stating_a_settled_note_beside_its_gate_is_reported_low_naming_that_note(tmp_path):
