@@ -95,7 +95,7 @@ _DUPLICATE_WINDOW_RECORDS = 20  # a repeat in the last N records and S seconds: 
 _DUPLICATE_WINDOW_SECONDS = 600
 # build_record's order; a retry repeats all
 _SIGNAL_FIELDS = ("type", "text", "effect", "ref", "status", "provenance", "evidence", "about", "by")
-_BATCH_LINK_FIELDS = ("ref", "about", "by")  # may name an earlier batch line as "@K"
+_BATCH_LINK_FIELDS = ("ref", "about", "by")  # "@K" names batch line K
 _STALE_TEMPORARY_SECONDS = 600  # a killed write's temporary this old goes
 
 __version__ = "1.2.0"  # pyproject.toml reads it
@@ -108,7 +108,7 @@ _SESSIONS_LISTED = 100
 _HOST_VARIABLE = "SHAPING_NOTES_HOST"
 _HOSTS = ("chatgpt", "claude-ai", "local", "mcp")
 _HOST_DOWNLOAD_FOLDERS = {"chatgpt": "/mnt/data", "claude-ai": "/mnt/user-data/outputs"}
-_RESTORE_CANDIDATES_LIMIT = 20  # exports in the folder restore compares
+_RESTORE_CANDIDATES_LIMIT = 20  # exports restore compares
 _PATH_LIMIT = 4096  # characters of a path argument (PATH_MAX)
 _PATH_DEPTH_LIMIT = 256  # its folders: os.makedirs recurses per missing one
 _INSTALLED_FOLDER_NAMES = ("site-packages", "dist-packages")
@@ -2574,7 +2574,7 @@ def _reopening_key(record):  # a discard taken up again, or weighed by a gate wh
     return "questioned_by" if record["type"] == "gate" else "reopened"
 
 
-_SHOW_LIST_LIMIT = 50  # per list of show's receipt, newest kept
+_SHOW_LIST_LIMIT = 50  # per list of show, newest kept
 
 
 def _command_note_id(command, value):
@@ -2796,8 +2796,10 @@ def _recap_gates(gates, reopened, limit, cut):
     for name, entries in lists.items():
         _keep_newest(entries, limit, cut, name)
     ids = {gate_id for entries in lists.values() for _, gate_id in entries}
-    note_ids = {gates[gate_id].by for gate_id in ids if gates[gate_id].status == "closed"} | set(reopened.values())
-    return lists, first, (ids, {i for gate_id in ids for i in gates[gate_id][3:5]} - {-1}, note_ids - {None}, reopened)
+    listed = [gates[gate_id] for gate_id in ids]
+    note_ids = {gate.by for gate in listed if gate.status == "closed"} | set(reopened.values())
+    places = {place for gate in listed for place in (gate.update_index, gate.effect_at)} - {-1}
+    return lists, first, (ids, places, note_ids - {None}, reopened)
 
 
 def _gate_item(gate_id, gates, found, name):
@@ -2975,11 +2977,11 @@ class _Recap(collections.namedtuple("_Recap", "receipt order cut counts gates"))
                      and any(name.endswith("_gates") for name in truncated)]
             hints = ["tail %s --limit %d" % (" ".join("--type " + kind for kind in types), min(
                 _LIMIT_MAX, sum(self.counts[kind] for kind in types)))] * bool(types)
-            if "unconfirmed" in truncated:  # a hint names only a limit the command takes
+            if "unconfirmed" in truncated:  # a hint names only a limit the command has
                 hints.append("recap --limit %d" % min(_LIMIT_MAX, self.receipt["pending"]["unconfirmed"]))
             shown.update(truncated=truncated, see_truncated=hints)
         shown = _with(shown, warnings=shown.pop("warnings", None))
-        shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest first
+        shown["closed_gates"] = shown["closed_gates"][::-1]  # fitted oldest first, shown newest
         return _recap_markdown(shown) if markdown else shown
 
     def fitted(self, max_bytes, markdown=False):
@@ -3049,7 +3051,7 @@ def _recap(self, *, limit=_RECAP_DEFAULT_LIMIT, format="json", max_bytes=_RECAP_
 
 _CHECK_FILE_LIMIT = 1 << 18  # bytes of an artifact read at most
 _CHECK_LISTED = 50  # findings listed, then counted
-_CHECK_EXCERPT = 120  # characters of an excerpt or note text
+_CHECK_EXCERPT = 120  # characters shown
 _CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
 _CHECK_STOP_WORDS = frozenset(
     "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do does "
@@ -3071,7 +3073,7 @@ _CHECK_MARK = re.compile(
     r"(?:decided|confirmed|agreed|settled)|undecided|proposed|open questions?|tbd|tbc)\b")
 _CHECK_NEGATION = re.compile(r"(?i)\b(?:no|not|never|none|nothing|nobody|neither|without|cannot|instead of|rather than|"
                              r"out of scope|excluded?)\b|n[’']t\b")
-# Residue: (pattern, what, confidence); state names in capitals.
+# Residue: (pattern, what, confidence).
 _CHECK_RESIDUE = (
     (re.compile(r"\bn[0-9]{5,11}\b"), "a note id", "high"),
     (re.compile(r"\b(?:READING_ALIGNMENT|SHAPING|SYNTHESIS)\b"), "a state name", "high"),
@@ -3234,10 +3236,10 @@ def _check_lost(doc, recap):
     for note in recap["decisions"] + boundaries:
         stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
-        lead = _check_stems(re.split(r"[:;]\s|,? because\b", note["text"])[0], _CHECK_LOG_STEMS)
-        claim = len(lead) > 2 and max(doc.hits(lead, 2).values(), default=0) >= 0.75 * len(lead)
         in_it = framed if _CHECK_FRAME.search(note["text"]) else found
         if share < 0.45 and (present := len(stems & in_it) / len(stems)) < 0.75:
+            lead = _check_stems(re.split(r"[:;]\s|,? because\b", note["text"])[0], _CHECK_LOG_STEMS)
+            claim = len(lead) > 2 and max(doc.hits(lead, 2).values(), default=0) >= 0.75 * len(lead)
             what = claim and "its claim is in the artifact, what follows it is not" or (
                 present >= 0.6 and "most of its words are in the artifact, but no passage holds half")
             confidence = "low" if what or share >= 0.35 else "medium" if share >= 0.25 else "high"
@@ -3248,6 +3250,8 @@ def _check_lost(doc, recap):
 def _check_open(doc, recap, gates, find):
     """Open points stated unmarked; open or deferred gates not shown, if no marked line is left."""
     findings, unshown, claimed, seen = [], [], set(), set()
+    firm = [(kept["id"], _check_stems(kept["text"], _CHECK_LOG_STEMS))
+            for kept in recap["decisions"] + recap["sources"] if not _is_unconfirmed(kept)]
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
     marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
@@ -3275,9 +3279,8 @@ def _check_open(doc, recap, gates, find):
         if top and not any(doc.marked(-index, n) for _, index, n in top):
             share, _, n = top[0]
             near = doc.line_stems[n] & set().union(*stem_sets)
-            same = [kept["id"] for kept in recap["decisions"] + recap["sources"] if not _is_unconfirmed(kept)
-                    and near <= (stems := _check_stems(kept["text"], _CHECK_LOG_STEMS))
-                    and len(doc.line_stems[n] & stems) >= 0.6 * len(stems)]
+            same = [kept for kept, stems in firm
+                    if near <= stems and len(doc.line_stems[n] & stems) >= 0.6 * len(stems)]
             findings.append(_with(doc.finding("unmarked_open", n, note, same and "low" or share >= 0.8 and "high"
                                               or "medium"), what=same and "it holds most of settled %s" % same[0]))
         if note.get("type") is None and not lines:  # an open or deferred gate
@@ -3439,7 +3442,7 @@ def _export_session(folder, meta, markdown, earlier, write, host):
                 news.append("the copy it replaced held %s" % (
                     "another session" if earlier[0] != meta["session_id"] else
                     _counted(earlier[1], "note") if earlier[1] is not None else "no readable note count"))
-        if by_type["gate"] and by_type["artifact"]:  # else no delivery leaves a gate open
+        if by_type["gate"] and by_type["artifact"]:  # else no delivery leaves one open
             seen = _SynthesisSeen((), 0)
             for record in reader.records():
                 seen.meet(record)
@@ -3475,7 +3478,7 @@ def _export(self, *, output=None, format="json") -> dict:
     if os.path.isfile(os.path.dirname(output)):
         raise NotesError("--output %s is inside a file, not a folder" % output)
     inside, name = os.path.realpath(os.path.dirname(output)) == folder, os.path.basename(output)
-    own = [n for n in (_META_NAME, _LOG_NAME, _LOCK_NAME)  # by name or by inode (a link)
+    own = [n for n in (_META_NAME, _LOG_NAME, _LOCK_NAME)  # by name or inode (a link)
            if inside and name == n or _same_file(output, os.path.join(folder, n))]
     if own or inside and name.startswith(_TORN_PREFIX):
         raise NotesError("--output %s is the session's own %s; choose another path, such as %s"
@@ -3498,7 +3501,7 @@ def _export(self, *, output=None, format="json") -> dict:
             os.makedirs(os.path.dirname(output), exist_ok=True)
         except OSError as error:
             raise NotesError(refusal % (output, error.strerror)) from None
-        _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host to download
+        _write_file_atomically(output, chunks, refusal, _UMASK_FILE_MODE)  # for the host's download
         return output
     return _export_session(folder, meta, format == "md", _earlier_export(output), write, host)
 
@@ -3727,7 +3730,7 @@ def _restore(self, *, export_file=None, accept_damaged=False, set_aside=False) -
         _export_in_folder(folder, accept_damaged) if export_file is None
         else (_Export(export_file, accept_damaged), []))
     session, recovered, moved, log_path = export.session, None, None, _log_path(folder)
-    _notes_kept_by_restore(folder, export, set_aside)  # refused before the lock too: folder untouched
+    _notes_kept_by_restore(folder, export, set_aside)  # refused before the lock too
     with _SessionLock(folder):
         kept = _notes_kept_by_restore(folder, export, set_aside)
         if kept is None:
@@ -4330,7 +4333,7 @@ _RPC_INVALID_PARAMS = -32602  # other codes sit beside their messages
 _MCP_INSTRUCTIONS = (
     "This server keeps the memory log of a Memory-Assisted Shaping session.\nCall append when losing a fact would hurt "
     "continuity: a confirmed decision, a gate's change, a discarded path likely to return, a new source of truth, "
-    "an artifact boundary, an approved move to synthesis; never for ordinary talk. Send a "
+    "an artifact boundary, the move to synthesis; never for ordinary talk. Send a "
     "decision and the gate update it settles in one append_batch call.\nRead back (recap, then tail or show "
     "with compact true) only when the operator asks for the state, on re-entry, or before synthesis.\nA result "
     "with isError true saved nothing: fix the arguments if that keeps the meaning, else tell the operator the "
