@@ -441,7 +441,7 @@ def test_the_other_first_edition_rules_are_kept():
     for kind in ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"):
         assert "| `%s` |" % kind in signals, kind
     says(signals, "checklist", "--about", "no discard note exists", "reopen")
-    says(section("protocol.md", r"^4\. lenses"), "unconfirmed", "--ref", "`discard`", "silence confirms nothing")
+    says(section("protocol.md", r"^4\. lenses"), "unconfirmed", "--ref", "`discard`", "until a note replaces it")
     says(section("protocol.md", r"^8\. synthesis"), "stands alone", "audit document", "not decided",
          "redesign", "delivering ends synthesis", "`artifact` note", "keep that file",
          "out of date")
