@@ -3185,7 +3185,7 @@ class _CheckedArtifact:
     def finding(self, kind, n, note, confidence):
         """A finding on 0-based line n (None: the whole) about note (or None)."""
         return {"kind": kind, "line": None if n is None else n + 1, "note": note and note["id"],
-                "note_text": note and _check_short(note["text"]),
+                "note_text": note and _check_short(note.get("update_text") or note["text"]),
                 "excerpt": None if n is None else _check_short(self.lines[n]), "confidence": confidence}
 
 
@@ -3255,7 +3255,7 @@ def _check_open(doc, recap, gates, find):
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
     marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
     for note in recap["open_gates"] + recap["deferred_gates"] + recap["unconfirmed"]:
-        if note["id"] in seen or note.get("type") in ("mode", "discard", "tension"):
+        if note["id"] in seen or note.get("type") == "discard":
             continue
         seen.add(note["id"])
         # Closed: with its answer; narrowed: what is left.

@@ -198,6 +198,9 @@ def test_a_deferred_gate_is_looked_for_by_the_words_of_its_latest_update(tmp_pat
     findings = notes.Session(folder).check(file="plan.md")["findings"]
     assert [(finding["kind"], finding["line"], finding["confidence"]) for finding in findings] == [
         ("unmarked_open", 3, "high")]
+    # The finding quotes the gate as it now stands, not its first wording.
+    assert findings[0]["note"] == "n00001" and findings[0]["note_text"] == (
+        "Deferred: how the printed copies reach the households (hand delivery, post or pick-up).")
     (folder / "plan.md").write_text("# Plan\n\nNot decided: how the printed copies reach the households (hand "
                                     "delivery, post or pick-up).\n", encoding="utf-8")
     assert notes.Session(folder).check(file="plan.md")["findings"] == []
