@@ -3054,10 +3054,10 @@ _CHECK_LISTED = 50  # findings listed, then counted
 _CHECK_EXCERPT = 120  # characters shown
 _CHECK_KINDS = ("residue", "revived_discard", "lost_decision", "unmarked_open")
 _CHECK_STOP_WORDS = frozenset(
-    "a an the and or but if of to in on at by for with from as into per via is are was were be been being am do does "
+    "an the and or but if of to in on at by for with from as into per via is are was were be been being am do does "
     "did done has have had it its this that these those there here which who whom whose what when where why how than "
     "then so such not no nor only also just very more most less can could will would shall should may might must each "
-    "every any all both either some other one we you they he she i our your their his her my me us them".split())
+    "every any all both either some other one we you they he she our your their his her my me us them".split())
 # Irregular verbs a suffix cut misses; numbers and signs as words.
 _CHECK_WORD_FORMS = dict(pair.split(":") for pair in (
     "paid:pay made:make kept:keep sold:sell bought:buy held:hold sent:send spent:spend chose:choose chosen:choose "
@@ -3116,6 +3116,10 @@ _CHECK_LOG_STEMS = _check_stems(
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
     "relayed artifact deliverable settled still")
+def _note_stems(text):
+    return _check_stems(text, _CHECK_LOG_STEMS)
+
+
 # A note on the artifact's reader, length or form: it shapes it.
 _CHECK_FRAME = re.compile(r"(?i)\b(?:written (?:for|as)|readers?|audience|pages?|length)\b")
 _CHECK_FRAME_STEMS = _check_stems("write written read audience page length long short half fits")
@@ -3206,19 +3210,19 @@ def _check_residue(doc, find):
 def _check_discards(doc, recap, find):
     """Live discards restated unnegated in two lines in a row: two stems of it or what it replaced, or its name."""
     settled = _check_stems(" ".join(
-        [note["text"] for name in _PENDING_LISTS + ("decisions", "artifacts", "sources", "closed_gates")
-         for note in recap[name]]
-        + [note.get("update_text", "") for note in recap["closed_gates"]]
+        [note["text"] + " " + note.get("update_text", "") for name in _PENDING_LISTS + (
+            "decisions", "artifacts", "sources", "closed_gates") for note in recap[name]]
         + [recap[name]["text"] for name in ("mode", "shape") if recap[name]]))
     findings = []
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
-        stems = _check_stems(discard["text"] + " " + (replaced or {}).get("text", ""), _CHECK_LOG_STEMS) - settled
-        name = _check_stems(re.split(r"[:;,(]", discard["text"])[0], _CHECK_LOG_STEMS) - settled
+        stems = _note_stems(discard["text"] + " " + (replaced or {}).get("text", "")) - settled
+        name = _note_stems(re.split(r"[:;,(]", discard["text"])[0]) - settled
         named = doc.hits(name) if len(name) <= 2 else {}
+        key = stems - _check_stems(discard["text"].partition(":")[2]) or stems  # a reason may follow, and stay
         windows = [doc.window(i, stems) for i, count in doc.hits(stems).items() if count >= 2 or named.get(i) == count]
         places = [(len(found), -n) for found, n in windows
-                  if (len(found) >= 2 or found <= name) and not _CHECK_NEGATION.search(doc.lines[n])]
+                  if (len(found) >= 2 and found & key or found <= name) and not _CHECK_NEGATION.search(doc.lines[n])]
         if places:  # the most words, earliest first
             count, n = max(places)
             findings.append(doc.finding("revived_discard", -n, discard, ("low", "low", "medium", "high")[
@@ -3234,14 +3238,14 @@ def _check_lost(doc, recap):
     found = doc.holding.keys() | _check_stems((recap["mode"] or {}).get("text", ""))
     findings, framed = [], found | _CHECK_FRAME_STEMS
     for note in recap["decisions"] + boundaries:
-        stems = _check_stems(note["text"], _CHECK_LOG_STEMS)
+        stems = _note_stems(note["text"])
         share = max(doc.hits(stems, 2).values(), default=0) / len(stems) if stems else 1.0
         in_it = framed if _CHECK_FRAME.search(note["text"]) else found
         if share < 0.45 and (present := len(stems & in_it) / len(stems)) < 0.75:
-            lead = _check_stems(re.split(r"[:;]\s|,? because\b", note["text"])[0], _CHECK_LOG_STEMS)
+            lead = _note_stems(re.split(r"[:;]\s|,? because\b", note["text"])[0])
             claim = len(lead) > 2 and max(doc.hits(lead, 2).values(), default=0) >= 0.75 * len(lead)
-            what = claim and "its claim is in the artifact, what follows it is not" or (
-                present >= 0.6 and "most of its words are in the artifact, but no passage holds half")
+            what = claim and "only its lead clause is in the artifact" or (
+                present >= 0.6 and "most of its words are in the artifact, in no one passage")
             confidence = "low" if what or share >= 0.35 else "medium" if share >= 0.25 else "high"
             findings.append(_with(doc.finding("lost_decision", None, note, confidence), what=what))
     return findings
@@ -3250,7 +3254,7 @@ def _check_lost(doc, recap):
 def _check_open(doc, recap, gates, find):
     """Open points stated unmarked; open or deferred gates not shown, if no marked line is left."""
     findings, unshown, claimed, seen = [], [], set(), set()
-    firm = [(kept["id"], _check_stems(kept["text"], _CHECK_LOG_STEMS))
+    firm = [(kept["id"], _note_stems(kept["text"]))
             for kept in recap["decisions"] + recap["sources"] if not _is_unconfirmed(kept)]
     marks = [n for n, line in enumerate(doc.lines) if _CHECK_MARK.search(line)]
     marking = {index for index, (first, end, _) in enumerate(doc.passages) if any(first <= n < end for n in marks)}
@@ -3262,10 +3266,10 @@ def _check_open(doc, recap, gates, find):
         closed, by = note.get("status") == "closed", note["id"] in gates and gates[note["id"]].by
         settled = _check_stems((find(by) or {}).get("text", "")) if by and not closed else set()
         texts = [note["text"] + " " + note["update_text"]] if closed else [note["update_text"]] if by and len(
-            _check_stems(note["update_text"], _CHECK_LOG_STEMS)) > 1 else [note["text"], note.get("update_text")]
+            _note_stems(note["update_text"])) > 1 else [note["text"], note.get("update_text")]
         # One word left would match any line: then all of them.
         lines, stem_sets = [], [rest if len(rest := stems - settled) > 1 else stems for text in texts
-                                if text and (stems := _check_stems(text, _CHECK_LOG_STEMS))]
+                                if text and (stems := _note_stems(text))]
         if not stem_sets:
             continue
         for stems in stem_sets:

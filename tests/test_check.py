@@ -177,6 +177,22 @@ def test_a_discard_is_revived_by_the_one_word_of_its_name_no_live_note_uses(tmp_
         ("n00002", 3)]
 
 
+def test_a_line_holding_only_a_discards_reason_does_not_revive_it(tmp_path):
+    # The reason after the colon is a settled fact the artifact may state (protocol.md section 8).
+    folder = tmp_path / "news"
+    write_session(folder, [
+        ("decision", "Each issue is printed and also sent by email.", OP),
+        ("discard", "Going email-only and stopping the printed issue was ruled out: half the readers are over 70.",
+         OP)])
+    plan = folder / "plan.md"
+    plan.write_text("# Plan\n\nEach issue is printed and also sent by email: half the readers are over 70.\n", encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+    plan.write_text("# Plan\n\nGoing email-only in March and stopping the printed issue saves money.\n", encoding="utf-8")
+    findings = notes.Session(folder).check(file="plan.md")["findings"]
+    assert [(finding["kind"], finding["note"], finding["line"]) for finding in findings] == [
+        ("revived_discard", "n00002", 3)]
+
+
 def test_an_open_gate_the_artifact_does_not_show(tmp_path):
     folder = rota(tmp_path, "# Rota\n\nReminders go out by email the evening before.\n")
     findings = notes.Session(folder).check(file="plan.md")["findings"]
@@ -309,7 +325,7 @@ def test_a_decision_spread_thin_is_reported_low_with_what_was_found(tmp_path):
         "kind": "lost_decision", "line": None, "note": "n00001",
         "note_text": "Copies are printed at the library on the 25th and delivered by volunteers to every household "
                      "in the parish before Sun...",
-        "excerpt": None, "confidence": "low", "what": "most of its words are in the artifact, but no passage holds half"}]
+        "excerpt": None, "confidence": "low", "what": "most of its words are in the artifact, in no one passage"}]
 
 
 def test_a_decision_whose_claim_alone_is_stated_is_reported_low_saying_so(tmp_path):
@@ -328,7 +344,7 @@ def test_a_decision_whose_claim_alone_is_stated_is_reported_low_saying_so(tmp_pa
                                     "A removal firm moves the family.\n\nWe ship the mobile app in March.\n\n"
                                     "Copies go to the library.\n", encoding="utf-8")
     findings = notes.Session(folder).check(file="plan.md")["findings"]
-    claim = "its claim is in the artifact, what follows it is not"
+    claim = "only its lead clause is in the artifact"
     assert [(finding["note"], finding["confidence"], finding.get("what")) for finding in findings] == [
         ("n00004", "medium", None), ("n00001", "low", claim), ("n00002", "low", claim), ("n00003", "low", claim)]
 
