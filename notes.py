@@ -2820,7 +2820,7 @@ def _gate_item(gate_id, gates, found, name):
 
 
 class _SynthesisSeen:
-    """Where synthesis stands; the last delivery and the live non-mode (seq, note)s after it."""
+    """Where synthesis stands; the last delivery and live non-mode (seq, note)s after it."""
 
     def __init__(self, superseded, limit):
         self.superseded, self.limit, self.in_synthesis, self.after = superseded, limit, False, []
@@ -2834,8 +2834,8 @@ class _SynthesisSeen:
                 self.synthesis = dict(self.synthesis, state="ended", ended=note_id) if self.in_synthesis else {
                     "state": "entered", "entered": note_id}
             self.in_synthesis = entering
-        if kind == "artifact" and self.in_synthesis:
-            # Delivering ends synthesis; writing again takes a SYNTHESIS note.
+        if kind == "artifact" and self.in_synthesis and record.get("evidence") != "inferred":
+            # A delivery ends synthesis; an inferred boundary is a proposal.
             self.in_synthesis, self.delivered_at, self.after = False, record["seq"], []
             self.synthesis = dict(self.synthesis, state="delivered", delivered=note_id)
             self.delivery = {"id": note_id, "after": [], "more": 0}
@@ -4092,7 +4092,7 @@ _COMMANDS = {
     "append": _Command(
         "Append one memory signal and print its receipt. A mode note whose text begins with the word SYNTHESIS enters "
         "synthesis; a later mode note that does not (a STOP appends one beginning SHAPING) ends it; an artifact note "
-        "appended in synthesis is a delivery, which ends it too.", [
+        "appended in synthesis is a delivery (unless inferred: a proposal), which ends it too.", [
         _Option("--type", "TYPE", "the signal type (required): " + ", ".join(NOTE_TYPES), choices=NOTE_TYPES,
                 required=True),
         _text("--text", "TEXT", "what to keep (required)", _TEXT_LIMIT, required=True),
@@ -4304,7 +4304,7 @@ def _cli_keywords(args):
                          "argument" % (asking[0].flag, asking[1].flag))
     for opt in asking:
         kwargs[opt.name] = _read_stdin(opt.flag, _STDIN_LIMIT, "%s at most %d characters" % (
-            "say why in" if opt.name == "reason" else "a memory signal is a minimal pointer of",
+            "say why in" if opt.name == "reason" else "a memory signal is a pointer of",
             opt.schema["maxLength"]))
     return kwargs
 
@@ -4343,8 +4343,8 @@ _MCP_INSTRUCTIONS = (
     "with isError true saved nothing: fix the arguments if that keeps the meaning, else tell the operator the "
     "note was not saved.")
 _MCP_CONTRACTS = (
-    ("protocol.md", "The behaviour contract: operating states, gates, when a memory signal is due."),
-    ("note-io.md", "The I/O contract: the payload, the receipt, readback, what to say on failure."))
+    ("protocol.md", "The behaviour contract: states, gates, when a signal is due."),
+    ("note-io.md", "The I/O contract: payload, receipt, readback, failure."))
 
 # append_batch is a tool of its own: append keeps type and text required.
 _MCP_TOOLS = ("append", "append_batch", "recap", "tail", "show", "summary", "verify", "export", "check",
@@ -4394,8 +4394,8 @@ def _mcp_listing(command):
             "description": "the signals in order, each with append's arguments; %s, such as a decision and the gate "
                            "update it settles with \"by\": \"@1\"" % (_AT_K % "signal of the list")}},
             "required": ["batch"], "additionalProperties": False}
-        description = ("Append several memory signals, all or none: each checked as append checks it, then all "
-                       "written together; note_ids and types list their ids and types.")
+        description = ("Append several memory signals, all or none, each checked as append checks it; note_ids "
+                       "and types list their ids and types.")
     else:
         schema, description = _mcp_input_schema(command), _mcp_wording(command, _COMMANDS[command].purpose)
     if command != "sessions":

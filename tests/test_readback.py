@@ -1206,6 +1206,26 @@ def test_an_artifact_note_after_a_delivery_is_a_boundary_until_synthesis_is_ente
     assert [item["id"] for item in receipt["unconfirmed"]] == ["n00003"]
 
 
+def test_a_boundary_proposed_in_synthesis_is_no_delivery(tmp_path):
+    # protocol.md: a choice the artifact needs is a proposal, appended even in SYNTHESIS; one on the
+    # artifact's boundary is an artifact note labelled inferred, and synthesis goes on until the delivery.
+    folder = tmp_path / "session"
+    write_signal_session(folder, [
+        ("mode", "SYNTHESIS approved."),
+        ("artifact", "The runbook leaves out the laptops.", {"provenance": "model", "evidence": "inferred"}),
+        ("artifact", "Runbook v1 delivered.", {"provenance": "model", "evidence": "observed"})])
+
+    receipt = session_recap(folder)
+    assert receipt["synthesis"] == {"state": "delivered", "entered": "n00001", "delivered": "n00003"}
+    assert receipt["delivery"] == {"id": "n00003", "after": [], "more": 0}
+    assert [item["id"] for item in receipt["unconfirmed"]] == ["n00002"]
+    write_signal_session(tmp_path / "before", [
+        ("mode", "SYNTHESIS approved."),
+        ("artifact", "The runbook leaves out the laptops.", {"provenance": "model", "evidence": "inferred"})])
+    receipt = session_recap(tmp_path / "before")
+    assert receipt["synthesis"] == {"state": "entered", "entered": "n00001"} and receipt["delivery"] is None
+
+
 def test_delivery_lists_the_newest_limit_notes_and_counts_the_rest(tmp_path):
     folder = tmp_path / "session"
     write_signal_session(folder, [("mode", "SYNTHESIS approved."), ("artifact", "Delivered.")]
@@ -1372,7 +1392,8 @@ def test_help_says_what_enters_and_ends_synthesis_and_what_is_a_delivery():
     append_help = " ".join(run_notes("append", "--help").stdout.split())
     for words in ("A mode note whose text begins with the word SYNTHESIS enters synthesis",
                   "a later mode note that does not (a STOP appends one beginning SHAPING) ends it",
-                  "an artifact note appended in synthesis is a delivery, which ends it too"):
+                  "an artifact note appended in synthesis is a delivery (unless inferred: a proposal), which ends "
+                  "it too"):
         assert words in append_help, words
     recap_help = " ".join(run_notes("recap", "--help").stdout.split())
     for words in ("pending: how many gates are open and notes unconfirmed, since when",
