@@ -3116,6 +3116,8 @@ _CHECK_LOG_STEMS = _check_stems(
     "open deferred defer closed gate whether undecided decided question operator model until later propose proposal "
     "default assumption confirm drop dropped discard reject ruled out reopen again unless pending said words "
     "relayed artifact deliverable settled still")
+
+
 def _note_stems(text):
     return _check_stems(text, _CHECK_LOG_STEMS)
 
