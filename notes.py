@@ -1419,13 +1419,17 @@ def _exports_in(folder):
 def _require_session(folder):
     meta = _read_meta(folder)
     if meta is None:
-        run = _on_folder(folder) + " "
-        if found := _exports_in(folder):  # what restore with no path reads
-            raise NotesError("no session in %s, but %s is there: restore it with: %srestore, or start anew with: "
-                             "%sinit" % (folder, os.path.basename(found[-1]), run, run))
-        raise NotesError("no session in %s (no %s there: none began, or its files are gone); start one with: "
-                         "%sinit, or restore an uploaded export with: %srestore PATH" % (folder, _META_NAME, run, run))
+        raise NotesError(_no_session(folder))
     return meta
+
+
+def _no_session(folder):
+    run = _on_folder(folder) + " "
+    if found := _exports_in(folder):  # what restore with no path reads
+        return "no session in %s, but %s is there: restore it with: %srestore, or start anew with: %sinit" % (
+            folder, os.path.basename(found[-1]), run, run)
+    return ("no session in %s (no %s there: none began, or its files are gone); start one with: %sinit, or restore "
+            "an uploaded export with: %srestore PATH" % (folder, _META_NAME, run, run))
 
 
 def _fsync_folder(folder):
@@ -2180,18 +2184,15 @@ class _NotesById(_ClosesHandle):
 
     def __init__(self, log_path):
         self.log_path, self.size, self.found = log_path, 0, {}
-        self.empty = False  # no line at all, found at the first lookup
 
     def __call__(self, note_id):
         if note_id not in self.found:
             if self.handle is None:
                 fd, size = _open_log(self.log_path)
                 if fd is None:
-                    self.empty = True
                     return None
                 self.handle = open(fd, "rb")
                 self.size = _end_before_incomplete_batch(self.handle, size)
-                self.empty = size == 0
             found = _find_note_line(self.handle, self.size, note_id)
             self.found[note_id] = found and found[2]
         return self.found[note_id]
@@ -3842,9 +3843,9 @@ def _check_batch_links(log_path, signals, batch):
             note_id = signal[name]
             target = signals[int(note_id[1:]) - 1] if note_id[0] == "@" else in_log(note_id)
             if target is None:
-                message = ("there is no session here, or it has no notes yet (its files may be gone): %s; nothing "
-                           "was written" if in_log.empty else "%s in this session; check the id with tail or recap"
-                           ) % ("--%s %s names no note" % (name, note_id))
+                folder = os.path.dirname(log_path)
+                message = "--%s %s names no note" % (name, note_id) + (": %s; nothing was written" % _no_session(
+                    folder) if _read_meta(folder) is None else " in this session; check the id with tail or recap")
                 message += "; a line of this batch is @K" if batch else ""
             else:
                 kind = _link_rule_broken(
