@@ -3220,8 +3220,9 @@ def _check_discards(doc, recap, find):
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
         stems = _note_stems(discard["text"] + " " + (replaced or {}).get("text", "")) - settled
-        name = _note_stems(re.split(r"[:;,(]", discard["text"])[0]) - settled
-        named = doc.hits(name) if len(name) <= 2 else {}
+        lead = _note_stems(re.split(r"[:;,(]", discard["text"])[0])  # its name if short, before what is settled
+        name = lead - settled if len(lead) <= 3 and len(lead - settled) <= 2 else set()
+        named = doc.hits(name)
         key = stems - _check_stems(discard["text"].partition(":")[2]) or stems  # a reason may follow, and stay
         windows = [doc.window(i, stems) for i, count in doc.hits(stems).items() if count >= 2 or named.get(i) == count]
         places = [(len(found), -n) for found, n in windows

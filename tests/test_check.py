@@ -177,6 +177,17 @@ def test_a_discard_is_revived_by_the_one_word_of_its_name_no_live_note_uses(tmp_
         ("n00002", 3)]
 
 
+def test_a_heading_holding_one_word_of_a_long_discard_does_not_revive_it(tmp_path):
+    # Round 87, running-club: "## Goal" was read as the discarded 5 km goal, whose other words the plan settles.
+    # Its name is long, so one word left unsettled is no name (a short one is: the Kafka test above).
+    folder = tmp_path / "club"
+    write_session(folder, [("decision", "Week 8 ends with 30 minutes of running; weeks are 5 km or less.", OP),
+                           ("discard", "A 5 km end goal for week 8: offered, not picked.", OP)])
+    (folder / "plan.md").write_text("# Programme\n\n## Goal\n\nIn week 8 everyone runs 30 minutes.\n",
+                                    encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+
+
 def test_a_line_holding_only_a_discards_reason_does_not_revive_it(tmp_path):
     # The reason after the colon is a settled fact the artifact may state (protocol.md section 8).
     folder = tmp_path / "news"
