@@ -322,7 +322,7 @@ def test_every_italic_pointer_names_a_heading():
 # Issue 21, point 2: each contradiction the first edition carried is settled once.
 @pytest.mark.parametrize("phrase", [
     "synthesis starts in that turn",                   # when SYNTHESIS may start
-    "`shared` when the operator took only what you put",  # how a confirmed proposal is labelled
+    "`shared` when the operator accepted your proposal",  # how a confirmed proposal is labelled
     "read back only when",                             # the readback cases, a past point among them
     "a text holds no note id",                         # ids go in links, never in a text
     "a checkpoint is",                                 # when to export again
@@ -414,8 +414,8 @@ def test_every_example_note_carries_both_labels(name):
 
 def test_the_labelling_rule_says_every_note_carries_both():
     text = section("protocol.md", r"lenses, tension, labels")
-    says(text, "every note carries two labels", "`op` when they stated", "`model` when you proposed",
-         "`shared` when the operator took only", "pasted", "observed", "never by repetition",
+    says(text, "every note carries two labels", "`op` when the operator stated", "`model` when you proposed",
+         "`shared` when the operator accepted", "pasted", "observed", "never by repetition",
          "whoever raised the question", "whoever settled or changed it", "confirms nothing specific", "own `model` note")
 
 
