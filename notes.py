@@ -3220,8 +3220,9 @@ def _check_discards(doc, recap, find):
     for discard in recap["discards"]:
         replaced = find(discard["replaces"]) if isinstance(discard.get("replaces"), str) else None
         stems = _note_stems(discard["text"] + " " + (replaced or {}).get("text", "")) - settled
-        lead = _note_stems(re.split(r"[:;,(]", discard["text"])[0])  # its name if short, before what is settled
-        name = lead - settled if len(lead) <= 3 and len(lead - settled) <= 2 else set()
+        lead = _note_stems(re.split(r"[:;,(]", discard["text"])[0])
+        name = lead - settled if len(lead) <= 3 else set()  # its name, if short, less what is settled
+        name = name if len(name) <= 2 else set()
         named = doc.hits(name)
         key = stems - _check_stems(discard["text"].partition(":")[2]) or stems  # a reason may follow, and stay
         windows = [doc.window(i, stems) for i, count in doc.hits(stems).items() if count >= 2 or named.get(i) == count]
@@ -3837,14 +3838,13 @@ def _clean_batch(entries, flags_given):
     return signals
 
 
-def _check_batch_links(log_path, signals, batch):
+def _check_batch_links(folder, signals, batch):
     """Refuse a link to no note of the right kind, or a forbidden supersede."""
-    with _NotesById(log_path) as in_log:
+    with _NotesById(_log_path(folder)) as in_log:
         for number, signal, name in [(n, s, k) for n, s in enumerate(signals, 1) for k in _BATCH_LINK_FIELDS if s[k]]:
             note_id = signal[name]
             target = signals[int(note_id[1:]) - 1] if note_id[0] == "@" else in_log(note_id)
             if target is None:
-                folder = os.path.dirname(log_path)
                 message = "--%s %s names no note" % (name, note_id) + (": %s; nothing was written" % _no_session(
                     folder) if _read_meta(folder) is None else " in this session; check the id with tail or recap")
                 message += "; a line of this batch is @K" if batch else ""
@@ -3910,7 +3910,7 @@ def _append(self, *, type=None, text=None, effect=None, ref=None, status=None, p
     folder, batch, count = _resolve_folder(self.folder, self.session), batch is not None, len(signals)
     log_path = _log_path(folder)
     _check_session_folder(folder)
-    _check_batch_links(log_path, signals, batch)  # the log only grows: found now, there under the lock
+    _check_batch_links(folder, signals, batch)  # the log only grows: found now, there under the lock
     with _SessionLock(folder):
         meta, created = _open_session_for_writing(folder)
         try:
