@@ -322,11 +322,11 @@ def test_every_italic_pointer_names_a_heading():
 # Issue 21, point 2: each contradiction the first edition carried is settled once.
 @pytest.mark.parametrize("phrase", [
     "synthesis starts in that turn",                   # when SYNTHESIS may start
-    "`shared` when the operator accepted your proposal",  # how a confirmed proposal is labelled
+    "`shared` for your proposal they took",             # how a confirmed proposal is labelled
     "read back only when",                             # the readback cases, a past point among them
     "a text holds no note id",                         # ids go in links, never in a text
     "a checkpoint is",                                 # when to export again
-    "naming for the first time who or what owns",      # a new owner is a source note, not a scope change
+    "naming who or what owns",                         # a new owner is a source note, not a scope change
     "go ahead without its answer or puts it off",      # open or deferred: whether the artifact waits
     "one note for the set",                            # content the operator asks for is a proposal
     "text beginning `SYNTHESIS`",                      # SYNTHESIS starts with a mode note so worded
@@ -363,7 +363,7 @@ def test_no_example_text_names_a_note_id():
 def test_a_new_owner_is_a_source_note_and_scope_is_said_as_a_principle():
     text = section("protocol.md", r"^1\. states")
     says(text, "start of the turn", "whole turn", "a deliverable", "a kind of user", "a place it runs",
-         "never changes the scope", "`source` note in the current state", "replacing an owner")
+         "never does", "is a `source` note", "replacing an owner", "own answer does not")
 
 
 # Issue 21, point 3: principles, not one scenario's patches.
@@ -414,9 +414,9 @@ def test_every_example_note_carries_both_labels(name):
 
 def test_the_labelling_rule_says_every_note_carries_both():
     text = section("protocol.md", r"lenses, tension, labels")
-    says(text, "every note carries two labels", "`op` when the operator stated", "`model` when you proposed",
-         "`shared` when the operator accepted", "pasted", "observed", "never by repetition",
-         "whoever raised the question", "whoever settled or changed it", "confirms nothing specific", "own `model` note")
+    says(text, "every note carries two labels", "`op` for what the operator stated", "`model` for what you proposed",
+         "`shared` for your proposal they took", "pasted", "observed", "never by repetition",
+         "whoever raised its question", "whoever settled or changed it", "takes nothing specific", "is `model`")
 
 
 # Issue 21, point 4: the shaping method is back.
@@ -435,7 +435,7 @@ def test_the_other_first_edition_rules_are_kept():
          "never authority", "fail closed", "one bounded question")
     gates = section("protocol.md", r"^5\. gates")
     says(gates, "scope", "hard constraints", "runtime", "persistence", "lifecycle", "source of truth",
-         "success criteria", "naming", "ASK", "PROPOSE", "DEFER", "STOP", "answers only part", "decision", "source",
+         "success criteria", "naming", "ASK", "PROPOSE", "DEFER", "STOP", "answers part", "decision", "source",
          "until the operator lets the work go ahead", "supersedes the note that closed")
     signals = section("protocol.md", r"^6\. signals")
     for kind in ("mode", "shape", "gate", "decision", "discard", "tension", "source", "artifact"):
