@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import (NOTES, REPO, Result, assert_no_traceback, code_blocks, folder_digest, notes, run_notes)
+from conftest import (NOTES, REPO, Result, assert_no_traceback, code_blocks, folder_digest, notes, recap, run_notes)
 
 
 # ==========================================================================
@@ -412,11 +412,29 @@ def test_every_example_note_carries_both_labels(name):
         assert note.get("evidence") in ("declared", "inferred", "observed", "validated"), note
 
 
+def test_the_worked_turn_leaves_the_state_its_rules_say(tmp_path):
+    """protocol.md's example turn: the changed proposal replaced by the operator's note, the rest a
+    proposal of its own, the owner a source note, the gate still open with what is left, by that note."""
+    for command, stdin in document_commands("protocol.md"):
+        words = shlex.split(command)
+        assert words[:3] == ["python3", "-S", SANDBOX + "/notes.py"], command
+        result = run_notes(*words[3:], folder=tmp_path, input=(stdin or "").encode("utf-8"))
+        assert result.code == 0, (command, result)
+    state = recap(tmp_path)
+    assert [note["id"] for note in state["unconfirmed"]] == ["n00004"]
+    assert [(note["id"], note.get("replaces"), note["provenance"]) for note in state["decisions"]] == [
+        ("n00003", "n00002", "op")]
+    assert [(gate["id"], gate["status"], gate["update_id"], gate["update_provenance"])
+            for gate in state["open_gates"]] == [("n00001", "open", "n00006", "op")]
+    assert [note["id"] for note in state["sources"]] == ["n00005"]
+
+
 def test_the_labelling_rule_says_every_note_carries_both():
     text = section("protocol.md", r"lenses, tension, labels")
     says(text, "every note carries two labels", "`op` for what the operator stated", "`model` for what you proposed",
          "`shared` for your proposal they took", "pasted", "observed", "never by repetition",
-         "whoever raised its question", "whoever settled or changed it", "takes nothing specific", "is `model`")
+         "whoever raised its question", "whoever settled or changed it", "takes nothing specific", "is `model`",
+         "not of whoever words its effect", "even where you word it", "assent too")
 
 
 # Issue 21, point 4: the shaping method is back.
@@ -444,7 +462,7 @@ def test_the_other_first_edition_rules_are_kept():
     says(section("protocol.md", r"^4\. lenses"), "unconfirmed", "--ref", "`discard`", "until a note replaces it")
     says(section("protocol.md", r"^8\. synthesis"), "stands alone", "audit document", "not decided",
          "redesign", "delivering ends synthesis", "`artifact` note", "keep that file",
-         "out of date")
+         "out of date", "settled while a gate weighs it")
     says(section("note-io.md", r"^links$"), "--ref", "--about", "--by", "--batch -", "all of them or none",
          "@K", "one batch")
     says(section("note-io.md", r"^receipts$"), "Memory: <type> appended.", "one per note", "in order",
