@@ -3843,9 +3843,10 @@ def _check_batch_links(folder, signals, batch):
         for number, signal, name in [(n, s, k) for n, s in enumerate(signals, 1) for k in _BATCH_LINK_FIELDS if s[k]]:
             note_id = signal[name]
             target = signals[int(note_id[1:]) - 1] if note_id[0] == "@" else in_log(note_id)
+            if target is None and _read_meta(folder) is None:  # a reset: as every command says
+                raise NotesError("%s; --%s %s names no note; nothing was written" % (_no_session(folder), name, note_id))
             if target is None:
-                message = "--%s %s names no note" % (name, note_id) + (": %s; nothing was written" % _no_session(
-                    folder) if _read_meta(folder) is None else " in this session; check the id with tail or recap")
+                message = "--%s %s names no note in this session; check the id with tail or recap" % (name, note_id)
                 message += "; a line of this batch is @K" if batch else ""
             else:
                 kind = _link_rule_broken(

@@ -286,16 +286,16 @@ def test_a_link_into_a_folder_with_no_notes_says_there_is_no_session(tmp_path, c
         out, _ = capsys.readouterr()
         assert code == 2
         assert json.loads(out) == {"ok": False, "error": (
-            "%s n00009 names no note: no session in %s (no session_meta.json there: none began, or its files are "
-            "gone); start one with: python3 -S notes.py --dir %s init, or restore an uploaded export with: python3 "
-            "-S notes.py --dir %s restore PATH; nothing was written" % ((options[0],) + (folder,) * 3))}
+            "no session in %s (no session_meta.json there: none began, or its files are gone); start one with: "
+            "python3 -S notes.py --dir %s init, or restore an uploaded export with: python3 -S notes.py --dir %s "
+            "restore PATH; %s n00009 names no note; nothing was written" % ((folder,) * 3 + (options[0],)))}
         assert not folder.exists()
     with pytest.raises(notes.NotesError) as refused:  # a batch says it too
         notes.Session(folder).append(batch=[{"type": "decision", "text": "Kept.", "about": "n00009"}])
     assert str(refused.value) == (
-        "line 1: --about n00009 names no note: no session in %s (no session_meta.json there: none began, or its "
-        "files are gone); start one with: python3 -S notes.py --dir %s init, or restore an uploaded export with: "
-        "python3 -S notes.py --dir %s restore PATH; nothing was written; a line of this batch is @K" % ((folder,) * 3))
+        "no session in %s (no session_meta.json there: none began, or its files are gone); start one with: "
+        "python3 -S notes.py --dir %s init, or restore an uploaded export with: python3 -S notes.py --dir %s "
+        "restore PATH; --about n00009 names no note; nothing was written" % ((folder,) * 3))
     assert not folder.exists()
     notes.Session(folder).init()  # a session with no notes yet
     code = notes.main(["--dir", str(folder), "append", "--type", "decision", "--text", "Kept.", "--about", "n00009"])
