@@ -2740,7 +2740,7 @@ def _summarise_record(record):
     item = {key: record[key] for key in ("id", "text", "effect") if key in record}
     if record["type"] != "gate" and isinstance(record.get("ref"), str):
         item["replaces"] = record["ref"]
-    item.update((key, record[key]) for key in ("provenance", "evidence") if key in record)
+    item.update((key, record[key]) for key in ("about", "provenance", "evidence") if key in record)
     return item
 
 
@@ -3843,7 +3843,7 @@ def _check_batch_links(folder, signals, batch):
         for number, signal, name in [(n, s, k) for n, s in enumerate(signals, 1) for k in _BATCH_LINK_FIELDS if s[k]]:
             note_id = signal[name]
             target = signals[int(note_id[1:]) - 1] if note_id[0] == "@" else in_log(note_id)
-            if target is None and _read_meta(folder) is None:  # a reset: as every command says
+            if target is None and _read_meta(folder) is None:
                 raise NotesError("%s; --%s %s names no note; nothing was written" % (_no_session(folder), name, note_id))
             if target is None:
                 message = "--%s %s names no note in this session; check the id with tail or recap" % (name, note_id)

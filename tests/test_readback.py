@@ -217,6 +217,24 @@ def test_recap_help_says_what_unconfirmed_means(tmp_path, capsys):
     assert not (tmp_path / "untouched").exists()
 
 
+def test_recap_rows_name_the_note_each_is_about(session):
+    # After a restore the model knows a proposal's gate only from recap, and its leftover goes --about that gate.
+    api = notes.Session(session)
+    api.append(type="gate", text="How often the backup runs is open.", provenance="model", evidence="inferred")
+    api.append(type="decision", text="The backup runs daily.", about="n00001", provenance="model", evidence="inferred")
+    api.append(type="discard", text="A weekly run ruled out.", about="n00001", provenance="op", evidence="declared")
+    api.append(type="decision", text="Old versions are kept 90 days.", provenance="op", evidence="declared")
+
+    receipt = api.recap()
+
+    assert receipt["unconfirmed"] == [{"id": "n00002", "type": "decision", "text": "The backup runs daily.",
+                                       "about": "n00001", "provenance": "model", "evidence": "inferred"}]
+    assert receipt["discards"] == [{"id": "n00003", "text": "A weekly run ruled out.", "about": "n00001",
+                                    "provenance": "op", "evidence": "declared"}]
+    assert receipt["decisions"] == [{"id": "n00004", "text": "Old versions are kept 90 days.", "provenance": "op",
+                                     "evidence": "declared"}]
+
+
 def test_recap_of_an_empty_session(session):
     session_id = json.loads((session / "session_meta.json").read_text(encoding="utf-8"))["session_id"]
 
