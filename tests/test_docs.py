@@ -350,7 +350,7 @@ def test_readback_covers_a_past_point_and_the_checkpoint_rule():
          "`tell_operator`", "only copy")
     # How to spot a later export is restore's tell_operator to say (test_export pins it); passing it on is the duty.
     says(text, "restore", "as the refusal shows", "pass on `tell_operator`", "readING_ALIGNMENT",
-         "whatever the last `mode` note says")
+         "whatever the last `mode` note says", "say so in one line")
     says(text, "--compact")
 
 
@@ -434,7 +434,8 @@ def test_the_labelling_rule_says_every_note_carries_both():
     says(text, "every note carries two labels", "`op` for what the operator stated", "`model` for what you proposed",
          "`shared` for your proposal they took", "pasted", "observed", "never by repetition",
          "whoever raised its question", "whoever settled or changed it", "takes nothing specific", "is `model`",
-         "not of whoever words its effect", "even where you word it", "assent too")
+         "not of whoever words its effect", "even where you word it", "assent too",
+         "words alone is theirs (`op`, `declared`)")
 
 
 # Issue 21, point 4: the shaping method is back.
@@ -464,7 +465,7 @@ def test_the_other_first_edition_rules_are_kept():
          "redesign", "delivering ends synthesis", "`artifact` note", "keep that file",
          "out of date", "settled while a gate weighs it")
     says(section("note-io.md", r"^links$"), "--ref", "--about", "--by", "--batch -", "all of them or none",
-         "@K", "one batch")
+         "@K", "one batch", "none if nothing does")
     says(section("note-io.md", r"^receipts$"), "Memory: <type> appended.", "one per note", "in order",
          "duplicate", "recovered", "warnings", "not saved", "never claim")
     says(section("note-io.md", r"^reading$"), "`pending`", "recap --help",
