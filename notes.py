@@ -3222,7 +3222,8 @@ def _check_discards(doc, recap, find):
         stems = _note_stems(discard["text"] + " " + (replaced or {}).get("text", "")) - settled
         lead = _note_stems(re.split(r"[:;,(]", discard["text"])[0])
         name = lead - settled if len(lead) <= 3 else set()  # its name, if short, less what is settled
-        named = doc.hits(name) if len(name) <= 2 else {}
+        name = name if len(name) <= 2 else set()
+        named = doc.hits(name)
         key = stems - _check_stems(discard["text"].partition(":")[2]) or stems  # a reason may follow, and stay
         windows = [doc.window(i, stems) for i, count in doc.hits(stems).items() if count >= 2 or named.get(i) == count]
         places = [(len(found), -n) for found, n in windows

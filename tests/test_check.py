@@ -188,6 +188,16 @@ def test_a_heading_holding_one_word_of_a_long_discard_does_not_revive_it(tmp_pat
     assert notes.Session(folder).check(file="plan.md")["findings"] == []
 
 
+def test_a_three_word_name_left_unsettled_is_no_name(tmp_path):
+    # The name counts only at two words or fewer once settled words are out; the longer one needs a key word too.
+    folder = tmp_path / "backup"
+    write_session(folder, [("decision", "Backups go to a cloud bucket every night.", OP),
+                           ("discard", "Weekly drive swap: the swap drive is too heavy to carry.", OP)])
+    (folder / "plan.md").write_text("# Runbook\n\nBackups go to a cloud bucket every night.\n\n"
+                                    "Keep the drive swap box in the hall.\n", encoding="utf-8")
+    assert notes.Session(folder).check(file="plan.md")["findings"] == []
+
+
 def test_a_line_holding_only_a_discards_reason_does_not_revive_it(tmp_path):
     # The reason after the colon is a settled fact the artifact may state (protocol.md section 8).
     folder = tmp_path / "news"
