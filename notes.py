@@ -178,7 +178,6 @@ _VENDOR_PATTERNS = (
     ("URL with a password", ("://",),
      r"[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^\s:/?#@\[\]]*):"
      r"(?P<password>(?![$<{*%\[])(?![0-9]{1,5}(?:[/?#\s]|$))[^\s@]+)@[^\s/?#@]"),
-    # curl -u user:password
     ("user and password on a command line", ("-u", "--user"),
      r"(?<!\S)(?:-u|--user)[ =]?[\"']?(?P<user>[^\s:\"']+):(?P<password>(?![$<{*%\[])[^\s\"']{4,})"),
     ("AWS access key id", ("akia", "asia", "abia", "acca"),
@@ -2616,7 +2615,7 @@ def _show_chain(reader, note_id):
             _keep_newest(about, _SHOW_LIST_LIMIT, not_listed, "about")
     receipt = {"ok": True, "command": "show", "note_id": note_id, "path": reader.path, "record": target}
     if is_gate:
-        receipt["state"] = later[-1]["status"] if later else root.get("status", "open")
+        receipt["state"] = (later[-1] if later else root).get("status", "open")
         if root is not target:
             receipt["gate"] = root
         receipt.update(updates=later, settled_by=_notes_named(reader, settled, not_listed))
@@ -2761,7 +2760,7 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             continue
         if kind in latest:
             latest[kind] = record
-        if kind in lists or kind == "shape" and _is_unconfirmed(record):
+        if kind in lists or kind == "shape" and _is_unconfirmed(record) and note_id not in superseded:
             item, name = _summarise_record(record), lists.get(kind)
             # A tension or a delivery holds nothing to confirm.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
@@ -2815,7 +2814,8 @@ def _gate_item(gate_id, gates, found, name):
         item["effect"] = in_force["effect"]
     if name != "closed_gates":
         return item
-    item["closed_by"] = _named_note(found.get(gate.by) or update)
+    if closer := found.get(gate.by, update):
+        item["closed_by"] = _named_note(closer)
     return {key: item[key] for key in ("id", "text", "update_id", "closed_by", "update_provenance", "update_evidence")
             if key in item}
 
@@ -3270,7 +3270,7 @@ def _check_open(doc, recap, gates, find):
         # Closed: with its answer; narrowed: what is left.
         closed, by = note.get("status") == "closed", note["id"] in gates and gates[note["id"]].by
         settled = _check_stems((find(by) or {}).get("text", "")) if by and not closed else set()
-        texts = [note["text"] + " " + note["update_text"]] if closed else [note["update_text"]] if by and len(
+        texts = [note["text"] + " " + note.get("update_text", "")] if closed else [note["update_text"]] if by and len(
             _note_stems(note["update_text"])) > 1 else [note["text"], note.get("update_text")]
         # One word left would match any line: then all of them.
         lines, stem_sets = [], [rest if len(rest := stems - settled) > 1 else stems for text in texts

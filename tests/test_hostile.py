@@ -652,3 +652,30 @@ def test_export_refuses_what_restore_would_refuse_for_its_size(tmp_path, capsys,
     assert result["structuredContent"] == {"ok": False, "error": message.replace("--format", "format")}
     assert folder_digest(folder) == before
     assert notes.main(["--dir", str(folder), "export", "--format", "md"]) == 0  # restore never reads it
+
+
+# --------------------------------------------------------------------------
+# Gate and supersede shapes append never writes, each once made exit 1
+
+HAND_MADE_SHAPES = {
+    "a gate closed by its first note": [("gate", "Pricing model for launch tiers?", {"status": "closed"})],
+    "the same, proposed": [("gate", "Pricing model for launch tiers?", {"status": "closed", "provenance": "model"})],
+    "a gate update with no status": [("gate", "Pricing model for launch tiers?"),
+                                     ("gate", "Pricing is for later.", {"ref": "n00001"})],
+    "an unconfirmed shape replacing a discard of its own id": [
+        ("discard", "Drop the launch tiers."),
+        make_record(SESSION_ID, 1, "shape", "Tiers by seat.", ref="n00001", evidence="inferred")],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(HAND_MADE_SHAPES))
+@pytest.mark.parametrize("reader", [("recap",), ("recap", "--format", "md"), ("show", "n00001"),
+                                    ("check", "plan.md"), ("export", "--format", "md", "--output", "OUT.md")])
+def test_a_reader_answers_a_gate_or_supersede_that_append_refuses(tmp_path, shape, reader):
+    folder = tmp_path / "s"
+    write_session(folder, HAND_MADE_SHAPES[shape])
+    (folder / "plan.md").write_text("# Plan\n\nPricing model for launch tiers: to be settled.\n", encoding="utf-8")
+    result = run_reader(folder, tmp_path, *reader)
+    assert_no_traceback(result)
+    assert result.code in (0, 3), result
+
