@@ -178,6 +178,7 @@ _VENDOR_PATTERNS = (
     ("URL with a password", ("://",),
      r"[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^\s:/?#@\[\]]*):"
      r"(?P<password>(?![$<{*%\[])(?![0-9]{1,5}(?:[/?#\s]|$))[^\s@]+)@[^\s/?#@]"),
+    # curl -u user:password
     ("user and password on a command line", ("-u", "--user"),
      r"(?<!\S)(?:-u|--user)[ =]?[\"']?(?P<user>[^\s:\"']+):(?P<password>(?![$<{*%\[])[^\s\"']{4,})"),
     ("AWS access key id", ("akia", "asia", "abia", "acca"),
@@ -2760,14 +2761,15 @@ def _recap_live_notes(reader, superseded, limit, cut, wanted, synthesis):
             continue
         if kind in latest:
             latest[kind] = record
-        if kind in lists or kind == "shape" and _is_unconfirmed(record) and note_id not in superseded:
+        if kind in lists or kind == "shape":
             item, name = _summarise_record(record), lists.get(kind)
             # A tension or a delivery holds nothing to confirm.
             if _is_unconfirmed(item) and kind != "tension" and not delivered and note_id not in superseded:
                 first = first or (record["seq"], note_id)
                 name, item = "unconfirmed", {"id": note_id, "type": kind, **item}
-            kept[name].append((record["seq"], item))
-            _keep_newest(kept[name], limit, cut, name)
+            if name:
+                kept[name].append((record["seq"], item))
+                _keep_newest(kept[name], limit, cut, name)
     if latest["mode"] and latest["mode"]["seq"] < (synthesis.delivered_at or 0):
         latest["mode"] = None  # a later delivery ended it
     if settled and settled["id"] not in superseded:

@@ -664,7 +664,7 @@ HAND_MADE_SHAPES = {
                                      ("gate", "Pricing is for later.", {"ref": "n00001"})],
     "an unconfirmed shape replacing a discard of its own id": [
         ("discard", "Drop the launch tiers."),
-        make_record(SESSION_ID, 1, "shape", "Tiers by seat.", ref="n00001", evidence="inferred")],
+        record(1, "shape", text="Tiers by seat.", ref="n00001", evidence="inferred")],
 }
 
 
